@@ -1,0 +1,34 @@
+"""Application factory. Everything but ``/health`` needs ``Authorization: Bearer <token>``."""
+
+from __future__ import annotations
+
+from fastapi import Depends, FastAPI
+from sqlalchemy import text
+
+from app import __version__
+from app.api import studies
+from app.api.deps import require_token
+from app.settings import Settings
+
+
+def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # type: ignore[no-untyped-def]
+    from app.store import open_store
+
+    settings = settings or Settings()
+    token = settings.ensure_api_token().get_secret_value()
+    api = FastAPI(
+        title="RCEA Audit",
+        version=__version__,
+        description="Trajectory store, audits and reports for RCEA studies.",
+    )
+    api.state.engine = engine if engine is not None else open_store(settings)
+    api.state.api_token = token
+
+    @api.get("/health", tags=["meta"])
+    def health() -> dict[str, str]:
+        with api.state.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return {"status": "ok", "version": __version__}
+
+    api.include_router(studies.router, dependencies=[Depends(require_token)])
+    return api

@@ -1,0 +1,23 @@
+"""The ``rcea`` command line (Typer). One module per command group."""
+
+from __future__ import annotations
+
+import typer
+
+from app.cli import data_cmd, demo_cmd, serve_cmd, view_cmd
+
+app = typer.Typer(
+    name="rcea",
+    help="RCEA Audit: reward-conditioned entropy studies with blinded human audits.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+data_cmd.register(app)
+serve_cmd.register(app)
+demo_cmd.register(app)
+view_cmd.register(app)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,184 @@
+"""``rcea validate``, ``rcea ingest``, ``rcea studies``, ``rcea summary``, ``rcea db``,
+``rcea config``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from app.cli.common import JSON_OPTION, engine, fail, is_tty, print_json, settings
+from pipeline.records import RecordValidationError, read_records
+
+
+def validate(
+    file: Path = typer.Argument(..., help="records file (.jsonl or .parquet)"),
+    allow_extra: bool = typer.Option(False, help="ignore fields outside the record schema"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Check a records file against the schema; name every bad line and field."""
+    try:
+        batch = read_records(file, allow_extra=allow_extra)
+    except FileNotFoundError as exc:
+        fail(str(exc), as_json=as_json)
+    except RecordValidationError as exc:
+        if as_json:
+            print_json(
+                {
+                    "ok": False,
+                    "file": str(file),
+                    "n_errors": len(exc.errors),
+                    "truncated": exc.truncated,
+                    "errors": [e.to_dict() for e in exc.errors],
+                }
+            )
+        else:
+            for err in exc.errors:
+                typer.echo(str(err), err=True)
+            typer.echo(f"invalid: {len(exc.errors)} error(s) in {file}", err=True)
+        raise typer.Exit(1) from None
+    if as_json:
+        print_json(
+            {
+                "ok": True,
+                "file": str(file),
+                "n_records": len(batch),
+                "n_questions": batch.n_questions,
+            }
+        )
+    else:
+        typer.echo(f"valid: {len(batch)} records, {batch.n_questions} questions in {file}")
+
+
+def ingest(
+    file: Path = typer.Argument(..., help="records file (.jsonl or .parquet)"),
+    study: str = typer.Option(None, "--study", help="study name (default: the file's stem)"),
+    allow_extra: bool = typer.Option(False, help="ignore fields outside the record schema"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Validate and store a records file in one transaction (all or nothing)."""
+    from app.ingest import ingest_file
+
+    cfg = settings()
+    name = study or file.stem
+    try:
+        result = ingest_file(
+            engine(),
+            file,
+            study=name,
+            artifacts_dir=cfg.artifacts_dir,
+            data_dir=cfg.data_dir,
+            allow_extra=allow_extra,
+            progress=is_tty() and not as_json,
+        )
+    except FileNotFoundError as exc:
+        fail(str(exc), as_json=as_json)
+    except RecordValidationError as exc:
+        if as_json:
+            print_json(
+                {
+                    "ok": False,
+                    "file": str(file),
+                    "n_errors": len(exc.errors),
+                    "errors": [e.to_dict() for e in exc.errors],
+                    "message": "nothing was ingested",
+                }
+            )
+        else:
+            for err in exc.errors:
+                typer.echo(str(err), err=True)
+            typer.echo(f"nothing ingested: {len(exc.errors)} error(s) in {file}", err=True)
+        raise typer.Exit(1) from None
+    if as_json:
+        print_json({"ok": True, **result.to_dict()})
+    else:
+        typer.echo(result.summary())
+
+
+def studies(as_json: bool = JSON_OPTION) -> None:
+    """List the studies in the store."""
+    from app.store import list_studies, session_scope
+
+    with session_scope(engine()) as session:
+        rows = [
+            {"id": s.id, "name": s.name, "created_at": s.created_at.isoformat()}
+            for s in list_studies(session)
+        ]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        typer.echo("no studies yet: run `rcea ingest FILE --study NAME`")
+    for r in rows:
+        typer.echo(f"{r['id']:>4}  {r['name']}  (created {r['created_at']})")
+
+
+def summary(
+    study: str = typer.Argument(..., help="study name"), as_json: bool = JSON_OPTION
+) -> None:
+    """Counts of trajectories by run, model, step and reward."""
+    from app.store import StoreError, require_study, session_scope, study_summary
+
+    try:
+        with session_scope(engine()) as session:
+            st = require_study(session, name=study)
+            data = study_summary(session, study_id=st.id)
+    except StoreError as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(data)
+        return
+    typer.echo(
+        f"study {data['study']}: {data['n_trajectories']} trajectories, "
+        f"{data['n_questions']} questions, {data['n_ingests']} ingest(s)"
+    )
+    typer.echo(f"{'run':<16}{'model':<16}{'step':>8}{'n':>8}{'R=1':>8}{'R=0':>8}")
+    for g in data["groups"]:
+        typer.echo(
+            f"{g['run']:<16}{g['model']:<16}{g['step']:>8}{g['n']:>8}"
+            f"{g['n_success']:>8}{g['n_failure']:>8}"
+        )
+
+
+db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Migrate the configured database to the latest schema."""
+    from app.settings import redact_url
+    from app.store.db import current_revision
+
+    eng = engine()  # open_store migrates
+    typer.echo(
+        f"schema at revision {current_revision(eng)} "
+        f"({redact_url(settings().resolved_database_url)})"
+    )
+
+
+@db_app.command("current")
+def db_current() -> None:
+    """Print the schema revision of the configured database."""
+    from app.store import make_engine
+    from app.store.db import current_revision
+
+    typer.echo(current_revision(make_engine(settings().resolved_database_url)) or "empty")
+
+
+def config(as_json: bool = JSON_OPTION) -> None:
+    """Show the effective configuration (secrets only as set/unset)."""
+    data = settings().public_dict()
+    if as_json:
+        print_json(data)
+        return
+    for key, value in data.items():
+        typer.echo(f"{key:<24} {value}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(validate)
+    app.command()(ingest)
+    app.command()(studies)
+    app.command()(summary)
+    app.command()(config)
+    app.add_typer(db_app, name="db")

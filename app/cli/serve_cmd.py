@@ -1,0 +1,31 @@
+"""``rcea serve``: the FastAPI service under uvicorn."""
+
+from __future__ import annotations
+
+import typer
+
+from app.cli.common import settings
+
+
+def serve(
+    host: str = typer.Option(None, help="bind address (default RCEA_API_HOST)"),
+    port: int = typer.Option(None, help="port (default RCEA_API_PORT)"),
+) -> None:
+    """Serve the REST API (bearer-token auth; token from RCEA_API_TOKEN or
+    <data_dir>/api-token, created on first start and never printed)."""
+    import uvicorn
+
+    from app.api import create_app
+
+    cfg = settings()
+    api = create_app(cfg)
+    host = host or cfg.api_host
+    port = port or cfg.api_port
+    if cfg.api_token is not None and (cfg.data_dir / "api-token").exists():
+        typer.echo(f"bearer token: see {cfg.data_dir / 'api-token'}")
+    typer.echo(f"serving on http://{host}:{port} (OpenAPI at /docs)")
+    uvicorn.run(api, host=host, port=port, log_level="info")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)

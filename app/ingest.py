@@ -1,0 +1,243 @@
+"""Transactional ingest of interchange records into the store.
+
+An ingest either writes every record of the file or nothing: validation happens before
+the transaction, the token artifact is written atomically and removed again if the
+database transaction fails, and re-ingesting an identical file is a reported no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from tqdm import tqdm
+
+from app.store import Ingest, Question, Study, Trajectory, get_or_create_study, session_scope
+from pipeline.records import (
+    SCALAR_FIELDS,
+    RecordBatch,
+    RecordError,
+    RecordValidationError,
+    read_records,
+)
+
+INSERT_CHUNK = 5_000
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    study: str
+    source: str
+    n_trajectories: int
+    n_questions: int
+    n_new_questions: int
+    already_ingested: bool
+    ingest_id: int
+    token_artifact: str | None
+
+    def summary(self) -> str:
+        if self.already_ingested:
+            return (
+                f"already ingested: {self.source} is identical to ingest #{self.ingest_id} "
+                f"of study {self.study}; nothing written"
+            )
+        return (
+            f"ingested {self.n_trajectories} trajectories, {self.n_questions} questions, "
+            f"study {self.study}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def ingest_file(
+    engine: Engine,
+    path: str | Path,
+    *,
+    study: str,
+    artifacts_dir: Path,
+    data_dir: Path,
+    allow_extra: bool = False,
+    progress: bool = False,
+) -> IngestResult:
+    """Validate ``path`` and write all its records to ``study`` in one transaction."""
+    path = Path(path)
+    sha = file_sha256(path) if path.exists() else ""
+    # A file identical to an earlier ingest is a no-op before any (slow) validation.
+    with session_scope(engine) as session:
+        st = session.execute(select(Study).where(Study.name == study)).scalar_one_or_none()
+        if st is not None:
+            prior = session.execute(
+                select(Ingest).where(Ingest.study_id == st.id, Ingest.sha256 == sha)
+            ).scalar_one_or_none()
+            if prior is not None:
+                return IngestResult(
+                    study, str(path), prior.n_records, 0, 0, True, prior.id, prior.token_artifact
+                )
+    batch = read_records(path, allow_extra=allow_extra)
+    return _write_batch(
+        engine,
+        batch,
+        study=study,
+        sha=sha,
+        artifacts_dir=artifacts_dir,
+        data_dir=data_dir,
+        progress=progress,
+    )
+
+
+def _write_batch(
+    engine: Engine,
+    batch: RecordBatch,
+    *,
+    study: str,
+    sha: str,
+    artifacts_dir: Path,
+    data_dir: Path,
+    progress: bool,
+) -> IngestResult:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.store.artifacts import new_artifact_path, write_token_artifact
+
+    artifact: Path | None = None
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        with session_scope(engine) as session:
+            st = get_or_create_study(session, name=study)
+            _refuse_store_duplicates(session, batch, st.id)
+            tids = batch.columns["trajectory_id"]
+            pending = None
+            if batch.token_present is not None and batch.token_present.any():
+                artifact = new_artifact_path(artifacts_dir, study)
+                # The Parquet write (pyarrow, GIL released) overlaps the SQL inserts.
+                pending = pool.submit(
+                    write_token_artifact,
+                    artifact,
+                    tids,
+                    batch.token_values,
+                    batch.token_offsets,
+                    batch.token_present,
+                )
+            rel = str(artifact.relative_to(data_dir)) if artifact else None
+            ing = Ingest(
+                study_id=st.id,
+                source=batch.source,
+                sha256=sha,
+                n_records=len(batch),
+                token_artifact=rel,
+            )
+            session.add(ing)
+            session.flush()
+            existing_q = set(
+                session.execute(
+                    select(Question.question_id).where(Question.study_id == st.id)
+                ).scalars()
+            )
+            new_q = sorted(set(batch.columns["question_id"]) - existing_q)
+            if new_q:
+                session.execute(
+                    insert(Question),
+                    [
+                        {"study_id": st.id, "question_id": q, "created_at": ing.created_at}
+                        for q in new_q
+                    ],
+                )
+            _insert_trajectories(session, batch, st.id, ing.id, rel, progress)
+            if pending is not None:
+                pending.result()  # the artifact must be in place before we commit
+            result = IngestResult(
+                study, batch.source, len(batch), batch.n_questions, len(new_q), False, ing.id, rel
+            )
+    except BaseException:
+        pool.shutdown(wait=True)
+        if artifact is not None:
+            artifact.unlink(missing_ok=True)
+            artifact.with_suffix(".parquet.tmp").unlink(missing_ok=True)
+        raise
+    pool.shutdown(wait=True)
+    return result
+
+
+def _refuse_store_duplicates(session: Any, batch: RecordBatch, study_id: int) -> None:
+    existing = set(
+        session.execute(
+            select(Trajectory.trajectory_id).where(Trajectory.study_id == study_id)
+        ).scalars()
+    )
+    if not existing:
+        return
+    errors = [
+        RecordError(
+            batch.source, loc, "trajectory_id", f"trajectory_id {tid!r} already exists in the store"
+        )
+        for tid, loc in zip(batch.columns["trajectory_id"], batch.locations, strict=True)
+        if tid in existing
+    ]
+    if errors:
+        raise RecordValidationError(errors[:100], truncated=len(errors) > 100)
+
+
+def _insert_trajectories(
+    session: Any,
+    batch: RecordBatch,
+    study_id: int,
+    ingest_id: int,
+    artifact: str | None,
+    progress: bool,
+) -> None:
+    """Bulk insert through the driver's ``executemany`` (no per-row ORM work)."""
+    cols = batch.columns
+    n = len(batch)
+    present = batch.token_present
+    names = [f for f in SCALAR_FIELDS if f in Trajectory.model_fields]
+    all_names = [*names, "study_id", "ingest_id", "token_artifact", "token_row"]
+    conn = session.connection()
+    compiled = insert(Trajectory.__table__).compile(dialect=conn.dialect, column_keys=all_names)
+    order = list(compiled.positiontup) if compiled.positional else all_names
+    has_tokens = present.tolist() if present is not None else [False] * n
+    extra = {
+        "study_id": [study_id] * n,
+        "ingest_id": [ingest_id] * n,
+        "token_artifact": [artifact if t else None for t in has_tokens],
+        "token_row": [i if t else None for i, t in enumerate(has_tokens)],
+    }
+    source = {**{k: cols[k] for k in names}, **extra}
+    ordered = [source[k] for k in order]
+    bar = tqdm(total=n, unit="rec", desc="ingest", disable=not progress, leave=False)
+    try:
+        for start in range(0, n, INSERT_CHUNK):
+            stop = min(start + INSERT_CHUNK, n)
+            chunk = list(zip(*(c[start:stop] for c in ordered), strict=True))
+            params: list[Any] = (
+                chunk if compiled.positional else [dict(zip(order, r, strict=True)) for r in chunk]
+            )
+            try:
+                conn.exec_driver_sql(str(compiled), params)
+            except IntegrityError as exc:  # a concurrent ingest won the race
+                raise RecordValidationError(
+                    [
+                        RecordError(
+                            batch.source,
+                            "file",
+                            "trajectory_id",
+                            f"conflicts with records written meanwhile: {exc.orig}",
+                        )
+                    ]
+                ) from exc
+            bar.update(stop - start)
+    finally:
+        bar.close()

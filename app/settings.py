@@ -1,0 +1,114 @@
+"""One settings class for the whole application (env prefix ``RCEA_``, ``.env`` support).
+
+Secrets are ``SecretStr``: their ``repr``/``str`` show ``**********`` so they never end up
+in logs, tracebacks or ``rcea config`` output.
+"""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SECRET_FIELDS = ("labelstudio_token", "labelstudio_password", "llm_api_key", "api_token")
+
+
+class Settings(BaseSettings):
+    """Runtime configuration. Every field is read from ``RCEA_<FIELD>`` or ``.env``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RCEA_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    data_dir: Path = Field(Path("rcea-data"), description="store, artifacts and logs")
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL; default: SQLite file <data_dir>/rcea.db", repr=False
+    )
+    labelstudio_url: str = Field("http://127.0.0.1:8089", description="Label Studio base URL")
+    labelstudio_token: SecretStr | None = Field(None, description="Label Studio legacy API token")
+    labelstudio_user: str = Field("admin@rcea.local", description="preset Label Studio admin")
+    labelstudio_password: SecretStr | None = Field(None, description="preset admin password")
+    llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint base URL")
+    llm_api_key: SecretStr | None = Field(None, description="API key for the LLM endpoint")
+    llm_model: str | None = Field(None, description="model name at the LLM endpoint")
+    api_token: SecretStr | None = Field(None, description="bearer token of the rcea service")
+    api_host: str = Field("127.0.0.1", description="bind address of `rcea serve`")
+    api_port: int = Field(8000, description="port of `rcea serve`")
+    view_port: int = Field(8501, description="port of the Streamlit view")
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalise_database_url(cls, value: str | None) -> str | None:
+        if value and value.startswith("postgresql://"):
+            # Use psycopg 3 (the only PostgreSQL driver we install).
+            return "postgresql+psycopg://" + value[len("postgresql://") :]
+        if value and value.startswith("postgres://"):
+            return "postgresql+psycopg://" + value[len("postgres://") :]
+        return value
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'rcea.db').resolve()}"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.data_dir / "artifacts"
+
+    def ensure_data_dir(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        return self.data_dir
+
+    def ensure_api_token(self) -> SecretStr:
+        """Return the service token; refuse to run open, so make one on first use.
+
+        The generated token is written to ``<data_dir>/api-token`` (mode 0600) and never
+        printed: clients read it from that file.
+        """
+        if self.api_token is not None and self.api_token.get_secret_value():
+            return self.api_token
+        path = self.data_dir / "api-token"
+        if path.exists():
+            token = path.read_text().strip()
+        else:
+            self.ensure_data_dir()
+            token = secrets.token_urlsafe(32)
+            path.touch(mode=0o600)
+            path.write_text(token + "\n")
+        self.api_token = SecretStr(token)
+        return self.api_token
+
+    def public_dict(self) -> dict[str, Any]:
+        """Settings as a dict safe to print: secrets shown only as set/unset."""
+        out: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if name in SECRET_FIELDS:
+                out[name] = "<set>" if value is not None else "<unset>"
+            elif name == "database_url" and value:
+                out[name] = redact_url(value)
+            else:
+                out[name] = str(value) if isinstance(value, Path) else value
+        out["resolved_database_url"] = redact_url(self.resolved_database_url)
+        return out
+
+
+def redact_url(url: str) -> str:
+    """Hide the password part of a database URL."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a malformed URL is reported elsewhere
+        return "<unparseable url>"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

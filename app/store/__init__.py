@@ -1,0 +1,43 @@
+"""The SQLModel store: tables, migrations, sessions, artifacts and store operations."""
+
+from app.store.db import make_engine, session_scope, upgrade
+from app.store.models import Event, Ingest, Question, Study, Trajectory
+from app.store.repository import (
+    StoreError,
+    append_event,
+    get_or_create_study,
+    list_events,
+    list_studies,
+    require_study,
+    study_summary,
+)
+
+__all__ = [
+    "Event",
+    "Ingest",
+    "Question",
+    "StoreError",
+    "Study",
+    "Trajectory",
+    "append_event",
+    "get_or_create_study",
+    "list_events",
+    "list_studies",
+    "make_engine",
+    "open_store",
+    "require_study",
+    "session_scope",
+    "study_summary",
+    "upgrade",
+]
+
+
+def open_store(settings=None):  # type: ignore[no-untyped-def]
+    """Engine for the configured database, migrated to the latest schema."""
+    from app.settings import get_settings
+
+    settings = settings or get_settings()
+    settings.ensure_data_dir()
+    engine = make_engine(settings.resolved_database_url)
+    upgrade(engine)
+    return engine

@@ -1,0 +1,26 @@
+"""Gate thresholds (DESIGN.md item 11). Defaults are the paper's; a frozen rubric
+supplies the values actually used."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class GateThresholds:
+    """Predeclared requirements of the partition-audit gate."""
+
+    human_human_macro_f1_min: float = 0.85
+    automatic_macro_f1_min: float = 0.85
+    gap_max: float = 0.05
+    different_precision_min: float = 0.80
+    different_recall_min: float = 0.80
+    automatic_coverage_min: float = 0.95
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
+                raise ValueError(f"gate threshold {name} must be a number in [0, 1], got {value!r}")
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}

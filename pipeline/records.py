@@ -1,0 +1,496 @@
+"""The interchange record (DESIGN.md): one sampled trajectory per row, JSONL or Parquet.
+
+Validation is hand-written rather than a per-row Pydantic model so that every error names
+the file, the line (JSONL, 1-based) or row (Parquet, 0-based) and the field, and so that
+100k-row files validate in well under a second. Token arrays are checked vectorised.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REQUIRED_FIELDS: dict[str, str] = {
+    "trajectory_id": "str, unique",
+    "question_id": "str",
+    "text": "str, non-empty",
+    "reward": "0/1 verifier outcome",
+    "run": "str, provenance",
+    "model": "str, provenance",
+    "step": "int >= 0, provenance",
+    "seed": "int, provenance",
+}
+OPTIONAL_FIELDS: dict[str, str] = {
+    "mean_token_entropy": "float >= 0 (nats)",
+    "token_entropies": "list[float >= 0]",
+    "n_tokens": "int >= 0",
+    "seq_logprob": "float <= 0",
+    "answer": "str",
+    "validity": "0/1 or null",
+    "mode": "str",
+    "split": "probe | eval",
+}
+PROVENANCE_FIELDS: tuple[str, ...] = ("run", "model", "step", "seed")
+ALL_FIELDS: tuple[str, ...] = (*REQUIRED_FIELDS, *OPTIONAL_FIELDS)
+SCALAR_FIELDS: tuple[str, ...] = tuple(f for f in ALL_FIELDS if f != "token_entropies")
+SPLITS = ("probe", "eval")
+MAX_ERRORS = 100
+
+
+@dataclass(frozen=True)
+class RecordError:
+    """One problem in one record: ``source:location: field: message``."""
+
+    source: str
+    location: str
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.location}"
+        if self.field:
+            return f"{where}: {self.field}: {self.message}"
+        return f"{where}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.source,
+            "location": self.location,
+            "field": self.field,
+            "message": self.message,
+        }
+
+
+class RecordValidationError(ValueError):
+    """Raised when a file holds invalid records; ``errors`` lists every problem found."""
+
+    def __init__(self, errors: list[RecordError], truncated: bool = False) -> None:
+        self.errors = errors
+        self.truncated = truncated
+        head = "\n".join(str(e) for e in errors[:20])
+        more = len(errors) - 20
+        tail = f"\n... and {more} more" if more > 0 else ""
+        cut = f"\n(stopped after {MAX_ERRORS} errors)" if truncated else ""
+        super().__init__(f"{len(errors)} invalid record(s):\n{head}{tail}{cut}")
+
+
+@dataclass
+class RecordBatch:
+    """Validated records in columnar form (scalars as lists, tokens as flat + offsets)."""
+
+    source: str
+    columns: dict[str, list[Any]]
+    locations: list[str]
+    token_values: np.ndarray | None = None  # float32/64, all token entropies concatenated
+    token_offsets: np.ndarray | None = None  # int64, len n+1; row i has values[o[i]:o[i+1]]
+    token_present: np.ndarray | None = None  # bool per row
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.locations)
+
+    @property
+    def n_questions(self) -> int:
+        return len(set(self.columns["question_id"]))
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        names = list(self.columns)
+        for i in range(len(self)):
+            yield {n: self.columns[n][i] for n in names}
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_records(
+    path: str | Path, *, max_errors: int = MAX_ERRORS, allow_extra: bool = False
+) -> RecordBatch:
+    """Read and validate a JSONL (``.jsonl``/``.json``) or Parquet (``.parquet``) file.
+
+    Raises ``FileNotFoundError`` for a missing file and ``RecordValidationError`` naming
+    every bad line/row and field (up to ``max_errors``).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        return _read_jsonl(path, max_errors=max_errors, allow_extra=allow_extra)
+    if suffix in (".parquet", ".pq"):
+        return _read_parquet(path, max_errors=max_errors, allow_extra=allow_extra)
+    raise RecordValidationError(
+        [
+            RecordError(
+                str(path), "file", None, f"unsupported file type {suffix!r}: use .jsonl or .parquet"
+            )
+        ]
+    )
+
+
+class _Collector:
+    def __init__(self, source: str, max_errors: int) -> None:
+        self.source = source
+        self.max_errors = max_errors
+        self.errors: list[RecordError] = []
+
+    def add(self, location: str, field_name: str | None, message: str) -> None:
+        if len(self.errors) < self.max_errors:
+            self.errors.append(RecordError(self.source, location, field_name, message))
+
+    @property
+    def full(self) -> bool:
+        return len(self.errors) >= self.max_errors
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            self.errors.sort(key=_location_key)
+            raise RecordValidationError(self.errors, truncated=self.full)
+
+
+def _location_key(err: RecordError) -> int:
+    kind, _, number = err.location.partition(" ")
+    return int(number) if number.isdigit() and kind in ("line", "row") else -1
+
+
+def _read_jsonl(path: Path, *, max_errors: int, allow_extra: bool) -> RecordBatch:
+    source = str(path)
+    errs = _Collector(source, max_errors)
+    columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
+    locations: list[str] = []
+    token_lists: list[Any] = []
+    with path.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if errs.full:
+                break
+            if not line.strip():
+                continue
+            loc = f"line {lineno}"
+            try:
+                obj = json.loads(line.rstrip("\r\n"))
+            except json.JSONDecodeError as exc:
+                errs.add(loc, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
+                continue
+            if not isinstance(obj, dict):
+                errs.add(loc, None, f"expected a JSON object, got {type(obj).__name__}")
+                continue
+            if not allow_extra:
+                for key in obj:
+                    if key not in ALL_FIELDS:
+                        errs.add(loc, key, "unknown field (see the record schema in README)")
+            for name in SCALAR_FIELDS:
+                columns[name].append(obj.get(name))
+            token_lists.append(obj.get("token_entropies"))
+            locations.append(loc)
+    if not locations and not errs.errors:
+        errs.add("file", None, "no records in file")
+    # Parse errors do not stop field validation of the lines that did parse: the user
+    # gets every problem of the file in one run.
+    values, offsets, present = _pack_token_lists(token_lists, locations, errs)
+    batch = RecordBatch(source, columns, locations, values, offsets, present)
+    _validate(batch, errs)
+    errs.raise_if_any()
+    return batch
+
+
+def _pack_token_lists(
+    token_lists: list[Any], locations: list[str], errs: _Collector
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    if all(t is None for t in token_lists):
+        return None, None, None
+    n = len(token_lists)
+    lengths = np.zeros(n, dtype=np.int64)
+    present = np.zeros(n, dtype=bool)
+    chunks: list[np.ndarray] = []
+    for i, tok in enumerate(token_lists):
+        if tok is None:
+            continue
+        if not isinstance(tok, list):
+            errs.add(
+                locations[i],
+                "token_entropies",
+                f"expected a list of floats, got {type(tok).__name__}",
+            )
+            continue
+        try:
+            arr = np.asarray(tok, dtype=np.float64)
+        except (TypeError, ValueError):
+            errs.add(locations[i], "token_entropies", "expected a list of numbers")
+            continue
+        if arr.ndim != 1:
+            errs.add(locations[i], "token_entropies", "expected a flat list of numbers")
+            continue
+        present[i] = True
+        lengths[i] = arr.size
+        chunks.append(arr)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.concatenate(chunks) if chunks else np.zeros(0)
+    return values, offsets, present
+
+
+def _read_parquet(path: Path, *, max_errors: int, allow_extra: bool) -> RecordBatch:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    source = str(path)
+    errs = _Collector(source, max_errors)
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
+        errs.add("file", None, f"cannot read Parquet: {exc}")
+        errs.raise_if_any()
+        raise  # unreachable
+    n = table.num_rows
+    locations = [f"row {i}" for i in range(n)]
+    if n == 0:
+        errs.add("file", None, "no records in file")
+    if not allow_extra:
+        for name in table.column_names:
+            if name not in ALL_FIELDS:
+                errs.add("file", name, "unknown column (see the record schema in README)")
+    errs.raise_if_any()
+    columns: dict[str, list[Any]] = {}
+    for name in SCALAR_FIELDS:
+        if name in table.column_names:
+            columns[name] = table.column(name).to_pylist()
+        else:
+            columns[name] = [None] * n
+    values = offsets = present = None
+    if "token_entropies" in table.column_names:
+        col = table.column("token_entropies").combine_chunks()
+        if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
+            errs.add("file", "token_entropies", f"expected a list column, got {col.type}")
+            errs.raise_if_any()
+        present = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        lengths = np.asarray(pc.fill_null(pc.list_value_length(col), 0).to_numpy(), dtype=np.int64)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = pc.list_flatten(col)
+        # Keep float32 input as float32 (half the memory); anything else becomes float64.
+        target = pa.float32() if pa.types.is_float32(flat.type) else pa.float64()
+        if flat.type != target:
+            flat = flat.cast(target)
+        if flat.null_count:
+            flat = pc.fill_null(flat, math.nan)
+        values = np.asarray(flat.to_numpy(zero_copy_only=False))
+    batch = RecordBatch(source, columns, locations, values, offsets, present)
+    _validate(batch, errs)
+    errs.raise_if_any()
+    return batch
+
+
+# --------------------------------------------------------------------------- validation
+# Column-wise: one cheap comprehension per field finds the bad rows; messages are built
+# only for those. Errors are sorted by line/row when raised.
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _is_int(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return True
+    return isinstance(v, float) and v.is_integer()
+
+
+def _required_str(col: list[Any], name: str, locs: list[str], errs: _Collector) -> None:
+    bad = [i for i, v in enumerate(col) if type(v) is not str or not v.strip()]
+    for i in bad:
+        v = col[i]
+        msg = "missing required field" if v is None else f"must be a non-empty string, got {v!r}"
+        errs.add(locs[i], name, msg)
+
+
+def _binary(
+    col: list[Any], name: str, locs: list[str], errs: _Collector, *, required: bool
+) -> None:
+    ok = (0, 1)
+    bad = [i for i, v in enumerate(col) if not (type(v) is int and v in ok)]
+    for i in bad:
+        v = col[i]
+        if v is None:
+            if required:
+                errs.add(locs[i], name, "missing required field")
+        elif _is_int(v) and v in ok:
+            col[i] = int(v)  # 1.0 from a float column is fine
+        else:
+            expected = "0 or 1" if required else "0, 1 or null"
+            errs.add(locs[i], name, f"must be {expected}, got {v!r}")
+
+
+def _integer(
+    col: list[Any],
+    name: str,
+    locs: list[str],
+    errs: _Collector,
+    *,
+    required: bool,
+    minimum: int | None,
+) -> None:
+    lo = minimum if minimum is not None else -(2**63)
+    bad = [i for i, v in enumerate(col) if not (type(v) is int and lo <= v < 2**63)]
+    for i in bad:
+        v = col[i]
+        if v is None:
+            if required:
+                errs.add(locs[i], name, "missing required field")
+        elif not _is_int(v):
+            errs.add(locs[i], name, f"must be an integer, got {v!r}")
+        elif v < lo:
+            errs.add(locs[i], name, f"must be >= {lo}, got {v}")
+        elif v >= 2**63:
+            errs.add(locs[i], name, f"is out of range: {v}")
+        else:
+            col[i] = int(v)
+
+
+def _finite(
+    col: list[Any],
+    name: str,
+    locs: list[str],
+    errs: _Collector,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    what: str,
+) -> None:
+    lo = -math.inf if minimum is None else minimum
+    hi = math.inf if maximum is None else maximum
+    isfinite = math.isfinite
+    bad = [
+        i
+        for i, v in enumerate(col)
+        if v is not None and not (type(v) in (float, int) and isfinite(v) and lo <= v <= hi)
+    ]
+    for i in bad:
+        errs.add(locs[i], name, f"{what}, got {col[i]!r}")
+
+
+def _validate(batch: RecordBatch, errs: _Collector) -> None:
+    cols = batch.columns
+    locs = batch.locations
+    for name in ("trajectory_id", "question_id", "run", "model"):
+        _required_str(cols[name], name, locs, errs)
+    text = cols["text"]
+    for i in [i for i, v in enumerate(text) if type(v) is not str or not v.strip()]:
+        errs.add(
+            locs[i],
+            "text",
+            "missing required field" if text[i] is None else "must be a non-empty string",
+        )
+    _binary(cols["reward"], "reward", locs, errs, required=True)
+    _integer(cols["step"], "step", locs, errs, required=True, minimum=0)
+    _integer(cols["seed"], "seed", locs, errs, required=True, minimum=None)
+    _finite(
+        cols["mean_token_entropy"],
+        "mean_token_entropy",
+        locs,
+        errs,
+        minimum=0.0,
+        what="must be a finite number >= 0",
+    )
+    lp = cols["seq_logprob"]
+    bad_lp = [
+        i
+        for i, v in enumerate(lp)
+        if v is not None and not (type(v) in (float, int) and math.isfinite(v) and v <= 1e-6)
+    ]
+    for i in bad_lp:
+        v = lp[i]
+        finite = _is_number(v) and math.isfinite(v)
+        msg = (
+            f"a log-probability must be <= 0, got {v!r}"
+            if finite
+            else (f"must be a finite number, got {v!r}")
+        )
+        errs.add(locs[i], "seq_logprob", msg)
+    _integer(cols["n_tokens"], "n_tokens", locs, errs, required=False, minimum=0)
+    _binary(cols["validity"], "validity", locs, errs, required=False)
+    for name in ("answer", "mode"):
+        col = cols[name]
+        for i in [i for i, v in enumerate(col) if v is not None and type(v) is not str]:
+            errs.add(locs[i], name, f"must be a string, got {col[i]!r}")
+    split = cols["split"]
+    for i in [i for i, v in enumerate(split) if v is not None and v not in SPLITS]:
+        errs.add(locs[i], "split", f"must be one of {', '.join(SPLITS)}, got {split[i]!r}")
+    _duplicates(cols["trajectory_id"], locs, errs)
+    _validate_tokens(batch, errs)
+
+
+def _duplicates(tids: list[Any], locs: list[str], errs: _Collector) -> None:
+    if len(set(tids)) == len(tids):
+        return
+    first_seen: dict[Any, str] = {}
+    for i, tid in enumerate(tids):
+        if not isinstance(tid, str):
+            continue
+        if tid in first_seen:
+            errs.add(
+                locs[i],
+                "trajectory_id",
+                f"duplicate trajectory_id {tid!r} (first at {first_seen[tid]})",
+            )
+        else:
+            first_seen[tid] = locs[i]
+
+
+def _validate_tokens(batch: RecordBatch, errs: _Collector) -> None:
+    values, offsets, present = batch.token_values, batch.token_offsets, batch.token_present
+    if values is None or offsets is None or present is None:
+        return
+    cols = batch.columns
+    locs = batch.locations
+    bad = ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        rows = np.unique(np.searchsorted(offsets, np.flatnonzero(bad), side="right") - 1)
+        for r in rows[: errs.max_errors]:
+            j = int(np.flatnonzero(bad[offsets[r] : offsets[r + 1]])[0])
+            val = values[offsets[r] + j]
+            errs.add(
+                locs[r],
+                "token_entropies",
+                f"entry {j} is {val!r}: entropies must be finite and >= 0",
+            )
+        return
+    lengths = np.diff(offsets)
+    for r in np.flatnonzero(present & (lengths == 0)):
+        errs.add(locs[r], "token_entropies", "empty list (omit the field instead)")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sums = np.add.reduceat(values, offsets[:-1]) if values.size else np.zeros(len(lengths))
+        means = np.where(lengths > 0, sums / np.maximum(lengths, 1), np.nan)
+    n_col, m_col = cols["n_tokens"], cols["mean_token_entropy"]
+    has = present & (lengths > 0)
+    # Fill derived values where absent; compare where given.
+    n_given = np.array([v is not None for v in n_col], dtype=bool)
+    for r in np.flatnonzero(has & ~n_given):
+        n_col[r] = int(lengths[r])
+    for r in np.flatnonzero(has & n_given):
+        if _is_int(n_col[r]) and int(n_col[r]) != lengths[r]:
+            errs.add(
+                locs[r], "n_tokens", f"is {n_col[r]} but token_entropies has {lengths[r]} entries"
+            )
+    m_given = np.array([v is not None for v in m_col], dtype=bool)
+    for r in np.flatnonzero(has & ~m_given):
+        m_col[r] = float(means[r])
+    for r in np.flatnonzero(has & m_given):
+        stored = m_col[r]
+        if (
+            _is_number(stored)
+            and math.isfinite(stored)
+            and not math.isclose(stored, float(means[r]), rel_tol=1e-4, abs_tol=1e-6)
+        ):
+            errs.add(
+                locs[r],
+                "mean_token_entropy",
+                f"is {stored} but the mean of token_entropies is {means[r]:.6g}",
+            )

@@ -1,0 +1,104 @@
+"""The ``rcea`` CLI, in-process (CliRunner) and as the installed console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from app.cli import app
+from tests.helpers import make_record, write_jsonl
+
+runner = CliRunner()
+
+
+def _malformed(tmp_path: Path) -> Path:
+    rec5 = make_record(4)
+    del rec5["reward"]
+    lines = [
+        json.dumps(make_record(0)),
+        json.dumps(make_record(1)),
+        '{"trajectory_id": ',
+        json.dumps(make_record(3)),
+        json.dumps(rec5),
+    ]
+    return write_jsonl(tmp_path / "malformed.jsonl", lines)
+
+
+def test_help_lists_groups() -> None:
+    out = runner.invoke(app, ["--help"])
+    assert out.exit_code == 0
+    for cmd in ("validate", "ingest", "studies", "summary", "serve", "demo", "db", "config"):
+        assert cmd in out.output
+
+
+def test_validate_names_both_lines_and_exits_nonzero(tmp_path: Path) -> None:
+    path = _malformed(tmp_path)
+    out = runner.invoke(app, ["validate", str(path)])
+    assert out.exit_code == 1
+    assert f"{path}:line 3: invalid JSON" in out.output
+    assert f"{path}:line 5: reward: missing required field" in out.output
+    js = runner.invoke(app, ["validate", str(path), "--json"])
+    assert js.exit_code == 1
+    data = json.loads(js.stdout)
+    assert data["ok"] is False
+    assert {(e["location"], e["field"]) for e in data["errors"]} == {
+        ("line 3", None),
+        ("line 5", "reward"),
+    }
+
+
+def test_ingest_malformed_leaves_store_unchanged(tmp_path: Path) -> None:
+    good = write_jsonl(tmp_path / "good.jsonl", [make_record(i) for i in range(6)])
+    assert runner.invoke(app, ["ingest", str(good), "--study", "s"]).exit_code == 0
+    before = json.loads(runner.invoke(app, ["summary", "s", "--json"]).stdout)
+    out = runner.invoke(app, ["ingest", str(_malformed(tmp_path)), "--study", "s"])
+    assert out.exit_code == 1 and "nothing ingested" in out.output
+    after = json.loads(runner.invoke(app, ["summary", "s", "--json"]).stdout)
+    assert before == after
+
+
+def test_ingest_json_and_summary(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "study1.jsonl", [make_record(i) for i in range(6)])
+    out = runner.invoke(app, ["ingest", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["ok"] and data["study"] == "study1" and data["n_trajectories"] == 6
+    again = runner.invoke(app, ["ingest", str(path)])
+    assert again.exit_code == 0 and "already ingested" in again.output
+    summ = runner.invoke(app, ["summary", "study1"])
+    assert "6 trajectories, 3 questions" in summ.output
+    missing = runner.invoke(app, ["summary", "nope"])
+    assert missing.exit_code == 1 and "no study named 'nope'" in missing.output
+
+
+def test_demo_runs_twice(tmp_path: Path) -> None:
+    first = runner.invoke(app, ["demo"])
+    assert first.exit_code == 0, first.output
+    assert "ingested 960 trajectories, 12 questions, study sample" in first.output
+    second = runner.invoke(app, ["demo"])
+    assert second.exit_code == 0 and "already ingested" in second.output
+
+
+def test_console_script_end_to_end(tmp_path: Path) -> None:
+    """The installed ``rcea`` entry point, as a user runs it."""
+    exe = Path(sys.executable).parent / "rcea"
+    env = {**os.environ, "RCEA_DATA_DIR": str(tmp_path / "d")}
+    path = _malformed(tmp_path)
+    proc = subprocess.run(
+        [str(exe), "validate", str(path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 1
+    assert "line 3" in proc.stderr and "line 5: reward" in proc.stderr
+    proc = subprocess.run(
+        [str(exe), "ingest", str(path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 1
+    proc = subprocess.run(
+        [str(exe), "studies", "--json"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0 and json.loads(proc.stdout) == []

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from app.settings import Settings
+
+
+def test_env_prefix_and_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RCEA_LLM_MODEL", "judge-7b")
+    s = Settings()
+    assert s.llm_model == "judge-7b"
+    assert s.data_dir == tmp_path / "data"
+    assert s.resolved_database_url == f"sqlite:///{(tmp_path / 'data' / 'rcea.db').resolve()}"
+
+
+def test_dotenv_file_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("RCEA_LABELSTUDIO_URL=http://127.0.0.1:9999\n")
+    assert Settings().labelstudio_url == "http://127.0.0.1:9999"
+
+
+def test_postgres_url_uses_psycopg3(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RCEA_DATABASE_URL", "postgresql://u:pw@db:5432/rcea")
+    assert Settings().resolved_database_url == "postgresql+psycopg://u:pw@db:5432/rcea"
+
+
+def test_secrets_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-very-secret-value"
+    monkeypatch.setenv("RCEA_LLM_API_KEY", secret)
+    monkeypatch.setenv("RCEA_API_TOKEN", secret + "2")
+    monkeypatch.setenv("RCEA_LABELSTUDIO_TOKEN", secret + "3")
+    monkeypatch.setenv("RCEA_DATABASE_URL", f"postgresql://u:{secret}@db/rcea")
+    s = Settings()
+    assert s.llm_api_key is not None and s.llm_api_key.get_secret_value() == secret
+    assert secret not in repr(s) and secret not in str(s)
+    assert secret not in str(s.public_dict())
+
+    from app.cli import app
+    from app.settings import get_settings
+
+    get_settings.cache_clear()
+    out = CliRunner().invoke(app, ["config", "--json"])
+    assert out.exit_code == 0, out.output
+    assert secret not in out.output
+    assert '"llm_api_key": "<set>"' in out.output
+
+
+def test_generated_api_token_is_private(tmp_path: Path) -> None:
+    s = Settings(data_dir=tmp_path / "d")
+    token = s.ensure_api_token().get_secret_value()
+    path = tmp_path / "d" / "api-token"
+    assert path.read_text().strip() == token
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # The same token is reused on the next start.
+    assert Settings(data_dir=tmp_path / "d").ensure_api_token().get_secret_value() == token

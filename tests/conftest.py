@@ -1,0 +1,73 @@
+"""Shared fixtures: settings in a temp data dir, and store engines on SQLite and PostgreSQL.
+
+PostgreSQL tests use the server at 127.0.0.1:5432 (trust auth, database ``test``), each
+test in its own throw-away schema; they skip, saying why, only when no server answers.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import postgres_unavailable_reason
+
+PG_BASE_URL = os.environ.get("RCEA_TEST_POSTGRES_URL",
+                             "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test reads the developer's RCEA_* variables or .env; data goes to tmp."""
+    for key in list(os.environ):
+        if key.startswith("RCEA_") and key != "RCEA_TEST_POSTGRES_URL":
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("RCEA_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    from app.settings import get_settings
+
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def settings(tmp_path: Path):  # type: ignore[no-untyped-def]
+    from app.settings import Settings
+
+    return Settings(data_dir=tmp_path / "data")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database URL for an empty store, once per backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    reason = postgres_unavailable_reason(PG_BASE_URL)
+    if reason:
+        pytest.skip(reason)
+    import sqlalchemy as sa
+
+    schema = f"rcea_t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(PG_BASE_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    sep = "&" if "?" in PG_BASE_URL else "?"
+    try:
+        yield f"{PG_BASE_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def engine(store_url: str):  # type: ignore[no-untyped-def]
+    from app.store import make_engine, upgrade
+
+    eng = make_engine(store_url)
+    upgrade(eng)
+    yield eng
+    eng.dispose()
