@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     labelstudio_token: SecretStr | None = Field(None, description="Label Studio legacy API token")
     labelstudio_user: str = Field("admin@rcea.local", description="preset Label Studio admin")
     labelstudio_password: SecretStr | None = Field(None, description="preset admin password")
+    labelstudio_bin: Path | None = Field(
+        None, description="label-studio executable; default .venv-labelstudio/bin/label-studio"
+    )
     llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint base URL")
     llm_api_key: SecretStr | None = Field(None, description="API key for the LLM endpoint")
     llm_model: str | None = Field(None, description="model name at the LLM endpoint")

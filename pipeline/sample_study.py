@@ -20,7 +20,7 @@ MODES = ("direct", "distribute", "factor")
 def generate_sample_records(
     *,
     n_questions: int = 12,
-    samples_per_question: int = 16,
+    samples_per_question: int = 32,
     steps: tuple[int, ...] = (0, 50, 100),
     runs: tuple[str, ...] = ("grpo", "clip_cov"),
     model: str = "tiny-char-lm",

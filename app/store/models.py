@@ -103,3 +103,130 @@ class Event(SQLModel, table=True):
     kind: str = Field(max_length=100, index=True)
     study_id: int | None = Field(default=None, foreign_key="study.id", index=True)
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+# --------------------------------------------------------------------------- audits
+
+
+class Rubric(SQLModel, table=True):
+    """A frozen rubric: immutable once stored; a change is a new version (parent kept)."""
+
+    __tablename__ = "rubric"
+    __table_args__ = (UniqueConstraint("name", "version", name="uq_rubric_name_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=200, index=True)
+    version: str = Field(max_length=50)
+    content_hash: str = Field(max_length=64, index=True)
+    content: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    source_text: str = Field(sa_type=Text)
+    parent_id: int | None = Field(default=None, foreign_key="rubric.id")
+    frozen_by: str = Field(max_length=200)
+    frozen_at: datetime = Field(default_factory=utcnow)
+
+
+class Partition(SQLModel, table=True):
+    """A frozen automatic partition of a study's accepted trajectories into modes."""
+
+    __tablename__ = "partition"
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    source: str = Field(max_length=200, description="e.g. 'mode-column' or 'codebook:v2'")
+    content_hash: str = Field(max_length=64, index=True)
+    n_accepted: int
+    n_uncertain: int
+    frozen_by: str = Field(max_length=200)
+    frozen_at: datetime = Field(default_factory=utcnow)
+
+
+class PartitionAssignment(SQLModel, table=True):
+    __tablename__ = "partition_assignment"
+    __table_args__ = (
+        UniqueConstraint("partition_id", "trajectory_id", name="uq_assignment_partition_tid"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    partition_id: int = Field(foreign_key="partition.id", index=True)
+    trajectory_id: str = Field(max_length=300)
+    question_id: str = Field(max_length=300)
+    mode: str | None = Field(default=None, max_length=300, description="None = uncertain")
+
+
+class Audit(SQLModel, table=True):
+    """One pair audit: binds a rubric hash and a locked partition hash."""
+
+    __tablename__ = "audit"
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    name: str = Field(max_length=200, unique=True)
+    rubric_id: int = Field(foreign_key="rubric.id")
+    rubric_hash: str = Field(max_length=64)
+    partition_id: int = Field(foreign_key="partition.id")
+    partition_hash: str = Field(max_length=64)
+    seed: int = Field(sa_type=BigInteger)
+    excluded_questions: list[str] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    labelstudio: dict[str, Any] = Field(
+        default_factory=dict, sa_column=Column(JSON, nullable=False)
+    )
+    created_by: str = Field(max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class AuditPair(SQLModel, table=True):
+    """A within-question trajectory pair. ``pair_key`` is the only id annotators see."""
+
+    __tablename__ = "audit_pair"
+    __table_args__ = (UniqueConstraint("audit_id", "pair_key", name="uq_pair_audit_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    audit_id: int = Field(foreign_key="audit.id", index=True)
+    pair_key: str = Field(max_length=64)
+    question_id: str = Field(max_length=300)
+    trajectory_a: str = Field(max_length=300)
+    trajectory_b: str = Field(max_length=300)
+    automatic: str | None = Field(default=None, max_length=20, description="None = uncertain")
+
+
+class AuditTask(SQLModel, table=True):
+    """A pair pushed to one role's Label Studio project (role A, B or adjudicator)."""
+
+    __tablename__ = "audit_task"
+    __table_args__ = (
+        UniqueConstraint("audit_id", "role", "pair_id", name="uq_task_audit_role_pair"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    audit_id: int = Field(foreign_key="audit.id", index=True)
+    role: str = Field(max_length=20)
+    pair_id: int = Field(foreign_key="audit_pair.id")
+    project_id: int
+    task_id: int = Field(index=True)
+    left_is_a: bool = Field(description="whether trajectory_a is shown on the left")
+
+
+class AuditLabel(SQLModel, table=True):
+    """The current label of one Label Studio annotation (history lives in ``event``)."""
+
+    __tablename__ = "audit_label"
+    __table_args__ = (
+        UniqueConstraint("audit_id", "annotation_id", name="uq_label_audit_annotation"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    audit_id: int = Field(foreign_key="audit.id", index=True)
+    annotation_id: int
+    task_id: int
+    project_id: int
+    pair_id: int | None = Field(default=None, foreign_key="audit_pair.id")
+    role: str | None = Field(default=None, max_length=20)
+    user_id: int | None = None
+    label: str | None = Field(default=None, max_length=20)
+    note: str | None = Field(default=None, sa_type=Text)
+    status: str = Field(
+        max_length=30, description="counted | wrong_user | unknown_task | cancelled | no_label"
+    )
+    updated_at: datetime = Field(default_factory=utcnow)

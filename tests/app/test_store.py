@@ -22,9 +22,9 @@ from app.store.db import current_revision, downgrade, table_names
 
 def test_migration_creates_tables_and_is_idempotent(engine) -> None:  # type: ignore[no-untyped-def]
     assert {"study", "question", "ingest", "trajectory", "event"} <= set(table_names(engine))
-    assert current_revision(engine) == "0001"
+    assert current_revision(engine) == "0002"
     upgrade(engine)  # again: nothing to do, no error
-    assert current_revision(engine) == "0001"
+    assert current_revision(engine) == "0002"
 
 
 def test_models_match_migrations(engine) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,452 @@
+"""``rcea stats ...``: the RCEA estimators on files (records JSONL/Parquet, CSVs).
+
+These commands are the contract for users with their own data: they read files, call the
+pure functions in ``audits`` and print tables or ``--json``.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from app.cli.common import JSON_OPTION, fail, print_json
+from pipeline.records import RecordValidationError, read_records
+
+stats_app = typer.Typer(
+    help="RCEA estimators on files (items 1-11 of DESIGN.md).", no_args_is_help=True
+)
+
+
+class InputError(ValueError):
+    """A bad input file: the message names the file, the line and the column."""
+
+
+def read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    """Rows with their 1-based line numbers; missing file/columns raise ``InputError``."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise InputError(
+                f"{path}:line 1: missing column(s) {', '.join(missing)} "
+                f"(have: {', '.join(header) or 'none'})"
+            )
+        rows = [
+            (reader.line_num, {k: (v or "").strip() for k, v in row.items() if k}) for row in reader
+        ]
+    if not rows:
+        raise InputError(f"{path}: no data rows")
+    return rows
+
+
+def _int_cell(path: Path, line: int, row: dict[str, str], col: str) -> int:
+    try:
+        return int(row[col])
+    except ValueError:
+        raise InputError(
+            f"{path}:line {line}: {col}: expected an integer, got {row[col]!r}"
+        ) from None
+
+
+def _float_cell(path: Path, line: int, row: dict[str, str], col: str) -> float:
+    import math
+
+    try:
+        value = float(row[col])
+    except ValueError:
+        raise InputError(
+            f"{path}:line {line}: {col}: expected a number, got {row[col]!r}"
+        ) from None
+    if not math.isfinite(value):
+        raise InputError(f"{path}:line {line}: {col}: must be finite, got {row[col]!r}")
+    return value
+
+
+def _load_records(path: Path) -> dict[str, list[Any]]:
+    try:
+        return read_records(path).columns
+    except FileNotFoundError as exc:
+        raise InputError(str(exc)) from None
+    except RecordValidationError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _run(as_json: bool, fn: Any) -> None:
+    try:
+        fn()
+    except (InputError, ValueError) as exc:
+        fail(str(exc), as_json=as_json)
+
+
+# --------------------------------------------------------------------------- entropy
+
+
+@stats_app.command("entropy")
+def entropy(
+    records: Path = typer.Argument(..., help="records file (.jsonl or .parquet)"),
+    step: int = typer.Option(None, help="checkpoint step (needed if the file has several)"),
+    run: str = typer.Option(None, help="run name (needed if the file has several)"),
+    k_min: int = typer.Option(8, help="K_min gate for every conditional quantity"),
+    n_boot: int = typer.Option(10_000, help="bootstrap resamples for the paired CI"),
+    seed: int = typer.Option(0, help="bootstrap seed (recorded in the output)"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Outcome entropy, sequence decomposition and reward-conditioned token entropy
+    (broad and paired ratios, sign test) for one checkpoint."""
+
+    def go() -> None:
+        from audits.entropy import entropy_report
+
+        cols = _load_records(records)
+        idx = _select_checkpoint(records, cols, run=run, step=step)
+        missing = [i for i in idx if cols["mean_token_entropy"][i] is None]
+        if missing:
+            raise InputError(
+                f"{records}: {len(missing)} record(s) of this checkpoint lack "
+                "mean_token_entropy/token_entropies"
+            )
+        lps = [cols["seq_logprob"][i] for i in idx]
+        report = entropy_report(
+            [cols["question_id"][i] for i in idx],
+            [cols["reward"][i] for i in idx],
+            [cols["mean_token_entropy"][i] for i in idx],
+            lps if all(v is not None for v in lps) else None,
+            seed=seed,
+            k_min=k_min,
+            n_boot=n_boot,
+        )
+        data = report.to_dict()
+        data["run"] = cols["run"][idx[0]]
+        data["step"] = cols["step"][idx[0]]
+        if as_json:
+            print_json(data)
+            return
+        _print_flat(
+            f"entropy report — run {data['run']}, step {data['step']}",
+            data,
+            (
+                "n_questions",
+                "mean_outcome_entropy",
+                "mean_sequence_entropy",
+                "max_abs_residual",
+                "broad_ratio",
+                "coverage_success",
+                "coverage_failure",
+                "n_paired_questions",
+                "paired_ratio",
+                "paired_ci_low",
+                "paired_ci_high",
+                "direction_share",
+                "sign_test_p",
+                "k_min",
+                "n_boot",
+                "seed",
+            ),
+        )
+
+    _run(as_json, go)
+
+
+def _select_checkpoint(
+    path: Path, cols: dict[str, list[Any]], *, run: str | None, step: int | None
+) -> list[int]:
+    n = len(cols["run"])
+    idx = [
+        i
+        for i in range(n)
+        if (run is None or cols["run"][i] == run) and (step is None or cols["step"][i] == step)
+    ]
+    found = sorted({(cols["run"][i], cols["step"][i]) for i in idx})
+    if not idx:
+        raise InputError(f"{path}: no records with run={run!r} step={step!r}")
+    if len(found) > 1:
+        listing = ", ".join(f"--run {r} --step {s}" for r, s in found[:10])
+        raise InputError(f"{path} holds {len(found)} checkpoints; choose one: {listing}")
+    return idx
+
+
+# --------------------------------------------------------------------------- retention
+
+
+@stats_app.command("retention")
+def retention(
+    records: Path = typer.Argument(..., help="records with mode and validity"),
+    base_step: int = typer.Option(0, help="the base checkpoint's step"),
+    n_min: int = typer.Option(8, help="eligibility: min(m_0, m_t) >= n_min"),
+    n_draws: int = typer.Option(20, help="rarefaction draws per checkpoint"),
+    n_boot: int = typer.Option(10_000, help="question-bootstrap resamples"),
+    seed: int = typer.Option(0, help="seed of the draws and the bootstrap"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Rarefied effective-mode retention of every (run, step) against the base step.
+
+    Included trajectories: R = 1, judge-accepted (validity 1; records without a validity
+    verdict are refused) and a mode other than empty/``uncertain``."""
+
+    def go() -> None:
+        from audits.modes import rarefied_retention
+
+        cols = _load_records(records)
+        n = len(cols["run"])
+        no_validity = [
+            i for i in range(n) if cols["reward"][i] == 1 and cols["validity"][i] is None
+        ]
+        if no_validity:
+            raise InputError(
+                f"{records}: {len(no_validity)} successful record(s) have no "
+                "validity verdict (first: "
+                f"{cols['trajectory_id'][no_validity[0]]})"
+            )
+        modes: dict[tuple[str, int], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+        for i in range(n):
+            if cols["reward"][i] != 1 or cols["validity"][i] != 1:
+                continue
+            mode = cols["mode"][i]
+            modes[(cols["run"][i], cols["step"][i])][cols["question_id"][i]].append(
+                "uncertain" if mode in (None, "") else mode
+            )
+        base_keys = [k for k in modes if k[1] == base_step]
+        if not base_keys:
+            raise InputError(f"{records}: no accepted records at base step {base_step}")
+        results = []
+        for run, step in sorted(k for k in modes if k[1] != base_step):
+            base_key = (run, base_step) if (run, base_step) in modes else None
+            base = modes[base_key] if base_key else _pool([modes[k] for k in base_keys])
+            res = rarefied_retention(
+                dict(base),
+                dict(modes[(run, step)]),
+                seed=seed,
+                n_min=n_min,
+                n_draws=n_draws,
+                n_boot=n_boot,
+            )
+            d = res.to_dict()
+            d.pop("questions", None)
+            results.append({"run": run, "step": step, **d})
+        if as_json:
+            print_json({"base_step": base_step, "results": results})
+            return
+        typer.echo(f"{'run':<14}{'step':>7}{'retention':>11}{'95% CI':>20}{'eligible':>10}")
+        for r in results:
+            ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
+            typer.echo(
+                f"{r['run']:<14}{r['step']:>7}{_fmt(r['retention']):>11}{ci:>20}"
+                f"{r['n_eligible']:>5}/{r['n_denominator']:<4}"
+            )
+
+    _run(as_json, go)
+
+
+def _pool(groups: list[dict[str, list[str]]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    for g in groups:
+        for q, ms in g.items():
+            out[q].extend(ms)
+    return out
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+LABELS = ("same", "different")
+
+
+@stats_app.command("agreement")
+def agreement(
+    pairs: Path = typer.Argument(
+        ..., help="CSV: pair_id,annotator_a,annotator_b,adjudicated,automatic"
+    ),
+    rubric: Path = typer.Option(None, help="rubric TOML with the gate thresholds"),
+    automatic_coverage: float = typer.Option(
+        None,
+        help="non-uncertain / judge-accepted trajectories of the locked partition "
+        "(default: share of pairs with an automatic label)",
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Pair agreement and the five-requirement gate: final when every A/B disagreement is
+    adjudicated, preliminary otherwise."""
+
+    def go() -> None:
+        from audits.gates import evaluate_gate
+        from audits.rubric import load_rubric
+        from audits.thresholds import GateThresholds
+
+        rows = read_csv(
+            pairs, ("pair_id", "annotator_a", "annotator_b", "adjudicated", "automatic")
+        )
+        ids, a, b, adj, auto = [], [], [], [], []
+        for line, row in rows:
+            for col in ("annotator_a", "annotator_b"):
+                if row[col] not in LABELS:
+                    raise InputError(
+                        f"{pairs}:line {line}: {col}: must be same or different, got {row[col]!r}"
+                    )
+            for col in ("adjudicated", "automatic"):
+                if row[col] and row[col] not in LABELS:
+                    raise InputError(
+                        f"{pairs}:line {line}: {col}: must be same, different "
+                        f"or empty, got {row[col]!r}"
+                    )
+            ids.append(row["pair_id"])
+            a.append(row["annotator_a"])
+            b.append(row["annotator_b"])
+            adj.append(row["adjudicated"] or None)
+            auto.append(row["automatic"] or None)
+        thresholds = load_rubric(rubric).gate if rubric else GateThresholds()
+        coverage_source = "option" if automatic_coverage is not None else "pairs"
+        coverage = (
+            automatic_coverage
+            if automatic_coverage is not None
+            else sum(x is not None for x in auto) / len(auto)
+        )
+        unresolved = [p for p, x, y, j in zip(ids, a, b, adj, strict=True) if x != y and j is None]
+        stage = "preliminary" if unresolved else "final"
+        report = evaluate_gate(ids, a, b, adj, auto, coverage, thresholds, stage=stage)
+        data = report.to_dict()
+        data["automatic_coverage_source"] = coverage_source
+        if as_json:
+            print_json(data)
+            return
+        _print_gate(data)
+
+    _run(as_json, go)
+
+
+def _print_gate(data: dict[str, Any]) -> None:
+    verdict = {True: "PASSED", False: "FAILED", None: "preliminary (not gated)"}[data["passed"]]
+    typer.echo(f"gate ({data['stage']}): {verdict}")
+    typer.echo(
+        f"pairs {data['n_pairs']}, evaluated {data['n_evaluated']}, excluded (uncertain) "
+        f"{data['n_excluded_uncertain']}, adjudicated {data['n_adjudicated']}"
+    )
+    for r in data["requirements"]:
+        mark = {True: "pass", False: "FAIL", None: "-"}[r.get("passed")]
+        typer.echo(
+            f"  {r['name']:<28}{_fmt(r['value']):>10} {r['comparator']} {r['threshold']:<8} {mark}"
+        )
+    for key in ("automatic_vs_a_macro_f1", "automatic_vs_b_macro_f1"):
+        typer.echo(f"  {key:<28}{_fmt(data.get(key)):>10}")
+
+
+# --------------------------------------------------------------------------- pass@k
+
+
+@stats_app.command("passk")
+def passk(
+    results: Path = typer.Argument(..., help="CSV: question_id,n,c"),
+    k: str = typer.Option("1,8,64", help="comma-separated k values"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Macro pass@k (stable product form) over questions."""
+
+    def go() -> None:
+        from audits.passk import macro_pass_at_k
+
+        try:
+            ks = [int(x) for x in k.split(",") if x.strip()]
+        except ValueError:
+            raise InputError(f"--k must be comma-separated integers, got {k!r}") from None
+        rows = read_csv(results, ("question_id", "n", "c"))
+        ns, cs = [], []
+        for line, row in rows:
+            n_i, c_i = _int_cell(results, line, row, "n"), _int_cell(results, line, row, "c")
+            if not 0 <= c_i <= n_i:
+                raise InputError(f"{results}:line {line}: c: must be in [0, n={n_i}], got {c_i}")
+            if n_i < max(ks):
+                raise InputError(
+                    f"{results}:line {line}: n: pass@{max(ks)} needs n >= {max(ks)}, got {n_i}"
+                )
+            ns.append(n_i)
+            cs.append(c_i)
+        data = macro_pass_at_k(ns, cs, ks).to_dict()
+        if as_json:
+            print_json(data)
+            return
+        typer.echo(f"questions: {len(ns)}")
+        for key, value in data["pass_at_k"].items():
+            typer.echo(f"  {key:<12}{_fmt(value)}")
+
+    _run(as_json, go)
+
+
+# --------------------------------------------------------------------------- covfit
+
+
+@stats_app.command("covfit")
+def covfit(
+    transitions: Path = typer.Argument(
+        ..., help="CSV: transition,predicted,observed [,run][,model]"
+    ),
+    exclude_run: list[str] = typer.Option([], help="failed runs to exclude (repeatable)"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Exact covariance fit of observed on predicted entropy change across transitions."""
+
+    def go() -> None:
+        from audits.covariance import covariance_fit, covariance_fit_by_group
+
+        rows = read_csv(transitions, ("transition", "predicted", "observed"))
+        labels = [r["transition"] for _, r in rows]
+        pred = [_float_cell(transitions, ln, r, "predicted") for ln, r in rows]
+        obs = [_float_cell(transitions, ln, r, "observed") for ln, r in rows]
+        runs = [r.get("run", "") for _, r in rows] if "run" in rows[0][1] else None
+        if exclude_run and runs is None:
+            raise InputError(f"{transitions}: --exclude-run needs a 'run' column")
+        if "model" in rows[0][1]:
+            models = [r["model"] for _, r in rows]
+            data = covariance_fit_by_group(
+                models, labels, pred, obs, runs=runs, excluded_runs=exclude_run
+            ).to_dict()
+        else:
+            data = covariance_fit(labels, pred, obs, runs=runs, excluded_runs=exclude_run).to_dict()
+        if as_json:
+            print_json(data)
+            return
+        pooled = data.get("pooled", data)
+        _print_flat(
+            "covariance fit (pooled)",
+            pooled,
+            (
+                "n",
+                "sign_agreement",
+                "spearman_rho",
+                "pearson_r",
+                "slope",
+                "intercept",
+                "r_squared",
+                "median_abs_error",
+                "median_relative_error",
+                "excluded_runs",
+            ),
+        )
+
+    _run(as_json, go)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _print_flat(title: str, data: dict[str, Any], keys: tuple[str, ...]) -> None:
+    typer.echo(title)
+    for key in keys:
+        typer.echo(f"  {key:<24}{_fmt(data.get(key))}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(stats_app, name="stats")

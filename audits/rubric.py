@@ -1,0 +1,309 @@
+"""Audit rubric: a TOML file that predeclares the gate thresholds, estimator settings and
+sampling plans before any audit data are seen (DESIGN.md items 11 and "Freeze semantics").
+
+Format (every section but ``[rubric]`` may be omitted; missing keys get the defaults)::
+
+    [rubric]
+    name = "rcea-partition-audit"        # required, non-empty string
+    version = "1"                        # required, string or integer (stored as string)
+    description = "..."                  # optional
+
+    [gate]                               # GateThresholds fields, each in [0, 1]
+    human_human_macro_f1_min = 0.85
+    automatic_macro_f1_min = 0.85
+    gap_max = 0.05
+    different_precision_min = 0.80
+    different_recall_min = 0.80
+    automatic_coverage_min = 0.95
+
+    [estimators]
+    k_min = 8          # >= 1
+    n_min = 8          # >= 1
+    n_draws = 20       # >= 1
+    n_boot = 10000     # >= 100
+    confidence = 0.95  # in (0, 1)
+    seed = 0           # >= 0
+
+    [pairs]            # pair-sampling plan of the partition audit
+    seed = 0
+    pairs_per_question = 156
+    n_questions = 29
+    # max_pairs = 5000 # optional cap (absent = no cap)
+    # strategy_definition = "..."  # shown to annotators and adjudicators
+
+    [calibration]      # optional judge-calibration plan
+    size = 600
+    held_out = 117     # 1 <= held_out <= size
+    seed = 0
+
+Unknown sections or keys and out-of-range values raise ``ValueError`` naming the section
+and key. ``content_hash()`` is the SHA-256 of the canonical JSON (sorted keys, compact
+separators) of the rubric AFTER defaults are filled, so two files with the same content
+in a different key order, or one spelling out a default that the other omits, hash the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from audits.thresholds import GateThresholds
+
+__all__ = [
+    "DEFAULT_RUBRIC_PATH",
+    "CalibrationPlan",
+    "EstimatorSettings",
+    "PairPlan",
+    "Rubric",
+    "default_rubric",
+    "load_rubric",
+    "parse_rubric",
+    "rubric_from_dict",
+]
+
+DEFAULT_RUBRIC_PATH = Path(__file__).with_name("default_rubric.toml")
+
+_MAX_SEED = 2**63 - 1
+
+#: What annotators and adjudicators are told a "strategy" is (DESIGN.md, codebook cycle).
+DEFAULT_STRATEGY_DEFINITION = (
+    "Two solutions use the same strategy when they share the decisive method and the core "
+    "sequence of operations. Wording, notation, arithmetic detail or the order of "
+    "exposition never make a different strategy."
+)
+
+
+def _int(section: str, key: str, value: Any, lo: int, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"[{section}] {key} must be an integer, got {value!r}")
+    if value < lo or (hi is not None and value > hi):
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"[{section}] {key} must be {rng}, got {value!r}")
+    return value
+
+
+def _unit(section: str, key: str, value: Any, *, open_interval: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"[{section}] {key} must be a number, got {value!r}")
+    v = float(value)
+    ok = math.isfinite(v) and (0.0 < v < 1.0 if open_interval else 0.0 <= v <= 1.0)
+    if not ok:
+        rng = "strictly between 0 and 1" if open_interval else "in [0, 1]"
+        raise ValueError(f"[{section}] {key} must be {rng}, got {value!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class EstimatorSettings:
+    """Estimator settings shared by the entropy, validity and mode estimators."""
+
+    k_min: int = 8
+    n_min: int = 8
+    n_draws: int = 20
+    n_boot: int = 10_000
+    confidence: float = 0.95
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        s = "estimators"
+        _int(s, "k_min", self.k_min, 1)
+        _int(s, "n_min", self.n_min, 1)
+        _int(s, "n_draws", self.n_draws, 1)
+        _int(s, "n_boot", self.n_boot, 100)
+        object.__setattr__(
+            self, "confidence", _unit(s, "confidence", self.confidence, open_interval=True)
+        )
+        _int(s, "seed", self.seed, 0, _MAX_SEED)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """Pair-sampling plan of the partition audit (``max_pairs=None``: no overall cap)."""
+
+    seed: int = 0
+    pairs_per_question: int = 156
+    n_questions: int = 29
+    max_pairs: int | None = None
+    strategy_definition: str = DEFAULT_STRATEGY_DEFINITION
+
+    def __post_init__(self) -> None:
+        s = "pairs"
+        if not isinstance(self.strategy_definition, str) or not self.strategy_definition.strip():
+            raise ValueError("[pairs] strategy_definition must be a non-empty string")
+        _int(s, "seed", self.seed, 0, _MAX_SEED)
+        _int(s, "pairs_per_question", self.pairs_per_question, 1)
+        _int(s, "n_questions", self.n_questions, 1)
+        if self.max_pairs is not None:
+            _int(s, "max_pairs", self.max_pairs, 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class CalibrationPlan:
+    """Judge-calibration plan: ``size`` labelled items of which ``held_out`` are held out."""
+
+    size: int = 600
+    held_out: int = 117
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        s = "calibration"
+        _int(s, "size", self.size, 1)
+        _int(s, "held_out", self.held_out, 1, self.size)
+        _int(s, "seed", self.seed, 0, _MAX_SEED)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """A parsed, validated, default-filled rubric. ``source`` (where it was read from) is
+    not part of its content or hash."""
+
+    name: str
+    version: str
+    description: str = ""
+    gate: GateThresholds = field(default_factory=GateThresholds)
+    estimators: EstimatorSettings = field(default_factory=EstimatorSettings)
+    pairs: PairPlan = field(default_factory=PairPlan)
+    calibration: CalibrationPlan | None = None
+    source: str | None = field(default=None, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Content as nested JSON-safe dicts, one per TOML section (defaults filled)."""
+        return {
+            "rubric": {
+                "name": self.name,
+                "version": self.version,
+                "description": self.description,
+            },
+            "gate": self.gate.to_dict(),
+            "estimators": self.estimators.to_dict(),
+            "pairs": self.pairs.to_dict(),
+            "calibration": None if self.calibration is None else self.calibration.to_dict(),
+        }
+
+    def canonical_json(self) -> str:
+        """``json.dumps(to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)``."""
+        return json.dumps(
+            self.to_dict(),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+
+    def content_hash(self) -> str:
+        """SHA-256 hex digest of the UTF-8 canonical JSON."""
+        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+
+    def to_toml(self) -> str:
+        """The rubric as TOML text (defaults written out, ``None`` values omitted);
+        ``parse_rubric(r.to_toml()) == r``."""
+        import tomli_w
+
+        doc = {
+            sec: {k: v for k, v in body.items() if v is not None}
+            for sec, body in self.to_dict().items()
+            if body is not None
+        }
+        return tomli_w.dumps(doc)
+
+
+_SECTIONS: dict[str, type] = {
+    "gate": GateThresholds,
+    "estimators": EstimatorSettings,
+    "pairs": PairPlan,
+    "calibration": CalibrationPlan,
+}
+_RUBRIC_KEYS = ("name", "version", "description")
+
+
+def _check_keys(section: str, body: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ValueError(f"[{section}] must be a table, got {type(body).__name__}")
+    for key in body:
+        if key not in allowed:
+            raise ValueError(
+                f"unknown key {key!r} in section [{section}] (allowed: {', '.join(allowed)})"
+            )
+    return body
+
+
+def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubric:
+    """Validate a decoded TOML document (or ``Rubric.to_dict()``) and fill defaults."""
+    if not isinstance(data, dict):
+        raise ValueError("a rubric must be a table of sections")
+    known = ("rubric", *_SECTIONS)
+    for sec in data:
+        if sec not in known:
+            raise ValueError(f"unknown section [{sec}] (allowed: {', '.join(known)})")
+    if "rubric" not in data:
+        raise ValueError("missing section [rubric] (needs name and version)")
+    head = _check_keys("rubric", data["rubric"], _RUBRIC_KEYS)
+    name = head.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"[rubric] name must be a non-empty string, got {name!r}")
+    version = head.get("version")
+    if isinstance(version, bool) or not isinstance(version, str | int) or str(version) == "":
+        raise ValueError(f"[rubric] version must be a non-empty string or integer, got {version!r}")
+    description = head.get("description", "")
+    if not isinstance(description, str):
+        raise ValueError(f"[rubric] description must be a string, got {description!r}")
+
+    parts: dict[str, Any] = {}
+    for sec, cls in _SECTIONS.items():
+        body = data.get(sec)
+        if body is None:
+            parts[sec] = None if sec == "calibration" else cls()
+            continue
+        allowed = tuple(f.name for f in fields(cls))
+        body = _check_keys(sec, body, allowed)
+        if cls is GateThresholds:
+            body = {k: _unit("gate", k, v) for k, v in body.items()}
+        parts[sec] = cls(**body)
+    return Rubric(
+        name=name,
+        version=str(version),
+        description=description,
+        gate=parts["gate"],
+        estimators=parts["estimators"],
+        pairs=parts["pairs"],
+        calibration=parts["calibration"],
+        source=source,
+    )
+
+
+def parse_rubric(text: str, *, source: str = "<string>") -> Rubric:
+    """Parse rubric TOML text; syntax errors become ``ValueError`` naming ``source``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{source}: invalid TOML: {exc}") from exc
+    return rubric_from_dict(data, source=source)
+
+
+def load_rubric(path: str | Path) -> Rubric:
+    """Read and parse a rubric file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read rubric {p}: {exc}") from exc
+    return parse_rubric(text, source=str(p))
+
+
+def default_rubric() -> Rubric:
+    """The shipped example rubric with the paper's defaults (``default_rubric.toml``)."""
+    return load_rubric(DEFAULT_RUBRIC_PATH)

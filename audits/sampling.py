@@ -1,0 +1,100 @@
+"""Seeded, reproducible within-question pair sampling for the partition audit, and the
+automatic pair label of DESIGN.md item 10."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from math import comb
+
+import numpy as np
+
+SAME = "same"
+DIFFERENT = "different"
+UNCERTAIN_MODES = (None, "uncertain")
+
+
+@dataclass(frozen=True)
+class SampledPair:
+    """One within-question pair; ``pair_key`` is opaque (random, not derived from ids)."""
+
+    pair_key: str
+    question_id: str
+    trajectory_a: str
+    trajectory_b: str
+
+
+def automatic_pair_label(mode_a: str | None, mode_b: str | None) -> str | None:
+    """``same`` iff both trajectories carry the same mode of the locked partition;
+    ``None`` (no automatic label) when either is uncertain."""
+    if mode_a in UNCERTAIN_MODES or mode_b in UNCERTAIN_MODES:
+        return None
+    return SAME if mode_a == mode_b else DIFFERENT
+
+
+def _unrank_pair(index: int, m: int) -> tuple[int, int]:
+    """Map 0 <= index < C(m, 2) to the pair (i, j), i < j, in lexicographic order."""
+    i = 0
+    remaining = index
+    while remaining >= m - 1 - i:
+        remaining -= m - 1 - i
+        i += 1
+    return i, i + 1 + remaining
+
+
+def sample_pairs(
+    trajectories_by_question: Mapping[str, Sequence[str]],
+    *,
+    pairs_per_question: int,
+    n_questions: int,
+    seed: int,
+    excluded_questions: Sequence[str] = (),
+    max_pairs: int | None = None,
+) -> list[SampledPair]:
+    """Draw ``n_questions`` questions, then ``pairs_per_question`` distinct unordered pairs
+    of trajectories within each, without replacement; optionally cap the total.
+
+    Questions in ``excluded_questions`` (those used to develop codebook prompts) are never
+    drawn. Only questions with at least C(m, 2) >= ``pairs_per_question`` pairs qualify;
+    asking for more qualifying questions than exist raises ``ValueError`` naming the
+    shortfall. Same inputs and seed → same pairs and keys (order of the mapping and of
+    trajectories inside it does not matter: both are sorted first).
+    """
+    if pairs_per_question < 1 or n_questions < 1:
+        raise ValueError("pairs_per_question and n_questions must be >= 1")
+    if max_pairs is not None and max_pairs < 1:
+        raise ValueError(f"max_pairs must be >= 1, got {max_pairs}")
+    excluded = set(excluded_questions)
+    pool = {q: sorted(set(ts)) for q, ts in trajectories_by_question.items() if q not in excluded}
+    qualifying = sorted(q for q, ts in pool.items() if comb(len(ts), 2) >= pairs_per_question)
+    if len(qualifying) < n_questions:
+        raise ValueError(
+            f"the pair plan asks for {n_questions} question(s) with at least "
+            f"{pairs_per_question} pairs each, but only {len(qualifying)} of "
+            f"{len(pool)} non-excluded question(s) qualify ({len(excluded)} excluded); "
+            "lower pairs_per_question or n_questions in the rubric"
+        )
+    rng = np.random.default_rng(seed)
+    chosen = sorted(
+        rng.choice(np.array(qualifying, dtype=object), size=n_questions, replace=False).tolist()
+    )
+    pairs: list[tuple[str, str, str]] = []
+    for q in chosen:
+        ts = pool[q]
+        total = comb(len(ts), 2)
+        picks = np.sort(rng.choice(total, size=pairs_per_question, replace=False))
+        for idx in picks.tolist():
+            i, j = _unrank_pair(int(idx), len(ts))
+            pairs.append((q, ts[i], ts[j]))
+    if max_pairs is not None and len(pairs) > max_pairs:
+        keep = np.sort(rng.choice(len(pairs), size=max_pairs, replace=False))
+        pairs = [pairs[k] for k in keep.tolist()]
+    keys: set[str] = set()
+    out: list[SampledPair] = []
+    for q, a, b in pairs:
+        key = f"p{int(rng.integers(0, 2**62)):016x}"
+        while key in keys:
+            key = f"p{int(rng.integers(0, 2**62)):016x}"
+        keys.add(key)
+        out.append(SampledPair(key, q, a, b))
+    return out

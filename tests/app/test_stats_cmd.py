@@ -1,0 +1,170 @@
+"""`rcea stats ...` on files, checked against independent references."""
+
+from __future__ import annotations
+
+import json
+from math import comb
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+from sklearn.metrics import f1_score, precision_score, recall_score
+from typer.testing import CliRunner
+
+from app.cli import app
+from pipeline.sample_study import write_sample_study
+
+runner = CliRunner()
+
+
+def _json(args: list[str]) -> dict:
+    out = runner.invoke(app, [*args, "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_passk_matches_combinatorial_definition(tmp_path: Path) -> None:
+    rows = [("q1", 10, 3), ("q2", 10, 0), ("q3", 12, 12), ("q4", 16, 5)]
+    csv = _write(
+        tmp_path / "r.csv", "question_id,n,c\n" + "".join(f"{q},{n},{c}\n" for q, n, c in rows)
+    )
+    data = _json(["stats", "passk", str(csv), "--k", "1,8"])
+    for k in (1, 8):
+        expected = np.mean([1 - comb(n - c, k) / comb(n, k) for _, n, c in rows])
+        assert data["pass_at_k"][f"pass_at_{k}"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_passk_bad_cell_names_line_and_column(tmp_path: Path) -> None:
+    csv = _write(tmp_path / "r.csv", "question_id,n,c\nq1,10,3\nq2,ten,1\n")
+    out = runner.invoke(app, ["stats", "passk", str(csv), "--k", "1,8"])
+    assert out.exit_code == 1 and f"{csv}:line 3: n: expected an integer" in out.output
+    csv2 = _write(tmp_path / "r2.csv", "question_id,n\nq1,10\n")
+    out = runner.invoke(app, ["stats", "passk", str(csv2)])
+    assert out.exit_code == 1 and "missing column(s) c" in out.output
+
+
+def _pairs_csv(
+    tmp_path: Path, rng: np.random.Generator, n: int = 200, adjudicate: bool = True
+) -> tuple[Path, dict[str, list]]:
+    truth = rng.choice(["same", "different"], size=n)
+
+    def flip(p: float) -> np.ndarray:
+        other = np.where(truth == "same", "different", "same")
+        return np.where(rng.random(n) < p, other, truth)
+
+    a, b, auto = flip(0.05), flip(0.05), flip(0.08)
+    auto = auto.astype(object)
+    auto[rng.random(n) < 0.03] = ""
+    adj = np.where((a != b), truth, "").astype(object) if adjudicate else np.full(n, "")
+    lines = ["pair_id,annotator_a,annotator_b,adjudicated,automatic"] + [
+        f"p{i},{a[i]},{b[i]},{adj[i]},{auto[i]}" for i in range(n)
+    ]
+    path = _write(tmp_path / "pairs.csv", "\n".join(lines) + "\n")
+    return path, {"a": list(a), "b": list(b), "adj": list(adj), "auto": list(auto)}
+
+
+def test_agreement_final_gate_matches_sklearn(tmp_path: Path) -> None:
+    path, cols = _pairs_csv(tmp_path, np.random.default_rng(0))
+    data = _json(["stats", "agreement", str(path), "--automatic-coverage", "0.97"])
+    assert data["stage"] == "final"
+    labels = ["same", "different"]
+    keep = [i for i, x in enumerate(cols["auto"]) if x]
+    hh_all = f1_score(cols["a"], cols["b"], average="macro", labels=labels, zero_division=0)
+    assert data["human_human_macro_f1_all_pairs"] == pytest.approx(hh_all)
+    # Uncertain pairs are excluded from every F1, the human-human one included.
+    hh = f1_score(
+        [cols["a"][i] for i in keep],
+        [cols["b"][i] for i in keep],
+        average="macro",
+        labels=labels,
+        zero_division=0,
+    )
+    assert data["human_human_macro_f1"] == pytest.approx(hh)
+    ref = [j or x for x, j in zip(cols["a"], cols["adj"], strict=True)]
+    r = [ref[i] for i in keep]
+    au = [cols["auto"][i] for i in keep]
+    assert data["automatic_macro_f1"] == pytest.approx(
+        f1_score(r, au, average="macro", labels=labels, zero_division=0)
+    )
+    assert data["different_precision"] == pytest.approx(
+        precision_score(r, au, pos_label="different", zero_division=0)
+    )
+    assert data["different_recall"] == pytest.approx(
+        recall_score(r, au, pos_label="different", zero_division=0)
+    )
+    assert data["gap"] == pytest.approx(data["human_human_macro_f1"] - data["automatic_macro_f1"])
+    assert data["n_excluded_uncertain"] == len(cols["auto"]) - len(keep)
+    assert data["automatic_coverage"] == 0.97
+    assert isinstance(data["passed"], bool)
+
+
+def test_agreement_preliminary_when_unadjudicated(tmp_path: Path) -> None:
+    path, _ = _pairs_csv(tmp_path, np.random.default_rng(1), adjudicate=False)
+    data = _json(["stats", "agreement", str(path)])
+    assert data["stage"] == "preliminary" and data["passed"] is None
+    assert data["automatic_coverage_source"] == "pairs"
+
+
+def test_agreement_bad_label(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "p.csv",
+        "pair_id,annotator_a,annotator_b,adjudicated,automatic\n"
+        "p1,same,same,,same\np2,same,maybe,,same\n",
+    )
+    out = runner.invoke(app, ["stats", "agreement", str(path)])
+    assert out.exit_code == 1 and "line 3: annotator_b: must be same or different" in out.output
+
+
+def test_covfit_matches_scipy(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    pred = rng.normal(0, 0.01, 30)
+    obs = 0.9 * pred + rng.normal(0, 0.002, 30)
+    path = _write(
+        tmp_path / "t.csv",
+        "transition,predicted,observed\n"
+        + "".join(
+            f"t{i},{float(p)!r},{float(o)!r}\n"
+            for i, (p, o) in enumerate(zip(pred, obs, strict=True))
+        ),
+    )
+    data = _json(["stats", "covfit", str(path)])
+    lr = sps.linregress(pred, obs)
+    assert data["slope"] == pytest.approx(lr.slope)
+    assert data["intercept"] == pytest.approx(lr.intercept, abs=1e-12)
+    assert data["r_squared"] == pytest.approx(lr.rvalue**2)
+    assert data["spearman_rho"] == pytest.approx(sps.spearmanr(pred, obs).statistic)
+    assert data["sign_agreement"] == pytest.approx(np.mean(np.sign(pred) == np.sign(obs)))
+
+
+def test_entropy_and_retention_on_sample_study(tmp_path: Path) -> None:
+    path = write_sample_study(tmp_path / "s.jsonl", seed=3)
+    out = runner.invoke(app, ["stats", "entropy", str(path)])
+    assert out.exit_code == 1 and "choose one" in out.output
+    data = _json(["stats", "entropy", str(path), "--run", "grpo", "--step", "0", "--n-boot", "500"])
+    for key in (
+        "paired_ratio",
+        "paired_ci_low",
+        "paired_ci_high",
+        "broad_ratio",
+        "coverage_success",
+        "coverage_failure",
+        "sign_test_p",
+        "seed",
+    ):
+        assert key in data
+    assert data["max_abs_residual"] < 1e-9
+    ret = _json(["stats", "retention", str(path), "--n-boot", "200"])
+    assert {(r["run"], r["step"]) for r in ret["results"]} == {
+        ("grpo", 50),
+        ("grpo", 100),
+        ("clip_cov", 50),
+        ("clip_cov", 100),
+    }
+    for r in ret["results"]:
+        assert r["n_eligible"] <= r["n_denominator"]

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import itertools
+from math import comb
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from audits.partition import partition_hash
+from audits.sampling import _unrank_pair, automatic_pair_label, sample_pairs
+
+
+def _pool(n_questions: int = 6, m: int = 8) -> dict[str, list[str]]:
+    return {f"q{q}": [f"q{q}-t{i}" for i in range(m)] for q in range(n_questions)}
+
+
+@given(st.integers(2, 30))
+def test_unrank_is_the_lexicographic_enumeration(m: int) -> None:
+    expected = list(itertools.combinations(range(m), 2))
+    assert [_unrank_pair(k, m) for k in range(comb(m, 2))] == expected
+
+
+def test_sampling_is_reproducible_and_order_free() -> None:
+    pool = _pool()
+    a = sample_pairs(pool, pairs_per_question=5, n_questions=3, seed=7)
+    shuffled = {q: list(reversed(ts)) for q, ts in reversed(list(pool.items()))}
+    b = sample_pairs(shuffled, pairs_per_question=5, n_questions=3, seed=7)
+    assert a == b
+    c = sample_pairs(pool, pairs_per_question=5, n_questions=3, seed=8)
+    assert [(p.trajectory_a, p.trajectory_b) for p in a] != [
+        (p.trajectory_a, p.trajectory_b) for p in c
+    ]
+
+
+def test_pairs_are_distinct_within_question_and_keys_opaque() -> None:
+    pairs = sample_pairs(_pool(), pairs_per_question=28, n_questions=2, seed=1)
+    assert len(pairs) == 56
+    for p in pairs:
+        assert p.question_id in p.trajectory_a and p.question_id in p.trajectory_b
+        assert p.trajectory_a < p.trajectory_b
+        assert p.question_id not in p.pair_key and p.trajectory_a not in p.pair_key
+    assert len({(p.trajectory_a, p.trajectory_b) for p in pairs}) == 56
+    assert len({p.pair_key for p in pairs}) == 56
+
+
+def test_excluded_questions_never_drawn() -> None:
+    pool = _pool(n_questions=4)
+    for seed in range(20):
+        pairs = sample_pairs(
+            pool, pairs_per_question=3, n_questions=2, seed=seed, excluded_questions=["q0", "q1"]
+        )
+        assert {p.question_id for p in pairs} == {"q2", "q3"}
+
+
+def test_plan_asking_for_too_much_is_refused() -> None:
+    with pytest.raises(ValueError, match="asks for 7 question"):
+        sample_pairs(_pool(), pairs_per_question=3, n_questions=7, seed=0)
+    with pytest.raises(ValueError, match="at least 29 pairs"):
+        sample_pairs(_pool(m=8), pairs_per_question=29, n_questions=1, seed=0)
+
+
+def test_max_pairs_caps_the_total() -> None:
+    pairs = sample_pairs(_pool(), pairs_per_question=10, n_questions=4, seed=3, max_pairs=15)
+    assert len(pairs) == 15
+
+
+def test_automatic_label() -> None:
+    assert automatic_pair_label("m1", "m1") == "same"
+    assert automatic_pair_label("m1", "m2") == "different"
+    assert automatic_pair_label("m1", None) is None
+    assert automatic_pair_label("uncertain", "m1") is None
+
+
+@settings(max_examples=50)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from("abc"),
+            st.text(min_size=1, max_size=5),
+            st.one_of(st.none(), st.sampled_from(["x", "y"])),
+        ),
+        unique_by=lambda r: r[1],
+        min_size=1,
+        max_size=20,
+    ),
+    st.randoms(),
+)
+def test_partition_hash_ignores_order(rows, rnd) -> None:  # type: ignore[no-untyped-def]
+    shuffled = list(rows)
+    rnd.shuffle(shuffled)
+    assert partition_hash(rows) == partition_hash(shuffled)
+    changed = [(q, t, "z") if i == 0 else (q, t, m) for i, (q, t, m) in enumerate(rows)]
+    assert partition_hash(changed) != partition_hash(rows)
+
+
+def test_partition_hash_rejects_double_assignment() -> None:
+    with pytest.raises(ValueError, match="assigned twice"):
+        partition_hash([("q", "t", "a"), ("q", "t", "b")])
