@@ -1,0 +1,86 @@
+"""Parsing Label Studio annotation JSON (webhook bodies and API exports)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from annotation.tasks import NOTE_FIELD, PAIR_CHOICE
+
+LABELS = ("same", "different")
+WEBHOOK_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_CREATED")
+
+
+class PayloadError(ValueError):
+    """A Label Studio payload without the fields we need."""
+
+
+@dataclass(frozen=True)
+class ParsedAnnotation:
+    annotation_id: int
+    task_id: int
+    project_id: int | None
+    user_id: int | None
+    label: str | None  # None: no same/different choice in the result
+    note: str | None
+    cancelled: bool
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, dict):
+        value = value.get("id")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PayloadError(f"{what} must be an integer id, got {value!r}")
+    return value
+
+
+def parse_annotation(
+    ann: dict[str, Any], *, task_id: int | None = None, project_id: int | None = None
+) -> ParsedAnnotation:
+    """Extract id, task, annotator, same/different choice, note and cancel flag."""
+    if not isinstance(ann, dict):
+        raise PayloadError("annotation must be a JSON object")
+    label: str | None = None
+    note: str | None = None
+    for item in ann.get("result") or []:
+        if not isinstance(item, dict):
+            continue
+        value = item.get("value") or {}
+        if item.get("from_name") == PAIR_CHOICE:
+            choices = value.get("choices") or []
+            if len(choices) == 1 and choices[0] in LABELS:
+                label = choices[0]
+        elif item.get("from_name") == NOTE_FIELD:
+            text = value.get("text") or []
+            note = "\n".join(str(t) for t in text) or None
+    task = ann.get("task", task_id)
+    project = ann.get("project", project_id)
+    return ParsedAnnotation(
+        annotation_id=_int(ann.get("id"), "annotation.id"),
+        task_id=_int(task, "annotation.task"),
+        project_id=None if project is None else _int(project, "annotation.project"),
+        user_id=None
+        if ann.get("completed_by") is None
+        else _int(ann.get("completed_by"), "annotation.completed_by"),
+        label=label,
+        note=note,
+        cancelled=bool(ann.get("was_cancelled")),
+    )
+
+
+def parse_webhook(body: Any) -> list[ParsedAnnotation]:
+    """Annotations carried by an ANNOTATION_CREATED/UPDATED webhook body ([] for other
+    actions). Raises ``PayloadError`` on a malformed annotation event."""
+    if not isinstance(body, dict):
+        raise PayloadError("webhook body must be a JSON object")
+    action = body.get("action")
+    if action not in WEBHOOK_ACTIONS:
+        return []
+    project = body.get("project")
+    project_id = _int(project, "project") if project is not None else None
+    anns = body.get("annotations") if action == "ANNOTATIONS_CREATED" else [body.get("annotation")]
+    if not isinstance(anns, list) or not anns:
+        raise PayloadError(f"{action} without annotation data")
+    task = body.get("task")
+    task_id = _int(task, "task") if task is not None else None
+    return [parse_annotation(a, task_id=task_id, project_id=project_id) for a in anns]

@@ -1,0 +1,116 @@
+"""Blinded Label Studio tasks for the pair audit, and the scan that proves the blinding.
+
+A task holds exactly three data fields: an opaque pair key and the two texts (left/right,
+order randomised per pair and annotator). No run, model, step, seed, trajectory id,
+question id, automatic label or prediction ever goes into a task.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from xml.sax.saxutils import escape
+
+PAIR_CHOICE = "strategy"
+NOTE_FIELD = "note"
+TASK_DATA_KEYS = ("pair", "left", "right")
+ADJUDICATION_DATA_KEYS = (*TASK_DATA_KEYS, "answer_1", "answer_2")
+
+
+def pair_label_config(strategy_definition: str, *, adjudication: bool = False) -> str:
+    """Side-by-side labelling interface with a required same/different choice and an
+    optional note. The adjudication variant also shows the two human answers (not who
+    gave them, never the automatic label)."""
+    definition = escape(strategy_definition)
+    answers = (
+        '\n  <Header value="Annotator answers: $answer_1 / $answer_2" size="5"/>'
+        if adjudication
+        else ""
+    )
+    return f"""<View>
+  <Header value="Do these two solutions use the same strategy?"/>
+  <Text name="definition" value="{definition}"/>{answers}
+  <View style="display: flex; gap: 1em;">
+    <View style="flex: 1; padding: 0.5em; border: 1px solid #ccc;">
+      <Header value="Solution 1" size="4"/>
+      <Text name="left" value="$left"/>
+    </View>
+    <View style="flex: 1; padding: 0.5em; border: 1px solid #ccc;">
+      <Header value="Solution 2" size="4"/>
+      <Text name="right" value="$right"/>
+    </View>
+  </View>
+  <Choices name="{PAIR_CHOICE}" toName="left" choice="single" required="true"
+           showInLine="true">
+    <Choice value="same" alias="same"/>
+    <Choice value="different" alias="different"/>
+  </Choices>
+  <TextArea name="{NOTE_FIELD}" toName="left" placeholder="optional note"
+            maxSubmissions="1" editable="true"/>
+</View>"""
+
+
+@dataclass(frozen=True)
+class PairTask:
+    pair_key: str
+    left_is_a: bool
+    data: dict[str, str]
+
+
+def build_pair_task(
+    pair_key: str,
+    text_a: str,
+    text_b: str,
+    *,
+    rng: random.Random,
+    answers: tuple[str, str] | None = None,
+) -> PairTask:
+    """One blinded task; ``rng`` decides the left/right order (recorded by the caller)."""
+    left_is_a = rng.random() < 0.5
+    left, right = (text_a, text_b) if left_is_a else (text_b, text_a)
+    data = {"pair": pair_key, "left": left, "right": right}
+    if answers is not None:
+        shuffled = list(answers)
+        rng.shuffle(shuffled)  # the adjudicator must not learn which annotator said what
+        data["answer_1"], data["answer_2"] = shuffled
+    return PairTask(pair_key, left_is_a, data)
+
+
+class BlindingViolation(AssertionError):
+    """Something that must never reach an annotator was found in what was sent."""
+
+
+def scan_for_leaks(
+    sent: Iterable[Any], forbidden: Iterable[str], *, forbidden_keys: Iterable[str] = ()
+) -> list[str]:
+    """Return every forbidden value or key found anywhere in ``sent`` (serialised JSON).
+
+    ``forbidden`` values are matched as whole JSON string values and as substrings of
+    text fields of length >= 6 (short values like step numbers are matched only as whole
+    values, since digits occur naturally in arithmetic texts).
+    """
+    found: list[str] = []
+    values = {str(v) for v in forbidden if str(v)}
+    keys = set(forbidden_keys)
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if k in keys:
+                    found.append(f"key {k!r}")
+                walk(v)
+        elif isinstance(obj, list | tuple):
+            for v in obj:
+                walk(v)
+        elif obj is not None:
+            text = obj if isinstance(obj, str) else json.dumps(obj)
+            for v in values:
+                if text == v or (len(v) >= 6 and v in text):
+                    found.append(f"value {v!r} in {text[:60]!r}")
+
+    for item in sent:
+        walk(item)
+    return sorted(set(found))

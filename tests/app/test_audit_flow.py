@@ -1,0 +1,259 @@
+"""The pair-audit workflow on the store (no Label Studio): freezes, sampling, labels, gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from annotation.payloads import ParsedAnnotation
+from app.audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
+from app.audit.labels import gate_status, record_annotation
+from app.audit.sampling import audit_pairs, draw_audit, get_audit, record_dev_questions
+from app.ingest import ingest_file
+from app.store import list_events, session_scope
+from app.store.models import Audit, AuditPair, AuditTask, PartitionAssignment
+from tests.helpers import make_record, write_jsonl
+
+RUBRIC = """
+[rubric]
+name = "test-rubric"
+version = "1"
+
+[pairs]
+seed = 5
+pairs_per_question = 6
+n_questions = 3
+"""
+
+
+def _study(engine, tmp_path: Path, n_q: int = 5, per_q: int = 6) -> None:  # type: ignore[no-untyped-def]
+    recs = []
+    for q in range(n_q):
+        for k in range(per_q):
+            i = q * 100 + k
+            mode = None if (q == 4 and k == 0) else ("m1" if k % 2 else "m2")
+            recs.append(
+                make_record(
+                    i, question_id=f"q{q}", reward=1, mode=mode, validity=1, text=f"solution {i}"
+                )
+            )
+    recs.append(make_record(999, question_id="q0", reward=0, text="wrong"))
+    ingest_file(
+        engine,
+        write_jsonl(tmp_path / "s.jsonl", recs),
+        study="s",
+        artifacts_dir=tmp_path / "art",
+        data_dir=tmp_path,
+    )
+
+
+def _rubric(tmp_path: Path, text: str = RUBRIC) -> Path:
+    path = tmp_path / "rubric.toml"
+    path.write_text(text)
+    return path
+
+
+def _draw(engine, tmp_path: Path) -> int:  # type: ignore[no-untyped-def]
+    with session_scope(engine) as s:
+        freeze_rubric(s, path=_rubric(tmp_path), actor="r")
+        freeze_partition_from_modes(s, study="s", actor="r")
+        return draw_audit(s, study="s", rubric="test-rubric", actor="r").id
+
+
+def test_rubric_freeze_is_immutable_and_versioned(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    with session_scope(engine) as s:
+        row, created = freeze_rubric(s, path=_rubric(tmp_path), actor="alice")
+        assert created and len(row.content_hash) == 64
+        again, created2 = freeze_rubric(s, path=_rubric(tmp_path), actor="alice")
+        assert not created2 and again.id == row.id
+    changed = RUBRIC.replace("pairs_per_question = 6", "pairs_per_question = 7")
+    with pytest.raises(FreezeError, match="bump \\[rubric\\] version"), session_scope(engine) as s:
+        freeze_rubric(s, path=_rubric(tmp_path, changed), actor="alice")
+    with session_scope(engine) as s:
+        v2, _ = freeze_rubric(
+            s, path=_rubric(tmp_path, changed.replace('"1"', '"2"')), actor="alice"
+        )
+        assert v2.parent_id == row.id
+        assert [e.payload["version"] for e in list_events(s, kind="rubric.freeze")] == ["1", "2"]
+    with pytest.raises((DBAPIError, IntegrityError)), engine.begin() as conn:
+        conn.execute(sa.text("UPDATE rubric SET content_hash = 'x'"))
+
+
+def test_unknown_rubric_key_is_refused(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match="colour"), session_scope(engine) as s:
+        freeze_rubric(s, path=_rubric(tmp_path, RUBRIC + "colour = 1\n"), actor="a")
+
+
+def test_sample_needs_rubric_and_partition(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _study(engine, tmp_path)
+    with pytest.raises(FreezeError, match="no frozen rubric"), session_scope(engine) as s:
+        draw_audit(s, study="s", rubric="test-rubric", actor="r")
+    with session_scope(engine) as s:
+        freeze_rubric(s, path=_rubric(tmp_path), actor="r")
+    with pytest.raises(FreezeError, match="no frozen partition"), session_scope(engine) as s:
+        draw_audit(s, study="s", rubric="test-rubric", actor="r")
+
+
+def test_sample_is_reproducible_disjoint_and_locked(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _study(engine, tmp_path)
+    with session_scope(engine) as s:
+        record_dev_questions(s, study="s", questions=["q1"], actor="r")
+    audit_id = _draw(engine, tmp_path)
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        pairs = audit_pairs(s, audit_id=audit_id)
+        assert len(pairs) == 18 and "q1" not in {p.question_id for p in pairs}
+        assert audit.excluded_questions == ["q1"]
+        second = draw_audit(s, study="s", rubric="test-rubric", actor="r", name="again")
+        again = audit_pairs(s, audit_id=second.id)
+        assert [(p.trajectory_a, p.trajectory_b) for p in pairs] == [
+            (p.trajectory_a, p.trajectory_b) for p in again
+        ]
+        assert second.partition_hash == audit.partition_hash
+        # the reward-0 trajectory never enters the partition
+        assert "t00999" not in {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
+    for stmt in (
+        sa.update(AuditPair).values(automatic="same"),
+        sa.update(PartitionAssignment).values(mode="m9"),
+        sa.delete(PartitionAssignment),
+    ):
+        with pytest.raises((DBAPIError, IntegrityError)), engine.begin() as conn:
+            conn.execute(stmt)
+
+
+def test_plan_larger_than_data_is_refused(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _study(engine, tmp_path)
+    big = RUBRIC.replace("n_questions = 3", "n_questions = 9")
+    with session_scope(engine) as s:
+        freeze_rubric(s, path=_rubric(tmp_path, big), actor="r")
+        freeze_partition_from_modes(s, study="s", actor="r")
+    with pytest.raises(ValueError, match="asks for 9 question"), session_scope(engine) as s:
+        draw_audit(s, study="s", rubric="test-rubric", actor="r")
+
+
+def _fake_tasks(engine, audit_id: int) -> dict[str, dict[int, int]]:  # type: ignore[no-untyped-def]
+    """Register tasks as `audit push` would (task ids 1000+) for roles A, B."""
+    out: dict[str, dict[int, int]] = {"A": {}, "B": {}}
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        audit.labelstudio = {
+            "roles": {"A": {"project_id": 1, "user_id": 11}, "B": {"project_id": 2, "user_id": 12}}
+        }
+        s.add(audit)
+        for role, base, proj in (("A", 1000, 1), ("B", 2000, 2)):
+            for p in audit_pairs(s, audit_id=audit_id):
+                s.add(
+                    AuditTask(
+                        audit_id=audit_id,
+                        role=role,
+                        pair_id=p.id,
+                        project_id=proj,
+                        task_id=base + p.id,
+                        left_is_a=True,
+                    )
+                )
+                out[role][p.id] = base + p.id
+    return out
+
+
+def test_labels_statuses_and_gate(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _study(engine, tmp_path)
+    audit_id = _draw(engine, tmp_path)
+    tasks = _fake_tasks(engine, audit_id)
+    ann_id = iter(range(1, 10_000))
+
+    def ann(role: str, pair_id: int, label: str | None, user: int, **kw: object) -> None:
+        with session_scope(engine) as s:
+            a = ParsedAnnotation(
+                next(ann_id),
+                tasks[role][pair_id] if pair_id else 99999,
+                None,
+                user,
+                label,
+                None,
+                bool(kw.get("cancelled", False)),
+            )
+            record_annotation(s, get_audit(s, study="s"), a, source="test")
+
+    with session_scope(engine) as s:
+        pairs = audit_pairs(s, audit_id=audit_id)
+        assert gate_status(s, s.get(Audit, audit_id), final=False)["status"] == "pending"
+    ann("A", pairs[0].id, "same", user=99)  # wrong user
+    ann("A", 0, "same", user=11)  # unknown task
+    ann("A", pairs[0].id, "same", user=11, cancelled=True)
+    for p in pairs:
+        truth = p.automatic or "same"
+        ann("A", p.id, truth, user=11)
+    with session_scope(engine) as s:
+        res = gate_status(s, s.get(Audit, audit_id), final=False)
+        assert res["status"] == "pending" and res["progress"]["A"] == len(pairs)
+        assert res["labels"] == {
+            "wrong_user": 1,
+            "unknown_task": 1,
+            "cancelled": 1,
+            "counted": len(pairs),
+        }
+    flipped = pairs[1]
+    for p in pairs:
+        truth = p.automatic or "same"
+        other = "different" if truth == "same" else "same"
+        ann("B", p.id, other if p.id == flipped.id else truth, user=12)
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        res = gate_status(s, audit, final=False)
+        assert res["status"] == "preliminary" and res["n_needing_adjudication"] == 1
+        with pytest.raises(FreezeError, match="need adjudication"):
+            gate_status(s, audit, final=True)
+        # adjudicator task for the disagreement
+        s.add(
+            AuditTask(
+                audit_id=audit_id,
+                role="adjudicator",
+                pair_id=flipped.id,
+                project_id=3,
+                task_id=3000 + flipped.id,
+                left_is_a=False,
+            )
+        )
+        audit.labelstudio = {
+            "roles": {**audit.labelstudio["roles"], "adjudicator": {"project_id": 3, "user_id": 13}}
+        }
+        s.add(audit)
+    with session_scope(engine) as s:
+        a = ParsedAnnotation(
+            next(ann_id), 3000 + flipped.id, 3, 13, flipped.automatic or "same", None, False
+        )
+        record_annotation(s, get_audit(s, study="s"), a, source="test")
+    with session_scope(engine) as s:
+        res = gate_status(s, s.get(Audit, audit_id), final=True)
+        assert res["stage"] == "final"
+        rep = res["report"]
+        assert rep["automatic_macro_f1"] == pytest.approx(1.0)
+        assert rep["human_human_macro_f1"] < 1.0
+        assert res["status"] in ("passed", "failed")
+        assert rep["automatic_coverage"] == pytest.approx(29 / 30)
+
+
+def test_updated_annotation_replaces_label_and_keeps_history(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _study(engine, tmp_path)
+    audit_id = _draw(engine, tmp_path)
+    tasks = _fake_tasks(engine, audit_id)
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        pid = audit_pairs(s, audit_id=audit_id)[0].id
+        for label in ("same", "same", "different"):
+            record_annotation(
+                s,
+                audit,
+                ParsedAnnotation(7, tasks["A"][pid], 1, 11, label, None, False),
+                source="webhook",
+            )
+    with session_scope(engine) as s:
+        from app.audit.labels import current_labels
+
+        assert current_labels(s, s.get(Audit, audit_id))["A"][pid] == "different"
+        history = [e.payload["label"] for e in list_events(s) if e.kind.startswith("annotation")]
+        assert history == ["same", "different"]
