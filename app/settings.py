@@ -14,7 +14,13 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-SECRET_FIELDS = ("labelstudio_token", "labelstudio_password", "llm_api_key", "api_token")
+SECRET_FIELDS = (
+    "labelstudio_token",
+    "labelstudio_password",
+    "llm_api_key",
+    "api_token",
+    "webhook_secret",
+)
 
 
 class Settings(BaseSettings):
@@ -39,6 +45,12 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = Field(None, description="API key for the LLM endpoint")
     llm_model: str | None = Field(None, description="model name at the LLM endpoint")
     api_token: SecretStr | None = Field(None, description="bearer token of the rcea service")
+    webhook_secret: SecretStr | None = Field(
+        None, description="shared secret Label Studio sends to /webhooks/label-studio"
+    )
+    webhook_url: str | None = Field(
+        None, description="where Label Studio posts webhooks (default: this API's address)"
+    )
     api_host: str = Field("127.0.0.1", description="bind address of `rcea serve`")
     api_port: int = Field(8000, description="port of `rcea serve`")
     view_port: int = Field(8501, description="port of the Streamlit view")
@@ -74,18 +86,29 @@ class Settings(BaseSettings):
         The generated token is written to ``<data_dir>/api-token`` (mode 0600) and never
         printed: clients read it from that file.
         """
-        if self.api_token is not None and self.api_token.get_secret_value():
-            return self.api_token
-        path = self.data_dir / "api-token"
-        if path.exists():
-            token = path.read_text().strip()
-        else:
-            self.ensure_data_dir()
-            token = secrets.token_urlsafe(32)
-            path.touch(mode=0o600)
-            path.write_text(token + "\n")
-        self.api_token = SecretStr(token)
+        self.api_token = self._ensure_secret(self.api_token, "api-token")
         return self.api_token
+
+    def ensure_webhook_secret(self) -> SecretStr:
+        """The Label Studio webhook secret (generated into ``<data_dir>/webhook-secret``)."""
+        self.webhook_secret = self._ensure_secret(self.webhook_secret, "webhook-secret")
+        return self.webhook_secret
+
+    @property
+    def resolved_webhook_url(self) -> str:
+        return self.webhook_url or f"http://{self.api_host}:{self.api_port}/webhooks/label-studio"
+
+    def _ensure_secret(self, value: SecretStr | None, filename: str) -> SecretStr:
+        if value is not None and value.get_secret_value():
+            return value
+        path = self.data_dir / filename
+        if path.exists():
+            return SecretStr(path.read_text().strip())
+        self.ensure_data_dir()
+        token = secrets.token_urlsafe(32)
+        path.touch(mode=0o600)
+        path.write_text(token + "\n")
+        return SecretStr(token)
 
     def public_dict(self) -> dict[str, Any]:
         """Settings as a dict safe to print: secrets shown only as set/unset."""

@@ -8,6 +8,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
+from app.audit.sampling import audit_pairs, draw_audit
+from app.ingest import ingest_file
+from app.store import session_scope
+from app.store.models import Audit, AuditTask
+
 
 @lru_cache(maxsize=4)
 def postgres_unavailable_reason(url: str) -> str | None:
@@ -50,3 +56,77 @@ def write_jsonl(path: Path, records: list[dict[str, Any]] | list[str]) -> Path:
         for rec in records:
             fh.write((rec if isinstance(rec, str) else json.dumps(rec)) + "\n")
     return path
+
+
+# --------------------------------------------------------------------------- audits
+
+
+RUBRIC = """
+[rubric]
+name = "test-rubric"
+version = "1"
+
+[pairs]
+seed = 5
+pairs_per_question = 6
+n_questions = 3
+"""
+
+
+def audit_study(engine, tmp_path: Path, n_q: int = 5, per_q: int = 6) -> None:  # type: ignore[no-untyped-def]
+    recs = []
+    for q in range(n_q):
+        for k in range(per_q):
+            i = q * 100 + k
+            mode = None if (q == 4 and k == 0) else ("m1" if k % 2 else "m2")
+            recs.append(
+                make_record(
+                    i, question_id=f"q{q}", reward=1, mode=mode, validity=1, text=f"solution {i}"
+                )
+            )
+    recs.append(make_record(999, question_id="q0", reward=0, text="wrong"))
+    ingest_file(
+        engine,
+        write_jsonl(tmp_path / "s.jsonl", recs),
+        study="s",
+        artifacts_dir=tmp_path / "art",
+        data_dir=tmp_path,
+    )
+
+
+def rubric_file(tmp_path: Path, text: str = RUBRIC) -> Path:
+    path = tmp_path / "rubric.toml"
+    path.write_text(text)
+    return path
+
+
+def draw_test_audit(engine, tmp_path: Path) -> int:  # type: ignore[no-untyped-def]
+    with session_scope(engine) as s:
+        freeze_rubric(s, path=rubric_file(tmp_path), actor="r")
+        freeze_partition_from_modes(s, study="s", actor="r")
+        return draw_audit(s, study="s", rubric="test-rubric", actor="r").id
+
+
+def fake_tasks(engine, audit_id: int) -> dict[str, dict[int, int]]:  # type: ignore[no-untyped-def]
+    """Register tasks as `audit push` would (task ids 1000+) for roles A, B."""
+    out: dict[str, dict[int, int]] = {"A": {}, "B": {}}
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        audit.labelstudio = {
+            "roles": {"A": {"project_id": 1, "user_id": 11}, "B": {"project_id": 2, "user_id": 12}}
+        }
+        s.add(audit)
+        for role, base, proj in (("A", 1000, 1), ("B", 2000, 2)):
+            for p in audit_pairs(s, audit_id=audit_id):
+                s.add(
+                    AuditTask(
+                        audit_id=audit_id,
+                        role=role,
+                        pair_id=p.id,
+                        project_id=proj,
+                        task_id=base + p.id,
+                        left_is_a=True,
+                    )
+                )
+                out[role][p.id] = base + p.id
+    return out

@@ -6,7 +6,7 @@ from fastapi import Depends, FastAPI
 from sqlalchemy import text
 
 from app import __version__
-from app.api import studies
+from app.api import studies, webhooks
 from app.api.deps import require_token
 from app.settings import Settings
 
@@ -23,6 +23,7 @@ def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # 
     )
     api.state.engine = engine if engine is not None else open_store(settings)
     api.state.api_token = token
+    api.state.webhook_secret = settings.ensure_webhook_secret().get_secret_value()
 
     @api.get("/health", tags=["meta"])
     def health() -> dict[str, str]:
@@ -31,4 +32,5 @@ def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # 
         return {"status": "ok", "version": __version__}
 
     api.include_router(studies.router, dependencies=[Depends(require_token)])
+    api.include_router(webhooks.router)  # authenticated by the shared webhook secret
     return api

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import data_cmd, demo_cmd, serve_cmd, stats_cmd, view_cmd
+from app.cli import audit_cmd, data_cmd, demo_cmd, labelstudio_cmd, serve_cmd, stats_cmd, view_cmd
 
 app = typer.Typer(
     name="rcea",
@@ -18,6 +18,8 @@ serve_cmd.register(app)
 demo_cmd.register(app)
 view_cmd.register(app)
 stats_cmd.register(app)
+audit_cmd.register(app)
+labelstudio_cmd.register(app)
 
 
 def main() -> None:

@@ -12,69 +12,23 @@ from annotation.payloads import ParsedAnnotation
 from app.audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
 from app.audit.labels import gate_status, record_annotation
 from app.audit.sampling import audit_pairs, draw_audit, get_audit, record_dev_questions
-from app.ingest import ingest_file
 from app.store import list_events, session_scope
 from app.store.models import Audit, AuditPair, AuditTask, PartitionAssignment
-from tests.helpers import make_record, write_jsonl
-
-RUBRIC = """
-[rubric]
-name = "test-rubric"
-version = "1"
-
-[pairs]
-seed = 5
-pairs_per_question = 6
-n_questions = 3
-"""
-
-
-def _study(engine, tmp_path: Path, n_q: int = 5, per_q: int = 6) -> None:  # type: ignore[no-untyped-def]
-    recs = []
-    for q in range(n_q):
-        for k in range(per_q):
-            i = q * 100 + k
-            mode = None if (q == 4 and k == 0) else ("m1" if k % 2 else "m2")
-            recs.append(
-                make_record(
-                    i, question_id=f"q{q}", reward=1, mode=mode, validity=1, text=f"solution {i}"
-                )
-            )
-    recs.append(make_record(999, question_id="q0", reward=0, text="wrong"))
-    ingest_file(
-        engine,
-        write_jsonl(tmp_path / "s.jsonl", recs),
-        study="s",
-        artifacts_dir=tmp_path / "art",
-        data_dir=tmp_path,
-    )
-
-
-def _rubric(tmp_path: Path, text: str = RUBRIC) -> Path:
-    path = tmp_path / "rubric.toml"
-    path.write_text(text)
-    return path
-
-
-def _draw(engine, tmp_path: Path) -> int:  # type: ignore[no-untyped-def]
-    with session_scope(engine) as s:
-        freeze_rubric(s, path=_rubric(tmp_path), actor="r")
-        freeze_partition_from_modes(s, study="s", actor="r")
-        return draw_audit(s, study="s", rubric="test-rubric", actor="r").id
+from tests.helpers import RUBRIC, audit_study, draw_test_audit, fake_tasks, rubric_file
 
 
 def test_rubric_freeze_is_immutable_and_versioned(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     with session_scope(engine) as s:
-        row, created = freeze_rubric(s, path=_rubric(tmp_path), actor="alice")
+        row, created = freeze_rubric(s, path=rubric_file(tmp_path), actor="alice")
         assert created and len(row.content_hash) == 64
-        again, created2 = freeze_rubric(s, path=_rubric(tmp_path), actor="alice")
+        again, created2 = freeze_rubric(s, path=rubric_file(tmp_path), actor="alice")
         assert not created2 and again.id == row.id
     changed = RUBRIC.replace("pairs_per_question = 6", "pairs_per_question = 7")
     with pytest.raises(FreezeError, match="bump \\[rubric\\] version"), session_scope(engine) as s:
-        freeze_rubric(s, path=_rubric(tmp_path, changed), actor="alice")
+        freeze_rubric(s, path=rubric_file(tmp_path, changed), actor="alice")
     with session_scope(engine) as s:
         v2, _ = freeze_rubric(
-            s, path=_rubric(tmp_path, changed.replace('"1"', '"2"')), actor="alice"
+            s, path=rubric_file(tmp_path, changed.replace('"1"', '"2"')), actor="alice"
         )
         assert v2.parent_id == row.id
         assert [e.payload["version"] for e in list_events(s, kind="rubric.freeze")] == ["1", "2"]
@@ -84,24 +38,24 @@ def test_rubric_freeze_is_immutable_and_versioned(engine, tmp_path: Path) -> Non
 
 def test_unknown_rubric_key_is_refused(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match="colour"), session_scope(engine) as s:
-        freeze_rubric(s, path=_rubric(tmp_path, RUBRIC + "colour = 1\n"), actor="a")
+        freeze_rubric(s, path=rubric_file(tmp_path, RUBRIC + "colour = 1\n"), actor="a")
 
 
 def test_sample_needs_rubric_and_partition(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _study(engine, tmp_path)
+    audit_study(engine, tmp_path)
     with pytest.raises(FreezeError, match="no frozen rubric"), session_scope(engine) as s:
         draw_audit(s, study="s", rubric="test-rubric", actor="r")
     with session_scope(engine) as s:
-        freeze_rubric(s, path=_rubric(tmp_path), actor="r")
+        freeze_rubric(s, path=rubric_file(tmp_path), actor="r")
     with pytest.raises(FreezeError, match="no frozen partition"), session_scope(engine) as s:
         draw_audit(s, study="s", rubric="test-rubric", actor="r")
 
 
 def test_sample_is_reproducible_disjoint_and_locked(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _study(engine, tmp_path)
+    audit_study(engine, tmp_path)
     with session_scope(engine) as s:
         record_dev_questions(s, study="s", questions=["q1"], actor="r")
-    audit_id = _draw(engine, tmp_path)
+    audit_id = draw_test_audit(engine, tmp_path)
     with session_scope(engine) as s:
         audit = s.get(Audit, audit_id)
         pairs = audit_pairs(s, audit_id=audit_id)
@@ -125,44 +79,19 @@ def test_sample_is_reproducible_disjoint_and_locked(engine, tmp_path: Path) -> N
 
 
 def test_plan_larger_than_data_is_refused(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _study(engine, tmp_path)
+    audit_study(engine, tmp_path)
     big = RUBRIC.replace("n_questions = 3", "n_questions = 9")
     with session_scope(engine) as s:
-        freeze_rubric(s, path=_rubric(tmp_path, big), actor="r")
+        freeze_rubric(s, path=rubric_file(tmp_path, big), actor="r")
         freeze_partition_from_modes(s, study="s", actor="r")
     with pytest.raises(ValueError, match="asks for 9 question"), session_scope(engine) as s:
         draw_audit(s, study="s", rubric="test-rubric", actor="r")
 
 
-def _fake_tasks(engine, audit_id: int) -> dict[str, dict[int, int]]:  # type: ignore[no-untyped-def]
-    """Register tasks as `audit push` would (task ids 1000+) for roles A, B."""
-    out: dict[str, dict[int, int]] = {"A": {}, "B": {}}
-    with session_scope(engine) as s:
-        audit = s.get(Audit, audit_id)
-        audit.labelstudio = {
-            "roles": {"A": {"project_id": 1, "user_id": 11}, "B": {"project_id": 2, "user_id": 12}}
-        }
-        s.add(audit)
-        for role, base, proj in (("A", 1000, 1), ("B", 2000, 2)):
-            for p in audit_pairs(s, audit_id=audit_id):
-                s.add(
-                    AuditTask(
-                        audit_id=audit_id,
-                        role=role,
-                        pair_id=p.id,
-                        project_id=proj,
-                        task_id=base + p.id,
-                        left_is_a=True,
-                    )
-                )
-                out[role][p.id] = base + p.id
-    return out
-
-
 def test_labels_statuses_and_gate(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _study(engine, tmp_path)
-    audit_id = _draw(engine, tmp_path)
-    tasks = _fake_tasks(engine, audit_id)
+    audit_study(engine, tmp_path)
+    audit_id = draw_test_audit(engine, tmp_path)
+    tasks = fake_tasks(engine, audit_id)
     ann_id = iter(range(1, 10_000))
 
     def ann(role: str, pair_id: int, label: str | None, user: int, **kw: object) -> None:
@@ -238,9 +167,9 @@ def test_labels_statuses_and_gate(engine, tmp_path: Path) -> None:  # type: igno
 
 
 def test_updated_annotation_replaces_label_and_keeps_history(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _study(engine, tmp_path)
-    audit_id = _draw(engine, tmp_path)
-    tasks = _fake_tasks(engine, audit_id)
+    audit_study(engine, tmp_path)
+    audit_id = draw_test_audit(engine, tmp_path)
+    tasks = fake_tasks(engine, audit_id)
     with session_scope(engine) as s:
         audit = s.get(Audit, audit_id)
         pid = audit_pairs(s, audit_id=audit_id)[0].id

@@ -81,7 +81,9 @@ def test_duplicate_against_store_is_refused(engine, tmp_path: Path) -> None:  # 
 
 
 def test_failure_mid_transaction_rolls_back(
-    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+    engine,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
     """A conflict in the third insert chunk (a concurrent writer won the race) undoes the
     whole ingest: no rows, no question, no ingest record, no artifact."""

@@ -1,0 +1,259 @@
+"""Serving an audit in Label Studio (push), pulling labels back (sync), and the
+adjudication round. Blinding is enforced here: only pair keys and texts leave the store,
+and every batch is scanned for provenance before it is sent."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sqlmodel import Session, select
+
+from annotation.payloads import PayloadError, parse_annotation
+from annotation.projects import create_project, ensure_webhook, export_tasks, import_tasks
+from annotation.tasks import BlindingViolation, build_pair_task, pair_label_config, scan_for_leaks
+from app.audit.labels import ADJUDICATOR, audit_rubric, current_labels, needs_adjudication
+from app.audit.labels import record_annotation as record
+from app.audit.sampling import audit_pairs
+from app.store import append_event
+from app.store.models import Audit, AuditPair, AuditTask, Trajectory
+
+if TYPE_CHECKING:
+    from label_studio_sdk import LabelStudio
+
+ROLE_TITLES = {"A": "annotator A", "B": "annotator B", ADJUDICATOR: "adjudication"}
+
+
+def _texts(session: Session, audit: Audit, pairs: list[AuditPair]) -> dict[str, str]:
+    ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
+    rows = session.exec(
+        select(Trajectory.trajectory_id, Trajectory.text).where(
+            Trajectory.study_id == audit.study_id
+        )
+    ).all()
+    return {tid: text for tid, text in rows if tid in ids}
+
+
+def forbidden_values(session: Session, audit: Audit, pairs: list[AuditPair]) -> set[str]:
+    """Provenance and identifiers of the audited trajectories that must never be sent."""
+    ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
+    rows = session.exec(select(Trajectory).where(Trajectory.study_id == audit.study_id)).all()
+    out: set[str] = set()
+    for t in rows:
+        if t.trajectory_id in ids:
+            out.update({t.trajectory_id, t.run, t.model, t.question_id})
+            if t.mode:
+                out.add(t.mode)
+    return out
+
+
+def _check_blinding(tasks: list[dict[str, Any]], forbidden: set[str]) -> None:
+    leaks = scan_for_leaks(
+        tasks,
+        forbidden,
+        forbidden_keys=(
+            "run",
+            "model",
+            "step",
+            "seed",
+            "trajectory_id",
+            "question_id",
+            "automatic",
+            "mode",
+            "predictions",
+        ),
+    )
+    if leaks:
+        raise BlindingViolation(f"refusing to send tasks that leak: {leaks[:5]}")
+
+
+def _role_project(
+    client: LabelStudio, audit: Audit, role: str, config: str, description: str
+) -> int:
+    roles = dict(audit.labelstudio.get("roles", {}))
+    entry = dict(roles.get(role, {}))
+    if not entry.get("project_id"):
+        entry["project_id"] = create_project(
+            client,
+            title=f"RCEA pair audit {audit.id}: {ROLE_TITLES[role]}",
+            label_config=config,
+            description=description,
+        )
+        roles[role] = entry
+        audit.labelstudio = {**audit.labelstudio, "roles": roles}
+    return int(entry["project_id"])
+
+
+def assign_role(audit: Audit, role: str, *, user_id: int, email: str) -> None:
+    roles = dict(audit.labelstudio.get("roles", {}))
+    entry = dict(roles.get(role, {}))
+    entry.update({"user_id": user_id, "email": email})
+    roles[role] = entry
+    audit.labelstudio = {**audit.labelstudio, "roles": roles}
+
+
+def _store_tasks(
+    session: Session,
+    audit: Audit,
+    role: str,
+    project_id: int,
+    mapping: dict[str, int],
+    left: dict[str, bool],
+    pairs_by_key: dict[str, AuditPair],
+) -> int:
+    have = {
+        t.pair_id
+        for t in session.exec(
+            select(AuditTask).where(AuditTask.audit_id == audit.id, AuditTask.role == role)
+        ).all()
+    }
+    new = 0
+    for key, task_id in mapping.items():
+        pair = pairs_by_key.get(key)
+        if pair is None or pair.id in have or key not in left:
+            continue
+        session.add(
+            AuditTask(
+                audit_id=audit.id,
+                role=role,
+                pair_id=pair.id,
+                project_id=project_id,
+                task_id=task_id,
+                left_is_a=left[key],
+            )
+        )
+        new += 1
+    session.flush()
+    return new
+
+
+def push_audit(
+    session: Session,
+    audit: Audit,
+    client: LabelStudio,
+    *,
+    webhook_url: str | None,
+    webhook_secret: str | None,
+    actor: str,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Create (once) the A and B projects and import every pair as a blinded task.
+
+    Idempotent: pairs already in a project are not imported again."""
+    spec = audit_rubric(session, audit)
+    pairs = audit_pairs(session, audit_id=audit.id)
+    texts = _texts(session, audit, pairs)
+    forbidden = forbidden_values(session, audit, pairs)
+    config = pair_label_config(spec.pairs.strategy_definition)
+    by_key = {p.pair_key: p for p in pairs}
+    out: dict[str, Any] = {"audit": audit.name, "projects": {}}
+    for role in ("A", "B"):
+        project_id = _role_project(client, audit, role, config, spec.pairs.strategy_definition)
+        rng = random.Random(f"{audit.seed}:{audit.id}:{role}")
+        built = [
+            build_pair_task(p.pair_key, texts[p.trajectory_a], texts[p.trajectory_b], rng=rng)
+            for p in pairs
+        ]
+        data = [t.data for t in built]
+        _check_blinding(data, forbidden)
+        left = {t.pair_key: t.left_is_a for t in built}
+        mapping = import_tasks(client, project_id, data, progress=progress)
+        new = _store_tasks(session, audit, role, project_id, mapping, left, by_key)
+        if webhook_url and webhook_secret:
+            ensure_webhook(client, project_id=project_id, url=webhook_url, secret=webhook_secret)
+        out["projects"][role] = {"project_id": project_id, "n_tasks": len(mapping), "n_new": new}
+    session.add(audit)
+    append_event(
+        session,
+        actor=actor,
+        kind="audit.push",
+        study_id=audit.study_id,
+        payload={"audit_id": audit.id, **out},
+    )
+    return out
+
+
+def sync_audit(session: Session, audit: Audit, client: LabelStudio) -> dict[str, Any]:
+    """Pull every annotation of every role project (idempotent; catches missed webhooks)."""
+    changed = seen = malformed = 0
+    for _role, entry in sorted(audit.labelstudio.get("roles", {}).items()):
+        project_id = entry.get("project_id")
+        if not project_id:
+            continue
+        for task in export_tasks(client, int(project_id)):
+            for ann in task.get("annotations") or []:
+                seen += 1
+                try:
+                    parsed = parse_annotation(
+                        ann, task_id=int(task["id"]), project_id=int(project_id)
+                    )
+                except PayloadError:
+                    malformed += 1
+                    continue
+                _, did = record(session, audit, parsed, source="sync")
+                changed += int(did)
+    return {
+        "audit": audit.name,
+        "annotations_seen": seen,
+        "changed": changed,
+        "malformed": malformed,
+    }
+
+
+def adjudicate(
+    session: Session,
+    audit: Audit,
+    client: LabelStudio,
+    *,
+    actor: str,
+    webhook_url: str | None = None,
+    webhook_secret: str | None = None,
+) -> dict[str, Any]:
+    """Create/extend the adjudication project with every pair where A and B disagree and
+    every pair whose agreed label differs from the automatic one. The adjudicator sees both
+    texts, the strategy definition and the two human answers in random order; never who
+    gave them and never the automatic label."""
+    spec = audit_rubric(session, audit)
+    pairs = audit_pairs(session, audit_id=audit.id)
+    labels = current_labels(session, audit)
+    todo = needs_adjudication(pairs, labels)
+    texts = _texts(session, audit, todo)
+    forbidden = forbidden_values(session, audit, todo)
+    config = pair_label_config(spec.pairs.strategy_definition, adjudication=True)
+    project_id = _role_project(client, audit, ADJUDICATOR, config, spec.pairs.strategy_definition)
+    rng = random.Random(f"{audit.seed}:{audit.id}:{ADJUDICATOR}")
+    built = [
+        build_pair_task(
+            p.pair_key,
+            texts[p.trajectory_a],
+            texts[p.trajectory_b],
+            rng=rng,
+            answers=(labels["A"][p.id], labels["B"][p.id]),
+        )
+        for p in todo
+    ]
+    data = [t.data for t in built]
+    _check_blinding(data, forbidden)
+    mapping = import_tasks(client, project_id, data) if data else {}
+    new = _store_tasks(
+        session,
+        audit,
+        ADJUDICATOR,
+        project_id,
+        mapping,
+        {t.pair_key: t.left_is_a for t in built},
+        {p.pair_key: p for p in todo},
+    )
+    if webhook_url and webhook_secret:
+        ensure_webhook(client, project_id=project_id, url=webhook_url, secret=webhook_secret)
+    session.add(audit)
+    out = {"audit": audit.name, "project_id": project_id, "n_pairs": len(todo), "n_new": new}
+    append_event(
+        session,
+        actor=actor,
+        kind="audit.adjudicate",
+        study_id=audit.study_id,
+        payload={"audit_id": audit.id, **out},
+    )
+    return out

@@ -1,0 +1,229 @@
+"""``rcea audit ...``: the blinded pair audit (rubric freeze → sample → Label Studio →
+sync → adjudication → gates)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from pathlib import Path
+
+import typer
+
+from app.cli.common import JSON_OPTION, engine, fail, print_json
+
+audit_app = typer.Typer(
+    help="The blinded same/different-strategy pair audit.", no_args_is_help=True
+)
+rubric_app = typer.Typer(help="Frozen audit rubrics.", no_args_is_help=True)
+partition_app = typer.Typer(help="Frozen automatic partitions.", no_args_is_help=True)
+audit_app.add_typer(rubric_app, name="rubric")
+audit_app.add_typer(partition_app, name="partition")
+
+ACTOR_OPTION = typer.Option(
+    None,
+    "--actor",
+    help="who does this (default: $RCEA_ACTOR or the login name); recorded in the event log",
+)
+
+
+def actor_name(actor: str | None) -> str:
+    return actor or os.environ.get("RCEA_ACTOR") or getpass.getuser()
+
+
+def _domain_errors() -> tuple[type[Exception], ...]:
+    from app.audit.freeze import FreezeError
+    from app.store import StoreError
+
+    return (FreezeError, StoreError, ValueError, FileNotFoundError)
+
+
+@rubric_app.command("freeze")
+def rubric_freeze(
+    rubric: Path = typer.Argument(..., help="rubric TOML"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Store a rubric frozen with its content hash (a change needs a new version)."""
+    from app.audit.freeze import freeze_rubric
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            row, created = freeze_rubric(s, path=rubric, actor=actor_name(actor))
+            out = {
+                "name": row.name,
+                "version": row.version,
+                "content_hash": row.content_hash,
+                "created": created,
+                "parent_id": row.parent_id,
+            }
+    except _domain_errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(out)
+    else:
+        verb = "froze" if created else "already frozen:"
+        typer.echo(f"{verb} rubric {out['name']} v{out['version']} sha256 {out['content_hash']}")
+
+
+@rubric_app.command("list")
+def rubric_list(as_json: bool = JSON_OPTION) -> None:
+    """Frozen rubrics with their hashes."""
+    from sqlmodel import select
+
+    from app.store import session_scope
+    from app.store.models import Rubric
+
+    with session_scope(engine()) as s:
+        rows = [
+            {
+                "name": r.name,
+                "version": r.version,
+                "content_hash": r.content_hash,
+                "frozen_by": r.frozen_by,
+                "frozen_at": r.frozen_at.isoformat(),
+            }
+            for r in s.exec(select(Rubric).order_by(Rubric.id)).all()
+        ]
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        typer.echo(
+            f"{r['name']} v{r['version']}  {r['content_hash'][:16]}  "
+            f"{r['frozen_by']} {r['frozen_at']}"
+        )
+
+
+@partition_app.command("freeze")
+def partition_freeze(
+    study: str = typer.Option(..., "--study", help="study name"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Freeze the study's `mode` column as the automatic partition of its accepted
+    trajectories (until the codebook cycle exports one)."""
+    from app.audit.freeze import freeze_partition_from_modes
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            part, created = freeze_partition_from_modes(s, study=study, actor=actor_name(actor))
+            out = {
+                "partition_id": part.id,
+                "content_hash": part.content_hash,
+                "n_accepted": part.n_accepted,
+                "n_uncertain": part.n_uncertain,
+                "created": created,
+            }
+    except _domain_errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(out)
+    else:
+        typer.echo(
+            f"{'froze' if created else 'unchanged:'} partition #{out['partition_id']} "
+            f"of {study}: {out['n_accepted']} accepted, {out['n_uncertain']} uncertain, "
+            f"sha256 {out['content_hash']}"
+        )
+
+
+@audit_app.command("dev-questions")
+def dev_questions(
+    file: Path = typer.Argument(..., help="one question id per line"),
+    study: str = typer.Option(..., "--study"),
+    actor: str = ACTOR_OPTION,
+) -> None:
+    """Record the questions used to develop codebook prompts: audits never draw them."""
+    from app.audit.sampling import record_dev_questions
+    from app.store import session_scope
+
+    try:
+        questions = file.read_text(encoding="utf-8").splitlines()
+        with session_scope(engine()) as s:
+            n = record_dev_questions(s, study=study, questions=questions, actor=actor_name(actor))
+    except _domain_errors() as exc:
+        fail(str(exc))
+    typer.echo(f"recorded {n} development question(s) for {study}")
+
+
+@audit_app.command("sample")
+def sample(
+    study: str = typer.Option(..., "--study", help="study name"),
+    rubric: str = typer.Option(..., "--rubric", help="frozen rubric name"),
+    rubric_version: str = typer.Option(None, help="rubric version (default: latest)"),
+    name: str = typer.Option(None, help="audit name (default: <study>-audit-<n>)"),
+    seed: int = typer.Option(None, help="override the rubric's [pairs] seed"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Draw the audit pairs and lock the current partition into the audit."""
+    from app.audit.sampling import audit_overview, draw_audit
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            audit = draw_audit(
+                s,
+                study=study,
+                rubric=rubric,
+                rubric_version=rubric_version,
+                name=name,
+                actor=actor_name(actor),
+                seed=seed,
+            )
+            out = audit_overview(s, audit)
+    except _domain_errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(out)
+    else:
+        typer.echo(
+            f"drew audit {out['audit']}: {out['n_pairs']} pairs in {out['n_questions']} "
+            f"questions ({out['n_uncertain_pairs']} with an uncertain member); "
+            f"rubric {out['rubric_hash'][:12]}…, partition {out['partition_hash'][:12]}…"
+        )
+
+
+@audit_app.command("gate")
+def gate(
+    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    final: bool = typer.Option(False, "--final", help="the final gate (needs adjudication)"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Preliminary (default) or final gate report; the final one is recorded as an event."""
+    from app.audit.labels import gate_status, record_final_gate
+    from app.audit.sampling import get_audit
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            a = get_audit(s, name=audit)
+            result = gate_status(s, a, final=final)
+            if final:
+                record_final_gate(s, a, result, actor_name(actor))
+    except _domain_errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(result)
+        return
+    _print_gate_status(result)
+
+
+def _print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
+    from app.cli.stats_cmd import _print_gate
+
+    prog = result["progress"]
+    typer.echo(
+        f"audit {result['audit']}: status {result['status']} "
+        f"(A {prog['A']}/{result['n_pairs']}, B {prog['B']}/{result['n_pairs']}, "
+        f"adjudicated {prog['adjudicator']}/{result['n_needing_adjudication']})"
+    )
+    typer.echo(f"rubric {result['rubric_hash'][:16]}…  partition {result['partition_hash'][:16]}…")
+    if result["report"]:
+        _print_gate(result["report"])
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(audit_app, name="audit")
