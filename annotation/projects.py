@@ -15,18 +15,24 @@ WEBHOOK_ACTIONS = ["ANNOTATION_CREATED", "ANNOTATION_UPDATED"]
 IMPORT_BATCH = 2_000
 
 
-def create_project(client: LabelStudio, *, title: str, label_config: str,
-                   description: str = "") -> int:
-    project = client.projects.create(title=title, label_config=label_config,
-                                     description=description, show_skip_button=False,
-                                     maximum_annotations=1)
+def create_project(
+    client: LabelStudio, *, title: str, label_config: str, description: str = ""
+) -> int:
+    project = client.projects.create(
+        title=title,
+        label_config=label_config,
+        description=description,
+        show_skip_button=False,
+        maximum_annotations=1,
+    )
     return int(project.id)
 
 
 def export_tasks(client: LabelStudio, project_id: int) -> list[dict[str, Any]]:
     """Every task of the project with its annotations, as Label Studio stores them."""
-    chunks = client.projects.exports.download_sync(project_id, export_type="JSON",
-                                                   download_all_tasks=True)
+    chunks = client.projects.exports.download_sync(
+        project_id, export_type="JSON", download_all_tasks=True
+    )
     raw = b"".join(chunks)
     data = json.loads(raw or b"[]")
     if not isinstance(data, list):
@@ -38,15 +44,20 @@ def task_ids_by_pair(tasks: Sequence[dict[str, Any]]) -> dict[str, int]:
     return {str(t["data"]["pair"]): int(t["id"]) for t in tasks if "pair" in t.get("data", {})}
 
 
-def import_tasks(client: LabelStudio, project_id: int, tasks: Sequence[dict[str, Any]], *,
-                 batch: int = IMPORT_BATCH,
-                 progress: Callable[[int], None] | None = None) -> dict[str, int]:
+def import_tasks(
+    client: LabelStudio,
+    project_id: int,
+    tasks: Sequence[dict[str, Any]],
+    *,
+    batch: int = IMPORT_BATCH,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, int]:
     """Import task data dicts not yet in the project (by ``pair`` key) in bulk batches;
     return pair key → task id for every pair of the project afterwards."""
     present = task_ids_by_pair(export_tasks(client, project_id))
     todo = [t for t in tasks if t["pair"] not in present]
     for start in range(0, len(todo), batch):
-        chunk = todo[start:start + batch]
+        chunk = todo[start : start + batch]
         client.projects.import_tasks(project_id, request=[{"data": t} for t in chunk])
         if progress:
             progress(len(chunk))
@@ -58,7 +69,13 @@ def ensure_webhook(client: LabelStudio, *, project_id: int, url: str, secret: st
     for hook in client.webhooks.list(project=project_id):
         if hook.url == url and getattr(hook, "project", project_id) == project_id:
             return int(hook.id)
-    hook = client.webhooks.create(url=url, project=project_id, send_payload=True,
-                                  send_for_all_actions=False, actions=WEBHOOK_ACTIONS,
-                                  headers={WEBHOOK_SECRET_HEADER: secret}, is_active=True)
+    hook = client.webhooks.create(
+        url=url,
+        project=project_id,
+        send_payload=True,
+        send_for_all_actions=False,
+        actions=WEBHOOK_ACTIONS,
+        headers={WEBHOOK_SECRET_HEADER: secret},
+        is_active=True,
+    )
     return int(hook.id)

@@ -15,8 +15,9 @@ import pytest
 
 from tests.helpers import postgres_unavailable_reason
 
-PG_BASE_URL = os.environ.get("RCEA_TEST_POSTGRES_URL",
-                             "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+PG_BASE_URL = os.environ.get(
+    "RCEA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
 
 
 @pytest.fixture(autouse=True)

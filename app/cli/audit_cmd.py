@@ -227,3 +227,166 @@ def _print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
 
 def register(app: typer.Typer) -> None:
     app.add_typer(audit_app, name="audit")
+
+
+# --------------------------------------------------------------------------- Label Studio
+
+
+def _ls_client():  # type: ignore[no-untyped-def]
+    from annotation.client import client_from_settings
+    from app.cli.common import settings
+
+    return client_from_settings(settings())
+
+
+def _ensure_person(email: str, password: str | None) -> tuple[int, str | None]:
+    """Find or create a Label Studio account; return (user id, new password or None)."""
+    import secrets
+
+    from annotation.accounts import create_annotator, find_user
+    from annotation.server import admin_credentials
+    from app.cli.common import settings
+
+    cfg = settings()
+    token = admin_credentials(cfg).token
+    existing = find_user(cfg.labelstudio_url, token, email)
+    if existing is not None:
+        return existing.id, None
+    password = password or secrets.token_urlsafe(12)
+    person = create_annotator(cfg.labelstudio_url, token, email, password)
+    return person.id, password
+
+
+@audit_app.command("push")
+def push(
+    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    annotator_a: str = typer.Option(..., "--annotator-a", help="e-mail of annotator A"),
+    annotator_b: str = typer.Option(..., "--annotator-b", help="e-mail of annotator B"),
+    webhook: bool = typer.Option(True, help="register the live-sync webhook"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """One Label Studio project per annotator with the same blinded tasks (idempotent).
+
+    Accounts that do not exist yet are created through the invite flow; their passwords
+    are printed once, for handing to the annotators."""
+    from tqdm import tqdm
+
+    from app.audit.push import assign_role, push_audit
+    from app.audit.sampling import audit_pairs, get_audit
+    from app.cli.common import settings
+    from app.store import session_scope
+
+    if annotator_a.lower() == annotator_b.lower():
+        fail("annotators A and B must be two different people", as_json=as_json)
+    cfg = settings()
+    try:
+        client = _ls_client()
+        people = {
+            role: (email, *_ensure_person(email, None))
+            for role, email in (("A", annotator_a), ("B", annotator_b))
+        }
+        with session_scope(engine()) as s:
+            a = get_audit(s, name=audit)
+            for role, (email, user_id, _) in people.items():
+                assign_role(a, role, user_id=user_id, email=email.lower())
+            total = 2 * len(audit_pairs(s, audit_id=a.id))
+            with tqdm(total=total, unit="task", desc="push", disable=as_json) as bar:
+                out = push_audit(
+                    s,
+                    a,
+                    client,
+                    actor=actor_name(actor),
+                    progress=bar.update,
+                    webhook_url=cfg.resolved_webhook_url if webhook else None,
+                    webhook_secret=cfg.ensure_webhook_secret().get_secret_value()
+                    if webhook
+                    else None,
+                )
+    except _domain_errors() + (RuntimeError,) as exc:
+        fail(str(exc), as_json=as_json)
+    logins = {role: {"email": email, "password": pw} for role, (email, _, pw) in people.items()}
+    if as_json:
+        print_json(
+            {
+                **out,
+                "url": cfg.labelstudio_url,
+                "new_accounts": {r: v for r, v in logins.items() if v["password"]},
+            }
+        )
+        return
+    for role, info in out["projects"].items():
+        typer.echo(
+            f"annotator {role}: project {info['project_id']}, {info['n_tasks']} tasks "
+            f"({info['n_new']} new)"
+        )
+    typer.echo(f"Label Studio: {cfg.labelstudio_url}/projects/")
+    for role, info in logins.items():
+        if info["password"]:
+            typer.echo(f"  new login for annotator {role}: {info['email']} / {info['password']}")
+
+
+@audit_app.command("sync")
+def sync(
+    audit: str = typer.Option(None, "--audit", help="audit name (default: latest)"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Pull every annotation from Label Studio (idempotent; catches missed webhooks)."""
+    from app.audit.push import sync_audit
+    from app.audit.sampling import get_audit
+    from app.store import session_scope
+
+    try:
+        client = _ls_client()
+        with session_scope(engine()) as s:
+            out = sync_audit(s, get_audit(s, name=audit), client)
+    except _domain_errors() + (RuntimeError,) as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(out)
+    else:
+        typer.echo(
+            f"synced {out['audit']}: {out['annotations_seen']} annotations seen, "
+            f"{out['changed']} new or changed"
+        )
+
+
+@audit_app.command("adjudicate")
+def adjudicate_cmd(
+    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    adjudicator: str = typer.Option(..., "--adjudicator", help="e-mail of the researcher"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Create/extend the adjudication project: A/B disagreements and human-vs-automatic
+    differences, without the automatic label or who answered what."""
+    from app.audit.push import adjudicate, assign_role
+    from app.audit.sampling import get_audit
+    from app.cli.common import settings
+    from app.store import session_scope
+
+    cfg = settings()
+    try:
+        client = _ls_client()
+        user_id, password = _ensure_person(adjudicator, None)
+        with session_scope(engine()) as s:
+            a = get_audit(s, name=audit)
+            assign_role(a, "adjudicator", user_id=user_id, email=adjudicator.lower())
+            out = adjudicate(
+                s,
+                a,
+                client,
+                actor=actor_name(actor),
+                webhook_url=cfg.resolved_webhook_url,
+                webhook_secret=cfg.ensure_webhook_secret().get_secret_value(),
+            )
+    except _domain_errors() + (RuntimeError,) as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json({**out, "new_password": password})
+        return
+    typer.echo(
+        f"adjudication project {out['project_id']}: {out['n_pairs']} pair(s) ({out['n_new']} new)"
+    )
+    if password:
+        typer.echo(f"  new login for the adjudicator: {adjudicator} / {password}")

@@ -160,9 +160,7 @@ def test_enumeration_is_a_distribution_and_satisfies_prop1():
     rew = np.array([_reward(s) for s in dist])
     h_y = -(probs * np.log(probs)).sum()
     p1 = probs[rew == 1].sum()
-    cond = [
-        stats.entropy(probs[rew == r] / probs[rew == r].sum()) for r in (1, 0)
-    ]
+    cond = [stats.entropy(probs[rew == r] / probs[rew == r].sum()) for r in (1, 0)]
     assert h_y == pytest.approx(binary_entropy(p1) + p1 * cond[0] + (1 - p1) * cond[1], abs=1e-12)
 
 
@@ -653,8 +651,12 @@ def test_all_permutations_of_tiny_question_give_same_point_estimates():
     seen = set()
     for perm in itertools.islice(itertools.permutations(rows), 0, None, 7):
         res = paired_token_entropy_ratio(
-            [p[0] for p in perm], [p[1] for p in perm], [p[2] for p in perm],
-            k_min=3, n_boot=50, seed=1,
+            [p[0] for p in perm],
+            [p[1] for p in perm],
+            [p[2] for p in perm],
+            k_min=3,
+            n_boot=50,
+            seed=1,
         )
         seen.add((res.ratio, res.ci_low, res.ci_high))
     assert len(seen) == 1

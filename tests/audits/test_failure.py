@@ -9,10 +9,44 @@ import pytest
 from audits.failure import detect_training_failure, last_milestone_before_failure
 
 STEPS = list(range(0, 8001, 500))
-COLLAPSE = [0.2, 0.35, 0.42, 0.48, 0.51, 0.55, 0.57, 0.56, 0.50, 0.30,
-            0.10, 0.04, 0.02, 0.01, 0.01, 0.0, 0.0]
-HEALTHY = [0.2, 0.3, 0.4, 0.45, 0.5, 0.52, 0.55, 0.56, 0.57, 0.57,
-           0.58, 0.58, 0.59, 0.6, 0.6, 0.61, 0.6]
+COLLAPSE = [
+    0.2,
+    0.35,
+    0.42,
+    0.48,
+    0.51,
+    0.55,
+    0.57,
+    0.56,
+    0.50,
+    0.30,
+    0.10,
+    0.04,
+    0.02,
+    0.01,
+    0.01,
+    0.0,
+    0.0,
+]
+HEALTHY = [
+    0.2,
+    0.3,
+    0.4,
+    0.45,
+    0.5,
+    0.52,
+    0.55,
+    0.56,
+    0.57,
+    0.57,
+    0.58,
+    0.58,
+    0.59,
+    0.6,
+    0.6,
+    0.61,
+    0.6,
+]
 
 
 def test_collapsed_run_is_flagged():
@@ -41,8 +75,9 @@ def test_each_criterion_is_required_and_boundaries_inclusive():
     res = detect_training_failure([0, 1, 2], [0.0, 0.35, 0.05], drop_min=0.31)
     assert not res.failed and not res.drop_ok
     # configurable thresholds
-    res = detect_training_failure([0, 1, 2], [0.1, 0.2, 0.1], peak_min=0.15,
-                                  endpoint_max=0.1, drop_min=0.1)
+    res = detect_training_failure(
+        [0, 1, 2], [0.1, 0.2, 0.1], peak_min=0.15, endpoint_max=0.1, drop_min=0.1
+    )
     assert res.failed
 
 

@@ -7,8 +7,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = {
-    "audits": ("app", "annotation", "pipeline", "sqlmodel", "sqlalchemy", "fastapi",
-               "label_studio_sdk", "streamlit"),
+    "audits": (
+        "app",
+        "annotation",
+        "pipeline",
+        "sqlmodel",
+        "sqlalchemy",
+        "fastapi",
+        "label_studio_sdk",
+        "streamlit",
+    ),
     "annotation": ("app", "pipeline"),
     "pipeline": ("app", "annotation"),
 }

@@ -34,9 +34,11 @@ def test_matches_enumeration_for_all_small_cases():
                 ), (n, c, k)
 
 
-@given(st.integers(1, 400).flatmap(
-    lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))
-))
+@given(
+    st.integers(1, 400).flatmap(
+        lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))
+    )
+)
 def test_matches_math_comb(nck):
     n, c, k = nck
     assert pass_at_k(n, c, k) == pytest.approx(_comb_reference(n, c, k), abs=1e-12)

@@ -147,7 +147,7 @@ def test_toml_round_trip():
         ("[extras]\nx = 1\n", r"unknown section \[extras\]"),
         ("[gate]\ngap_max = 1.5\n", r"\[gate\] gap_max"),
         ("[gate]\ndifferent_recall_min = -0.1\n", r"\[gate\] different_recall_min"),
-        ("[gate]\nautomatic_macro_f1_min = \"high\"\n", r"\[gate\] automatic_macro_f1_min"),
+        ('[gate]\nautomatic_macro_f1_min = "high"\n', r"\[gate\] automatic_macro_f1_min"),
         ("[gate]\nhuman_human_macro_f1_min = true\n", r"human_human_macro_f1_min"),
         ("[estimators]\nconfidence = 1.0\n", r"\[estimators\] confidence"),
         ("[estimators]\nconfidence = 0\n", r"\[estimators\] confidence"),
@@ -176,11 +176,13 @@ def test_validation_errors_name_the_key(extra, match):
     ("text", "match"),
     [
         ("[gate]\ngap_max = 0.05\n", r"missing section \[rubric\]"),
-        ("[rubric]\nversion = \"1\"\n", r"\[rubric\] name"),
-        ("[rubric]\nname = \"\"\nversion = \"1\"\n", r"\[rubric\] name"),
-        ("[rubric]\nname = \"r\"\n", r"\[rubric\] version"),
-        ("[rubric]\nname = \"r\"\nversion = \"1\"\nauthor = \"x\"\n",
-         r"unknown key 'author' in section \[rubric\]"),
+        ('[rubric]\nversion = "1"\n', r"\[rubric\] name"),
+        ('[rubric]\nname = ""\nversion = "1"\n', r"\[rubric\] name"),
+        ('[rubric]\nname = "r"\n', r"\[rubric\] version"),
+        (
+            '[rubric]\nname = "r"\nversion = "1"\nauthor = "x"\n',
+            r"unknown key 'author' in section \[rubric\]",
+        ),
         ("[rubric\nname = 1", "invalid TOML"),
     ],
 )

@@ -98,8 +98,11 @@ def test_bad_k_min():
 @settings(max_examples=50, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from(["x", "y", "z", 7]), st.integers(0, 1),
-                  st.sampled_from([0, 1, None, "unparseable"])),
+        st.tuples(
+            st.sampled_from(["x", "y", "z", 7]),
+            st.integers(0, 1),
+            st.sampled_from([0, 1, None, "unparseable"]),
+        ),
         min_size=1,
         max_size=60,
     ),

@@ -1,0 +1,56 @@
+"""One real Label Studio server for the whole test run (session scope).
+
+Self-contained so it can move to ``tests/conftest.py`` as is: it uses only
+``tmp_path_factory`` and explicit arguments, never Settings or the RCEA_* environment
+(which the function-scoped ``_isolated_env`` fixture clears for every test).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from annotation.server import LabelStudioServer, default_executable
+
+BOOT_SECONDS: dict[str, float] = {}
+
+
+@dataclass(frozen=True)
+class LabelStudioHandle:
+    url: str
+    token: str
+    data_dir: Path  # the rcea data dir; Label Studio's own is data_dir / "labelstudio"
+    server: LabelStudioServer
+
+
+def _free_loopback_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def labelstudio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStudioHandle]:
+    """A started server on a free loopback port in a temp dir; stopped after the run."""
+    executable = default_executable()
+    if not executable.exists():
+        pytest.skip(f"no label-studio at {executable}; `make install` creates it")
+    data_dir = tmp_path_factory.mktemp("labelstudio-data")
+    server = LabelStudioServer(data_dir, _free_loopback_port(), executable=executable)
+    began = time.monotonic()
+    server.start(timeout=300)
+    BOOT_SECONDS["first boot"] = time.monotonic() - began
+    try:
+        yield LabelStudioHandle(server.url, server.credentials().token, data_dir, server)
+    finally:
+        server.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for what, seconds in BOOT_SECONDS.items():
+        terminalreporter.write_line(f"Label Studio {what}: {seconds:.1f} s")
