@@ -358,8 +358,11 @@ def adjudicate_cmd(
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Create/extend the adjudication project: A/B disagreements and human-vs-automatic
-    differences, without the automatic label or who answered what."""
+    """Create or extend the adjudication project for researchers.
+
+    It holds every pair where A and B disagree and every pair whose agreed label differs
+    from the automatic one; adjudicators never see the automatic label or who answered
+    what."""
     from app.audit.push import adjudicate, assign_role
     from app.audit.sampling import get_audit
     from app.cli.common import settings

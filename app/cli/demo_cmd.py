@@ -12,8 +12,9 @@ def demo(
     seed: int = typer.Option(0, help="seed of the generated sample study"),
     serve: bool = typer.Option(False, "--serve", help="then serve the API and the view"),
 ) -> None:
-    """Generate the bundled sample study, ingest it and print its summary; with --serve,
-    keep the API and the Streamlit view running until Ctrl-C."""
+    """Ingest the bundled sample study and print its summary (--serve: then serve).
+
+    With --serve the API and the Streamlit view keep running until Ctrl-C."""
     from app.ingest import ingest_file
     from app.store import require_study, session_scope, study_summary
     from pipeline.sample_study import write_sample_study

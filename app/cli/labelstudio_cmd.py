@@ -51,6 +51,7 @@ def start(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Start the server in the background (or reuse ours if it runs); wait until healthy.
+
     The first start of a data dir sets up its database and takes a minute or two."""
     from annotation.server import LabelStudioError
 

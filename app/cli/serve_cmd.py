@@ -11,8 +11,10 @@ def serve(
     host: str = typer.Option(None, help="bind address (default RCEA_API_HOST)"),
     port: int = typer.Option(None, help="port (default RCEA_API_PORT)"),
 ) -> None:
-    """Serve the REST API (bearer-token auth; token from RCEA_API_TOKEN or
-    <data_dir>/api-token, created on first start and never printed)."""
+    """Serve the REST API (bearer-token auth on everything but /health).
+
+    The token is RCEA_API_TOKEN or <data_dir>/api-token, created on first start and never
+    printed."""
     import uvicorn
 
     from app.api import create_app
