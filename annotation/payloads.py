@@ -53,8 +53,8 @@ def parse_annotation(
         elif item.get("from_name") == NOTE_FIELD:
             text = value.get("text") or []
             note = "\n".join(str(t) for t in text) or None
-    task = ann.get("task", task_id)
-    project = ann.get("project", project_id)
+    task = ann.get("task") if ann.get("task") is not None else task_id
+    project = ann.get("project") if ann.get("project") is not None else project_id
     return ParsedAnnotation(
         annotation_id=_int(ann.get("id"), "annotation.id"),
         task_id=_int(task, "annotation.task"),

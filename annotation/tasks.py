@@ -84,16 +84,23 @@ class BlindingViolation(AssertionError):
 
 
 def scan_for_leaks(
-    sent: Iterable[Any], forbidden: Iterable[str], *, forbidden_keys: Iterable[str] = ()
+    sent: Iterable[Any],
+    forbidden: Iterable[str],
+    *,
+    forbidden_keys: Iterable[str] = (),
+    forbidden_exact: Iterable[str] = (),
 ) -> list[str]:
-    """Return every forbidden value or key found anywhere in ``sent`` (serialised JSON).
+    """Return every forbidden value or key found anywhere in ``sent``.
 
-    ``forbidden`` values are matched as whole JSON string values and as substrings of
-    text fields of length >= 6 (short values like step numbers are matched only as whole
-    values, since digits occur naturally in arithmetic texts).
+    ``forbidden`` values (identifiers such as trajectory ids, run and model names) are
+    matched as whole values and, when at least 6 characters long, as substrings of any
+    string. ``forbidden_exact`` values (short or natural-language ones such as mode names,
+    question ids, steps and seeds, which occur naturally inside solution texts) are matched
+    as whole values only. ``forbidden_keys`` are matched against every mapping key.
     """
     found: list[str] = []
     values = {str(v) for v in forbidden if str(v)}
+    exact = {str(v) for v in forbidden_exact if str(v)} | values
     keys = set(forbidden_keys)
 
     def walk(obj: Any) -> None:
@@ -107,8 +114,10 @@ def scan_for_leaks(
                 walk(v)
         elif obj is not None:
             text = obj if isinstance(obj, str) else json.dumps(obj)
+            if text in exact:
+                found.append(f"value {text!r}")
             for v in values:
-                if text == v or (len(v) >= 6 and v in text):
+                if len(v) >= 6 and v != text and v in text:
                     found.append(f"value {v!r} in {text[:60]!r}")
 
     for item in sent:

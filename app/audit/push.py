@@ -35,23 +35,32 @@ def _texts(session: Session, audit: Audit, pairs: list[AuditPair]) -> dict[str, 
     return {tid: text for tid, text in rows if tid in ids}
 
 
-def forbidden_values(session: Session, audit: Audit, pairs: list[AuditPair]) -> set[str]:
-    """Provenance and identifiers of the audited trajectories that must never be sent."""
+def forbidden_values(
+    session: Session, audit: Audit, pairs: list[AuditPair]
+) -> tuple[set[str], set[str]]:
+    """What must never be sent about the audited trajectories: identifiers and provenance
+    names (matched also as substrings), and short or natural-language values — question
+    ids, steps, seeds, mode names — matched as whole values only."""
     ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
     rows = session.exec(select(Trajectory).where(Trajectory.study_id == audit.study_id)).all()
-    out: set[str] = set()
+    substr: set[str] = set()
+    exact: set[str] = set()
     for t in rows:
         if t.trajectory_id in ids:
-            out.update({t.trajectory_id, t.run, t.model, t.question_id})
+            substr.update({t.trajectory_id, t.run, t.model})
+            exact.update({t.question_id, str(t.step), str(t.seed)})
             if t.mode:
-                out.add(t.mode)
-    return out
+                exact.add(t.mode)
+    return substr, exact
 
 
-def _check_blinding(tasks: list[dict[str, Any]], forbidden: set[str]) -> None:
+def _check_blinding(tasks: list[dict[str, Any]], forbidden: tuple[set[str], set[str]]) -> None:
+    substr, exact = forbidden
+    # Pair keys are ours and opaque; texts are the payload. Everything is scanned.
     leaks = scan_for_leaks(
         tasks,
-        forbidden,
+        substr,
+        forbidden_exact=exact,
         forbidden_keys=(
             "run",
             "model",
@@ -148,16 +157,19 @@ def push_audit(
     config = pair_label_config(spec.pairs.strategy_definition)
     by_key = {p.pair_key: p for p in pairs}
     out: dict[str, Any] = {"audit": audit.name, "projects": {}}
+    built: dict[str, list[Any]] = {}
     for role in ("A", "B"):
-        project_id = _role_project(client, audit, role, config, spec.pairs.strategy_definition)
         rng = random.Random(f"{audit.seed}:{audit.id}:{role}")
-        built = [
+        built[role] = [
             build_pair_task(p.pair_key, texts[p.trajectory_a], texts[p.trajectory_b], rng=rng)
             for p in pairs
         ]
-        data = [t.data for t in built]
-        _check_blinding(data, forbidden)
-        left = {t.pair_key: t.left_is_a for t in built}
+        # Checked before anything is created in Label Studio.
+        _check_blinding([t.data for t in built[role]], forbidden)
+    for role in ("A", "B"):
+        project_id = _role_project(client, audit, role, config, spec.pairs.strategy_definition)
+        data = [t.data for t in built[role]]
+        left = {t.pair_key: t.left_is_a for t in built[role]}
         mapping = import_tasks(client, project_id, data, progress=progress)
         new = _store_tasks(session, audit, role, project_id, mapping, left, by_key)
         if webhook_url and webhook_secret:

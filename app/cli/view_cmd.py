@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -43,7 +42,10 @@ def view(
     port = port or cfg.view_port
     typer.echo(f"view on http://{host}:{port}")
     env = {**os.environ, "PYTHONPATH": str(OVERVIEW.parents[2])}
-    raise typer.Exit(subprocess.call(streamlit_command(host, port), env=env))
+    cmd = streamlit_command(host, port)
+    # Replace this process with Streamlit, so that stopping `rcea view` stops the server
+    # (a child process would outlive a terminated parent).
+    os.execve(cmd[0], cmd, env)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,77 @@
+"""Blinded task building and the leak scanner (no Label Studio needed)."""
+
+from __future__ import annotations
+
+import random
+
+from annotation.payloads import parse_annotation, parse_webhook
+from annotation.tasks import build_pair_task, pair_label_config, scan_for_leaks
+
+
+def test_task_holds_only_key_and_texts_and_order_is_randomised() -> None:
+    rng = random.Random(0)
+    tasks = [build_pair_task(f"p{i}", "text A", "text B", rng=rng) for i in range(40)]
+    assert all(set(t.data) == {"pair", "left", "right"} for t in tasks)
+    lefts = {t.left_is_a for t in tasks}
+    assert lefts == {True, False}
+    for t in tasks:
+        assert (t.data["left"] == "text A") == t.left_is_a
+
+
+def test_adjudication_task_shows_answers_in_random_order() -> None:
+    rng = random.Random(1)
+    tasks = [
+        build_pair_task("p", "a", "b", rng=rng, answers=("same", "different")) for _ in range(30)
+    ]
+    orders = {(t.data["answer_1"], t.data["answer_2"]) for t in tasks}
+    assert orders == {("same", "different"), ("different", "same")}
+
+
+def test_label_config_has_required_choice_and_escapes_definition() -> None:
+    xml = pair_label_config('A & B <decisive> "method"')
+    assert 'required="true"' in xml and "&amp;" in xml and "&lt;decisive&gt;" in xml
+    assert "$answer_1" not in xml
+    assert "$answer_1" in pair_label_config("d", adjudication=True)
+
+
+def test_scanner_finds_ids_and_exact_values_but_not_natural_words() -> None:
+    sent = [{"pair": "p1", "left": "grpo-s100-q003-k07 wrote this", "right": "factor it"}]
+    leaks = scan_for_leaks(sent, {"grpo-s100-q003-k07"}, forbidden_exact={"factor"})
+    assert leaks == ["value 'grpo-s100-q003-k07' in 'grpo-s100-q003-k07 wrote this'"]
+    assert scan_for_leaks([{"x": "factor"}], set(), forbidden_exact={"factor"}) == [
+        "value 'factor'"
+    ]
+    assert scan_for_leaks([{"step": 3}], set(), forbidden_keys={"step"}) == ["key 'step'"]
+    assert scan_for_leaks([{"n": 100}], set(), forbidden_exact={"100"}) == ["value '100'"]
+
+
+def test_parse_annotation_and_webhook() -> None:
+    ann = {
+        "id": 9,
+        "task": 4,
+        "project": 2,
+        "completed_by": {"id": 7},
+        "was_cancelled": False,
+        "result": [
+            {"from_name": "strategy", "value": {"choices": ["different"]}},
+            {"from_name": "note", "value": {"text": ["hm"]}},
+        ],
+    }
+    p = parse_annotation(ann)
+    assert (p.annotation_id, p.task_id, p.project_id, p.user_id, p.label, p.note) == (
+        9,
+        4,
+        2,
+        7,
+        "different",
+        "hm",
+    )
+    assert parse_webhook({"action": "TASKS_CREATED"}) == []
+    hook = parse_webhook(
+        {
+            "action": "ANNOTATION_UPDATED",
+            "project": {"id": 2},
+            "annotation": {**ann, "project": None, "result": []},
+        }
+    )
+    assert hook[0].label is None and hook[0].project_id == 2
