@@ -130,3 +130,26 @@ def fake_tasks(engine, audit_id: int) -> dict[str, dict[int, int]]:  # type: ign
                 )
                 out[role][p.id] = base + p.id
     return out
+
+
+def wait_for_http(url: str, *, timeout: float = 60.0, proc: Any = None) -> None:
+    """Poll ``url`` until it answers 200; fail the test (with the process output, if one is
+    given) when it does not within ``timeout`` or the process exits."""
+    import time
+
+    import httpx
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or (proc is not None and proc.poll() is not None):
+            out = ""
+            if proc is not None and proc.poll() is not None and proc.stdout:
+                out = proc.stdout.read()
+            pytest.fail(f"{url} did not answer within {timeout:.0f}s {out}")
+        time.sleep(0.2)

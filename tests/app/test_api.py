@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -14,7 +13,7 @@ from fastapi.testclient import TestClient
 from app.api import create_app
 from app.ingest import ingest_file
 from app.settings import Settings
-from tests.helpers import free_port, make_record, write_jsonl
+from tests.helpers import free_port, make_record, wait_for_http, write_jsonl
 
 TOKEN = "test-token-123"
 
@@ -79,16 +78,7 @@ def test_real_server_with_uvicorn(tmp_path: Path) -> None:
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline or proc.poll() is not None:
-                pytest.fail(f"server did not come up: {proc.stdout.read() if proc.stdout else ''}")
-            time.sleep(0.3)
+        wait_for_http(f"{base}/health", timeout=60, proc=proc)
         token = (tmp_path / "srv" / "api-token").read_text().strip()
         assert httpx.get(f"{base}/api/studies", timeout=5).status_code == 401
         r = httpx.get(

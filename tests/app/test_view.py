@@ -5,17 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from app.ingest import ingest_file
 from app.settings import Settings
 from app.store import open_store
 from app.view.data import checkpoints_frame, studies_frame
-from tests.helpers import free_port, make_record, write_jsonl
+from tests.helpers import free_port, make_record, wait_for_http, write_jsonl
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -62,16 +60,7 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 90
-        while True:
-            try:
-                if httpx.get(f"{url}/_stcore/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline or proc.poll() is not None:
-                pytest.fail("streamlit did not start")
-            time.sleep(0.5)
+        wait_for_http(f"{url}/_stcore/health", timeout=90, proc=proc)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(
                 executable_path=CHROMIUM,
