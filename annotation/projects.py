@@ -53,15 +53,30 @@ def import_tasks(
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
     """Import task data dicts not yet in the project (by ``pair`` key) in bulk batches;
-    return pair key → task id for every pair of the project afterwards."""
+    return pair key → task id for every pair of the project afterwards.
+
+    The new ids come from the import answers (``return_task_ids``: Label Studio Community
+    imports synchronously and lists the ids in request order); only when an answer lacks
+    them (an asynchronous import) is the project exported again to learn them."""
     present = task_ids_by_pair(export_tasks(client, project_id))
     todo = [t for t in tasks if t["pair"] not in present]
+    mapping = dict(present)
+    ids_known = True
     for start in range(0, len(todo), batch):
         chunk = todo[start : start + batch]
-        client.projects.import_tasks(project_id, request=[{"data": t} for t in chunk])
+        answer = client.projects.import_tasks(
+            project_id, request=[{"data": t} for t in chunk], return_task_ids=True
+        )
+        ids = getattr(answer, "task_ids", None)
+        if isinstance(ids, list) and len(ids) == len(chunk):
+            mapping.update((str(t["pair"]), int(i)) for t, i in zip(chunk, ids, strict=True))
+        else:
+            ids_known = False
         if progress:
             progress(len(chunk))
-    return task_ids_by_pair(export_tasks(client, project_id)) if todo else present
+    if todo and not ids_known:
+        return task_ids_by_pair(export_tasks(client, project_id))
+    return mapping
 
 
 def ensure_webhook(client: LabelStudio, *, project_id: int, url: str, secret: str) -> int:

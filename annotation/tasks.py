@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +84,28 @@ class BlindingViolation(AssertionError):
     """Something that must never reach an annotator was found in what was sent."""
 
 
+def _trie_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    """One regular expression matching any of ``words``, compiled from a prefix tree so
+    that its cost grows with the text, not with the number of words (a plain alternation
+    of thousands of ids is much slower)."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict[str, Any]) -> str:
+        end = "" in node
+        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if end else body
+
+    return re.compile(build(trie)) if trie else None
+
+
 def scan_for_leaks(
     sent: Iterable[Any],
     forbidden: Iterable[str],
@@ -101,6 +124,8 @@ def scan_for_leaks(
     found: list[str] = []
     values = {str(v) for v in forbidden if str(v)}
     exact = {str(v) for v in forbidden_exact if str(v)} | values
+    long_values = {v for v in values if len(v) >= 6}
+    pattern = _trie_pattern(long_values)
     keys = set(forbidden_keys)
 
     def walk(obj: Any) -> None:
@@ -116,9 +141,11 @@ def scan_for_leaks(
             text = obj if isinstance(obj, str) else json.dumps(obj)
             if text in exact:
                 found.append(f"value {text!r}")
-            for v in values:
-                if len(v) >= 6 and v != text and v in text:
-                    found.append(f"value {v!r} in {text[:60]!r}")
+            if pattern is not None and pattern.search(text):
+                # Rare path: name every forbidden value inside this text.
+                for v in long_values:
+                    if v != text and v in text:
+                        found.append(f"value {v!r} in {text[:60]!r}")
 
     for item in sent:
         walk(item)

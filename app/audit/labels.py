@@ -22,6 +22,7 @@ from app.store.models import (
     AuditLabel,
     AuditPair,
     AuditTask,
+    Event,
     Partition,
     PartitionAssignment,
     utcnow,
@@ -55,17 +56,55 @@ def record_annotation(
     task = session.exec(
         select(AuditTask).where(AuditTask.audit_id == audit.id, AuditTask.task_id == ann.task_id)
     ).first()
-    role = task.role if task else None
-    assigned = audit.labelstudio.get("roles", {}).get(role, {}).get("user_id") if role else None
-    status = _status(ann, task, assigned)
     row = session.exec(
         select(AuditLabel).where(
             AuditLabel.audit_id == audit.id, AuditLabel.annotation_id == ann.annotation_id
         )
     ).first()
+    row, changed = _apply(session, audit, ann, task, row, source=source)
+    session.flush()
+    return row, changed
+
+
+def record_annotations(
+    session: Session, audit: Audit, anns: list[ParsedAnnotation], *, source: str
+) -> int:
+    """``record_annotation`` for many annotations at once (the sync path): tasks and
+    existing labels are loaded once and the session is flushed once. Returns the number
+    of new or changed labels."""
+    tasks = {
+        t.task_id: t
+        for t in session.exec(select(AuditTask).where(AuditTask.audit_id == audit.id)).all()
+    }
+    rows = {
+        r.annotation_id: r
+        for r in session.exec(select(AuditLabel).where(AuditLabel.audit_id == audit.id)).all()
+    }
+    changed = 0
+    for ann in anns:
+        row, did = _apply(
+            session, audit, ann, tasks.get(ann.task_id), rows.get(ann.annotation_id), source=source
+        )
+        rows[ann.annotation_id] = row
+        changed += int(did)
+    session.flush()
+    return changed
+
+
+def _apply(
+    session: Session,
+    audit: Audit,
+    ann: ParsedAnnotation,
+    task: AuditTask | None,
+    row: AuditLabel | None,
+    *,
+    source: str,
+) -> tuple[AuditLabel, bool]:
+    role = task.role if task else None
+    assigned = audit.labelstudio.get("roles", {}).get(role, {}).get("user_id") if role else None
+    status = _status(ann, task, assigned)
     previous = None if row is None else (row.label, row.status, row.note)
-    current = (ann.label, status, ann.note)
-    if previous == current:
+    if previous == (ann.label, status, ann.note):
         return row, False  # type: ignore[return-value]
     if row is None:
         row = AuditLabel(
@@ -80,28 +119,27 @@ def record_annotation(
             note=ann.note,
             status=status,
         )
-        session.add(row)
     else:
         row.label, row.status, row.note, row.user_id = ann.label, status, ann.note, ann.user_id
         row.updated_at = utcnow()
-        session.add(row)
-    session.flush()
-    append_event(
-        session,
-        actor=f"labelstudio-user:{ann.user_id}",
-        study_id=audit.study_id,
-        kind="annotation.updated" if previous else "annotation.created",
-        payload={
-            "audit_id": audit.id,
-            "annotation_id": ann.annotation_id,
-            "task_id": ann.task_id,
-            "role": role,
-            "label": ann.label,
-            "status": status,
-            "note": ann.note,
-            "source": source,
-            "previous_label": previous[0] if previous else None,
-        },
+    session.add(row)
+    session.add(
+        Event(
+            actor=f"labelstudio-user:{ann.user_id}",
+            study_id=audit.study_id,
+            kind="annotation.updated" if previous else "annotation.created",
+            payload={
+                "audit_id": audit.id,
+                "annotation_id": ann.annotation_id,
+                "task_id": ann.task_id,
+                "role": role,
+                "label": ann.label,
+                "status": status,
+                "note": ann.note,
+                "source": source,
+                "previous_label": previous[0] if previous else None,
+            },
+        )
     )
     return row, True
 

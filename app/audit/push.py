@@ -14,7 +14,7 @@ from annotation.payloads import PayloadError, parse_annotation
 from annotation.projects import create_project, ensure_webhook, export_tasks, import_tasks
 from annotation.tasks import BlindingViolation, build_pair_task, pair_label_config, scan_for_leaks
 from app.audit.labels import ADJUDICATOR, audit_rubric, current_labels, needs_adjudication
-from app.audit.labels import record_annotation as record
+from app.audit.labels import record_annotations as record_many
 from app.audit.sampling import audit_pairs
 from app.store import append_event
 from app.store.models import Audit, AuditPair, AuditTask, Trajectory
@@ -188,7 +188,8 @@ def push_audit(
 
 def sync_audit(session: Session, audit: Audit, client: LabelStudio) -> dict[str, Any]:
     """Pull every annotation of every role project (idempotent; catches missed webhooks)."""
-    changed = seen = malformed = 0
+    parsed = []
+    seen = malformed = 0
     for _role, entry in sorted(audit.labelstudio.get("roles", {}).items()):
         project_id = entry.get("project_id")
         if not project_id:
@@ -197,14 +198,12 @@ def sync_audit(session: Session, audit: Audit, client: LabelStudio) -> dict[str,
             for ann in task.get("annotations") or []:
                 seen += 1
                 try:
-                    parsed = parse_annotation(
-                        ann, task_id=int(task["id"]), project_id=int(project_id)
+                    parsed.append(
+                        parse_annotation(ann, task_id=int(task["id"]), project_id=int(project_id))
                     )
                 except PayloadError:
                     malformed += 1
-                    continue
-                _, did = record(session, audit, parsed, source="sync")
-                changed += int(did)
+    changed = record_many(session, audit, parsed, source="sync")
     return {
         "audit": audit.name,
         "annotations_seen": seen,

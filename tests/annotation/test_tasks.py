@@ -75,3 +75,18 @@ def test_parse_annotation_and_webhook() -> None:
         }
     )
     assert hook[0].label is None and hook[0].project_id == 2
+
+
+def test_scanner_prefix_tree_finds_overlapping_ids() -> None:
+    ids = {f"run-s100-q{q:03d}-k{k:02d}" for q in range(50) for k in range(20)} | {
+        "abcdef",
+        "abcdefgh",
+    }
+    clean = [{"left": "solution text " * 50, "right": "nothing to see"}]
+    assert scan_for_leaks(clean, ids) == []
+    leaky = [{"left": "x run-s100-q049-k19 y", "right": "zzabcdefghzz"}]
+    assert scan_for_leaks(leaky, ids) == [
+        "value 'abcdef' in 'zzabcdefghzz'",
+        "value 'abcdefgh' in 'zzabcdefghzz'",
+        "value 'run-s100-q049-k19' in 'x run-s100-q049-k19 y'",
+    ]

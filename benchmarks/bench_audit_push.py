@@ -1,0 +1,421 @@
+"""Pair-audit push and sync against a real Label Studio: 4,526 pairs, two projects.
+
+Figures (seconds, measured in this process against a Label Studio 1.23.2 that the script
+starts itself in a temp dir on a free loopback port; its first boot is printed apart):
+
+* push: ``push_audit`` creating the A and B projects and importing 2 x 4,526 = 9,052
+  blinded tasks (bulk import batches, exports for the task ids, AuditTask rows, commit);
+* sync: ``sync_audit`` exporting both projects and recording their 9,052 annotations
+  (one AuditLabel row and one event each, commit).
+
+Baselines, measured in the same run on a subset and compared as rates:
+
+* push vs one task per request: ``client.tasks.create(project=..., data=...)`` for
+  ``--n-baseline`` tasks of the same audit into a separate project;
+* sync vs one annotation listing per task: ``GET /api/tasks/{id}/annotations/`` then the
+  same parse and ``record_annotation``, for ``--n-baseline`` tasks, into a copy of the store
+  taken right after the push.
+
+The 9,052 annotations are set-up, not measured. Label Studio Community has no bulk
+annotation API (``/api/annotations/bulk/`` is Enterprise), so they are made the way its
+UI can: predictions are imported in bulk (admin token), then each annotator, logged in
+through the real login form, runs the Data Manager action "Create Annotations From
+Predictions" on their own project, which bulk-creates annotations with ``completed_by`` =
+that annotator; the predictions are deleted afterwards, so the sync exports only what a
+labelled project holds.
+
+Run: ``make bench`` or ``python benchmarks/bench_audit_push.py [--pairs 4526]``.
+Add ``--profile`` to print cProfile's top functions of the push and the sync.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import math
+import pstats
+import random
+import socket
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+TARGET_S = 30.0
+PASSWORD = "bench-annotator-pass-1"
+PER_Q = 20  # trajectories per question: C(20, 2) = 190 pairs available per question
+N_AUDIT_QUESTIONS = 29
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def solution_text(rng: random.Random, n_steps: int) -> str:
+    """An arithmetic chain of thought (~1.5 kB): what a GRPO trajectory roughly looks like."""
+    lines, total = [], rng.randint(10, 99)
+    for k in range(1, n_steps + 1):
+        a, b = rng.randint(2, 999), rng.randint(2, 99)
+        op = rng.choice("+-*")
+        val = a + b if op == "+" else a - b if op == "-" else a * b
+        total += val
+        lines.append(
+            f"Step {k}: we compute {a} {op} {b} = {val}, so the running total becomes {total}."
+        )
+    lines.append(f"Therefore the answer is \\boxed{{{total}}}.")
+    return "\n".join(lines)
+
+
+def build_store(root: Path, n_questions: int, n_pairs: int):  # type: ignore[no-untyped-def]
+    """A SQLite store with one study, a frozen rubric and partition, and a drawn audit of
+    exactly ``n_pairs`` pairs over 29 questions."""
+    from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
+    from app.audit.sampling import draw_audit
+    from app.ingest import ingest_file
+    from app.store import make_engine, session_scope, upgrade
+
+    per_question = math.ceil(n_pairs / N_AUDIT_QUESTIONS)
+    if math.comb(PER_Q, 2) < per_question:
+        raise SystemExit(f"--pairs {n_pairs} needs more than {PER_Q} trajectories a question")
+    rng = random.Random(0)
+    with (root / "study.jsonl").open("w", encoding="utf-8") as fh:
+        for q in range(n_questions):
+            for k in range(PER_Q):
+                i = q * PER_Q + k
+                mode = "uncertain" if k == 0 and q % 7 == 0 else ("mode-a", "mode-b")[k % 2]
+                rec = {
+                    "trajectory_id": f"traj-{i:06d}",
+                    "question_id": f"question-{q:04d}",
+                    "text": solution_text(rng, 18),
+                    "reward": 1,
+                    "validity": 1,
+                    "mode": mode,
+                    "run": "grpo-bench",
+                    "model": "tiny-bench",
+                    "step": 10 * (k % 5),
+                    "seed": i,
+                }
+                fh.write(json.dumps(rec) + "\n")
+    rubric = root / "rubric.toml"
+    rubric.write_text(
+        '[rubric]\nname = "bench-rubric"\nversion = "1"\n\n'
+        f"[pairs]\nseed = 3\npairs_per_question = {per_question}\n"
+        f"n_questions = {N_AUDIT_QUESTIONS}\nmax_pairs = {n_pairs}\n"
+    )
+    engine = make_engine(f"sqlite:///{root / 'bench.db'}")
+    upgrade(engine)
+    ingest_file(
+        engine, root / "study.jsonl", study="bench", artifacts_dir=root / "art", data_dir=root
+    )
+    with session_scope(engine) as s:
+        freeze_rubric(s, path=rubric, actor="bench")
+        freeze_partition_from_modes(s, study="bench", actor="bench")
+        audit_id = draw_audit(s, study="bench", rubric="bench-rubric", actor="bench").id
+    return engine, audit_id
+
+
+def timed(fn: Callable[[], T], profile: bool, label: str) -> tuple[T, float]:
+    prof = cProfile.Profile() if profile else None
+    t0 = time.perf_counter()
+    if prof is not None:
+        prof.enable()
+    try:
+        out = fn()
+    finally:
+        if prof is not None:
+            prof.disable()
+    dt = time.perf_counter() - t0
+    if prof is not None:
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(30)
+        print(f"---- cProfile: {label} ({dt:.1f} s, profiled)\n{buf.getvalue()}")
+    return out, dt
+
+
+def choice_result(label: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "from_name": "strategy",
+            "to_name": "left",
+            "type": "choices",
+            "value": {"choices": [label]},
+        }
+    ]
+
+
+def admin_http(url: str, token: str):  # type: ignore[no-untyped-def]
+    from annotation.client import http_client
+
+    http = http_client(url, timeout=600.0)
+    http.headers["Authorization"] = f"Token {token}"
+    return http
+
+
+def annotate_project(  # type: ignore[no-untyped-def]
+    client, url: str, token: str, email: str, project_id: int, labels: dict[int, str]
+) -> int:
+    """Set-up: one annotation per task by ``email``, through bulk predictions and the
+    Data Manager action run in that annotator's own session. Returns annotations made."""
+    from annotation.accounts import login_session
+
+    client.projects.import_predictions(
+        project_id,
+        request=[
+            {"task": tid, "result": choice_result(lab), "model_version": "bench"}
+            for tid, lab in labels.items()
+        ],
+    )
+    with closing(login_session(url, email, PASSWORD)) as person:
+        r = person.post(
+            "/api/dm/actions/",
+            params={"id": "predictions_to_annotations", "project": project_id},
+            json={"selectedItems": {"all": True, "excluded": []}},
+            timeout=600,
+        )
+        r.raise_for_status()
+        made = int(r.json()["detail"].split()[1])  # "Created N annotations"
+    # The admin removes the predictions again: a labelled project holds none.
+    with admin_http(url, token) as http:
+        http.post(
+            "/api/dm/actions/",
+            params={"id": "delete_tasks_predictions", "project": project_id},
+            json={"selectedItems": {"all": True, "excluded": []}},
+        ).raise_for_status()
+    return made
+
+
+def baseline_import(client, label_config: str, tasks: list[dict[str, str]]) -> float:  # type: ignore[no-untyped-def]
+    """One ``POST /api/tasks/`` per task into a separate project; seconds for all."""
+    from annotation.projects import create_project
+
+    pid = create_project(
+        client, title="RCEA bench: one task per request", label_config=label_config
+    )
+    t0 = time.perf_counter()
+    for t in tasks:
+        client.tasks.create(project=pid, data=t)
+    return time.perf_counter() - t0
+
+
+def check_task_ids(  # type: ignore[no-untyped-def]
+    url: str, token: str, pairs, task_of: dict[tuple[str, int], tuple[int, int]], n: int = 100
+) -> int:
+    """Not measured: the task ids the push stored point at the tasks of their pairs (a
+    sample of each role, batch boundaries included)."""
+    picks = set(random.Random(2).sample(range(len(pairs)), min(n, len(pairs))))
+    picks |= {i for k in range(0, len(pairs) + 1, 2000) for i in (k - 1, k) if 0 <= i < len(pairs)}
+    with admin_http(url, token) as http:
+        for role in ("A", "B"):
+            for i in sorted(picks):
+                project_id, task_id = task_of[(role, pairs[i].id)]
+                task = http.get(f"/api/tasks/{task_id}/").raise_for_status().json()
+                if task["data"]["pair"] != pairs[i].pair_key or task["project"] != project_id:
+                    raise SystemExit(f"task {task_id} is not pair {pairs[i].pair_key} of {role}")
+    return 2 * len(picks)
+
+
+def copy_sqlite(src: Path, dst: Path) -> None:
+    with closing(sqlite3.connect(src)) as a, closing(sqlite3.connect(dst)) as b:
+        a.backup(b)
+
+
+def baseline_sync(url: str, token: str, engine, audit_id: int, tasks: list[tuple[int, int]]) -> int:  # type: ignore[no-untyped-def]
+    """One ``GET /api/tasks/{id}/annotations/`` per task, then the same parse and record."""
+    from annotation.payloads import parse_annotation
+    from app.audit.labels import record_annotation
+    from app.store import session_scope
+    from app.store.models import Audit
+
+    n = 0
+    with (
+        admin_http(url, token) as http,
+        session_scope(engine) as s,
+    ):
+        audit = s.get(Audit, audit_id)
+        for project_id, task_id in tasks:
+            r = http.get(f"/api/tasks/{task_id}/annotations/")
+            r.raise_for_status()
+            for ann in r.json():
+                parsed = parse_annotation(ann, task_id=task_id, project_id=project_id)
+                _, changed = record_annotation(s, audit, parsed, source="sync")
+                n += int(changed)
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", type=int, default=4526)
+    ap.add_argument("--questions", type=int, default=60, help="questions in the study")
+    ap.add_argument("--n-baseline", type=int, default=300, help="tasks in each baseline")
+    ap.add_argument("--profile", action="store_true", help="cProfile the push and the sync")
+    args = ap.parse_args()
+
+    from sqlmodel import select
+
+    from annotation.accounts import create_annotator
+    from annotation.client import make_client
+    from annotation.server import LabelStudioServer, default_executable
+    from annotation.tasks import pair_label_config
+    from app.audit.labels import audit_rubric, status_counts
+    from app.audit.push import assign_role, push_audit, sync_audit
+    from app.audit.sampling import audit_pairs
+    from app.store import make_engine, session_scope
+    from app.store.models import Audit, AuditTask
+
+    with tempfile.TemporaryDirectory(prefix="rcea-bench-push-") as tmp:
+        root = Path(tmp)
+        t0 = time.perf_counter()
+        engine, audit_id = build_store(root, args.questions, args.pairs)
+        store_s = time.perf_counter() - t0
+
+        server = LabelStudioServer(root / "ls", free_port(), executable=default_executable())
+        t0 = time.perf_counter()
+        server.start(timeout=600)
+        boot_s = time.perf_counter() - t0
+        print(f"Label Studio first boot: {boot_s:.1f} s (not part of the figures)", flush=True)
+        try:
+            token = server.credentials().token
+            client = make_client(server.url, token, timeout=600.0)
+            people = {
+                role: create_annotator(
+                    server.url, token, f"bench-{role.lower()}@rcea.test", PASSWORD
+                )
+                for role in ("A", "B")
+            }
+
+            # ---- push (measured)
+            def push() -> dict[str, Any]:
+                with session_scope(engine) as s:
+                    audit = s.get(Audit, audit_id)
+                    for role, person in people.items():
+                        assign_role(audit, role, user_id=person.id, email=person.email)
+                    return push_audit(
+                        s, audit, client, webhook_url=None, webhook_secret=None, actor="bench"
+                    )
+
+            pushed, push_s = timed(push, args.profile, "push_audit")
+            n_tasks = sum(p["n_tasks"] for p in pushed["projects"].values())
+            print(f"push: {n_tasks} tasks in {push_s:.1f} s", flush=True)
+
+            with session_scope(engine) as s:
+                audit = s.get(Audit, audit_id)
+                pairs = audit_pairs(s, audit_id=audit_id)
+                config = pair_label_config(audit_rubric(s, audit).pairs.strategy_definition)
+                rows = s.exec(select(AuditTask).where(AuditTask.audit_id == audit_id)).all()
+                task_of = {(r.role, r.pair_id): (r.project_id, r.task_id) for r in rows}
+            checked = check_task_ids(server.url, token, pairs, task_of)
+            print(f"checked {checked} stored task ids against Label Studio", flush=True)
+            engine.dispose()
+            copy_sqlite(root / "bench.db", root / "baseline.db")
+
+            # ---- baseline: one task per request, same task data as the push sent
+            from app.audit.push import _texts
+
+            with session_scope(engine) as s:
+                texts = _texts(s, s.get(Audit, audit_id), pairs[: args.n_baseline])
+            sub = [
+                {"pair": p.pair_key, "left": texts[p.trajectory_a], "right": texts[p.trajectory_b]}
+                for p in pairs[: args.n_baseline]
+            ]
+            base_push_s = baseline_import(client, config, sub)
+            print(f"baseline import: {len(sub)} tasks in {base_push_s:.1f} s", flush=True)
+
+            # ---- set-up: 9,052 annotations by the assigned annotators (not measured)
+            rng = random.Random(1)
+            t0 = time.perf_counter()
+            n_made = 0
+            for role, person in people.items():
+                labels: dict[int, str] = {}
+                for p in pairs:
+                    label = p.automatic or "same"
+                    if role == "B" and rng.random() < 0.1:
+                        label = "different" if label == "same" else "same"
+                    labels[task_of[(role, p.id)][1]] = label
+                project_id = pushed["projects"][role]["project_id"]
+                n_made += annotate_project(
+                    client, server.url, token, person.email, project_id, labels
+                )
+            annotate_s = time.perf_counter() - t0
+            print(f"set-up: {n_made} annotations in {annotate_s:.1f} s (not measured)", flush=True)
+
+            # ---- sync (measured)
+            def sync() -> dict[str, Any]:
+                with session_scope(engine) as s:
+                    return sync_audit(s, s.get(Audit, audit_id), client)
+
+            synced, sync_s = timed(sync, args.profile, "sync_audit")
+            with session_scope(engine) as s:
+                counts = status_counts(s, s.get(Audit, audit_id))
+            print(f"sync: {synced['annotations_seen']} annotations in {sync_s:.1f} s", flush=True)
+            if synced["changed"] != n_made or counts.get("counted") != n_made:
+                raise SystemExit(f"sync recorded {synced} / {counts}, expected {n_made} counted")
+
+            # ---- baseline: one annotation listing per task, into the post-push copy
+            half = args.n_baseline // 2
+            subset = [task_of[("A", p.id)] for p in pairs[:half]] + [
+                task_of[("B", p.id)] for p in pairs[half : args.n_baseline]
+            ]
+            base_engine = make_engine(f"sqlite:///{root / 'baseline.db'}")
+            t0 = time.perf_counter()
+            n_base_sync = baseline_sync(server.url, token, base_engine, audit_id, subset)
+            base_sync_s = time.perf_counter() - t0
+            base_engine.dispose()
+            if n_base_sync != len(subset):
+                raise SystemExit(f"baseline sync recorded {n_base_sync} of {len(subset)}")
+        finally:
+            server.stop()
+            engine.dispose()
+
+    n_ann = synced["annotations_seen"]
+    push_rate, base_push_rate = n_tasks / push_s, len(sub) / base_push_s
+    sync_rate, base_sync_rate = n_ann / sync_s, len(subset) / base_sync_s
+    print()
+    print(f"{'operation':<46}{'items':>8}{'seconds':>10}{'items/s':>10}")
+    rows_out = [
+        ("push_audit (bulk import, 2 projects)", n_tasks, push_s),
+        ("baseline: one task per request (subset)", len(sub), base_push_s),
+        ("  ... scaled to the same number of tasks", n_tasks, n_tasks / base_push_rate),
+        ("sync_audit (export + record)", n_ann, sync_s),
+        ("baseline: per-task annotation list (subset)", len(subset), base_sync_s),
+        ("  ... scaled to the same number of annotations", n_ann, n_ann / base_sync_rate),
+    ]
+    for name, n, sec in rows_out:
+        print(f"{name:<46}{n:>8}{sec:>10.1f}{n / sec:>10.0f}")
+    print(
+        f"speed ratio push / one-per-request: {push_rate / base_push_rate:.1f}x; "
+        f"sync / per-task listing: {sync_rate / base_sync_rate:.1f}x "
+        f"(target < {TARGET_S:.0f} s each; store built in {store_s:.1f} s, "
+        f"Label Studio first boot {boot_s:.1f} s, annotation set-up {annotate_s:.1f} s)"
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "audit_push",
+                "n_pairs": len(pairs),
+                "n_tasks": n_tasks,
+                "n_annotations": n_ann,
+                "push_s": round(push_s, 2),
+                "sync_s": round(sync_s, 2),
+                "target_s": TARGET_S,
+                "baseline_push_tasks_per_s": round(base_push_rate, 1),
+                "push_ratio_vs_baseline": round(push_rate / base_push_rate, 2),
+                "baseline_sync_annotations_per_s": round(base_sync_rate, 1),
+                "sync_ratio_vs_baseline": round(sync_rate / base_sync_rate, 2),
+                "labelstudio_boot_s": round(boot_s, 1),
+                "profiled": args.profile,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
