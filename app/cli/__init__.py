@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import audit_cmd, data_cmd, demo_cmd, labelstudio_cmd, serve_cmd, stats_cmd, view_cmd
+from app.cli import (
+    audit_cmd,
+    codebook_cmd,
+    data_cmd,
+    demo_cmd,
+    labelstudio_cmd,
+    serve_cmd,
+    stats_cmd,
+    view_cmd,
+)
 
 app = typer.Typer(
     name="rcea",
@@ -20,6 +29,7 @@ view_cmd.register(app)
 stats_cmd.register(app)
 audit_cmd.register(app)
 labelstudio_cmd.register(app)
+codebook_cmd.register(app)
 
 
 def main() -> None:

@@ -230,3 +230,165 @@ class AuditLabel(SQLModel, table=True):
         max_length=30, description="counted | wrong_user | unknown_task | cancelled | no_label"
     )
     updated_at: datetime = Field(default_factory=utcnow)
+
+
+# --------------------------------------------------------------------------- codebook cycle
+
+
+class CodebookDraft(SQLModel, table=True):
+    """The editable draft codebook of one question (from the merge, then researcher
+    edits). Locked once frozen: later changes go through extension review."""
+
+    __tablename__ = "codebook_draft"
+    __table_args__ = (
+        UniqueConstraint("study_id", "question_id", name="uq_codebook_draft_study_qid"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    question_id: str = Field(max_length=300)
+    modes: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    frozen_version_id: int | None = Field(default=None, foreign_key="codebook_version.id")
+    updated_by: str = Field(max_length=200)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class CodebookVersion(SQLModel, table=True):
+    """A frozen, content-hashed codebook of one question; immutable (database triggers).
+    Version n > 1 records its parent and why it was made."""
+
+    __tablename__ = "codebook_version"
+    __table_args__ = (
+        UniqueConstraint("study_id", "question_id", "version", name="uq_codebook_version"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    question_id: str = Field(max_length=300)
+    version: int
+    content_hash: str = Field(max_length=64, index=True)
+    modes: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
+    parent_id: int | None = Field(default=None, foreign_key="codebook_version.id")
+    reason: str = Field(default="", sa_type=Text)
+    prompts: str = Field(max_length=300, description="prompt-set id the codebook came from")
+    frozen_by: str = Field(max_length=200)
+    frozen_at: datetime = Field(default_factory=utcnow)
+
+
+class CodebookBatch(SQLModel, table=True):
+    """One finished LLM/oracle batch of a stage: what makes every stage resumable (a rerun
+    skips batches whose key is here) and what records seeds, replies and usage."""
+
+    __tablename__ = "codebook_batch"
+    __table_args__ = (
+        UniqueConstraint("study_id", "batch_key", name="uq_codebook_batch_key"),
+        Index("ix_codebook_batch_stage", "study_id", "stage", "question_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id")
+    stage: str = Field(max_length=20, description="induce | merge | assign | arbitrate")
+    question_id: str = Field(max_length=300)
+    version_id: int | None = Field(default=None, foreign_key="codebook_version.id")
+    pass_no: int = Field(default=0, description="assignment pass 1 or 2; 0 otherwise")
+    batch_key: str = Field(max_length=64)
+    seed: int = Field(sa_type=BigInteger)
+    trajectory_ids: list[str] = Field(sa_column=Column(JSON, nullable=False))
+    request_hash: str | None = Field(default=None, max_length=64)
+    status: str = Field(max_length=20, description="done | failed")
+    reply: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    error: str | None = Field(default=None, sa_type=Text)
+    usage: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class CodebookAssignment(SQLModel, table=True):
+    """One pass's label for one trajectory against one frozen codebook version."""
+
+    __tablename__ = "codebook_assignment"
+    __table_args__ = (
+        UniqueConstraint(
+            "version_id", "trajectory_id", "pass_no", name="uq_codebook_assignment_pass"
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    version_id: int = Field(foreign_key="codebook_version.id", index=True)
+    question_id: str = Field(max_length=300)
+    trajectory_id: str = Field(max_length=300)
+    pass_no: int
+    label: str = Field(max_length=300, description="mode id | NEW | NONE | INVALID")
+    confidence: float | None = None
+    proposal: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    note: str | None = Field(default=None, sa_type=Text)
+    batch_id: int = Field(foreign_key="codebook_batch.id")
+
+
+class CodebookDispute(SQLModel, table=True):
+    """A trajectory in reconciliation: arbitration, then (if needed) the researcher queue.
+
+    status: open → resolved (a mode, or ``uncertain``) | new (provisional NEW, awaiting
+    extension review) | researcher (arbitration could not settle it)."""
+
+    __tablename__ = "codebook_dispute"
+    __table_args__ = (
+        UniqueConstraint("version_id", "trajectory_id", name="uq_codebook_dispute_tid"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    version_id: int = Field(foreign_key="codebook_version.id", index=True)
+    question_id: str = Field(max_length=300)
+    trajectory_id: str = Field(max_length=300)
+    reasons: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    status: str = Field(max_length=20, index=True)
+    arbitration_label: str | None = Field(default=None, max_length=300)
+    arbitration_confidence: float | None = None
+    arbitration_note: str | None = Field(default=None, sa_type=Text)
+    proposal: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    final_label: str | None = Field(default=None, max_length=300)
+    resolved_by: str | None = Field(default=None, max_length=200)
+    resolved_at: datetime | None = None
+    extension_id: int | None = Field(default=None, foreign_key="codebook_extension.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class CodebookExtension(SQLModel, table=True):
+    """A question-level request to add modes for provisional NEW assignments."""
+
+    __tablename__ = "codebook_extension"
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    question_id: str = Field(max_length=300)
+    base_version_id: int = Field(foreign_key="codebook_version.id")
+    proposals: list[dict[str, Any]] = Field(sa_column=Column(JSON, nullable=False))
+    status: str = Field(max_length=20, description="pending | approved | rejected")
+    affected_trajectory_ids: list[str] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    new_version_id: int | None = Field(default=None, foreign_key="codebook_version.id")
+    decided_by: str | None = Field(default=None, max_length=200)
+    decided_at: datetime | None = None
+    reason: str | None = Field(default=None, sa_type=Text)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class CodebookExport(SQLModel, table=True):
+    """The final partition exported from the latest frozen codebooks; immutable."""
+
+    __tablename__ = "codebook_export"
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    partition_id: int = Field(foreign_key="partition.id")
+    versions: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    n_modes: int
+    n_included: int
+    n_uncertain: int
+    parquet_path: str = Field(sa_type=Text)
+    created_by: str = Field(max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,833 @@
+"""``rcea codebook ...``: the question-local codebook cycle (induce → merge → freeze →
+assign ×2 → reconcile → extend → export). Every automatic stage is resumable: rerun the
+same command after an interruption and it skips finished batches."""
+
+from __future__ import annotations
+
+import signal
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from app.cli.audit_cmd import ACTOR_OPTION, actor_name
+from app.cli.common import JSON_OPTION, engine, fail, print_json, settings
+
+codebook_app = typer.Typer(
+    help="Question-local codebooks: induction, merge, freeze, double assignment, "
+    "reconciliation, extension review, export of the partition.",
+    no_args_is_help=True,
+)
+edit_app = typer.Typer(
+    help="Edit a question's draft codebook (before it is frozen).", no_args_is_help=True
+)
+codebook_app.add_typer(edit_app, name="edit")
+
+STUDY_OPTION = typer.Option(..., "--study", help="study name")
+QUESTION_OPTION = typer.Option(None, "--question", help="only this question (repeatable)")
+BACKEND_OPTION = typer.Option(
+    "openai", "--backend", envvar="RCEA_CODEBOOK_BACKEND", help="openai | oracle"
+)
+ORACLE_OPTION = typer.Option(
+    None,
+    "--oracle",
+    envvar="RCEA_CODEBOOK_ORACLE",
+    help="MODULE:FUNCTION, the domain's strategy_fn(question_id, text) (--backend oracle)",
+)
+CONCURRENCY_OPTION = typer.Option(
+    8, "--concurrency", envvar="RCEA_LLM_CONCURRENCY", min=1, help="requests in flight"
+)
+TIMEOUT_OPTION = typer.Option(
+    60.0, "--timeout", envvar="RCEA_LLM_TIMEOUT", help="seconds per request"
+)
+RETRIES_OPTION = typer.Option(
+    5, "--max-retries", envvar="RCEA_LLM_MAX_RETRIES", help="retries on 429/5xx/timeouts"
+)
+PRICE_IN_OPTION = typer.Option(
+    0.0, "--price-input", envvar="RCEA_LLM_PRICE_INPUT", help="USD per 1M prompt tokens"
+)
+PRICE_OUT_OPTION = typer.Option(
+    0.0, "--price-output", envvar="RCEA_LLM_PRICE_OUTPUT", help="USD per 1M completion tokens"
+)
+SEED_OPTION = typer.Option(
+    0, "--seed", envvar="RCEA_CODEBOOK_SEED", help="shuffles and batching (recorded)"
+)
+THRESHOLD_OPTION = typer.Option(
+    0.7, "--threshold", envvar="RCEA_CODEBOOK_THRESHOLD", help="confidence below → reconcile"
+)
+
+
+@codebook_app.callback()
+def _graceful_sigterm(ctx: typer.Context) -> None:
+    """Question-local codebooks: induction, merge, freeze, double assignment,
+    reconciliation, extension review, export of the partition.
+
+    SIGTERM stops a stage like Ctrl-C: no new call starts, the calls in flight finish and
+    are recorded (they are paid for), then the command exits; rerun it to resume.
+    """
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    with suppress(ValueError):  # not the main thread (an embedding test runner)
+        previous = signal.signal(signal.SIGTERM, stop)
+        ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
+
+
+def _errors() -> tuple[type[BaseException], ...]:
+    from annotation.tasks import BlindingViolation
+    from app.store import StoreError
+    from pipeline.codebook import CodebookError
+
+    return (CodebookError, StoreError, ValueError, BlindingViolation, FileNotFoundError)
+
+
+def _backend(
+    backend: str,
+    oracle: str | None,
+    concurrency: int,
+    timeout: float,
+    max_retries: int,
+    price_in: float,
+    price_out: float,
+):  # type: ignore[no-untyped-def]
+    from app.codebook import BackendOptions, make_backend
+
+    return make_backend(
+        settings(),
+        BackendOptions(
+            kind=backend,
+            oracle=oracle,
+            concurrency=concurrency,
+            timeout_s=timeout,
+            max_retries=max_retries,
+            price_input_per_mtok=price_in,
+            price_output_per_mtok=price_out,
+        ),
+    )
+
+
+def _print_report(report: Any, as_json: bool) -> None:
+    r = report.to_dict()
+    if as_json:
+        print_json(r)
+        return
+    typer.echo(
+        f"{r['stage']}: {r['n_questions']} question(s), {r['n_batches']} batch(es) — "
+        f"{r['n_run']} run now, {r['n_skipped']} already done, {r['n_failed']} failed"
+    )
+    u = r["usage"]
+    if u.get("requests") or u.get("cache_hits"):
+        typer.echo(
+            f"  LLM: {u['requests']} request(s), {u['completed']} completed, "
+            f"{u['cache_hits']} from cache, {u['retries']} retried (429: {u['rate_limited']}, "
+            f"5xx: {u['server_errors']}, timeouts: {u['timeouts']}, invalid: "
+            f"{u['invalid_replies']}), {u['failures']} given up; tokens "
+            f"{u['prompt_tokens']} in / {u['completion_tokens']} out, ${u['cost_usd']:.4f}"
+        )
+    for key, value in r["details"].items():
+        if value:
+            typer.echo(f"  {key}: {value}")
+
+
+@codebook_app.command("induce")
+def induce_cmd(
+    study: str = STUDY_OPTION,
+    question: list[str] = QUESTION_OPTION,
+    batch_size: int = typer.Option(12, "--batch-size", min=1, help="trajectories per chunk"),
+    sample: int = typer.Option(
+        None, "--sample", min=1, help="at most this many trajectories per question"
+    ),
+    seed: int = SEED_OPTION,
+    backend: str = BACKEND_OPTION,
+    oracle: str = ORACLE_OPTION,
+    concurrency: int = CONCURRENCY_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    max_retries: int = RETRIES_OPTION,
+    price_in: float = PRICE_IN_OPTION,
+    price_out: float = PRICE_OUT_OPTION,
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Candidate modes from blinded, shuffled chunks of each question's accepted
+    trajectories (questions are never mixed)."""
+    from app.codebook import induce
+
+    try:
+        be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+        report = induce(
+            engine(),
+            study=study,
+            backend=be,
+            actor=actor_name(actor),
+            batch_size=batch_size,
+            seed=seed,
+            sample_per_question=sample,
+            concurrency=concurrency,
+            questions=question or None,
+        )
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    _print_report(report, as_json)
+
+
+@codebook_app.command("merge")
+def merge_cmd(
+    study: str = STUDY_OPTION,
+    question: list[str] = QUESTION_OPTION,
+    redo: bool = typer.Option(False, "--redo", help="re-merge questions with an unfrozen draft"),
+    backend: str = BACKEND_OPTION,
+    oracle: str = ORACLE_OPTION,
+    concurrency: int = CONCURRENCY_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    max_retries: int = RETRIES_OPTION,
+    price_in: float = PRICE_IN_OPTION,
+    price_out: float = PRICE_OUT_OPTION,
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Merge each question's candidates into a draft codebook."""
+    from app.codebook import merge
+
+    try:
+        be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+        report = merge(
+            engine(),
+            study=study,
+            backend=be,
+            actor=actor_name(actor),
+            concurrency=concurrency,
+            questions=question or None,
+            redo=redo,
+        )
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    _print_report(report, as_json)
+
+
+def _codebooks(study: str, questions: list[str] | None) -> list[dict[str, Any]]:
+    from sqlmodel import select
+
+    from app.codebook.common import versions_by_question
+    from app.store import require_study, session_scope
+    from app.store.models import CodebookDraft
+
+    with session_scope(engine()) as s:
+        st = require_study(s, name=study)
+        versions = versions_by_question(s, study_id=st.id)
+        drafts = {
+            d.question_id: d
+            for d in s.exec(select(CodebookDraft).where(CodebookDraft.study_id == st.id))
+        }
+        out = []
+        for q in sorted(set(versions) | set(drafts)):
+            if questions and q not in questions:
+                continue
+            vs = versions.get(q, [])
+            d = drafts.get(q)
+            out.append(
+                {
+                    "question_id": q,
+                    "status": "frozen" if vs else "draft",
+                    "version": vs[-1].version if vs else None,
+                    "content_hash": vs[-1].content_hash if vs else None,
+                    "parent_version": (
+                        next((p.version for p in vs if p.id == vs[-1].parent_id), None)
+                        if vs
+                        else None
+                    ),
+                    "reason": vs[-1].reason if vs else None,
+                    "modes": vs[-1].modes if vs else (d.modes if d else []),
+                }
+            )
+    return out
+
+
+@codebook_app.command("show")
+def show_cmd(
+    study: str = STUDY_OPTION,
+    question: list[str] = QUESTION_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Each question's codebook: the latest frozen version, else the draft."""
+    try:
+        rows = _codebooks(study, question or None)
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        head = (
+            f"v{r['version']} sha256 {r['content_hash'][:12]}… ({r['reason']})"
+            if r["status"] == "frozen"
+            else "draft (not frozen)"
+        )
+        typer.echo(f"{r['question_id']}: {head}")
+        for m in r["modes"]:
+            typer.echo(f"  {m['id']}  {m['name']} — {m.get('criterion', '')}")
+
+
+def _edit(study: str, question: str, op: str, actor: str | None, **args: Any) -> None:
+    from app.codebook import edit_draft
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            draft = edit_draft(
+                s, study=study, question_id=question, op=op, actor=actor_name(actor), **args
+            )
+            modes = list(draft.modes)
+    except _errors() as exc:
+        fail(str(exc))
+    typer.echo(f"{question}: draft now has {len(modes)} mode(s)")
+    for m in modes:
+        typer.echo(f"  {m['id']}  {m['name']} — {m.get('criterion', '')}")
+
+
+EDIT_QUESTION = typer.Option(..., "--question", help="question id")
+
+
+@edit_app.command("rename")
+def edit_rename(
+    mode: str = typer.Argument(..., help="mode id, e.g. m2"),
+    study: str = STUDY_OPTION,
+    question: str = EDIT_QUESTION,
+    name: str = typer.Option(None, "--name"),
+    criterion: str = typer.Option(None, "--criterion"),
+    actor: str = ACTOR_OPTION,
+) -> None:
+    """Rename a mode and/or rewrite its inclusion criterion."""
+    _edit(study, question, "rename", actor, mode=mode, name=name, criterion=criterion)
+
+
+@edit_app.command("merge")
+def edit_merge(
+    mode: str = typer.Argument(..., help="the mode absorbed"),
+    into: str = typer.Argument(..., help="the mode that stays"),
+    study: str = STUDY_OPTION,
+    question: str = EDIT_QUESTION,
+    name: str = typer.Option(None, "--name"),
+    criterion: str = typer.Option(None, "--criterion"),
+    actor: str = ACTOR_OPTION,
+) -> None:
+    """Merge MODE into INTO (same method under different wording)."""
+    _edit(study, question, "merge", actor, mode=mode, into=into, name=name, criterion=criterion)
+
+
+@edit_app.command("split")
+def edit_split(
+    mode: str = typer.Argument(..., help="the mode to split"),
+    study: str = STUDY_OPTION,
+    question: str = EDIT_QUESTION,
+    name: str = typer.Option(..., "--name", help="name of the new mode"),
+    criterion: str = typer.Option(..., "--criterion", help="criterion of the new mode"),
+    rest: str = typer.Option(None, "--rest-criterion", help="new criterion of MODE"),
+    actor: str = ACTOR_OPTION,
+) -> None:
+    """Carve a new mode out of MODE."""
+    _edit(
+        study,
+        question,
+        "split",
+        actor,
+        mode=mode,
+        name=name,
+        criterion=criterion,
+        criterion_rest=rest,
+    )
+
+
+@edit_app.command("add")
+def edit_add(
+    study: str = STUDY_OPTION,
+    question: str = EDIT_QUESTION,
+    name: str = typer.Option(..., "--name"),
+    criterion: str = typer.Option(..., "--criterion"),
+    actor: str = ACTOR_OPTION,
+) -> None:
+    """Add a mode (starts a draft if the question has none)."""
+    _edit(study, question, "add", actor, name=name, criterion=criterion)
+
+
+@edit_app.command("drop")
+def edit_drop(
+    mode: str = typer.Argument(...),
+    study: str = STUDY_OPTION,
+    question: str = EDIT_QUESTION,
+    actor: str = ACTOR_OPTION,
+) -> None:
+    """Remove a mode from the draft."""
+    _edit(study, question, "drop", actor, mode=mode)
+
+
+@codebook_app.command("freeze")
+def freeze_cmd(
+    study: str = STUDY_OPTION,
+    question: list[str] = QUESTION_OPTION,
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Freeze every unfrozen draft as version 1 (content-hashed; immutable afterwards)."""
+    from app.codebook import freeze_codebooks
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            made = [
+                {"question_id": v.question_id, "version": v.version, "content_hash": v.content_hash}
+                for v in freeze_codebooks(
+                    s, study=study, actor=actor_name(actor), questions=question or None
+                )
+            ]
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(made)
+        return
+    typer.echo(f"froze {len(made)} codebook(s)")
+    for v in made:
+        typer.echo(f"  {v['question_id']} v{v['version']} sha256 {v['content_hash']}")
+
+
+@codebook_app.command("assign")
+def assign_cmd(
+    study: str = STUDY_OPTION,
+    question: list[str] = QUESTION_OPTION,
+    batch_size: int = typer.Option(10, "--batch-size", min=1, help="trajectories per call"),
+    seed: int = SEED_OPTION,
+    backend: str = BACKEND_OPTION,
+    oracle: str = ORACLE_OPTION,
+    concurrency: int = CONCURRENCY_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    max_retries: int = RETRIES_OPTION,
+    price_in: float = PRICE_IN_OPTION,
+    price_out: float = PRICE_OUT_OPTION,
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Assign every accepted trajectory twice (independent shuffles and batchings) against
+    its question's latest frozen codebook."""
+    from app.codebook import assign
+
+    try:
+        be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+        report = assign(
+            engine(),
+            study=study,
+            backend=be,
+            actor=actor_name(actor),
+            batch_size=batch_size,
+            seed=seed,
+            concurrency=concurrency,
+            questions=question or None,
+        )
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    _print_report(report, as_json)
+
+
+@codebook_app.command("reconcile")
+def reconcile_cmd(
+    study: str = STUDY_OPTION,
+    question: list[str] = QUESTION_OPTION,
+    threshold: float = THRESHOLD_OPTION,
+    batch_size: int = typer.Option(8, "--batch-size", min=1, help="trajectories per call"),
+    seed: int = SEED_OPTION,
+    backend: str = BACKEND_OPTION,
+    oracle: str = ORACLE_OPTION,
+    concurrency: int = CONCURRENCY_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    max_retries: int = RETRIES_OPTION,
+    price_in: float = PRICE_IN_OPTION,
+    price_out: float = PRICE_OUT_OPTION,
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Disputes (passes disagree, NEW/NONE/invalid, low confidence) → LLM arbitration →
+    researcher queue for what arbitration cannot settle."""
+    from app.codebook import reconcile
+
+    try:
+        be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+        report = reconcile(
+            engine(),
+            study=study,
+            backend=be,
+            actor=actor_name(actor),
+            threshold=threshold,
+            batch_size=batch_size,
+            seed=seed,
+            concurrency=concurrency,
+            questions=question or None,
+        )
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    _print_report(report, as_json)
+
+
+def _texts(study: str, ids: list[str]) -> dict[str, str]:
+    from sqlmodel import select
+
+    from app.store import Trajectory, require_study, session_scope
+
+    with session_scope(engine()) as s:
+        st = require_study(s, name=study)
+        rows = s.exec(
+            select(Trajectory.trajectory_id, Trajectory.text).where(
+                Trajectory.study_id == st.id,
+                Trajectory.trajectory_id.in_(ids),  # type: ignore[attr-defined]
+            )
+        ).all()
+    return dict(rows)
+
+
+def _indent(text: str, prefix: str = "    | ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+@codebook_app.command("queue")
+def queue_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
+    """The researcher queue: disputes arbitration could not settle (texts only — no
+    trajectory ids or provenance)."""
+    from app.codebook import researcher_queue
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            rows = [
+                {
+                    "dispute_id": d.id,
+                    "question_id": d.question_id,
+                    "reasons": d.reasons,
+                    "arbitration": d.arbitration_label,
+                    "arbitration_confidence": d.arbitration_confidence,
+                    "_tid": d.trajectory_id,
+                }
+                for d in researcher_queue(s, study=study)
+            ]
+        texts = _texts(study, [r["_tid"] for r in rows])
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    for r in rows:
+        r["text"] = texts.get(r.pop("_tid"), "")
+    if as_json:
+        print_json(rows)
+        return
+    typer.echo(f"{len(rows)} trajectory(ies) wait for a researcher")
+    for r in rows:
+        conf = r["arbitration_confidence"]
+        typer.echo(
+            f"#{r['dispute_id']}  {r['question_id']}  {', '.join(r['reasons'])}; arbitration: "
+            f"{r['arbitration']}" + (f" ({conf:.2f})" if conf is not None else "")
+        )
+        typer.echo(_indent(r["text"]))
+    if rows:
+        typer.echo(
+            "resolve: rcea codebook resolve ID --study S (--mode mN | --uncertain | "
+            "--new NAME --criterion TEXT)"
+        )
+
+
+@codebook_app.command("resolve")
+def resolve_cmd(
+    dispute: int = typer.Argument(..., help="dispute id from `rcea codebook queue`"),
+    study: str = STUDY_OPTION,
+    mode: str = typer.Option(None, "--mode", help="an existing mode id"),
+    uncertain: bool = typer.Option(False, "--uncertain", help="no mode fits; stays uncertain"),
+    new: str = typer.Option(None, "--new", help="propose a new mode with this name"),
+    criterion: str = typer.Option("", "--criterion", help="criterion of the proposed mode"),
+    actor: str = ACTOR_OPTION,
+) -> None:
+    """Settle one queued trajectory."""
+    from app.codebook import resolve_dispute
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            d = resolve_dispute(
+                s,
+                study=study,
+                dispute_id=dispute,
+                actor=actor_name(actor),
+                mode=mode,
+                uncertain=uncertain,
+                new_name=new,
+                new_criterion=criterion,
+            )
+            status, label = d.status, d.final_label
+    except _errors() as exc:
+        fail(str(exc))
+    typer.echo(f"dispute #{dispute}: {status}" + (f" → {label}" if label else ""))
+
+
+def _extension_dict(e: Any, texts: dict[str, str], n_examples: int) -> dict[str, Any]:
+    return {
+        "extension_id": e.id,
+        "question_id": e.question_id,
+        "status": e.status,
+        "base_version_id": e.base_version_id,
+        "new_version_id": e.new_version_id,
+        "proposals": [
+            {
+                "name": p["name"],
+                "criterion": p.get("criterion", ""),
+                "n_trajectories": len(p.get("trajectory_ids", [])),
+                "examples": [texts.get(t, "") for t in p.get("trajectory_ids", [])[:n_examples]],
+            }
+            for p in e.proposals
+        ],
+    }
+
+
+@codebook_app.command("extend")
+def extend_cmd(
+    study: str = STUDY_OPTION,
+    examples: int = typer.Option(2, "--examples", help="example texts shown per proposal"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Group provisional NEW assignments into question-level extension requests and list
+    the pending ones for review."""
+    from app.codebook import request_extensions
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            pending = request_extensions(s, study=study, actor=actor_name(actor))
+            ids = [t for e in pending for p in e.proposals for t in p.get("trajectory_ids", [])]
+            snapshot = [(e, list(e.proposals)) for e in pending]
+        texts = _texts(study, ids)
+        rows = [_extension_dict(e, texts, examples) for e, _ in snapshot]
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(rows)
+        return
+    typer.echo(f"{len(rows)} pending extension request(s)")
+    for r in rows:
+        typer.echo(f"#{r['extension_id']}  {r['question_id']}")
+        for p in r["proposals"]:
+            typer.echo(f"  + {p['name']} ({p['n_trajectories']} trajectories): {p['criterion']}")
+            for text in p["examples"]:
+                typer.echo(_indent(text))
+    if rows:
+        typer.echo("review: rcea codebook approve ID --study S | rcea codebook reject ID ...")
+
+
+@codebook_app.command("approve")
+def approve_cmd(
+    extension: int = typer.Argument(..., help="extension request id"),
+    study: str = STUDY_OPTION,
+    reason: str = typer.Option("", "--reason", help="recorded with the new version"),
+    reassign: bool = typer.Option(
+        True, "--reassign/--no-reassign", help="assign + reconcile the affected trajectories"
+    ),
+    seed: int = SEED_OPTION,
+    threshold: float = THRESHOLD_OPTION,
+    backend: str = BACKEND_OPTION,
+    oracle: str = ORACLE_OPTION,
+    concurrency: int = CONCURRENCY_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    max_retries: int = RETRIES_OPTION,
+    price_in: float = PRICE_IN_OPTION,
+    price_out: float = PRICE_OUT_OPTION,
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Approve a request: refreeze the question's codebook as a new version (parent and
+    reason recorded), then reassign only that question's affected trajectories."""
+    from app.codebook import assign, decide_extension, reconcile
+    from app.store import session_scope
+
+    who = actor_name(actor)
+    try:
+        with session_scope(engine()) as s:
+            ext, v = decide_extension(
+                s, study=study, extension_id=extension, approve=True, actor=who, reason=reason
+            )
+            out: dict[str, Any] = {
+                "extension_id": ext.id,
+                "question_id": ext.question_id,
+                "version": v.version if v else None,
+                "content_hash": v.content_hash if v else None,
+                "n_affected": len(ext.affected_trajectory_ids),
+            }
+        if reassign:
+            be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+            q = [out["question_id"]]
+            kw = {"study": study, "backend": be, "actor": who, "concurrency": concurrency}
+            out["assign"] = assign(engine(), seed=seed, questions=q, **kw).to_dict()
+            out["reconcile"] = reconcile(
+                engine(), seed=seed, threshold=threshold, questions=q, **kw
+            ).to_dict()
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(out)
+        return
+    typer.echo(
+        f"approved #{out['extension_id']}: {out['question_id']} refrozen as "
+        f"v{out['version']} sha256 {out['content_hash']}; {out['n_affected']} trajectory(ies) "
+        + ("reassigned" if reassign else "to reassign (run `rcea codebook assign`)")
+    )
+
+
+@codebook_app.command("reject")
+def reject_cmd(
+    extension: int = typer.Argument(..., help="extension request id"),
+    study: str = STUDY_OPTION,
+    reason: str = typer.Option("", "--reason"),
+    actor: str = ACTOR_OPTION,
+) -> None:
+    """Reject a request: its trajectories go to the researcher queue."""
+    from app.codebook import decide_extension
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            ext, _ = decide_extension(
+                s,
+                study=study,
+                extension_id=extension,
+                approve=False,
+                actor=actor_name(actor),
+                reason=reason,
+            )
+            n = sum(len(p.get("trajectory_ids", [])) for p in ext.proposals)
+    except _errors() as exc:
+        fail(str(exc))
+    typer.echo(f"rejected #{extension}: {n} trajectory(ies) moved to the researcher queue")
+
+
+@codebook_app.command("export")
+def export_cmd(
+    study: str = STUDY_OPTION,
+    out: Path = typer.Option(None, "--out", help="Parquet path (default: under artifacts)"),
+    allow_incomplete: bool = typer.Option(
+        False, "--allow-incomplete", help="count unfinished trajectories as uncertain"
+    ),
+    threshold: float = THRESHOLD_OPTION,
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The final partition (mode per accepted trajectory, or uncertain), frozen in the
+    store for the pair audit and written as Parquet."""
+    from app.codebook import export_partition
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            result = export_partition(
+                s,
+                study=study,
+                actor=actor_name(actor),
+                artifacts_dir=settings().artifacts_dir,
+                out=out,
+                allow_incomplete=allow_incomplete,
+                threshold=threshold,
+            )
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(result)
+        return
+    typer.echo(
+        f"{'froze' if result['created'] else 'unchanged:'} partition #{result['partition_id']} "
+        f"({result['source']}): {result['n_modes']} modes in {result['n_codebooks']} codebooks, "
+        f"{result['n_included']} included, {result['n_uncertain']} uncertain trajectories; "
+        f"sha256 {result['partition_hash']}"
+    )
+    typer.echo(f"  {result['parquet']}")
+
+
+@codebook_app.command("status")
+def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
+    """Progress of every stage."""
+    from app.codebook import cycle_status
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            st = cycle_status(s, study=study)
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(st)
+        return
+    typer.echo(
+        f"{st['study']}: {st['n_accepted']} accepted trajectories in {st['n_questions']} "
+        f"questions; {st['n_drafts']} drafts, {st['n_frozen_codebooks']} frozen codebooks"
+    )
+    for key in ("batches", "disputes", "extensions", "outcomes", "tokens"):
+        if st[key]:
+            typer.echo(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in sorted(st[key].items())))
+
+
+@codebook_app.command("run")
+def run_cmd(
+    study: str = STUDY_OPTION,
+    seed: int = SEED_OPTION,
+    induce_batch_size: int = typer.Option(12, "--induce-batch-size", min=1),
+    sample: int = typer.Option(None, "--sample", min=1, help="induction sample per question"),
+    assign_batch_size: int = typer.Option(10, "--assign-batch-size", min=1),
+    threshold: float = THRESHOLD_OPTION,
+    backend: str = BACKEND_OPTION,
+    oracle: str = ORACLE_OPTION,
+    concurrency: int = CONCURRENCY_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    max_retries: int = RETRIES_OPTION,
+    price_in: float = PRICE_IN_OPTION,
+    price_out: float = PRICE_OUT_OPTION,
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Every automatic stage in order — induce, merge, freeze (drafts as they are),
+    assign, reconcile, extend — stopping where a researcher decides (queue, extension
+    review). For unattended runs such as the oracle demo; resumable like each stage."""
+    from app.codebook import (
+        assign,
+        freeze_codebooks,
+        induce,
+        merge,
+        reconcile,
+        request_extensions,
+    )
+    from app.store import session_scope
+
+    who = actor_name(actor)
+    reports: list[Any] = []
+    try:
+        be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+        kw = {"study": study, "backend": be, "actor": who, "concurrency": concurrency}
+        eng = engine()
+        reports.append(
+            induce(eng, seed=seed, batch_size=induce_batch_size, sample_per_question=sample, **kw)
+        )
+        reports.append(merge(eng, **kw))
+        with session_scope(eng) as s:
+            n_frozen = len(freeze_codebooks(s, study=study, actor=who))
+        reports.append(assign(eng, seed=seed, batch_size=assign_batch_size, **kw))
+        reports.append(reconcile(eng, seed=seed, threshold=threshold, **kw))
+        with session_scope(eng) as s:
+            n_ext = len(request_extensions(s, study=study, actor=who))
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(
+            {
+                "stages": [r.to_dict() for r in reports],
+                "n_frozen_now": n_frozen,
+                "pending_extensions": n_ext,
+            }
+        )
+        return
+    for r in reports:
+        _print_report(r, False)
+    typer.echo(f"froze {n_frozen} codebook(s) now; {n_ext} pending extension request(s)")
+    typer.echo("next: rcea codebook queue / extend / approve / export")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(codebook_app, name="codebook")

@@ -1,0 +1,49 @@
+"""The codebook cycle on the store (DESIGN.md "Codebook cycle").
+
+Automatic stages (:mod:`app.codebook.stages`): induce → merge → assign → reconcile, each
+resumable. Researcher operations (:mod:`app.codebook.review`): draft edits, freeze, the
+reconciliation queue, extension review. The final partition (:mod:`app.codebook.export`).
+"""
+
+from app.codebook.backend import BackendOptions, load_strategy_fn, make_backend
+from app.codebook.blinding import PromptBlindingGuard, study_guard
+from app.codebook.common import CodebookStageError, StageReport
+from app.codebook.export import cycle_status, export_partition, final_labels
+from app.codebook.review import (
+    CodebookFrozenError,
+    decide_extension,
+    edit_draft,
+    freeze_codebooks,
+    get_draft,
+    list_extensions,
+    request_extensions,
+    researcher_queue,
+    resolve_dispute,
+)
+from app.codebook.stages import assign, induce, merge, reconcile
+
+__all__ = [
+    "BackendOptions",
+    "CodebookFrozenError",
+    "CodebookStageError",
+    "PromptBlindingGuard",
+    "StageReport",
+    "assign",
+    "cycle_status",
+    "decide_extension",
+    "edit_draft",
+    "export_partition",
+    "final_labels",
+    "freeze_codebooks",
+    "get_draft",
+    "induce",
+    "list_extensions",
+    "load_strategy_fn",
+    "make_backend",
+    "merge",
+    "reconcile",
+    "request_extensions",
+    "researcher_queue",
+    "resolve_dispute",
+    "study_guard",
+]

@@ -1,0 +1,112 @@
+"""Store queries shared by the codebook stages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlmodel import Session, select
+
+from app.audit.freeze import accepted_trajectories
+from app.store.models import CodebookAssignment, CodebookExtension, CodebookVersion
+from pipeline.codebook import handles
+from pipeline.codebook.model import CodebookError
+
+
+class CodebookStageError(CodebookError):
+    """A stage cannot run yet (missing earlier stage, stale request, unknown id...)."""
+
+
+@dataclass
+class StageReport:
+    stage: str
+    n_questions: int = 0
+    n_batches: int = 0
+    """batches planned"""
+    n_skipped: int = 0
+    """planned batches already finished by an earlier run (resume)"""
+    n_run: int = 0
+    n_failed: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def accepted_by_question(
+    session: Session, *, study_id: int, questions: Iterable[str] | None = None
+) -> dict[str, list[tuple[str, str]]]:
+    """question_id → [(trajectory_id, text)] of accepted trajectories (R = 1 and
+    judge-accepted), ordered by trajectory id."""
+    wanted = set(questions) if questions is not None else None
+    out: dict[str, list[tuple[str, str]]] = {}
+    for t in accepted_trajectories(session, study_id=study_id):
+        if wanted is None or t.question_id in wanted:
+            out.setdefault(t.question_id, []).append((t.trajectory_id, t.text))
+    return out
+
+
+def versions_by_question(session: Session, *, study_id: int) -> dict[str, list[CodebookVersion]]:
+    """question_id → frozen versions, oldest first."""
+    rows = session.exec(
+        select(CodebookVersion)
+        .where(CodebookVersion.study_id == study_id)
+        .order_by(CodebookVersion.question_id, CodebookVersion.version)
+    ).all()
+    out: dict[str, list[CodebookVersion]] = {}
+    for r in rows:
+        out.setdefault(r.question_id, []).append(r)
+    return out
+
+
+def handle_map(trajectory_ids: Sequence[str]) -> dict[str, str]:
+    """Opaque per-batch handle → trajectory id (handles follow the batch's shuffled order)."""
+    return dict(zip(handles(len(trajectory_ids)), trajectory_ids, strict=True))
+
+
+def assigned_passes(
+    session: Session, *, version_ids: Sequence[int]
+) -> dict[int, dict[str, dict[int, CodebookAssignment]]]:
+    """version_id → trajectory_id → pass_no → assignment row."""
+    out: dict[int, dict[str, dict[int, CodebookAssignment]]] = {v: {} for v in version_ids}
+    if not version_ids:
+        return out
+    rows = session.exec(
+        select(CodebookAssignment).where(CodebookAssignment.version_id.in_(version_ids))  # type: ignore[attr-defined]
+    ).all()
+    for r in rows:
+        out[r.version_id].setdefault(r.trajectory_id, {})[r.pass_no] = r
+    return out
+
+
+def version_targets(
+    session: Session,
+    *,
+    versions: Sequence[CodebookVersion],
+    accepted_ids: Sequence[str],
+    passes: dict[int, dict[str, dict[int, CodebookAssignment]]] | None = None,
+) -> dict[int, list[str]]:
+    """version_id → the trajectories that version assigns.
+
+    Version 1 assigns every accepted trajectory of the question. A later version (made by
+    an approved extension) assigns the trajectories that extension found unsettled, plus
+    any accepted trajectory no earlier version assigned in both passes (new data).
+    """
+    if passes is None:
+        passes = assigned_passes(session, version_ids=[v.id for v in versions])  # type: ignore[misc]
+    out: dict[int, list[str]] = {}
+    done_earlier: set[str] = set()
+    for v in versions:
+        if v.parent_id is None:
+            targets = set(accepted_ids)
+        else:
+            ext = session.exec(
+                select(CodebookExtension).where(CodebookExtension.new_version_id == v.id)
+            ).first()
+            affected = set(ext.affected_trajectory_ids) if ext else set()
+            targets = affected | (set(accepted_ids) - done_earlier)
+        out[v.id] = sorted(targets)  # type: ignore[index]
+        done_earlier |= {t for t, p in passes.get(v.id, {}).items() if 1 in p and 2 in p}  # type: ignore[arg-type]
+    return out

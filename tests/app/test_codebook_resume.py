@@ -1,0 +1,156 @@
+"""Kill -9 in the middle of `rcea codebook assign`, rerun, and compare with an
+uninterrupted run: same result, and no repeated call for any batch finished before the
+kill (server-side call log, keyed by the same content hash as the client cache)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from sqlmodel import select
+
+from app.codebook import BackendOptions, assign, freeze_codebooks, induce, make_backend, merge
+from app.ingest import ingest_file
+from app.settings import Settings
+from app.store import make_engine, session_scope, upgrade
+from app.store.models import CodebookAssignment, CodebookBatch
+from pipeline.codebook import OracleBackend
+from pipeline.llm import ResponseCache
+from tests.fake_llm import FakeLLM, Faults, domain_records, strategy_of
+from tests.helpers import write_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+QUESTIONS = {f"q{i:02d}": ["direct", "distribute", "factor", "direct"] * 4 for i in range(6)}
+CONCURRENCY = 4
+FAULTS = Faults(rate_limit=0.1, server_error=0.05, malformed=0.05, wrong_mode=0.1, flip=0.1)
+
+
+def _prepared_store(tmp_path: Path) -> Path:
+    """A SQLite store with frozen codebooks (oracle-built), ready for assignment."""
+    db = tmp_path / "prepared.db"
+    engine = make_engine(f"sqlite:///{db}")
+    upgrade(engine)
+    recs = domain_records(questions=QUESTIONS, unique=True)
+    ingest_file(
+        engine,
+        write_jsonl(tmp_path / "r.jsonl", recs),
+        study="s",
+        artifacts_dir=tmp_path / "art",
+        data_dir=tmp_path,
+    )
+    oracle = OracleBackend(strategy_of)
+    induce(engine, study="s", backend=oracle, actor="t", batch_size=8)
+    merge(engine, study="s", backend=oracle, actor="t")
+    with session_scope(engine) as s:
+        freeze_codebooks(s, study="s", actor="t")
+    engine.dispose()
+    return db
+
+
+def _env(db: Path, data_dir: Path, llm: FakeLLM) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RCEA_")}
+    env.update(
+        RCEA_DATABASE_URL=f"sqlite:///{db}",
+        RCEA_DATA_DIR=str(data_dir),
+        RCEA_LLM_BASE_URL=llm.base_url,
+        RCEA_LLM_MODEL="fake",
+        RCEA_LLM_API_KEY="k",
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+ASSIGN = [
+    sys.executable, "-c", "from app.cli import main; main()", "codebook", "assign",
+    "--study", "s", "--backend", "openai", "--batch-size", "2",
+    "--concurrency", str(CONCURRENCY), "--timeout", "5", "--actor", "t",
+]  # fmt: skip
+
+
+def _labels(db: Path) -> dict[tuple[str, int], tuple[str, float | None]]:
+    engine = make_engine(f"sqlite:///{db}")
+    with session_scope(engine) as s:
+        rows = s.exec(select(CodebookAssignment)).all()
+        out = {(r.trajectory_id, r.pass_no): (r.label, r.confidence) for r in rows}
+    engine.dispose()
+    return out
+
+
+def test_kill_minus_9_during_assign_then_rerun(tmp_path: Path) -> None:
+    prepared = _prepared_store(tmp_path)
+    n_batches = 2 * len(QUESTIONS) * 8  # 16 trajectories per question, 2 per batch, 2 passes
+
+    # Uninterrupted reference run (in-process, its own server and store).
+    control_db = tmp_path / "control.db"
+    shutil.copy(prepared, control_db)
+    with FakeLLM(latency_s=0.1, faults=FAULTS) as ref_llm:
+        settings = Settings(
+            data_dir=tmp_path / "control-data", llm_base_url=ref_llm.base_url,
+            llm_model="fake", llm_api_key="k",
+        )  # fmt: skip
+        be = make_backend(
+            settings, BackendOptions(kind="openai", concurrency=CONCURRENCY, timeout_s=5)
+        )
+        engine = make_engine(f"sqlite:///{control_db}")
+        report = assign(
+            engine, study="s", backend=be, actor="t", batch_size=2, concurrency=CONCURRENCY
+        )
+        engine.dispose()
+        assert report.n_run == n_batches
+        reference_calls = Counter(c.key for c in ref_llm.served("codebook.assign"))
+
+    db = tmp_path / "store.db"
+    shutil.copy(prepared, db)
+    data_dir = tmp_path / "data"
+    with FakeLLM(latency_s=0.1, faults=FAULTS) as llm:
+        env = _env(db, data_dir, llm)
+        proc = subprocess.Popen(
+            ASSIGN, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 90
+        while len(llm.served("codebook.assign")) < 0.4 * n_batches:
+            assert proc.poll() is None, proc.communicate()[0].decode()
+            assert time.monotonic() < deadline, "assign made no progress"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        killed_at = time.time()
+        assert proc.returncode == -signal.SIGKILL
+        time.sleep(0.3)  # let requests in flight at the kill land in the server log
+
+        engine = make_engine(f"sqlite:///{db}")
+        with session_scope(engine) as s:
+            rows = s.exec(select(CodebookBatch).where(CodebookBatch.stage == "assign")).all()
+            finished = {r.request_hash for r in rows if r.status in ("done", "failed")}
+            done = {r.request_hash for r in rows if r.status == "done"}
+            assert len(rows) == n_batches  # the whole plan was stored before any call
+            assert 0 < len(finished) < n_batches
+        engine.dispose()
+        cached = ResponseCache(data_dir / "llm-cache").keys()
+        assert done <= cached  # a validated reply reaches the disk cache before the store
+
+        rerun = subprocess.run(
+            ASSIGN, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+        assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+        assert f"{n_batches} batch(es)" in rerun.stdout and "already done" in rerun.stdout
+        after = [c for c in llm.served("codebook.assign") if c.time > killed_at]
+        total = Counter(c.key for c in llm.served("codebook.assign"))
+
+    # No call after the kill for a batch finished (recorded or cached) before it.
+    repeated = {c.key for c in after} & (finished | cached)
+    assert repeated == set()
+    # Only batches in flight at the kill were sent again (each at most once per attempt:
+    # a first answer and one re-ask after an invalid reply).
+    extra = total - reference_calls
+    assert len(extra) <= CONCURRENCY and sum(extra.values()) <= 2 * CONCURRENCY, extra
+    assert set(total) == set(reference_calls)
+    # Same result as the uninterrupted run.
+    assert _labels(db) == _labels(control_db)
+    assert len(_labels(db)) == 2 * sum(len(v) for v in QUESTIONS.values())
