@@ -12,6 +12,7 @@ from app.cli import (
     labelstudio_cmd,
     serve_cmd,
     stats_cmd,
+    train_cmd,
     view_cmd,
 )
 
@@ -29,6 +30,7 @@ view_cmd.register(app)
 stats_cmd.register(app)
 audit_cmd.register(app)
 labelstudio_cmd.register(app)
+train_cmd.register(app)
 codebook_cmd.register(app)
 
 

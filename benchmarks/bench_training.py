@@ -1,0 +1,162 @@
+"""Training speed of the tiny policy on CPU, per objective, through the shared TRL trainer.
+
+Figures, all measured in this run on the same base model:
+
+* steps/s of a short training run per objective (rollouts with Transformers ``generate``,
+  4 optimizer iterations per rollout, 32 completions per step);
+* the loss overhead of each objective relative to ``grpo``: on one fixed scored rollout,
+  the median time of ``prepare`` (once per rollout, divided by the 4 iterations that share
+  it) plus ``_compute_loss`` forward and backward, as a ratio to GRPO's (target <= 1.3x).
+
+Run: ``make bench`` or ``python benchmarks/bench_training.py [--model DIR] [--steps 12]``.
+Without ``--model`` a base model is warm-started for ``--sft-steps`` steps first (speed
+does not depend on its quality).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", category=UserWarning)
+
+OBJECTIVES = ("grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo")
+
+
+def config(model: Path, out: Path, objective: str, steps: int, threads: int):  # type: ignore[no-untyped-def]
+    from pipeline.training.config import parse_config
+
+    return parse_config(
+        {
+            "model": {"path": str(model)},
+            "objective": {"name": objective},
+            "objectives": {"clip_cov": {"clip_ratio": 0.02}, "kl_cov": {"k_ratio": 0.2}},
+            "training": {
+                "output_dir": str(out),
+                "max_steps": steps,
+                "learning_rate": 3e-4,
+                "per_device_train_batch_size": 32,
+                "num_generations": 8,
+                "num_iterations": 4,
+                "max_completion_length": 64,
+                "save_steps": 10_000,
+                "seed": 42,
+                "torch_threads": threads,
+                "progress_bar": False,
+            },
+        },
+        source="bench",
+    )
+
+
+def loss_timings(model: Path, root: Path, reps: int, threads: int) -> dict[str, dict[str, float]]:
+    """Median prepare and loss (forward + backward) times per objective on one rollout.
+
+    All six trainers are built first; the repetitions then go round-robin over the
+    objectives (after one warm-up round) so that machine-load drift hits all of them alike."""
+    from pipeline.training.run import build_trainer
+
+    trainers = {}
+    for name in OBJECTIVES:
+        trainer, _, _ = build_trainer(
+            config(model, root / f"loss-{name}", name, 4, threads), progress=False
+        )
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = 1
+        trainers[name] = trainer
+    first = trainers["grpo"]
+    rows = next(iter(first.get_train_dataloader()))
+    # one rollout, generated and scored by TRL (no objective-specific preparation)
+    scored = super(type(first), first)._generate_and_score_completions(rows)
+    outcomes = first._rcea_recorder.pop_outcomes()
+    times: dict[str, dict[str, list[float]]] = {n: {"prep": [], "loss": []} for n in OBJECTIVES}
+    for rep in range(reps + 1):
+        for name, trainer in trainers.items():
+            t0 = time.perf_counter()
+            inputs = trainer.rcea_prepare(dict(scored), list(outcomes))
+            t1 = time.perf_counter()
+            trainer.model.zero_grad(set_to_none=True)
+            trainer._compute_loss(trainer.model, inputs).backward()
+            t2 = time.perf_counter()
+            if rep > 0:  # round 0 warms up
+                times[name]["prep"].append(t1 - t0)
+                times[name]["loss"].append(t2 - t1)
+    return {
+        n: {
+            "prepare_ms": 1000 * statistics.median(v["prep"]),
+            "loss_ms": 1000 * statistics.median(v["loss"]),
+        }
+        for n, v in times.items()
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", type=Path, default=None, help="a built base model directory")
+    ap.add_argument("--sft-steps", type=int, default=300)
+    ap.add_argument("--steps", type=int, default=12, help="training steps per objective")
+    ap.add_argument("--reps", type=int, default=15, help="loss timing repetitions")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from pipeline.training.run import run_training
+
+    with tempfile.TemporaryDirectory(prefix="rcea-bench-train-") as tmp:
+        root = Path(tmp)
+        model = args.model
+        if model is None:
+            from pipeline.policy import build_base
+
+            model = build_base(
+                root / "base", sft_steps=args.sft_steps, eval_questions=4, eval_k=2, progress=False
+            ).path
+        timings = loss_timings(Path(model), root, args.reps, args.threads)
+        speed = {}
+        for name in OBJECTIVES:
+            res = run_training(
+                config(Path(model), root / name, name, args.steps, args.threads), progress=False
+            )
+            speed[name] = res.steps / res.seconds
+    iters = 4
+    per_step = {k: v["loss_ms"] + v["prepare_ms"] / iters for k, v in timings.items()}
+    ratio = {k: per_step[k] / per_step["grpo"] for k in OBJECTIVES}
+    print(
+        f"{'objective':<10}{'steps/s':>9}{'loss ms':>10}{'prepare ms':>12}"
+        f"{'per step ms':>13}{'vs grpo':>9}"
+    )
+    for k in OBJECTIVES:
+        print(
+            f"{k:<10}{speed[k]:>9.2f}{timings[k]['loss_ms']:>10.1f}"
+            f"{timings[k]['prepare_ms']:>12.1f}{per_step[k]:>13.1f}{ratio[k]:>8.2f}x"
+        )
+    worst = max(ratio[k] for k in OBJECTIVES)
+    print(
+        f"loss overhead vs grpo (prepare/{iters} + loss fwd/bwd), worst {worst:.2f}x "
+        f"(target <= 1.3x); {args.threads} torch thread(s), 32 completions/step"
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "training",
+                "threads": args.threads,
+                "steps": args.steps,
+                "steps_per_s": {k: round(v, 3) for k, v in speed.items()},
+                "loss_ms": {k: round(v["loss_ms"], 2) for k, v in timings.items()},
+                "prepare_ms": {k: round(v["prepare_ms"], 2) for k, v in timings.items()},
+                "overhead_vs_grpo": {k: round(v, 3) for k, v in ratio.items()},
+                "target_overhead": 1.3,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The tiny base policy: a Qwen2-architecture causal LM of ~0.31 M parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TINY_DEFAULTS: dict[str, Any] = {
+    "hidden_size": 96,
+    "intermediate_size": 256,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 128,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": True,
+}
+
+# Qwen2.5-0.5B's shape (hidden 896, 24 layers, 14 heads / 2 KV heads, vocab 151,936).
+QWEN25_05B_SHAPE: dict[str, Any] = {
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": True,
+    "vocab_size": 151936,
+}
+
+
+def model_config(tokenizer: Any, **overrides: Any):  # type: ignore[no-untyped-def]
+    """A ``Qwen2Config`` for ``tokenizer`` (vocab, pad and eos ids taken from it)."""
+    from transformers import Qwen2Config
+
+    kwargs = {**TINY_DEFAULTS, "vocab_size": len(tokenizer), **overrides}
+    return Qwen2Config(
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+        **kwargs,
+    )
+
+
+def build_model(tokenizer: Any, seed: int = 0, **overrides: Any):  # type: ignore[no-untyped-def]
+    """A randomly initialised model (deterministic for a seed)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(model_config(tokenizer, **overrides))
+    gc = model.generation_config
+    gc.eos_token_id = tokenizer.eos_token_id
+    gc.pad_token_id = tokenizer.pad_token_id
+    gc.bos_token_id = None
+    return model
+
+
+def n_parameters(model: Any) -> int:
+    return sum(p.numel() for p in model.parameters())

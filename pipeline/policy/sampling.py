@@ -1,0 +1,132 @@
+"""Sampling completions from a policy and scoring them with the toy oracles."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline import toy
+
+
+@dataclass
+class Sample:
+    question_id: str
+    text: str
+    n_tokens: int
+    truncated: bool
+    token_entropies: list[float]
+    seq_logprob: float
+    reward: int
+    validity: int
+    mode: str
+    answer: str | None
+
+
+def sample_completions(
+    model: Any,
+    tokenizer: Any,
+    questions: list[toy.Question],
+    k: int,
+    *,
+    max_new_tokens: int = 64,
+    temperature: float = 1.0,
+    seed: int = 0,
+    batch_size: int = 256,
+) -> list[Sample]:
+    """``k`` sampled completions per question (ancestral sampling at ``temperature``, no
+    top-k/top-p), with per-token entropies and log-probabilities of the sampling
+    distribution, scored by the toy oracles."""
+    import torch
+
+    model.eval()
+    torch.manual_seed(seed)
+    prompts = [q for q in questions for _ in range(k)]
+    eos = tokenizer.eos_token_id
+    out: list[Sample] = []
+    for start in range(0, len(prompts), batch_size):
+        chunk = prompts[start : start + batch_size]
+        enc = tokenizer([q.prompt for q in chunk], return_tensors="pt", padding=True)
+        with torch.no_grad():
+            gen = model.generate(
+                **enc,
+                do_sample=True,
+                temperature=temperature,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=max_new_tokens,
+                output_scores=True,
+                return_dict_in_generate=True,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=eos,
+            )
+        seqs = gen.sequences[:, enc["input_ids"].shape[1] :]
+        logp = torch.stack([torch.log_softmax(s.float(), -1) for s in gen.scores], dim=1)
+        ent = -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(-1)
+        chosen = logp.gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
+        for i, q in enumerate(chunk):
+            ids = seqs[i].tolist()
+            n = ids.index(eos) + 1 if eos in ids else len(ids)
+            text = tokenizer.decode(ids[:n], skip_special_tokens=True)
+            out.append(
+                Sample(
+                    question_id=q.question_id,
+                    text=text,
+                    n_tokens=n,
+                    truncated=eos not in ids[:n],
+                    token_entropies=[float(x) for x in ent[i, :n]],
+                    seq_logprob=float(chosen[i, :n].sum()),
+                    reward=toy.verify(q, text),
+                    validity=toy.process_valid(q, text),
+                    mode=toy.strategy(q, text),
+                    answer=toy.extract_answer(text),
+                )
+            )
+    return out
+
+
+@dataclass
+class EvalSummary:
+    n_questions: int
+    k: int
+    accuracy: float
+    boxed_rate: float
+    valid_given_success: float | None
+    success_invalid_share: float
+    mean_token_entropy: float
+    mean_length: float
+    truncated_share: float
+    modes: dict[str, int] = field(default_factory=dict)
+    questions_with_two_correct_modes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def summarise(samples: list[Sample], k: int) -> EvalSummary:
+    """Macro accuracy over questions and pooled diagnostics of a sample set."""
+    by_q: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        by_q[s.question_id].append(s)
+    acc = sum(sum(s.reward for s in v) / len(v) for v in by_q.values()) / len(by_q)
+    succ = [s for s in samples if s.reward == 1]
+    modes = Counter(s.mode for s in succ if s.validity == 1)
+    two_modes = sum(
+        len({s.mode for s in v if s.reward == 1 and s.validity == 1} - {toy.UNKNOWN}) >= 2
+        for v in by_q.values()
+    )
+    toks = [h for s in samples for h in s.token_entropies]
+    return EvalSummary(
+        n_questions=len(by_q),
+        k=k,
+        accuracy=acc,
+        boxed_rate=sum(s.answer is not None for s in samples) / len(samples),
+        valid_given_success=(sum(s.validity for s in succ) / len(succ)) if succ else None,
+        success_invalid_share=sum(1 for s in succ if s.validity == 0) / len(samples),
+        mean_token_entropy=(sum(toks) / len(toks)) if toks else math.nan,
+        mean_length=sum(s.n_tokens for s in samples) / len(samples),
+        truncated_share=sum(s.truncated for s in samples) / len(samples),
+        modes=dict(sorted(modes.items())),
+        questions_with_two_correct_modes=two_modes,
+    )

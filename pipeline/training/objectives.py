@@ -1,0 +1,646 @@
+"""The six RLVR objectives as small losses on tensors.
+
+Each objective is an :class:`Objective` with
+
+* ``prepare(PrepBatch)`` — run once per generation batch, before TRL shuffles and splits it,
+  with whole groups present (group-level quantities: DAPO's zero-variance removal, GTPO's
+  conflict tokens, EP-GRPO's progress-aligned token advantages); returns per-sample
+  tensors (``rcea_*`` keys) that travel with the batch, and metrics;
+* ``loss(LossBatch)`` — the policy loss of one micro-batch, returning the scalar and metrics.
+
+Both are pure functions of their tensors (plus, for GTPO, the entropy calibrated on the
+first batch and, for Clip-Cov, a random generator), so every objective is tested on
+hand-computed 2-sample batches. The shared trainer (:mod:`pipeline.training.trainer`)
+only gathers the tensors and calls them.
+
+Notation: ``logp``/``old_logp`` are log-probabilities of the sampled tokens under the
+current and the sampling policy, ``A`` the group-normalised advantage (one per completion
+unless an objective makes it token-level), ``mask`` the completion-token mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+import torch
+
+Tensor = torch.Tensor
+
+SEQ_MEAN = "seq_mean_token_mean"  # TRL loss_type="grpo": mean over sequences of token means
+TOKEN_MEAN = "token_mean"  # TRL loss_type="dapo": all tokens of the accumulation window
+LOSS_AGGS = (SEQ_MEAN, TOKEN_MEAN)
+
+
+# --------------------------------------------------------------------------- batches
+
+
+@dataclass
+class PrepBatch:
+    """One generation batch, whole groups, in generation order (no grad)."""
+
+    completion_ids: Tensor  # (B, T) long
+    mask: Tensor  # (B, T) float
+    advantages: Tensor  # (B,)
+    correct: Tensor  # (B,) float, verifier outcome R
+    group: Tensor  # (B,) long, prompt group index
+    old_logp: Tensor | None = None  # (B, T) sampling-policy log-probs (needs_generation_stats)
+    entropy: Tensor | None = None  # (B, T) sampling-policy token entropies (needs_generation_stats)
+    ref_logp: Tensor | None = None  # (B, T) reference-policy log-probs (needs_reference)
+
+
+@dataclass
+class LossBatch:
+    """One micro-batch for the loss."""
+
+    logp: Tensor  # (B, T), differentiable
+    old_logp: Tensor  # (B, T)
+    entropy: Tensor  # (B, T), differentiable
+    mask: Tensor  # (B, T) float
+    advantages: Tensor  # (B,) or (B, T)
+    extras: dict[str, Tensor] = field(default_factory=dict)
+    token_normalizer: Tensor | float | None = None  # TOKEN_MEAN denominator (window tokens)
+    seq_scale: float = 1.0  # SEQ_MEAN multiplier (1 / gradient accumulation steps)
+    is_ratio: Tensor | None = None  # vLLM importance-sampling correction, multiplies the PG term
+    generator: torch.Generator | None = None  # Clip-Cov's random selection
+
+
+@dataclass
+class LossOutput:
+    loss: Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- shared pieces
+
+
+def adv_2d(advantages: Tensor) -> Tensor:
+    return advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+
+
+def ppo_clip(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, eps_low: float, eps_high: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-token clipped surrogate ``-min(r A, clip(r, 1-eps_low, 1+eps_high) A)`` and the
+    low/high clip indicators (as TRL counts them)."""
+    adv = adv_2d(adv)
+    ratio = torch.exp(logp - old_logp)
+    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+    per_token = -torch.min(ratio * adv, clipped * adv)
+    low = (ratio < 1 - eps_low) & (adv < 0)
+    high = (ratio > 1 + eps_high) & (adv > 0)
+    return per_token, low, high
+
+
+def aggregate(
+    per_token: Tensor,
+    mask: Tensor,
+    mode: str,
+    *,
+    token_normalizer: Tensor | float | None = None,
+    seq_scale: float = 1.0,
+) -> Tensor:
+    """``SEQ_MEAN``: mean over sequences of the per-sequence token mean, times ``seq_scale``;
+    ``TOKEN_MEAN``: sum over tokens / ``token_normalizer`` (default: the batch's tokens)."""
+    if mode == SEQ_MEAN:
+        per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+        return per_seq.mean() * seq_scale
+    if mode == TOKEN_MEAN:
+        denom = mask.sum().clamp(min=1.0) if token_normalizer is None else token_normalizer
+        return (per_token * mask).sum() / denom
+    raise ValueError(f"unknown loss aggregation {mode!r} (choose from {LOSS_AGGS})")
+
+
+def masked_mean(x: Tensor, mask: Tensor) -> float:
+    n = float(mask.sum())
+    return float((x * mask).sum()) / n if n > 0 else 0.0
+
+
+def token_covariance(logp: Tensor, adv: Tensor, mask: Tensor) -> Tensor:
+    """Cui et al.'s token covariance ``(log pi - mean log pi)(A - mean A)``, means over the
+    valid tokens of the batch (token-weighted), computed without gradient."""
+    logp = logp.detach()
+    adv = adv_2d(adv).expand_as(logp)
+    n = mask.sum().clamp(min=1.0)
+    lp_mean = (logp * mask).sum() / n
+    a_mean = (adv * mask).sum() / n
+    return (logp - lp_mean) * (adv - a_mean)
+
+
+def _pg_metrics(low: Tensor, high: Tensor, mask: Tensor) -> dict[str, float]:
+    return {
+        "clip_ratio/low_mean": masked_mean(low.float(), mask),
+        "clip_ratio/high_mean": masked_mean(high.float(), mask),
+        "clip_ratio/region_mean": masked_mean((low | high).float(), mask),
+    }
+
+
+def _apply_is(per_token: Tensor, batch: LossBatch) -> Tensor:
+    return per_token if batch.is_ratio is None else per_token * batch.is_ratio
+
+
+# --------------------------------------------------------------------------- base class
+
+
+@dataclass
+class ObjectiveParams:
+    epsilon: float = 0.2
+    epsilon_high: float = 0.2
+    loss_agg: str = SEQ_MEAN
+
+
+class Objective:
+    """Base objective: PPO-clipped GRPO surrogate with the configured aggregation."""
+
+    name: ClassVar[str] = "base"
+    Params: ClassVar[type[ObjectiveParams]] = ObjectiveParams
+    needs_reference: ClassVar[bool] = False
+    needs_generation_stats: ClassVar[bool] = False
+    needs_groups: ClassVar[bool] = False
+
+    def __init__(self, **params: Any) -> None:
+        names = {f.name for f in fields(self.Params)}
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise ValueError(
+                f"objective {self.name!r}: unknown parameter(s) {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(names))})"
+            )
+        self.params = self.Params(**params)
+        if self.params.loss_agg not in LOSS_AGGS:
+            raise ValueError(
+                f"objective {self.name!r}: loss_agg must be one of {LOSS_AGGS}, "
+                f"got {self.params.loss_agg!r}"
+            )
+
+    @property
+    def trl_loss_type(self) -> str:
+        """The TRL ``loss_type`` with the same aggregation (set on ``GRPOConfig``)."""
+        return "grpo" if self.params.loss_agg == SEQ_MEAN else "dapo"
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, **asdict(self.params)}
+
+    def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:
+        return {}, {}
+
+    def _aggregate(self, per_token: Tensor, mask: Tensor, batch: LossBatch) -> Tensor:
+        return aggregate(
+            per_token,
+            mask,
+            self.params.loss_agg,
+            token_normalizer=batch.token_normalizer,
+            seq_scale=batch.seq_scale,
+        )
+
+    def loss(self, batch: LossBatch) -> LossOutput:
+        p = self.params
+        per_token, low, high = ppo_clip(
+            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high
+        )
+        loss = self._aggregate(_apply_is(per_token, batch), batch.mask, batch)
+        return LossOutput(loss, _pg_metrics(low, high, batch.mask))
+
+
+# --------------------------------------------------------------------------- GRPO
+
+
+class GRPO(Objective):
+    """GRPO (Shao et al. 2024): symmetric clip 0.2, mean over sequences of token means."""
+
+    name = "grpo"
+
+
+# --------------------------------------------------------------------------- DAPO
+
+
+@dataclass
+class DAPOParams(ObjectiveParams):
+    epsilon: float = 0.2
+    epsilon_high: float = 0.28
+    loss_agg: str = TOKEN_MEAN
+    remove_zero_variance: bool = True
+    overlong_buffer_frac: float = 0.2  # soft overlong shaping over the last 20% of the budget
+    overlong_penalty: float = 1.0
+
+
+def zero_variance_keep(correct: Tensor, group: Tensor) -> Tensor:
+    """1.0 for completions whose group has both outcomes (0 < #correct < G), else 0.0."""
+    keep = torch.zeros_like(correct, dtype=torch.float32)
+    for g in torch.unique(group):
+        sel = group == g
+        k = correct[sel].sum()
+        keep[sel] = float(0 < k < int(sel.sum()))
+    return keep
+
+
+def overlong_penalty(length: int, max_len: int, buffer_len: int, penalty: float = 1.0) -> float:
+    """DAPO's soft overlong punishment: 0 up to ``max_len - buffer_len`` tokens, then linear
+    down to ``-penalty`` at ``max_len``, ``-penalty`` beyond."""
+    if buffer_len <= 0:
+        return 0.0 if length <= max_len else -penalty
+    start = max_len - buffer_len
+    if length <= start:
+        return 0.0
+    if length <= max_len:
+        return -penalty * (length - start) / buffer_len
+    return -penalty
+
+
+class DAPO(Objective):
+    """DAPO (Yu et al. 2025): token-level loss, clip-higher 0.2/0.28, dynamic removal of
+    zero-variance groups (their completions leave the loss and the token normaliser;
+    no re-sampling to refill the batch), soft overlong shaping (a reward term)."""
+
+    name = "dapo"
+    Params = DAPOParams
+    needs_groups = True
+
+    def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:
+        if not self.params.remove_zero_variance:
+            return {}, {"objective/removed_frac": 0.0}
+        keep = zero_variance_keep(batch.correct, batch.group)
+        return {"rcea_keep": keep}, {"objective/removed_frac": 1.0 - float(keep.mean())}
+
+    def loss(self, batch: LossBatch) -> LossOutput:
+        p = self.params
+        keep = batch.extras.get("rcea_keep")
+        mask = batch.mask if keep is None else batch.mask * keep.unsqueeze(1)
+        per_token, low, high = ppo_clip(
+            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high
+        )
+        loss = self._aggregate(_apply_is(per_token, batch), mask, batch)
+        return LossOutput(loss, _pg_metrics(low, high, mask))
+
+
+# --------------------------------------------------------------------------- Clip-Cov
+
+
+@dataclass
+class ClipCovParams(ObjectiveParams):
+    clip_ratio: float = 2e-4
+    lb: float = 1.0
+    ub: float = 5.0
+
+
+def clip_cov_select(
+    logp: Tensor,
+    old_logp: Tensor,
+    adv: Tensor,
+    mask: Tensor,
+    *,
+    clip_ratio: float,
+    lb: float,
+    ub: float,
+    eps_low: float,
+    eps_high: float,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Clip-Cov's token selection (verl ``compute_policy_loss_clip_cov``): among valid tokens
+    not already clipped by the PPO ratio clip whose covariance lies strictly inside
+    ``(lb, ub)``, a uniformly random ``max(floor(clip_ratio * N), 1)`` are chosen
+    (N = valid tokens). Returns (selected bool (B, T), in-range candidates bool (B, T))."""
+    adv2 = adv_2d(adv).expand_as(logp)
+    cov = token_covariance(logp, adv2, mask)
+    ratio = torch.exp(logp.detach() - old_logp)
+    loss1 = -adv2 * ratio
+    loss2 = -adv2 * torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+    clipped_by_ppo = loss2 > loss1
+    valid = mask > 0
+    candidates = valid & ~clipped_by_ppo & (cov > lb) & (cov < ub)
+    selected = torch.zeros_like(candidates)
+    idx = torch.nonzero(candidates.reshape(-1)).squeeze(-1)
+    if idx.numel() > 0:
+        n_clip = max(int(clip_ratio * float(valid.sum())), 1)
+        perm = torch.randperm(idx.numel(), generator=generator)[: min(n_clip, idx.numel())]
+        flat = selected.reshape(-1).clone()
+        flat[idx[perm.to(idx.device)]] = True
+        selected = flat.view_as(candidates)
+    return selected, candidates
+
+
+class ClipCov(Objective):
+    """Clip-Cov (Cui et al. 2025): detach a random ``clip_ratio`` fraction of tokens whose
+    covariance lies in ``(lb, ub)`` (their surrogate term is zeroed), PPO clip otherwise."""
+
+    name = "clip_cov"
+    Params = ClipCovParams
+
+    def loss(self, batch: LossBatch) -> LossOutput:
+        p = self.params
+        selected, candidates = clip_cov_select(
+            batch.logp,
+            batch.old_logp,
+            batch.advantages,
+            batch.mask,
+            clip_ratio=p.clip_ratio,
+            lb=p.lb,
+            ub=p.ub,
+            eps_low=p.epsilon,
+            eps_high=p.epsilon_high,
+            generator=batch.generator,
+        )
+        per_token, low, high = ppo_clip(
+            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high
+        )
+        per_token = per_token * (~selected).to(per_token.dtype)
+        loss = self._aggregate(_apply_is(per_token, batch), batch.mask, batch)
+        metrics = _pg_metrics(low, high, batch.mask)
+        metrics["objective/clip_cov_frac"] = masked_mean(selected.float(), batch.mask)
+        metrics["objective/cov_in_range_frac"] = masked_mean(candidates.float(), batch.mask)
+        return LossOutput(loss, metrics)
+
+
+# --------------------------------------------------------------------------- KL-Cov
+
+
+@dataclass
+class KLCovParams(ObjectiveParams):
+    k_ratio: float = 2e-3
+    kl_coef: float = 0.5
+
+
+def kl_cov_select(logp: Tensor, adv: Tensor, mask: Tensor, k_ratio: float) -> Tensor:
+    """KL-Cov's selection (verl ``compute_policy_loss_kl_cov``): the top
+    ``max(floor(k_ratio * N), 1)`` valid tokens by covariance (ties: lowest flat index)."""
+    cov = token_covariance(logp, adv, mask)
+    valid = (mask > 0).reshape(-1)
+    idx = torch.nonzero(valid).squeeze(-1)
+    selected = torch.zeros_like(valid)
+    if idx.numel() > 0 and k_ratio > 0:
+        k = max(int(idx.numel() * k_ratio), 1)
+        vals = cov.reshape(-1)[idx]
+        # stable ordering: sort by (-cov, index)
+        order = torch.argsort(-vals, stable=True)[:k]
+        selected[idx[order]] = True
+    return selected.view_as(mask)
+
+
+class KLCov(Objective):
+    """KL-Cov (Cui et al. 2025): unclipped surrogate ``-r A`` on every token, plus
+    ``kl_coef * |log pi - log pi_old|`` on the top ``k_ratio`` fraction by covariance (as
+    in verl: no ratio clip)."""
+
+    name = "kl_cov"
+    Params = KLCovParams
+
+    def loss(self, batch: LossBatch) -> LossOutput:
+        p = self.params
+        adv = adv_2d(batch.advantages)
+        ratio = torch.exp(batch.logp - batch.old_logp)
+        per_token = _apply_is(-adv * ratio, batch)
+        selected = kl_cov_select(batch.logp, batch.advantages, batch.mask, p.k_ratio)
+        penalty = p.kl_coef * (batch.logp - batch.old_logp).abs()
+        per_token = per_token + penalty * selected.to(per_token.dtype)
+        loss = self._aggregate(per_token, batch.mask, batch)
+        return LossOutput(
+            loss,
+            {
+                "objective/kl_cov_frac": masked_mean(selected.float(), batch.mask),
+                "objective/kl_cov_abs_kl": masked_mean(penalty.detach(), selected.float()),
+            },
+        )
+
+
+# --------------------------------------------------------------------------- GTPO
+
+
+@dataclass
+class GTPOParams(ObjectiveParams):
+    entropy_coef: float = 0.1
+    entropy_threshold: float = 1.5  # filter completions with mean entropy > threshold * H0
+    conflict: bool = True  # skip negative / amplify positive updates of conflict tokens
+    amplify: bool = True
+
+
+def conflict_weights(
+    completion_ids: Tensor, mask: Tensor, advantages: Tensor, group: Tensor, amplify: bool = True
+) -> tuple[Tensor, Tensor]:
+    """GTPO's conflict tokens: the same token id at the same position in completions of one
+    group with advantages of opposite sign. Negative-advantage occurrences get weight 0
+    (skipped); positive occurrences get ``(P + N) / P`` (P, N = positive/negative
+    occurrences) when ``amplify``, else 1. Returns (weights (B, T), conflict bool (B, T))."""
+    adv = advantages if advantages.dim() == 1 else advantages[:, 0]
+    weights = torch.ones_like(mask, dtype=torch.float32)
+    conflict = torch.zeros_like(mask, dtype=torch.bool)
+    valid = mask > 0
+    for g in torch.unique(group):
+        rows = torch.nonzero(group == g).squeeze(-1)
+        ids = completion_ids[rows]
+        pos = (adv[rows] > 0).unsqueeze(1) & valid[rows]
+        neg = (adv[rows] < 0).unsqueeze(1) & valid[rows]
+        same = ids.unsqueeze(0) == ids.unsqueeze(1)  # (G, G, T): row i vs row j at t
+        n_pos = (same & pos.unsqueeze(0)).sum(1)  # (G, T): positive rows sharing i's token
+        n_neg = (same & neg.unsqueeze(0)).sum(1)
+        is_conf = valid[rows] & (n_pos > 0) & (n_neg > 0)
+        w = torch.ones_like(n_pos, dtype=torch.float32)
+        w = torch.where(is_conf & neg, torch.zeros_like(w), w)
+        if amplify:
+            amp = (n_pos + n_neg).float() / n_pos.clamp(min=1).float()
+            w = torch.where(is_conf & pos, amp, w)
+        weights[rows] = w
+        conflict[rows] = is_conf
+    return weights, conflict
+
+
+class GTPO(Objective):
+    """GTPO (Simoni et al. 2025): conflict-token protection, entropy filtering of completions
+    above ``entropy_threshold * H0`` (H0 = mean completion entropy of the first on-policy
+    batch) and an entropy penalty ``entropy_coef * mean token entropy``; no reference model."""
+
+    name = "gtpo"
+    Params = GTPOParams
+    needs_groups = True
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.h0: float | None = None
+
+    def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:
+        if not self.params.conflict:
+            return {}, {"objective/conflict_frac": 0.0}
+        w, conf = conflict_weights(
+            batch.completion_ids, batch.mask, batch.advantages, batch.group, self.params.amplify
+        )
+        return {"rcea_token_weight": w}, {
+            "objective/conflict_frac": masked_mean(conf.float(), batch.mask)
+        }
+
+    def loss(self, batch: LossBatch) -> LossOutput:
+        p = self.params
+        ent = batch.entropy.detach()
+        seq_ent = (ent * batch.mask).sum(-1) / batch.mask.sum(-1).clamp(min=1.0)
+        if self.h0 is None:
+            self.h0 = float(seq_ent.mean())
+        keep = (seq_ent <= p.entropy_threshold * self.h0).to(batch.mask.dtype)
+        mask_kept = batch.mask * keep.unsqueeze(1)
+        per_token, low, high = ppo_clip(
+            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high
+        )
+        weight = batch.extras.get("rcea_token_weight")
+        if weight is not None:
+            per_token = per_token * weight
+        pg = self._aggregate(_apply_is(per_token, batch), mask_kept, batch)
+        ent_term = self._aggregate(batch.entropy, batch.mask, batch)
+        loss = pg + p.entropy_coef * ent_term
+        metrics = _pg_metrics(low, high, mask_kept)
+        metrics["objective/filtered_frac"] = 1.0 - float(keep.mean())
+        metrics["objective/h0"] = self.h0
+        return LossOutput(loss, metrics)
+
+
+# --------------------------------------------------------------------------- EP-GRPO
+
+
+@dataclass
+class EPGRPOParams(ObjectiveParams):
+    n_buckets: int = 10
+    gate_coef: float = 3.0
+    progress_weight: float = 0.2
+    process_scale: float = 1.0
+
+
+def entropy_gate(entropy: Tensor, mask: Tensor, coef: float) -> Tensor:
+    """Token weights ``2 sigmoid(coef (h / mean_i h - 1))``: 1 at the completion's mean
+    entropy, up to 2 on high-entropy decision pivots, towards 0 on near-certain tokens."""
+    mean_h = (entropy * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)
+    rel = entropy / mean_h.clamp(min=1e-8)
+    return 2 * torch.sigmoid(coef * (rel - 1)) * mask
+
+
+def progress_buckets(entropy: Tensor, mask: Tensor, n_buckets: int) -> Tensor:
+    """Cumulative-entropy progress bucket of each token: ``u = cumsum(h) / sum(h)`` in (0, 1],
+    bucket ``ceil(n u) - 1`` (relative position instead when a completion has zero entropy)."""
+    h = (entropy * mask).clamp(min=0)
+    total = h.sum(-1, keepdim=True)
+    cum = h.cumsum(-1)
+    length = mask.sum(-1, keepdim=True).clamp(min=1.0)
+    pos = mask.cumsum(-1) / length
+    u = torch.where(total > 0, cum / total.clamp(min=1e-12), pos)
+    b = torch.ceil(u * n_buckets).long() - 1
+    return b.clamp(0, n_buckets - 1)
+
+
+def ep_token_advantages(
+    advantages: Tensor,
+    entropy: Tensor,
+    old_logp: Tensor,
+    ref_logp: Tensor,
+    mask: Tensor,
+    group: Tensor,
+    *,
+    n_buckets: int,
+    gate_coef: float,
+    progress_weight: float,
+    process_scale: float,
+) -> tuple[Tensor, dict[str, float]]:
+    """EP-GRPO token advantages (our reading of the abstract, see the README):
+
+    ``A_hat[i,t] = g[i,t] A[i] + progress_weight * p[i,t]`` where ``g`` is the entropy gate,
+    ``s[i,t] = A[i] + process_scale (log pi_old - log pi_ref)[i,t]`` is the outcome-anchored
+    policy-reference signal and ``p`` is ``s`` normalised within (group, cumulative-entropy
+    bucket): centred, and divided by its standard deviation when that exceeds 1."""
+    adv = advantages if advantages.dim() == 1 else advantages[:, 0]
+    gate = entropy_gate(entropy, mask, gate_coef)
+    bucket = progress_buckets(entropy, mask, n_buckets)
+    signal = adv.unsqueeze(1) + process_scale * (old_logp - ref_logp)
+    proc = torch.zeros_like(signal)
+    valid = mask > 0
+    for g in torch.unique(group):
+        in_g = (group == g).unsqueeze(1) & valid
+        for b in range(n_buckets):
+            sel = in_g & (bucket == b)
+            n = int(sel.sum())
+            if n < 2:
+                continue
+            vals = signal[sel]
+            mu = vals.mean()
+            sd = vals.std(unbiased=False)
+            proc[sel] = (vals - mu) / torch.clamp(sd, min=1.0)
+    token_adv = (gate * adv.unsqueeze(1) + progress_weight * proc) * mask
+    metrics = {
+        "objective/gate_mean": masked_mean(gate, mask),
+        "objective/process_abs_mean": masked_mean(proc.abs(), mask),
+        "objective/policy_ref_divergence": masked_mean((old_logp - ref_logp).abs(), mask),
+    }
+    return token_adv, metrics
+
+
+class EPGRPO(Objective):
+    """EP-GRPO (Yu et al. 2026; mechanism from the abstract): entropy-gated token weights,
+    an outcome-anchored policy-reference log-probability signal and progress-aligned
+    normalisation over 10 cumulative-entropy buckets; PPO clip on the token advantages."""
+
+    name = "ep_grpo"
+    Params = EPGRPOParams
+    needs_reference = True
+    needs_generation_stats = True
+    needs_groups = True
+
+    def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:
+        if batch.entropy is None or batch.old_logp is None or batch.ref_logp is None:
+            raise ValueError("ep_grpo needs generation-time entropies, old and reference logps")
+        p = self.params
+        token_adv, metrics = ep_token_advantages(
+            batch.advantages,
+            batch.entropy,
+            batch.old_logp,
+            batch.ref_logp,
+            batch.mask,
+            batch.group,
+            n_buckets=p.n_buckets,
+            gate_coef=p.gate_coef,
+            progress_weight=p.progress_weight,
+            process_scale=p.process_scale,
+        )
+        return {"rcea_token_adv": token_adv}, metrics
+
+    def loss(self, batch: LossBatch) -> LossOutput:
+        p = self.params
+        adv = batch.extras.get("rcea_token_adv", batch.advantages)
+        per_token, low, high = ppo_clip(batch.logp, batch.old_logp, adv, p.epsilon, p.epsilon_high)
+        loss = self._aggregate(_apply_is(per_token, batch), batch.mask, batch)
+        return LossOutput(loss, _pg_metrics(low, high, batch.mask))
+
+
+# --------------------------------------------------------------------------- registry
+
+OBJECTIVES: dict[str, type[Objective]] = {
+    cls.name: cls for cls in (GRPO, DAPO, ClipCov, KLCov, GTPO, EPGRPO)
+}
+
+
+def make_objective(name: str, **params: Any) -> Objective:
+    if name not in OBJECTIVES:
+        raise ValueError(f"unknown objective {name!r} (choose from {', '.join(OBJECTIVES)})")
+    return OBJECTIVES[name](**params)
+
+
+def default_params(name: str) -> dict[str, Any]:
+    if name not in OBJECTIVES:
+        raise ValueError(f"unknown objective {name!r} (choose from {', '.join(OBJECTIVES)})")
+    return asdict(OBJECTIVES[name].Params())
+
+
+__all__ = [
+    "LOSS_AGGS",
+    "OBJECTIVES",
+    "SEQ_MEAN",
+    "TOKEN_MEAN",
+    "LossBatch",
+    "LossOutput",
+    "Objective",
+    "PrepBatch",
+    "aggregate",
+    "clip_cov_select",
+    "conflict_weights",
+    "default_params",
+    "ep_token_advantages",
+    "kl_cov_select",
+    "make_objective",
+    "overlong_penalty",
+    "ppo_clip",
+    "progress_buckets",
+    "token_covariance",
+    "zero_variance_keep",
+]

@@ -1,0 +1,75 @@
+"""Reward functions for TRL (``reward_funcs``): the toy verifier and DAPO's overlong shaping.
+
+TRL calls ``f(prompts=..., completions=..., completion_ids=..., **dataset_columns,
+trainer_state=..., log_metric=..., log_extra=...)`` and expects one float per completion.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline import toy
+from pipeline.training.objectives import overlong_penalty
+
+
+class ToyReward:
+    """R from :func:`pipeline.toy.verify`. Also logs boxed rate, accuracy and validity, and
+    keeps the outcomes of the latest call (in generation order) for group-level objectives
+    (DAPO removes groups whose *accuracy* has zero variance)."""
+
+    __name__ = "toy_correct"
+
+    def __init__(self) -> None:
+        self._pending: list[float] = []
+
+    def __call__(
+        self,
+        prompts: list[Any],
+        completions: list[Any],
+        question_id: list[str] | None = None,
+        log_metric: Any = None,
+        **_: Any,
+    ) -> list[float]:
+        if question_id is None:
+            raise ValueError("the training dataset needs a 'question_id' column")
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        qs = [toy.question_from_id(q) for q in question_id]
+        rewards = [toy.verify(q, t) for q, t in zip(qs, texts, strict=True)]
+        valid = [toy.process_valid(q, t) for q, t in zip(qs, texts, strict=True)]
+        boxed = [toy.extract_answer(t) is not None for t in texts]
+        self._pending.extend(float(r) for r in rewards)
+        if log_metric is not None:
+            n = len(texts)
+            log_metric("toy/accuracy", sum(rewards) / n)
+            log_metric("toy/boxed_rate", sum(boxed) / n)
+            log_metric(
+                "toy/success_invalid_rate",
+                sum(1 for r, v in zip(rewards, valid, strict=True) if r and not v) / n,
+            )
+        return [float(r) for r in rewards]
+
+    def pop_outcomes(self) -> list[float]:
+        out, self._pending = self._pending, []
+        return out
+
+
+class OverlongShaping:
+    """DAPO's soft overlong punishment as an additive reward term (length in tokens, EOS
+    included; ``max_len`` is the completion budget)."""
+
+    __name__ = "overlong_penalty"
+
+    def __init__(self, max_len: int, buffer_frac: float = 0.2, penalty: float = 1.0) -> None:
+        if not 0 <= buffer_frac <= 1:
+            raise ValueError(f"overlong_buffer_frac must be in [0, 1], got {buffer_frac}")
+        self.max_len = max_len
+        self.buffer_len = int(round(buffer_frac * max_len))
+        self.penalty = penalty
+
+    def __call__(
+        self, prompts: list[Any], completions: list[Any], completion_ids: list[list[int]], **_: Any
+    ) -> list[float]:
+        return [
+            overlong_penalty(len(ids), self.max_len, self.buffer_len, self.penalty)
+            for ids in completion_ids
+        ]

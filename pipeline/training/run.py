@@ -1,0 +1,286 @@
+"""``rcea train run``: load a local model, build the toy dataset, train one objective with
+the shared TRL trainer, write checkpoints and a progress-normalised JSONL curve.
+
+Output directory layout::
+
+    OUTPUT_DIR/
+      checkpoint-N/      every save_steps (TRL/Transformers checkpoints, save_pretrained)
+      final/             the trained model (LoRA merged) + tokenizer, loadable with
+                         AutoModelForCausalLM.from_pretrained
+      curves.jsonl       one line per logged step: step, progress = step / max_steps, ...
+      run.json           resolved config, objective parameters, versions, summary
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline import toy
+from pipeline.training.config import TrainConfig
+from pipeline.training.objectives import make_objective
+
+CURVES_FILE = "curves.jsonl"
+RUN_FILE = "run.json"
+# Logged keys copied into the curve (when present), besides step/progress/epoch.
+CURVE_KEYS: tuple[str, ...] = (
+    "loss",
+    "learning_rate",
+    "grad_norm",
+    "entropy",
+    "reward",
+    "reward_std",
+    "frac_reward_zero_std",
+    "toy/accuracy",
+    "toy/boxed_rate",
+    "toy/success_invalid_rate",
+    "completions/mean_length",
+    "completions/min_length",
+    "completions/max_length",
+    "completions/clipped_ratio",
+    "completions/mean_terminated_length",
+    "clip_ratio/low_mean",
+    "clip_ratio/high_mean",
+    "clip_ratio/region_mean",
+    "step_time",
+)
+
+
+@dataclass
+class TrainResult:
+    output_dir: str
+    final_dir: str
+    curves: str
+    objective: str
+    steps: int
+    seconds: float
+    last: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _curve_callback(path: Path):  # type: ignore[no-untyped-def]
+    from transformers import TrainerCallback
+
+    class CurveLogger(TrainerCallback):
+        """Append every training log as one JSON line with normalised progress."""
+
+        def __init__(self) -> None:
+            self.last: dict[str, float] = {}
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # type: ignore[no-untyped-def]
+            if not logs or "train_runtime" in logs:
+                return
+            rec: dict[str, Any] = {
+                "step": state.global_step,
+                "progress": state.global_step / state.max_steps if state.max_steps else None,
+                "epoch": logs.get("epoch", state.epoch),
+            }
+            for key, value in logs.items():
+                wanted = key in CURVE_KEYS or key.startswith(("objective/", "rewards/"))
+                if wanted and isinstance(value, int | float) and math.isfinite(float(value)):
+                    rec[key] = float(value)
+            self.last = rec
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rec) + "\n")
+
+    return CurveLogger()
+
+
+def build_dataset(cfg: TrainConfig):  # type: ignore[no-untyped-def]
+    from datasets import Dataset
+
+    qs = toy.generate_questions(cfg.data.split, cfg.data.n_train, seed=cfg.data.seed)
+    return Dataset.from_dict(
+        {"prompt": [q.prompt for q in qs], "question_id": [q.question_id for q in qs]}
+    )
+
+
+def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):  # type: ignore[no-untyped-def]
+    from trl import GRPOConfig
+
+    t = cfg.training
+    p = objective.params
+    kwargs: dict[str, Any] = dict(
+        output_dir=t.output_dir,
+        max_steps=t.max_steps,
+        learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler_type,
+        warmup_steps=t.warmup_steps,
+        weight_decay=t.weight_decay,
+        max_grad_norm=t.max_grad_norm,
+        optim=t.optim,
+        per_device_train_batch_size=t.per_device_train_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        num_generations=t.num_generations,
+        num_iterations=t.num_iterations,
+        max_completion_length=t.max_completion_length,
+        temperature=t.temperature,
+        top_p=t.top_p,
+        top_k=0,
+        scale_rewards=t.scale_rewards,
+        mask_truncated_completions=t.mask_truncated_completions,
+        loss_type=objective.trl_loss_type,
+        epsilon=p.epsilon,
+        epsilon_high=p.epsilon_high,
+        beta=0.0,
+        save_strategy="steps",
+        save_steps=t.save_steps,
+        save_total_limit=t.save_total_limit,
+        logging_steps=t.logging_steps,
+        seed=t.seed,
+        data_seed=cfg.data.seed,
+        bf16=t.bf16,
+        fp16=False,
+        gradient_checkpointing=t.gradient_checkpointing,
+        use_vllm=t.use_vllm,
+        vllm_mode=t.vllm_mode,
+        vllm_gpu_memory_utilization=t.vllm_gpu_memory_utilization,
+        vllm_enable_sleep_mode=t.vllm_enable_sleep_mode,
+        vllm_max_model_length=t.vllm_max_model_length,
+        report_to="none",
+        disable_tqdm=not (progress and t.progress_bar),
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        log_completions=False,
+        shuffle_dataset=True,
+    )
+    return GRPOConfig(**kwargs)
+
+
+def _dtype(name: str):  # type: ignore[no-untyped-def]
+    import torch
+
+    return {
+        "float32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "float16": torch.float16,
+        "auto": "auto",
+    }[name]
+
+
+def build_trainer(
+    cfg: TrainConfig, *, progress: bool = True, callbacks: list[Any] | None = None
+) -> tuple[Any, Any, Any]:
+    """(trainer, tokenizer, curve logger) for ``cfg``, ready to ``train()``."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+
+    from pipeline.training.rewards import OverlongShaping, ToyReward
+    from pipeline.training.trainer import RceaGRPOTrainer
+
+    t = cfg.training
+    if t.torch_threads:
+        torch.set_num_threads(t.torch_threads)
+    model_dir = Path(cfg.model.path)
+    if not (model_dir / "config.json").exists():
+        raise FileNotFoundError(
+            f"{model_dir}: not a model directory (no config.json); build one with "
+            "`rcea train build-base --out DIR` or point [model] path at local weights"
+        )
+    out = Path(t.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    curves = out / CURVES_FILE
+    curves.write_text("")
+    set_seed(t.seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=_dtype(cfg.model.dtype))
+    objective = make_objective(cfg.objective, **cfg.resolved_params())
+    args = grpo_args(cfg, objective, progress=progress)
+    rewards: list[Any] = [ToyReward()]
+    overlong = getattr(objective.params, "overlong_buffer_frac", 0.0)
+    if overlong > 0:
+        penalty = objective.params.overlong_penalty
+        rewards.append(OverlongShaping(t.max_completion_length, overlong, penalty))
+    args.reward_weights = [1.0] * len(rewards)
+    peft_config = None
+    if cfg.lora.enabled:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout,
+            target_modules=list(cfg.lora.target_modules),
+            task_type="CAUSAL_LM",
+        )
+    logger = _curve_callback(curves)
+    trainer = RceaGRPOTrainer(
+        model=model,
+        reward_funcs=rewards,
+        args=args,
+        train_dataset=build_dataset(cfg),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[logger, *(callbacks or [])],
+        objective=objective,
+    )
+    if not (progress and t.progress_bar):
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)  # the curve file has the numbers
+    return trainer, tokenizer, logger
+
+
+def run_training(
+    cfg: TrainConfig, *, progress: bool = True, callbacks: list[Any] | None = None
+) -> TrainResult:
+    """Train ``cfg.objective`` on the toy task; returns where everything was written."""
+    import warnings
+
+    with warnings.catch_warnings():
+        # Transformers 5 deprecation notices about `gradient_checkpointing` (set by TRL's
+        # config) and pin_memory on CPU: noise for every run, nothing to act on here.
+        warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*")
+        warnings.filterwarnings("ignore", message=".*pin_memory.*")
+        trainer, tokenizer, logger = build_trainer(cfg, progress=progress, callbacks=callbacks)
+        out = Path(cfg.training.output_dir)
+        t0 = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - t0
+    final = out / "final"
+    trained = trainer.model
+    if cfg.lora.enabled:
+        trained = trained.merge_and_unload()
+    trained.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    result = TrainResult(
+        output_dir=str(out),
+        final_dir=str(final),
+        curves=str(out / CURVES_FILE),
+        objective=cfg.objective,
+        steps=trainer.state.global_step,
+        seconds=seconds,
+        last=logger.last,
+    )
+    (out / RUN_FILE).write_text(
+        json.dumps(
+            {"config": cfg.to_dict(), "result": result.to_dict(), "versions": versions()},
+            indent=2,
+            default=str,
+        )
+    )
+    return result
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in ("torch", "transformers", "trl", "peft", "datasets", "accelerate"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "missing"
+    return out
+
+
+def read_curves(path: str | Path) -> list[dict[str, Any]]:
+    with Path(path).open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

@@ -1,0 +1,189 @@
+"""The shared trainer: a thin ``trl.GRPOTrainer`` subclass that hands the loss to an
+:class:`~pipeline.training.objectives.Objective`.
+
+Only two methods are overridden:
+
+* ``_generate_and_score_completions`` calls TRL's, then runs the objective's ``prepare`` on
+  the whole generation batch (before TRL shuffles it): group ids, verifier outcomes and,
+  when the objective asks, generation-time entropies/log-probs and reference log-probs;
+* ``_compute_loss`` computes the per-token log-probs and entropies with TRL's own helper,
+  builds a :class:`LossBatch` (TRL's normalisers for sequence- and token-level
+  aggregation, vLLM's importance-sampling ratio) and returns the objective's loss.
+
+Generation, rewards, advantages, logging, checkpoints, LoRA and vLLM are TRL's.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+from trl.trainer.utils import add_fused_lm_head, use_adapter
+
+from pipeline.training.objectives import LossBatch, Objective, PrepBatch
+
+
+def _is_peft(model: Any) -> bool:
+    try:
+        from peft import PeftModel
+    except ImportError:  # pragma: no cover - peft is part of the train extra
+        return False
+    return isinstance(model, PeftModel)
+
+
+class RceaGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` with the loss delegated to ``objective``."""
+
+    def __init__(self, *args: Any, objective: Objective, **kwargs: Any) -> None:
+        self.objective = objective
+        model = kwargs.get("model", args[0] if args else None)
+        if isinstance(model, str):
+            raise TypeError("pass a loaded model (AutoModelForCausalLM.from_pretrained(path))")
+        train_args = kwargs.get("args", args[2] if len(args) > 2 else None)
+        if train_args is not None and getattr(train_args, "beta", 0.0) != 0.0:
+            raise ValueError("the RCEA objectives use no reference-KL term: set beta = 0")
+        uses_peft = kwargs.get("peft_config") is not None or _is_peft(model)
+        ref = None
+        if objective.needs_reference and not uses_peft:
+            ref = copy.deepcopy(model).eval()
+            for p in ref.parameters():
+                p.requires_grad_(False)
+        super().__init__(*args, **kwargs)
+        reward_funcs = self.reward_funcs
+        recorders = [f for f in reward_funcs if hasattr(f, "pop_outcomes")]
+        if objective.needs_groups and not recorders:
+            raise ValueError(
+                f"objective {objective.name!r} needs verifier outcomes: include a reward "
+                "function with pop_outcomes() (pipeline.training.rewards.ToyReward)"
+            )
+        self._rcea_recorder = recorders[0] if recorders else None
+        self._rcea_ref = None
+        if ref is not None:
+            add_fused_lm_head(ref, temperature=self.temperature)
+            self._rcea_ref = ref.to(self.accelerator.device)
+        self._rcea_generator = torch.Generator().manual_seed(int(self.args.seed))
+
+    # ------------------------------------------------------------------ generation side
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        out = super()._generate_and_score_completions(inputs)
+        outcomes = self._rcea_recorder.pop_outcomes() if self._rcea_recorder else []
+        return self.rcea_prepare(out, outcomes)
+
+    def rcea_prepare(self, out: dict[str, Any], outcomes: list[float]) -> dict[str, Any]:
+        """Run the objective's ``prepare`` on one scored generation batch (TRL's output dict,
+        generation order) and add its ``rcea_*`` tensors to it."""
+        obj = self.objective
+        if not (obj.needs_groups or obj.needs_generation_stats or obj.needs_reference):
+            return out
+        mode = "train" if self.model.training else "eval"
+        device = self.accelerator.device
+        completion_ids = out["completion_ids"]
+        batch_size = completion_ids.size(0)
+        n_gen = self.num_generations if mode == "train" else self.num_generations_eval
+        if batch_size % n_gen != 0:
+            raise ValueError(
+                f"objective {obj.name!r} needs whole groups per process: local batch "
+                f"{batch_size} is not a multiple of num_generations={n_gen}"
+            )
+        if len(outcomes) != batch_size:
+            raise ValueError(
+                f"expected {batch_size} verifier outcomes, the reward recorder holds "
+                f"{len(outcomes)}"
+            )
+        mask = out["completion_mask"]
+        if "tool_mask" in out:
+            mask = mask * out["tool_mask"]
+        mask = mask.float()
+        group = torch.arange(batch_size, device=device) // n_gen
+        old_logp = entropy = ref_logp = None
+        input_ids = torch.cat([out["prompt_ids"], completion_ids], dim=1)
+        attention_mask = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+        keep = completion_ids.size(1)
+        with torch.no_grad():
+            if obj.needs_generation_stats:
+                old_logp, entropy, _ = self._get_per_token_logps_and_entropies(
+                    self.model, input_ids, attention_mask, keep, compute_entropy=True
+                )
+                if out.get("old_per_token_logps") is not None:
+                    old_logp = out["old_per_token_logps"]
+            if obj.needs_reference:
+                ref_logp = self._reference_logps(input_ids, attention_mask, keep)
+        prep = PrepBatch(
+            completion_ids=completion_ids,
+            mask=mask,
+            advantages=out["advantages"],
+            correct=torch.tensor(outcomes, dtype=torch.float32, device=device),
+            group=group,
+            old_logp=old_logp,
+            entropy=entropy,
+            ref_logp=ref_logp,
+        )
+        extras, metrics = obj.prepare(prep)
+        out = {**out, **extras}
+        if "rcea_keep" in extras:
+            kept = (mask * extras["rcea_keep"].unsqueeze(1)).sum()
+            out["num_items_in_batch"] = self.accelerator.gather(kept).sum()
+        for name, value in metrics.items():
+            self._metrics[mode][name].append(value)
+        return out
+
+    def _reference_logps(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int):  # type: ignore[no-untyped-def]
+        if self._rcea_ref is not None:
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self._rcea_ref, input_ids, attention_mask, keep
+            )
+            return logps
+        model = self.accelerator.unwrap_model(self.model)
+        with use_adapter(model, adapter_name=None):
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, input_ids, attention_mask, keep
+            )
+        return logps
+
+    # ------------------------------------------------------------------ loss side
+
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        keep = completion_ids.size(1)
+        mask = (
+            completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]
+        )
+        logps, entropies, _ = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, keep, compute_entropy=True
+        )
+        old = inputs.get("old_per_token_logps")
+        old = logps.detach() if old is None else old
+        mode = "train" if self.model.training else "eval"
+        ga = self.current_gradient_accumulation_steps if mode == "train" else 1
+        token_norm = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+        if mode == "train":
+            token_norm = token_norm * ga / self.args.steps_per_generation
+        is_ratio = None
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            is_ratio = inputs["importance_sampling_ratio"]
+        batch = LossBatch(
+            logp=logps,
+            old_logp=old,
+            entropy=entropies,
+            mask=mask.float(),
+            advantages=inputs["advantages"],
+            extras={k: v for k, v in inputs.items() if k.startswith("rcea_")},
+            token_normalizer=token_norm,
+            seq_scale=1.0 / ga,
+            is_ratio=is_ratio,
+            generator=self._rcea_generator,
+        )
+        result = self.objective.loss(batch)
+        fmask = mask.float()
+        local = torch.stack([(entropies.detach() * fmask).sum(), fmask.sum()])
+        totals = self.accelerator.reduce(local, reduction="sum")
+        self._metrics[mode]["entropy"].append((totals[0] / totals[1].clamp(min=1.0)).item())
+        for name, value in result.metrics.items():
+            self._metrics[mode][name].append(value)
+        return result.loss

@@ -1,0 +1,184 @@
+"""`rcea train ...`: build-base, run (both spellings), objectives, eval, and clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("trl")
+
+from app.cli import app  # noqa: E402
+from pipeline.training.run import read_curves  # noqa: E402
+
+runner = CliRunner()
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
+
+
+def _config(tmp_path: Path, model: Path, **extra: str) -> Path:
+    body = f"""
+[model]
+path = "{model}"
+
+[objective]
+name = "grpo"
+
+[training]
+output_dir = "{tmp_path / "out"}"
+max_steps = 2
+learning_rate = 1e-4
+per_device_train_batch_size = 8
+num_generations = 4
+max_completion_length = 40
+save_steps = 1
+torch_threads = 1
+"""
+    for key, value in extra.items():
+        body += f"{key} = {value}\n"
+    path = tmp_path / "cfg.toml"
+    path.write_text(body)
+    return path
+
+
+@pytest.fixture(scope="module")
+def quick_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "base"
+    res = runner.invoke(
+        app,
+        [
+            "train", "build-base", "--out", str(out), "--sft-steps", "5",
+            "--eval-questions", "2", "--eval-k", "2", "--threads", "1", "--json",
+        ],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["ok"] and data["sft_steps"] == 5 and 300_000 <= data["n_parameters"] <= 2_000_000
+    assert {"accuracy", "boxed_rate", "modes"} <= set(data["evaluation"])
+    return out
+
+
+def test_build_base_saves_a_loadable_hf_model(quick_base: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(quick_base)
+    tok = AutoTokenizer.from_pretrained(quick_base)
+    assert model.config.model_type == "qwen2" and model.config.vocab_size == len(tok)
+    text = "(3+4)*5\n3 + 4 = 7\n\\boxed{35}"
+    assert tok.decode(tok(text)["input_ids"]) == text  # one token per character, round trip
+    assert len(tok(text)["input_ids"]) == len(text)
+    assert (quick_base / "rcea_base.json").exists()
+    res = runner.invoke(app, ["train", "build-base", "--out", str(quick_base)])
+    assert res.exit_code == 1 and "exists and is not empty" in res.output
+
+
+def test_run_and_root_spelling_write_curves_and_checkpoints(
+    quick_base: Path, tmp_path: Path
+) -> None:
+    cfg = _config(tmp_path, quick_base)
+    res = runner.invoke(app, ["train", "run", "--config", str(cfg), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["ok"] and data["steps"] == 2 and data["objective"] == "grpo"
+    curves = read_curves(data["curves"])
+    assert [c["progress"] for c in curves] == [0.5, 1.0]
+    out = tmp_path / "out"
+    assert (out / "checkpoint-1").is_dir() and (out / "checkpoint-2").is_dir()
+    assert (out / "final" / "config.json").exists() and (out / "run.json").exists()
+    # `rcea train --config` runs too; options override the file
+    res = runner.invoke(app, ["train", "--config", str(cfg), "--json"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(
+        app,
+        [
+            "train", "run", "--config", str(cfg), "--objective", "dapo", "--max-steps", "1",
+            "--out", str(tmp_path / "dapo"),
+        ],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "dapo: 1 steps" in res.output
+    run = json.loads((tmp_path / "dapo" / "run.json").read_text())
+    assert run["config"]["objective_params_resolved"]["epsilon_high"] == 0.28
+
+
+def test_objectives_lists_six_with_supplement_defaults() -> None:
+    res = runner.invoke(app, ["train", "objectives", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert list(data) == ["grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo"]
+    assert data["grpo"]["epsilon"] == data["grpo"]["epsilon_high"] == 0.2
+    assert (data["clip_cov"]["lb"], data["clip_cov"]["ub"]) == (1.0, 5.0)
+    assert data["gtpo"]["entropy_coef"] == 0.1
+    assert (data["ep_grpo"]["gate_coef"], data["ep_grpo"]["progress_weight"]) == (3.0, 0.2)
+
+
+def test_eval_reports_oracle_metrics(quick_base: Path) -> None:
+    res = runner.invoke(
+        app, ["train", "eval", "--model", str(quick_base), "--n", "3", "--k", "2", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["n_questions"] == 3 and data["k"] == 2 and 0 <= data["accuracy"] <= 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"lr": "0.1"}, "[training]: unknown key(s) lr"),
+        ({"num_iterations": '"two"'}, "[training].num_iterations: expected int"),
+        ({"temperature": "true"}, "[training].temperature: expected float"),
+    ],
+)
+def test_config_errors_name_the_table_and_key(
+    quick_base: Path, tmp_path: Path, extra: dict[str, str], message: str
+) -> None:
+    cfg = _config(tmp_path, quick_base, **extra)
+    res = runner.invoke(app, ["train", "run", "--config", str(cfg)])
+    assert res.exit_code == 1
+    assert message in res.output and str(cfg) in res.output
+
+
+def test_other_errors_are_clear(quick_base: Path, tmp_path: Path) -> None:
+    res = runner.invoke(app, ["train", "run", "--config", str(tmp_path / "nope.toml"), "--json"])
+    assert res.exit_code == 1
+    assert json.loads(res.stdout) == {
+        "ok": False,
+        "error": f"{tmp_path / 'nope.toml'}: no such file",
+    }
+    cfg = _config(tmp_path, quick_base)
+    res = runner.invoke(app, ["train", "run", "--config", str(cfg), "--objective", "ppo"])
+    assert res.exit_code == 1 and "unknown objective 'ppo'" in res.output
+    cfg2 = _config(tmp_path, tmp_path / "missing-model")
+    res = runner.invoke(app, ["train", "run", "--config", str(cfg2)])
+    assert res.exit_code == 1 and "not a model directory" in res.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[model]\npath = "x"\n[objective]\nname = "kl_cov"\nparams = {k = 0.1}\n')
+    res = runner.invoke(app, ["train", "run", "--config", str(bad)])
+    assert res.exit_code == 1 and "unknown parameter(s) k for objective 'kl_cov'" in res.output
+    res = runner.invoke(app, ["train"])
+    assert res.exit_code == 0 and "build-base" in res.output and "run" in res.output
+
+
+def test_shipped_toy_config_parses() -> None:
+    from pipeline.training.config import load_config
+
+    path = Path(__file__).resolve().parents[2] / "pipeline/training/configs/toy.toml"
+    for name in ("grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo"):
+        cfg = load_config(path, objective=name)
+        assert cfg.objective == name
+        assert cfg.training.per_device_train_batch_size % cfg.training.num_generations == 0
+
+
+def test_cross_field_validation() -> None:
+    from pipeline.training.config import ConfigError, parse_config
+
+    base = {"model": {"path": "m"}, "objective": {"name": "grpo"}}
+    with pytest.raises(ConfigError, match="must be a multiple of num_generations"):
+        parse_config({**base, "training": {"per_device_train_batch_size": 12}})
+    with pytest.raises(ConfigError, match=r"\[objectives.ppo\]: unknown objective"):
+        parse_config({**base, "objectives": {"ppo": {}}})
+    with pytest.raises(ConfigError, match="missing \\[model\\]"):
+        parse_config({"objective": {"name": "grpo"}})
+    cfg = parse_config({**base, "objectives": {"grpo": {"epsilon": 0.1}}})
+    assert cfg.resolved_params()["epsilon"] == 0.1
