@@ -74,20 +74,44 @@ def ingest_file(
     progress: bool = False,
 ) -> IngestResult:
     """Validate ``path`` and write all its records to ``study`` in one transaction."""
+    from concurrent.futures import ThreadPoolExecutor
+
     path = Path(path)
-    sha = file_sha256(path) if path.exists() else ""
-    # A file identical to an earlier ingest is a no-op before any (slow) validation.
-    with session_scope(engine) as session:
-        st = session.execute(select(Study).where(Study.name == study)).scalar_one_or_none()
-        if st is not None:
-            prior = session.execute(
-                select(Ingest).where(Ingest.study_id == st.id, Ingest.sha256 == sha)
-            ).scalar_one_or_none()
-            if prior is not None:
-                return IngestResult(
-                    study, str(path), prior.n_records, 0, 0, True, prior.id, prior.token_artifact
-                )
-    batch = read_records(path, allow_extra=allow_extra)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # Hashing (hashlib releases the GIL) overlaps parsing and validation.
+        pending_sha = pool.submit(file_sha256, path)
+        with session_scope(engine) as session:
+            st = session.execute(select(Study).where(Study.name == study)).scalar_one_or_none()
+            has_ingests = (
+                st is not None
+                and session.execute(
+                    select(Ingest.id).where(Ingest.study_id == st.id).limit(1)
+                ).first()
+                is not None
+            )
+            if has_ingests:
+                # A file identical to an earlier ingest is a no-op before any (slow)
+                # validation, so here the hash is needed first.
+                prior = session.execute(
+                    select(Ingest).where(
+                        Ingest.study_id == st.id, Ingest.sha256 == pending_sha.result()
+                    )
+                ).scalar_one_or_none()
+                if prior is not None:
+                    return IngestResult(
+                        study,
+                        str(path),
+                        prior.n_records,
+                        0,
+                        0,
+                        True,
+                        prior.id,
+                        prior.token_artifact,
+                    )
+        batch = read_records(path, allow_extra=allow_extra)
+        sha = pending_sha.result()
     return _write_batch(
         engine,
         batch,

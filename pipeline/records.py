@@ -242,7 +242,7 @@ def _read_parquet(path: Path, *, max_errors: int, allow_extra: bool) -> RecordBa
     source = str(path)
     errs = _Collector(source, max_errors)
     try:
-        table = pq.read_table(path)
+        table = pq.read_table(path, use_threads=False)  # 2 cores: one for hashing
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
         errs.add("file", None, f"cannot read Parquet: {exc}")
         errs.raise_if_any()
