@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.view.data import checkpoints_frame, studies_frame
+from app.view.data import audits_frame, checkpoints_frame, studies_frame
 
 st.set_page_config(page_title="RCEA Audit", layout="wide")
 st.title("RCEA Audit — overview")
@@ -26,3 +26,15 @@ st.dataframe(checkpoints, hide_index=True, width="stretch")
 st.caption("Verifier accuracy per checkpoint (pure verifier outcome; no audit needed).")
 chart = checkpoints.pivot_table(index="step", columns="run", values="accuracy")
 st.line_chart(chart)
+
+st.subheader(f"Pair audits of {name}")
+audits = audits_frame(name)
+if audits.empty:
+    st.caption("No pair audit yet: `rcea audit sample --study S --rubric NAME`.")
+else:
+    st.dataframe(audits, hide_index=True, width="stretch")
+    st.caption(
+        "Status: pending (labelling incomplete), preliminary (labelled, not gated), "
+        "passed / failed (final gate recorded). Retention and mode numbers may only be "
+        "published on a passed final gate."
+    )

@@ -87,3 +87,25 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_audits_frame_reports_status_and_gate(tmp_path: Path) -> None:
+    from app.audit.labels import record_final_gate
+    from app.audit.sampling import get_audit
+    from app.store import session_scope
+    from app.view.data import audits_frame
+    from tests.helpers import audit_study, draw_test_audit
+
+    settings = Settings(data_dir=tmp_path / "data")
+    engine = open_store(settings)
+    audit_study(engine, tmp_path)
+    draw_test_audit(engine, tmp_path)
+    frame = audits_frame("s", settings)
+    assert frame["status"].tolist() == ["pending"] and frame["pairs"].tolist() == [18]
+    assert frame["automatic_macro_f1"].isna().all()
+    with session_scope(engine) as s:
+        fake = {"status": "passed", "report": {"automatic_macro_f1": 0.93}}
+        record_final_gate(s, get_audit(s, study="s"), fake, "tester")
+    frame = audits_frame("s", settings)
+    assert frame["status"].tolist() == ["passed"]
+    assert frame["automatic_macro_f1"].tolist() == [0.93]
