@@ -119,15 +119,30 @@ def freeze_partition_from_modes(
         (t.question_id, t.trajectory_id, None if t.mode in (None, "", "uncertain") else t.mode)
         for t in rows
     ]
+    return store_partition(session, study_id=st.id, triples=triples, source=source, actor=actor)
+
+
+def store_partition(
+    session: Session,
+    *,
+    study_id: int,
+    triples: list[tuple[str, str, str | None]],
+    source: str,
+    actor: str,
+) -> tuple[Partition, bool]:
+    """Freeze ``(question_id, trajectory_id, mode or None)`` triples as the study's
+    partition, content-hashed, with a ``partition.freeze`` event. Identical content to the
+    latest partition is a no-op that returns it. Every producer of partitions (the mode
+    column, the codebook export) goes through here."""
     digest = partition_hash(triples)
     latest = session.exec(
-        select(Partition).where(Partition.study_id == st.id).order_by(Partition.id.desc())  # type: ignore[union-attr]
+        select(Partition).where(Partition.study_id == study_id).order_by(Partition.id.desc())  # type: ignore[union-attr]
     ).first()
     if latest is not None and latest.content_hash == digest:
         return latest, False
     n_uncertain = sum(1 for _, _, m in triples if m is None)
     part = Partition(
-        study_id=st.id,
+        study_id=study_id,
         source=source,
         content_hash=digest,
         n_accepted=len(triples),
@@ -147,7 +162,7 @@ def freeze_partition_from_modes(
         session,
         actor=actor,
         kind="partition.freeze",
-        study_id=st.id,
+        study_id=study_id,
         payload={
             "partition_id": part.id,
             "content_hash": digest,

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, insert
+from sqlalchemy import func
 from sqlmodel import Session, select
 
+from app.audit.freeze import store_partition
 from app.codebook.common import (
     CodebookStageError,
     accepted_by_question,
@@ -26,10 +27,7 @@ from app.store.models import (
     CodebookDraft,
     CodebookExport,
     CodebookExtension,
-    Partition,
-    PartitionAssignment,
 )
-from audits.partition import partition_hash
 from pipeline.codebook import (
     DEFAULT_CONFIDENCE_THRESHOLD,
     UNCERTAIN,
@@ -158,47 +156,16 @@ def export_partition(
     digest = hashlib.sha256(canonical_json(used).encode()).hexdigest()
     source = f"codebook:{digest[:16]}"
     triples = [(x.question_id, x.trajectory_id, x.mode) for x in labels]
-    p_hash = partition_hash(triples)
     n_uncertain = sum(1 for x in labels if x.mode is None)
     n_modes = sum(len(vs[-1].modes) for vs in versions.values())
     n_used = len({(x.question_id, x.mode) for x in labels if x.mode is not None})
-    latest = session.exec(
-        select(Partition).where(Partition.study_id == st.id).order_by(Partition.id.desc())  # type: ignore[union-attr]
-    ).first()
-    created = not (latest is not None and latest.content_hash == p_hash)
-    if created:
-        part = Partition(
-            study_id=st.id,  # type: ignore[arg-type]
-            source=source,
-            content_hash=p_hash,
-            n_accepted=len(triples),
-            n_uncertain=n_uncertain,
-            frozen_by=actor,
-        )
-        session.add(part)
-        session.flush()
-        session.execute(
-            insert(PartitionAssignment),
-            [
-                {"partition_id": part.id, "question_id": q, "trajectory_id": t, "mode": m}
-                for q, t, m in triples
-            ],
-        )
-        append_event(
-            session,
-            actor=actor,
-            kind="partition.freeze",
-            study_id=st.id,
-            payload={
-                "partition_id": part.id,
-                "content_hash": p_hash,
-                "source": source,
-                "n_accepted": len(triples),
-                "n_uncertain": n_uncertain,
-            },
-        )
-    else:
-        part = latest  # type: ignore[assignment]
+    part, created = store_partition(
+        session,
+        study_id=st.id,
+        triples=triples,  # type: ignore[arg-type]
+        source=source,
+        actor=actor,
+    )
     path = out or artifacts_dir / "codebook" / f"{study}-partition-{part.id}.parquet"
     _write_parquet(path, labels, versions)
     export = session.exec(
@@ -226,7 +193,7 @@ def export_partition(
         )
     return {
         "partition_id": part.id,
-        "partition_hash": p_hash,
+        "partition_hash": part.content_hash,
         "source": part.source,
         "created": created,
         "n_accepted": len(triples),
