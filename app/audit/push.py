@@ -25,32 +25,45 @@ if TYPE_CHECKING:
 ROLE_TITLES = {"A": "annotator A", "B": "annotator B", ADJUDICATOR: "adjudication"}
 
 
-def _texts(session: Session, audit: Audit, pairs: list[AuditPair]) -> dict[str, str]:
+def _audited_rows(session: Session, audit: Audit, pairs: list[AuditPair]) -> list[Any]:
+    """The audited trajectories (only the pairs' questions are read), one query."""
     ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
+    questions = sorted({p.question_id for p in pairs})
+    if not questions:
+        return []
     rows = session.exec(
-        select(Trajectory.trajectory_id, Trajectory.text).where(
-            Trajectory.study_id == audit.study_id
-        )
+        select(
+            Trajectory.trajectory_id,
+            Trajectory.text,
+            Trajectory.run,
+            Trajectory.model,
+            Trajectory.question_id,
+            Trajectory.step,
+            Trajectory.seed,
+            Trajectory.mode,
+        ).where(Trajectory.study_id == audit.study_id, Trajectory.question_id.in_(questions))  # type: ignore[attr-defined]
     ).all()
-    return {tid: text for tid, text in rows if tid in ids}
+    return [r for r in rows if r.trajectory_id in ids]
+
+
+def _texts(rows: list[Any]) -> dict[str, str]:
+    return {r.trajectory_id: r.text for r in rows}
 
 
 def forbidden_values(
-    session: Session, audit: Audit, pairs: list[AuditPair]
+    session: Session, audit: Audit, pairs: list[AuditPair], rows: list[Any] | None = None
 ) -> tuple[set[str], set[str]]:
     """What must never be sent about the audited trajectories: identifiers and provenance
     names (matched also as substrings), and short or natural-language values — question
     ids, steps, seeds, mode names — matched as whole values only."""
-    ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
-    rows = session.exec(select(Trajectory).where(Trajectory.study_id == audit.study_id)).all()
+    rows = _audited_rows(session, audit, pairs) if rows is None else rows
     substr: set[str] = set()
     exact: set[str] = set()
     for t in rows:
-        if t.trajectory_id in ids:
-            substr.update({t.trajectory_id, t.run, t.model})
-            exact.update({t.question_id, str(t.step), str(t.seed)})
-            if t.mode:
-                exact.add(t.mode)
+        substr.update({t.trajectory_id, t.run, t.model})
+        exact.update({t.question_id, str(t.step), str(t.seed)})
+        if t.mode:
+            exact.add(t.mode)
     return substr, exact
 
 
@@ -152,8 +165,9 @@ def push_audit(
     Idempotent: pairs already in a project are not imported again."""
     spec = audit_rubric(session, audit)
     pairs = audit_pairs(session, audit_id=audit.id)
-    texts = _texts(session, audit, pairs)
-    forbidden = forbidden_values(session, audit, pairs)
+    rows = _audited_rows(session, audit, pairs)
+    texts = _texts(rows)
+    forbidden = forbidden_values(session, audit, pairs, rows)
     config = pair_label_config(spec.pairs.strategy_definition)
     by_key = {p.pair_key: p for p in pairs}
     out: dict[str, Any] = {"audit": audit.name, "projects": {}}
@@ -229,8 +243,9 @@ def adjudicate(
     pairs = audit_pairs(session, audit_id=audit.id)
     labels = current_labels(session, audit)
     todo = needs_adjudication(pairs, labels)
-    texts = _texts(session, audit, todo)
-    forbidden = forbidden_values(session, audit, todo)
+    rows = _audited_rows(session, audit, todo)
+    texts = _texts(rows)
+    forbidden = forbidden_values(session, audit, todo, rows)
     config = pair_label_config(spec.pairs.strategy_definition, adjudication=True)
     project_id = _role_project(client, audit, ADJUDICATOR, config, spec.pairs.strategy_definition)
     rng = random.Random(f"{audit.seed}:{audit.id}:{ADJUDICATOR}")

@@ -243,18 +243,15 @@ def _ensure_person(email: str, password: str | None) -> tuple[int, str | None]:
     """Find or create a Label Studio account; return (user id, new password or None)."""
     import secrets
 
-    from annotation.accounts import create_annotator, find_user
+    from annotation.accounts import create_annotator
     from annotation.server import admin_credentials
     from app.cli.common import settings
 
     cfg = settings()
-    token = admin_credentials(cfg).token
-    existing = find_user(cfg.labelstudio_url, token, email)
-    if existing is not None:
-        return existing.id, None
     password = password or secrets.token_urlsafe(12)
-    person = create_annotator(cfg.labelstudio_url, token, email, password)
-    return person.id, password
+    # create_annotator is idempotent: an existing account is returned unchanged.
+    person = create_annotator(cfg.labelstudio_url, admin_credentials(cfg).token, email, password)
+    return person.id, password if person.created else None
 
 
 @audit_app.command("push")

@@ -88,7 +88,7 @@ def _draw_demo_audit(eng: Any, study: str) -> str:
 
 def _push_demo_audit(cfg: Any, audit_name: str) -> dict[str, str | None]:
     """Start Label Studio (if needed) and push the audit to two demo annotators."""
-    from annotation.accounts import create_annotator, find_user
+    from annotation.accounts import create_annotator
     from annotation.client import client_from_settings
     from annotation.server import admin_credentials
     from app.audit.push import assign_role, push_audit
@@ -101,10 +101,10 @@ def _push_demo_audit(cfg: Any, audit_name: str) -> dict[str, str | None]:
     saved: dict[str, str] = json.loads(store.read_text()) if store.exists() else {}
     ids: dict[str, int] = {}
     for role, email in DEMO_ANNOTATORS.items():
-        user = find_user(cfg.labelstudio_url, creds.token, email)
-        if user is None:
-            saved[email] = secrets.token_urlsafe(9)
-            user = create_annotator(cfg.labelstudio_url, creds.token, email, saved[email])
+        password = saved.get(email) or secrets.token_urlsafe(9)
+        user = create_annotator(cfg.labelstudio_url, creds.token, email, password)
+        if user.created:
+            saved[email] = password
         ids[role] = user.id
     store.touch(mode=0o600)
     store.write_text(json.dumps(saved, indent=2))

@@ -23,7 +23,9 @@ def serve(
     api = create_app(cfg)
     host = host or cfg.api_host
     port = port or cfg.api_port
-    if cfg.api_token is not None and (cfg.data_dir / "api-token").exists():
+    token_file = cfg.data_dir / "api-token"
+    token = cfg.ensure_api_token().get_secret_value()
+    if token_file.exists() and token_file.read_text().strip() == token:
         typer.echo(f"bearer token: see {cfg.data_dir / 'api-token'}")
     typer.echo(f"serving on http://{host}:{port} (OpenAPI at /docs)")
     uvicorn.run(api, host=host, port=port, log_level="info")

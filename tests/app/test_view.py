@@ -82,6 +82,8 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
             page.locator("[data-testid='stVegaLiteChart']").first.wait_for(timeout=60_000)
             page.wait_for_timeout(1500)
             page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
+            # Streamlit renders a failing page as an exception block, not as a crash.
+            assert page.locator("[data-testid='stException']").count() == 0
             assert "Traceback" not in page.content()
             browser.close()
     finally:
