@@ -186,3 +186,37 @@ def test_updated_annotation_replaces_label_and_keeps_history(engine, tmp_path: P
         assert current_labels(s, s.get(Audit, audit_id))["A"][pid] == "different"
         history = [e.payload["label"] for e in list_events(s) if e.kind.startswith("annotation")]
         assert history == ["same", "different"]
+
+
+def test_push_refuses_leaking_texts_before_touching_label_studio(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A text that carries its own trajectory id is never sent: the scan runs before any
+    project is created (the client must not be used at all)."""
+    from annotation.tasks import BlindingViolation
+    from app.audit.push import push_audit
+    from app.store.models import Trajectory
+
+    audit_study(engine, tmp_path)
+    audit_id = draw_test_audit(engine, tmp_path)
+    with session_scope(engine) as s:
+        pair = audit_pairs(s, audit_id=audit_id)[0]
+    # Frozen tables reject edits, but trajectory texts are ordinary rows.
+    with engine.begin() as conn:
+        conn.execute(
+            sa.update(Trajectory)
+            .where(Trajectory.trajectory_id == pair.trajectory_a)
+            .values(text=f"written by {pair.trajectory_a}")
+        )
+
+    class Untouchable:
+        def __getattr__(self, name: str) -> None:
+            raise AssertionError(f"Label Studio client used: {name}")
+
+    with pytest.raises(BlindingViolation, match=pair.trajectory_a), session_scope(engine) as s:
+        push_audit(
+            s,
+            s.get(Audit, audit_id),
+            Untouchable(),
+            webhook_url=None,  # type: ignore[arg-type]
+            webhook_secret=None,
+            actor="t",
+        )
