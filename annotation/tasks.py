@@ -106,14 +106,8 @@ def _trie_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile(build(trie)) if trie else None
 
 
-def scan_for_leaks(
-    sent: Iterable[Any],
-    forbidden: Iterable[str],
-    *,
-    forbidden_keys: Iterable[str] = (),
-    forbidden_exact: Iterable[str] = (),
-) -> list[str]:
-    """Return every forbidden value or key found anywhere in ``sent``.
+class LeakScanner:
+    """Compiled once, used for many items (a push batch, every prompt of a question).
 
     ``forbidden`` values (identifiers such as trajectory ids, run and model names) are
     matched as whole values and, when at least 6 characters long, as substrings of any
@@ -121,32 +115,56 @@ def scan_for_leaks(
     question ids, steps and seeds, which occur naturally inside solution texts) are matched
     as whole values only. ``forbidden_keys`` are matched against every mapping key.
     """
-    found: list[str] = []
-    values = {str(v) for v in forbidden if str(v)}
-    exact = {str(v) for v in forbidden_exact if str(v)} | values
-    long_values = {v for v in values if len(v) >= 6}
-    pattern = _trie_pattern(long_values)
-    keys = set(forbidden_keys)
 
-    def walk(obj: Any) -> None:
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                if k in keys:
-                    found.append(f"key {k!r}")
-                walk(v)
-        elif isinstance(obj, list | tuple):
-            for v in obj:
-                walk(v)
-        elif obj is not None:
-            text = obj if isinstance(obj, str) else json.dumps(obj)
-            if text in exact:
-                found.append(f"value {text!r}")
-            if pattern is not None and pattern.search(text):
-                # Rare path: name every forbidden value inside this text.
-                for v in long_values:
-                    if v != text and v in text:
-                        found.append(f"value {v!r} in {text[:60]!r}")
+    def __init__(
+        self,
+        forbidden: Iterable[str],
+        *,
+        forbidden_keys: Iterable[str] = (),
+        forbidden_exact: Iterable[str] = (),
+    ) -> None:
+        values = {str(v) for v in forbidden if str(v)}
+        self.exact = {str(v) for v in forbidden_exact if str(v)} | values
+        self.long_values = {v for v in values if len(v) >= 6}
+        self.pattern = _trie_pattern(self.long_values)
+        self.keys = set(forbidden_keys)
 
-    for item in sent:
-        walk(item)
-    return sorted(set(found))
+    def scan(self, sent: Iterable[Any]) -> list[str]:
+        """Every forbidden value or key found anywhere in ``sent``, sorted."""
+        found: list[str] = []
+
+        def walk(obj: Any) -> None:
+            if isinstance(obj, dict):
+                for k, v in obj.items():
+                    if k in self.keys:
+                        found.append(f"key {k!r}")
+                    walk(v)
+            elif isinstance(obj, list | tuple):
+                for v in obj:
+                    walk(v)
+            elif obj is not None:
+                text = obj if isinstance(obj, str) else json.dumps(obj)
+                if text in self.exact:
+                    found.append(f"value {text!r}")
+                if self.pattern is not None and self.pattern.search(text):
+                    # Rare path: name every forbidden value inside this text.
+                    for v in self.long_values:
+                        if v != text and v in text:
+                            found.append(f"value {v!r} in {text[:60]!r}")
+
+        for item in sent:
+            walk(item)
+        return sorted(set(found))
+
+
+def scan_for_leaks(
+    sent: Iterable[Any],
+    forbidden: Iterable[str],
+    *,
+    forbidden_keys: Iterable[str] = (),
+    forbidden_exact: Iterable[str] = (),
+) -> list[str]:
+    """One-off :class:`LeakScanner` scan (see there for the matching rules)."""
+    return LeakScanner(
+        forbidden, forbidden_keys=forbidden_keys, forbidden_exact=forbidden_exact
+    ).scan(sent)

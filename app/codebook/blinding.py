@@ -9,12 +9,11 @@ researcher-written mode name that mentions a run name).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from sqlmodel import Session, select
 
-from annotation.tasks import BlindingViolation, scan_for_leaks
+from annotation.tasks import BlindingViolation, LeakScanner
 from app.store.models import Trajectory
 from pipeline.llm import Messages
 
@@ -22,31 +21,20 @@ from pipeline.llm import Messages
 class PromptBlindingGuard:
     """``guard(question_id, messages)`` raises :class:`BlindingViolation` on a leak.
 
-    A compiled per-question pattern of every forbidden value (any length, as a substring)
-    screens each prompt first; only a prompt it flags goes through ``scan_for_leaks``,
-    which decides and names the leak. The screen is a superset of the scan's rule, so it
-    never lets a leak through; it just keeps the scan off the hot path."""
+    One compiled :class:`LeakScanner` per question (the study's run and model names plus
+    that question's trajectory ids), built on first use and reused for every prompt."""
 
     def __init__(self, common: Iterable[str], per_question: dict[str, set[str]]) -> None:
         self.common = {str(v) for v in common if str(v)}
         self.per_question = per_question
-        self._screens: dict[str, re.Pattern[str] | None] = {}
-
-    def _screen(self, question_id: str, forbidden: set[str]) -> re.Pattern[str] | None:
-        if question_id not in self._screens:
-            words = sorted(forbidden, key=lambda v: (-len(v), v))
-            self._screens[question_id] = (
-                re.compile("|".join(re.escape(w) for w in words)) if words else None
-            )
-        return self._screens[question_id]
+        self._scanners: dict[str, LeakScanner] = {}
 
     def __call__(self, question_id: str, messages: Messages) -> None:
-        forbidden = self.common | self.per_question.get(question_id, set())
-        texts = [m["content"] for m in messages]
-        screen = self._screen(question_id, forbidden)
-        if screen is None or not any(screen.search(t) for t in texts):
-            return
-        leaks = scan_for_leaks(texts, forbidden)
+        scanner = self._scanners.get(question_id)
+        if scanner is None:
+            forbidden = self.common | self.per_question.get(question_id, set())
+            scanner = self._scanners[question_id] = LeakScanner(forbidden)
+        leaks = scanner.scan([m["content"] for m in messages])
         if leaks:
             raise BlindingViolation(
                 f"a prompt for question {question_id!r} contains provenance or ids: "
