@@ -15,6 +15,11 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from tests.helpers import postgres_unavailable_reason
+from tests.labelstudio_fixture import (  # noqa: F401 - session fixture + summary hook
+    LabelStudioHandle,
+    labelstudio,
+    pytest_terminal_summary,
+)
 
 # CI runs property tests with a fixed seed (reproducible, never flaky); locally they explore.
 hypothesis_settings.register_profile("ci", derandomize=True, deadline=None)

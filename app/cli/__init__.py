@@ -9,7 +9,10 @@ from app.cli import (
     codebook_cmd,
     data_cmd,
     demo_cmd,
+    judge_cmd,
     labelstudio_cmd,
+    probe_cmd,
+    report_cmd,
     serve_cmd,
     stats_cmd,
     train_cmd,
@@ -32,6 +35,9 @@ audit_cmd.register(app)
 labelstudio_cmd.register(app)
 train_cmd.register(app)
 codebook_cmd.register(app)
+probe_cmd.register(app)
+judge_cmd.register(app)
+report_cmd.register(app)
 
 
 def main() -> None:

@@ -392,3 +392,34 @@ class CodebookExport(SQLModel, table=True):
     parquet_path: str = Field(sa_type=Text)
     created_by: str = Field(max_length=200)
     created_at: datetime = Field(default_factory=utcnow)
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+class Measurement(SQLModel, table=True):
+    """One named result a producer computed outside the trajectory table: a training
+    curve, a greedy accuracy, pass@k, an accuracy trace, a covariance transition, a tail
+    table. Keyed by (study, kind, run, model, step, key); recording the same key again
+    replaces the payload (producers are resumable, and a re-run recomputes the same value).
+
+    Kinds and payloads are listed in ``app.store.measurements.KINDS``."""
+
+    __tablename__ = "measurement"
+    __table_args__ = (
+        UniqueConstraint(
+            "study_id", "kind", "run", "model", "step", "key", name="uq_measurement_key"
+        ),
+        Index("ix_measurement_kind", "study_id", "kind"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id")
+    kind: str = Field(max_length=50)
+    run: str = Field(default="", max_length=200)
+    model: str = Field(default="", max_length=200)
+    step: int = Field(default=-1, description="checkpoint step; -1 = not step-specific")
+    key: str = Field(default="", max_length=200, description="e.g. benchmark name")
+    payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    source: str = Field(default="", sa_type=Text, description="file or command it came from")
+    created_at: datetime = Field(default_factory=utcnow)

@@ -19,8 +19,8 @@ from annotation.tasks import PAIR_CHOICE
 from app.audit.push import assign_role, push_audit
 from app.store import make_engine, session_scope, upgrade
 from app.store.models import Audit, AuditLabel, AuditTask
-from tests.annotation.conftest import LabelStudioHandle
 from tests.helpers import audit_study, draw_test_audit
+from tests.labelstudio_fixture import LabelStudioHandle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -25,8 +25,8 @@ from app.audit.sampling import audit_pairs
 from app.settings import Settings
 from app.store import list_events, make_engine, session_scope, upgrade
 from app.store.models import Audit, AuditLabel, AuditTask, Trajectory
-from tests.annotation.conftest import LabelStudioHandle
 from tests.helpers import audit_study, draw_test_audit, free_port
+from tests.labelstudio_fixture import LabelStudioHandle
 
 pytestmark = pytest.mark.slow
 SECRET = "pair-audit-hook-secret"

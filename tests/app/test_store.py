@@ -137,3 +137,23 @@ def test_summary_counts(engine) -> None:  # type: ignore[no-untyped-def]
         {"run": "grpo", "model": "m", "step": 0, "n": 2, "n_success": 1, "n_failure": 1},
         {"run": "grpo", "model": "m", "step": 10, "n": 1, "n_success": 1, "n_failure": 0},
     ]
+
+
+def test_measurement_upsert_and_kind_check(engine) -> None:  # type: ignore[no-untyped-def]
+    from app.store.measurements import list_measurements, record_measurement
+
+    with session_scope(engine) as s:
+        st = get_or_create_study(s, name="m")
+        record_measurement(
+            s, study_id=st.id, kind="passk", run="grpo", step=10, key="eval", payload={"n": 4}
+        )
+        record_measurement(
+            s, study_id=st.id, kind="passk", run="grpo", step=10, key="eval", payload={"n": 8}
+        )
+        record_measurement(
+            s, study_id=st.id, kind="passk", run="grpo", step=20, key="eval", payload={"n": 8}
+        )
+        with pytest.raises(ValueError, match="unknown measurement kind"):
+            record_measurement(s, study_id=st.id, kind="nope", payload={})
+        rows = list_measurements(s, study_id=st.id, kind="passk")
+        assert [(r.step, r.payload["n"]) for r in rows] == [(10, 8), (20, 8)]

@@ -1,6 +1,7 @@
-"""One real Label Studio server for the whole test run (session scope).
+"""One real Label Studio server for the whole test run (session scope), shared by every
+test package (imported into ``tests/conftest.py``).
 
-Self-contained so it can move to ``tests/conftest.py`` as is: it uses only
+Self-contained: it uses only
 ``tmp_path_factory`` and explicit arguments, never Settings or the RCEA_* environment
 (which the function-scoped ``_isolated_env`` fixture clears for every test).
 """

@@ -1,0 +1,9 @@
+"""``rcea probe ...`` (placeholder: being built)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``probe`` command group to ``app``."""

@@ -1,0 +1,1 @@
+"""The validity audit: frozen judge, judge runs, blinded calibration, accepted-set check."""
