@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
 from app.api.deps import SessionDep
@@ -49,3 +50,37 @@ def get_study_summary(study_id: int, session: SessionDep) -> StudySummary:
         return StudySummary.model_validate(study_summary(session, study_id=study_id))
     except StoreError as exc:
         raise HTTPException(404, str(exc)) from exc
+
+
+@router.get("/{study_id}/report")
+def get_study_report(
+    study_id: int,
+    session: SessionDep,
+    seed: Annotated[int | None, Query(ge=0)] = None,
+    n_boot: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    k_min: Annotated[int | None, Query(ge=1)] = None,
+    n_min: Annotated[int | None, Query(ge=1)] = None,
+    n_draws: Annotated[int | None, Query(ge=1, le=1_000)] = None,
+    base_step: Annotated[int, Query(ge=0)] = 0,
+) -> dict[str, Any]:
+    """The study report (``app.report.build.build_report``; keys in the README).
+    Estimator settings left out come from the gate rubric, else the defaults."""
+    from app.report.build import build_report
+    from app.store.models import Study
+
+    study = session.get(Study, study_id)
+    if study is None:
+        raise HTTPException(404, f"no study with id {study_id}")
+    try:
+        return build_report(
+            session,
+            study=study.name,
+            seed=seed,
+            n_boot=n_boot,
+            k_min=k_min,
+            n_min=n_min,
+            n_draws=n_draws,
+            base_step=base_step,
+        )
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc

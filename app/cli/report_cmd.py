@@ -1,9 +1,178 @@
-"""``rcea report ...`` (placeholder: being built)."""
+"""``rcea report ...``: the study report (``build``) and the gated bundle (``publish``)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from app.cli.common import JSON_OPTION, engine, fail, is_tty, print_json, settings
+
+report_app = typer.Typer(
+    help="Study reports and the publish gate (audited numbers only).", no_args_is_help=True
+)
+
+STUDY_OPTION = typer.Option(..., "--study", help="study name")
+_RUBRIC = "default: the gate rubric's estimators section, else "
+SEED_OPTION = typer.Option(None, help=f"seed of every bootstrap and rarefaction draw ({_RUBRIC}0)")
+N_BOOT_OPTION = typer.Option(None, help=f"bootstrap resamples for every CI ({_RUBRIC}10000)")
+K_MIN_OPTION = typer.Option(None, help=f"K_min gate of every conditional quantity ({_RUBRIC}8)")
+N_MIN_OPTION = typer.Option(None, help=f"retention eligibility min(m_0, m_t) >= n_min ({_RUBRIC}8)")
+N_DRAWS_OPTION = typer.Option(None, help=f"rarefaction draws per checkpoint ({_RUBRIC}20)")
+CONFIDENCE_OPTION = typer.Option(None, help=f"confidence level of every CI ({_RUBRIC}0.95)")
+BASE_STEP_OPTION = typer.Option(0, help="the base checkpoint's step (retention)")
+PARTITION_OPTION = typer.Option(
+    None,
+    help="partition the mode numbers rest on: a content-hash prefix or 'latest' "
+    "(default: the partition of the latest passing final gate)",
+)
+ASSOC_K_OPTION = typer.Option(
+    None, "--association-k", help="k of the retention-pass@k Spearman (default: largest k)"
+)
+
+
+def _params(**kw: Any) -> dict[str, Any]:
+    return {
+        "seed": kw["seed"],
+        "n_boot": kw["n_boot"],
+        "k_min": kw["k_min"],
+        "n_min": kw["n_min"],
+        "n_draws": kw["n_draws"],
+        "confidence": kw["confidence"],
+        "base_step": kw["base_step"],
+        "partition": kw["partition"],
+        "association_k": kw["association_k"],
+    }
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _print_report(rep: dict[str, Any]) -> None:
+    pair, val = rep["audits"]["pair"], rep["audits"]["validity"]
+    typer.echo(f"report — study {rep['study']} ({rep['generated_at']})")
+    typer.echo(
+        f"pair audit: {pair['status']} (partition {str(pair['partition_hash'])[:12]}, "
+        f"{pair['partition_source']})"
+    )
+    typer.echo(f"validity: {val['status']} (filter {val['filter']})")
+    typer.echo(f"{'section':<12}{'quantity':<34}{'where':<24}{'value':>10}  {'95% CI':<20}label")
+    for q in rep["quantities"]:
+        where = " ".join(
+            str(x) for x in (q["run"], q["model"], q["step"], q["key"]) if x is not None
+        )
+        ci = "" if q["ci_low"] is None else f"[{_fmt(q['ci_low'])}, {_fmt(q['ci_high'])}]"
+        label = q["label"] if q["publishable"] else "UNPUBLISHABLE"
+        typer.echo(
+            f"{q['section']:<12}{q['name']:<34}{where[:23]:<24}{_fmt(q['value']):>10}  "
+            f"{ci:<20}{label}"
+        )
+    for reason in {q["blocked_by"] for q in rep["quantities"] if q["blocked_by"]}:
+        typer.echo(f"not publishable: {reason}")
+
+
+@report_app.command("build")
+def build(
+    study: str = STUDY_OPTION,
+    out: Path = typer.Option(None, "--out", help="also write the JSON report to this file"),
+    seed: int = SEED_OPTION,
+    n_boot: int = N_BOOT_OPTION,
+    k_min: int = K_MIN_OPTION,
+    n_min: int = N_MIN_OPTION,
+    n_draws: int = N_DRAWS_OPTION,
+    confidence: float = CONFIDENCE_OPTION,
+    base_step: int = BASE_STEP_OPTION,
+    partition: str = PARTITION_OPTION,
+    association_k: int = ASSOC_K_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Every RCEA quantity the store supports, per run and checkpoint, with the audit
+    each depends on and whether it is publishable."""
+    from app.report.build import build_report
+    from app.store import StoreError, session_scope
+
+    params = _params(**locals())
+    try:
+        with session_scope(engine()) as s:
+            rep = build_report(s, study=study, progress=is_tty() and not as_json, **params)
+    except (StoreError, ValueError) as exc:
+        fail(str(exc), as_json=as_json)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rep, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    if as_json:
+        print_json(rep)
+        return
+    _print_report(rep)
+    if out is not None:
+        typer.echo(f"wrote {out}")
+
+
+@report_app.command("publish")
+def publish(
+    study: str = STUDY_OPTION,
+    out: Path = typer.Option(
+        None, "--out", help="parent directory of the bundle (default: <data_dir>/reports)"
+    ),
+    entropy_only: bool = typer.Option(
+        False,
+        "--entropy-only",
+        help="publish only the audit-independent numbers, labelled 'entropy-only (no audit)'",
+    ),
+    actor: str = typer.Option(
+        None, "--actor", help="who publishes (default: $RCEA_ACTOR or the login name)"
+    ),
+    seed: int = SEED_OPTION,
+    n_boot: int = N_BOOT_OPTION,
+    k_min: int = K_MIN_OPTION,
+    n_min: int = N_MIN_OPTION,
+    n_draws: int = N_DRAWS_OPTION,
+    confidence: float = CONFIDENCE_OPTION,
+    base_step: int = BASE_STEP_OPTION,
+    partition: str = PARTITION_OPTION,
+    association_k: int = ASSOC_K_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Write a dated, self-contained bundle (HTML, JSON, figures, rubric, gate report,
+    hashes). Refused (exit 2) while a retention/mode number rests on a partition without
+    a passing final gate or a validity number on a judge without a completed calibration,
+    unless --entropy-only."""
+    from app.cli.audit_cmd import actor_name
+    from app.report.publish import PublishRefused, publish_report
+    from app.store import StoreError, session_scope
+
+    params = _params(**locals())
+    target = out if out is not None else settings().data_dir / "reports"
+    try:
+        with session_scope(engine()) as s:
+            res = publish_report(
+                s,
+                study=study,
+                out_dir=target,
+                actor=actor_name(actor),
+                entropy_only=entropy_only,
+                progress=is_tty() and not as_json,
+                **params,
+            )
+    except PublishRefused as exc:
+        fail(str(exc), code=2, as_json=as_json, reasons=exc.reasons)
+    except (StoreError, ValueError, OSError) as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json({"ok": True, **res})
+        return
+    typer.echo(f"published {res['n_quantities']} quantities ({res['scope']}) to {res['bundle']}")
+    for name in res["files"]:
+        typer.echo(f"  {name}")
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``report`` command group to ``app``."""
+    app.add_typer(report_app, name="report")

@@ -191,7 +191,7 @@ def retention(
     verdict are refused) and a mode other than empty/``uncertain``."""
 
     def go() -> None:
-        from audits.modes import rarefied_retention
+        from app.report.estimates import retention_dict, retention_table
 
         cols = _load_records(records)
         n = len(cols["run"])
@@ -212,24 +212,13 @@ def retention(
             modes[(cols["run"][i], cols["step"][i])][cols["question_id"][i]].append(
                 "uncertain" if mode in (None, "") else mode
             )
-        base_keys = [k for k in modes if k[1] == base_step]
-        if not base_keys:
-            raise InputError(f"{records}: no accepted records at base step {base_step}")
-        results = []
-        for run, step in sorted(k for k in modes if k[1] != base_step):
-            base_key = (run, base_step) if (run, base_step) in modes else None
-            base = modes[base_key] if base_key else _pool([modes[k] for k in base_keys])
-            res = rarefied_retention(
-                dict(base),
-                dict(modes[(run, step)]),
-                seed=seed,
-                n_min=n_min,
-                n_draws=n_draws,
-                n_boot=n_boot,
+        try:
+            table = retention_table(
+                modes, base_step=base_step, seed=seed, n_min=n_min, n_draws=n_draws, n_boot=n_boot
             )
-            d = res.to_dict()
-            d.pop("questions", None)
-            results.append({"run": run, "step": step, **d})
+        except ValueError as exc:
+            raise InputError(f"{records}: {exc}") from None
+        results = [{"run": run, "step": step, **retention_dict(res)} for (run, step), res in table]
         if as_json:
             print_json({"base_step": base_step, "results": results})
             return
@@ -242,14 +231,6 @@ def retention(
             )
 
     _run(as_json, go)
-
-
-def _pool(groups: list[dict[str, list[str]]]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = defaultdict(list)
-    for g in groups:
-        for q, ms in g.items():
-            out[q].extend(ms)
-    return out
 
 
 # --------------------------------------------------------------------------- agreement

@@ -1,18 +1,82 @@
-"""Data the view shows, as plain pandas frames (kept apart from Streamlit for testing)."""
+"""What the view shows, as plain pandas frames and dicts (kept apart from Streamlit so the
+reads are testable without it). Every function opens its own session and reads through
+the domain/service functions the CLI and the API use; page scripts never touch SQL.
+
+``settings=None`` means the process settings (``RCEA_*`` environment / ``.env``).
+"""
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import Any
 
-from app.settings import Settings
-from app.store import list_studies, open_store, session_scope, study_summary
+import pandas as pd
+from sqlalchemy import func
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from app.settings import Settings, get_settings
+from app.store import list_studies, open_store, require_study, session_scope, study_summary
+
+ROLES = ("A", "B", "adjudicator")
+AUDIT_COLUMNS = [
+    "audit",
+    "status",
+    "stage",
+    "pairs",
+    "human_human_macro_f1",
+    "automatic_macro_f1",
+    "gap",
+    "different_precision",
+    "different_recall",
+    "automatic_coverage",
+    "rubric_hash",
+    "partition_hash",
+]
+
+_ENGINES: dict[str, Engine] = {}
+
+
+def engine(settings: Settings | None = None) -> Engine:
+    """One migrated engine per database URL for the life of the process (the view reruns
+    its scripts on every interaction; migrating each time would dominate)."""
+    settings = settings or get_settings()
+    url = settings.resolved_database_url
+    if url not in _ENGINES:
+        _ENGINES[url] = open_store(settings)
+    return _ENGINES[url]
+
+
+def database_key(settings: Settings | None = None) -> str:
+    """The database URL, for cache keys (two stores never share a cached value)."""
+    return (settings or get_settings()).resolved_database_url
+
+
+def version_stamp(study: str | None, settings: Settings | None = None) -> tuple[int, ...]:
+    """A cheap stamp that changes whenever anything the view shows of ``study`` may have
+    changed: the latest event id (freezes, labels, codebook decisions, ingests), the
+    trajectory count, and the measurement count and latest id. A measurement replaced in
+    place keeps its id, so cached reads also expire after a short TTL."""
+    from app.store.models import Event, Measurement, Study, Trajectory
+
+    with session_scope(engine(settings)) as s:
+        last_event = s.exec(select(func.max(Event.id))).one() or 0
+        st = s.exec(select(Study).where(Study.name == study)).first() if study else None
+        if st is None:
+            return (int(last_event), 0, 0, 0)
+        n_traj = s.exec(select(func.count()).where(Trajectory.study_id == st.id)).one()
+        n_meas, last_meas = s.exec(
+            select(func.count(), func.max(Measurement.id)).where(Measurement.study_id == st.id)
+        ).one()
+        return (int(last_event), int(n_traj), int(n_meas), int(last_meas or 0))
+
+
+# --------------------------------------------------------------------------- overview
 
 
 def studies_frame(settings: Settings | None = None) -> pd.DataFrame:
     """One row per study with its counts."""
-    engine = open_store(settings)
     rows = []
-    with session_scope(engine) as session:
+    with session_scope(engine(settings)) as session:
         for st in list_studies(session):
             summ = study_summary(session, study_id=st.id)
             rows.append(
@@ -29,10 +93,7 @@ def studies_frame(settings: Settings | None = None) -> pd.DataFrame:
 
 def checkpoints_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
     """One row per (run, model, step) with sample counts and verifier accuracy."""
-    from app.store import require_study
-
-    engine = open_store(settings)
-    with session_scope(engine) as session:
+    with session_scope(engine(settings)) as session:
         summ = study_summary(session, study_id=require_study(session, name=study).id)
     df = pd.DataFrame(
         summ["groups"], columns=["run", "model", "step", "n", "n_success", "n_failure"]
@@ -41,67 +102,517 @@ def checkpoints_frame(study: str, settings: Settings | None = None) -> pd.DataFr
     return df
 
 
-def audits_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
-    """One row per pair audit of the study: labelling progress and gate status
-    (pending / preliminary / passed / failed) with the gate values."""
-    from sqlmodel import select
+def _final_gates(session: Session, study_id: int) -> dict[int, dict[str, Any]]:
+    """audit id → the latest recorded final gate (``gate.final`` event payload)."""
+    from app.store import list_events
 
+    return {
+        e.payload.get("audit_id"): {**e.payload, "stage": "final"}
+        for e in list_events(session, kind="gate.final", study_id=study_id)
+    }
+
+
+def _gate(session: Session, audit: Any, finals: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The recorded final gate of ``audit`` if one exists, else its live preliminary gate
+    (``status`` pending / preliminary); a broken binding becomes ``status: error: ...``."""
     from app.audit.freeze import FreezeError
     from app.audit.labels import gate_status
-    from app.store import list_events, require_study
+
+    try:
+        return finals.get(audit.id) or gate_status(session, audit, final=False)
+    except (FreezeError, ValueError) as exc:
+        return {"status": f"error: {exc}", "stage": None, "report": None}
+
+
+def _audit_gates(session: Session, study_id: int) -> list[tuple[Any, dict[str, Any]]]:
+    """(audit, gate) per audit of the study, oldest first."""
     from app.store.models import Audit
 
-    engine = open_store(settings)
+    finals = _final_gates(session, study_id)
+    audits = session.exec(select(Audit).where(Audit.study_id == study_id).order_by(Audit.id))
+    return [(a, _gate(session, a, finals)) for a in audits.all()]
+
+
+def audits_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
+    """One row per pair audit of the study: gate status (pending / preliminary / passed /
+    failed) and the gate values of the recorded final gate, else of the live preliminary
+    gate."""
+    from app.audit.sampling import audit_pairs
+
     rows = []
-    with session_scope(engine) as session:
+    with session_scope(engine(settings)) as session:
         st = require_study(session, name=study)
-        finals = {
-            e.payload.get("audit_id"): e.payload
-            for e in list_events(session, kind="gate.final", study_id=st.id)
-        }
-        for audit in session.exec(
-            select(Audit).where(Audit.study_id == st.id).order_by(Audit.id)
-        ).all():
-            try:
-                res = finals.get(audit.id) or gate_status(session, audit, final=False)
-                report = res.get("report") or {}
-                status = res.get("status", "pending")
-            except (FreezeError, ValueError) as exc:
-                report, status = {}, f"error: {exc}"
+        for audit, res in _audit_gates(session, st.id):
+            report = res.get("report") or {}
             rows.append(
                 {
                     "audit": audit.name,
-                    "status": status,
-                    "pairs": _n_pairs(session, audit.id),
-                    "human_human_macro_f1": report.get("human_human_macro_f1"),
-                    "automatic_macro_f1": report.get("automatic_macro_f1"),
-                    "gap": report.get("gap"),
-                    "different_precision": report.get("different_precision"),
-                    "different_recall": report.get("different_recall"),
-                    "automatic_coverage": report.get("automatic_coverage"),
+                    "status": res.get("status", "pending"),
+                    "stage": res.get("stage"),
+                    "pairs": len(audit_pairs(session, audit_id=audit.id)),
+                    **{k: report.get(k) for k in AUDIT_COLUMNS[4:10]},
                     "rubric_hash": audit.rubric_hash[:12],
                     "partition_hash": audit.partition_hash[:12],
+                }
+            )
+    return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
+
+
+GATE_REQUIREMENTS = (
+    ("human_human_macro_f1", "human_human_macro_f1_min", ">="),
+    ("automatic_macro_f1", "automatic_macro_f1_min", ">="),
+    ("gap", "gap_max", "<="),
+    ("different_precision", "different_precision_min", ">="),
+    ("different_recall", "different_recall_min", ">="),
+    ("automatic_coverage", "automatic_coverage_min", ">="),
+)
+
+
+def _requirements(session: Session, audit: Any, gate: dict[str, Any]) -> list[dict[str, Any]]:
+    """The final gate's requirement rows as recorded; before that, the same rows with the
+    values computed so far, the frozen rubric's thresholds and ``passed = None`` (the
+    preliminary stage is reported, not gated)."""
+    from app.audit.freeze import FreezeError
+    from app.audit.labels import audit_rubric
+
+    report = gate.get("report") or {}
+    if report.get("requirements"):
+        return list(report["requirements"])
+    try:
+        thresholds = audit_rubric(session, audit).gate.to_dict()
+    except FreezeError:
+        return []
+    return [
+        {
+            "name": name,
+            "value": report.get(name),
+            "threshold": thresholds[key],
+            "comparator": comparator,
+            "passed": None,
+        }
+        for name, key, comparator in GATE_REQUIREMENTS
+    ]
+
+
+def gate_requirements_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
+    """One row per (audit, gate requirement): value, comparator, the rubric's threshold and
+    pass/fail (``None`` until a final gate is recorded)."""
+    rows = []
+    with session_scope(engine(settings)) as session:
+        st = require_study(session, name=study)
+        for audit, res in _audit_gates(session, st.id):
+            for req in _requirements(session, audit, res):
+                rows.append(
+                    {
+                        "audit": audit.name,
+                        "stage": res.get("stage"),
+                        "requirement": req["name"],
+                        "value": req["value"],
+                        "comparator": req["comparator"],
+                        "threshold": req["threshold"],
+                        "passed": req["passed"],
+                    }
+                )
+    return pd.DataFrame(
+        rows,
+        columns=["audit", "stage", "requirement", "value", "comparator", "threshold", "passed"],
+    )
+
+
+def validity_frame(study: str, settings: Settings | None = None) -> dict[str, Any]:
+    """The validity audit's state (``app.judge.status.validity_status``)."""
+    from app.judge.status import validity_status
+
+    with session_scope(engine(settings)) as session:
+        return validity_status(session, study_id=require_study(session, name=study).id)
+
+
+# --------------------------------------------------------------------------- audit page
+
+
+def audit_names(study: str, settings: Settings | None = None) -> list[str]:
+    """The study's pair audits, newest first."""
+    from app.store.models import Audit
+
+    with session_scope(engine(settings)) as session:
+        st = require_study(session, name=study)
+        return list(
+            session.exec(
+                select(Audit.name).where(Audit.study_id == st.id).order_by(Audit.id.desc())  # type: ignore[union-attr]
+            ).all()
+        )
+
+
+def task_url(base: str, project_id: int, task_id: int) -> str:
+    """The Label Studio data-manager URL that opens one task."""
+    return f"{base.rstrip('/')}/projects/{project_id}/data?task={task_id}"
+
+
+def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]:
+    """Everything the Audit page shows of one pair audit.
+
+    Keys: ``overview`` (``audit_overview``), ``gate`` (the live gate: final if recorded,
+    else preliminary), ``progress`` (frame: role, user_id, project_id, labelled, of,
+    share; the adjudicator's ``of`` is the number of pairs needing adjudication),
+    ``label_statuses`` (status → count), ``requirements`` (frame: name, value,
+    comparator, threshold, passed — see ``gate_requirements_frame``), ``confusions``
+    (name → ``confusion[ref][pred]`` from the gate report: human_human = A vs B,
+    automatic_vs_a / _b, and automatic_vs_reference once final), ``disagreements``
+    (frame, one row per pair needing adjudication, with Label Studio links).
+    """
+    from app.audit.labels import (
+        ADJUDICATOR,
+        current_labels,
+        needs_adjudication,
+        status_counts,
+    )
+    from app.audit.sampling import audit_overview, audit_pairs, get_audit
+    from app.store.models import AuditTask
+
+    cfg = settings or get_settings()
+    with session_scope(engine(settings)) as session:
+        row = get_audit(session, name=audit)
+        gate_res = _gate(session, row, _final_gates(session, row.study_id))
+        pairs = audit_pairs(session, audit_id=row.id)
+        labels = current_labels(session, row)
+        tasks = {
+            (t.role, t.pair_id): t
+            for t in session.exec(select(AuditTask).where(AuditTask.audit_id == row.id)).all()
+        }
+        to_adj = needs_adjudication(pairs, labels)
+        roles = row.labelstudio.get("roles", {})
+        progress = []
+        for role in ROLES:
+            of = len(to_adj) if role == ADJUDICATOR else len(pairs)
+            done = len(labels.get(role, {}))
+            progress.append(
+                {
+                    "role": role,
+                    "user_id": roles.get(role, {}).get("user_id"),
+                    "project_id": roles.get(role, {}).get("project_id"),
+                    "labelled": done,
+                    "of": of,
+                    "share": done / of if of else None,
+                }
+            )
+        disagreements = []
+        for p in to_adj:
+            a, b = labels.get("A", {}).get(p.id), labels.get("B", {}).get(p.id)
+            links = {}
+            for role in ROLES:
+                t = tasks.get((role, p.id))
+                links[role] = task_url(cfg.labelstudio_url, t.project_id, t.task_id) if t else None
+            disagreements.append(
+                {
+                    "pair_key": p.pair_key,
+                    "question_id": p.question_id,
+                    "trajectory_a": p.trajectory_a,
+                    "trajectory_b": p.trajectory_b,
+                    "A": a,
+                    "B": b,
+                    "automatic": p.automatic or "uncertain",
+                    "why": "A ≠ B" if a != b else "humans ≠ automatic",
+                    "adjudicated": labels.get(ADJUDICATOR, {}).get(p.id),
+                    "adjudication_task": links[ADJUDICATOR],
+                    "task_A": links["A"],
+                    "task_B": links["B"],
+                }
+            )
+        report = gate_res.get("report") or {}
+        return {
+            "overview": audit_overview(session, row),
+            "gate": gate_res,
+            "progress": pd.DataFrame(
+                progress, columns=["role", "user_id", "project_id", "labelled", "of", "share"]
+            ),
+            "label_statuses": status_counts(session, row),
+            "requirements": pd.DataFrame(
+                _requirements(session, row, gate_res),
+                columns=["name", "value", "comparator", "threshold", "passed"],
+            ),
+            "confusions": {
+                name: report[name]["confusion"]
+                for name in (
+                    "human_human",
+                    "automatic_vs_a",
+                    "automatic_vs_b",
+                    "automatic_vs_reference",
+                )
+                if report.get(name)
+            },
+            "disagreements": pd.DataFrame(
+                disagreements,
+                columns=[
+                    "pair_key",
+                    "question_id",
+                    "trajectory_a",
+                    "trajectory_b",
+                    "A",
+                    "B",
+                    "automatic",
+                    "why",
+                    "adjudicated",
+                    "adjudication_task",
+                    "task_A",
+                    "task_B",
+                ],
+            ),
+        }
+
+
+# --------------------------------------------------------------------------- codebooks
+
+
+def _trajectory_rows(session: Session, study_id: int, ids: list[str]) -> dict[str, Any]:
+    """trajectory_id → row (with provenance: this is the researcher's view)."""
+    from app.store.models import Trajectory
+
+    if not ids:
+        return {}
+    rows = session.exec(
+        select(Trajectory).where(
+            Trajectory.study_id == study_id,
+            Trajectory.trajectory_id.in_(sorted(set(ids))),  # type: ignore[attr-defined]
+        )
+    ).all()
+    return {r.trajectory_id: r for r in rows}
+
+
+def _example(t: Any, tid: str) -> dict[str, Any]:
+    if t is None:
+        return {"trajectory_id": tid, "missing": True}
+    return {
+        "trajectory_id": tid,
+        "run": t.run,
+        "model": t.model,
+        "step": t.step,
+        "seed": t.seed,
+        "reward": t.reward,
+        "text": t.text,
+    }
+
+
+def extension_requests(
+    study: str, settings: Settings | None = None, *, n_examples: int = 3
+) -> list[dict[str, Any]]:
+    """Every extension request of the study (pending first, then by id): proposals with
+    their criterion, trajectory count and up to ``n_examples`` example trajectories."""
+    from app.codebook import list_extensions
+
+    out = []
+    with session_scope(engine(settings)) as session:
+        st = require_study(session, name=study)
+        exts = list_extensions(session, study=study)
+        ids = [
+            t for e in exts for p in e.proposals for t in p.get("trajectory_ids", [])[:n_examples]
+        ]
+        texts = _trajectory_rows(session, st.id, ids)
+        for e in sorted(exts, key=lambda e: (e.status != "pending", e.id)):
+            out.append(
+                {
+                    "extension_id": e.id,
+                    "question_id": e.question_id,
+                    "status": e.status,
+                    "base_version_id": e.base_version_id,
+                    "new_version_id": e.new_version_id,
+                    "decided_by": e.decided_by,
+                    "reason": e.reason,
+                    "proposals": [
+                        {
+                            "name": p["name"],
+                            "criterion": p.get("criterion", ""),
+                            "n_trajectories": len(p.get("trajectory_ids", [])),
+                            "examples": [
+                                _example(texts.get(t), t)
+                                for t in p.get("trajectory_ids", [])[:n_examples]
+                            ],
+                        }
+                        for p in e.proposals
+                    ],
+                }
+            )
+    return out
+
+
+def decide_extension_request(
+    study: str,
+    extension_id: int,
+    *,
+    approve: bool,
+    actor: str,
+    reason: str = "",
+    settings: Settings | None = None,
+) -> dict[str, Any]:
+    """Approve or reject a pending extension request in one transaction — the domain call
+    of ``rcea codebook approve --no-reassign`` / ``rcea codebook reject``. Approval refreezes
+    the question's codebook as a new version (the affected trajectories are reassigned by
+    ``rcea codebook assign`` + ``reconcile``). Raises ``CodebookStageError`` for a request
+    that is unknown, stale or already decided."""
+    from app.codebook import decide_extension
+
+    with session_scope(engine(settings)) as session:
+        ext, v = decide_extension(
+            session,
+            study=study,
+            extension_id=extension_id,
+            approve=approve,
+            actor=actor,
+            reason=reason,
+        )
+        return {
+            "extension_id": ext.id,
+            "question_id": ext.question_id,
+            "status": ext.status,
+            "version": v.version if v else None,
+            "content_hash": v.content_hash if v else None,
+            "n_affected": len(ext.affected_trajectory_ids),
+        }
+
+
+def codebooks_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
+    """One row per question with a codebook: the latest frozen version (or ``draft``),
+    its hash, how many versions and modes."""
+    from app.codebook.common import versions_by_question
+    from app.store.models import CodebookDraft
+
+    rows = []
+    with session_scope(engine(settings)) as session:
+        st = require_study(session, name=study)
+        versions = versions_by_question(session, study_id=st.id)
+        drafts = {
+            d.question_id: d
+            for d in session.exec(select(CodebookDraft).where(CodebookDraft.study_id == st.id))
+        }
+        for q in sorted(set(versions) | set(drafts)):
+            vs = versions.get(q, [])
+            rows.append(
+                {
+                    "question_id": q,
+                    "status": "frozen" if vs else "draft",
+                    "version": vs[-1].version if vs else None,
+                    "n_versions": len(vs),
+                    "n_modes": len(vs[-1].modes if vs else drafts[q].modes),
+                    "content_hash": vs[-1].content_hash[:12] if vs else None,
+                    "frozen_at": vs[-1].frozen_at if vs else None,
                 }
             )
     return pd.DataFrame(
         rows,
         columns=[
-            "audit",
+            "question_id",
             "status",
-            "pairs",
-            "human_human_macro_f1",
-            "automatic_macro_f1",
-            "gap",
-            "different_precision",
-            "different_recall",
-            "automatic_coverage",
-            "rubric_hash",
-            "partition_hash",
+            "version",
+            "n_versions",
+            "n_modes",
+            "content_hash",
+            "frozen_at",
         ],
     )
 
 
-def _n_pairs(session, audit_id: int) -> int:  # type: ignore[no-untyped-def]
-    from app.audit.sampling import audit_pairs
+def codebook_versions(
+    study: str, question_id: str, settings: Settings | None = None
+) -> list[dict[str, Any]]:
+    """The versions of one question's codebook, newest first (the draft alone when none is
+    frozen): hash, parent version, reason, who froze it, and each mode's definition with
+    its example trajectories (text and provenance)."""
+    from app.codebook import get_draft
+    from app.codebook.common import versions_by_question
 
-    return len(audit_pairs(session, audit_id=audit_id))
+    with session_scope(engine(settings)) as session:
+        st = require_study(session, name=study)
+        vs = versions_by_question(session, study_id=st.id).get(question_id, [])
+        by_id = {v.id: v for v in vs}
+        entries: list[dict[str, Any]] = [
+            {
+                "label": f"v{v.version}",
+                "version": v.version,
+                "content_hash": v.content_hash,
+                "parent_version": by_id[v.parent_id].version if v.parent_id in by_id else None,
+                "reason": v.reason,
+                "frozen_by": v.frozen_by,
+                "frozen_at": v.frozen_at,
+                "prompts": v.prompts,
+                "modes": v.modes,
+            }
+            for v in reversed(vs)
+        ]
+        if not entries:
+            draft = get_draft(session, study_id=st.id, question_id=question_id)
+            if draft is not None:
+                entries.append({"label": "draft", "version": None, "modes": draft.modes})
+        ids = [t for e in entries for m in e["modes"] for t in m.get("examples", [])]
+        rows = _trajectory_rows(session, st.id, ids)
+        for e in entries:
+            e["modes"] = [
+                {
+                    **m,
+                    "example_trajectories": [
+                        _example(rows.get(t), t) for t in m.get("examples", [])
+                    ],
+                }
+                for m in e["modes"]
+            ]
+        return entries
+
+
+# --------------------------------------------------------------------------- report pages
+
+
+def report(
+    study: str,
+    settings: Settings | None = None,
+    *,
+    n_boot: int,
+    seed: int = 0,
+    k_min: int = 8,
+) -> dict[str, Any]:
+    """``app.report.build.build_report`` of the study (the view uses a small ``n_boot``;
+    the published report uses the full B)."""
+    from app.report.build import build_report
+
+    with session_scope(engine(settings)) as session:
+        return build_report(session, study=study, seed=seed, n_boot=n_boot, k_min=k_min)
+
+
+def mode_distribution(
+    study: str, pair: dict[str, Any], settings: Settings | None = None
+) -> pd.DataFrame:
+    """Mode counts per (question, checkpoint) of the trajectories the report's mode numbers
+    use: R = 1, judge-accepted, labelled by the partition in ``pair`` (the report's
+    ``audits.pair``; the ``mode`` column when it names none); ``uncertain`` counted but
+    excluded from ``share``. Columns: question_id, checkpoint, run, model, step, mode,
+    count, share.
+
+    Reads through the report's own selection (``app.report.build``), so the bars are of
+    exactly the labels its retention and mode entropy are computed from."""
+    from app.report.build import mode_labels, study_trajectories
+    from app.report.estimates import UNCERTAIN
+    from app.view.report_frames import checkpoint_label
+
+    with session_scope(engine(settings)) as session:
+        rows = study_trajectories(session, require_study(session, name=study).id)
+        has_verdicts = any(r["reward"] == 1 and r["validity"] is not None for r in rows)
+        modes = mode_labels(session, rows, pair, has_verdicts)
+    out = []
+    for (run, model, step), by_q in sorted(modes.items(), key=lambda kv: kv[0]):
+        for q, labels in sorted(by_q.items()):
+            n_incl = sum(m != UNCERTAIN for m in labels)
+            for mode in sorted(set(labels)):
+                count = labels.count(mode)
+                out.append(
+                    {
+                        "question_id": q,
+                        "checkpoint": checkpoint_label(run, model, step),
+                        "run": run,
+                        "model": model,
+                        "step": step,
+                        "mode": mode,
+                        "count": count,
+                        "share": None if mode == UNCERTAIN or not n_incl else count / n_incl,
+                    }
+                )
+    return pd.DataFrame(
+        out,
+        columns=["question_id", "checkpoint", "run", "model", "step", "mode", "count", "share"],
+    )

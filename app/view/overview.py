@@ -1,34 +1,43 @@
-"""Streamlit entry page: studies, checkpoints and verifier accuracy per run."""
+"""Overview page: studies, checkpoints with verifier accuracy, the validity audit's state
+and every pair audit's status with its gate values against the rubric's thresholds."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.view.data import audits_frame, checkpoints_frame, studies_frame
+from app.view import charts, data
+from app.view.state import selected_study
 
-st.set_page_config(page_title="RCEA Audit", layout="wide")
 st.title("RCEA Audit — overview")
 
-studies = studies_frame()
-if studies.empty:
-    st.info(
-        "No studies yet. Ingest records with `rcea ingest FILE --study NAME` or run `make demo`."
-    )
-    st.stop()
-
+studies = data.studies_frame()
 st.subheader("Studies")
 st.dataframe(studies, hide_index=True, width="stretch")
+name = selected_study()
 
-name = st.selectbox("Study", list(studies["study"]))
-checkpoints = checkpoints_frame(name)
+checkpoints = data.checkpoints_frame(name)
 st.subheader(f"Checkpoints of {name}")
 st.dataframe(checkpoints, hide_index=True, width="stretch")
+if not checkpoints.empty:
+    st.altair_chart(charts.accuracy_by_step(checkpoints), width="stretch")
 st.caption("Verifier accuracy per checkpoint (pure verifier outcome; no audit needed).")
-chart = checkpoints.pivot_table(index="step", columns="run", values="accuracy")
-st.line_chart(chart)
+
+st.subheader("Validity audit")
+validity = data.validity_frame(name)
+st.markdown(
+    {
+        "no-judge": "**no judge run**: validity (if any) comes from the ingested files and "
+        "is not audited.",
+        "uncalibrated": f"**uncalibrated**: judge `{validity.get('judge_name')}` "
+        f"(sha256 {str(validity.get('judge_hash'))[:12]}…) has no completed calibration.",
+        "calibrated": f"**calibrated**: judge `{validity.get('judge_name')}` "
+        f"(sha256 {str(validity.get('judge_hash'))[:12]}…), calibration "
+        f"`{validity.get('calibration')}`.",
+    }.get(validity["status"], validity["status"])
+)
 
 st.subheader(f"Pair audits of {name}")
-audits = audits_frame(name)
+audits = data.audits_frame(name)
 if audits.empty:
     st.caption("No pair audit yet: `rcea audit sample --study S --rubric NAME`.")
 else:
@@ -38,3 +47,15 @@ else:
         "passed / failed (final gate recorded). Retention and mode numbers may only be "
         "published on a passed final gate."
     )
+    reqs = data.gate_requirements_frame(name)
+    if not reqs.empty:
+        st.markdown("**Gate values against the frozen rubric's thresholds**")
+        st.dataframe(
+            reqs,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "value": st.column_config.NumberColumn(format="%.3f"),
+                "threshold": st.column_config.NumberColumn(format="%.3f"),
+            },
+        )

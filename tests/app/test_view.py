@@ -1,4 +1,5 @@
-"""The Streamlit view in a real headless Debian chromium (Playwright)."""
+"""The view's reads on SQLite and PostgreSQL, and the running view (``rcea view`` on a free
+port) in a real headless Debian chromium (Playwright), every page."""
 
 from __future__ import annotations
 
@@ -9,50 +10,137 @@ from pathlib import Path
 
 import pytest
 
+from annotation.payloads import ParsedAnnotation
+from app.audit.labels import record_annotation, record_final_gate
+from app.audit.sampling import audit_pairs, get_audit
 from app.ingest import ingest_file
 from app.settings import Settings
-from app.store import open_store
-from app.view.data import checkpoints_frame, studies_frame
-from tests.helpers import free_port, make_record, wait_for_http, write_jsonl
+from app.store import open_store, session_scope
+from app.view import data
+from tests.app.test_view_pages import full_store
+from tests.helpers import (
+    audit_study,
+    draw_test_audit,
+    fake_tasks,
+    free_port,
+    make_record,
+    wait_for_http,
+    write_jsonl,
+)
 
 CHROMIUM = "/usr/bin/chromium"
+PAGES = {
+    "": "RCEA Audit — overview",
+    "entropy": "Entropy",
+    "modes": "Modes",
+    "covariance": "Covariance",
+    "audit": "Audit",
+}
 
 
-def _seed_store(data: Path) -> Settings:
-    settings = Settings(data_dir=data)
+def _seed_store(data_dir: Path) -> Settings:
+    settings = Settings(data_dir=data_dir)
     recs = [make_record(i, step=0 if i < 6 else 10) for i in range(12)]
     ingest_file(
         open_store(settings),
-        write_jsonl(data.parent / "v.jsonl", recs),
+        write_jsonl(data_dir.parent / "v.jsonl", recs),
         study="viewstudy",
         artifacts_dir=settings.artifacts_dir,
-        data_dir=data,
+        data_dir=data_dir,
     )
     return settings
 
 
 def test_view_data_frames(tmp_path: Path) -> None:
     settings = _seed_store(tmp_path / "data")
-    studies = studies_frame(settings)
+    studies = data.studies_frame(settings)
     assert studies["study"].tolist() == ["viewstudy"]
-    cp = checkpoints_frame("viewstudy", settings)
+    cp = data.checkpoints_frame("viewstudy", settings)
     assert cp["step"].tolist() == [0, 10]
     assert cp["accuracy"].tolist() == [0.5, 0.5]
 
 
+def test_audit_reads_on_both_backends(store_url: str, tmp_path: Path) -> None:
+    """Status, gate values vs thresholds, progress, disagreements and the version stamp,
+    on SQLite and PostgreSQL."""
+    settings = Settings(data_dir=tmp_path / "data", database_url=store_url)
+    engine = open_store(settings)
+    audit_study(engine, tmp_path)
+    audit_id = draw_test_audit(engine, tmp_path)
+    frame = data.audits_frame("s", settings)
+    assert frame["status"].tolist() == ["pending"] and frame["pairs"].tolist() == [18]
+    assert frame["automatic_macro_f1"].isna().all()
+    reqs = data.gate_requirements_frame("s", settings)
+    assert len(reqs) == 6 and reqs["value"].isna().all() and reqs["passed"].isna().all()
+
+    tasks = fake_tasks(engine, audit_id)
+    stamp = data.version_stamp("s", settings)
+    with session_scope(engine) as s:
+        audit = get_audit(s, study="s")
+        pairs = audit_pairs(s, audit_id=audit_id)
+        n = 0
+        for role, user in (("A", 11), ("B", 12)):
+            for p in pairs[:10]:
+                label = p.automatic or "same"
+                if role == "B" and p.id == pairs[0].id:
+                    label = "different" if label == "same" else "same"
+                n += 1
+                ann = ParsedAnnotation(n, tasks[role][p.id], None, user, label, None, False)
+                record_annotation(s, audit, ann, source="test")
+    assert data.version_stamp("s", settings) > stamp  # labels are events
+    detail = data.audit_detail("s-audit-1", settings)
+    progress = detail["progress"].set_index("role")
+    assert progress.loc["A", "labelled"] == 10 and progress.loc["A", "of"] == 18
+    assert progress.loc["adjudicator", "of"] == 1
+    assert detail["gate"]["status"] == "pending"
+    assert set(detail["confusions"]) == {"human_human", "automatic_vs_a", "automatic_vs_b"}
+    hh = detail["confusions"]["human_human"]
+    assert sum(v for row in hh.values() for v in row.values()) == 10
+    assert sum(hh[r][c] for r in hh for c in hh[r] if r != c) == 1
+    a_label = pairs[0].automatic or "same"  # confusion[reference = B][compared = A]
+    assert hh["different" if a_label == "same" else "same"][a_label] == 1
+    (row,) = detail["disagreements"].to_dict("records")
+    assert row["pair_key"] == pairs[0].pair_key and row["adjudication_task"] is None
+    assert row["task_A"] == f"http://127.0.0.1:8089/projects/1/data?task={1000 + pairs[0].id}"
+
+    with session_scope(engine) as s:
+        fake = {
+            "status": "passed",
+            "report": {
+                "automatic_macro_f1": 0.93,
+                "requirements": [
+                    {
+                        "name": "automatic_macro_f1",
+                        "value": 0.93,
+                        "threshold": 0.85,
+                        "comparator": ">=",
+                        "passed": True,
+                    }
+                ],
+            },
+        }
+        record_final_gate(s, get_audit(s, study="s"), fake, "tester")
+    frame = data.audits_frame("s", settings)
+    assert frame["status"].tolist() == ["passed"] and frame["stage"].tolist() == ["final"]
+    assert frame["automatic_macro_f1"].tolist() == [0.93]
+    reqs = data.gate_requirements_frame("s", settings)
+    assert reqs[["requirement", "passed"]].values.tolist() == [["automatic_macro_f1", True]]
+
+
 @pytest.mark.browser
 def test_view_renders_in_chromium(tmp_path: Path) -> None:
+    """`rcea view` on a free port, every page in chromium: the page's title and its
+    charts render, and no exception block appears. Screenshots under tmp."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} missing: `apt-get install chromium` (.ci/run does this)")
     from playwright.sync_api import sync_playwright
 
-    data = tmp_path / "data"
-    _seed_store(data)
+    full_store(tmp_path)
     port = free_port()
-    env = {**os.environ, "RCEA_DATA_DIR": str(data)}
+    env = {**os.environ, "RCEA_DATA_DIR": str(tmp_path / "data")}
     exe = Path(sys.executable).parent / "rcea"
     proc = subprocess.Popen(
-        [str(exe), "view", "--port", str(port)],
+        [str(exe), "view", "--port", str(port), "--n-boot", "200"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -73,41 +161,22 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
                     "--no-first-run",
                 ],
             )
-            page = browser.new_page()
-            page.goto(url)
-            page.get_by_text("RCEA Audit — overview").wait_for(timeout=60_000)
-            page.get_by_text("Checkpoints of viewstudy").wait_for(timeout=60_000)
-            # Wait until the data grids and the chart have actually rendered.
-            page.locator("[data-testid='stDataFrame'] canvas").first.wait_for(timeout=60_000)
-            page.locator("[data-testid='stVegaLiteChart']").first.wait_for(timeout=60_000)
-            page.wait_for_timeout(1500)
-            page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
-            # Streamlit renders a failing page as an exception block, not as a crash.
-            assert page.locator("[data-testid='stException']").count() == 0
-            assert "Traceback" not in page.content()
+            page = browser.new_page(viewport={"width": 1400, "height": 3000})
+            for path, title in PAGES.items():
+                page.goto(f"{url}/{path}")
+                page.get_by_role("heading", name=title).first.wait_for(timeout=60_000)
+                # Wait until the data grids and the Altair charts have actually rendered.
+                page.locator("[data-testid='stDataFrame'] canvas").first.wait_for(timeout=60_000)
+                chart = "[data-testid='stVegaLiteChart'] :is(canvas, svg.marks)"
+                page.locator(chart).first.wait_for(timeout=60_000)
+                page.wait_for_timeout(1000)
+                page.screenshot(
+                    path=str(tmp_path / f"view-{path or 'overview'}.png"), full_page=True
+                )
+                # Streamlit renders a failing page as an exception block, not as a crash.
+                assert page.locator("[data-testid='stException']").count() == 0, path
+                assert "Traceback" not in page.content(), path
             browser.close()
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-
-
-def test_audits_frame_reports_status_and_gate(tmp_path: Path) -> None:
-    from app.audit.labels import record_final_gate
-    from app.audit.sampling import get_audit
-    from app.store import session_scope
-    from app.view.data import audits_frame
-    from tests.helpers import audit_study, draw_test_audit
-
-    settings = Settings(data_dir=tmp_path / "data")
-    engine = open_store(settings)
-    audit_study(engine, tmp_path)
-    draw_test_audit(engine, tmp_path)
-    frame = audits_frame("s", settings)
-    assert frame["status"].tolist() == ["pending"] and frame["pairs"].tolist() == [18]
-    assert frame["automatic_macro_f1"].isna().all()
-    with session_scope(engine) as s:
-        fake = {"status": "passed", "report": {"automatic_macro_f1": 0.93}}
-        record_final_gate(s, get_audit(s, study="s"), fake, "tester")
-    frame = audits_frame("s", settings)
-    assert frame["status"].tolist() == ["passed"]
-    assert frame["automatic_macro_f1"].tolist() == [0.93]

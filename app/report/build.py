@@ -1,0 +1,975 @@
+"""``build_report``: every RCEA quantity the store can support for one study, JSON-ready.
+
+Top-level keys (every key is always present; a section without data is ``None`` or empty):
+
+* ``study``, ``study_id``, ``generated_at`` (UTC ISO 8601), ``record_set_hash`` (SHA-256 of
+  the study's trajectory rows that the numbers use, see :func:`record_set_hash`),
+  ``parameters`` (``seed``, ``n_boot``, ``k_min``, ``n_min``, ``n_draws``, ``confidence``,
+  ``base_step``, ``partition``, ``association_k``, ``estimators_from``,
+  ``deviations_from_rubric``).
+* ``audits``: ``pair`` (the partition the mode numbers rest on and its gate: ``status``
+  none|pending|preliminary|passed|failed, ``audit``, ``rubric_hash``, ``partition_hash``,
+  ``partition_id``, ``partition_source`` gate|latest-frozen|chosen|mode-column,
+  ``gate`` (the gate report), ``other_passing`` (passing gates on other partitions),
+  ``blocked_by``) and ``validity`` (``validity_status`` plus ``filter``
+  judge|none — whether a validity verdict filters the accepted set — and ``blocked_by``).
+* ``checkpoints``: one entry per (run, model, step): ``run``, ``model``, ``step``, ``n``,
+  ``n_questions``, ``n_success``, ``accuracy`` (share of R = 1), ``reported`` (the
+  checkpoint this run is reported at, DESIGN.md item 14), ``failed_run``, ``entropy``
+  (``audits.entropy_report`` dict without per-question rows, items 1–3: outcome entropy,
+  sequence decomposition + residuals, broad/paired ratios, coverage, CI, direction share,
+  sign test; ``None`` with ``entropy_error`` saying why), ``validity`` (item 4
+  ``validity_rate`` dict without per-question rows; ``None`` without verdicts), ``modes``
+  (item 5 mode entropy: ``n_questions``, ``n_eligible`` (m ≥ n_min), ``mean_n_eff``,
+  ``mean_mode_entropy``, ``n_included``, ``n_uncertain``, ``coverage``), ``retention``
+  (item 5 rarefied retention vs the base with CI; ``None`` at the base).
+* ``training_curves``: ``[{run, model, points}]`` (measurement ``training_curve``).
+* ``greedy``: ``[{run, model, step, accuracy: {benchmark: value}, n: {benchmark: n},
+  macro_accuracy}]`` (item 8, measurement ``greedy_accuracy``).
+* ``passk``: ``[{run, model, step, benchmark, n, n_questions, pass_at_k, recomputed}]``
+  (item 8, recomputed with ``macro_pass_at_k`` from the per-question counts when stored).
+* ``covariance``: ``None`` or ``{pooled, groups, transitions, excluded_runs}`` (item 6; the
+  fit excludes failed runs).
+* ``tail``: ``None`` or ``{endpoints: [{run, model, step, failed_run, report}],
+  direction_counts}`` (item 7; failed runs kept and marked).
+* ``failure``: ``[{run, model, failed, checks, reported_step, reported_reason}]`` (item 9).
+* ``association``: ``None`` or the retention–pass@k Spearman (``rho``, ``p_value``, ``n``,
+  ``methods``, ``excluded``, ``missing``, ``k``, ``rows``).
+* ``quantities``: the flat list of every reported number: ``name``, ``section``, ``run``,
+  ``model``, ``step``, ``key``, ``value``, ``ci_low``, ``ci_high``, ``depends_on``
+  ([] | ["validity"] | ["partition"] | ["partition", "validity"]), ``publishable``,
+  ``blocked_by`` and ``label``.
+
+Mode numbers use the partition of the latest passing final gate (``gate.final`` event)
+when there is one, else the latest frozen partition (unpublishable), else the trajectory
+``mode`` column (unpublishable). The included trajectories are R = 1 and judge-accepted
+(validity 1; when no success of the study carries a verdict, every success).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlmodel import Session, select
+
+from app.audit.freeze import partition_modes
+from app.judge.status import validity_status
+from app.report.estimates import (
+    UNCERTAIN,
+    checkpoint_entropy,
+    mode_label,
+    retention_dict,
+    retention_table,
+)
+from app.store import list_events, require_study
+from app.store.measurements import list_measurements
+from app.store.models import Audit, Partition, Trajectory
+
+ENTROPY_ONLY_LABEL = "entropy-only (no audit)"
+AUDITED_LABEL = "audited"
+
+Key = tuple[str, str, int]
+
+_COLUMNS = (
+    "trajectory_id",
+    "question_id",
+    "reward",
+    "run",
+    "model",
+    "step",
+    "seed",
+    "mean_token_entropy",
+    "seq_logprob",
+    "validity",
+    "mode",
+)
+
+
+def build_report(
+    session: Session,
+    *,
+    study: str,
+    seed: int | None = None,
+    n_boot: int | None = None,
+    k_min: int | None = None,
+    n_min: int | None = None,
+    n_draws: int | None = None,
+    confidence: float | None = None,
+    base_step: int = 0,
+    partition: str | None = None,
+    association_k: int | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Assemble the report of ``study`` (keys in the module docstring).
+
+    Estimator settings left ``None`` come from the ``[estimators]`` of the rubric bound
+    to the pair audit the mode numbers rest on (predeclared), else from the defaults
+    (seed 0, n_boot 10,000, k_min 8, n_min 8, n_draws 20, confidence 0.95); given values
+    that differ from that rubric are listed in ``parameters.deviations_from_rubric``.
+    ``partition`` chooses the partition mode numbers rest on (a content-hash prefix, or
+    ``latest``); by default the partition of the latest passing final gate. ``progress``
+    shows a tqdm bar over checkpoints.
+    """
+    st = require_study(session, name=study)
+    rows = study_trajectories(session, st.id)
+    pair = pair_audit_state(session, study_id=st.id, partition=partition)
+    given = {
+        "seed": seed,
+        "n_boot": n_boot,
+        "k_min": k_min,
+        "n_min": n_min,
+        "n_draws": n_draws,
+        "confidence": confidence,
+    }
+    est, est_source = _estimator_settings(session, pair["rubric_hash"])
+    resolved = {k: getattr(est, k) if v is None else v for k, v in given.items()}
+    deviations = (
+        sorted(k for k, v in given.items() if v is not None and v != getattr(est, k))
+        if est_source != "defaults"
+        else []
+    )
+    seed, n_boot, k_min = resolved["seed"], resolved["n_boot"], resolved["k_min"]
+    n_min, n_draws, conf = resolved["n_min"], resolved["n_draws"], resolved["confidence"]
+    vstat = validity_status(session, study_id=st.id)
+    has_verdicts = any(r["reward"] == 1 and r["validity"] is not None for r in rows)
+    validity = {
+        "judge_name": None,
+        **vstat,
+        "filter": "judge" if has_verdicts else "none",
+        "blocked_by": _validity_blocker(vstat),
+    }
+    measurements = _measurements(session, st.id)
+    failure = _failure(measurements["accuracy_trace"], rows)
+    failed_runs = sorted({f["run"] for f in failure if f["failed"]})
+    reported = {(f["run"], f["model"]): f["reported_step"] for f in failure}
+
+    by_ckpt: dict[Key, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_ckpt[(r["run"], r["model"], r["step"])].append(r)
+    last_step = {}
+    for run, model, step in by_ckpt:
+        last_step[(run, model)] = max(step, last_step.get((run, model), step))
+
+    modes = mode_labels(session, rows, pair, has_verdicts)
+    retention: dict[Key, dict[str, Any]] = {}
+    retention_error = None
+    if modes:
+        try:
+            for key, res in retention_table(
+                modes,
+                base_step=base_step,
+                seed=seed,
+                n_min=n_min,
+                n_draws=n_draws,
+                n_boot=n_boot,
+                confidence=conf,
+            ):
+                retention[key] = retention_dict(res)  # type: ignore[index]
+        except ValueError as exc:
+            retention_error = str(exc)
+
+    checkpoints = []
+    keys = sorted(by_ckpt, key=lambda k: (k[0], k[1], k[2]))
+    for key in _progress(keys, progress, "checkpoints"):
+        run, model, step = key
+        ck = by_ckpt[key]
+        entropy, entropy_error = None, None
+        try:
+            entropy = checkpoint_entropy(
+                [r["question_id"] for r in ck],
+                [r["reward"] for r in ck],
+                [r["mean_token_entropy"] for r in ck],
+                [r["seq_logprob"] for r in ck],
+                seed=seed,
+                k_min=k_min,
+                n_boot=n_boot,
+                confidence=conf,
+            ).to_dict(include_questions=False)
+        except ValueError as exc:
+            entropy_error = str(exc)
+        n_success = sum(r["reward"] for r in ck)
+        checkpoints.append(
+            {
+                "run": run,
+                "model": model,
+                "step": step,
+                "n": len(ck),
+                "n_questions": len({r["question_id"] for r in ck}),
+                "n_success": n_success,
+                "accuracy": n_success / len(ck),
+                "reported": step == reported.get((run, model), last_step[(run, model)]),
+                "failed_run": run in failed_runs,
+                "entropy": entropy,
+                "entropy_error": entropy_error,
+                "validity": _validity(ck, k_min) if has_verdicts else None,
+                "modes": _mode_summary(modes.get(key), n_min) if modes else None,
+                "retention": retention.get(key),
+                "retention_error": retention_error if step != base_step else None,
+            }
+        )
+
+    passk = _passk(measurements["passk"])
+    report: dict[str, Any] = {
+        "study": st.name,
+        "study_id": st.id,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "record_set_hash": record_set_hash(rows),
+        "parameters": {
+            "seed": seed,
+            "n_boot": n_boot,
+            "k_min": k_min,
+            "n_min": n_min,
+            "n_draws": n_draws,
+            "confidence": conf,
+            "base_step": base_step,
+            "partition": partition,
+            "association_k": association_k,
+            "estimators_from": est_source,
+            "deviations_from_rubric": deviations,
+        },
+        "audits": {"pair": pair, "validity": validity},
+        "checkpoints": checkpoints,
+        "training_curves": [
+            {"run": m["run"], "model": m["model"], "points": m["payload"].get("points", [])}
+            for m in measurements["training_curve"]
+        ],
+        "greedy": _greedy(measurements["greedy_accuracy"]),
+        "passk": passk,
+        "covariance": _covariance(measurements["covariance_transition"], failed_runs),
+        "tail": _tail(measurements["tail"], failed_runs),
+        "failure": failure,
+        "association": _association(checkpoints, passk, failed_runs, association_k),
+    }
+    report["quantities"] = quantities(report)
+    return report
+
+
+# --------------------------------------------------------------------------- store reads
+
+
+def study_trajectories(session: Session, study_id: int) -> list[dict[str, Any]]:
+    cols = [getattr(Trajectory, c) for c in _COLUMNS]
+    # Ingest order (row id): the within-question order fixes the bootstrap and
+    # rarefaction draws, so the numbers equal `rcea stats` on the ingested file(s).
+    stmt = select(*cols).where(Trajectory.study_id == study_id).order_by(Trajectory.id)  # type: ignore[arg-type]
+    return [dict(zip(_COLUMNS, row, strict=True)) for row in session.exec(stmt).all()]
+
+
+def _estimator_settings(session: Session, rubric_hash: str | None) -> tuple[Any, str]:
+    """The ``[estimators]`` of the frozen rubric with ``rubric_hash`` and a description of
+    where they come from (``rubric NAME vV (HASH…)``), else the defaults."""
+    from app.audit.freeze import rubric_spec
+    from app.store.models import Rubric
+    from audits.rubric import EstimatorSettings
+
+    row = (
+        session.exec(select(Rubric).where(Rubric.content_hash == rubric_hash)).first()
+        if rubric_hash
+        else None
+    )
+    if row is None:
+        return EstimatorSettings(), "defaults"
+    return rubric_spec(row).estimators, f"rubric {row.name} v{row.version} ({rubric_hash[:12]}…)"
+
+
+def record_set_hash(rows: list[dict[str, Any]]) -> str:
+    """SHA-256 of the canonical JSON of the trajectory rows (ordered by trajectory id,
+    columns ``trajectory_id, question_id, reward, run, model, step, seed,
+    mean_token_entropy, seq_logprob, validity, mode``): what every number is computed
+    from. Texts are not part of it (no number depends on them)."""
+    h = hashlib.sha256()
+    for r in sorted(rows, key=lambda r: r["trajectory_id"]):
+        h.update(json.dumps([r[c] for c in _COLUMNS], separators=(",", ":")).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+#: Payload fields each measurement kind needs here, and the fields of its list items.
+_REQUIRED: dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...]]] = {
+    "training_curve": (("points",), None, ()),
+    "greedy_accuracy": (("accuracy",), None, ()),
+    "accuracy_trace": (("points",), "points", ("step", "accuracy")),
+    "passk": (("k",), "questions", ("n", "c")),
+    "covariance_transition": (("predicted", "observed"), None, ()),
+    "tail": (
+        (
+            "quantile",
+            "n_tokens",
+            "n_trajectories",
+            "n_groups",
+            "n_zero_variance_groups",
+            "mean_logprob",
+            "mean_advantage",
+            "success",
+            "failure",
+            "gap_failure_minus_success_pp",
+            "budgets",
+        ),
+        None,
+        (),
+    ),
+}
+
+
+def _measurements(session: Session, study_id: int) -> dict[str, list[dict[str, Any]]]:
+    """The study's measurements by kind; a payload without a field the report needs is a
+    ``ValueError`` naming the measurement and the field."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for m in list_measurements(session, study_id=study_id):
+        where = (
+            f"measurement {m.kind} (run={m.run!r} model={m.model!r} step={m.step} key={m.key!r})"
+        )
+        fields, items, item_fields = _REQUIRED.get(m.kind, ((), None, ()))
+        missing = [f for f in fields if f not in m.payload]
+        for i, item in enumerate(m.payload.get(items) or [] if items else []):
+            missing += [f"{items}[{i}].{f}" for f in item_fields if f not in item]
+        if missing:
+            raise ValueError(f"{where}: payload lacks {', '.join(missing[:5])}")
+        out[m.kind].append(
+            {
+                "run": m.run,
+                "model": m.model,
+                "step": m.step,
+                "key": m.key,
+                "payload": m.payload,
+                "where": where,
+            }
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- audits
+
+
+def pair_audit_state(
+    session: Session, *, study_id: int, partition: str | None = None
+) -> dict[str, Any]:
+    """Which partition the mode numbers rest on and the state of its pair-audit gate.
+
+    Default: the partition of the latest passing ``gate.final`` event; without one the
+    latest frozen partition; without any the ``mode`` column. ``partition`` (a content
+    hash prefix or ``latest``) chooses explicitly. The status is that of the latest final
+    gate bound to the chosen partition, else of its latest audit's preliminary gate
+    (pending|preliminary), else ``none``.
+    """
+    finals = list_events(session, kind="gate.final", study_id=study_id)
+    parts = list(
+        session.exec(
+            select(Partition).where(Partition.study_id == study_id).order_by(Partition.id)  # type: ignore[arg-type]
+        ).all()
+    )
+    by_hash = {p.content_hash: p for p in parts}
+    passing = [e for e in finals if e.payload.get("status") == "passed"]
+    chosen: Partition | None = None
+    source = "mode-column"
+    if partition is not None:
+        chosen = _resolve_partition(parts, partition)
+        source = "chosen"
+    elif passing and passing[-1].payload.get("partition_hash") in by_hash:
+        chosen, source = by_hash[passing[-1].payload["partition_hash"]], "gate"
+    elif parts:
+        chosen, source = parts[-1], "latest-frozen"
+    state: dict[str, Any] = {
+        "status": "none",
+        "audit": None,
+        "rubric_hash": None,
+        "partition_hash": chosen.content_hash if chosen else None,
+        "partition_id": chosen.id if chosen else None,
+        "partition_source": source,
+        "gate": None,
+        "other_passing": [
+            {"audit": e.payload.get("audit"), "partition_hash": e.payload.get("partition_hash")}
+            for e in passing
+            if chosen is None or e.payload.get("partition_hash") != chosen.content_hash
+        ],
+        "blocked_by": None,
+    }
+    if chosen is None:
+        state["blocked_by"] = (
+            "modes rest on the trajectory mode column, not a frozen partition "
+            "(run `rcea audit partition freeze` and pass a pair audit)"
+        )
+        return state
+    bound = [e for e in finals if e.payload.get("partition_hash") == chosen.content_hash]
+    if bound:
+        ev = bound[-1].payload
+        state.update(
+            status=ev.get("status"),
+            audit=ev.get("audit"),
+            rubric_hash=ev.get("rubric_hash"),
+            gate=ev.get("report"),
+        )
+    else:
+        audit = session.exec(
+            select(Audit)
+            .where(Audit.study_id == study_id, Audit.partition_hash == chosen.content_hash)
+            .order_by(Audit.id.desc())  # type: ignore[union-attr]
+        ).first()
+        if audit is not None:
+            state.update(
+                status=_preliminary_status(session, audit),
+                audit=audit.name,
+                rubric_hash=audit.rubric_hash,
+            )
+    if state["status"] != "passed":
+        state["blocked_by"] = _partition_blocker(state)
+    return state
+
+
+def _resolve_partition(parts: list[Partition], spec: str) -> Partition:
+    if not parts:
+        raise ValueError("the study has no frozen partition")
+    if spec == "latest":
+        return parts[-1]
+    hits = {p.content_hash: p for p in parts if p.content_hash.startswith(spec)}
+    if len(hits) != 1:
+        known = ", ".join(p.content_hash[:12] for p in parts)
+        raise ValueError(
+            f"partition {spec!r} matches {len(hits)} frozen partitions of the study "
+            f"(known: {known})"
+        )
+    return next(iter(hits.values()))
+
+
+def _preliminary_status(session: Session, audit: Audit) -> str:
+    from app.audit.labels import gate_status
+
+    try:
+        return str(gate_status(session, audit, final=False)["status"])
+    except ValueError:
+        return "pending"
+
+
+def _partition_blocker(state: dict[str, Any]) -> str:
+    h = f"{state['partition_hash'][:12]}…"
+    if state["audit"] is None:
+        msg = f"retention rests on partition {h} which has no pair audit (`rcea audit sample`)"
+    else:
+        msg = (
+            f"retention rests on partition {h} which has no passing final gate "
+            f"(audit {state['audit']}: status {state['status']})"
+        )
+    others = [
+        f"audit {o['audit']} passed on partition {str(o['partition_hash'])[:12]}…"
+        for o in state["other_passing"]
+    ]
+    if others:
+        msg += "; a gate bound to another partition does not count (" + "; ".join(others) + ")"
+    return msg
+
+
+def _validity_blocker(vstat: dict[str, Any]) -> str | None:
+    if vstat["status"] == "calibrated":
+        return None
+    if vstat["status"] == "no-judge":
+        return (
+            "validity rests on no frozen judge: the validity column did not come from "
+            "`rcea judge run`, so it has no completed calibration"
+        )
+    return f"validity rests on judge {str(vstat['judge_hash'])[:12]}… with no completed calibration"
+
+
+# --------------------------------------------------------------------------- per checkpoint
+
+
+def _validity(ck: list[dict[str, Any]], k_min: int) -> dict[str, Any]:
+    from audits.validity import validity_rate
+
+    res = validity_rate(
+        [r["question_id"] for r in ck],
+        [r["reward"] for r in ck],
+        [r["validity"] for r in ck],
+        k_min=k_min,
+    )
+    return res.to_dict(include_questions=False)
+
+
+def mode_labels(
+    session: Session, rows: list[dict[str, Any]], pair: dict[str, Any], has_verdicts: bool
+) -> dict[Key, dict[str, list[str]]]:
+    """Checkpoint → question → mode labels of the included trajectories (R = 1, accepted,
+    in the chosen partition; ``uncertain`` kept so that it counts against coverage).
+    Empty when there is no partition and no trajectory has a mode (no mode data)."""
+    assigned = (
+        partition_modes(session, partition_id=pair["partition_id"])
+        if pair["partition_id"] is not None
+        else None
+    )
+    if assigned is None and all(mode_label(r["mode"]) == UNCERTAIN for r in rows):
+        return {}
+    out: dict[Key, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if r["reward"] != 1 or (has_verdicts and r["validity"] != 1):
+            continue
+        if assigned is None:
+            mode = r["mode"]
+        elif r["trajectory_id"] in assigned:
+            mode = assigned[r["trajectory_id"]][1]
+        else:
+            continue
+        out[(r["run"], r["model"], r["step"])][r["question_id"]].append(mode_label(mode))
+    return {k: dict(v) for k, v in out.items()}
+
+
+def _mode_summary(by_q: dict[str, list[str]] | None, n_min: int) -> dict[str, Any] | None:
+    """Item 5 at one checkpoint: per question Ĥ(Z|C_x) and N_eff = exp(Ĥ); macro means
+    over the questions with at least ``n_min`` included (non-uncertain) labels."""
+    from audits.modes import mode_entropy
+
+    if not by_q:
+        return None
+    ents = [mode_entropy(labels) for labels in by_q.values()]
+    elig = [e for e in ents if e.n >= n_min and e.entropy is not None]
+    n_incl = sum(e.n for e in ents)
+    n_unc = sum(e.n_excluded for e in ents)
+    return {
+        "n_questions": len(ents),
+        "n_eligible": len(elig),
+        "mean_n_eff": sum(e.n_eff for e in elig) / len(elig) if elig else None,  # type: ignore[misc]
+        "mean_mode_entropy": sum(e.entropy for e in elig) / len(elig) if elig else None,  # type: ignore[misc]
+        "n_included": n_incl,
+        "n_uncertain": n_unc,
+        "coverage": n_incl / (n_incl + n_unc) if n_incl + n_unc else None,
+    }
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def _greedy(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Item 8: greedy accuracy per benchmark and the unweighted macro over benchmarks."""
+    groups: dict[Key, dict[str, Any]] = {}
+    for m in rows:
+        g = groups.setdefault(
+            (m["run"], m["model"], m["step"]),
+            {"run": m["run"], "model": m["model"], "step": m["step"], "accuracy": {}, "n": {}},
+        )
+        g["accuracy"][m["key"]] = m["payload"].get("accuracy")
+        g["n"][m["key"]] = m["payload"].get("n")
+    for g in groups.values():
+        vals = [v for v in g["accuracy"].values() if v is not None]
+        g["macro_accuracy"] = sum(vals) / len(vals) if vals else None
+    return list(groups.values())
+
+
+def _passk(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Item 8: macro pass@k per checkpoint and benchmark, recomputed from the stored
+    per-question (n, c) when present (``recomputed``), else the producer's values."""
+    from audits.passk import macro_pass_at_k
+
+    out = []
+    for m in rows:
+        p = m["payload"]
+        qs = p.get("questions") or []
+        ks = [int(k) for k in p.get("k") or []]
+        if qs and ks:
+            res = macro_pass_at_k([q["n"] for q in qs], [q["c"] for q in qs], ks).to_dict()
+            values, n_q, recomputed = res["pass_at_k"], res["n_questions"], True
+        else:
+            values = {
+                (k if str(k).startswith("pass_at_") else f"pass_at_{k}"): v
+                for k, v in (p.get("pass_at_k") or {}).items()
+            }
+            n_q, recomputed = None, False
+        out.append(
+            {
+                "run": m["run"],
+                "model": m["model"],
+                "step": m["step"],
+                "benchmark": m["key"],
+                "n": p.get("n"),
+                "n_questions": n_q,
+                "pass_at_k": values,
+                "recomputed": recomputed,
+            }
+        )
+    return out
+
+
+def _covariance(rows: list[dict[str, Any]], failed_runs: list[str]) -> dict[str, Any] | None:
+    """Item 6 across the stored transitions, pooled and per model; failed runs excluded."""
+    from audits.covariance import covariance_fit_by_group
+
+    if not rows:
+        return None
+    labels = [str(m["payload"].get("transition") or "") for m in rows]
+    if len(set(labels)) != len(labels) or "" in labels:
+        labels = [
+            f"{m['model']}/{m['run']}:{m['payload'].get('from_step')}->"
+            f"{m['payload'].get('to_step', m['step'])}"
+            for m in rows
+        ]
+    fit = covariance_fit_by_group(
+        [m["model"] for m in rows],
+        labels,
+        [m["payload"]["predicted"] for m in rows],
+        [m["payload"]["observed"] for m in rows],
+        runs=[m["run"] for m in rows],
+        excluded_runs=[r for r in failed_runs if any(m["run"] == r for m in rows)],
+    ).to_dict()
+    fit["transitions"] = [
+        {
+            "transition": label,
+            "run": m["run"],
+            "model": m["model"],
+            "from_step": m["payload"].get("from_step"),
+            "to_step": m["payload"].get("to_step", m["step"]),
+            "predicted": m["payload"]["predicted"],
+            "observed": m["payload"]["observed"],
+            "n_positions": m["payload"].get("n_positions"),
+            "failed_run": m["run"] in failed_runs,
+        }
+        for label, m in zip(labels, rows, strict=True)
+    ]
+    fit["excluded_runs"] = fit["pooled"]["excluded_runs"]
+    return fit
+
+
+def _tail(rows: list[dict[str, Any]], failed_runs: list[str]) -> dict[str, Any] | None:
+    """Item 7 per endpoint (failed runs kept and marked) and the direction counts."""
+    from audits.tail import direction_counts
+
+    if not rows:
+        return None
+    endpoints = [
+        {
+            "run": m["run"],
+            "model": m["model"],
+            "step": m["step"],
+            "failed_run": m["run"] in failed_runs,
+            "report": m["payload"],
+        }
+        for m in rows
+    ]
+    return {
+        "endpoints": endpoints,
+        "direction_counts": direction_counts([_tail_result(m) for m in rows]).to_dict(),
+    }
+
+
+def _tail_result(m: dict[str, Any]):  # type: ignore[no-untyped-def]
+    from audits.tail import BudgetTail, StratumTail, TailResult
+
+    p = m["payload"]
+    try:
+        success, failure = StratumTail(**p["success"]), StratumTail(**p["failure"])
+        budgets = tuple(BudgetTail(**b) for b in p["budgets"])
+    except TypeError as exc:
+        raise ValueError(f"{m['where']}: malformed tail report ({exc})") from None
+    return TailResult(
+        endpoint=p.get("endpoint") or f"{m['run']}:{m['model']}:{m['step']}",
+        quantile=p["quantile"],
+        n_tokens=p["n_tokens"],
+        n_trajectories=p["n_trajectories"],
+        n_groups=p["n_groups"],
+        n_zero_variance_groups=p["n_zero_variance_groups"],
+        mean_logprob=p["mean_logprob"],
+        mean_advantage=p["mean_advantage"],
+        success=success,
+        failure=failure,
+        gap_failure_minus_success_pp=p["gap_failure_minus_success_pp"],
+        budgets=budgets,
+    )
+
+
+def _failure(traces: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Item 9 per (run, model) from its accuracy traces (one per benchmark; the run
+    failed when any trace did) and item 14: a failed run is reported at its last stored
+    checkpoint ≤ the peak step, any other run at its last checkpoint."""
+    from audits.failure import detect_training_failure, last_milestone_before_failure
+
+    steps: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for r in rows:
+        steps[(r["run"], r["model"])].add(r["step"])
+    checks: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    objs: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for m in traces:
+        pts = sorted(m["payload"].get("points", []), key=lambda p: p["step"])
+        pts = [p for p in pts if p.get("accuracy") is not None]
+        if not pts:
+            continue
+        try:
+            chk = detect_training_failure([p["step"] for p in pts], [p["accuracy"] for p in pts])
+        except ValueError as exc:
+            raise ValueError(f"{m['where']}: {exc}") from None
+        checks[(m["run"], m["model"])].append({"benchmark": m["key"], **chk.to_dict()})
+        objs[(m["run"], m["model"])].append(chk)
+    out = []
+    for run, model in sorted(set(steps) | set(checks)):
+        failed = [c for c in objs[(run, model)] if c.failed]
+        milestones = sorted(steps.get((run, model), set()))
+        if failed:
+            # A failed run with no stored checkpoints (e.g. only its trace was recorded)
+            # has no milestone to report.
+            cands = (
+                [last_milestone_before_failure(milestones, c) for c in failed] if milestones else []
+            )
+            known = [c for c in cands if c is not None]
+            reported = min(known) if known else None
+            reason = "last pre-failure milestone"
+        else:
+            reported = milestones[-1] if milestones else None
+            reason = "final checkpoint"
+        out.append(
+            {
+                "run": run,
+                "model": model,
+                "failed": bool(failed),
+                "checks": checks[(run, model)],
+                "reported_step": reported,
+                "reported_reason": reason,
+            }
+        )
+    return out
+
+
+def _association(
+    checkpoints: list[dict[str, Any]],
+    passk: list[dict[str, Any]],
+    failed_runs: list[str],
+    k: int | None,
+) -> dict[str, Any] | None:
+    """Exploratory retention–pass@k Spearman across methods (run, or run:model when a run
+    has several models) at each method's reported checkpoint; pass@k is the unweighted
+    mean over benchmarks at that checkpoint; failed runs excluded (item 14)."""
+    from audits.association import retention_passk_spearman
+
+    if not passk:
+        return None
+    available = [
+        {int(name.removeprefix("pass_at_")) for name in p["pass_at_k"]} for p in passk if p
+    ]
+    common = set.intersection(*available) if available else set()
+    if k is None:
+        if not common:
+            return None
+        k = max(common)
+    name = f"pass_at_{k}"
+    models_of: dict[str, set[str]] = defaultdict(set)
+    for c in checkpoints:
+        models_of[c["run"]].add(c["model"])
+    rows = []
+    for c in checkpoints:
+        if not c["reported"] or c["retention"] is None:
+            continue
+        vals = [
+            p["pass_at_k"][name]
+            for p in passk
+            if (p["run"], p["model"], p["step"]) == (c["run"], c["model"], c["step"])
+            and p["pass_at_k"].get(name) is not None
+        ]
+        method = c["run"] if len(models_of[c["run"]]) == 1 else f"{c['run']}:{c['model']}"
+        rows.append(
+            {
+                "method": method,
+                "run": c["run"],
+                "model": c["model"],
+                "step": c["step"],
+                "retention": c["retention"]["retention"],
+                "pass_at_k": sum(vals) / len(vals) if vals else None,
+            }
+        )
+    if not rows:
+        return None
+    excluded = [r["method"] for r in rows if r["run"] in failed_runs]
+    res = retention_passk_spearman(
+        [r["method"] for r in rows],
+        [r["retention"] for r in rows],
+        [r["pass_at_k"] for r in rows],
+        excluded=excluded,
+    ).to_dict()
+    return {**res, "k": k, "rows": rows}
+
+
+# --------------------------------------------------------------------------- quantities
+
+
+def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The flat list of every number in ``report`` with what it depends on.
+
+    ``depends_on``: ``[]`` (entropy-only: verifier rewards, log-probabilities, token
+    entropies, producer measurements), ``["validity"]`` (judge verdicts),
+    ``["partition"]`` / ``["partition", "validity"]`` (modes; validity joins when a judge
+    verdict filters the accepted set). ``publishable`` is false and ``blocked_by`` names the
+    missing gate while the pair gate of the partition has not passed or the judge has no
+    completed calibration.
+    """
+    pair = report["audits"]["pair"]
+    val = report["audits"]["validity"]
+    mode_deps = ["partition", "validity"] if val["filter"] == "judge" else ["partition"]
+    blockers = {"partition": pair["blocked_by"], "validity": val["blocked_by"]}
+    out: list[dict[str, Any]] = []
+
+    def add(
+        name: str,
+        section: str,
+        value: Any,
+        deps: list[str],
+        *,
+        run: str | None = None,
+        model: str | None = None,
+        step: int | None = None,
+        key: str | None = None,
+        ci: tuple[Any, Any] = (None, None),
+    ) -> None:
+        if value is None:
+            return
+        blocked = [blockers[d] for d in deps if blockers[d]]
+        out.append(
+            {
+                "name": name,
+                "section": section,
+                "run": run,
+                "model": model,
+                "step": step,
+                "key": key,
+                "value": value,
+                "ci_low": ci[0],
+                "ci_high": ci[1],
+                "depends_on": deps,
+                "publishable": not blocked,
+                "blocked_by": "; ".join(blocked) if blocked else None,
+                "label": AUDITED_LABEL if deps else ENTROPY_ONLY_LABEL,
+            }
+        )
+
+    for c in report["checkpoints"]:
+        where = {"run": c["run"], "model": c["model"], "step": c["step"]}
+        add("accuracy", "checkpoints", c["accuracy"], [], **where)
+        e = c["entropy"]
+        if e:
+            for name in (
+                "mean_outcome_entropy",
+                "mean_token_entropy",
+                "mean_sequence_entropy",
+                "mean_conditional_entropy_success",
+                "mean_conditional_entropy_failure",
+                "max_abs_residual",
+                "max_abs_token_mixture_residual",
+                "broad_ratio",
+                "coverage_success",
+                "coverage_failure",
+                "direction_share",
+                "sign_test_p",
+            ):
+                add(name, "entropy", e.get(name), [], **where)
+            add(
+                "paired_ratio",
+                "entropy",
+                e.get("paired_ratio"),
+                [],
+                ci=(e.get("paired_ci_low"), e.get("paired_ci_high")),
+                **where,
+            )
+        v = c["validity"]
+        if v:
+            for name, field in (
+                ("mean_validity_rate", "mean_validity_rate"),
+                ("mean_validity_entropy", "mean_validity_entropy"),
+                ("validity_coverage", "coverage"),
+                ("judge_coverage", "judge_coverage"),
+            ):
+                add(name, "validity", v.get(field), ["validity"], **where)
+        m = c["modes"]
+        if m:
+            add("mean_n_eff", "modes", m["mean_n_eff"], mode_deps, **where)
+            add("mean_mode_entropy", "modes", m["mean_mode_entropy"], mode_deps, **where)
+            add("mode_coverage", "modes", m["coverage"], mode_deps, **where)
+        r = c["retention"]
+        if r:
+            add(
+                "retention",
+                "retention",
+                r["retention"],
+                mode_deps,
+                ci=(r["ci_low"], r["ci_high"]),
+                **where,
+            )
+            add("retention_eligible_share", "retention", r["eligible_share"], mode_deps, **where)
+    for g in report["greedy"]:
+        where = {"run": g["run"], "model": g["model"], "step": g["step"]}
+        for bench, acc in g["accuracy"].items():
+            add("greedy_accuracy", "greedy", acc, [], key=bench, **where)
+        add("greedy_macro_accuracy", "greedy", g["macro_accuracy"], [], **where)
+    for p in report["passk"]:
+        for name, value in p["pass_at_k"].items():
+            add(
+                name,
+                "passk",
+                value,
+                [],
+                run=p["run"],
+                model=p["model"],
+                step=p["step"],
+                key=p["benchmark"],
+            )
+    cov = report["covariance"]
+    if cov:
+        for scope, fit in [("pooled", cov["pooled"]), *cov["groups"].items()]:
+            for name in (
+                "sign_agreement",
+                "spearman_rho",
+                "pearson_r",
+                "slope",
+                "intercept",
+                "r_squared",
+                "median_abs_error",
+                "median_relative_error",
+            ):
+                add(
+                    f"covfit_{name}",
+                    "covariance",
+                    fit.get(name),
+                    [],
+                    model=None if scope == "pooled" else scope,
+                    key=scope,
+                )
+    tail = report["tail"]
+    if tail:
+        for ep in tail["endpoints"]:
+            where = {"run": ep["run"], "model": ep["model"], "step": ep["step"]}
+            rep = ep["report"]
+            add("q99_success_share", "tail", (rep.get("success") or {}).get("share"), [], **where)
+            add("q99_failure_share", "tail", (rep.get("failure") or {}).get("share"), [], **where)
+            add("q99_gap_pp", "tail", rep.get("gap_failure_minus_success_pp"), [], **where)
+            for b in rep.get("budgets") or []:
+                add(
+                    "budget_gap_pp",
+                    "tail",
+                    b.get("gap_failure_minus_success_pp"),
+                    [],
+                    key=f"top_{b.get('budget'):g}",
+                    **where,
+                )
+    for f in report["failure"]:
+        add(
+            "failed",
+            "failure",
+            f["failed"],
+            [],
+            run=f["run"],
+            model=f["model"],
+            step=f["reported_step"],
+        )
+    assoc = report["association"]
+    if assoc:
+        add(
+            "retention_passk_spearman_rho",
+            "association",
+            assoc["rho"],
+            mode_deps,
+            key=f"pass_at_{assoc['k']}",
+        )
+    return out
+
+
+def _progress(items: list[Any], show: bool, desc: str) -> Any:
+    if not show:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, unit="checkpoint")

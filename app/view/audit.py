@@ -1,0 +1,167 @@
+"""Audit page: pair-audit progress per annotator, the gate with its thresholds, confusion
+matrices, the disagreement list with links to the Label Studio tasks, and the codebook
+extension requests to approve or reject (the same domain calls as ``rcea codebook
+approve --no-reassign`` / ``reject``)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.codebook import CodebookStageError
+from app.view import charts, data
+from app.view.state import audit_detail, selected_study
+
+# report key → (columns = compared labels, rows = reference, title); the gate report's
+# ``confusion[reference][compared]`` comes from ``pair_agreement(compared, reference)``.
+CONFUSIONS = {
+    "human_human": ("annotator A", "annotator B", "A vs B (human–human)"),
+    "automatic_vs_a": ("automatic", "annotator A", "automatic vs A"),
+    "automatic_vs_b": ("automatic", "annotator B", "automatic vs B"),
+    "automatic_vs_reference": ("automatic", "final reference", "automatic vs final reference"),
+}
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+st.title("Audit")
+study = selected_study()
+
+st.header("Pair audit")
+names = data.audit_names(study)
+if not names:
+    st.caption("No pair audit yet: `rcea audit sample --study S --rubric NAME`.")
+else:
+    name = st.selectbox("Audit", names, key="audit")
+    detail = audit_detail(study, name)
+    gate, ov = detail["gate"], detail["overview"]
+    cols = st.columns(4)
+    cols[0].metric("status", gate.get("status", "pending"))
+    cols[1].metric("pairs", ov["n_pairs"])
+    cols[2].metric("questions", ov["n_questions"])
+    cols[3].metric("need adjudication", len(detail["disagreements"]))
+    st.caption(
+        f"rubric sha256 {ov['rubric_hash'][:12]}…, partition sha256 "
+        f"{ov['partition_hash'][:12]}…, seed {ov['seed']}; "
+        f"{ov['n_uncertain_pairs']} pair(s) with an uncertain member (no automatic label)"
+    )
+
+    st.subheader("Progress per annotator")
+    progress = detail["progress"]
+    left, right = st.columns([2, 1])
+    left.dataframe(
+        progress,
+        hide_index=True,
+        width="stretch",
+        column_config={"share": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0)},
+    )
+    right.altair_chart(charts.progress_bars(progress), width="stretch")
+    if detail["label_statuses"]:
+        st.caption(
+            "Annotations by status: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(detail["label_statuses"].items()))
+            + " (only `counted` ones are labels)."
+        )
+
+    if not detail["requirements"].empty:
+        st.subheader(f"Gate ({gate.get('stage') or 'preliminary'})")
+        st.dataframe(detail["requirements"], hide_index=True, width="stretch")
+        report = gate.get("report") or {}
+        if gate.get("stage") != "final" and report:
+            st.caption(
+                "Preliminary (reported, not gated): automatic vs A macro-F1 "
+                f"{_fmt(report.get('automatic_vs_a_macro_f1'))}, automatic vs B "
+                f"{_fmt(report.get('automatic_vs_b_macro_f1'))}. The automatic F1s, the "
+                "gap and the different-class precision/recall need the final reference "
+                "(after adjudication: `rcea audit gate --final`)."
+            )
+
+    st.subheader("Confusion matrices")
+    if not detail["confusions"]:
+        st.caption("No pair is labelled by both A and B yet.")
+    else:
+        cols = st.columns(len(detail["confusions"]))
+        for col, (key, conf) in zip(cols, detail["confusions"].items(), strict=True):
+            x_title, y_title, title = CONFUSIONS[key]
+            col.markdown(f"**{title}**")
+            col.altair_chart(charts.confusion_heatmap(conf, x_title=x_title, y_title=y_title))
+
+    st.subheader("Disagreements")
+    dis = detail["disagreements"]
+    if dis.empty:
+        st.caption("No pair needs adjudication.")
+    else:
+        st.dataframe(
+            dis,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "adjudication_task": st.column_config.LinkColumn(
+                    "adjudication task", display_text="open in Label Studio"
+                ),
+                "task_A": st.column_config.LinkColumn("A's task", display_text="open"),
+                "task_B": st.column_config.LinkColumn("B's task", display_text="open"),
+            },
+        )
+        st.caption(
+            "Pairs where A and B disagree, or agree against the automatic label. Without "
+            "an adjudication task yet: `rcea audit adjudicate`. (This researcher view shows "
+            "provenance and automatic labels; the adjudication tasks themselves are blinded.)"
+        )
+
+st.header("Codebook extension requests")
+done = st.session_state.pop("decided", None)
+if done and done["status"] == "approved":
+    st.success(
+        f"approved #{done['extension_id']}: {done['question_id']} refrozen as "
+        f"v{done['version']} (sha256 {done['content_hash'][:12]}…); reassign its "
+        f"{done['n_affected']} affected trajectories with `rcea codebook assign` then "
+        "`rcea codebook reconcile`."
+    )
+elif done:
+    st.success(
+        f"rejected #{done['extension_id']}: its trajectories moved to the researcher "
+        "queue (`rcea codebook queue`)."
+    )
+requests = data.extension_requests(study)
+if not requests:
+    st.caption("No extension request: `rcea codebook extend --study S` groups provisional NEW.")
+for req in requests:
+    head = f"#{req['extension_id']} · {req['question_id']} · {req['status']}"
+    with st.expander(head, expanded=req["status"] == "pending"):
+        for p in req["proposals"]:
+            st.markdown(
+                f"**+ {p['name']}** ({p['n_trajectories']} trajectories) — {p['criterion']}"
+            )
+            for ex in p["examples"]:
+                st.caption(
+                    f"{ex['trajectory_id']} · run {ex.get('run')} · model {ex.get('model')} "
+                    f"· step {ex.get('step')} · seed {ex.get('seed')}"
+                )
+                st.code(ex.get("text", "(missing)"), language=None, wrap_lines=True)
+        if req["status"] != "pending":
+            st.caption(f"decided by {req['decided_by']}: {req['reason'] or '(no reason)'}")
+            continue
+        ext_id = req["extension_id"]
+        reason = st.text_input("reason (recorded)", key=f"reason-{ext_id}")
+        approve_col, reject_col = st.columns(2)
+        decision = None
+        if approve_col.button("Approve (refreeze)", key=f"approve-{ext_id}", type="primary"):
+            decision = True
+        if reject_col.button("Reject", key=f"reject-{ext_id}"):
+            decision = False
+        if decision is not None:
+            try:
+                out = data.decide_extension_request(
+                    study,
+                    ext_id,
+                    approve=decision,
+                    actor=st.session_state.get("actor") or "view",
+                    reason=reason,
+                )
+            except CodebookStageError as exc:
+                st.error(str(exc))
+            else:
+                st.session_state["decided"] = out
+                st.rerun()

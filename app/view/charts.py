@@ -1,0 +1,152 @@
+"""Altair chart builders for the view. Each takes a tidy frame (column names in the
+docstring) and returns an ``alt.Chart``/``alt.LayerChart``; none reads the store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+LABELS = ("same", "different")
+
+
+def accuracy_by_step(df: pd.DataFrame) -> alt.Chart:
+    """Verifier accuracy per checkpoint: columns ``run``, ``model``, ``step``, ``accuracy``."""
+    return (
+        alt.Chart(df)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("step:Q", title="step"),
+            y=alt.Y("accuracy:Q", title="verifier accuracy", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("run:N"),
+            strokeDash=alt.StrokeDash("model:N"),
+            tooltip=["run", "model", "step", "n", alt.Tooltip("accuracy:Q", format=".3f")],
+        )
+    )
+
+
+def entropy_traces(df: pd.DataFrame, *, title: str = "entropy") -> alt.Chart:
+    """Training traces on normalised progress (Figure 1/3 style): columns ``run``
+    (objective), ``step``, ``progress`` (step / max_steps, 0–1) and ``value`` (the logged
+    quantity named ``title``; renamed so that any logged key, dots included, is safe as a
+    Vega-Lite field)."""
+    return (
+        alt.Chart(df)
+        .mark_line()
+        .encode(
+            x=alt.X("progress:Q", title="training progress", axis=alt.Axis(format="%")),
+            y=alt.Y("value:Q", title=title),
+            color=alt.Color("run:N", title="objective"),
+            tooltip=[
+                "run",
+                "step",
+                alt.Tooltip("progress:Q", format=".0%"),
+                alt.Tooltip("value:Q", title=title),
+            ],
+        )
+    )
+
+
+def ratio_with_ci(df: pd.DataFrame, *, title: str = "failed / successful") -> alt.LayerChart:
+    """Point estimate with 95% CI error bars per checkpoint and the line y = 1 (Figure 4/5
+    style): columns ``checkpoint``, ``estimate``, ``ci_low``, ``ci_high`` (CI may be
+    missing, then only the point is drawn)."""
+    axis = alt.Axis(labelAngle=-20, labelLimit=320)
+    base = alt.Chart(df).encode(x=alt.X("checkpoint:N", title="checkpoint", sort=None, axis=axis))
+    points = base.mark_point(filled=True, size=80).encode(
+        y=alt.Y("estimate:Q", title=title, scale=alt.Scale(zero=False)),
+        tooltip=[
+            "checkpoint",
+            alt.Tooltip("estimate:Q", format=".3f"),
+            alt.Tooltip("ci_low:Q", format=".3f"),
+            alt.Tooltip("ci_high:Q", format=".3f"),
+        ],
+    )
+    bars = base.mark_errorbar(ticks=True).encode(
+        y=alt.Y("ci_low:Q", title=title), y2=alt.Y2("ci_high:Q")
+    )
+    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[4, 4]).encode(y="y:Q")
+    return alt.layer(bars, points, one)
+
+
+def delta_h_scatter(df: pd.DataFrame) -> alt.LayerChart:
+    """Predicted vs observed ΔH per transition with the identity line y = x (Figure 6
+    style): columns ``predicted``, ``observed``, ``run``, ``model``, ``transition``."""
+    values = pd.concat([df["predicted"], df["observed"]]).astype(float)
+    lo, hi = (float(values.min()), float(values.max())) if len(values) else (-1.0, 1.0)
+    pad = (hi - lo) * 0.05 or 0.01
+    ident = pd.DataFrame({"x": [lo - pad, hi + pad], "y": [lo - pad, hi + pad]})
+    scale = alt.Scale(domain=[lo - pad, hi + pad])
+    points = (
+        alt.Chart(df)
+        .mark_point(filled=True, size=60)
+        .encode(
+            x=alt.X("predicted:Q", title="predicted ΔH = −Cov(log π, Δz)", scale=scale),
+            y=alt.Y("observed:Q", title="observed ΔH", scale=scale),
+            color=alt.Color("run:N"),
+            shape=alt.Shape("model:N"),
+            tooltip=["run", "model", "transition", "predicted", "observed"],
+        )
+    )
+    line = alt.Chart(ident).mark_line(strokeDash=[4, 4], color="gray").encode(x="x:Q", y="y:Q")
+    return alt.layer(line, points)
+
+
+def mode_distribution(df: pd.DataFrame) -> alt.Chart:
+    """Mode shares of one question, base vs checkpoint side by side: columns ``mode``,
+    ``checkpoint``, ``share``, ``count``."""
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            x=alt.X("mode:N", title="mode"),
+            xOffset=alt.XOffset("checkpoint:N", sort=None),
+            y=alt.Y("share:Q", title="share of included trajectories", axis=alt.Axis(format="%")),
+            color=alt.Color("checkpoint:N", sort=None),
+            tooltip=["mode", "checkpoint", "count", alt.Tooltip("share:Q", format=".1%")],
+        )
+    )
+
+
+def confusion_frame(confusion: dict[str, dict[str, int]]) -> pd.DataFrame:
+    """``confusion[reference][predicted]`` → long frame (reference, predicted, count)."""
+    return pd.DataFrame(
+        [
+            {"reference": ref, "predicted": pred, "count": int(confusion[ref][pred])}
+            for ref in LABELS
+            for pred in LABELS
+        ]
+    )
+
+
+def confusion_heatmap(
+    confusion: dict[str, dict[str, int]], *, x_title: str, y_title: str
+) -> alt.LayerChart:
+    """2×2 heatmap with counts: rows = reference (``y_title``), columns = compared labels
+    (``x_title``)."""
+    df = confusion_frame(confusion)
+    order: list[Any] = list(LABELS)
+    base = alt.Chart(df).encode(
+        x=alt.X("predicted:N", title=x_title, sort=order),
+        y=alt.Y("reference:N", title=y_title, sort=order),
+    )
+    rect = base.mark_rect().encode(
+        color=alt.Color("count:Q", scale=alt.Scale(scheme="blues"), legend=None),
+        tooltip=["reference", "predicted", "count"],
+    )
+    text = base.mark_text(fontSize=16).encode(text="count:Q")
+    return alt.layer(rect, text).properties(width=220, height=180)
+
+
+def progress_bars(df: pd.DataFrame) -> alt.Chart:
+    """Labelling progress per role: columns ``role``, ``labelled``, ``of``."""
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            y=alt.Y("role:N", sort=None),
+            x=alt.X("labelled:Q", title="pairs labelled"),
+            tooltip=["role", "labelled", "of"],
+        )
+    )

@@ -1,0 +1,391 @@
+"""``rcea report publish``: refused while a mode/retention number rests on a partition
+without a passing final gate or a validity number on an uncalibrated judge (the message
+names the gate); ``--entropy-only``; the success bundle; the CLI and the API route.
+
+Gates are produced by the real functions (draw, record annotations, ``gate_status``,
+``record_final_gate``); judge events follow the ``app.judge.status`` contract."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from annotation.payloads import ParsedAnnotation
+from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
+from app.audit.labels import gate_status, record_annotation, record_final_gate
+from app.audit.sampling import audit_pairs, draw_audit
+from app.cli import app as cli
+from app.ingest import ingest_file
+from app.judge.status import CALIBRATION_COMPLETED_EVENT, JUDGE_RUN_EVENT
+from app.report.build import ENTROPY_ONLY_LABEL, build_report
+from app.report.publish import PublishRefused, publish_report
+from app.store import append_event, list_events, require_study, session_scope
+from app.store.models import Audit, AuditTask, Trajectory
+from tests.app.test_report_build import N_BOOT, make_report_study, report_records
+from tests.helpers import RUBRIC, fake_tasks, rubric_file, write_jsonl
+
+JUDGE = "9c1d" + "0" * 60
+
+
+def draw(engine, tmp_path: Path, study: str = "rep", rubric: str = RUBRIC) -> int:  # type: ignore[no-untyped-def]
+    with session_scope(engine) as s:
+        freeze_rubric(s, path=rubric_file(tmp_path, rubric), actor="r")
+        freeze_partition_from_modes(s, study=study, actor="r")
+        return draw_audit(s, study=study, rubric="test-rubric", actor="r").id
+
+
+def final_gate(engine, audit_id: int, *, passing: bool) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Both annotators label every pair; passing: as the automatic partition says;
+    failing: always "same", and the adjudicator confirms "same" where the automatic label
+    was "different" (automatic F1 falls)."""
+    tasks = fake_tasks(engine, audit_id)
+    ann = iter(range(1, 100_000))
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        pairs = audit_pairs(s, audit_id=audit_id)
+        for role, user in (("A", 11), ("B", 12)):
+            for p in pairs:
+                label = (p.automatic or "same") if passing else "same"
+                record_annotation(
+                    s,
+                    audit,
+                    ParsedAnnotation(next(ann), tasks[role][p.id], None, user, label, None, False),
+                    source="test",
+                )
+        disputed = [p for p in pairs if not passing and p.automatic == "different"]
+        assert passing or disputed
+        for p in disputed:
+            s.add(
+                AuditTask(
+                    audit_id=audit_id,
+                    role="adjudicator",
+                    pair_id=p.id,
+                    project_id=3,
+                    task_id=3000 + p.id,
+                    left_is_a=True,
+                )
+            )
+        audit.labelstudio = {
+            "roles": {**audit.labelstudio["roles"], "adjudicator": {"project_id": 3, "user_id": 13}}
+        }
+        s.add(audit)
+        s.flush()
+        for p in disputed:
+            record_annotation(
+                s,
+                audit,
+                ParsedAnnotation(next(ann), 3000 + p.id, 3, 13, "same", None, False),
+                source="test",
+            )
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        res = gate_status(s, audit, final=True)
+        record_final_gate(s, audit, res, "tester")
+    assert res["status"] == ("passed" if passing else "failed"), res["report"]["requirements"]
+    return res
+
+
+def judge(engine, *, calibrated_hash: str | None, study: str = "rep") -> None:  # type: ignore[no-untyped-def]
+    with session_scope(engine) as s:
+        sid = require_study(s, name=study).id
+        append_event(
+            s,
+            actor="r",
+            kind=JUDGE_RUN_EVENT,
+            study_id=sid,
+            payload={"judge_hash": JUDGE, "judge_name": "toy-judge", "n_judged": 10},
+        )
+        if calibrated_hash:
+            append_event(
+                s,
+                actor="r",
+                kind=CALIBRATION_COMPLETED_EVENT,
+                study_id=sid,
+                payload={
+                    "judge_hash": calibrated_hash,
+                    "calibration": "cal-1",
+                    "report": {"accuracy": 0.93, "macro_f1": 0.92},
+                },
+            )
+
+
+def publish(engine, out: Path, **kw: Any) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    with session_scope(engine) as s:
+        return publish_report(s, study="rep", out_dir=out, actor="pub", n_boot=N_BOOT, **kw)
+
+
+def refused(engine, out: Path, **kw: Any) -> str:  # type: ignore[no-untyped-def]
+    with pytest.raises(PublishRefused) as err:
+        publish(engine, out, **kw)
+    assert not out.exists() or not any(out.iterdir()), "a refused publish wrote files"
+    with session_scope(engine) as s:
+        assert not list_events(s, kind="report.publish")
+    return str(err.value)
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_refused_without_a_gate(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    make_report_study(engine, tmp_path)
+    judge(engine, calibrated_hash=JUDGE)
+    msg = refused(engine, tmp_path / "out")
+    assert "mode column, not a frozen partition" in msg and "validity" not in msg
+    with session_scope(engine) as s:
+        part, _ = freeze_partition_from_modes(s, study="rep", actor="r")
+    msg = refused(engine, tmp_path / "out")
+    assert f"partition {part.content_hash[:12]}… which has no pair audit" in msg
+    audit_id = draw(engine, tmp_path)
+    msg = refused(engine, tmp_path / "out")
+    with session_scope(engine) as s:
+        name = s.get(Audit, audit_id).name
+    assert f"no passing final gate (audit {name}: status pending)" in msg
+
+
+def test_refused_with_a_failed_gate(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    make_report_study(engine, tmp_path)
+    judge(engine, calibrated_hash=JUDGE)
+    audit_id = draw(engine, tmp_path)
+    res = final_gate(engine, audit_id, passing=False)
+    msg = refused(engine, tmp_path / "out")
+    assert (
+        f"retention rests on partition {res['partition_hash'][:12]}… which has no passing "
+        f"final gate (audit {res['audit']}: status failed)"
+    ) in msg
+
+
+def test_gate_bound_to_another_partition_does_not_count(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    make_report_study(engine, tmp_path)
+    judge(engine, calibrated_hash=JUDGE)
+    res = final_gate(engine, draw(engine, tmp_path), passing=True)
+    # a new partition (changed modes) is frozen after the gate passed
+    with engine.begin() as conn:
+        conn.execute(
+            sa.update(Trajectory)
+            .where(Trajectory.reward == 1, Trajectory.trajectory_id < "t000100")
+            .values(mode="m9")
+        )
+    with session_scope(engine) as s:
+        new, created = freeze_partition_from_modes(s, study="rep", actor="r")
+    assert created and new.content_hash != res["partition_hash"]
+    # by default the numbers rest on the gated partition ...
+    with session_scope(engine) as s:
+        rep = build_report(s, study="rep", n_boot=N_BOOT)
+    pair = rep["audits"]["pair"]
+    assert pair["partition_source"] == "gate" and pair["partition_hash"] == res["partition_hash"]
+    assert pair["status"] == "passed" and all(q["publishable"] for q in rep["quantities"])
+    # ... choosing the new one is refused, naming the gate bound to the other partition
+    msg = refused(engine, tmp_path / "out", partition="latest")
+    assert f"partition {new.content_hash[:12]}… which has no pair audit" in msg
+    assert (
+        f"a gate bound to another partition does not count (audit {res['audit']} passed "
+        f"on partition {res['partition_hash'][:12]}…)"
+    ) in msg
+
+
+def test_refused_with_an_uncalibrated_judge(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    make_report_study(engine, tmp_path)
+    final_gate(engine, draw(engine, tmp_path), passing=True)
+    msg = refused(engine, tmp_path / "out")
+    assert "validity rests on no frozen judge" in msg and "partition" not in msg
+    judge(engine, calibrated_hash="f" * 64)  # a calibration of another judge
+    msg = refused(engine, tmp_path / "out")
+    assert msg == (
+        "refusing to publish: validity rests on judge 9c1d00000000… with no completed calibration"
+    )
+    judge(engine, calibrated_hash=JUDGE)
+    assert publish(engine, tmp_path / "out")["scope"] == "full (audited)"
+
+
+def test_estimator_settings_come_from_the_gate_rubric(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    make_report_study(engine, tmp_path)
+    rubric = RUBRIC + "\n[estimators]\nn_boot = 150\nseed = 4\nk_min = 6\n"
+    final_gate(engine, draw(engine, tmp_path, rubric=rubric), passing=True)
+    with session_scope(engine) as s:
+        rep = build_report(s, study="rep")
+        other = build_report(s, study="rep", n_boot=200, seed=4)
+    par = rep["parameters"]
+    assert (par["n_boot"], par["seed"], par["k_min"], par["n_min"]) == (150, 4, 6, 8)
+    assert par["estimators_from"].startswith("rubric test-rubric v1 (")
+    assert par["deviations_from_rubric"] == []
+    e = rep["checkpoints"][0]["entropy"]
+    assert (e["n_boot"], e["seed"], e["k_min"]) == (150, 4, 6)
+    assert other["parameters"]["deviations_from_rubric"] == ["n_boot"]
+
+
+# --------------------------------------------------------------------------- bundles
+
+
+def _files(bundle: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(bundle)): p.read_bytes() for p in sorted(bundle.rglob("*")) if p.is_file()
+    }
+
+
+def test_entropy_only_publishes_only_audit_free_numbers(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    make_report_study(engine, tmp_path)
+    res = publish(engine, tmp_path / "out", entropy_only=True)
+    bundle = Path(res["bundle"])
+    assert bundle.parent == tmp_path / "out" and bundle.name.startswith("rep-")
+    files = _files(bundle)
+    assert not {"rubric.toml", "gate.json", "calibration.json"} & set(files)
+    rep = json.loads(files["report.json"])
+    assert rep["scope"] == ENTROPY_ONLY_LABEL == res["scope"]
+    assert rep["quantities"] and all(
+        not q["depends_on"] and q["label"] == ENTROPY_ONLY_LABEL for q in rep["quantities"]
+    )
+    assert {q["section"] for q in rep["quantities"]} >= {"entropy", "passk", "covariance", "tail"}
+    for c in rep["checkpoints"]:
+        assert c["validity"] is None and c["modes"] is None and c["retention"] is None
+        assert c["entropy"] is not None
+    assert rep["association"] is None
+    assert "figures/retention.png" not in files and "figures/paired_ratio.png" in files
+    assert ENTROPY_ONLY_LABEL in files["report.html"].decode()
+    hashes = json.loads(files["hashes.json"])
+    assert hashes["partition_hash"] is None and hashes["judge_hash"] is None
+    with session_scope(engine) as s:
+        (ev,) = list_events(s, kind="report.publish")
+    assert ev.payload["scope"] == ENTROPY_ONLY_LABEL and ev.actor == "pub"
+
+
+def test_study_without_audited_numbers_publishes_as_entropy_only(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    recs = report_records()
+    for r in recs:
+        r["validity"] = r["mode"] = None
+    path = write_jsonl(tmp_path / "plain.jsonl", recs)
+    ingest_file(engine, path, study="rep", artifacts_dir=tmp_path / "art", data_dir=tmp_path)
+    res = publish(engine, tmp_path / "out")
+    assert res["scope"] == ENTROPY_ONLY_LABEL
+    rep = json.loads((Path(res["bundle"]) / "report.json").read_text())
+    assert rep["quantities"] and all(not q["depends_on"] for q in rep["quantities"])
+
+
+def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    records = make_report_study(engine, tmp_path)
+    judge(engine, calibrated_hash=JUDGE)
+    gate = final_gate(engine, draw(engine, tmp_path), passing=True)
+    res = publish(engine, tmp_path / "out")
+    bundle = Path(res["bundle"])
+    files = _files(bundle)
+    figures = sorted(f for f in files if f.startswith("figures/"))
+    assert figures == [
+        f"figures/{n}.png"
+        for n in sorted(
+            (
+                "training_entropy",
+                "paired_ratio",
+                "covariance_scatter",
+                "retention",
+                "accuracy_passk",
+            )
+        )
+    ]
+    assert all(files[f].startswith(b"\x89PNG\r\n\x1a\n") for f in figures)
+    assert set(files) == {
+        *figures,
+        "report.html",
+        "report.json",
+        "rubric.toml",
+        "gate.json",
+        "calibration.json",
+        "hashes.json",
+    }
+    assert files["rubric.toml"].decode() == RUBRIC
+    gate_json = json.loads(files["gate.json"])
+    assert gate_json["status"] == "passed" and gate_json["gate"] == gate["report"]
+    assert gate_json["partition_hash"] == gate["partition_hash"]
+    assert json.loads(files["calibration.json"])["status"] == "calibrated"
+    hashes = json.loads(files["hashes.json"])
+    assert hashes["files"] == {
+        name: hashlib.sha256(data).hexdigest()
+        for name, data in files.items()
+        if name != "hashes.json"
+    }
+    assert hashes["partition_hash"] == gate["partition_hash"]
+    assert hashes["rubric_hash"] == gate["rubric_hash"] and hashes["judge_hash"] == JUDGE
+    rep = json.loads(files["report.json"])
+    assert rep["parameters"]["deviations_from_rubric"] == ["n_boot"]
+    assert "deviate from the predeclared rubric: n_boot" in files["report.html"].decode()
+    assert rep["scope"] == "full (audited)" and hashes["record_set_hash"] == rep["record_set_hash"]
+    assert all(q["publishable"] and q["blocked_by"] is None for q in rep["quantities"])
+    # self-contained page: every figure inline, nothing fetched from elsewhere
+    html = files["report.html"].decode()
+    assert html.count("src='data:image/png;base64,") == len(figures)
+    assert "http://" not in html and "https://" not in html
+    assert gate["audit"] in html and "entropy-only (no audit)" in html and "audited" in html
+    # the published numbers are `rcea stats` numbers on the same records
+    ref = json.loads(
+        CliRunner()
+        .invoke(cli, ["stats", "retention", str(records), "--n-boot", str(N_BOOT), "--json"])
+        .output
+    )
+    for row in ref["results"]:
+        c = next(
+            c for c in rep["checkpoints"] if (c["run"], c["step"]) == (row["run"], row["step"])
+        )
+        assert c["retention"] == {k: v for k, v in row.items() if k not in ("run", "step")}
+    with session_scope(engine) as s:
+        (ev,) = list_events(s, kind="report.publish")
+    assert ev.payload["bundle"] == str(bundle)
+    assert ev.payload["report_json_sha256"] == hashes["files"]["report.json"]
+
+
+# --------------------------------------------------------------------------- CLI and API
+
+
+def test_cli_build_and_publish(engine, store_url: str, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from app.settings import get_settings
+
+    make_report_study(engine, tmp_path)
+    monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
+    get_settings.cache_clear()
+    runner = CliRunner()
+    common = ["--study", "rep", "--n-boot", str(N_BOOT)]
+    out = tmp_path / "r.json"
+    res = runner.invoke(cli, ["report", "build", *common, "--json", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output) == json.loads(out.read_text())
+    res = runner.invoke(cli, ["report", "build", *common])
+    assert res.exit_code == 0 and "UNPUBLISHABLE" in res.output and "paired_ratio" in res.output
+    res = runner.invoke(cli, ["report", "publish", *common])
+    assert res.exit_code == 2
+    assert "refusing to publish" in res.output and "no frozen judge" in res.output
+    res = runner.invoke(cli, ["report", "publish", *common, "--json"])
+    body = json.loads(res.output)
+    assert res.exit_code == 2 and body["ok"] is False and len(body["reasons"]) == 2
+    res = runner.invoke(cli, ["report", "publish", *common, "--entropy-only"])
+    assert res.exit_code == 0, res.output
+    assert "entropy-only (no audit)" in res.output
+    (bundle,) = (tmp_path / "data" / "reports").iterdir()
+    assert (bundle / "report.html").exists() and str(bundle) in res.output
+    res = runner.invoke(cli, ["report", "build", "--study", "nope"])
+    assert res.exit_code == 1 and "no study named 'nope'" in res.output
+
+
+def test_api_report_route(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from app.api import create_app
+    from app.settings import Settings
+
+    make_report_study(engine, tmp_path)
+    client = TestClient(
+        create_app(Settings(data_dir=tmp_path / "d", api_token="tok"), engine=engine)
+    )
+    auth = {"Authorization": "Bearer tok"}
+    with session_scope(engine) as s:
+        sid = require_study(s, name="rep").id
+        ref = build_report(s, study="rep", n_boot=50, seed=3)
+    assert client.get(f"/api/studies/{sid}/report").status_code == 401
+    r = client.get(f"/api/studies/{sid}/report?n_boot=50&seed=3", headers=auth)
+    assert r.status_code == 200
+    got = r.json()
+    assert got.pop("generated_at") and ref.pop("generated_at")
+    assert got == ref
+    assert client.get("/api/studies/999/report", headers=auth).status_code == 404
+    assert client.get(f"/api/studies/{sid}/report?n_boot=0", headers=auth).status_code == 422

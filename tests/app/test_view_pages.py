@@ -1,0 +1,516 @@
+"""Every page of the Streamlit view through ``AppTest`` on three stores — empty, ingested
+records only, and a full study (codebook cycle with a pending extension request, a pair
+audit with labels and a disagreement, measurements) built with the real domain functions —
+plus the Audit page's approve/reject buttons against the domain's own result."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sqlmodel import select
+from streamlit.testing.v1 import AppTest
+from typer.testing import CliRunner
+
+from annotation.payloads import ParsedAnnotation
+from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
+from app.audit.labels import record_annotation, record_final_gate
+from app.audit.sampling import audit_pairs, draw_audit, get_audit
+from app.cli import app as cli_app
+from app.codebook import (
+    assign,
+    list_extensions,
+    reconcile,
+    request_extensions,
+    researcher_queue,
+)
+from app.ingest import ingest_file
+from app.settings import Settings, get_settings
+from app.store import list_events, open_store, require_study, session_scope
+from app.store.measurements import record_measurement
+from app.store.models import AuditTask, CodebookVersion
+from audits.tail import reward_stratified_tail
+from pipeline.codebook import OracleBackend
+from tests.app.test_codebook_cycle import PHASE1, PHASE2, first_half
+from tests.fake_llm import MODEL, RUNS, domain_records, strategy_of
+from tests.helpers import fake_tasks, rubric_file, write_jsonl
+
+MAIN = Path(__file__).resolve().parents[2] / "app" / "view" / "main.py"
+PAGES = ("overview.py", "entropy.py", "modes.py", "covariance.py", "audit.py")
+RUBRIC = """
+[rubric]
+name = "view-rubric"
+version = "1"
+
+[pairs]
+seed = 3
+pairs_per_question = 4
+n_questions = 3
+"""
+
+
+def _with_entropies(recs: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+    """Token entropies and log-probabilities that make failures more uncertain and fall
+    with the step (deterministic); records spread over both runs so that each run sees
+    every strategy and both outcomes."""
+    for i, r in enumerate(recs):
+        r["run"] = RUNS[(i // 2) % 2]
+        base = 0.9 if r["reward"] == 0 else 0.5
+        r["mean_token_entropy"] = round(base * (1 - step / 400) + 0.01 * (i % 5), 4)
+        r["seq_logprob"] = -round(20 * r["mean_token_entropy"] + (i % 3), 4)
+    return recs
+
+
+def observed(predicted: float, k: int) -> float:
+    """The fixture's observed ΔH of transition ``k``: near 1.1 × predicted, not exactly."""
+    return 1.1 * predicted + 0.001 + 0.0005 * (-1) ** k
+
+
+def _tail_report(seed: int) -> dict[str, Any]:
+    """A real ``audits.tail`` report on synthetic tokens (4 questions × 8 samples)."""
+    rng = np.random.default_rng(seed)
+    groups = [f"q{i // 8}" for i in range(32)]
+    rewards = [int(x) for x in rng.integers(0, 2, 32)]
+    token_traj = np.repeat(np.arange(32), 20)
+    logp = -rng.exponential(1.0, token_traj.size)
+    return reward_stratified_tail(groups, rewards, token_traj, logp).to_dict()
+
+
+def _ingest(settings: Settings, tmp: Path, recs: list[dict[str, Any]], name: str) -> None:
+    ingest_file(
+        open_store(settings),
+        write_jsonl(tmp / f"{name}.jsonl", recs),
+        study="s",
+        artifacts_dir=settings.artifacts_dir,
+        data_dir=settings.data_dir,
+    )
+
+
+def _phase(settings: Settings, tmp: Path, step: int) -> None:
+    """The oracle domain at base step 0, or at checkpoint step 100 where q00 gains the
+    ``factor`` strategy its base codebook lacks (two runs each)."""
+    base = {q: m * 4 for q, m in PHASE1.items()}
+    if step == 0:
+        recs = domain_records(questions=base, n_failed=32)
+    else:
+        later = {**base, "q00": base["q00"] + PHASE2["q00"]}
+        recs = domain_records(questions=later, step=step, start_k=200, n_failed=32)
+    _ingest(settings, tmp, _with_entropies(recs, step), f"step{step}")
+
+
+def ingested_store(tmp: Path) -> Settings:
+    """Study ``s`` with records only: base step 0 and checkpoint step 100."""
+    settings = Settings(data_dir=tmp / "data")
+    _phase(settings, tmp, 0)
+    _phase(settings, tmp, 100)
+    return settings
+
+
+def full_store(tmp: Path) -> Settings:
+    """The records of ``ingested_store`` plus: the codebook cycle (oracle backend) frozen
+    on the base records, then the checkpoint's new strategy as a pending extension request
+    for q00; the mode column frozen as partition; a pair audit with A's and B's labels (one
+    disagreement, pushed to an adjudication task); measurements (training curves,
+    covariance transitions)."""
+    settings = Settings(data_dir=tmp / "data")
+    _phase(settings, tmp, 0)
+    engine = open_store(settings)
+    oracle = OracleBackend(strategy_of)
+    first_half(engine, oracle)
+    _phase(settings, tmp, 100)
+    kw = {"study": "s", "backend": oracle, "actor": "alice"}
+    assign(engine, batch_size=3, **kw)
+    reconcile(engine, **kw)
+    with session_scope(engine) as s:
+        assert len(request_extensions(s, study="s", actor="alice")) >= 1
+        freeze_rubric(s, path=rubric_file(tmp, RUBRIC), actor="r")
+        freeze_partition_from_modes(s, study="s", actor="r")
+        audit_id = draw_audit(s, study="s", rubric="view-rubric", actor="r").id
+    tasks = fake_tasks(engine, audit_id)
+    with session_scope(engine) as s:
+        audit = get_audit(s, study="s")
+        pairs = audit_pairs(s, audit_id=audit_id)
+        flipped = pairs[1]
+        n = 0
+        for role, user in (("A", 11), ("B", 12)):
+            for p in pairs:
+                truth = p.automatic or "same"
+                if role == "B" and p.id == flipped.id:
+                    truth = "different" if truth == "same" else "same"
+                n += 1
+                ann = ParsedAnnotation(n, tasks[role][p.id], None, user, truth, None, False)
+                record_annotation(s, audit, ann, source="test")
+        s.add(
+            AuditTask(
+                audit_id=audit_id,
+                role="adjudicator",
+                pair_id=flipped.id,
+                project_id=3,
+                task_id=3000 + flipped.id,
+                left_is_a=False,
+            )
+        )
+        st_id = require_study(s, name="s").id
+        for run, slope in (("grpo_main", 1.0), ("clipcov_ablation", 0.5)):
+            points = [
+                {
+                    "step": k * 10,
+                    "progress": k / 10,
+                    "entropy": 1.0 - 0.05 * slope * k,
+                    "train.loss": 0.1 * k if k % 2 else None,  # a dotted, sparse key
+                }
+                for k in range(11)
+            ]
+            record_measurement(
+                s, study_id=st_id, kind="training_curve", run=run, payload={"points": points}
+            )
+            for k in range(3):
+                pred = -0.01 * (k + 1) * slope
+                record_measurement(
+                    s,
+                    study_id=st_id,
+                    kind="covariance_transition",
+                    run=run,
+                    model=MODEL,
+                    step=50 * (k + 1),
+                    payload={
+                        "from_step": 50 * k,
+                        "to_step": 50 * (k + 1),
+                        "transition": f"{50 * k}->{50 * (k + 1)}",
+                        "predicted": pred,
+                        "observed": observed(pred, k),
+                        "n_positions": 64,
+                    },
+                )
+            accuracy = [0.5, 0.6, 0.7] if run == "grpo_main" else [0.5, 0.6, 0.02]
+            record_measurement(
+                s,
+                study_id=st_id,
+                kind="accuracy_trace",
+                run=run,
+                model=MODEL,
+                key="toy",
+                payload={
+                    "points": [
+                        {"step": 50 * k, "progress": k / 2, "accuracy": a}
+                        for k, a in enumerate(accuracy)
+                    ]
+                },
+            )
+            record_measurement(
+                s,
+                study_id=st_id,
+                kind="tail",
+                run=run,
+                model=MODEL,
+                step=100,
+                payload=_tail_report(seed=len(run)),
+            )
+    return settings
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Data dirs of the three stores, built once for the module."""
+    out = {}
+    for name, build in (("ingested", ingested_store), ("full", full_store)):
+        tmp = tmp_path_factory.mktemp(name)
+        build(tmp)
+        out[name] = tmp / "data"
+    out["empty"] = tmp_path_factory.mktemp("empty") / "data"
+    return out
+
+
+def use_store(monkeypatch: pytest.MonkeyPatch, data: Path) -> None:
+    monkeypatch.setenv("RCEA_DATA_DIR", str(data))
+    get_settings.cache_clear()
+
+
+def app_at(page: str, **state: Any) -> AppTest:
+    """The app run once on the entry page, then switched to ``page`` and run again."""
+    at = AppTest.from_file(str(MAIN), default_timeout=120)
+    at.session_state["n_boot"] = 200
+    for k, v in state.items():
+        at.session_state[k] = v
+    at.run()
+    if page != PAGES[0]:
+        at.switch_page(page).run()
+    return at
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def frame_with(at: AppTest, column: str) -> pd.DataFrame:
+    """The first data frame on the page that has ``column``."""
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return df.value
+    raise AssertionError(f"no data frame with a {column!r} column")
+
+
+def chart_marks(at: AppTest) -> list[set[str]]:
+    """The mark types of every Altair chart on the page (a layered chart: all layers)."""
+    out = []
+    for chart in at.get("vega_lite_chart"):
+        spec = json.loads(chart.proto.spec)
+        layers = spec.get("layer", [spec])
+        out.append({(lay["mark"]["type"] if isinstance(lay["mark"], dict) else lay["mark"])
+                    for lay in layers})  # fmt: skip
+    return out
+
+
+def records(data: Path) -> pd.DataFrame:
+    """The fixture's records as ingested (read back from its JSONL files, not the store)."""
+    files = sorted(data.parent.glob("step*.jsonl"))
+    return pd.concat([pd.read_json(f, lines=True) for f in files], ignore_index=True)
+
+
+@pytest.mark.parametrize("store", ["empty", "ingested", "full"])
+@pytest.mark.parametrize("page", PAGES)
+def test_page_renders(
+    page: str, store: str, stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_store(monkeypatch, stores[store])
+    at = app_at(page)
+    no_exception(at)
+    if store == "empty":
+        assert any("No studies yet" in i.value for i in at.info)
+    else:
+        assert at.sidebar.selectbox[0].value == "s"
+        assert not at.error, [e.value for e in at.error]
+
+
+def test_overview_shows_gate_values_against_thresholds(
+    stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_store(monkeypatch, stores["full"])
+    at = app_at("overview.py")
+    audits = frame_with(at, "human_human_macro_f1")
+    assert audits["status"].tolist() == ["preliminary"]
+    reqs = frame_with(at, "requirement")
+    assert reqs["requirement"].tolist() == [
+        "human_human_macro_f1",
+        "automatic_macro_f1",
+        "gap",
+        "different_precision",
+        "different_recall",
+        "automatic_coverage",
+    ]
+    # the rubric's defaults; 12 pairs, one A/B disagreement (on a 'same' or 'different')
+    assert reqs["threshold"].tolist() == [0.85, 0.85, 0.05, 0.80, 0.80, 0.95]
+    assert reqs["passed"].isna().all()  # preliminary: reported, not gated
+    hh = reqs.loc[reqs["requirement"] == "human_human_macro_f1", "value"].item()
+    assert 0.5 < hh < 1.0
+    cp = frame_with(at, "accuracy")
+    recs = records(stores["full"])
+    expected = recs.groupby(["run", "step"])["reward"].mean()
+    for row in cp.itertuples():
+        assert row.accuracy == pytest.approx(expected[(row.run, row.step)])
+
+
+def test_entropy_page_ratios_match_an_independent_computation(
+    stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The paired ratio per checkpoint is the geometric mean over questions of
+    mean H_tok(failed) / mean H_tok(successful) — recomputed here from the records."""
+    use_store(monkeypatch, stores["full"])
+    at = app_at("entropy.py")
+    ratios = frame_with(at, "paired_ratio")
+    recs = records(stores["full"])
+    for row in ratios.itertuples():
+        ck = recs[(recs["run"] == row.run) & (recs["step"] == row.step)]
+        per_q = ck.groupby(["question_id", "reward"])["mean_token_entropy"].mean().unstack()
+        expected = math.exp(np.log(per_q[0] / per_q[1]).mean())
+        assert row.paired_ratio == pytest.approx(expected, rel=1e-9)
+        assert row.ci_low <= row.paired_ratio <= row.ci_high
+    decomp = frame_with(at, "max |residual|")
+    assert (decomp["max |residual|"].abs() < 1e-9).all()
+    # training traces on progress, then the ratio with CI error bars and the line y = 1
+    assert chart_marks(at) == [{"line"}, {"errorbar", "point", "rule"}]
+    traces = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert traces["encoding"]["x"]["field"] == "progress"
+    assert at.selectbox(key="training_metric").options == ["entropy", "train.loss"]
+    at.selectbox(key="training_metric").set_value("train.loss").run()
+    no_exception(at)
+    assert chart_marks(at)[0] == {"line"}
+
+
+def test_modes_page_distribution_and_codebook_browser(
+    stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_store(monkeypatch, stores["full"])
+    at = app_at("modes.py")
+    no_exception(at)
+    assert any("Not publishable" in w.value for w in at.warning)
+    retention = frame_with(at, "retention")
+    assert sorted(retention["step"]) == [100, 100]
+    assert retention["retention"].notna().all()
+    # Mode counts of q00 at the chosen checkpoint: the records' own mode column (the
+    # partition was frozen from it), counted independently.
+    at.selectbox(key="mode_q").set_value("q01").run()
+    ckpt = at.selectbox(key="mode_ckpt").value
+    shown = frame_with(at, "share")
+    recs = records(stores["full"])
+    run = ckpt.split(" · ")[0]
+    sel = recs[(recs["question_id"] == "q01") & (recs["reward"] == 1)]
+    at_ckpt = sel[(sel["run"] == run) & (sel["step"] == 100)]["mode"].fillna("uncertain")
+    got = shown[shown["checkpoint"] == ckpt].set_index("mode")["count"].to_dict()
+    assert got == at_ckpt.value_counts().to_dict()
+    assert chart_marks(at) == [{"errorbar", "point", "rule"}, {"bar"}]
+    # Codebook browser: q00 at v1 with its modes' example trajectories and provenance.
+    assert at.selectbox(key="cb_q").value == "q00"
+    assert at.radio(key="cb_v_q00").options == ["v1"]
+    captions = " ".join(c.value for c in at.caption)
+    assert "initial freeze" in captions and f"model {MODEL}" in captions
+    modes = {e.label.split(" — ")[1] for e in at.expander if " — " in e.label}
+    assert modes == {"direct", "distribute"}
+
+
+def test_covariance_page_fit_matches_ols(
+    stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pooled fit is OLS of observed on predicted over the non-failed run only."""
+    use_store(monkeypatch, stores["full"])
+    at = app_at("covariance.py")
+    fit = frame_with(at, "slope").set_index("scope").loc["pooled (non-failed)"]
+    pred = np.array([-0.01 * (k + 1) for k in range(3)])  # grpo_main, slope 1.0
+    obs = np.array([observed(p, k) for k, p in enumerate(pred)])
+    slope, intercept = np.polyfit(pred, obs, 1)
+    assert fit["n"] == 3
+    assert fit["slope"] == pytest.approx(slope) and fit["intercept"] == pytest.approx(intercept)
+    assert fit["pearson_r"] == pytest.approx(np.corrcoef(pred, obs)[0, 1])
+    transitions = frame_with(at, "in_fit")
+    assert transitions.groupby("run")["in_fit"].all().to_dict() == {
+        "clipcov_ablation": False,
+        "grpo_main": True,
+    }
+    assert any("clipcov_ablation" in w.value for w in at.warning)
+    assert chart_marks(at) == [{"line", "point"}]  # identity line + points
+    q99 = frame_with(at, "gap_pp")
+    assert q99["failed_run"].tolist() == [True, False]  # kept and marked
+
+
+def test_audit_page_progress_confusions_and_links(
+    stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_store(monkeypatch, stores["full"])
+    at = app_at("audit.py")
+    progress = frame_with(at, "labelled").set_index("role")
+    assert progress.loc["A", "labelled"] == progress.loc["A", "of"] == 12
+    assert progress.loc["B", "labelled"] == 12
+    assert progress.loc["adjudicator", "of"] == 1 and progress.loc["adjudicator", "labelled"] == 0
+    dis = frame_with(at, "adjudication_task")
+    assert len(dis) == 1 and dis["A"].item() != dis["B"].item()
+    with session_scope(open_store(get_settings())) as s:
+        pair = next(p for p in audit_pairs(s, audit_id=1) if p.pair_key == dis["pair_key"].item())
+    assert dis["adjudication_task"].item() == (
+        f"http://127.0.0.1:8089/projects/3/data?task={3000 + pair.id}"
+    )
+    titles = [m.value for m in at.markdown]
+    assert "**A vs B (human–human)**" in titles and "**automatic vs B**" in titles
+    assert chart_marks(at) == [{"bar"}] + [{"rect", "text"}] * 3  # progress, confusions
+    assert {"approve-1", "reject-1"} <= _keys(at)
+
+
+def _copy_full(stores: dict[str, Path], tmp_path: Path, name: str) -> Path:
+    dest = tmp_path / name / "data"
+    shutil.copytree(stores["full"], dest)
+    return dest
+
+
+def _codebook_state(data: Path) -> dict[str, Any]:
+    """What approving changes, comparable between two stores."""
+    with session_scope(open_store(Settings(data_dir=data))) as s:
+        versions = s.exec(select(CodebookVersion).order_by(CodebookVersion.id)).all()
+        return {
+            "versions": [
+                (v.question_id, v.version, v.content_hash, v.modes, v.reason, v.frozen_by)
+                for v in versions
+            ],
+            "extensions": [
+                (e.id, e.status, e.affected_trajectory_ids, e.decided_by, e.reason)
+                for e in list_extensions(s, study="s")
+            ],
+            "events": [
+                (e.kind, e.actor, e.payload.get("new_version"))
+                for e in list_events(s)
+                if e.kind.startswith("codebook.extension.") or e.kind == "codebook.freeze"
+            ][-2:],
+        }
+
+
+def test_approve_in_the_view_equals_the_cli(
+    stores: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Approving request #1 in the view leaves the store as `rcea codebook approve 1
+    --no-reassign` does on a copy of the same store: a v2 of q00 whose parent is v1, the
+    request approved with its affected trajectories, the same events."""
+    view_data = _copy_full(stores, tmp_path, "view")
+    cli_data = _copy_full(stores, tmp_path, "cli")
+    use_store(monkeypatch, cli_data)
+    out = CliRunner().invoke(
+        cli_app,
+        ["codebook", "approve", "1", "--study", "s", "--no-reassign", "--reason", "ok",
+         "--actor", "carol", "--json"],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    use_store(monkeypatch, view_data)
+    at = app_at("audit.py", actor="carol")
+    at.text_input(key="reason-1").set_value("ok")
+    at.button(key="approve-1").click().run()
+    no_exception(at)
+    assert any("refrozen as v2" in m.value for m in at.success)
+    assert "approve-1" not in _keys(at)  # decided: no buttons any more
+    view_state, cli_state = _codebook_state(view_data), _codebook_state(cli_data)
+    assert view_state == cli_state
+    q00 = [v for v in view_state["versions"] if v[0] == "q00"]
+    assert [v[1] for v in q00] == [1, 2] and q00[1][3][-1]["name"] == "factor"
+    assert view_state["extensions"][0][1] == "approved"
+    assert view_state["events"][-1] == ("codebook.extension.approve", "carol", 2)
+    # The browser now shows v2 with v1 as parent.
+    at.switch_page("modes.py").run()
+    assert at.radio(key="cb_v_q00").options == ["v2", "v1"]
+
+
+def _keys(at: AppTest) -> set[str]:
+    return {b.key for b in at.button}
+
+
+def test_reject_in_the_view(
+    stores: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _copy_full(stores, tmp_path, "view")
+    use_store(monkeypatch, data)
+    at = app_at("audit.py", actor="dave")
+    at.button(key="reject-1").click().run()
+    no_exception(at)
+    assert any("researcher queue" in m.value for m in at.success)
+    assert "approve-1" not in _keys(at)
+    with session_scope(open_store(get_settings())) as s:
+        (ext,) = list_extensions(s, study="s")
+        assert (ext.status, ext.decided_by) == ("rejected", "dave")
+        ids = {t for p in ext.proposals for t in p["trajectory_ids"]}
+        assert ids <= {d.trajectory_id for d in researcher_queue(s, study="s")}
+
+
+def test_modes_page_says_audited_after_a_passing_final_gate(
+    stores: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _copy_full(stores, tmp_path, "gated")
+    use_store(monkeypatch, data)
+    with session_scope(open_store(get_settings())) as s:
+        record_final_gate(s, get_audit(s, study="s"), {"status": "passed", "report": {}}, "r")
+    at = app_at("modes.py")
+    no_exception(at)
+    assert not at.warning
+    assert any("passed the final gate of audit s-audit-1" in m.value for m in at.success)
+    overview = app_at("overview.py")
+    assert frame_with(overview, "human_human_macro_f1")["status"].tolist() == ["passed"]
