@@ -276,6 +276,9 @@ class FakeLLM:
         """forced outcomes for the next requests: ("429", retry_after), ("500", 0),
         ("400", 0), ("hang", seconds), ("malformed", 0)"""
         self.requests: list[dict[str, Any]] = []
+        self.responder: Any = None
+        """optional ``responder(task, messages) -> reply text``: answers every request it
+        returns a string for (the validity-judge tests script their replies with it)"""
         self._attempts: dict[str, int] = {}
         self.in_flight = 0
         self.max_in_flight = 0
@@ -370,8 +373,11 @@ class FakeLLM:
                 return JSONResponse({"error": {"message": "too late"}}, status_code=500)
             if self.latency_s:
                 await asyncio.sleep(self.latency_s)
+            scripted = self.responder(task, messages) if self.responder else None
             if kind == "malformed":
                 content = "Sure! Here are the assignments: {assignments: [T1 -> m1,"
+            elif scripted is not None:
+                content = scripted
             else:
                 content = json.dumps(policy(task, messages, key, f))
             log(200)

@@ -142,6 +142,23 @@ def build_report(
         "filter": "judge" if has_verdicts else "none",
         "blocked_by": _validity_blocker(vstat),
     }
+    # With a production judge, verdicts come from its verdict table so that `unparseable`
+    # and not-yet-judged successes count against coverage (DESIGN 4), not as invalid.
+    judged: dict[Key, dict[str, Any]] = {}
+    if vstat["status"] != "no-judge":
+        from app.judge.validity import validity_by_checkpoint
+        from app.judge.versions import JudgeError
+
+        try:
+            groups = validity_by_checkpoint(
+                session, study_id=st.id, k_min=k_min, include_questions=False
+            )["groups"]
+        except JudgeError:  # a judge.run event whose judge version is gone: column only
+            groups = []
+        for g in groups:
+            judged[(g["run"], g["model"], g["step"])] = {
+                k: v for k, v in g.items() if k not in ("run", "model", "step")
+            }
     measurements = _measurements(session, st.id)
     failure = _failure(measurements["accuracy_trace"], rows)
     failed_runs = sorted({f["run"] for f in failure if f["failed"]})
@@ -205,7 +222,7 @@ def build_report(
                 "failed_run": run in failed_runs,
                 "entropy": entropy,
                 "entropy_error": entropy_error,
-                "validity": _validity(ck, k_min) if has_verdicts else None,
+                "validity": judged.get(key) or (_validity(ck, k_min) if has_verdicts else None),
                 "modes": _mode_summary(modes.get(key), n_min) if modes else None,
                 "retention": retention.get(key),
                 "retention_error": retention_error if step != base_step else None,

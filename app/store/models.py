@@ -423,3 +423,139 @@ class Measurement(SQLModel, table=True):
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     source: str = Field(default="", sa_type=Text, description="file or command it came from")
     created_at: datetime = Field(default_factory=utcnow)
+
+
+# --------------------------------------------------------------------------- validity audit
+
+
+class JudgeVersion(SQLModel, table=True):
+    """A frozen validity judge (backend, model, prompt template, decoding), content-hashed;
+    immutable (database triggers). A change is version n+1 recording its parent and why."""
+
+    __tablename__ = "judge_version"
+    __table_args__ = (UniqueConstraint("name", "version", name="uq_judge_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=200, index=True)
+    version: int
+    content_hash: str = Field(max_length=64, index=True)
+    content: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    parent_id: int | None = Field(default=None, foreign_key="judge_version.id")
+    reason: str = Field(default="", sa_type=Text)
+    frozen_by: str = Field(max_length=200)
+    frozen_at: datetime = Field(default_factory=utcnow)
+
+
+class JudgeProblem(SQLModel, table=True):
+    """The problem statement of a question, shown to the judge and to annotators."""
+
+    __tablename__ = "judge_problem"
+    __table_args__ = (UniqueConstraint("study_id", "question_id", name="uq_judge_problem"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    question_id: str = Field(max_length=300)
+    text: str = Field(sa_type=Text)
+
+
+class JudgeVerdict(SQLModel, table=True):
+    """One frozen judge's verdict on one verifier success; immutable (triggers)."""
+
+    __tablename__ = "judge_verdict"
+    __table_args__ = (
+        UniqueConstraint("judge_id", "study_id", "trajectory_id", name="uq_judge_verdict"),
+        Index("ix_judge_verdict_study_judge", "study_id", "judge_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    judge_id: int = Field(foreign_key="judge_version.id")
+    study_id: int = Field(foreign_key="study.id")
+    trajectory_id: str = Field(max_length=300)
+    question_id: str = Field(max_length=300)
+    verdict: str = Field(max_length=20, description="valid | invalid | unparseable")
+    rationale: str = Field(default="", sa_type=Text)
+    error_location: str = Field(default="", sa_type=Text)
+    error: str | None = Field(default=None, sa_type=Text)
+    request_hash: str | None = Field(default=None, max_length=64)
+    usage: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ValidityCheck(SQLModel, table=True):
+    """A human check of one frozen judge: a blinded ``calibration`` (development and
+    held-out splits) or an ``accepted``-set check (two annotators per item)."""
+
+    __tablename__ = "validity_check"
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    kind: str = Field(max_length=20, description="calibration | accepted")
+    name: str = Field(max_length=200, unique=True)
+    judge_id: int = Field(foreign_key="judge_version.id")
+    judge_hash: str = Field(max_length=64)
+    seed: int = Field(sa_type=BigInteger)
+    plan: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    labelstudio: dict[str, Any] = Field(
+        default_factory=dict, sa_column=Column(JSON, nullable=False)
+    )
+    created_by: str = Field(max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ValidityItem(SQLModel, table=True):
+    """A sampled trajectory of a check, with the judge verdict bound when it was drawn;
+    immutable (triggers). ``item_key`` is the only id annotators see."""
+
+    __tablename__ = "validity_item"
+    __table_args__ = (
+        UniqueConstraint("check_id", "item_key", name="uq_validity_item_key"),
+        UniqueConstraint("check_id", "trajectory_id", name="uq_validity_item_tid"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    check_id: int = Field(foreign_key="validity_check.id", index=True)
+    item_key: str = Field(max_length=64)
+    trajectory_id: str = Field(max_length=300)
+    question_id: str = Field(max_length=300)
+    split: str = Field(max_length=20, description="development | held_out | accepted")
+    judge_verdict: str = Field(max_length=20)
+
+
+class ValidityTask(SQLModel, table=True):
+    """An item pushed to one annotator's Label Studio project."""
+
+    __tablename__ = "validity_task"
+    __table_args__ = (
+        UniqueConstraint("check_id", "role", "item_id", name="uq_validity_task_role_item"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    check_id: int = Field(foreign_key="validity_check.id", index=True)
+    role: str = Field(max_length=20)
+    item_id: int = Field(foreign_key="validity_item.id")
+    project_id: int
+    task_id: int = Field(index=True)
+
+
+class ValidityLabel(SQLModel, table=True):
+    """The current label of one Label Studio annotation (history lives in ``event``)."""
+
+    __tablename__ = "validity_label"
+    __table_args__ = (
+        UniqueConstraint("check_id", "annotation_id", name="uq_validity_label_annotation"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    check_id: int = Field(foreign_key="validity_check.id", index=True)
+    annotation_id: int
+    task_id: int
+    project_id: int
+    item_id: int | None = Field(default=None, foreign_key="validity_item.id")
+    role: str | None = Field(default=None, max_length=20)
+    user_id: int | None = None
+    label: str | None = Field(default=None, max_length=20, description="valid | invalid")
+    note: str | None = Field(default=None, sa_type=Text)
+    status: str = Field(
+        max_length=30, description="counted | wrong_user | unknown_task | cancelled | no_label"
+    )
+    updated_at: datetime = Field(default_factory=utcnow)

@@ -13,6 +13,7 @@ from pipeline.toy.domain import (
     extract_answer,
     generate_questions,
     parse_steps,
+    problem_by_id,
     process_valid,
     question_from_id,
     question_pool,
@@ -20,6 +21,7 @@ from pipeline.toy.domain import (
     strategy,
     strategy_by_id,
     true_answer,
+    validity_by_id,
     verify,
 )
 
@@ -36,6 +38,7 @@ __all__ = [
     "extract_answer",
     "generate_questions",
     "parse_steps",
+    "problem_by_id",
     "process_valid",
     "question_from_id",
     "question_pool",
@@ -43,5 +46,6 @@ __all__ = [
     "strategy",
     "strategy_by_id",
     "true_answer",
+    "validity_by_id",
     "verify",
 ]

@@ -339,3 +339,14 @@ def strategy_by_id(question_id: str, text: str) -> str | None:
     (``--oracle pipeline.toy:strategy_by_id``): the mode, or None when unidentifiable."""
     mode = strategy(question_from_id(question_id), text)
     return None if mode == UNKNOWN else mode
+
+
+def validity_by_id(question_id: str, text: str) -> int:
+    """``validity_fn(question_id, text)`` for the judge's oracle backend
+    (``--oracle pipeline.toy:validity_by_id``): :func:`process_valid` of the question."""
+    return process_valid(question_from_id(question_id), text)
+
+
+def problem_by_id(question_id: str) -> str:
+    """The problem statement shown to the judge and to annotators (the expression)."""
+    return question_from_id(question_id).expression

@@ -1,0 +1,247 @@
+"""``rcea judge run``: the frozen judge over a study's verifier successes (R = 1 only).
+
+Resumable: a verdict row per (judge version, trajectory) is stored as results arrive
+(committed every ``COMMIT_EVERY``); a rerun judges only trajectories without one. A
+trajectory whose call failed after every retry (429/5xx/timeouts) gets no verdict row and
+is asked again by the next run. When the run ends, the study's ``validity`` column is
+rewritten for every R = 1 trajectory from this judge's verdicts: ``valid`` → 1, and
+``invalid``, ``unparseable`` or still pending → 0 (never accepted without a verdict), and
+a ``judge.run`` event records the judge hash, name and counts (the contract of
+:mod:`app.judge.status`).
+
+Every prompt passes the study's provenance scan (run/model names, the question's
+trajectory ids) before it is sent; a hit stops the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import select as sa_select
+from sqlalchemy import update
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, func, select
+
+from app.codebook.backend import BackendOptions, llm_config, load_strategy_fn
+from app.codebook.blinding import study_guard
+from app.judge.problems import problems_for
+from app.judge.status import JUDGE_RUN_EVENT
+from app.judge.versions import JudgeError, get_judge, judge_spec
+from app.settings import Settings
+from app.store import append_event, require_study, session_scope
+from app.store.models import JudgeVerdict, JudgeVersion, Trajectory
+from pipeline.judge import (
+    UNPARSEABLE,
+    VALID,
+    JudgeOutcome,
+    JudgeSpec,
+    OpenAIJudge,
+    OracleJudge,
+)
+from pipeline.llm import LLMClient, ResponseCache, run_jobs
+
+COMMIT_EVERY = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    backend: str | None = None
+    """must match the frozen judge's backend when given"""
+    oracle: str | None = None
+    """must match the frozen judge's oracle (its model) when given"""
+    concurrency: int = 8
+    timeout_s: float = 60.0
+    max_retries: int = 5
+    price_input_per_mtok: float = 0.0
+    price_output_per_mtok: float = 0.0
+
+
+def make_judge(
+    settings: Settings, spec: JudgeSpec, opts: RunOptions, guard: Any = None
+) -> OpenAIJudge | OracleJudge:
+    """The backend of a frozen judge; a ``--backend``/``--oracle`` that contradicts the
+    frozen content is refused (a different model is a different judge)."""
+    if opts.backend and opts.backend != spec.backend:
+        raise JudgeError(
+            f"the frozen judge uses backend {spec.backend!r}, not {opts.backend!r}: "
+            "freeze a new judge version to change it"
+        )
+    if spec.backend == "oracle":
+        if opts.oracle and opts.oracle != spec.model:
+            raise JudgeError(
+                f"the frozen judge's oracle is {spec.model!r}, not {opts.oracle!r}: "
+                "freeze a new judge version to change it"
+            )
+        return OracleJudge(load_strategy_fn(spec.model), label=spec.model)  # type: ignore[arg-type]
+    cfg = llm_config(
+        settings.model_copy(update={"llm_model": spec.model}),
+        BackendOptions(
+            kind="openai",
+            concurrency=opts.concurrency,
+            timeout_s=opts.timeout_s,
+            max_retries=opts.max_retries,
+            price_input_per_mtok=opts.price_input_per_mtok,
+            price_output_per_mtok=opts.price_output_per_mtok,
+            seed=spec.seed,
+        ),
+    )
+    cfg = dataclasses.replace(cfg, temperature=spec.temperature, max_tokens=spec.max_tokens)
+    client = LLMClient(cfg, cache=ResponseCache(settings.data_dir / "llm-cache"))
+    return OpenAIJudge(client, spec.template, guard=guard)
+
+
+def _store(session: Session, judge: JudgeVersion, study_id: int, batch: list[Any]) -> None:
+    for (tid, qid, _text), out in batch:
+        session.add(
+            JudgeVerdict(
+                judge_id=judge.id,
+                study_id=study_id,
+                trajectory_id=tid,
+                question_id=qid,
+                verdict=out.verdict,
+                rationale=out.rationale,
+                error_location=out.error_location,
+                error=out.error,
+                request_hash=out.request_hash,
+                usage=out.usage,
+            )
+        )
+    session.flush()
+
+
+def verdict_counts(session: Session, *, judge_id: int, study_id: int) -> dict[str, int]:
+    rows = session.exec(
+        select(JudgeVerdict.verdict, func.count())
+        .where(JudgeVerdict.judge_id == judge_id, JudgeVerdict.study_id == study_id)
+        .group_by(JudgeVerdict.verdict)
+    ).all()
+    return {str(v): int(n) for v, n in rows}
+
+
+def write_validity(session: Session, *, judge_id: int, study_id: int) -> None:
+    """validity = 1 for this judge's ``valid`` verdicts, 0 for every other R = 1 row."""
+    session.execute(
+        update(Trajectory)
+        .where(Trajectory.study_id == study_id, Trajectory.reward == 1)
+        .values(validity=0)
+    )
+    valid_ids = sa_select(JudgeVerdict.trajectory_id).where(
+        JudgeVerdict.judge_id == judge_id,
+        JudgeVerdict.study_id == study_id,
+        JudgeVerdict.verdict == VALID,
+    )
+    session.execute(
+        update(Trajectory)
+        .where(
+            Trajectory.study_id == study_id,
+            Trajectory.reward == 1,
+            Trajectory.trajectory_id.in_(valid_ids),  # type: ignore[attr-defined]
+        )
+        .values(validity=1)
+    )
+
+
+def run_judge(
+    engine: Engine,
+    *,
+    study: str,
+    judge: str,
+    settings: Settings,
+    actor: str,
+    version: int | None = None,
+    options: RunOptions | None = None,
+    impl: OpenAIJudge | OracleJudge | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Judge every not-yet-judged verifier success of ``study``; see the module docstring."""
+    opts = options or RunOptions()
+    with session_scope(engine) as s:
+        st = require_study(s, name=study)
+        row = get_judge(s, name=judge, version=version)
+        spec = judge_spec(row)
+        targets = s.exec(
+            select(Trajectory.trajectory_id, Trajectory.question_id, Trajectory.text)
+            .where(Trajectory.study_id == st.id, Trajectory.reward == 1)
+            .order_by(Trajectory.question_id, Trajectory.trajectory_id)
+        ).all()
+        done = set(
+            s.exec(
+                select(JudgeVerdict.trajectory_id).where(
+                    JudgeVerdict.judge_id == row.id, JudgeVerdict.study_id == st.id
+                )
+            ).all()
+        )
+        problems = problems_for(s, study_id=st.id)
+        guard = study_guard(s, study_id=st.id) if spec.backend == "openai" else None
+        study_id = st.id
+    todo = [(t, q, x) for t, q, x in targets if t not in done]
+    if spec.backend == "openai":
+        missing = sorted({q for _, q, _ in todo if q not in problems})
+        if missing:
+            raise JudgeError(
+                f"no problem text for {len(missing)} question(s) ({', '.join(missing[:5])}): "
+                "load them with `rcea judge problems --study S FILE.jsonl|MODULE:FUNCTION`"
+            )
+    if impl is None:
+        impl = make_judge(settings, spec, opts, guard)
+    if on_total:
+        on_total(len(todo))
+    buffer: list[Any] = []
+    failed: list[str] = []
+
+    def flush() -> None:
+        if buffer:
+            with session_scope(engine) as s2:
+                _store(s2, s2.get(JudgeVersion, row.id), study_id, buffer)  # type: ignore[arg-type]
+            buffer.clear()
+
+    def work(job: tuple[str, str, str]) -> JudgeOutcome:
+        tid, qid, text = job
+        return impl.judge(qid, problems.get(qid, ""), text)
+
+    def on_result(job: tuple[str, str, str], out: JudgeOutcome) -> None:
+        if out.verdict is None:
+            failed.append(job[0])
+        else:
+            buffer.append((job, out))
+            if len(buffer) >= COMMIT_EVERY:
+                flush()
+        if progress:
+            progress(1)
+
+    try:
+        run_jobs(todo, work, concurrency=opts.concurrency, on_result=on_result)
+    finally:
+        flush()
+    with session_scope(engine) as s:
+        write_validity(s, judge_id=row.id, study_id=study_id)  # type: ignore[arg-type]
+        counts = verdict_counts(s, judge_id=row.id, study_id=study_id)  # type: ignore[arg-type]
+        n_judged = sum(counts.values())
+        parseable = n_judged - counts.get(UNPARSEABLE, 0)
+        out = {
+            "study": study,
+            "judge_name": row.name,
+            "judge_version": row.version,
+            "judge_hash": row.content_hash,
+            "backend": spec.backend,
+            "model": spec.model,
+            "seed": spec.seed,
+            "temperature": spec.temperature,
+            "n_successes": len(targets),
+            "n_already_judged": len(done),
+            "n_new": len(todo) - len(failed),
+            "n_failed": len(failed),
+            "failed_trajectory_ids": failed[:20],
+            "n_judged": n_judged,
+            "n_valid": counts.get(VALID, 0),
+            "n_invalid": counts.get("invalid", 0),
+            "n_unparseable": counts.get(UNPARSEABLE, 0),
+            "coverage": parseable / n_judged if n_judged else None,
+            "complete": not failed and n_judged == len(targets),
+            "usage": impl.usage(),
+        }
+        append_event(s, actor=actor, kind=JUDGE_RUN_EVENT, study_id=study_id, payload=out)
+    return out

@@ -1,0 +1,76 @@
+"""The validity rate v̂₊(x) and h_b(v̂₊) per checkpoint for the entropy report
+(DESIGN.md item 4), from the verdicts of the study's production judge.
+
+The production judge is the judge of the latest ``judge.run`` event. For each
+(run, model, step) group, :func:`audits.validity.validity_rate` gets every trajectory with
+its reward and the judge's verdict: ``valid`` → 1, ``invalid`` → 0, ``unparseable`` →
+``"unparseable"``, and no verdict yet → ``None`` (both count against judge coverage and
+never as acceptances). The result carries :func:`app.judge.status.validity_status` so a
+reader knows whether the numbers are backed by a completed calibration.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlmodel import Session, select
+
+from app.judge.checks import production_judge
+from app.judge.status import validity_status
+from app.store.models import JudgeVerdict, Trajectory
+from audits.validity import validity_rate
+
+_CODE = {"valid": 1, "invalid": 0, "unparseable": "unparseable"}
+
+
+def validity_by_checkpoint(
+    session: Session, *, study_id: int, k_min: int = 8, include_questions: bool = True
+) -> dict[str, Any]:
+    """``{"status": validity_status(...), "judge": ..., "groups": [{run, model, step,
+    **ValidityResult.to_dict()}]}``."""
+    status = validity_status(session, study_id=study_id)
+    if status["status"] == "no-judge":
+        return {"validity_status": status, "judge": None, "groups": []}
+    judge = production_judge(session, study_id=study_id)
+    verdicts = dict(
+        session.exec(
+            select(JudgeVerdict.trajectory_id, JudgeVerdict.verdict).where(
+                JudgeVerdict.judge_id == judge.id, JudgeVerdict.study_id == study_id
+            )
+        ).all()
+    )
+    rows = session.exec(
+        select(
+            Trajectory.run,
+            Trajectory.model,
+            Trajectory.step,
+            Trajectory.question_id,
+            Trajectory.reward,
+            Trajectory.trajectory_id,
+        ).where(Trajectory.study_id == study_id)
+    ).all()
+    groups: dict[tuple[str, str, int], list[Any]] = defaultdict(list)
+    for r in rows:
+        groups[(r.run, r.model, r.step)].append(r)
+    out = []
+    for (run, model, step), members in sorted(groups.items()):
+        res = validity_rate(
+            [m.question_id for m in members],
+            [m.reward for m in members],
+            [_CODE.get(verdicts.get(m.trajectory_id, "")) for m in members],
+            k_min=k_min,
+        )
+        out.append(
+            {
+                "run": run,
+                "model": model,
+                "step": step,
+                **res.to_dict(include_questions=include_questions),
+            }
+        )
+    return {
+        "validity_status": status,
+        "judge": {"name": judge.name, "version": judge.version, "judge_hash": judge.content_hash},
+        "groups": out,
+    }

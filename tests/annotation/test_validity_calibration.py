@@ -1,0 +1,202 @@
+"""The validity audit end to end against the real Label Studio server, with the toy
+domain's oracle acting as the annotators (logged in through the real login form, labelling
+through the REST API): a deliberately weakened judge (it accepts every lucky final answer)
+must show a measurably worse held-out accepted-valid precision than the oracle judge.
+Also: the blinding of what Label Studio stores, wrong-user annotations, idempotent
+push/sync, the development split never reported as held out, the completed-calibration
+contract, the accepted-set check with two annotators, and a judge change afterwards."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+from typer.testing import CliRunner
+
+from annotation.accounts import create_annotator
+from annotation.client import make_client
+from annotation.projects import export_tasks
+from annotation.tasks import scan_for_leaks
+from annotation.validity_tasks import choice_result
+from app.cli import app
+from app.judge.checks import HELD_OUT, check_items, sample_calibration
+from app.judge.labelling import push_check, sync_check
+from app.judge.problems import load_problems
+from app.judge.reports import calibration_report
+from app.judge.run import run_judge
+from app.judge.simulate import simulate_validity_labels
+from app.judge.status import validity_status
+from app.settings import Settings, get_settings
+from app.store import list_events, make_engine, require_study, session_scope, upgrade
+from app.store.models import JudgeVerdict, ValidityCheck
+from audits.calibration import clopper_pearson
+from pipeline.judge import DEFAULT_TEMPLATE, JudgeTemplate
+from pipeline.toy import process_valid, question_from_id, validity_by_id
+from tests.app.test_judge_run import MODEL, ORACLE, RUN, WEAK, freeze, ingest_toy
+from tests.labelstudio_fixture import LabelStudioHandle
+
+pytestmark = pytest.mark.slow
+PASSWORD = "validity-pass-123"
+
+
+def _person(ls: LabelStudioHandle, tag: str) -> tuple[str, int]:
+    email = f"{tag}-{uuid.uuid4().hex[:8]}@rcea.test"
+    return email, create_annotator(ls.url, ls.token, email, PASSWORD).id
+
+
+def _check(engine, name: str) -> int:  # type: ignore[no-untyped-def]
+    with session_scope(engine) as s:
+        return s.exec(select(ValidityCheck.id).where(ValidityCheck.name == name)).one()
+
+
+def _cli(*args: str) -> dict:  # type: ignore[type-arg]
+    out = CliRunner().invoke(app, ["judge", *args, "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+def test_weak_judge_has_worse_held_out_precision(
+    labelstudio: LabelStudioHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'v.db'}")
+    upgrade(engine)
+    recs = ingest_toy(engine, tmp_path, n_questions=10, per_question=14)
+    truth = {
+        r["trajectory_id"]: process_valid(question_from_id(r["question_id"]), r["text"])
+        for r in recs
+    }
+    settings = Settings(data_dir=tmp_path / "d")
+    with session_scope(engine) as s:
+        load_problems(s, study="toy", source="pipeline.toy:problem_by_id")
+        sid = require_study(s, name="toy").id
+    freeze(engine, "weak", WEAK)
+    freeze(engine, "oracle", ORACLE)
+    run_judge(engine, study="toy", judge="weak", settings=settings, actor="r")
+    run_judge(engine, study="toy", judge="oracle", settings=settings, actor="r")
+    with session_scope(engine) as s:
+        for judge in ("weak", "oracle"):
+            sample_calibration(
+                s, study="toy", judge=judge, actor="r", size=40, held_out=30, seed=1,
+                name=f"cal-{judge}",
+            )  # fmt: skip
+    client = make_client(labelstudio.url, labelstudio.token)
+    email, uid = _person(labelstudio, "cal")
+
+    # --- push (twice: the second adds nothing), then what Label Studio stores is blinded
+    projects = {}
+    for _ in range(2):
+        for judge in ("weak", "oracle"):
+            with session_scope(engine) as s:
+                check = s.get(ValidityCheck, _check(engine, f"cal-{judge}"))
+                out = push_check(s, check, client, annotators=[(email, uid)], actor="r")
+                info = out["projects"]["annotator-1"]
+                projects[judge] = info["project_id"]
+                assert info["n_tasks"] == 40
+    assert info["n_new"] == 0
+    with session_scope(engine) as s:
+        rationales = {v.rationale for v in s.exec(select(JudgeVerdict)).all()}
+    stored = [t for p in projects.values() for t in export_tasks(client, p)]
+    assert len(stored) == 80
+    assert all(set(t["data"]) == {"item", "problem", "solution"} for t in stored)
+    assert all(not t.get("predictions") for t in stored)
+    forbidden = {RUN, MODEL, *truth}
+    exact = (
+        {r["question_id"] for r in recs}
+        | {str(r["seed"]) for r in recs}
+        | {"40", "valid", "invalid", "unparseable"}
+        | rationales
+    )
+    sent = [{"data": t["data"], "meta": t.get("meta")} for t in stored]
+    assert scan_for_leaks(sent, forbidden, forbidden_exact=exact) == []
+    titles = [p.title for p in client.projects.list()]
+    assert not any(v in t for v in (RUN, MODEL, "weak", "oracle") for t in titles)
+
+    # --- the oracle labels as the annotator; the admin's extra label is not counted
+    with session_scope(engine) as s:
+        for judge in ("weak", "oracle"):
+            sim = simulate_validity_labels(
+                s, f"cal-{judge}", labelstudio.url, {email: PASSWORD}, validity_by_id, 0.0, 0
+            )
+            assert sim["simulated"] and "SIMULATION" in sim["note"]
+            assert sim["annotator-1"]["posted"] == 40
+            assert calibration_report(s, s.get(ValidityCheck, _check(engine, f"cal-{judge}")))[
+                "status"
+            ] == "pending"  # fmt: skip
+    client.annotations.create(id=stored[0]["id"], result=choice_result("invalid"))
+
+    reports = {}
+    for judge in ("weak", "oracle"):
+        with session_scope(engine) as s:
+            check = s.get(ValidityCheck, _check(engine, f"cal-{judge}"))
+            synced = sync_check(s, check, client)
+            assert synced["changed"] >= 40
+            assert sync_check(s, check, client)["changed"] == 0  # idempotent
+            reports[judge] = calibration_report(s, check, actor="r")
+            dev = calibration_report(s, check, split="development")
+            held = [i for i in check_items(s, check_id=check.id) if i.split == HELD_OUT]
+        assert reports[judge]["status"] == "complete" and reports[judge]["publishable"]
+        assert dev["held_out"] is False and not dev["publishable"] and dev["n_items"] == 10
+        assert reports[judge]["labels"]["counted"] == 40
+        # independent reference: the judge's stored verdicts vs the toy oracle's truth
+        accepted = [i for i in held if i.judge_verdict == "valid"]
+        expect = sum(truth[i.trajectory_id] for i in accepted) / len(accepted)
+        assert reports[judge]["report"]["accepted_valid_precision"] == pytest.approx(expect)
+
+    assert sum(r["labels"].get("wrong_user", 0) for r in reports.values()) == 1  # the admin's
+    oracle_r, weak_r = reports["oracle"]["report"], reports["weak"]["report"]
+    assert oracle_r["accepted_valid_precision"] == 1.0 and oracle_r["accuracy"] == 1.0
+    assert oracle_r["macro_f1"] == 1.0 and oracle_r["coverage"] == 1.0
+    assert weak_r["accepted_valid_precision"] <= oracle_r["accepted_valid_precision"] - 0.15
+    assert weak_r["macro_f1"] < oracle_r["macro_f1"]
+
+    with session_scope(engine) as s:
+        done = list_events(s, kind="judge.calibration.completed", study_id=sid)
+        assert {e.payload["calibration"] for e in done} == {"cal-weak", "cal-oracle"}
+        assert all(e.payload["split"] == "held_out" for e in done)
+        status = validity_status(s, study_id=sid)  # the latest run is the oracle judge's
+        assert status["status"] == "calibrated" and status["calibration"] == "cal-oracle"
+
+    # --- accepted-set check through the CLI: two annotators; B errs on purpose
+    a_email, _ = _person(labelstudio, "acc-a")
+    b_email, _ = _person(labelstudio, "acc-b")
+    monkeypatch.setenv("RCEA_DATABASE_URL", str(engine.url))
+    monkeypatch.setenv("RCEA_LABELSTUDIO_URL", labelstudio.url)
+    monkeypatch.setenv("RCEA_LABELSTUDIO_TOKEN", labelstudio.token)
+    get_settings.cache_clear()
+    sampled = _cli("accepted", "sample", "--study", "toy", "--size", "8", "--seed", "2",
+                   "--name", "acc")  # fmt: skip
+    assert sampled["size"] == 8
+    pushed = _cli("accepted", "push", "--check", "acc", "--annotator-a", a_email,
+                  "--annotator-b", b_email)  # fmt: skip
+    assert pushed["new_accounts"] == {}  # existing accounts: passwords untouched
+    assert [p["n_tasks"] for p in pushed["projects"].values()] == [8, 8]
+    with session_scope(engine) as s:
+        sim = simulate_validity_labels(
+            s, "acc", labelstudio.url, {a_email: PASSWORD}, validity_by_id, 0.0, 0
+        )
+        sim_b = simulate_validity_labels(
+            s, "acc", labelstudio.url, {b_email: PASSWORD}, validity_by_id, 0.5, 4
+        )
+    assert sim["A"]["posted"] == 8 and sim_b["B"]["posted"] == 8
+    assert _cli("accepted", "sync", "--check", "acc")["changed"] == 16
+    acc = _cli("accepted", "report", "--check", "acc")
+    assert acc["status"] == "complete"
+    a, b = acc["report"]["annotator_a"], acc["report"]["annotator_b"]
+    assert (a["n"], a["n_valid"], a["precision"]) == (8, 8, 1.0)
+    assert (a["ci_low"], a["ci_high"]) == pytest.approx(clopper_pearson(8, 8))
+    assert b["n_valid"] == 8 - sim_b["B"]["flipped"]
+    assert (b["ci_low"], b["ci_high"]) == pytest.approx(clopper_pearson(b["n_valid"], 8))
+
+    # --- a judge change afterwards: a new version, a new hash → uncalibrated again
+    stricter = JudgeTemplate("validity", 2, DEFAULT_TEMPLATE.system + " Be strict.",
+                             DEFAULT_TEMPLATE.user)  # fmt: skip
+    freeze(engine, "oracle", ORACLE, stricter)
+    run_judge(engine, study="toy", judge="oracle", settings=settings, actor="r")
+    with session_scope(engine) as s:
+        assert validity_status(s, study_id=sid)["status"] == "uncalibrated"
+        old = calibration_report(s, s.get(ValidityCheck, _check(engine, "cal-oracle")))
+        assert old["judge_is_latest_version"] is False
+    engine.dispose()

@@ -1,0 +1,151 @@
+"""The validity judge through the ``openai`` backend against the local fake
+OpenAI-compatible server: temperature 0 and the frozen seed, blinded prompts (checked on
+what the server received), replies that are not valid JSON → ``unparseable`` (counted
+against coverage, never valid), a call that fails after its retries stays pending and is
+asked again by the next run, the response cache (a rerun repeats no call), and the
+provenance scan stopping a leaking prompt."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from annotation.tasks import BlindingViolation, scan_for_leaks
+from app.judge.problems import load_problems
+from app.judge.run import RunOptions, run_judge
+from app.judge.versions import freeze_judge
+from app.settings import Settings
+from app.store import make_engine, require_study, session_scope, upgrade
+from app.store.models import JudgeVerdict, Trajectory
+from pipeline.judge import JudgeSpec
+from pipeline.toy import process_valid, question_from_id
+from pipeline.toy.domain import _all_questions
+from tests.app.test_judge_run import MODEL, RUN, ingest_toy
+from tests.fake_llm import FakeLLM
+
+QUESTIONS = {q.expression: q for q in _all_questions()}
+
+
+def fake_judge(task: str, messages: list[dict[str, str]]) -> str | None:
+    """The toy oracle as a chat model; one solution in four gets a non-JSON answer."""
+    if task != "judge.validity":
+        return None
+    user = messages[-1]["content"]
+    problem = re.search(r"<problem>\n(.*?)\n</problem>", user, re.DOTALL).group(1)  # type: ignore[union-attr]
+    solution = re.search(r"<solution>\n(.*?)\n</solution>", user, re.DOTALL).group(1)  # type: ignore[union-attr]
+    if sum(map(ord, solution)) % 4 == 0:
+        return "The solution looks valid to me."
+    ok = process_valid(QUESTIONS[problem], solution)
+    return json.dumps({"verdict": "valid" if ok else "invalid", "rationale": "checked each step"})
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path):  # type: ignore[no-untyped-def]
+    eng = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    upgrade(eng)
+    yield eng
+    eng.dispose()
+
+
+def test_openai_judge_run(sqlite_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    engine = sqlite_engine
+    recs = ingest_toy(engine, tmp_path, n_questions=5, per_question=8)
+    with session_scope(engine) as s:
+        load_problems(s, study="toy", source="pipeline.toy:problem_by_id")
+        freeze_judge(s, name="llm", spec=JudgeSpec("openai", "judge-model-x", seed=7), actor="r")
+        sid = require_study(s, name="toy").id
+    successes = {r["trajectory_id"]: r for r in recs if r["reward"] == 1}
+    with FakeLLM() as llm:
+        llm.responder = fake_judge
+        settings = Settings(
+            data_dir=tmp_path / "d", llm_base_url=llm.base_url, llm_model="other", llm_api_key="k"
+        )
+        opts = RunOptions(concurrency=1, max_retries=1, timeout_s=5)
+        llm.script.extend([("500", 0.0), ("500", 0.0)])  # the first call fails twice
+        first = run_judge(
+            engine, study="toy", judge="llm", settings=settings, actor="r", options=opts
+        )
+        assert first["n_failed"] == 1 and not first["complete"]
+        pending = first["failed_trajectory_ids"][0]
+        second = run_judge(
+            engine, study="toy", judge="llm", settings=settings, actor="r", options=opts
+        )
+        assert second["n_new"] == 1 and second["complete"]
+        served = len(llm.served())
+        third = run_judge(
+            engine, study="toy", judge="llm", settings=settings, actor="r", options=opts
+        )
+        assert third["n_new"] == 0 and len(llm.served()) == served  # nothing asked again
+        bodies = list(llm.requests)
+
+    # decoding: the frozen model, temperature 0, the frozen seed
+    assert {(b["model"], b["temperature"], b["seed"]) for b in bodies} == {
+        ("judge-model-x", 0.0, 7)
+    }
+    # blinding, on what the server received
+    prompts = [m["content"] for b in bodies for m in b["messages"]]
+    forbidden = {RUN, MODEL, *successes}
+    exact = {r["question_id"] for r in recs} | {str(r["seed"]) for r in recs}
+    assert scan_for_leaks(prompts, forbidden, forbidden_exact=exact) == []
+
+    with session_scope(engine) as s:
+        verdicts = {
+            v.trajectory_id: v
+            for v in s.exec(select(JudgeVerdict).where(JudgeVerdict.study_id == sid)).all()
+        }
+        validity = {
+            t.trajectory_id: t.validity
+            for t in s.exec(select(Trajectory).where(Trajectory.study_id == sid)).all()
+        }
+    assert set(verdicts) == set(successes) and pending in verdicts
+    unparseable = [t for t, v in verdicts.items() if v.verdict == "unparseable"]
+    assert unparseable, "the fake judge answers one solution in four with prose"
+    for tid, v in verdicts.items():
+        text = successes[tid]["text"]
+        if sum(map(ord, text)) % 4 == 0:
+            assert v.verdict == "unparseable" and validity[tid] == 0  # never valid
+            assert "invalid reply" in (v.error or "")
+        else:
+            truth = process_valid(question_from_id(successes[tid]["question_id"]), text)
+            assert v.verdict == ("valid" if truth else "invalid")
+            assert validity[tid] == truth
+    assert third["n_unparseable"] == len(unparseable)
+    assert third["coverage"] == pytest.approx(1 - len(unparseable) / len(successes))
+    assert third["n_valid"] == sum(validity[t] == 1 for t in successes)
+
+
+def test_openai_judge_refuses_leaking_prompt(sqlite_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers import write_jsonl
+
+    rec = {
+        "trajectory_id": "leaky-1",
+        "question_id": "st-1-2-3",
+        "text": f"1+2=3\n3*3=9\nas in {RUN}\n\\boxed{{9}}",
+        "reward": 1,
+        "run": RUN,
+        "model": MODEL,
+        "step": 0,
+        "seed": 1,
+    }
+    from app.ingest import ingest_file
+
+    ingest_file(
+        sqlite_engine,
+        write_jsonl(tmp_path / "l.jsonl", [rec]),
+        study="leaky",
+        artifacts_dir=tmp_path / "a",
+        data_dir=tmp_path,
+    )
+    with session_scope(sqlite_engine) as s:
+        load_problems(s, study="leaky", source="pipeline.toy:problem_by_id")
+        freeze_judge(s, name="llm", spec=JudgeSpec("openai", "m"), actor="r")
+    with FakeLLM() as llm:
+        llm.responder = fake_judge
+        settings = Settings(data_dir=tmp_path / "d", llm_base_url=llm.base_url, llm_model="m")
+        with pytest.raises(BlindingViolation, match="refusing to send"):
+            run_judge(sqlite_engine, study="leaky", judge="llm", settings=settings, actor="r")
+        assert llm.requests == []

@@ -1,0 +1,222 @@
+"""The validity judge in the store, on SQLite and PostgreSQL: freezing (hash, versions,
+parents, immutability), resumable runs with the toy oracle, the validity column and the
+``judge.run`` contract, calibration and accepted-set sampling, v̂₊ per checkpoint."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlmodel import select
+
+from app.ingest import ingest_file
+from app.judge.checks import (
+    DEVELOPMENT,
+    HELD_OUT,
+    check_items,
+    sample_accepted,
+    sample_calibration,
+)
+from app.judge.run import run_judge
+from app.judge.status import validity_status
+from app.judge.validity import validity_by_checkpoint
+from app.judge.versions import JudgeError, freeze_judge
+from app.settings import Settings
+from app.store import list_events, require_study, session_scope
+from app.store.models import JudgeVerdict, JudgeVersion, Trajectory, ValidityItem
+from pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, JudgeTemplate
+from pipeline.toy import (
+    VARIANTS,
+    StepError,
+    generate_questions,
+    process_valid,
+    question_from_id,
+    render_trajectory,
+    verify,
+)
+
+RUN, MODEL = "grpo_main_run", "tiny-char-lm-v9"
+ORACLE = "pipeline.toy:validity_by_id"
+WEAK = "tests.app.test_judge_run:lucky_answer"
+
+
+def lucky_answer(question_id: str, text: str) -> int:
+    """A deliberately weakened judge: accepts every right final answer (so every
+    verifier success), however it was reached."""
+    return verify(question_from_id(question_id), text)
+
+
+def toy_records(
+    n_questions: int = 8, per_question: int = 14, seed: int = 0, steps: tuple[int, ...] = (40,)
+) -> list[dict[str, Any]]:
+    """Toy-domain trajectories: valid solutions, slips (R = 1, V = 0) and arithmetic
+    errors (R = 0), with long, distinctive provenance for the blinding scans."""
+    rng = random.Random(seed)
+    out = []
+    for step in steps:
+        for q in generate_questions("probe", n_questions, seed):
+            for k in range(per_question):
+                u = rng.random()
+                err = (
+                    StepError("slip", 0, 1 + k % 3)
+                    if u < 0.3
+                    else StepError("arith", 0, 2)
+                    if u < 0.45
+                    else None
+                )
+                text = render_trajectory(q, q.strategies[k % 2], VARIANTS[k % 8], err)
+                out.append(
+                    {
+                        "trajectory_id": f"{RUN}-s{step}-{q.question_id}-k{k:02d}",
+                        "question_id": q.question_id,
+                        "text": text,
+                        "reward": verify(q, text),
+                        "run": RUN,
+                        "model": MODEL,
+                        "step": step,
+                        "seed": 90_000 + k,
+                    }
+                )
+    return out
+
+
+def ingest_toy(engine, tmp_path: Path, study: str = "toy", **kw: Any) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    recs = toy_records(**kw)
+    path = tmp_path / f"{study}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    ingest_file(engine, path, study=study, artifacts_dir=tmp_path / "art", data_dir=tmp_path)
+    return recs
+
+
+def freeze(engine, name: str, oracle: str, template: JudgeTemplate = DEFAULT_TEMPLATE):  # type: ignore[no-untyped-def]
+    with session_scope(engine) as s:
+        row, created = freeze_judge(
+            s, name=name, spec=JudgeSpec("oracle", oracle, template), actor="r"
+        )
+        return row.id, row.version, row.content_hash, created
+
+
+def test_freeze_versions_and_immutability(engine) -> None:  # type: ignore[no-untyped-def]
+    jid, v1, h1, created = freeze(engine, "j", ORACLE)
+    assert (v1, created) == (1, True)
+    assert freeze(engine, "j", ORACLE) == (jid, 1, h1, False)  # identical: no-op
+    changed = JudgeTemplate(
+        "validity", 2, DEFAULT_TEMPLATE.system + " Be strict.", DEFAULT_TEMPLATE.user
+    )
+    jid2, v2, h2, created2 = freeze(engine, "j", ORACLE, changed)
+    assert (v2, created2) == (2, True) and h2 != h1
+    with session_scope(engine) as s:
+        row = s.get(JudgeVersion, jid2)
+        assert row.parent_id == jid
+        assert row.content["template_hash"] == changed.content_hash()
+        events = list_events(s, kind="judge.freeze")
+        assert [e.payload["version"] for e in events] == [1, 2]
+    for stmt in (
+        sa.update(JudgeVersion).where(JudgeVersion.id == jid).values(content_hash="x"),
+        sa.delete(JudgeVersion).where(JudgeVersion.id == jid2),
+    ):
+        with pytest.raises((DBAPIError, IntegrityError)), engine.begin() as conn:
+            conn.execute(stmt)
+
+
+def test_run_is_resumable_and_writes_validity(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    recs = ingest_toy(engine, tmp_path)
+    freeze(engine, "oracle", ORACLE)
+    settings = Settings(data_dir=tmp_path / "d")
+    with session_scope(engine) as s:
+        sid = require_study(s, name="toy").id
+        assert validity_status(s, study_id=sid)["status"] == "no-judge"
+    first = run_judge(engine, study="toy", judge="oracle", settings=settings, actor="r")
+    successes = [r for r in recs if r["reward"] == 1]
+    truth = {
+        r["trajectory_id"]: process_valid(question_from_id(r["question_id"]), r["text"])
+        for r in successes
+    }
+    assert first["n_new"] == len(successes) == first["n_judged"]
+    assert first["n_valid"] == sum(truth.values()) and first["n_invalid"] > 0
+    assert first["coverage"] == 1.0 and first["complete"]
+    again = run_judge(engine, study="toy", judge="oracle", settings=settings, actor="r")
+    assert again["n_new"] == 0 and again["n_already_judged"] == len(successes)
+    with session_scope(engine) as s:
+        rows = s.exec(select(Trajectory).where(Trajectory.study_id == sid)).all()
+        for t in rows:
+            if t.reward == 1:
+                assert t.validity == truth[t.trajectory_id]
+            else:
+                assert t.validity is None  # failures are never judged
+        runs = list_events(s, kind="judge.run", study_id=sid)
+        assert len(runs) == 2 and runs[-1].payload["n_judged"] == len(successes)
+        st = validity_status(s, study_id=sid)
+        assert st["status"] == "uncalibrated" and st["judge_hash"] == first["judge_hash"]
+        # verdicts are immutable
+        vid = s.exec(select(JudgeVerdict.id)).first()
+    with pytest.raises((DBAPIError, IntegrityError)), engine.begin() as conn:
+        conn.execute(sa.update(JudgeVerdict).where(JudgeVerdict.id == vid).values(verdict="valid"))
+    with session_scope(engine) as s:
+        report = validity_by_checkpoint(s, study_id=sid, k_min=3)
+        (group,) = report["groups"]
+        expected = []
+        for q in sorted({r["question_id"] for r in successes}):
+            mine = [truth[r["trajectory_id"]] for r in successes if r["question_id"] == q]
+            if len(mine) >= 3:
+                expected.append(sum(mine) / len(mine))
+        assert group["mean_validity_rate"] == pytest.approx(sum(expected) / len(expected))
+        assert group["judge_coverage"] == 1.0
+
+
+def test_run_refuses_a_contradicting_backend(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from app.judge.run import RunOptions
+
+    ingest_toy(engine, tmp_path, n_questions=2, per_question=4)
+    freeze(engine, "oracle", ORACLE)
+    for opts in (RunOptions(backend="openai"), RunOptions(oracle=WEAK)):
+        with pytest.raises(JudgeError, match="freeze a new judge version"):
+            run_judge(
+                engine,
+                study="toy",
+                judge="oracle",
+                settings=Settings(data_dir=tmp_path),
+                actor="r",
+                options=opts,
+            )
+
+
+def test_calibration_and_accepted_sampling(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ingest_toy(engine, tmp_path, n_questions=10, per_question=14)
+    freeze(engine, "oracle", ORACLE)
+    run_judge(engine, study="toy", judge="oracle", settings=Settings(data_dir=tmp_path), actor="r")
+    with session_scope(engine) as s:
+        cal = sample_calibration(
+            s, study="toy", judge="oracle", actor="r", size=30, held_out=12, seed=3
+        )
+        items = check_items(s, check_id=cal.id)
+        assert len(items) == 30 and cal.plan["n_drawn"] == 30
+        acc = [i for i in items if i.judge_verdict == "valid"]
+        assert len(acc) == 15  # balanced
+        held = [i for i in items if i.split == HELD_OUT]
+        assert len(held) == 12 and sum(i.judge_verdict == "valid" for i in held) == 6
+        assert sum(i.split == DEVELOPMENT for i in items) == 18
+        assert all(i.trajectory_id not in i.item_key for i in items)
+        cal_ids = {i.trajectory_id for i in items}
+        # same seed → same items
+        again = sample_calibration(
+            s, study="toy", judge="oracle", actor="r", size=30, held_out=12, seed=3, name="again"
+        )
+        assert {i.trajectory_id for i in check_items(s, check_id=again.id)} == cal_ids
+        with pytest.raises(JudgeError, match="holds out"):
+            sample_calibration(s, study="toy", judge="oracle", actor="r", size=5000, held_out=4000)
+        chk = sample_accepted(s, study="toy", size=10, actor="r", seed=1)
+        picked = check_items(s, check_id=chk.id)
+        assert len(picked) == 10
+        assert all(i.judge_verdict == "valid" for i in picked)
+        assert not {i.trajectory_id for i in picked} & cal_ids
+        with pytest.raises(JudgeError, match="outside the calibration"):
+            sample_accepted(s, study="toy", size=10_000, actor="r")
+        item_id = picked[0].id
+    with pytest.raises((DBAPIError, IntegrityError)), engine.begin() as conn:
+        conn.execute(sa.update(ValidityItem).where(ValidityItem.id == item_id).values(split="x"))
