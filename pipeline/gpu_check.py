@@ -10,8 +10,14 @@ With CUDA it
    trainer, ``grpo`` by default): bf16, LoRA r=32/alpha=64 on every attention and MLP
    projection, gradient checkpointing, and vLLM colocated for the rollouts (without the
    ``gpu`` extra it says so and generates with Transformers instead);
-4. prints steps/s (excluding model build and vLLM start-up) and peak GPU memory, then one
-   JSON line. Budget: well under 8 minutes on an H200.
+4. prints steps/s (excluding model build and vLLM start-up) and peak GPU memory;
+5. times the probe's teacher-forced entropy pass (``pipeline.probe.entropy.token_stats``)
+   on a randomly initialised Qwen2.5-1.5B-shaped model (hidden 1,536, 28 layers, 12/2
+   heads, MLP 8,960, vocab 151,936; bf16) over one 2,048-token completion, against a plain
+   forward pass (logits only) and full-matrix ``log_softmax`` entropy: tokens/s and peak
+   allocated memory of each (``--no-entropy`` skips it, ``--entropy-only`` skips training);
+
+then prints one JSON line. Budget: well under 8 minutes on an H200.
 
 Everything CUDA-specific is imported inside ``main`` so the module imports anywhere.
 """
@@ -67,6 +73,74 @@ def build_qwen25_shaped(out: Path, seed: int = 0) -> Path:
     return out
 
 
+QWEN25_15B_SHAPE: dict[str, Any] = {
+    "hidden_size": 1536,
+    "intermediate_size": 8960,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": True,
+    "vocab_size": 151936,
+}
+
+
+def entropy_throughput(
+    torch: Any, tokens: int = 2048, chunk: int = 1024, reps: int = 5
+) -> dict[str, Any]:
+    """Teacher-forced entropy on a random Qwen2.5-1.5B-shaped bf16 model: tokens/s and peak
+    allocated GiB of the plain forward (floor), full-matrix log_softmax and the chunked pass."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from pipeline.probe.entropy import token_stats
+
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = Qwen2ForCausalLM(Qwen2Config(**QWEN25_15B_SHAPE)).to(torch.bfloat16).eval()
+    prompt_len = 64
+    ids = torch.randint(0, QWEN25_15B_SHAPE["vocab_size"], (1, prompt_len + tokens), device="cuda")
+    prompt, completion = ids[0, :prompt_len].tolist(), ids[0, prompt_len:].tolist()
+
+    def forward() -> None:
+        with torch.no_grad():
+            model(input_ids=ids).logits.sum().item()
+
+    def full() -> None:
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, prompt_len - 1 : -1].float()
+            logp = torch.log_softmax(logits, -1)
+            ent = -(logp.exp() * logp).sum(-1)
+            chosen = logp.gather(-1, ids[0, prompt_len:, None]).squeeze(-1)
+            (ent.sum() + chosen.sum()).item()
+
+    def chunked() -> None:
+        token_stats(model, [prompt], [completion], chunk_size=chunk, batch_size=1)
+
+    out: dict[str, Any] = {
+        "entropy_model": "qwen2.5-1.5b-shaped (random, bf16)",
+        "entropy_tokens": tokens,
+        "entropy_chunk": chunk,
+    }
+    for name, fn in (("forward", forward), ("full", full), ("chunked", chunked)):
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        out[f"entropy_{name}_tokens_per_s"] = round(tokens / times[len(times) // 2])
+        out[f"entropy_{name}_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    out["entropy_chunked_vs_forward"] = round(
+        out["entropy_chunked_tokens_per_s"] / out["entropy_forward_tokens_per_s"], 2
+    )
+    return out
+
+
 def training_config(model_dir: Path, out_dir: Path, args: argparse.Namespace, use_vllm: bool):  # type: ignore[no-untyped-def]
     from pipeline.training.config import parse_config
 
@@ -105,6 +179,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--completion-length", type=int, default=256)
     ap.add_argument("--vllm-memory", type=float, default=0.3, help="vLLM's GPU memory share")
     ap.add_argument("--no-vllm", action="store_true", help="generate with Transformers")
+    ap.add_argument("--no-entropy", action="store_true", help="skip the entropy throughput")
+    ap.add_argument("--entropy-only", action="store_true", help="only the entropy throughput")
     return ap.parse_args(argv)
 
 
@@ -120,6 +196,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     figures: dict[str, Any] = {"device": torch.cuda.get_device_name(0)}
     figures.update(_matmul_tflops(torch))
+    if not args.no_entropy:
+        figures.update(entropy_throughput(torch))
+        torch.cuda.empty_cache()
+        print(
+            f"teacher-forced entropy, 2,048 tokens, Qwen2.5-1.5B shape: "
+            f"{figures['entropy_chunked_tokens_per_s']} tokens/s chunked "
+            f"({figures['entropy_chunked_vs_forward']}x the plain forward's "
+            f"{figures['entropy_forward_tokens_per_s']}), peak "
+            f"{figures['entropy_chunked_peak_gib']} GiB vs forward "
+            f"{figures['entropy_forward_peak_gib']} GiB"
+        )
+    if args.entropy_only:
+        print(json.dumps(figures))
+        return 0
     use_vllm = not args.no_vllm and importlib.util.find_spec("vllm") is not None
     if not use_vllm and not args.no_vllm:
         print("vLLM is not installed (the `gpu` extra): rollouts use Transformers generate")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,9 +20,24 @@ class Sample:
     token_entropies: list[float]
     seq_logprob: float
     reward: int
-    validity: int
-    mode: str
+    validity: int | None
+    mode: str | None
     answer: str | None
+    completion_ids: list[int] = field(default_factory=list)  # sampled ids, EOS included
+
+
+Scorer = Callable[[Any, str], tuple[int, int | None, str | None, str | None]]
+"""``scorer(question, text) -> (reward, validity, mode, answer)``."""
+
+
+def toy_scorer(question: Any, text: str) -> tuple[int, int | None, str | None, str | None]:
+    """The toy oracles: verifier R, process validity V, strategy Z, extracted answer."""
+    return (
+        toy.verify(question, text),
+        toy.process_valid(question, text),
+        toy.strategy(question, text),
+        toy.extract_answer(text),
+    )
 
 
 def sample_completions(
@@ -34,10 +50,17 @@ def sample_completions(
     temperature: float = 1.0,
     seed: int = 0,
     batch_size: int = 256,
+    top_p: float = 1.0,
+    greedy: bool = False,
+    scorer: Scorer = toy_scorer,
+    token_scores: bool = True,
 ) -> list[Sample]:
     """``k`` sampled completions per question (ancestral sampling at ``temperature``, no
-    top-k/top-p), with per-token entropies and log-probabilities of the sampling
-    distribution, scored by the toy oracles."""
+    top-k, nucleus ``top_p``; argmax decoding when ``greedy``), with per-token entropies and
+    log-probabilities of the (processed) sampling distribution, scored by ``scorer`` (default:
+    the toy oracles). ``questions`` need ``question_id`` and ``prompt``. With
+    ``token_scores=False`` the [batch × tokens × vocab] scores are not kept (probing computes
+    them teacher-forced, chunked): ``token_entropies`` is empty and ``seq_logprob`` NaN."""
     import torch
 
     model.eval()
@@ -48,39 +71,45 @@ def sample_completions(
     for start in range(0, len(prompts), batch_size):
         chunk = prompts[start : start + batch_size]
         enc = tokenizer([q.prompt for q in chunk], return_tensors="pt", padding=True)
+        enc = enc.to(model.device)
         with torch.no_grad():
+            decoding: dict[str, Any] = (
+                {"do_sample": False}
+                if greedy
+                else {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": top_p}
+            )
             gen = model.generate(
                 **enc,
-                do_sample=True,
-                temperature=temperature,
-                top_k=0,
-                top_p=1.0,
+                **decoding,
                 max_new_tokens=max_new_tokens,
-                output_scores=True,
+                output_scores=token_scores,
                 return_dict_in_generate=True,
                 pad_token_id=tokenizer.pad_token_id,
                 eos_token_id=eos,
             )
         seqs = gen.sequences[:, enc["input_ids"].shape[1] :]
-        logp = torch.stack([torch.log_softmax(s.float(), -1) for s in gen.scores], dim=1)
-        ent = -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(-1)
-        chosen = logp.gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
+        if token_scores:
+            logp = torch.stack([torch.log_softmax(s.float(), -1) for s in gen.scores], dim=1)
+            ent = -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(-1)
+            chosen = logp.gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
         for i, q in enumerate(chunk):
             ids = seqs[i].tolist()
             n = ids.index(eos) + 1 if eos in ids else len(ids)
             text = tokenizer.decode(ids[:n], skip_special_tokens=True)
+            reward, validity, mode, answer = scorer(q, text)
             out.append(
                 Sample(
                     question_id=q.question_id,
                     text=text,
                     n_tokens=n,
                     truncated=eos not in ids[:n],
-                    token_entropies=[float(x) for x in ent[i, :n]],
-                    seq_logprob=float(chosen[i, :n].sum()),
-                    reward=toy.verify(q, text),
-                    validity=toy.process_valid(q, text),
-                    mode=toy.strategy(q, text),
-                    answer=toy.extract_answer(text),
+                    token_entropies=[float(x) for x in ent[i, :n]] if token_scores else [],
+                    seq_logprob=float(chosen[i, :n].sum()) if token_scores else math.nan,
+                    reward=reward,
+                    validity=validity,
+                    mode=mode,
+                    answer=answer,
+                    completion_ids=ids[:n],
                 )
             )
     return out

@@ -1,0 +1,58 @@
+"""Probing: checkpoints → records, token artifacts and measurements (issue #6).
+
+Stages (each takes a :class:`ProbeConfig` and an output dir, resumes finished
+checkpoint × question units and returns a :class:`StageResult`):
+
+* :func:`run_sample` — K samples per fixed-probe question per checkpoint → records;
+* :func:`run_entropy` — teacher-forced token entropies / log-probs → Parquet + records;
+* :func:`run_covariance` — predicted vs observed Δh per transition → TRANSITIONS.csv,
+  and the endpoint reward-stratified tail;
+* :func:`run_bench` — greedy accuracy, accuracy traces, pass@k → RESULTS.csv;
+* :func:`training_curve` — a run dir's curves.jsonl as a measurement.
+
+Torch/Transformers/vLLM are imported inside the functions that need them.
+"""
+
+from pipeline.probe.bench import run_bench
+from pipeline.probe.common import MeasurementRow, StageResult, derive_seed
+from pipeline.probe.config import (
+    Checkpoint,
+    ConfigError,
+    ProbeConfig,
+    load_config,
+    parse_config,
+    resolve_checkpoints,
+)
+from pipeline.probe.covariance import run_covariance
+from pipeline.probe.curves import training_curve
+from pipeline.probe.entropy import TokenStats, naive_token_stats, token_stats
+from pipeline.probe.manifest import ProbeSetMismatch
+from pipeline.probe.questions import DatasetError, ProbeQuestion, load_questions, read_benchmark
+from pipeline.probe.sampling import run_sample
+from pipeline.probe.tokens import StageOrderError, run_entropy
+
+__all__ = [
+    "Checkpoint",
+    "ConfigError",
+    "DatasetError",
+    "MeasurementRow",
+    "ProbeConfig",
+    "ProbeQuestion",
+    "ProbeSetMismatch",
+    "StageOrderError",
+    "StageResult",
+    "TokenStats",
+    "derive_seed",
+    "load_config",
+    "load_questions",
+    "naive_token_stats",
+    "parse_config",
+    "read_benchmark",
+    "resolve_checkpoints",
+    "run_bench",
+    "run_covariance",
+    "run_entropy",
+    "run_sample",
+    "token_stats",
+    "training_curve",
+]

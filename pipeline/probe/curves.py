@@ -1,0 +1,42 @@
+"""``probe curves``: training curves of run dirs as ``training_curve`` measurements.
+
+Each run dir's ``curves.jsonl`` (one line per optimizer step; ``progress`` = step /
+max_steps) becomes one measurement: run = the objective in ``run.json`` (or the dir
+name), model = the given label, step = −1, payload ``points`` = the curve lines with
+``step``, ``progress`` and the logged keys (``entropy``, ``reward``, ``loss``,
+``completions/mean_length``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.probe.common import MeasurementRow
+from pipeline.probe.config import ConfigError
+
+
+def training_curve(run_dir: str | Path, *, model: str, run: str | None = None) -> MeasurementRow:
+    """The ``training_curve`` measurement of one training run dir."""
+    run_dir = Path(run_dir)
+    curves = run_dir / "curves.jsonl"
+    if not curves.exists():
+        raise ConfigError(f"{run_dir}: no curves.jsonl (not a training run dir?)")
+    meta_path = run_dir / "run.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
+    name = run or meta.get("config", {}).get("objective") or run_dir.name
+    points = []
+    with curves.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                point = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{curves}:line {lineno}: invalid JSON ({exc.msg})") from None
+            if not isinstance(point, dict) or "step" not in point or "progress" not in point:
+                raise ConfigError(f"{curves}:line {lineno}: needs step and progress")
+            points.append(point)
+    if not points:
+        raise ConfigError(f"{curves}: empty")
+    return MeasurementRow("training_curve", {"points": points}, run=name, model=model)

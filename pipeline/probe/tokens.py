@@ -1,0 +1,203 @@
+"""``probe entropy``: the teacher-forced pass over every sampled completion.
+
+For each checkpoint × question unit not yet done, the unit's completions (exact sampled
+ids from ``samples/<label>.jsonl``, EOS included) are scored under that checkpoint at the
+sampling temperature (:func:`pipeline.probe.entropy.token_stats`, chunked over positions),
+``[entropy] batch_size // K`` consecutive unfinished questions per call (marked done
+together, so a resumed run regroups as the uninterrupted run did).
+Outputs::
+
+    DIR/tokens/<label>.parquet   trajectory_id, question_id, truncated (bool),
+                                 token_entropies (list<float32>, nats),
+                                 token_logprobs (list<float32>, chosen-token log-probs)
+    DIR/records/<label>.jsonl    + n_tokens, mean_token_entropy, seq_logprob (ℓ, EOS incl.)
+    DIR/records.jsonl            refreshed
+
+While a checkpoint is in progress, finished units live in ``tokens/<label>.parts/`` (one
+Parquet file per unit); they are merged into ``tokens/<label>.parquet`` when the
+checkpoint's units are all done. Empty completions (no record) are skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pipeline.probe.common import (
+    StageResult,
+    Timer,
+    groups,
+    load_policy,
+    open_manifest,
+    progress_bar,
+    sampled_question_ids,
+    sampling_temperature,
+    set_threads,
+)
+from pipeline.probe.config import Checkpoint, ProbeConfig, resolve_checkpoints
+from pipeline.probe.entropy import token_stats
+from pipeline.probe.manifest import MANIFEST_FILE, read_jsonl, write_jsonl
+from pipeline.probe.sampling import records_path, samples_path, write_combined_records
+
+
+class StageOrderError(RuntimeError):
+    """A stage needs another stage's output first (the message says which)."""
+
+
+def require_samples(out: Path) -> None:
+    """Raise :class:`StageOrderError` unless ``sample`` has written into ``out``."""
+    if not (out / MANIFEST_FILE).exists():
+        raise StageOrderError(f"{out}: nothing sampled here yet; run `rcea probe sample` first")
+
+
+def tokens_path(out: Path, ck: Checkpoint) -> Path:
+    return out / "tokens" / f"{ck.label}.parquet"
+
+
+def _parts_dir(out: Path, ck: Checkpoint) -> Path:
+    return out / "tokens" / f"{ck.label}.parts"
+
+
+def _part_name(question_id: str) -> str:
+    return hashlib.sha256(question_id.encode()).hexdigest()[:16] + ".parquet"
+
+
+def _table(rows: list[dict[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    schema = pa.schema(
+        [
+            ("trajectory_id", pa.string()),
+            ("question_id", pa.string()),
+            ("truncated", pa.bool_()),
+            ("token_entropies", pa.list_(pa.float32())),
+            ("token_logprobs", pa.list_(pa.float32())),
+        ]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def read_tokens(path: Path) -> list[dict[str, Any]]:
+    """Rows of a token artifact (lists as Python floats)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
+def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(_table(rows), tmp)
+    tmp.replace(path)
+
+
+def _merge(out: Path, ck: Checkpoint) -> list[dict[str, Any]]:
+    """Merge unit parts into the checkpoint artifact; returns all its rows."""
+    final, parts = tokens_path(out, ck), _parts_dir(out, ck)
+    rows = read_tokens(final) if final.exists() else []
+    have = {r["trajectory_id"] for r in rows}
+    if parts.exists():
+        for part in sorted(parts.glob("*.parquet")):
+            rows += [r for r in read_tokens(part) if r["trajectory_id"] not in have]
+        _write_parquet(final, rows)
+        shutil.rmtree(parts)
+    return rows
+
+
+def _update_records(out: Path, ck: Checkpoint, rows: list[dict[str, Any]]) -> int:
+    import numpy as np
+
+    stats = {r["trajectory_id"]: r for r in rows}
+    recs = read_jsonl(records_path(out, ck))
+    for rec in recs:
+        tok = stats.get(rec["trajectory_id"])
+        if tok is None:
+            continue
+        ent = np.asarray(tok["token_entropies"], dtype=np.float64)
+        rec["n_tokens"] = int(ent.size)
+        rec["mean_token_entropy"] = float(ent.mean())
+        rec["seq_logprob"] = float(np.asarray(tok["token_logprobs"], dtype=np.float64).sum())
+    write_jsonl(records_path(out, ck), recs)
+    return sum(1 for r in recs if "mean_token_entropy" in r)
+
+
+def run_entropy(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -> StageResult:
+    """Teacher-forced entropies for every sampled unit not yet done."""
+    out = Path(out_dir)
+    timer = Timer()
+    require_samples(out)
+    manifest = open_manifest(cfg, out)
+    qids = sampled_question_ids(cfg, manifest)
+    temperature = sampling_temperature(cfg, manifest)
+    checkpoints = resolve_checkpoints(cfg)
+    set_threads(cfg)
+    e = cfg.entropy
+    result = StageResult("entropy", str(out), cfg.probe.seed)
+    result.info.update(chunk_size=e.chunk_size, temperature=temperature)
+    bar = progress_bar(len(checkpoints) * len(qids), "entropy", progress)
+    for ck in checkpoints:
+        sampled = manifest.done("sample", ck.label)
+        missing = [q for q in qids if q not in sampled]
+        if missing:
+            raise StageOrderError(
+                f"{ck.label}: {len(missing)} question(s) not sampled yet (e.g. {missing[0]}); "
+                "run `rcea probe sample` first"
+            )
+        done = manifest.done("entropy", ck.label)
+        todo = [q for q in qids if q not in done]
+        result.units_skipped += len(qids) - len(todo)
+        bar.update(len(qids) - len(todo))
+        if todo:
+            model, tok = load_policy(ck.path)
+            by_q: dict[str, list[dict[str, Any]]] = {}
+            for s in read_jsonl(samples_path(out, ck)):
+                if not s["empty"]:
+                    by_q.setdefault(s["question_id"], []).append(s)
+            parts = _parts_dir(out, ck)
+            k = int(manifest.data.get("sample_settings", {}).get("k", cfg.probe.k))
+            for group in groups(todo, e.batch_size // k):
+                smps = [s for q in group for s in by_q.get(q, [])]
+                stats = (
+                    token_stats(
+                        model,
+                        [s["prompt_ids"] for s in smps],
+                        [s["completion_ids"] for s in smps],
+                        temperature=temperature,
+                        chunk_size=e.chunk_size,
+                        batch_size=e.batch_size,
+                        pad_id=tok.pad_token_id,
+                    )
+                    if smps
+                    else []
+                )
+                rows: dict[str, list[dict[str, Any]]] = {q: [] for q in group}
+                for s, st in zip(smps, stats, strict=True):
+                    rows[s["question_id"]].append(
+                        {
+                            "trajectory_id": s["trajectory_id"],
+                            "question_id": s["question_id"],
+                            "truncated": s["truncated"],
+                            "token_entropies": st.entropies.tolist(),
+                            "token_logprobs": st.logprobs.tolist(),
+                        }
+                    )
+                for q in group:
+                    _write_parquet(parts / _part_name(q), rows[q])
+                manifest.mark("entropy", ck.label, group)
+                result.units_run += len(group)
+                bar.update(len(group))
+            del model
+        rows = _merge(out, ck)
+        n = _update_records(out, ck, rows)
+        result.checkpoints.append(
+            {**ck.to_dict(), "label": ck.label, "units_run": len(todo), "records_with_entropy": n}
+        )
+        result.files.append(str(tokens_path(out, ck)))
+    bar.close()
+    result.files.append(str(write_combined_records(out, checkpoints)))
+    result.seconds = timer()
+    return result

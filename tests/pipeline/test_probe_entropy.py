@@ -1,0 +1,145 @@
+"""Teacher-forced entropy pass: against a naive full ``log_softmax`` reference, sequence
+log-prob, EOS, chunk-bounded LM-head calls (the memory contract)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from pipeline.probe.entropy import naive_token_stats, token_stats  # noqa: E402
+
+TEXTS = [
+    ("(3+4)*5\n", "3+4=7\n7*5=35\n\\boxed{35}", True),
+    ("2*6-2*1\n", "6-1=5\n2*5=10\n\\boxed{10}", True),
+    ("1*2+1*3\n", "2+3=5", False),  # truncated: no EOS
+    ("(1+1)*1\n", "2", True),
+]
+
+
+def save_policy(out: Path, seed: int = 0, perturb: float = 0.0, base: Path | None = None) -> Path:
+    """A random tiny Qwen2 policy with the character tokenizer, saved like real weights
+    (init std 0.2, so that its next-token distributions are far from uniform); with
+    ``base``: that policy plus ``perturb`` × a seeded Gaussian direction on every
+    parameter."""
+    from transformers import AutoModelForCausalLM
+
+    from pipeline.policy import build_char_tokenizer, build_model
+
+    tok = build_char_tokenizer()
+    if base is None:
+        model = build_model(tok, seed=seed, initializer_range=0.2)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(base)
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(perturb * torch.randn(p.shape, generator=gen))
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def policy() -> tuple[Any, Any]:
+    from pipeline.policy import build_char_tokenizer, build_model
+
+    torch.set_num_threads(1)
+    tok = build_char_tokenizer()
+    return build_model(tok, seed=3), tok
+
+
+def _ids(tok: Any) -> tuple[list[list[int]], list[list[int]]]:
+    prompts, comps = [], []
+    for prompt, comp, eos in TEXTS:
+        prompts.append(tok(prompt)["input_ids"])
+        comps.append(tok(comp)["input_ids"] + ([tok.eos_token_id] if eos else []))
+    return prompts, comps
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize(("chunk", "batch"), [(1, 1), (7, 3), (4096, 16)])
+def test_matches_full_log_softmax_reference(
+    policy: tuple[Any, Any], temperature: float, chunk: int, batch: int
+) -> None:
+    model, tok = policy
+    prompts, comps = _ids(tok)
+    got = token_stats(
+        model,
+        prompts,
+        comps,
+        temperature=temperature,
+        chunk_size=chunk,
+        batch_size=batch,
+        pad_id=tok.pad_token_id,
+    )
+    for p, c, st in zip(prompts, comps, got, strict=True):
+        ref = naive_token_stats(model, p, c, temperature=temperature)
+        assert st.entropies.dtype == np.float32 and st.n_tokens == len(c)
+        assert np.max(np.abs(st.entropies - ref.entropies)) < 1e-5
+        assert np.max(np.abs(st.logprobs - ref.logprobs)) < 1e-5
+        assert (st.entropies >= 0).all() and (st.logprobs <= 0).all()
+        # a random policy is far from deterministic: entropies near log(vocab)
+        assert 0.5 * np.log(len(tok)) < st.mean_entropy <= np.log(len(tok)) + 1e-5
+
+
+def test_sequence_logprob_is_the_sum_and_matches_the_model_loss(policy: tuple[Any, Any]) -> None:
+    """ℓ = Σ chosen log-probs, and equals −(mean token cross-entropy × T) from the model's own
+    loss with the prompt masked (an independent code path), EOS included."""
+    model, tok = policy
+    prompts, comps = _ids(tok)
+    for p, c, st in zip(prompts, comps, token_stats(model, prompts, comps), strict=True):
+        assert st.seq_logprob == pytest.approx(float(np.sum(st.logprobs, dtype=np.float64)))
+        ids = torch.tensor([p + c])
+        labels = ids.clone()
+        labels[0, : len(p)] = -100
+        with torch.no_grad():
+            loss = model(input_ids=ids, labels=labels).loss
+        assert st.seq_logprob == pytest.approx(-float(loss) * len(c), abs=1e-4)
+    # the EOS position is scored: dropping it changes ℓ by exactly its log-prob
+    st_eos = token_stats(model, prompts[:1], comps[:1])[0]
+    st_no = token_stats(model, prompts[:1], [comps[0][:-1]])[0]
+    assert st_eos.n_tokens == st_no.n_tokens + 1
+    assert st_eos.seq_logprob == pytest.approx(st_no.seq_logprob + float(st_eos.logprobs[-1]))
+
+
+def test_lm_head_never_sees_more_rows_than_the_chunk(policy: tuple[Any, Any]) -> None:
+    """Memory contract: logits exist for at most ``chunk_size`` positions at a time."""
+    model, tok = policy
+    prompts, comps = _ids(tok)
+    rows: list[int] = []
+    hook = model.get_output_embeddings().register_forward_hook(
+        lambda _m, inp, _out: rows.append(int(np.prod(inp[0].shape[:-1])))
+    )
+    try:
+        token_stats(model, prompts, comps, chunk_size=5, batch_size=4)
+    finally:
+        hook.remove()
+    assert rows and max(rows) <= 5
+    assert sum(rows) == sum(len(c) for c in comps)  # every completion position exactly once
+
+
+def test_bad_input_is_refused(policy: tuple[Any, Any]) -> None:
+    model, tok = policy
+    with pytest.raises(ValueError, match="at least one token"):
+        token_stats(model, [[1, 2]], [[]])
+    with pytest.raises(ValueError, match="chunk_size"):
+        token_stats(model, [[1, 2]], [[3]], chunk_size=0)
+
+
+@pytest.mark.gpu
+def test_gpu_entropy_throughput_figures() -> None:
+    """`make gpu-check`'s entropy figure (CUDA only)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from pipeline.gpu_check import entropy_throughput
+
+    fig = entropy_throughput(torch, tokens=256, chunk=128, reps=2)
+    for name in ("forward", "full", "chunked"):
+        assert fig[f"entropy_{name}_tokens_per_s"] > 0
+    assert fig["entropy_chunked_peak_gib"] <= fig["entropy_full_peak_gib"]

@@ -1,0 +1,285 @@
+"""Probe stages on small random policies: records that validate, the covariance prediction
+against the observed change on perturbed checkpoints, resumption after a real kill, and
+the probe-set seed guard."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from pipeline.probe import (  # noqa: E402
+    ProbeSetMismatch,
+    StageOrderError,
+    load_config,
+    run_covariance,
+    run_entropy,
+    run_sample,
+)
+from pipeline.records import read_records  # noqa: E402
+from tests.pipeline.test_probe_entropy import save_policy  # noqa: E402
+
+EPS = 2e-5  # per-parameter perturbation between adjacent checkpoints
+
+
+@pytest.fixture(scope="module")
+def policies(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """θ0 (random), θ1 = θ0 + εδ1, θ2 = θ1 + εδ2: three checkpoints a small step apart."""
+    root = tmp_path_factory.mktemp("policies")
+    p0 = save_policy(root / "s0", seed=3)
+    p1 = save_policy(root / "s1", seed=11, perturb=EPS, base=p0)
+    p2 = save_policy(root / "s2", seed=12, perturb=EPS, base=p1)
+    return [p0, p1, p2]
+
+
+def write_config(path: Path, policies: list[Path], **sections: dict[str, Any]) -> Path:
+    body = {
+        "probe": {"seed": 5, "k": 4, "max_new_tokens": 24, "torch_threads": 1},
+        "questions": {"source": "toy", "split": "probe", "n": 3},
+        "covariance": {"questions": 3, "trajectories": 2, "positions": 8},
+        **sections,
+    }
+    lines = []
+    for table, values in body.items():
+        lines.append(f"[{table}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    for step, p in zip((0, 10, 20), policies, strict=False):
+        lines += [
+            "[[checkpoints.list]]",
+            f'path = "{p}"',
+            'run = "pert"',
+            'model = "tiny"',
+            f"step = {step}",
+        ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    keep = ("records", "samples")
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*.jsonl"))
+        if p.parent.name in keep or p.name == "records.jsonl"
+    }
+
+
+def _tokens(out: Path) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    return {
+        p.name: sorted(pq.read_table(p).to_pylist(), key=lambda r: r["trajectory_id"])
+        for p in sorted((out / "tokens").glob("*.parquet"))
+    }
+
+
+def test_sample_entropy_covariance_on_perturbed_checkpoints(
+    policies: list[Path], tmp_path: Path
+) -> None:
+    cfg = load_config(write_config(tmp_path / "c.toml", policies))
+    out = tmp_path / "out"
+    res = run_sample(cfg, out, progress=False)
+    assert res.units_run == 9 and res.units_skipped == 0
+    batch = read_records(out / "records.jsonl")  # the interchange schema accepts them
+    cols = batch.columns
+    assert sorted(set(cols["step"])) == [0, 10, 20] and set(cols["run"]) == {"pert"}
+    assert all(t.startswith("p") and "pert" not in t for t in cols["trajectory_id"])
+    assert set(cols["split"]) == {"probe"} and set(cols["validity"]) <= {0, 1}
+    # each checkpoint's records carry its own decoding seed
+    seeds = {(s, sd) for s, sd in zip(cols["step"], cols["seed"], strict=True)}
+    assert len(seeds) == 3
+
+    with pytest.raises(StageOrderError, match="rcea probe entropy"):
+        run_covariance(cfg, out, progress=False)  # the tail needs the token artifacts
+    run_entropy(cfg, out, progress=False)
+    cols = read_records(out / "records.jsonl").columns
+    assert all(v is not None for v in cols["mean_token_entropy"])
+    tokens = _tokens(out)
+    for rows in tokens.values():
+        for r in rows:
+            assert len(r["token_entropies"]) == len(r["token_logprobs"]) > 0
+    # truncated samples (no EOS within max_new_tokens) are flagged and have 24 tokens
+    flat = [r for rows in tokens.values() for r in rows]
+    assert all(len(r["token_entropies"]) == 24 for r in flat if r["truncated"])
+    assert all(len(r["token_entropies"]) <= 24 for r in flat)
+    # records' n_tokens / ℓ agree with the artifact
+    by_tid = {r["trajectory_id"]: r for r in flat}
+    for tid, n, lp in zip(
+        cols["trajectory_id"], cols["n_tokens"], cols["seq_logprob"], strict=True
+    ):
+        assert n == len(by_tid[tid]["token_logprobs"])
+        assert lp == pytest.approx(float(np.sum(by_tid[tid]["token_logprobs"], dtype=np.float64)))
+
+    res = run_covariance(cfg, out, progress=False)
+    with (out / "TRANSITIONS.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["transition"] for r in rows] == ["pert/tiny/0->10", "pert/tiny/10->20"]
+    positions = [json.loads(x) for x in (out / "covariance" / "positions.jsonl").open()]
+    for r in rows:
+        pred, obs = float(r["predicted"]), float(r["observed"])
+        assert np.sign(pred) == np.sign(obs) != 0
+        mine = [p for p in positions if p["transition"] == r["transition"]]
+        # 3 questions x 2 trajectories x up to 8 positions (short completions have fewer)
+        assert int(r["n_positions"]) == len(mine) and 24 < len(mine) <= 48
+        assert np.mean([p["predicted"] for p in mine]) == pytest.approx(pred, rel=1e-12)
+        p_pos = np.array([p["predicted"] for p in mine])
+        o_pos = np.array([p["observed"] for p in mine])
+        # first order, position by position: the residual is small against the change
+        assert np.abs(p_pos - o_pos).sum() < 0.05 * np.abs(o_pos).sum()
+        assert np.mean(np.sign(p_pos) == np.sign(o_pos)) >= 0.95
+    kinds = sorted(m.kind for m in res.measurements)
+    assert kinds == ["covariance_transition", "covariance_transition", "tail"]
+    tail = json.loads((out / "covariance" / "tail-pert--tiny--step20.json").read_text())
+    assert tail["n_tokens"] == sum(
+        len(r["token_logprobs"]) for r in tokens["pert--tiny--step20.parquet"]
+    )
+
+
+def test_prediction_error_is_second_order(policies: list[Path]) -> None:
+    """Halving the step halves the predicted change and quarters |pred − obs|."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    from audits.covariance import entropy_change_pair
+    from pipeline.policy import build_char_tokenizer
+    from pipeline.probe.covariance import position_logits
+
+    tok = build_char_tokenizer()
+    base = AutoModelForCausalLM.from_pretrained(policies[0])
+    gen = torch.Generator().manual_seed(1)
+    direction = [torch.randn(p.shape, generator=gen) for p in base.parameters()]
+    prompt = tok("(3+4)*5\n")["input_ids"]
+    comp = tok("3+4=7\n7*5=35\n\\boxed{35}")["input_ids"] + [tok.eos_token_id]
+    pos = np.arange(len(comp))
+    z0 = position_logits(base, [prompt], [comp], [pos], tok.pad_token_id)
+    results = []
+    for eps in (2e-4, 1e-4):
+        moved = copy.deepcopy(base)
+        with torch.no_grad():
+            for p, d in zip(moved.parameters(), direction, strict=True):
+                p.add_(eps * d)
+        ch = entropy_change_pair(z0, position_logits(moved, [prompt], [comp], [pos], 0))
+        results.append((ch.predicted, np.abs(ch.predicted - ch.observed).sum()))
+    (pred_big, err_big), (pred_small, err_small) = results
+    assert np.sum(pred_big) / np.sum(pred_small) == pytest.approx(2.0, rel=0.05)
+    assert 3.0 < err_big / err_small < 5.0
+
+
+def _run_until_killed(args: list[str], manifest: Path, stage: str, min_units: int) -> int:
+    """Start ``rcea probe ...`` in a subprocess and SIGKILL it once ``min_units`` units of
+    ``stage`` are marked done; returns how many were done at the kill."""
+    env = {**os.environ}
+    rcea = str(Path(sys.executable).parent / "rcea")
+    proc = subprocess.Popen(
+        [rcea, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    done = 0
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if manifest.exists():
+                try:
+                    data = json.loads(manifest.read_text())
+                except json.JSONDecodeError:
+                    data = {}
+                done = sum(len(v) for v in data.get("done", {}).get(stage, {}).values())
+                if done >= min_units:
+                    proc.send_signal(signal.SIGKILL)
+                    break
+            time.sleep(0.005)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode() if proc.stderr else ""
+    return done
+
+
+@pytest.mark.slow
+def test_resume_after_kill_gives_identical_records(policies: list[Path], tmp_path: Path) -> None:
+    questions = {"source": "toy", "split": "probe", "n": 4}
+    # groups of 2 questions per generate / forward call: kills land between groups
+    probe = {"seed": 5, "k": 4, "max_new_tokens": 24, "torch_threads": 1, "batch_size": 8}
+    cfg_path = write_config(
+        tmp_path / "c.toml", policies, questions=questions, probe=probe, entropy={"batch_size": 8}
+    )
+    cfg = load_config(cfg_path)
+    clean, resumed = tmp_path / "clean", tmp_path / "resumed"
+    run_sample(cfg, clean, progress=False)
+    run_entropy(cfg, clean, progress=False)
+
+    args = ["probe", "sample", "--config", str(cfg_path), "--out", str(resumed)]
+    killed_at = _run_until_killed(args, resumed / "manifest.json", "sample", 2)
+    assert 2 <= killed_at < 12
+    res = run_sample(cfg, resumed, progress=False)
+    assert res.units_skipped == killed_at and res.units_run == 12 - killed_at
+    args = ["probe", "entropy", "--config", str(cfg_path), "--out", str(resumed)]
+    killed_at = _run_until_killed(args, resumed / "manifest.json", "entropy", 2)
+    assert killed_at < 12
+    res = run_entropy(cfg, resumed, progress=False)
+    assert res.units_run == 12 - killed_at
+
+    assert _files(resumed) == _files(clean)
+    assert _tokens(resumed) == _tokens(clean)
+    # a second run repeats nothing
+    assert run_sample(cfg, resumed, progress=False).units_run == 0
+    assert run_entropy(cfg, resumed, progress=False).units_run == 0
+    assert _files(resumed) == _files(clean)
+
+
+def test_another_probe_set_seed_is_refused(policies: list[Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cfg = load_config(write_config(tmp_path / "c.toml", policies[:1]), **{"questions.n": 1})
+    run_sample(cfg, out, progress=False)
+    other = load_config(
+        write_config(tmp_path / "c.toml", policies[:1]), **{"questions.n": 1, "probe.seed": 6}
+    )
+    with pytest.raises(ProbeSetMismatch, match="seed 5.*seed 6"):
+        run_sample(other, out, progress=False)
+    with pytest.raises(ProbeSetMismatch):
+        run_entropy(other, out, progress=False)
+    longer = load_config(
+        write_config(tmp_path / "c.toml", policies[:1]),
+        **{"questions.n": 1, "probe.max_new_tokens": 30},
+    )
+    with pytest.raises(ProbeSetMismatch, match=r"max_new_tokens=24 \(now 30\)"):
+        run_sample(longer, out, progress=False)
+    # more questions with the same settings extend the directory
+    more = load_config(write_config(tmp_path / "c.toml", policies[:1]), **{"questions.n": 2})
+    assert run_sample(more, out, progress=False).units_run == 1
+    assert run_entropy(cfg, out, progress=False).units_run == 2  # both sampled questions
+
+
+def test_benchmark_file_as_question_source(policies: list[Path], tmp_path: Path) -> None:
+    """Records from a local benchmark file: reward by math-verify, no toy-only fields."""
+    bench = tmp_path / "mini.jsonl"
+    rows = [{"id": f"m{i}", "problem": f"What is {i}+{i}?", "answer": str(2 * i)} for i in (1, 2)]
+    bench.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = load_config(
+        write_config(tmp_path / "c.toml", policies[:1], questions={"source": str(bench)}),
+        **{"probe.k": 2},
+    )
+    out = tmp_path / "out"
+    run_sample(cfg, out, progress=False)
+    run_entropy(cfg, out, progress=False)
+    cols = read_records(out / "records.jsonl").columns
+    assert sorted(set(cols["question_id"])) == ["m1", "m2"]
+    assert set(cols["reward"]) <= {0, 1} and all(v is None for v in cols["validity"])
+    assert all(v is None for v in cols["split"]) and all(v is not None for v in cols["seq_logprob"])
+    samples = [json.loads(x) for x in (out / "samples" / "pert--tiny--step0.jsonl").open()]
+    assert all(s["strategy"] is None for s in samples)
+    prompt = "What is 1+1?\nPlease reason step by step"
+    from pipeline.policy import build_char_tokenizer
+
+    assert samples[0]["prompt_ids"][: len(prompt)] == build_char_tokenizer()(prompt)["input_ids"]
