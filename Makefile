@@ -24,8 +24,9 @@ $(LS_VENV)/.installed:
 	$(LS_VENV)/bin/python -m pip install --quiet 'label-studio==$(LABEL_STUDIO_VERSION)'
 	@touch $@
 
-demo: install ## ingest the bundled study, then serve the API and the view (Ctrl-C stops)
-	$(BIN)/rcea demo --serve
+DEMO_ARGS ?=
+demo: install ## the embedded study end to end, then serve Label Studio, API, view (Ctrl-C stops)
+	$(BIN)/rcea demo --serve $(DEMO_ARGS)
 
 test: install ## ruff + the whole test suite (PostgreSQL and browser tests included)
 	$(BIN)/ruff check .

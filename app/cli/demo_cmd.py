@@ -1,9 +1,20 @@
-"""``rcea demo``: what exists of the embedded study, end to end, on a fresh machine."""
+"""``rcea demo``: the embedded RLVR study end to end on a fresh machine (``make demo``).
+
+Build the tiny base policy, train the six objectives, probe base + milestones, ingest,
+judge and run the codebook cycle with the toy oracles, freeze the rubric, draw the pair
+audit, push it (and the validity calibration sample) to Label Studio, optionally let
+SIMULATED annotators label everything and publish the bundle, then serve Label Studio,
+the API and the view until Ctrl-C. Steps are resumable (:mod:`app.demo.steps`).
+
+``rcea demo --sample`` keeps the earlier, cheap demo: the bundled sample study and its
+pair audit.
+"""
 
 from __future__ import annotations
 
 import json
-import secrets
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -12,28 +23,232 @@ from typing import Any
 
 import typer
 
-from app.cli.common import engine, settings
+from app.cli.common import engine, fail, settings
 
 DEMO_RUBRIC = Path(__file__).resolve().parents[2] / "audits" / "demo_rubric.toml"
-DEMO_ANNOTATORS = {"A": "annotator-a@rcea.local", "B": "annotator-b@rcea.local"}
 DEMO_ACTOR = "rcea-demo"
+BANNER = (
+    "SIMULATED RUN: the pair-audit annotators, the adjudicator and the validity labels are "
+    "oracles with seeded noise, not people. Nothing here is a human judgment."
+)
 
 
 def demo(
-    study: str = typer.Option("sample", help="study name for the demo data"),
-    seed: int = typer.Option(0, help="seed of the generated sample study"),
-    serve: bool = typer.Option(
-        False, "--serve", help="then start Label Studio, push the audit, serve API and view"
+    quick: bool = typer.Option(
+        False, "--quick", help="small sizes (< 5 min on 2 cores; the CI smoke test)"
     ),
+    simulate: bool = typer.Option(
+        False,
+        "--simulate-annotators",
+        help="SIMULATED oracle annotators label through the Label Studio API, so the run "
+        "reaches a final gate and a published bundle without people",
+    ),
+    serve: bool = typer.Option(
+        True, "--serve/--no-serve", help="then serve Label Studio, the API and the view"
+    ),
+    fresh: bool = typer.Option(
+        False, "--fresh", help="forget finished steps and start over under a new study name"
+    ),
+    sample: bool = typer.Option(
+        False, "--sample", help="the bundled sample study instead (no training)"
+    ),
+    seed: int = typer.Option(0, help="seed of the generated sample study (--sample)"),
 ) -> None:
-    """Ingest the bundled sample study and draw its pair audit (--serve: then serve it).
+    """The embedded study end to end: train, probe, judge, codebook, audits, report.
 
-    With --serve: Label Studio starts, the audit is pushed to two annotator projects, and
-    the API and the Streamlit view run until Ctrl-C, which stops what the demo started."""
+    Each step prints its number, name and duration; a re-run skips finished steps (state
+    in <data_dir>/demo/<study>/state.json), --fresh starts over under a new study name.
+    With --serve (the default; what `make demo` runs) Label Studio, `rcea serve` and
+    `rcea view` run until Ctrl-C, which stops every process the demo started and nothing
+    else."""
+    if sample:
+        _sample_demo(seed=seed, serve=serve)
+        return
+    from app.demo.config import QUICK, SIZES
+    from app.demo.context import DemoStepError
+    from app.demo.state import DemoStateError
+
+    sizes = QUICK if quick else SIZES["default"]
+    cfg = settings()
+    cfg.ensure_data_dir()
+    if simulate:
+        typer.echo(BANNER)
+    try:
+        ctx = _context(cfg, sizes, simulate=simulate, serve=serve, fresh=fresh)
+    except DemoStateError as exc:
+        fail(str(exc))
+    from app.demo.steps import plan, run_steps
+
+    began = time.monotonic()
+    typer.echo(
+        f"rcea demo ({sizes.name} size) — study {ctx.study}, work dir {ctx.work}"
+        + (" — SIMULATED annotators" if simulate else "")
+    )
+    procs: list[subprocess.Popen[bytes]] = []
+    code = 0
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM stops like Ctrl-C
+    try:
+        status = run_steps(ctx, plan(simulate=simulate))
+        _summary(ctx, status, time.monotonic() - began)
+        if serve:
+            _serve(ctx, procs)
+    except KeyboardInterrupt:
+        typer.echo("interrupted: stopping what the demo started (finished steps are kept)")
+        code = 130
+    except DemoStepError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        code = 1
+    finally:
+        _stop(ctx, procs)
+        signal.signal(signal.SIGTERM, previous)
+    if code:
+        raise typer.Exit(code)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _context(cfg: Any, sizes: Any, *, simulate: bool, serve: bool, fresh: bool) -> Any:
+    """The state of this size/simulation (new, resumed, or fresh under a new name)."""
+    from app.demo.context import DemoContext
+    from app.demo.state import DemoState
+    from app.store import open_store, session_scope
+    from app.store.repository import get_study
+
+    base = sizes.study_name(simulate=simulate)
+    work = cfg.data_dir / "demo" / base
+    state_path = work / "state.json"
+    if fresh and work.exists():
+        shutil.rmtree(work)
+    state = DemoState.load(state_path)
+    if state is None:
+        with session_scope(open_store(cfg)) as s:
+            name, n = base, 1
+            while get_study(s, name=name) is not None:
+                n += 1
+                name = f"{base}-{n}"
+        if name != base:
+            typer.echo(
+                f"study {base} is already in the store (frozen records are never deleted): "
+                f"this run uses {name}"
+            )
+        state = DemoState(
+            path=state_path,
+            size=sizes.name,
+            simulate=simulate,
+            study=name,
+            seed=sizes.seed,
+            sizes=sizes.to_dict(),
+        )
+        work.mkdir(parents=True, exist_ok=True)
+        state.save()
+    return DemoContext(
+        cfg=cfg,
+        sizes=sizes,
+        simulate=simulate,
+        serve=serve,
+        state=state,
+        work=work,
+        echo=lambda line: typer.echo(line),
+    )
+
+
+def _summary(ctx: Any, status: dict[str, str], seconds: float) -> None:
+    """The final lines: what finished, gate, calibration, bundle, logins."""
+    sim = "SIMULATED " if ctx.simulate else ""
+    unfinished = [k for k, v in status.items() if v not in ("done", "done-earlier")]
+    typer.echo("")
+    typer.echo(f"demo summary ({ctx.sizes.name} size, {seconds:.0f} s this run)")
+    typer.echo(f"  study           {ctx.study}")
+    gate = ctx.state.result("gate")
+    typer.echo(
+        f"  pair gate       {sim}{gate['status']}"
+        if gate
+        else "  pair gate       pending (label the pairs, then: rcea audit gate --final)"
+    )
+    cal = ctx.state.result("simulate-validity")
+    typer.echo(f"  calibration     {sim}completed" if cal else "  calibration     pending")
+    rep = ctx.state.result("report")
+    if rep.get("bundle"):
+        typer.echo(f"  bundle          {sim}{rep['bundle']}")
+    elif rep:
+        typer.echo(f"  report          {rep['report']} (not published)")
+    if unfinished:
+        typer.echo(f"  unfinished      {', '.join(unfinished)}")
+    if ctx.simulate:
+        typer.echo(f"  {BANNER}")
+
+
+def _logins(ctx: Any) -> dict[str, str | None]:
+    path = ctx.cfg.data_dir / "demo-logins.json"
+    saved: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    if ctx.simulate:
+        return {e["email"]: e["password"] for e in saved.get("simulated", {}).values()}
+    from app.demo.audits import PEOPLE
+
+    return {email: saved.get(email) for email in PEOPLE.values()}
+
+
+def _serve(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Label Studio (reused or started), `rcea serve` and `rcea view` (appended to
+    ``procs`` as they start, for :func:`_stop`); prints the URLs and logins, then waits
+    until Ctrl-C or until one of them exits."""
+    from app.demo.audits import ensure_labelstudio
+
+    cfg = ctx.cfg
+    ensure_labelstudio(ctx)
+    exe = str(Path(sys.executable).parent / "rcea")
+    procs.append(subprocess.Popen([exe, "serve"]))
+    procs.append(subprocess.Popen([exe, "view", "--port", str(cfg.view_port)]))
+    sim = "SIMULATED " if ctx.simulate else ""
+    typer.echo("")
+    typer.echo(f"Label Studio  {cfg.labelstudio_url}/user/login/")
+    for email, password in _logins(ctx).items():
+        shown = password or "(account made outside the demo: password unknown)"
+        typer.echo(f"  {sim}annotator login: {email} / {shown}")
+    typer.echo(
+        f"API           http://{cfg.api_host}:{cfg.api_port}/docs "
+        f"(bearer token in {cfg.data_dir / 'api-token'})"
+    )
+    typer.echo(f"view          http://127.0.0.1:{cfg.view_port}")
+    typer.echo("Ctrl-C stops every process the demo started")
+    while all(p.poll() is None for p in procs):
+        time.sleep(0.5)
+    typer.echo("a served process exited: stopping the others")
+
+
+def _stop(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop what this run started: the API and view, and Label Studio only if we started
+    it (a server the settings pointed at and that was running stays up)."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    if ctx.labelstudio_started:
+        from annotation.server import server_from_settings
+
+        if server_from_settings(ctx.cfg).stop():
+            typer.echo(
+                "stopped Label Studio (started by this demo; `rcea labelstudio start` "
+                "brings it back with the same data)"
+            )
+
+
+# --------------------------------------------------------------------------- --sample
+
+
+def _sample_demo(*, seed: int, serve: bool) -> None:
+    """The bundled sample study (1,920 generated records) and its 48-pair audit."""
     from app.ingest import ingest_file
     from app.store import require_study, session_scope, study_summary
     from pipeline.sample_study import write_sample_study
 
+    study = "sample"
     cfg = settings()
     cfg.ensure_data_dir()
     path = write_sample_study(cfg.data_dir / "demo" / f"{study}-seed{seed}.jsonl", seed=seed)
@@ -55,18 +270,18 @@ def demo(
         typer.echo(
             f"      {g['run']:<10} step {g['step']:>4}: {g['n']:>4} samples, accuracy {acc:.2f}"
         )
-    audit_name = _draw_demo_audit(eng, study)
+    audit_name = _draw_sample_audit(eng, study)
     if serve:
-        _serve_all(cfg, audit_name)
+        _serve_sample(cfg, audit_name)
 
 
-def _draw_demo_audit(eng: Any, study: str) -> str:
-    """Freeze the demo rubric and the partition, and draw the audit once (idempotent)."""
+def _draw_sample_audit(eng: Any, study: str) -> str:
+    """Freeze the sample rubric and the partition, and draw the audit once (idempotent)."""
     from sqlmodel import select
 
     from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
     from app.audit.sampling import audit_overview, draw_audit
-    from app.store import require_study, session_scope
+    from app.store import session_scope
     from app.store.models import Audit
 
     name = f"{study}-demo-audit"
@@ -77,7 +292,6 @@ def _draw_demo_audit(eng: Any, study: str) -> str:
         if audit is None:
             audit = draw_audit(s, study=study, rubric=rubric.name, name=name, actor=DEMO_ACTOR)
         info = audit_overview(s, audit)
-        require_study(s, name=study)
     typer.echo(
         f"[3/4] rubric {rubric.name} v{rubric.version} ({rubric.content_hash[:12]}…), "
         f"partition {part.content_hash[:12]}… frozen"
@@ -86,92 +300,55 @@ def _draw_demo_audit(eng: Any, study: str) -> str:
     return name
 
 
-def _push_demo_audit(cfg: Any, audit_name: str) -> dict[str, str | None]:
-    """Start Label Studio (if needed) and push the audit to two demo annotators."""
-    from annotation.accounts import create_annotator
+def _serve_sample(cfg: Any, audit_name: str) -> None:
+    """Push the sample audit to two people and serve everything until Ctrl-C."""
     from annotation.client import client_from_settings
-    from annotation.server import admin_credentials
     from app.audit.push import assign_role, push_audit
     from app.audit.sampling import get_audit
+    from app.demo.audits import people_accounts
+    from app.demo.config import QUICK
+    from app.demo.context import DemoContext
+    from app.demo.state import DemoState
     from app.store import session_scope
 
-    creds = admin_credentials(cfg)
-    # Demo logins are meant for people: kept (0600) so that later runs can show them again.
-    store = cfg.data_dir / "demo-logins.json"
-    saved: dict[str, str] = json.loads(store.read_text()) if store.exists() else {}
-    ids: dict[str, int] = {}
-    for role, email in DEMO_ANNOTATORS.items():
-        password = saved.get(email) or secrets.token_urlsafe(9)
-        user = create_annotator(cfg.labelstudio_url, creds.token, email, password)
-        if user.created:
-            saved[email] = password
-        ids[role] = user.id
-    store.touch(mode=0o600)
-    store.write_text(json.dumps(saved, indent=2))
-    logins: dict[str, str | None] = {e: saved.get(e) for e in DEMO_ANNOTATORS.values()}
-    with session_scope(engine()) as s:
-        audit = get_audit(s, name=audit_name)
-        for role, email in DEMO_ANNOTATORS.items():
-            assign_role(audit, role, user_id=ids[role], email=email)
-        out = push_audit(
-            s,
-            audit,
-            client_from_settings(cfg),
-            actor=DEMO_ACTOR,
-            webhook_url=cfg.resolved_webhook_url,
-            webhook_secret=cfg.ensure_webhook_secret().get_secret_value(),
-        )
-    for role, info in out["projects"].items():
-        typer.echo(
-            f"      annotator {role}: Label Studio project {info['project_id']} "
-            f"({info['n_tasks']} tasks)"
-        )
-    return logins
-
-
-def _serve_all(cfg: Any, audit_name: str) -> None:
-    """Label Studio + `rcea serve` + `rcea view` until Ctrl-C; then stop what we started."""
-    from annotation.server import server_from_settings
-
-    ls = server_from_settings(cfg)
-    started_ls = not ls.status().running
-    typer.echo("starting Label Studio (the first start takes a minute or two)…")
-    ls.start()
-    exe = str(Path(sys.executable).parent / "rcea")
-    procs = [
-        subprocess.Popen([exe, "serve"]),
-        subprocess.Popen([exe, "view", "--port", str(cfg.view_port)]),
-    ]
+    ctx = DemoContext(
+        cfg=cfg,
+        sizes=QUICK,
+        simulate=False,
+        serve=True,
+        state=DemoState(
+            path=cfg.data_dir / "demo" / "sample-state.json",
+            size="sample",
+            simulate=False,
+            study="sample",
+            seed=0,
+        ),
+        work=cfg.data_dir / "demo",
+        echo=lambda line: typer.echo(line),
+    )
+    procs: list[subprocess.Popen[bytes]] = []
     try:
-        logins = _push_demo_audit(cfg, audit_name)
-        typer.echo("")
-        typer.echo(f"Label Studio  {cfg.labelstudio_url}/user/login/")
-        for email, password in logins.items():
-            shown = password or "(account made outside the demo: password unknown)"
-            typer.echo(f"  annotator login: {email} / {shown}")
-        typer.echo(
-            f"API           http://{cfg.api_host}:{cfg.api_port}/docs "
-            f"(bearer token in {cfg.data_dir / 'api-token'})"
-        )
-        typer.echo(f"view          http://127.0.0.1:{cfg.view_port}")
-        typer.echo("label pairs in Label Studio, then: rcea audit gate   — Ctrl-C stops all")
-        while all(p.poll() is None for p in procs):
-            time.sleep(0.5)
+        from app.demo.audits import ensure_labelstudio
+
+        ensure_labelstudio(ctx)
+        people = people_accounts(ctx)
+        with session_scope(engine()) as s:
+            audit = get_audit(s, name=audit_name)
+            for role, (uid, email, _pw) in people.items():
+                assign_role(audit, role, user_id=uid, email=email)
+            push_audit(
+                s,
+                audit,
+                client_from_settings(cfg),
+                actor=DEMO_ACTOR,
+                webhook_url=cfg.resolved_webhook_url,
+                webhook_secret=cfg.ensure_webhook_secret().get_secret_value(),
+            )
+        _serve(ctx, procs)
     except KeyboardInterrupt:
         pass
-    except Exception as exc:  # noqa: BLE001 - report cleanly, then stop what we started
-        typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
-        raise typer.Exit(1) from None
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        if started_ls:
-            ls.stop()
+        _stop(ctx, procs)
 
 
 def register(app: typer.Typer) -> None:

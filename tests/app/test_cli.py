@@ -77,10 +77,10 @@ def test_ingest_json_and_summary(tmp_path: Path) -> None:
 
 
 def test_demo_runs_twice(tmp_path: Path) -> None:
-    first = runner.invoke(app, ["demo"])
+    first = runner.invoke(app, ["demo", "--sample", "--no-serve"])
     assert first.exit_code == 0, first.output
     assert "ingested 1920 trajectories, 12 questions, study sample" in first.output
-    second = runner.invoke(app, ["demo"])
+    second = runner.invoke(app, ["demo", "--sample", "--no-serve"])
     assert second.exit_code == 0 and "already ingested" in second.output
 
 

@@ -1,0 +1,316 @@
+"""The audit half of the demo: rubric and pair-audit draw, Label Studio (reused or
+started), annotator accounts (people, or SIMULATED ones), the pushes, the SIMULATED
+labelling, the final gate, and the report/bundle."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from app.demo.config import ORACLE, rubric_toml
+from app.demo.context import DEMO_ACTOR, DemoContext, DemoStepError, brief
+from app.demo.simulate import SIMULATED
+from app.demo.study import JUDGE_NAME, VALIDITY_ORACLE
+
+PEOPLE = {"A": "annotator-a@rcea.local", "B": "annotator-b@rcea.local"}
+
+
+def step_audit(ctx: DemoContext) -> dict[str, Any]:
+    """Freeze the demo rubric and draw the pair audit (binds rubric + partition hashes)."""
+    from sqlmodel import select
+
+    from app.audit.freeze import freeze_rubric
+    from app.audit.sampling import audit_overview, draw_audit
+    from app.store import session_scope
+    from app.store.models import Audit
+
+    path = ctx.work / "rubric.toml"
+    path.write_text(rubric_toml(ctx.sizes), encoding="utf-8")
+    with session_scope(ctx.engine()) as s:
+        rubric, _ = freeze_rubric(s, path=path, actor=DEMO_ACTOR)
+        audit = s.exec(select(Audit).where(Audit.name == ctx.audit_name)).first()
+        if audit is None:
+            audit = draw_audit(
+                s, study=ctx.study, rubric=rubric.name, name=ctx.audit_name, actor=DEMO_ACTOR
+            )
+        info = audit_overview(s, audit)
+        out = {
+            "rubric": rubric.name,
+            "rubric_hash": rubric.content_hash,
+            "audit": audit.name,
+            "n_pairs": info["n_pairs"],
+        }
+    ctx.say(
+        f"rubric {rubric.name} ({out['rubric_hash'][:12]}…); audit {ctx.audit_name}: "
+        f"{info['n_pairs']} pairs in {info['n_questions']} questions"
+    )
+    return out
+
+
+def ensure_labelstudio(ctx: DemoContext) -> None:
+    """Reuse the server the settings point at when it answers; else start ours."""
+    if ctx.labelstudio_ready:
+        return
+    from annotation.client import is_healthy
+    from annotation.server import server_from_settings
+
+    if is_healthy(ctx.cfg.labelstudio_url):
+        ctx.say(f"Label Studio: using the running server at {ctx.cfg.labelstudio_url}")
+    else:
+        ctx.say("Label Studio: starting (the first start takes a minute or two)…")
+        began = time.monotonic()
+        ctx.labelstudio_started = True  # set first: Ctrl-C during the boot stops it too
+        server_from_settings(ctx.cfg).start()
+        ctx.say(f"Label Studio: started in {time.monotonic() - began:.0f} s")
+    ctx.labelstudio_ready = True
+
+
+def logins_path(ctx: DemoContext) -> Path:
+    return ctx.cfg.data_dir / "demo-logins.json"
+
+
+def people_accounts(ctx: DemoContext) -> dict[str, tuple[int, str, str | None]]:
+    """The two annotator accounts for real people: role → (user id, e-mail, password or
+    None when the account was made outside the demo). Passwords are generated once and
+    kept in ``<data_dir>/demo-logins.json`` (mode 0600)."""
+    import secrets
+
+    from annotation.accounts import create_annotator
+    from annotation.server import admin_credentials
+
+    token = admin_credentials(ctx.cfg).token
+    path = logins_path(ctx)
+    saved: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    out = {}
+    for role, email in PEOPLE.items():
+        password = saved.get(email) or secrets.token_urlsafe(9)
+        user = create_annotator(ctx.cfg.labelstudio_url, token, email, password)
+        if user.created:
+            saved[email] = password
+        out[role] = (user.id, email, saved.get(email))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(json.dumps(saved, indent=2))
+    return out
+
+
+def annotators(ctx: DemoContext) -> dict[str, tuple[int, str]]:
+    """role → (user id, e-mail) of A, B (and the adjudicator when simulating)."""
+    if ctx.simulate:
+        from annotation.server import admin_credentials
+        from app.demo.simulate import sim_accounts
+
+        token = admin_credentials(ctx.cfg).token
+        accts = sim_accounts(ctx.cfg.labelstudio_url, token, logins_path(ctx))
+        ctx.notes["sim_accounts"] = accts
+        return {r: (a.user_id, a.email) for r, a in accts.items()}
+    return {r: (uid, email) for r, (uid, email, _pw) in people_accounts(ctx).items()}
+
+
+def step_push(ctx: DemoContext) -> dict[str, Any]:
+    """Push the blinded pair tasks to the A and B projects (idempotent)."""
+    from annotation.client import client_from_settings
+    from app.audit.push import assign_role, push_audit
+    from app.audit.sampling import get_audit
+    from app.store import session_scope
+
+    ensure_labelstudio(ctx)
+    accts = annotators(ctx)
+    # People label while the API serves (now or in a later `rcea demo --serve`): webhooks
+    # deliver their labels live. Simulated labels arrive by sync; no webhook is needed.
+    live = ctx.serve or not ctx.simulate
+    hook = ctx.cfg.resolved_webhook_url if live else None
+    secret = ctx.cfg.ensure_webhook_secret().get_secret_value() if live else None
+    with session_scope(ctx.engine()) as s:
+        audit = get_audit(s, name=ctx.audit_name)
+        for role in ("A", "B"):
+            assign_role(audit, role, user_id=accts[role][0], email=accts[role][1])
+        out = push_audit(
+            s,
+            audit,
+            client_from_settings(ctx.cfg),
+            actor=DEMO_ACTOR,
+            webhook_url=hook,
+            webhook_secret=secret,
+        )
+    for role, info in out["projects"].items():
+        who = f"{SIMULATED} " if ctx.simulate else ""
+        ctx.say(
+            f"{who}annotator {role} ({accts[role][1]}): project {info['project_id']}, "
+            f"{info['n_tasks']} tasks"
+        )
+    return {"projects": out["projects"], "annotators": {r: e for r, (_i, e) in accts.items()}}
+
+
+def step_calibration_push(ctx: DemoContext) -> dict[str, Any]:
+    """Draw the judge-calibration sample (rubric plan) and push it to both annotators."""
+    ensure_labelstudio(ctx)
+    accts = annotators(ctx)
+    sample = ctx.rcea(
+        "judge",
+        "calibrate",
+        "sample",
+        "--study",
+        ctx.study,
+        "--judge",
+        JUDGE_NAME,
+        "--rubric",
+        ctx.sizes.rubric_name,
+        "--name",
+        ctx.calibration_name,
+        log="calibration",
+    )
+    ctx.say(f"calibration sample {ctx.calibration_name}: {brief(sample)}")
+    ctx.rcea(
+        "judge",
+        "calibrate",
+        "push",
+        "--calibration",
+        ctx.calibration_name,
+        "--annotator",
+        accts["A"][1],
+        "--annotator",
+        accts["B"][1],
+        log="calibration",
+    )
+    who = f"{SIMULATED} " if ctx.simulate else ""
+    ctx.say(f"pushed to {who}annotators {accts['A'][1]}, {accts['B'][1]}")
+    return {"calibration": ctx.calibration_name}
+
+
+# --------------------------------------------------------------------------- simulation
+
+
+def step_simulate_pairs(ctx: DemoContext) -> dict[str, Any]:
+    """SIMULATED: the two noisy oracle annotators and the oracle adjudicator label the
+    pair audit through the Label Studio API (see :mod:`app.demo.simulate`)."""
+    from app.codebook import load_strategy_fn
+    from app.demo.simulate import simulate_pair_audit
+
+    ensure_labelstudio(ctx)
+    if "sim_accounts" not in ctx.notes:
+        annotators(ctx)
+    return simulate_pair_audit(
+        ctx.engine(),
+        ctx.cfg,
+        ctx.audit_name,
+        ctx.notes["sim_accounts"],
+        strategy_fn=load_strategy_fn(ORACLE),
+        error_rate=ctx.sizes.annotator_error,
+        seed=ctx.sizes.seed,
+        echo=ctx.say,
+    )
+
+
+def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
+    """SIMULATED: the oracle validity annotators label the calibration sample through
+    Label Studio (``app.judge.simulate``), then sync and the held-out report (which
+    records ``judge.calibration.completed`` once every held-out item is labelled)."""
+    from app.codebook import load_strategy_fn
+    from app.demo.simulate import SIM_ACTOR, SIM_EVENT
+    from app.judge.simulate import simulate_validity_labels
+    from app.store import append_event, require_study, session_scope
+
+    ensure_labelstudio(ctx)
+    if "sim_accounts" not in ctx.notes:
+        annotators(ctx)
+    accts = ctx.notes["sim_accounts"]
+    with session_scope(ctx.engine()) as s:
+        res = simulate_validity_labels(
+            s,
+            ctx.calibration_name,
+            ctx.cfg.labelstudio_url,
+            {accts[r].email: accts[r].password for r in ("A", "B")},
+            load_strategy_fn(VALIDITY_ORACLE),
+            error_rate=ctx.sizes.validity_error,
+            seed=ctx.sizes.seed,
+        )
+        append_event(
+            s,
+            actor=SIM_ACTOR,
+            kind=SIM_EVENT,
+            study_id=require_study(s, name=ctx.study).id,
+            payload={"what": "validity calibration labels", **res},
+        )
+    for role, r in sorted((k, v) for k, v in res.items() if isinstance(v, dict)):
+        ctx.say(
+            f"{SIMULATED} validity annotator {role} ({r['email']}): {r['posted']} label(s) "
+            f"through the Label Studio API, {r['flipped']} deliberately wrong "
+            f"(error rate {ctx.sizes.validity_error:.0%})"
+        )
+    calibration = ("--calibration", ctx.calibration_name)
+    ctx.rcea("judge", "calibrate", "sync", *calibration, log="calibration")
+    rep = ctx.rcea("judge", "calibrate", "report", *calibration, log="calibration")
+    r = rep.get("report") or {}
+    ctx.say(
+        f"{SIMULATED} labels → calibration {rep.get('status')}: accuracy "
+        f"{r.get('accuracy')}, accepted-valid precision {r.get('accepted_valid_precision')}"
+    )
+    if rep.get("status") != "complete":
+        raise DemoStepError(f"the calibration report is {rep.get('status')}, not complete")
+    return {"simulated": True, "status": rep.get("status"), "report": r}
+
+
+def step_gate(ctx: DemoContext) -> dict[str, Any]:
+    """The final pair gate over the (SIMULATED) labels, recorded as a gate.final event."""
+    from app.audit.labels import gate_status, record_final_gate
+    from app.audit.sampling import get_audit
+    from app.store import session_scope
+
+    with session_scope(ctx.engine()) as s:
+        audit = get_audit(s, name=ctx.audit_name)
+        res = gate_status(s, audit, final=True)
+        record_final_gate(s, audit, res, f"{DEMO_ACTOR} ({SIMULATED} labels)")
+    rep = res["report"]
+    ctx.say(
+        f"{SIMULATED} labels → final gate {res['status'].upper()}: human–human macro-F1 "
+        f"{rep['human_human_macro_f1']:.3f}, automatic {rep['automatic_macro_f1']:.3f}, "
+        f"gap {rep['gap']:+.3f}, coverage {rep['automatic_coverage']:.3f}"
+    )
+    return {"status": res["status"], "report": rep}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def step_report(ctx: DemoContext) -> dict[str, Any]:
+    """Build the report and write the records behind it (``records-final.jsonl``, see
+    :mod:`app.demo.export`); when simulating, publish the bundle (the gates allow it
+    only if the SIMULATED labels passed them) under ``<work>/bundles-SIMULATED/``."""
+    from app.demo.export import export_records
+
+    out = ctx.work / ("report-SIMULATED.json" if ctx.simulate else "report.json")
+    ctx.rcea("report", "build", "--study", ctx.study, "--out", str(out), log="report")
+    pair = json.loads(out.read_text(encoding="utf-8"))["audits"]["pair"]
+    records = ctx.work / "records-final.jsonl"
+    n = export_records(
+        ctx.engine(), study=ctx.study, partition_id=pair.get("partition_id"), path=records
+    )
+    ctx.say(f"report {out} (pair audit {pair['status']}); {n} records in {records}")
+    result: dict[str, Any] = {"report": str(out), "records": str(records)}
+    if not ctx.simulate:
+        return result
+    parent = ctx.work / "bundles-SIMULATED"
+    parent.mkdir(parents=True, exist_ok=True)
+    (parent / "SIMULATED.txt").write_text(
+        f"{SIMULATED}: every bundle in this directory rests on labels made by simulated "
+        "annotators (oracles with seeded noise, `rcea demo --simulate-annotators`), not by "
+        "people. See the `demo.simulated` events of the study.\n",
+        encoding="utf-8",
+    )
+    pub = ctx.rcea(
+        "report",
+        "publish",
+        "--study",
+        ctx.study,
+        "--out",
+        str(parent),
+        "--actor",
+        f"{DEMO_ACTOR} ({SIMULATED} annotators)",
+        log="report",
+    )
+    result.update(bundle=pub["bundle"], scope=pub.get("scope"), simulated=True)
+    ctx.say(f"{SIMULATED} published bundle ({pub.get('scope')}): {pub['bundle']}")
+    return result

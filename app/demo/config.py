@@ -1,0 +1,141 @@
+"""Sizes of the embedded-study demo: the default (``make demo``, < 15 min on 2 cores) and
+``--quick`` (< 5 min, the CI smoke test), and the rubric each one freezes.
+
+Where the time goes (2 shared CPU cores, see README "make demo" for the measured runs):
+the warm start ≈ 40–50 ms per step; training ≈ 10 s of start-up per objective plus
+≈ 0.3 s per step, two objectives at a time; ``rcea probe sample`` makes one generate call
+per checkpoint × question (≈ 0.2–0.4 s each, nearly independent of k), and each run's
+base is probed under its own name, so the probe costs ≈ 6 × (1 + milestones) × questions
+calls; the Label Studio start (≈ 30–70 s) unless a running server is reused.
+
+Why the simulated pair gate passes: the codebook runs with the toy domain's oracle, so the
+automatic partition equals the true strategies; each simulated annotator flips a label
+with probability ``annotator_error`` (2 %), which keeps human–human macro-F1 near 0.95;
+the oracle adjudicator settles every disagreement (and every agreed label that differs
+from the automatic one) with the truth, so the automatic labels match the final
+reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+OBJECTIVES: tuple[str, ...] = ("grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo")
+PROBE_SPLIT = "probe"  # the 43 fixed probe questions of the toy domain
+ORACLE = "pipeline.toy:strategy_by_id"
+
+
+@dataclass(frozen=True)
+class DemoSizes:
+    """Everything a demo size decides. ``study`` is the store study (``-sim`` is appended
+    for simulated runs, so simulated labels never share a study with real ones)."""
+
+    name: str
+    study: str
+    seed: int
+    sft_steps: int  # warm-start steps of the tiny base policy
+    train_steps: int  # optimizer steps per objective
+    save_steps: int  # milestone spacing: probes at step 0 and every save_steps
+    probe_k: int  # samples per probe question and checkpoint
+    probe_questions: int | None  # probe questions (None: all 43)
+    bench_questions: int  # eval-split questions for greedy accuracy and pass@k
+    passk_n: int  # samples per question for pass@k (eval split)
+    passk_k: tuple[int, ...]
+    pairs_per_question: int
+    n_pair_questions: int
+    calibration_size: int
+    calibration_held_out: int
+    annotator_error: float  # label-flip rate of each simulated annotator
+    validity_error: float  # label-flip rate of simulated validity annotators
+    n_min: int = 8  # retention eligibility (rubric [estimators] n_min)
+    torch_threads: int = 1  # per training/probing process
+    train_workers: int = 2  # objectives trained at the same time (2 cores)
+
+    @property
+    def milestones(self) -> list[int]:
+        """Checkpoint steps probed per objective (step 0 is the shared base)."""
+        steps = list(range(self.save_steps, self.train_steps + 1, self.save_steps))
+        if not steps or steps[-1] != self.train_steps:
+            steps.append(self.train_steps)
+        return steps
+
+    @property
+    def rubric_name(self) -> str:
+        return f"rcea-toy-{self.name}"
+
+    def study_name(self, *, simulate: bool) -> str:
+        return f"{self.study}-sim" if simulate else self.study
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["passk_k"] = list(self.passk_k)
+        out["milestones"] = self.milestones
+        return out
+
+
+DEFAULT = DemoSizes(
+    name="default",
+    study="toy",
+    seed=0,
+    sft_steps=1500,
+    train_steps=100,
+    save_steps=50,
+    probe_k=32,
+    probe_questions=None,
+    bench_questions=24,
+    passk_n=16,
+    passk_k=(1, 4, 16),
+    pairs_per_question=12,
+    n_pair_questions=8,
+    calibration_size=80,
+    calibration_held_out=40,
+    annotator_error=0.02,
+    validity_error=0.02,
+)
+
+QUICK = DemoSizes(
+    name="quick",
+    study="toy-quick",
+    seed=0,
+    sft_steps=1200,
+    train_steps=16,
+    save_steps=16,
+    probe_k=32,
+    probe_questions=24,
+    bench_questions=12,
+    passk_n=8,
+    passk_k=(1, 4, 8),
+    pairs_per_question=12,
+    n_pair_questions=4,
+    calibration_size=40,
+    calibration_held_out=20,
+    annotator_error=0.02,
+    validity_error=0.02,
+    n_min=4,
+)
+
+SIZES: dict[str, DemoSizes] = {s.name: s for s in (DEFAULT, QUICK)}
+
+
+def rubric_toml(sizes: DemoSizes) -> str:
+    """The rubric the demo freezes: the paper's gate thresholds and estimator settings,
+    with a pair plan and a calibration plan small enough to label in minutes."""
+    return (
+        f"# Frozen by `rcea demo` ({sizes.name} size) for the embedded toy study.\n"
+        "[rubric]\n"
+        f'name = "{sizes.rubric_name}"\n'
+        'version = "1"\n'
+        f'description = "Embedded toy study, demo {sizes.name} size: paper thresholds, '
+        'small pair and calibration plans."\n\n'
+        "[estimators]\n"
+        f"n_min = {sizes.n_min}\n\n"
+        "[pairs]\n"
+        f"seed = {sizes.seed}\n"
+        f"pairs_per_question = {sizes.pairs_per_question}\n"
+        f"n_questions = {sizes.n_pair_questions}\n\n"
+        "[calibration]\n"
+        f"size = {sizes.calibration_size}\n"
+        f"held_out = {sizes.calibration_held_out}\n"
+        f"seed = {sizes.seed}\n"
+    )

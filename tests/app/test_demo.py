@@ -1,0 +1,264 @@
+"""``rcea demo``'s pieces without training: sizes and rubrics, the state file, the step
+runner (skip finished, not-available, blocked), the SIMULATED annotators' error draws,
+and the Ctrl-C path of ``rcea demo --serve`` against the session Label Studio server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from app.demo.config import DEFAULT, QUICK, SIZES, rubric_toml
+from app.demo.context import DemoContext, DemoStepError, Step, cli_has
+from app.demo.simulate import flip
+from app.demo.state import DemoState, DemoStateError
+from app.demo.steps import plan, run_steps
+from audits.rubric import parse_rubric
+from tests.helpers import free_port
+from tests.labelstudio_fixture import LabelStudioHandle
+
+
+def test_sizes_and_rubrics() -> None:
+    assert DEFAULT.milestones == [50, 100] and QUICK.milestones == [16]
+    assert SIZES == {"default": DEFAULT, "quick": QUICK}
+    assert QUICK.study_name(simulate=True) == "toy-quick-sim"
+    assert DEFAULT.study_name(simulate=False) == "toy"
+    rubrics = {s.name: parse_rubric(rubric_toml(s)) for s in (DEFAULT, QUICK)}
+    for s in (DEFAULT, QUICK):
+        r = rubrics[s.name]
+        assert r.name == s.rubric_name and r.version == "1"
+        assert (r.pairs.pairs_per_question, r.pairs.n_questions) == (
+            s.pairs_per_question,
+            s.n_pair_questions,
+        )
+        assert (r.calibration.size, r.calibration.held_out) == (
+            s.calibration_size,
+            s.calibration_held_out,
+        )
+        assert r.estimators.n_min == s.n_min
+        # The paper's gate thresholds are kept.
+        assert r.gate.human_human_macro_f1_min == 0.85 and r.gate.automatic_coverage_min == 0.95
+    assert rubrics["default"].content_hash() != rubrics["quick"].content_hash()
+    # Same sizes → same text → same hash: a re-run's freeze is a no-op.
+    assert parse_rubric(rubric_toml(QUICK)).content_hash() == rubrics["quick"].content_hash()
+
+
+def test_state_round_trip_and_corrupt_file(tmp_path: Path) -> None:
+    path = tmp_path / "demo" / "state.json"
+    assert DemoState.load(path) is None
+    st = DemoState(path=path, size="quick", simulate=True, study="toy-quick-sim", seed=0)
+    st.mark_done("base", seconds=1.234, result={"path": "x"})
+    again = DemoState.load(path)
+    assert again is not None and again.is_done("base") and not again.is_done("train")
+    assert again.result("base") == {"path": "x"} and again.steps["base"]["seconds"] == 1.23
+    assert (again.size, again.simulate, again.study) == ("quick", True, "toy-quick-sim")
+    path.write_text("{not json")
+    with pytest.raises(DemoStateError, match="--fresh"):
+        DemoState.load(path)
+
+
+def test_simulated_error_draws() -> None:
+    keys = [f"pair-{i}" for i in range(20_000)]
+    a = {k for k in keys if flip(0, "A", k, 0.02)}
+    b = {k for k in keys if flip(0, "B", k, 0.02)}
+    assert 0.017 < len(a) / len(keys) < 0.023 and 0.017 < len(b) / len(keys) < 0.023
+    # Independent per annotator: the overlap is about rate², not the whole set.
+    assert len(a & b) < 30
+    # Deterministic, order-free, and seed-dependent.
+    assert a == {k for k in reversed(keys) if flip(0, "A", k, 0.02)}
+    assert a != {k for k in keys if flip(1, "A", k, 0.02)}
+    assert not any(flip(0, "A", k, 0.0) for k in keys[:1000])
+    assert all(flip(0, "A", k, 1.0) for k in keys[:1000])
+
+
+def _ctx(tmp_path: Path, lines: list[str]) -> DemoContext:
+    from app.settings import Settings
+
+    state = DemoState(path=tmp_path / "state.json", size="quick", simulate=False, study="t", seed=0)
+    return DemoContext(
+        cfg=Settings(data_dir=tmp_path / "data"),
+        sizes=QUICK,
+        simulate=False,
+        serve=False,
+        state=state,
+        work=tmp_path,
+        echo=lines.append,
+    )
+
+
+def test_runner_skips_finished_steps_and_reports_missing_ones(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def work(name: str):  # type: ignore[no-untyped-def]
+        def run(ctx: DemoContext) -> dict:
+            calls.append(name)
+            ctx.say(f"working on {name}")
+            return {"made": name}
+
+        return run
+
+    steps = [
+        Step("one", "first step", work("one")),
+        Step("two", "needs a missing command", work("two"), (("no-such", "command"),)),
+        Step("three", "after two", work("three"), (), ("two",)),
+        Step("four", "after one", work("four"), (), ("one",)),
+    ]
+    lines: list[str] = []
+    status = run_steps(_ctx(tmp_path, lines), steps)
+    assert status == {
+        "one": "done",
+        "two": "not-available",
+        "three": "skipped",
+        "four": "done",
+    }
+    assert calls == ["one", "four"]
+    assert lines[0] == "[1/4] first step …" and lines[1] == "      working on one"
+    assert lines[2].startswith("[1/4] first step … done in ") and lines[2].endswith(" s")
+    assert "[2/4] needs a missing command … not available: `rcea no-such command`" in lines[3]
+    assert lines[4] == "[3/4] after two … skipped: needs two"
+    saved = json.loads((tmp_path / "state.json").read_text())
+    assert set(saved["steps"]) == {"one", "four"}
+    assert saved["steps"]["four"]["result"] == {"made": "four"}
+
+    # A second run (new process: state read back) skips what finished.
+    lines2: list[str] = []
+    ctx2 = _ctx(tmp_path, lines2)
+    ctx2.state = DemoState.load(tmp_path / "state.json")  # type: ignore[assignment]
+    status2 = run_steps(ctx2, steps)
+    assert status2["one"] == status2["four"] == "done-earlier"
+    assert calls == ["one", "four"]
+    assert lines2[0] == "[1/4] first step … done earlier (skipped)"
+
+
+def test_plans_and_every_command_they_need_exists() -> None:
+    people = [s.name for s in plan(simulate=False)]
+    sim = plan(simulate=True)
+    assert "simulate-pairs" not in people and "gate" not in people
+    assert [s.name for s in sim][-4:] == ["simulate-pairs", "gate", "simulate-validity", "report"]
+    assert all("SIMULATED" in s.title for s in sim if s.name.startswith("simulate"))
+    names = [s.name for s in sim]
+    for s in sim:  # dependencies come earlier in the plan
+        assert all(names.index(a) < names.index(s.name) for a in s.after), s.name
+        for path in s.needs_cli:
+            assert cli_has(*path), f"rcea {' '.join(path)} is missing"
+    assert not cli_has("probe", "no-such-subcommand") and cli_has("demo")
+
+
+def _finished_state(data_dir: Path) -> None:
+    """A demo state with every step of the quick, non-simulated plan finished."""
+    st = DemoState(
+        path=data_dir / "demo" / "toy-quick" / "state.json",
+        size="quick",
+        simulate=False,
+        study="toy-quick",
+        seed=0,
+    )
+    for s in plan(simulate=False):
+        st.steps[s.name] = {"done": True, "seconds": 0.0, "result": {}}
+    st.save()
+
+
+def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_what_the_demo_started_and_nothing_else(
+    labelstudio: LabelStudioHandle, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    _finished_state(data)
+    api_port, view_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "RCEA_DATA_DIR": str(data),
+        "RCEA_LABELSTUDIO_URL": labelstudio.url,
+        "RCEA_LABELSTUDIO_TOKEN": labelstudio.token,
+        "RCEA_API_PORT": str(api_port),
+        "RCEA_VIEW_PORT": str(view_port),
+    }
+    exe = Path(sys.executable).parent / "rcea"
+    out = tmp_path / "demo.out"
+    with out.open("w") as fh:
+        proc = subprocess.Popen(
+            [str(exe), "demo", "--quick", "--serve"], stdout=fh, stderr=subprocess.STDOUT, env=env
+        )
+    try:
+        _wait(lambda: "Ctrl-C stops" in out.read_text(), 60, "the demo to serve")
+        _wait(lambda: _healthy(f"http://127.0.0.1:{api_port}/health"), 60, "the API to answer")
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(children) >= 2, [c.cmdline() for c in children]
+        text = out.read_text()
+        assert "done earlier (skipped)" in text and "view          http://127.0.0.1" in text
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    gone, alive = psutil.wait_procs(children, timeout=20)
+    assert not alive, [c.cmdline() for c in alive]
+    assert not _healthy(f"http://127.0.0.1:{api_port}/health")
+    # Label Studio was running before the demo: it was reused, not stopped.
+    assert _healthy(f"{labelstudio.url}/health/")
+    assert "stopped Label Studio" not in out.read_text()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_a_failing_step_is_named_and_stays_unfinished(tmp_path: Path) -> None:
+    def boom(ctx: DemoContext) -> dict:
+        raise ValueError("no such partition")
+
+    steps = [Step("ok", "fine", lambda ctx: {}), Step("bad", "breaks", boom)]
+    lines: list[str] = []
+    ctx = _ctx(tmp_path, lines)
+    with pytest.raises(DemoStepError, match=r"step bad \(breaks\) failed: ValueError: no such"):
+        run_steps(ctx, steps)
+    assert ctx.state.is_done("ok") and not ctx.state.is_done("bad")
+
+
+def test_fresh_starts_over_under_a_new_study_name(tmp_path: Path) -> None:
+    from app.cli.demo_cmd import _context
+    from app.ingest import ingest_file
+    from app.settings import Settings
+    from app.store import open_store
+    from tests.helpers import make_record, write_jsonl
+
+    cfg = Settings(data_dir=tmp_path / "data")
+    cfg.ensure_data_dir()
+    first = _context(cfg, QUICK, simulate=False, serve=False, fresh=False)
+    assert first.study == "toy-quick" and first.state.sizes["probe_k"] == QUICK.probe_k
+    first.state.mark_done("base", seconds=1.0, result={})
+    (first.work / "base").mkdir()
+    # The study now exists in the (append-only) store.
+    ingest_file(
+        open_store(cfg),
+        write_jsonl(tmp_path / "r.jsonl", [make_record(0)]),
+        study="toy-quick",
+        artifacts_dir=cfg.artifacts_dir,
+        data_dir=cfg.data_dir,
+    )
+    resumed = _context(cfg, QUICK, simulate=False, serve=False, fresh=False)
+    assert resumed.study == "toy-quick" and resumed.state.is_done("base")
+    fresh = _context(cfg, QUICK, simulate=False, serve=False, fresh=True)
+    assert fresh.study == "toy-quick-2" and not fresh.state.is_done("base")
+    assert not (fresh.work / "base").exists() and fresh.work == first.work
+    simulated = _context(cfg, QUICK, simulate=True, serve=False, fresh=False)
+    assert simulated.study == "toy-quick-sim" and simulated.work != first.work
