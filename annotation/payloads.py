@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ class ParsedAnnotation:
     task_id: int
     project_id: int | None
     user_id: int | None
-    label: str | None  # None: no same/different choice in the result
+    label: str | None  # None: no (valid) choice in the result
     note: str | None
     cancelled: bool
 
@@ -35,22 +36,31 @@ def _int(value: Any, what: str) -> int:
 
 
 def parse_annotation(
-    ann: dict[str, Any], *, task_id: int | None = None, project_id: int | None = None
+    ann: dict[str, Any],
+    *,
+    task_id: int | None = None,
+    project_id: int | None = None,
+    choice_field: str = PAIR_CHOICE,
+    choices: Mapping[str, str] | None = None,
+    note_field: str = NOTE_FIELD,
 ) -> ParsedAnnotation:
-    """Extract id, task, annotator, same/different choice, note and cancel flag."""
+    """Extract id, task, annotator, the choice of ``choice_field`` (mapped through
+    ``choices``: Label Studio value → stored label; default the pair audit's
+    same/different), the text of ``note_field`` and the cancel flag."""
     if not isinstance(ann, dict):
         raise PayloadError("annotation must be a JSON object")
+    allowed = choices if choices is not None else {v: v for v in LABELS}
     label: str | None = None
     note: str | None = None
     for item in ann.get("result") or []:
         if not isinstance(item, dict):
             continue
         value = item.get("value") or {}
-        if item.get("from_name") == PAIR_CHOICE:
-            choices = value.get("choices") or []
-            if len(choices) == 1 and choices[0] in LABELS:
-                label = choices[0]
-        elif item.get("from_name") == NOTE_FIELD:
+        if item.get("from_name") == choice_field:
+            picked = value.get("choices") or []
+            if len(picked) == 1 and picked[0] in allowed:
+                label = allowed[picked[0]]
+        elif item.get("from_name") == note_field:
             text = value.get("text") or []
             note = "\n".join(str(t) for t in text) or None
     task = ann.get("task") if ann.get("task") is not None else task_id
@@ -66,6 +76,21 @@ def parse_annotation(
         note=note,
         cancelled=bool(ann.get("was_cancelled")),
     )
+
+
+def annotation_status(ann: ParsedAnnotation, *, known_task: bool, assigned_user: int | None) -> str:
+    """Whether an annotation counts: ``counted``, or why not (``unknown_task``: not one of
+    our tasks; ``wrong_user``: not the annotator the project is assigned to;
+    ``cancelled``; ``no_label``: no valid choice)."""
+    if not known_task:
+        return "unknown_task"
+    if assigned_user is not None and ann.user_id != assigned_user:
+        return "wrong_user"
+    if ann.cancelled:
+        return "cancelled"
+    if ann.label is None:
+        return "no_label"
+    return "counted"
 
 
 def parse_webhook(body: Any) -> list[ParsedAnnotation]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
-from annotation.payloads import ParsedAnnotation, PayloadError
+from annotation.payloads import ParsedAnnotation, parse_annotation
 from annotation.projects import export_tasks
 from annotation.tasks import BlindingViolation, LeakScanner
 
@@ -121,45 +121,17 @@ def import_validity_tasks(
     return mapping
 
 
-def _int(value: Any, what: str) -> int:
-    if isinstance(value, dict):
-        value = value.get("id")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PayloadError(f"{what} must be an integer id, got {value!r}")
-    return value
-
-
 def parse_validity_annotation(
     ann: dict[str, Any], *, task_id: int | None = None, project_id: int | None = None
 ) -> ParsedAnnotation:
     """Id, task, annotator, ``valid``/``invalid`` (None: no choice), note, cancel flag."""
-    if not isinstance(ann, dict):
-        raise PayloadError("annotation must be a JSON object")
-    label: str | None = None
-    note: str | None = None
-    for item in ann.get("result") or []:
-        if not isinstance(item, dict):
-            continue
-        value = item.get("value") or {}
-        if item.get("from_name") == VALIDITY_CHOICE:
-            choices = value.get("choices") or []
-            if len(choices) == 1 and choices[0] in CHOICES:
-                label = CHOICES[choices[0]]
-        elif item.get("from_name") == LOCATION_FIELD:
-            text = value.get("text") or []
-            note = "\n".join(str(t) for t in text) or None
-    task = ann.get("task") if ann.get("task") is not None else task_id
-    project = ann.get("project") if ann.get("project") is not None else project_id
-    return ParsedAnnotation(
-        annotation_id=_int(ann.get("id"), "annotation.id"),
-        task_id=_int(task, "annotation.task"),
-        project_id=None if project is None else _int(project, "annotation.project"),
-        user_id=None
-        if ann.get("completed_by") is None
-        else _int(ann.get("completed_by"), "annotation.completed_by"),
-        label=label,
-        note=note,
-        cancelled=bool(ann.get("was_cancelled")),
+    return parse_annotation(
+        ann,
+        task_id=task_id,
+        project_id=project_id,
+        choice_field=VALIDITY_CHOICE,
+        choices=CHOICES,
+        note_field=LOCATION_FIELD,
     )
 
 

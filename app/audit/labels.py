@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from annotation.payloads import ParsedAnnotation
+from annotation.payloads import ParsedAnnotation, annotation_status
 from app.audit.freeze import FreezeError, rubric_spec
 from app.audit.sampling import audit_pairs
 from app.store import append_event
@@ -31,18 +31,6 @@ from audits.gates import evaluate_gate
 
 ROLES = ("A", "B")
 ADJUDICATOR = "adjudicator"
-
-
-def _status(ann: ParsedAnnotation, task: AuditTask | None, assigned_user: int | None) -> str:
-    if task is None:
-        return "unknown_task"
-    if assigned_user is not None and ann.user_id != assigned_user:
-        return "wrong_user"
-    if ann.cancelled:
-        return "cancelled"
-    if ann.label is None:
-        return "no_label"
-    return "counted"
 
 
 def record_annotation(
@@ -102,7 +90,7 @@ def _apply(
 ) -> tuple[AuditLabel, bool]:
     role = task.role if task else None
     assigned = audit.labelstudio.get("roles", {}).get(role, {}).get("user_id") if role else None
-    status = _status(ann, task, assigned)
+    status = annotation_status(ann, known_task=task is not None, assigned_user=assigned)
     previous = None if row is None else (row.label, row.status, row.note)
     if previous == (ann.label, status, ann.note):
         return row, False  # type: ignore[return-value]

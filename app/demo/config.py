@@ -4,8 +4,8 @@
 Where the time goes (2 shared CPU cores, see README "make demo" for the measured runs):
 the warm start ≈ 40–50 ms per step; training ≈ 10 s of start-up per objective plus
 ≈ 0.3 s per step, two objectives at a time; ``rcea probe sample`` makes one generate call
-per checkpoint × question (≈ 0.2–0.4 s each, nearly independent of k), and each run's
-base is probed under its own name, so the probe costs ≈ 6 × (1 + milestones) × questions
+per checkpoint × question (≈ 0.2–0.4 s each, nearly independent of k); the shared base
+is probed once (run "base"), so the probe costs ≈ (1 + 6 × milestones) × questions
 calls; the Label Studio start (≈ 30–70 s) unless a running server is reused.
 
 Why the simulated pair gate passes: the codebook runs with the toy domain's oracle, so the

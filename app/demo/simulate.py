@@ -31,6 +31,7 @@ from typing import Any
 from sqlmodel import select
 
 from annotation.tasks import PAIR_CHOICE
+from app.report.publish import SIMULATED_EVENT
 from app.store import append_event, session_scope
 from app.store.models import Audit, AuditTask, Trajectory
 
@@ -41,7 +42,7 @@ SIM_ROLES: dict[str, str] = {
     "B": "sim-annotator-b@rcea.local",
     "adjudicator": "sim-adjudicator@rcea.local",
 }
-SIM_EVENT = "demo.simulated"
+SIM_EVENT = SIMULATED_EVENT  # the report marks a bundle SIMULATED when it finds one
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,9 @@ def probe_config(ctx: DemoContext) -> Path:
             "run_dirs": [str(run_dir(ctx, o)) for o in OBJECTIVES],
             "milestones": milestones,
             "model": "tiny",
+            # Every run starts from the same warm-started base: probe it once, as run
+            # "base", and start every run's covariance chain from it.
+            "base_run": "base",
         },
         "covariance": {"questions": 10, "trajectories": 2, "positions": 16, "seed": 0},
         "bench": {
@@ -144,7 +147,7 @@ def probe_dir(ctx: DemoContext) -> Path:
 def step_probe(ctx: DemoContext) -> dict[str, Any]:
     """``rcea probe sample`` then ``rcea probe entropy``: the records of every checkpoint."""
     config = probe_config(ctx)
-    n_ckpt = len(OBJECTIVES) * (1 + len(ctx.sizes.milestones))  # each run: base + milestones
+    n_ckpt = 1 + len(OBJECTIVES) * len(ctx.sizes.milestones)  # one shared base + milestones
     n_q = ctx.sizes.probe_questions or 43
     ctx.say(f"sampling {n_ckpt} checkpoints × {n_q} probe questions × {ctx.sizes.probe_k}…")
     common = ("--config", str(config), "--out", str(probe_dir(ctx)))
@@ -233,8 +236,9 @@ def step_judge(ctx: DemoContext) -> dict[str, Any]:
 def step_codebook(ctx: DemoContext) -> dict[str, Any]:
     """The codebook cycle with the toy oracle standing in for the LLM: induce → merge →
     freeze → assign ×2 → reconcile → extension review → export. The demo plays the
-    researcher: it approves every extension the oracle proposes and marks what is left in
-    the researcher queue uncertain (both recorded as events, actor ``rcea-demo``)."""
+    researcher: it approves every extension the oracle proposes, marks what is left in the
+    researcher queue uncertain, and exports with trajectories of questions without a
+    codebook counted as uncertain (recorded as events, actor ``rcea-demo``)."""
     from app.codebook import (
         BackendOptions,
         assign,
@@ -286,8 +290,15 @@ def step_codebook(ctx: DemoContext) -> dict[str, Any]:
         for d in queue:
             resolve_dispute(s, study=ctx.study, dispute_id=d, actor=DEMO_ACTOR, uncertain=True)
     with session_scope(eng) as s:
+        # A question whose few accepted trajectories all follow no known strategy gets no
+        # codebook (the oracle induces no mode from them); as the researcher, the demo
+        # counts such trajectories as uncertain (they cost coverage, which the gate sees).
         res = export_partition(
-            s, study=ctx.study, actor=DEMO_ACTOR, artifacts_dir=ctx.cfg.artifacts_dir
+            s,
+            study=ctx.study,
+            actor=DEMO_ACTOR,
+            artifacts_dir=ctx.cfg.artifacts_dir,
+            allow_incomplete=True,
         )
     ctx.say(
         f"partition {res['partition_hash'][:12]}…: {res['n_modes']} modes, "

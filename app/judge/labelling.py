@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlmodel import Session, select
 
-from annotation.payloads import ParsedAnnotation, PayloadError
+from annotation.payloads import PayloadError, annotation_status
 from annotation.projects import create_project, export_tasks
 from annotation.validity_tasks import (
     build_validity_task,
@@ -230,18 +230,6 @@ def push_check(
     return out
 
 
-def _status(ann: ParsedAnnotation, task: ValidityTask | None, assigned: int | None) -> str:
-    if task is None:
-        return "unknown_task"
-    if assigned is not None and ann.user_id != assigned:
-        return "wrong_user"
-    if ann.cancelled:
-        return "cancelled"
-    if ann.label is None:
-        return "no_label"
-    return "counted"
-
-
 def ensure_judge_frozen(session: Session, check: ValidityCheck) -> JudgeVersion:
     """The bound judge version, re-verified against the hash bound at sampling: labels
     (held-out ones above all) are only ever recorded against a frozen, unchanged judge."""
@@ -284,7 +272,7 @@ def sync_check(session: Session, check: ValidityCheck, client: LabelStudio) -> d
                     continue
                 t = tasks.get(ann.task_id)
                 assigned = roles.get(t.role, {}).get("user_id") if t else None
-                status = _status(ann, t, assigned)
+                status = annotation_status(ann, known_task=t is not None, assigned_user=assigned)
                 row = rows.get(ann.annotation_id)
                 previous = None if row is None else (row.label, row.status, row.note)
                 if previous == (ann.label, status, ann.note):

@@ -53,6 +53,13 @@ def render_html(
         f"<title>RCEA report — {escape(report['study'])}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>RCEA report — study {escape(report['study'])}</h1>",
+        (
+            "<p class='blocked'><strong>SIMULATED</strong>: the human labels behind this "
+            "report came from simulated annotators (rcea demo --simulate-annotators), not "
+            "from people.</p>"
+            if report.get("simulated")
+            else ""
+        ),
         f"<p>Generated {escape(report['generated_at'])}; scope: <strong>{escape(scope)}</strong>."
         f" Parameters: <code>{escape(str(report['parameters']))}</code></p>",
         (

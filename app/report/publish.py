@@ -33,8 +33,11 @@ from typing import Any
 from sqlmodel import Session, select
 
 from app.report.build import ENTROPY_ONLY_LABEL, build_report
-from app.store import append_event, require_study
+from app.store import append_event, list_events, require_study
 from app.store.models import Rubric
+
+# Appended by `rcea demo --simulate-annotators` for every simulated labelling round.
+SIMULATED_EVENT = "demo.simulated"
 
 PUBLISH_EVENT = "report.publish"
 FULL_SCOPE = "full (audited)"
@@ -98,6 +101,10 @@ def publish_report(
     uses = {d for q in report["quantities"] for d in q["depends_on"]}
     scope = FULL_SCOPE if uses else ENTROPY_ONLY_LABEL
     report["scope"] = scope
+    st = require_study(session, name=study)
+    # Labels produced by `rcea demo --simulate-annotators` are not people's: say so in the
+    # bundle itself, not only beside it.
+    report["simulated"] = bool(list_events(session, kind=SIMULATED_EVENT, study_id=st.id))
     pair = report["audits"]["pair"]
     val = report["audits"]["validity"]
 
@@ -111,10 +118,10 @@ def publish_report(
             "partition_hash": pair["partition_hash"] if "partition" in uses else None,
             "judge_hash": val.get("judge_hash") if "validity" in uses else None,
             "record_set_hash": report["record_set_hash"],
+            "simulated": report["simulated"],
             "files": files,
         }
         (tmp / "hashes.json").write_text(json.dumps(hashes, indent=2) + "\n", encoding="utf-8")
-        st = require_study(session, name=study)
         append_event(
             session,
             actor=actor,
@@ -124,7 +131,8 @@ def publish_report(
                 "bundle": str(final),
                 "scope": scope,
                 "n_quantities": len(report["quantities"]),
-                **{k: v for k, v in hashes.items() if k != "files"},
+                **{k: v for k, v in hashes.items() if k not in ("files", "simulated")},
+                "simulated": report["simulated"],
                 "report_json_sha256": files["report.json"],
             },
         )

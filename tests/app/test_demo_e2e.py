@@ -124,14 +124,18 @@ def _bundle_equals_stats(env: dict[str, str], work: Path, bundle: Path, tmp_path
     record files."""
     report = json.loads((bundle / "report.json").read_text())
     assert report["scope"] == "full (audited)"
+    assert report["simulated"] is True
+    assert "SIMULATED" in (bundle / "report.html").read_text()
+    assert json.loads((bundle / "hashes.json").read_text())["simulated"] is True
     assert report["audits"]["pair"]["status"] == "passed"
     assert report["audits"]["validity"]["status"] == "calibrated"
     params = report["parameters"]
     probe_records = work / "probe" / "records.jsonl"
     final_records = work / "records-final.jsonl"
     checkpoints = report["checkpoints"]
-    # Each of the six runs at its base (step 0) and its one quick milestone (step 16).
-    assert len(checkpoints) == 12 and {c["step"] for c in checkpoints} == {0, 16}
+    # The shared base (run "base", step 0) and the six runs at their one quick milestone.
+    assert len(checkpoints) == 7 and {c["step"] for c in checkpoints} == {0, 16}
+    assert [c["run"] for c in checkpoints if c["step"] == 0] == ["base"]
     for ck in (checkpoints[0], checkpoints[-1]):
         res = _rcea(
             env,

@@ -31,7 +31,7 @@ N_Q = 8
 PER_Q = 16
 N_BOOT = 200
 FAILED_RUN = "ppo"
-README_PART = Path(__file__).resolve().parents[2] / ".readme-parts" / "report.md"
+README_PART = Path(__file__).resolve().parents[2] / "README.md"
 
 
 # --------------------------------------------------------------------------- study

@@ -314,6 +314,8 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
     assert rep["parameters"]["deviations_from_rubric"] == ["n_boot"]
     assert "deviate from the predeclared rubric: n_boot" in files["report.html"].decode()
     assert rep["scope"] == "full (audited)" and hashes["record_set_hash"] == rep["record_set_hash"]
+    assert rep["simulated"] is False and hashes["simulated"] is False
+    assert "SIMULATED" not in files["report.html"].decode()
     assert all(q["publishable"] and q["blocked_by"] is None for q in rep["quantities"])
     # self-contained page: every figure inline, nothing fetched from elsewhere
     html = files["report.html"].decode()
