@@ -9,8 +9,9 @@ final hidden state, W the LM head). With log p_t = log_softmax(z_t) in float32:
 * sequence log-prob  ℓ = Σ_t log p_t(y_t)                    (float64 sum; EOS included)
 
 computed in float32 as, with u = z_t − max z_t, e = exp(u) and S = Σ_v e(v):
-h_t = log S − Σ_v e(v) u(v) / S and log p_t(y_t) = u(y_t) − log S (one exp pass and no
-log-probability buffer; closer to a float64 reference than Σ p log p).
+h_t = log S − Σ_v e(v) u(v) / S and log p_t(y_t) = u(y_t) − log S (one exp pass, no
+log-probability matrix, two [chunk × vocab] buffers reused for every chunk; shifted values
+keep float32 within ≈ 1e-6 of a float64 reference).
 
 The decoder runs once per batch of sequences and yields hidden states [B, L, H]; the LM
 head is applied to at most ``chunk_size`` completion positions at a time, so the extra
@@ -86,6 +87,63 @@ def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
         yield start, min(start + size, n)
 
 
+class _ChunkBuffers:
+    """Two [chunk × vocab] float32 buffers, allocated once per call and reused for every
+    chunk (fresh allocations of that size cost page faults on every chunk), and the
+    per-chunk statistics computed in them.
+
+    For the chunk's logits z (divided by τ): u = z − max z (buffer 1), e = exp(u) (buffer 2,
+    over z), S = Σ e, h = log S − Σ e·u / S, log p(y) = u(y) − log S — one exp pass, no
+    log-probability matrix, and shifted values so that float32 keeps ≈ 1e-6 accuracy."""
+
+    def __init__(self, head: Any, chunk_size: int, device: Any) -> None:
+        import torch
+
+        weight = getattr(head, "weight", None)
+        # Fast path: a bias-free float32 linear head writes its logits straight into the
+        # buffer; any other head (bf16, bias, custom) is called and its output copied.
+        self.weight_t = (
+            weight.t()
+            if isinstance(head, torch.nn.Linear)
+            and head.bias is None
+            and weight is not None
+            and weight.dtype == torch.float32
+            else None
+        )
+        self.head = head
+        vocab = head.out_features if isinstance(head, torch.nn.Linear) else None
+        self.z = self.u = None
+        if vocab is not None:
+            self.z = torch.empty(chunk_size, vocab, dtype=torch.float32, device=device)
+            self.u = torch.empty(chunk_size, vocab, dtype=torch.float32, device=device)
+
+    def stats(self, rows: Any, targets: Any, temperature: float) -> tuple[Any, Any]:
+        import torch
+
+        n = rows.shape[0]
+        if self.z is None:  # unknown vocabulary size: plain tensors
+            z = self.head(rows).float()
+            u = torch.empty_like(z)
+        else:
+            z, u = self.z[:n], self.u[:n]
+            if self.weight_t is not None and rows.dtype == torch.float32:
+                torch.matmul(rows, self.weight_t, out=z)
+            else:
+                z.copy_(self.head(rows))
+        if temperature != 1.0:
+            z.div_(temperature)
+        torch.sub(z, z.amax(-1, keepdim=True), out=u)
+        e = torch.exp(u, out=z)
+        total = e.sum(-1)
+        eu = torch.linalg.vecdot(e, u)
+        bad = ~torch.isfinite(eu)
+        if bool(bad.any()):  # -inf logits: e = 0 there and 0 · (-inf) counts as 0
+            eu[bad] = (e[bad] * u[bad].nan_to_num(neginf=0.0)).sum(-1)
+        log_total = total.log()
+        chosen = u.gather(-1, targets[:, None]).squeeze(-1) - log_total
+        return log_total - eu / total, chosen
+
+
 def token_stats(
     model: Any,
     prompts: Sequence[Sequence[int]],
@@ -109,6 +167,8 @@ def token_stats(
     _, head = decoder_and_head(model)
     device = next(model.parameters()).device
     model.eval()
+    n_rows = min(chunk_size, sum(len(c) for c in completions))
+    buffers = _ChunkBuffers(head, n_rows, device)
     out: list[TokenStats] = []
     for b0, b1 in _chunks(len(prompts), batch_size):
         ids, mask, plen = padded_batch(prompts[b0:b1], completions[b0:b1], pad_id)
@@ -128,23 +188,9 @@ def token_stats(
         lp = torch.empty(rb.numel(), dtype=torch.float32)
         with torch.no_grad():
             for c0, c1 in _chunks(rb.numel(), chunk_size):
-                logits = head(hid[rb[c0:c1], rt[c0:c1]]).float()
-                if temperature != 1.0:
-                    logits.div_(temperature)
-                # H = log Σe − Σ e·z / Σe with z = logits − max and e = exp(z): one exp
-                # pass and in-place products, no log_softmax buffer (and more accurate than
-                # Σ p log p in float32).
-                logits.sub_(logits.amax(-1, keepdim=True))
-                zy = logits.gather(-1, tgt[c0:c1, None]).squeeze(-1)
-                e = torch.exp(logits)
-                total = e.sum(-1)
-                ez = e.mul_(logits)  # e·z, in place
-                if not bool(torch.isfinite(ez).all()):  # -inf logits: 0 · (-inf) = 0
-                    ez.nan_to_num_(0.0, posinf=0.0, neginf=0.0)
-                log_total = total.log()
-                ent[c0:c1] = (log_total - ez.sum(-1) / total).cpu()
-                lp[c0:c1] = (zy - log_total).cpu()
-                del logits, e, ez
+                h, lp_c = buffers.stats(hid[rb[c0:c1], rt[c0:c1]], tgt[c0:c1], temperature)
+                ent[c0:c1] = h.cpu()
+                lp[c0:c1] = lp_c.cpu()
         del hid
         offset = 0
         for c in completions[b0:b1]:

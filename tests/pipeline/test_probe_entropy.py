@@ -108,19 +108,27 @@ def test_sequence_logprob_is_the_sum_and_matches_the_model_loss(policy: tuple[An
     assert st_eos.seq_logprob == pytest.approx(st_no.seq_logprob + float(st_eos.logprobs[-1]))
 
 
-def test_lm_head_never_sees_more_rows_than_the_chunk(policy: tuple[Any, Any]) -> None:
-    """Memory contract: logits exist for at most ``chunk_size`` positions at a time."""
+def test_lm_head_never_sees_more_rows_than_the_chunk(
+    policy: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory contract: logits exist for at most ``chunk_size`` positions at a time (the
+    two reused [chunk × vocab] buffers), and every completion position is scored once."""
+    from pipeline.probe import entropy as entropy_mod
+
     model, tok = policy
     prompts, comps = _ids(tok)
     rows: list[int] = []
-    hook = model.get_output_embeddings().register_forward_hook(
-        lambda _m, inp, _out: rows.append(int(np.prod(inp[0].shape[:-1])))
-    )
-    try:
-        token_stats(model, prompts, comps, chunk_size=5, batch_size=4)
-    finally:
-        hook.remove()
-    assert rows and max(rows) <= 5
+    buffer_rows: list[int] = []
+    real_stats = entropy_mod._ChunkBuffers.stats
+
+    def spy(self, hidden, targets, temperature):  # type: ignore[no-untyped-def]
+        rows.append(int(hidden.shape[0]))
+        buffer_rows.extend(int(b.shape[0]) for b in (self.z, self.u))
+        return real_stats(self, hidden, targets, temperature)
+
+    monkeypatch.setattr(entropy_mod._ChunkBuffers, "stats", spy)
+    token_stats(model, prompts, comps, chunk_size=5, batch_size=4)
+    assert rows and max(rows) <= 5 and max(buffer_rows) <= 5
     assert sum(rows) == sum(len(c) for c in comps)  # every completion position exactly once
 
 
@@ -143,3 +151,28 @@ def test_gpu_entropy_throughput_figures() -> None:
     for name in ("forward", "full", "chunked"):
         assert fig[f"entropy_{name}_tokens_per_s"] > 0
     assert fig["entropy_chunked_peak_gib"] <= fig["entropy_full_peak_gib"]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_chunk_statistics_with_masked_logits_match_float64(bias: bool) -> None:
+    """The in-buffer kernel (fast bias-free path and the called-head path) against a float64
+    log_softmax reference, with -inf logits (masked vocabulary entries: 0 · log 0 = 0)."""
+    import torch
+
+    from pipeline.probe.entropy import _ChunkBuffers
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 50, bias=bias)
+    with torch.no_grad():
+        head.weight.mul_(8.0)  # large logits: the shifted form must keep float32 accurate
+        if bias:
+            head.bias[:5] = -float("inf")
+    rows, targets = torch.randn(7, 16), torch.randint(5, 50, (7,))
+    with torch.no_grad():
+        h, lp = _ChunkBuffers(head, 7, "cpu").stats(rows, targets, 0.7)
+        logp = torch.log_softmax(head(rows).double() / 0.7, -1)
+    ref_h = -(logp.exp() * logp).nan_to_num(0.0).sum(-1)
+    ref_lp = logp.gather(-1, targets[:, None]).squeeze(-1)
+    assert torch.isfinite(h).all()
+    assert (h.double() - ref_h).abs().max() < 1e-5
+    assert (lp.double() - ref_lp).abs().max() < 1e-5

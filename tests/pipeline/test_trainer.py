@@ -187,10 +187,10 @@ def test_lora_switch_trains_an_adapter_and_saves_a_merged_model(
 @pytest.mark.slow
 def test_kl_cov_keeps_entropy_higher_than_grpo(tiny_base: Path, tmp_path: Path) -> None:
     """Same base, seed, prompts and hyper-parameters; 40 steps (10 rollouts x 4 iterations).
-    GRPO sharpens the policy (entropy falls below the base's); KL-Cov (top 20% covariance
-    tokens, coefficient 1 as in Cui et al.) holds it up. Compared on the mean training token
+    GRPO's updates sharpen the policy on every rollout; KL-Cov (top 20% covariance tokens,
+    coefficient 1 as in Cui et al.) holds entropy up. Compared on the mean training token
     entropy over the second half of the run, with a margin of 0.01 nats."""
-    runs = {}
+    runs, drift = {}, {}
     for name in ("grpo", "kl_cov"):
         cfg = toy_config(
             tiny_base,
@@ -205,9 +205,13 @@ def test_kl_cov_keeps_entropy_higher_than_grpo(tiny_base: Path, tmp_path: Path) 
         curves = read_curves(run_training(cfg, progress=False).curves)
         entropies = [c["entropy"] for c in curves]
         runs[name] = sum(entropies[20:]) / 20
-        first = entropies[0]
+        # Within a rollout the batch is fixed, so the 4 iterations show what the updates
+        # themselves do to entropy (across rollouts the sampled batch changes it too).
+        per_rollout = [entropies[i + 3] - entropies[i] for i in range(0, 40, 4)]
+        drift[name] = sum(per_rollout) / len(per_rollout)
     assert runs["kl_cov"] > runs["grpo"] + 0.01, runs
-    assert runs["grpo"] < first, (runs, first)  # GRPO really lowered entropy in this regime
+    # The entropy-collapse regime: GRPO's updates lower entropy, clearly more than KL-Cov's.
+    assert drift["grpo"] < -0.005 and drift["grpo"] < drift["kl_cov"] - 0.003, drift
 
 
 @pytest.mark.gpu
