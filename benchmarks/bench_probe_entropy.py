@@ -15,7 +15,7 @@ per method, minus the RSS once the model and inputs are ready. Targets: chunked 
 forward throughput; chunked peak ≤ forward peak + one chunk of float32 logits
 (chunk × vocab × 4 bytes).
 
-    python benchmarks/bench_probe_entropy.py [--tokens 1024] [--vocab 151936] [--chunk 256]
+    python benchmarks/bench_probe_entropy.py [--tokens 1024] [--vocab 151936] [--chunk 128]
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=1024, help="completion tokens per pass")
     ap.add_argument("--batch", type=int, default=2, help="sequences per pass")
     ap.add_argument("--vocab", type=int, default=151_936)
-    ap.add_argument("--chunk", type=int, default=256, help="positions per LM-head chunk")
+    ap.add_argument("--chunk", type=int, default=128, help="positions per LM-head chunk")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--method", choices=["forward", "full", "chunked"], help=argparse.SUPPRESS)

@@ -15,7 +15,7 @@ values are :class:`ConfigError` naming the file, the table and the key)::
                    e.g. "base": one base checkpoint, run "base", shared by the run dirs
                    that start from it), list (explicit [[checkpoints.list]] {path, run,
                    model, step})
-    [entropy]      chunk_size (256 positions per LM-head chunk), batch_size (64 sequences)
+    [entropy]      chunk_size (128 positions per LM-head chunk), batch_size (64 sequences)
     [covariance]   questions (40), trajectories (4), positions (64), seed (0)
     [bench]        max_new_tokens (64), batch_size (256 sequences), trace (true: greedy accuracy
                    trace over every saved checkpoint), trace_set (first set)
@@ -76,7 +76,7 @@ class CheckpointsSection:
 
 @dataclass
 class EntropySection:
-    chunk_size: int = 256
+    chunk_size: int = 128
     batch_size: int = 64
 
 
