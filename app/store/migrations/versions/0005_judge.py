@@ -16,42 +16,14 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
+from app.store.migrations.triggers import drop_immutable_trigger, install_immutable_trigger
+
 revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
 
 FROZEN_TABLES = ("judge_version", "judge_verdict", "validity_item")
-
-
-def _install_immutable_trigger(table: str) -> None:
-    msg = f"{table} rows are frozen: create a new version instead"
-    dialect = op.get_bind().dialect.name
-    if dialect == "sqlite":
-        for verb in ("UPDATE", "DELETE"):
-            op.execute(
-                f"CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, '{msg}'); END"
-            )
-    elif dialect == "postgresql":
-        op.execute(
-            f"CREATE OR REPLACE FUNCTION rcea_{table}_frozen() RETURNS trigger AS $$ "
-            f"BEGIN RAISE EXCEPTION '{msg}'; END; $$ LANGUAGE plpgsql"
-        )
-        op.execute(
-            f"CREATE TRIGGER {table}_frozen BEFORE UPDATE OR DELETE ON {table} "
-            f"FOR EACH ROW EXECUTE FUNCTION rcea_{table}_frozen()"
-        )
-
-
-def _drop_immutable_trigger(table: str) -> None:
-    dialect = op.get_bind().dialect.name
-    if dialect == "sqlite":
-        op.execute(f"DROP TRIGGER IF EXISTS {table}_no_update")
-        op.execute(f"DROP TRIGGER IF EXISTS {table}_no_delete")
-    elif dialect == "postgresql":
-        op.execute(f"DROP TRIGGER IF EXISTS {table}_frozen ON {table}")
-        op.execute(f"DROP FUNCTION IF EXISTS rcea_{table}_frozen()")
 
 
 def upgrade() -> None:
@@ -224,12 +196,12 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_validity_task_task_id"), ["task_id"], unique=False)
 
     for table in FROZEN_TABLES:
-        _install_immutable_trigger(table)
+        install_immutable_trigger(table)
 
 
 def downgrade() -> None:
     for table in FROZEN_TABLES:
-        _drop_immutable_trigger(table)
+        drop_immutable_trigger(table)
     with op.batch_alter_table("validity_task", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_validity_task_task_id"))
         batch_op.drop_index(batch_op.f("ix_validity_task_check_id"))
