@@ -25,10 +25,17 @@ _CODE = {"valid": 1, "invalid": 0, "unparseable": "unparseable"}
 
 
 def validity_by_checkpoint(
-    session: Session, *, study_id: int, k_min: int = 8, include_questions: bool = True
+    session: Session,
+    *,
+    study_id: int,
+    k_min: int = 8,
+    include_questions: bool = True,
+    rows: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """``{"status": validity_status(...), "judge": ..., "groups": [{run, model, step,
-    **ValidityResult.to_dict()}]}``."""
+    **ValidityResult.to_dict()}]}``. ``rows`` (dicts with run, model, step, question_id,
+    reward, trajectory_id) are the study's trajectories when the caller has already read
+    them (the report); otherwise they are read here."""
     status = validity_status(session, study_id=study_id)
     if status["status"] == "no-judge":
         return {"validity_status": status, "judge": None, "groups": []}
@@ -40,25 +47,25 @@ def validity_by_checkpoint(
             )
         ).all()
     )
-    rows = session.exec(
-        select(
-            Trajectory.run,
-            Trajectory.model,
-            Trajectory.step,
-            Trajectory.question_id,
-            Trajectory.reward,
-            Trajectory.trajectory_id,
-        ).where(Trajectory.study_id == study_id)
-    ).all()
-    groups: dict[tuple[str, str, int], list[Any]] = defaultdict(list)
+    if rows is None:
+        cols = ("run", "model", "step", "question_id", "reward", "trajectory_id")
+        rows = [
+            dict(zip(cols, r, strict=True))
+            for r in session.exec(
+                select(*(getattr(Trajectory, c) for c in cols)).where(
+                    Trajectory.study_id == study_id
+                )
+            ).all()
+        ]
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        groups[(r.run, r.model, r.step)].append(r)
+        groups[(r["run"], r["model"], r["step"])].append(r)
     out = []
     for (run, model, step), members in sorted(groups.items()):
         res = validity_rate(
-            [m.question_id for m in members],
-            [m.reward for m in members],
-            [_CODE.get(verdicts.get(m.trajectory_id, "")) for m in members],
+            [m["question_id"] for m in members],
+            [m["reward"] for m in members],
+            [_CODE.get(verdicts.get(m["trajectory_id"], "")) for m in members],
             k_min=k_min,
         )
         out.append(

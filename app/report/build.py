@@ -151,7 +151,7 @@ def build_report(
 
         try:
             groups = validity_by_checkpoint(
-                session, study_id=st.id, k_min=k_min, include_questions=False
+                session, study_id=st.id, k_min=k_min, include_questions=False, rows=rows
             )["groups"]
         except JudgeError:  # a judge.run event whose judge version is gone: column only
             groups = []

@@ -220,3 +220,38 @@ def test_calibration_and_accepted_sampling(engine, tmp_path: Path) -> None:  # t
         item_id = picked[0].id
     with pytest.raises((DBAPIError, IntegrityError)), engine.begin() as conn:
         conn.execute(sa.update(ValidityItem).where(ValidityItem.id == item_id).values(split="x"))
+
+
+def undecided_on_slips(question_id: str, text: str) -> int | None:
+    """An oracle judge that gives no verdict (→ ``unparseable``) on every success with an
+    invalid step, and the true validity otherwise."""
+    return process_valid(question_from_id(question_id), text) or None
+
+
+def test_report_validity_uses_the_verdicts(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """DESIGN 4: unparseable verdicts count against judge coverage, never as acceptances —
+    in the report too, although the validity column stores them as 0."""
+    from app.report.build import build_report
+
+    recs = ingest_toy(engine, tmp_path)
+    freeze(engine, "undecided", "tests.app.test_judge_run:undecided_on_slips")
+    run_judge(
+        engine,
+        study="toy",
+        judge="undecided",
+        settings=Settings(data_dir=tmp_path / "d"),
+        actor="r",
+    )
+    successes = [r for r in recs if r["reward"] == 1]
+    n_unparseable = sum(
+        not process_valid(question_from_id(r["question_id"]), r["text"]) for r in successes
+    )
+    assert n_unparseable > 0
+    with session_scope(engine) as s:
+        sid = require_study(s, name="toy").id
+        (group,) = validity_by_checkpoint(s, study_id=sid, k_min=3)["groups"]
+        report = build_report(s, study="toy", k_min=3, n_boot=50)
+    (ck,) = report["checkpoints"]
+    assert ck["validity"]["judge_coverage"] == pytest.approx(1 - n_unparseable / len(successes))
+    assert ck["validity"]["judge_coverage"] == group["judge_coverage"] < 1.0
+    assert ck["validity"]["mean_validity_rate"] == group["mean_validity_rate"]
