@@ -138,3 +138,12 @@ def redact_url(url: str) -> str:
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+def actor_name(actor: str | None = None) -> str:
+    """Who an action is recorded as in the event log: ``actor`` when given, else
+    ``$RCEA_ACTOR``, else the login name (the CLI's ``--actor`` and the view's sidebar)."""
+    import getpass
+    import os
+
+    return actor or os.environ.get("RCEA_ACTOR") or getpass.getuser()

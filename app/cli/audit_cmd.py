@@ -3,13 +3,12 @@ sync → adjudication → gates)."""
 
 from __future__ import annotations
 
-import getpass
-import os
 from pathlib import Path
 
 import typer
 
 from app.cli.common import JSON_OPTION, engine, fail, print_json
+from app.settings import actor_name
 
 audit_app = typer.Typer(
     help="The blinded same/different-strategy pair audit.", no_args_is_help=True
@@ -24,10 +23,6 @@ ACTOR_OPTION = typer.Option(
     "--actor",
     help="who does this (default: $RCEA_ACTOR or the login name); recorded in the event log",
 )
-
-
-def actor_name(actor: str | None) -> str:
-    return actor or os.environ.get("RCEA_ACTOR") or getpass.getuser()
 
 
 def _domain_errors() -> tuple[type[Exception], ...]:

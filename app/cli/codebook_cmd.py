@@ -11,8 +11,9 @@ from typing import Any
 
 import typer
 
-from app.cli.audit_cmd import ACTOR_OPTION, actor_name
+from app.cli.audit_cmd import ACTOR_OPTION
 from app.cli.common import JSON_OPTION, engine, fail, print_json, settings
+from app.settings import actor_name
 
 codebook_app = typer.Typer(
     help="Question-local codebooks: induction, merge, freeze, double assignment, "

@@ -10,8 +10,9 @@ from typing import Any
 
 import typer
 
-from app.cli.audit_cmd import ACTOR_OPTION, _ensure_person, _ls_client, actor_name
+from app.cli.audit_cmd import ACTOR_OPTION, _ensure_person, _ls_client
 from app.cli.common import JSON_OPTION, engine, fail, print_json, settings
+from app.settings import actor_name
 
 judge_app = typer.Typer(
     help="The validity audit: verifier, frozen judge, judge runs, calibration, accepted-set check.",

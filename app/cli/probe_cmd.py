@@ -21,8 +21,9 @@ from typing import Any
 
 import typer
 
-from app.cli.audit_cmd import ACTOR_OPTION, actor_name
+from app.cli.audit_cmd import ACTOR_OPTION
 from app.cli.common import JSON_OPTION, engine, fail, is_tty, print_json
+from app.settings import actor_name
 
 PROBE_SET_EVENT = "probe.probe_set"
 

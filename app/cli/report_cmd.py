@@ -144,8 +144,8 @@ def publish(
     hashes). Refused (exit 2) while a retention/mode number rests on a partition without
     a passing final gate or a validity number on a judge without a completed calibration,
     unless --entropy-only."""
-    from app.cli.audit_cmd import actor_name
     from app.report.publish import PublishRefused, publish_report
+    from app.settings import actor_name
     from app.store import StoreError, session_scope
 
     params = _params(**locals())

@@ -8,12 +8,11 @@ with every event, ingest or new measurement) and the report settings, and expire
 
 from __future__ import annotations
 
-import getpass
-import os
 from typing import Any
 
 import streamlit as st
 
+from app.settings import actor_name
 from app.view import data
 
 CACHE_TTL_S = 60
@@ -34,7 +33,7 @@ def selected_study() -> str:
 
 def default_actor() -> str:
     """Who decisions taken in the view are recorded as (like the CLI's ``--actor``)."""
-    return os.environ.get("RCEA_ACTOR") or getpass.getuser()
+    return actor_name()
 
 
 def report_settings() -> dict[str, int]:

@@ -56,3 +56,14 @@ def test_generated_api_token_is_private(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     # The same token is reused on the next start.
     assert Settings(data_dir=tmp_path / "d").ensure_api_token().get_secret_value() == token
+
+
+def test_actor_name_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    import getpass
+
+    from app.settings import actor_name
+
+    monkeypatch.delenv("RCEA_ACTOR", raising=False)
+    assert actor_name() == getpass.getuser()
+    monkeypatch.setenv("RCEA_ACTOR", "reviewer-7")
+    assert actor_name() == "reviewer-7" and actor_name("explicit") == "explicit"
