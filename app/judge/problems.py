@@ -8,7 +8,6 @@ Loaded per study from a JSONL file (``{"question_id": ..., "problem": ...}`` per
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,27 +16,19 @@ from sqlmodel import Session, select
 from app.codebook.backend import load_strategy_fn
 from app.store import require_study
 from app.store.models import JudgeProblem, Trajectory
+from pipeline.jsonl import iter_json_objects
 
 
 def _from_file(path: Path, wanted: set[str]) -> dict[str, str]:
     out: dict[str, str] = {}
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:line {n}: invalid JSON ({exc.msg})") from exc
-            if not isinstance(rec, dict):
-                raise ValueError(f"{path}:line {n}: expected a JSON object")
-            qid = rec.get("question_id")
-            text = rec.get("problem", rec.get("question"))
-            if not isinstance(qid, str) or not qid:
-                raise ValueError(f"{path}:line {n}: question_id: missing or not a string")
-            if not isinstance(text, str) or not text.strip():
-                raise ValueError(f"{path}:line {n}: problem: missing or empty")
-            out[qid] = text
+    for n, rec in iter_json_objects(path):
+        qid = rec.get("question_id")
+        text = rec.get("problem", rec.get("question"))
+        if not isinstance(qid, str) or not qid:
+            raise ValueError(f"{path}:line {n}: question_id: missing or not a string")
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"{path}:line {n}: problem: missing or empty")
+        out[qid] = text
     missing = sorted(wanted - set(out))
     if missing:
         raise ValueError(f"{path}: no problem for question(s) {', '.join(missing[:10])}")

@@ -153,7 +153,7 @@ def build_report(
             groups = validity_by_checkpoint(
                 session, study_id=st.id, k_min=k_min, include_questions=False, rows=rows
             )["groups"]
-        except JudgeError:  # a judge.run event whose judge version is gone: column only
+        except JudgeError:  # a judge.run event naming no stored judge version: the column
             groups = []
         for g in groups:
             judged[(g["run"], g["model"], g["step"])] = {

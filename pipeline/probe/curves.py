@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pipeline.jsonl import iter_json_objects
 from pipeline.probe.common import MeasurementRow
 from pipeline.probe.config import ConfigError
 
@@ -26,17 +27,10 @@ def training_curve(run_dir: str | Path, *, model: str, run: str | None = None) -
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
     name = run or meta.get("config", {}).get("objective") or run_dir.name
     points = []
-    with curves.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                point = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{curves}:line {lineno}: invalid JSON ({exc.msg})") from None
-            if not isinstance(point, dict) or "step" not in point or "progress" not in point:
-                raise ConfigError(f"{curves}:line {lineno}: needs step and progress")
-            points.append(point)
+    for lineno, point in iter_json_objects(curves, error=ConfigError):
+        if "step" not in point or "progress" not in point:
+            raise ConfigError(f"{curves}:line {lineno}: needs step and progress")
+        points.append(point)
     if not points:
         raise ConfigError(f"{curves}: empty")
     return MeasurementRow("training_curve", {"points": points}, run=name, model=model)

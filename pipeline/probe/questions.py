@@ -18,11 +18,12 @@ Nothing is downloaded: a missing file is an error naming the file to provide.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pipeline.jsonl import iter_json_objects
 
 QUESTION_COLUMNS = ("problem", "question")
 ANSWER_COLUMNS = ("answer", "solution")
@@ -121,19 +122,7 @@ def toy_questions(split: str, n: int | None, seed: int) -> list[ProbeQuestion]:
 def _rows(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        rows = []
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{path}:line {lineno}: invalid JSON ({exc.msg})") from None
-                if not isinstance(obj, dict):
-                    raise DatasetError(f"{path}:line {lineno}: expected a JSON object")
-                rows.append(obj)
-        return rows
+        return [obj for _, obj in iter_json_objects(path, error=DatasetError)]
     if suffix in (".parquet", ".pq"):
         import pyarrow.parquet as pq
 
