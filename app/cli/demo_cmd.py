@@ -181,11 +181,12 @@ def _summary(ctx: Any, status: dict[str, str], seconds: float) -> None:
 
 
 def _logins(ctx: Any) -> dict[str, str | None]:
-    path = ctx.cfg.data_dir / "demo-logins.json"
+    from app.demo.audits import PEOPLE, logins_path
+
+    path = logins_path(ctx)
     saved: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     if ctx.simulate:
         return {e["email"]: e["password"] for e in saved.get("simulated", {}).values()}
-    from app.demo.audits import PEOPLE
 
     return {email: saved.get(email) for email in PEOPLE.values()}
 
