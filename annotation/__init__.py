@@ -1,7 +1,9 @@
-"""Blinded human annotation in a Label Studio server that the project starts and owns.
+"""Blinded human annotation on Label Studio servers that the project starts and owns,
+one per person.
 
-``server``: start/stop/status of the local server; ``accounts``: annotator accounts people
-can log in with; ``client``: the label-studio-sdk 2.x client.
+``people``: the person → server registry; ``server``: start/stop/status of one server;
+``accounts``: accounts people can log in with; ``client``: the label-studio-sdk 2.x client;
+``notifications``: webhook bodies read as notifications only.
 """
 
 from annotation.accounts import (
@@ -15,18 +17,16 @@ from annotation.accounts import (
 )
 from annotation.client import (
     LabelStudioUnavailable,
-    client_from_settings,
     is_healthy,
     make_client,
     wait_healthy,
 )
+from annotation.people import People, PeopleError, Person, people_from_settings
 from annotation.server import (
     Credentials,
     LabelStudioError,
     LabelStudioServer,
     ServerStatus,
-    admin_credentials,
-    server_from_settings,
 )
 
 __all__ = [
@@ -37,15 +37,16 @@ __all__ = [
     "LabelStudioServer",
     "LabelStudioUnavailable",
     "LoginFailed",
+    "People",
+    "PeopleError",
+    "Person",
     "ServerStatus",
-    "admin_credentials",
-    "client_from_settings",
     "create_annotator",
     "find_user",
     "is_healthy",
     "login_session",
     "make_client",
-    "server_from_settings",
+    "people_from_settings",
     "set_password",
     "wait_healthy",
 ]

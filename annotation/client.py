@@ -15,7 +15,6 @@ from pydantic import SecretStr
 if TYPE_CHECKING:
     from label_studio_sdk import LabelStudio
 
-    from annotation.server import LabelStudioConfig
 
 HEALTH_PATH = "/health/"  # LS 1.23 routes ``health/``; APPEND_SLASH is off
 
@@ -52,15 +51,6 @@ def make_client(url: str, token: str | SecretStr, *, timeout: float = 60.0) -> L
         api_key=_secret(token),
         httpx_client=http_client(url, timeout=timeout),
     )
-
-
-def client_from_settings(settings: LabelStudioConfig) -> LabelStudio:
-    """The SDK client for the configured server; the token comes from the settings or,
-    when unset there, from the credentials file the managed server generated."""
-    from annotation.server import admin_credentials
-
-    creds = admin_credentials(settings)
-    return make_client(settings.labelstudio_url, creds.token)
 
 
 def is_healthy(url: str, *, timeout: float = 2.0) -> bool:

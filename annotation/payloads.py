@@ -25,6 +25,7 @@ class ParsedAnnotation:
     label: str | None  # None: no (valid) choice in the result
     note: str | None
     cancelled: bool
+    updated_by: int | None = None  # who changed it last (Label Studio's ``updated_by``)
 
 
 def _int(value: Any, what: str) -> int:
@@ -75,22 +76,10 @@ def parse_annotation(
         label=label,
         note=note,
         cancelled=bool(ann.get("was_cancelled")),
+        updated_by=None
+        if ann.get("updated_by") is None
+        else _int(ann.get("updated_by"), "annotation.updated_by"),
     )
-
-
-def annotation_status(ann: ParsedAnnotation, *, known_task: bool, assigned_user: int | None) -> str:
-    """Whether an annotation counts: ``counted``, or why not (``unknown_task``: not one of
-    our tasks; ``wrong_user``: not the annotator the project is assigned to;
-    ``cancelled``; ``no_label``: no valid choice)."""
-    if not known_task:
-        return "unknown_task"
-    if assigned_user is not None and ann.user_id != assigned_user:
-        return "wrong_user"
-    if ann.cancelled:
-        return "cancelled"
-    if ann.label is None:
-        return "no_label"
-    return "counted"
 
 
 def parse_webhook(body: Any) -> list[ParsedAnnotation]:

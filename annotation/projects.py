@@ -11,7 +11,13 @@ if TYPE_CHECKING:
     from label_studio_sdk import LabelStudio
 
 WEBHOOK_SECRET_HEADER = "X-RCEA-Webhook-Secret"
-WEBHOOK_ACTIONS = ["ANNOTATION_CREATED", "ANNOTATION_UPDATED"]
+# Created, changed and deleted annotations; the receiver reads each one back.
+WEBHOOK_ACTIONS = [
+    "ANNOTATION_CREATED",
+    "ANNOTATIONS_CREATED",
+    "ANNOTATION_UPDATED",
+    "ANNOTATIONS_DELETED",
+]
 IMPORT_BATCH = 2_000
 
 
@@ -40,8 +46,14 @@ def export_tasks(client: LabelStudio, project_id: int) -> list[dict[str, Any]]:
     return data
 
 
-def task_ids_by_pair(tasks: Sequence[dict[str, Any]]) -> dict[str, int]:
-    return {str(t["data"]["pair"]): int(t["id"]) for t in tasks if "pair" in t.get("data", {})}
+def task_ids_by_key(tasks: Sequence[dict[str, Any]], key: str = "pair") -> dict[str, int]:
+    """data[key] → task id (the first task wins when a key repeats)."""
+    out: dict[str, int] = {}
+    for t in sorted(tasks, key=lambda t: int(t["id"])):
+        data = t.get("data") or {}
+        if key in data:
+            out.setdefault(str(data[key]), int(t["id"]))
+    return out
 
 
 def import_tasks(
@@ -49,17 +61,18 @@ def import_tasks(
     project_id: int,
     tasks: Sequence[dict[str, Any]],
     *,
+    key: str = "pair",
     batch: int = IMPORT_BATCH,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
-    """Import task data dicts not yet in the project (by ``pair`` key) in bulk batches;
-    return pair key → task id for every pair of the project afterwards.
+    """Import task data dicts not yet in the project (by ``data[key]``) in bulk batches;
+    return key → task id for every task of the project afterwards.
 
     The new ids come from the import answers (``return_task_ids``: Label Studio Community
     imports synchronously and lists the ids in request order); only when an answer lacks
     them (an asynchronous import) is the project exported again to learn them."""
-    present = task_ids_by_pair(export_tasks(client, project_id))
-    todo = [t for t in tasks if t["pair"] not in present]
+    present = task_ids_by_key(export_tasks(client, project_id), key)
+    todo = [t for t in tasks if str(t[key]) not in present]
     mapping = dict(present)
     ids_known = True
     for start in range(0, len(todo), batch):
@@ -69,20 +82,32 @@ def import_tasks(
         )
         ids = getattr(answer, "task_ids", None)
         if isinstance(ids, list) and len(ids) == len(chunk):
-            mapping.update((str(t["pair"]), int(i)) for t, i in zip(chunk, ids, strict=True))
+            mapping.update((str(t[key]), int(i)) for t, i in zip(chunk, ids, strict=True))
         else:
             ids_known = False
         if progress:
             progress(len(chunk))
     if todo and not ids_known:
-        return task_ids_by_pair(export_tasks(client, project_id))
+        return task_ids_by_key(export_tasks(client, project_id), key)
     return mapping
 
 
 def ensure_webhook(client: LabelStudio, *, project_id: int, url: str, secret: str) -> int:
-    """One webhook per project to our receiver, carrying the shared secret header."""
+    """One webhook per project to our receiver, carrying the person's secret header; an
+    existing one is brought back to our settings (a person may have edited or disabled
+    it: that delays labels until the next sync, it never makes one count)."""
     for hook in client.webhooks.list(project=project_id):
         if hook.url == url and getattr(hook, "project", project_id) == project_id:
+            if not hook.is_active or sorted(hook.actions or []) != sorted(WEBHOOK_ACTIONS):
+                client.webhooks.update(
+                    id=int(hook.id),
+                    url=url,
+                    is_active=True,
+                    send_payload=True,
+                    send_for_all_actions=False,
+                    actions=WEBHOOK_ACTIONS,
+                    headers={WEBHOOK_SECRET_HEADER: secret},
+                )
             return int(hook.id)
     hook = client.webhooks.create(
         url=url,

@@ -258,29 +258,6 @@ def load_or_create_credentials(
     )
 
 
-def admin_credentials(settings: LabelStudioConfig) -> Credentials:
-    """The admin account for the configured server, without starting anything."""
-    return load_or_create_credentials(
-        settings.data_dir.resolve() / LS_SUBDIR,
-        settings.labelstudio_user,
-        _secret(settings.labelstudio_password),
-        _secret(settings.labelstudio_token),
-    )
-
-
-def server_from_settings(settings: LabelStudioConfig) -> LabelStudioServer:
-    host, port = parse_loopback_url(settings.labelstudio_url)
-    return LabelStudioServer(
-        settings.data_dir,
-        port,
-        host=host,
-        username=settings.labelstudio_user,
-        password=settings.labelstudio_password,
-        token=settings.labelstudio_token,
-        executable=settings.labelstudio_bin,
-    )
-
-
 # ----------------------------------------------------------------------------- server
 
 
@@ -296,11 +273,13 @@ class LabelStudioServer:
         password: str | SecretStr | None = None,
         token: str | SecretStr | None = None,
         executable: Path | None = None,
+        home: Path | None = None,
     ) -> None:
         if not is_loopback(host):
             raise LabelStudioError(f"host {host!r}: the managed Label Studio binds loopback only")
         self.data_dir = Path(data_dir).resolve()
-        self.home = self.data_dir / LS_SUBDIR
+        # One person's server lives in its own home (see annotation.people).
+        self.home = Path(home).resolve() if home is not None else self.data_dir / LS_SUBDIR
         self.host = host
         self.port = int(port)
         self.username = username

@@ -18,6 +18,7 @@ from tests.helpers import postgres_unavailable_reason
 from tests.labelstudio_fixture import (  # noqa: F401 - session fixture + summary hook
     LabelStudioHandle,
     labelstudio,
+    labelstudio_pool,
     pytest_terminal_summary,
 )
 

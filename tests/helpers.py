@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from annotation.people import Person, person_slug
 from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
 from app.audit.sampling import audit_pairs, draw_audit
 from app.ingest import ingest_file
@@ -107,15 +108,35 @@ def draw_test_audit(engine, tmp_path: Path) -> int:  # type: ignore[no-untyped-d
         return draw_audit(s, study="s", rubric="test-rubric", actor="r").id
 
 
-def fake_tasks(engine, audit_id: int) -> dict[str, dict[int, int]]:  # type: ignore[no-untyped-def]
-    """Register tasks as `audit push` would (task ids 1000+) for roles A, B."""
-    out: dict[str, dict[int, int]] = {"A": {}, "B": {}}
+def fake_person(role: str) -> Person:
+    """A person on a server that is never contacted (store-level tests)."""
+    email = f"{role.lower()}@people.test"
+    return Person(email, person_slug(email), f"http://127.0.0.1:9/{role}", managed=False)
+
+
+def bind_fake(engine, audit_id: int, role: str, *, project_id: int, user_id: int) -> None:  # type: ignore[no-untyped-def]
+    """Bind ``role`` of the audit as `audit push` would (no Label Studio involved)."""
+    from app.labelling import PAIR, bind_existing
+
     with session_scope(engine) as s:
-        audit = s.get(Audit, audit_id)
-        audit.labelstudio = {
-            "roles": {"A": {"project_id": 1, "user_id": 11}, "B": {"project_id": 2, "user_id": 12}}
-        }
-        s.add(audit)
+        bind_existing(
+            s,
+            PAIR,
+            s.get(Audit, audit_id),
+            role,
+            person=fake_person(role),
+            user_id=user_id,
+            project_id=project_id,
+        )
+
+
+def fake_tasks(engine, audit_id: int) -> dict[str, dict[int, int]]:  # type: ignore[no-untyped-def]
+    """Register tasks as `audit push` would (task ids 1000+) for roles A (project 1, user
+    11) and B (project 2, user 12)."""
+    out: dict[str, dict[int, int]] = {"A": {}, "B": {}}
+    bind_fake(engine, audit_id, "A", project_id=1, user_id=11)
+    bind_fake(engine, audit_id, "B", project_id=2, user_id=12)
+    with session_scope(engine) as s:
         for role, base, proj in (("A", 1000, 1), ("B", 2000, 2)):
             for p in audit_pairs(s, audit_id=audit_id):
                 s.add(

@@ -24,6 +24,9 @@ def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # 
     api.state.engine = engine if engine is not None else open_store(settings)
     api.state.api_token = token
     api.state.webhook_secret = settings.ensure_webhook_secret().get_secret_value()
+    from annotation.people import people_from_settings
+
+    api.state.people = people_from_settings(settings)
 
     @api.get("/health", tags=["meta"])
     def health() -> dict[str, str]:
@@ -32,5 +35,5 @@ def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # 
         return {"status": "ok", "version": __version__}
 
     api.include_router(studies.router, dependencies=[Depends(require_token)])
-    api.include_router(webhooks.router)  # authenticated by the shared webhook secret
+    api.include_router(webhooks.router)  # authenticated by each person's webhook secret
     return api

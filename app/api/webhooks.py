@@ -1,8 +1,12 @@
-"""The Label Studio webhook receiver: stores annotations as they are made.
+"""The Label Studio webhook receiver: ``POST /webhooks/label-studio/{person}``.
 
-Requests must carry the shared secret in ``X-RCEA-Webhook-Secret`` (401 otherwise);
-malformed bodies get 422 and store nothing. Storage is idempotent, so a webhook and a
-later ``rcea audit sync`` of the same annotation never double count.
+Each person's server posts to its own path with its own secret (HMAC of the master
+secret and the person's slug: a secret read on one server opens no other person's
+endpoint). The body is a notification only: each named annotation is read back from
+that person's server with rcea's admin token and recorded through the one status rule
+(:mod:`app.labelling`) — a forged or replayed body can at most make rcea look again at
+what the server really holds. Malformed bodies get 422, oversized ones 413; replays
+change nothing and add no events.
 """
 
 from __future__ import annotations
@@ -13,80 +17,74 @@ from typing import Any
 
 from fastapi import APIRouter, Header, HTTPException, Request
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session
 
-from annotation.payloads import PayloadError, parse_webhook
+from annotation.notifications import parse_notification
+from annotation.payloads import PayloadError
+from annotation.people import People, person_webhook_secret
 from annotation.projects import WEBHOOK_SECRET_HEADER
-from app.audit.labels import record_annotation
-from app.store import append_event
-from app.store.models import Audit, AuditTask
+from app.labelling import LabellingError, notify
 
 router = APIRouter(tags=["webhooks"])
+MAX_BODY = 1 << 20  # 1 MiB; Label Studio's annotation notifications are a few kB
 
 
-def _audit_for(session: Session, project_id: int | None, task_id: int) -> Audit | None:
-    stmt = select(AuditTask).where(AuditTask.task_id == task_id)
-    if project_id is not None:
-        stmt = stmt.where(AuditTask.project_id == project_id)
-    task = session.exec(stmt).first()
-    if task is not None:
-        return session.get(Audit, task.audit_id)
-    if project_id is None:
-        return None
-    # A task we did not create, in one of our projects: recorded, never counted.
-    for audit in session.exec(select(Audit)).all():
-        for entry in audit.labelstudio.get("roles", {}).values():
-            if entry.get("project_id") == project_id:
-                return audit
-    return None
+async def _body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        raise HTTPException(413, f"body larger than {MAX_BODY} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise HTTPException(413, f"body larger than {MAX_BODY} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
-@router.post("/webhooks/label-studio", status_code=200)
+@router.post("/webhooks/label-studio/{person}", status_code=200)
 async def label_studio_webhook(
+    person: str,
     request: Request,
     secret: str | None = Header(None, alias=WEBHOOK_SECRET_HEADER),
 ) -> dict[str, Any]:
-    expected: str = request.app.state.webhook_secret
+    people: People = request.app.state.people
+    found = people.by_slug(person) if len(person) <= 64 else None
+    expected = person_webhook_secret(request.app.state.webhook_secret, person)
     if not secret or not secrets.compare_digest(secret.encode(), expected.encode()):
         raise HTTPException(401, "missing or wrong webhook secret")
+    if found is None:
+        raise HTTPException(404, "no such person")
+    raw = await _body(request)
     try:
-        body = json.loads(await request.body())
-        annotations = parse_webhook(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise HTTPException(422, f"body is not JSON: {exc}") from exc
+        note = parse_notification(json.loads(raw))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise HTTPException(422, "body is not JSON") from exc
     except PayloadError as exc:
         raise HTTPException(422, str(exc)) from exc
+    if not note.annotation_ids:
+        return {"ok": True, "action": note.action, "received": 0}
     from starlette.concurrency import run_in_threadpool
 
-    stored = await run_in_threadpool(_store, request.app.state.engine, annotations)
-    return {"ok": True, "received": len(annotations), "stored": stored}
+    try:
+        counts = await run_in_threadpool(
+            _store, request.app.state.engine, people, found, note.annotation_ids, note.project_id
+        )
+    except LabellingError as exc:
+        raise HTTPException(502, str(exc)) from exc
+    return {"ok": True, "action": note.action, "received": len(note.annotation_ids), **counts}
 
 
-def _store(engine: Any, annotations: list[Any]) -> int:
-    """Store annotations in a worker thread (concurrent webhooks really are concurrent)."""
-    stored = 0
-    for ann in annotations:
-        for attempt in range(3):  # two webhooks for one annotation may race on insert
-            try:
-                with Session(engine, expire_on_commit=False) as session:
-                    audit = _audit_for(session, ann.project_id, ann.task_id)
-                    if audit is None:
-                        append_event(
-                            session,
-                            actor="labelstudio",
-                            kind="annotation.unknown",
-                            payload={
-                                "annotation_id": ann.annotation_id,
-                                "task_id": ann.task_id,
-                                "project_id": ann.project_id,
-                            },
-                        )
-                    else:
-                        _, changed = record_annotation(session, audit, ann, source="webhook")
-                        stored += int(changed)
-                    session.commit()
-                break
-            except IntegrityError:
-                if attempt == 2:
-                    raise
-    return stored
+def _store(engine: Any, people: People, person: Any, ids: list[int], project: int | None) -> dict:  # type: ignore[type-arg]
+    """Read back and record in a worker thread (concurrent webhooks really are concurrent;
+    two notifications of one annotation may race on insert: the loser retries)."""
+    for attempt in range(3):
+        try:
+            with Session(engine, expire_on_commit=False) as session:
+                counts = notify(session, people, person, ids, project)
+                session.commit()
+                return counts
+        except IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")

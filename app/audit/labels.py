@@ -1,31 +1,27 @@
-"""Recording annotations (webhook or sync) and computing the gate from stored labels.
-
-An annotation counts as a label only if it belongs to a task of this audit, was made by
-the user assigned to that task's project, was not cancelled and holds a same/different
-choice. Everything else is stored with its status and never counted. Every new or changed
-annotation is also appended to the event log, so replaced labels stay on record.
-"""
+"""The pair audit's labels and gate: labels come from the labelling core
+(:mod:`app.labelling`: verified, one status rule for every round); this module holds
+what is the pair audit's own — who needs adjudication, coverage and the gate."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from sqlmodel import Session, select
 
-from annotation.payloads import ParsedAnnotation, annotation_status
+from annotation.payloads import ParsedAnnotation
 from app.audit.freeze import FreezeError, rubric_spec
 from app.audit.sampling import audit_pairs
+from app.labelling import PAIR
+from app.labelling import current_labels as core_current_labels
+from app.labelling import status_counts as core_status_counts
+from app.labelling.record import record_for_project
 from app.store import append_event
 from app.store.models import (
     Audit,
     AuditLabel,
     AuditPair,
-    AuditTask,
-    Event,
     Partition,
     PartitionAssignment,
-    utcnow,
 )
 from audits.gates import evaluate_gate
 
@@ -36,121 +32,20 @@ ADJUDICATOR = "adjudicator"
 def record_annotation(
     session: Session, audit: Audit, ann: ParsedAnnotation, *, source: str
 ) -> tuple[AuditLabel, bool]:
-    """Insert or update the label of one annotation; returns ``(row, changed)``.
-
-    Idempotent: the same annotation content arriving again (webhook then sync) changes
-    nothing and writes no event.
-    """
-    task = session.exec(
-        select(AuditTask).where(AuditTask.audit_id == audit.id, AuditTask.task_id == ann.task_id)
-    ).first()
-    row = session.exec(
-        select(AuditLabel).where(
-            AuditLabel.audit_id == audit.id, AuditLabel.annotation_id == ann.annotation_id
-        )
-    ).first()
-    row, changed = _apply(session, audit, ann, task, row, source=source)
-    session.flush()
+    """Record one annotation that was read back from its person's server (tests, bench:
+    the webhook and sync go through :mod:`app.labelling.sync`). The role comes from the
+    binding whose project holds the annotation."""
+    row, changed = record_for_project(session, PAIR, audit, ann, source=source)
     return row, changed
-
-
-def record_annotations(
-    session: Session, audit: Audit, anns: list[ParsedAnnotation], *, source: str
-) -> int:
-    """``record_annotation`` for many annotations at once (the sync path): tasks and
-    existing labels are loaded once and the session is flushed once. Returns the number
-    of new or changed labels."""
-    tasks = {
-        t.task_id: t
-        for t in session.exec(select(AuditTask).where(AuditTask.audit_id == audit.id)).all()
-    }
-    rows = {
-        r.annotation_id: r
-        for r in session.exec(select(AuditLabel).where(AuditLabel.audit_id == audit.id)).all()
-    }
-    changed = 0
-    for ann in anns:
-        row, did = _apply(
-            session, audit, ann, tasks.get(ann.task_id), rows.get(ann.annotation_id), source=source
-        )
-        rows[ann.annotation_id] = row
-        changed += int(did)
-    session.flush()
-    return changed
-
-
-def _apply(
-    session: Session,
-    audit: Audit,
-    ann: ParsedAnnotation,
-    task: AuditTask | None,
-    row: AuditLabel | None,
-    *,
-    source: str,
-) -> tuple[AuditLabel, bool]:
-    role = task.role if task else None
-    assigned = audit.labelstudio.get("roles", {}).get(role, {}).get("user_id") if role else None
-    status = annotation_status(ann, known_task=task is not None, assigned_user=assigned)
-    previous = None if row is None else (row.label, row.status, row.note)
-    if previous == (ann.label, status, ann.note):
-        return row, False  # type: ignore[return-value]
-    if row is None:
-        row = AuditLabel(
-            audit_id=audit.id,
-            annotation_id=ann.annotation_id,
-            task_id=ann.task_id,
-            project_id=ann.project_id or (task.project_id if task else 0),
-            pair_id=task.pair_id if task else None,
-            role=role,
-            user_id=ann.user_id,
-            label=ann.label,
-            note=ann.note,
-            status=status,
-        )
-    else:
-        row.label, row.status, row.note, row.user_id = ann.label, status, ann.note, ann.user_id
-        row.updated_at = utcnow()
-    session.add(row)
-    session.add(
-        Event(
-            actor=f"labelstudio-user:{ann.user_id}",
-            study_id=audit.study_id,
-            kind="annotation.updated" if previous else "annotation.created",
-            payload={
-                "audit_id": audit.id,
-                "annotation_id": ann.annotation_id,
-                "task_id": ann.task_id,
-                "role": role,
-                "label": ann.label,
-                "status": status,
-                "note": ann.note,
-                "source": source,
-                "previous_label": previous[0] if previous else None,
-            },
-        )
-    )
-    return row, True
 
 
 def current_labels(session: Session, audit: Audit) -> dict[str, dict[int, str]]:
     """role → pair id → the label of that role's latest counted annotation."""
-    rows = session.exec(
-        select(AuditLabel)
-        .where(AuditLabel.audit_id == audit.id, AuditLabel.status == "counted")
-        .order_by(AuditLabel.updated_at, AuditLabel.annotation_id)
-    ).all()
-    out: dict[str, dict[int, str]] = defaultdict(dict)
-    for r in rows:
-        if r.role and r.pair_id is not None and r.label:
-            out[r.role][r.pair_id] = r.label
-    return out
+    return core_current_labels(session, PAIR, audit.id)
 
 
 def status_counts(session: Session, audit: Audit) -> dict[str, int]:
-    counts: dict[str, int] = defaultdict(int)
-    for r in session.exec(select(AuditLabel).where(AuditLabel.audit_id == audit.id)).all():
-        counts[r.status] += 1
-    return dict(counts)
+    return core_status_counts(session, PAIR, audit.id)
 
 
 def needs_adjudication(

@@ -227,26 +227,23 @@ def register(app: typer.Typer) -> None:
 # --------------------------------------------------------------------------- Label Studio
 
 
-def _ls_client():  # type: ignore[no-untyped-def]
-    from annotation.client import client_from_settings
+def _people():  # type: ignore[no-untyped-def]
+    from annotation.people import people_from_settings
     from app.cli.common import settings
 
-    return client_from_settings(settings())
+    return people_from_settings(settings())
 
 
-def _ensure_person(email: str, password: str | None) -> tuple[int, str | None]:
-    """Find or create a Label Studio account; return (user id, new password or None)."""
-    import secrets
-
-    from annotation.accounts import create_annotator
-    from annotation.server import admin_credentials
+def _webhook(enabled: bool = True):  # type: ignore[no-untyped-def]
     from app.cli.common import settings
+    from app.labelling import webhook_target
 
-    cfg = settings()
-    password = password or secrets.token_urlsafe(12)
-    # create_annotator is idempotent: an existing account is returned unchanged.
-    person = create_annotator(cfg.labelstudio_url, admin_credentials(cfg).token, email, password)
-    return person.id, password if person.created else None
+    return webhook_target(settings()) if enabled else None
+
+
+def _print_logins(new_accounts: dict, what: str = "annotator") -> None:  # type: ignore[type-arg]
+    for role, info in sorted(new_accounts.items()):
+        typer.echo(f"  new login for {what} {role}: {info['email']} / {info['password']}")
 
 
 @audit_app.command("push")
@@ -258,64 +255,61 @@ def push(
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """One Label Studio project per annotator with the same blinded tasks (idempotent).
+    """One project per annotator, each on the annotator's own Label Studio server, with
+    the same blinded tasks (idempotent; a re-run after a crash adopts what was made).
 
-    Accounts that do not exist yet are created through the invite flow; their passwords
-    are printed once, for handing to the annotators."""
+    Servers and accounts that do not exist yet are created; new passwords are printed
+    once, for handing to the annotators."""
     from tqdm import tqdm
 
-    from app.audit.push import assign_role, push_audit
+    from app.audit.push import push_audit
     from app.audit.sampling import audit_pairs, get_audit
-    from app.cli.common import settings
     from app.store import session_scope
 
-    if annotator_a.lower() == annotator_b.lower():
-        fail("annotators A and B must be two different people", as_json=as_json)
-    cfg = settings()
     try:
-        client = _ls_client()
-        people = {
-            role: (email, *_ensure_person(email, None))
-            for role, email in (("A", annotator_a), ("B", annotator_b))
-        }
+        people = _people()
         with session_scope(engine()) as s:
             a = get_audit(s, name=audit)
-            for role, (email, user_id, _) in people.items():
-                assign_role(a, role, user_id=user_id, email=email.lower())
             total = 2 * len(audit_pairs(s, audit_id=a.id))
             with tqdm(total=total, unit="task", desc="push", disable=as_json) as bar:
                 out = push_audit(
                     s,
                     a,
-                    client,
+                    people,
+                    annotators={"A": annotator_a, "B": annotator_b},
+                    webhook=_webhook(webhook),
                     actor=actor_name(actor),
                     progress=bar.update,
-                    webhook_url=cfg.resolved_webhook_url if webhook else None,
-                    webhook_secret=cfg.ensure_webhook_secret().get_secret_value()
-                    if webhook
-                    else None,
                 )
     except _domain_errors() + (RuntimeError,) as exc:
         fail(str(exc), as_json=as_json)
-    logins = {role: {"email": email, "password": pw} for role, (email, _, pw) in people.items()}
     if as_json:
-        print_json(
-            {
-                **out,
-                "url": cfg.labelstudio_url,
-                "new_accounts": {r: v for r, v in logins.items() if v["password"]},
-            }
-        )
+        print_json(out)
         return
     for role, info in out["projects"].items():
         typer.echo(
-            f"annotator {role}: project {info['project_id']}, {info['n_tasks']} tasks "
-            f"({info['n_new']} new)"
+            f"annotator {role} ({info['email']}): {info['url']}/projects/{info['project_id']} "
+            f"— {info['n_tasks']} tasks ({info['n_new']} new)"
         )
-    typer.echo(f"Label Studio: {cfg.labelstudio_url}/projects/")
-    for role, info in logins.items():
-        if info["password"]:
-            typer.echo(f"  new login for annotator {role}: {info['email']} / {info['password']}")
+    _print_logins(out["new_accounts"])
+
+
+def print_sync(out: dict, what: str) -> None:  # type: ignore[type-arg]
+    """The sync summary: per new status, and anything that vanished from Label Studio."""
+    by_status = ", ".join(f"{k} {v}" for k, v in out["changed_by_status"].items()) or "none"
+    typer.echo(
+        f"synced {what}: {out['annotations_seen']} annotations seen, {out['changed']} "
+        f"changed ({by_status})"
+    )
+    for gone in out["missing_projects"]:
+        typer.echo(
+            f"  WARNING: project {gone['project_id']} of {gone['person']} ({gone['role']}) is "
+            "gone from Label Studio; its labels no longer count"
+        )
+    for role, n in out["missing_tasks"].items():
+        typer.echo(f"  WARNING: {n} task(s) of {role} are gone from Label Studio")
+    if out["malformed"]:
+        typer.echo(f"  {out['malformed']} annotation(s) could not be read")
 
 
 @audit_app.command("sync")
@@ -323,24 +317,22 @@ def sync(
     audit: str = typer.Option(None, "--audit", help="audit name (default: latest)"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Pull every annotation from Label Studio (idempotent; catches missed webhooks)."""
+    """Reconcile with Label Studio both ways: new and changed annotations are verified and
+    recorded, deleted ones stop counting; vanished projects or tasks are reported."""
     from app.audit.push import sync_audit
     from app.audit.sampling import get_audit
     from app.store import session_scope
 
     try:
-        client = _ls_client()
+        people = _people()
         with session_scope(engine()) as s:
-            out = sync_audit(s, get_audit(s, name=audit), client)
+            out = sync_audit(s, get_audit(s, name=audit), people)
     except _domain_errors() + (RuntimeError,) as exc:
         fail(str(exc), as_json=as_json)
     if as_json:
         print_json(out)
     else:
-        typer.echo(
-            f"synced {out['audit']}: {out['annotations_seen']} annotations seen, "
-            f"{out['changed']} new or changed"
-        )
+        print_sync(out, out["audit"])
 
 
 @audit_app.command("adjudicate")
@@ -350,38 +342,34 @@ def adjudicate_cmd(
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Create or extend the adjudication project for researchers.
+    """Create or extend the adjudication project on the adjudicator's own server.
 
     It holds every pair where A and B disagree and every pair whose agreed label differs
     from the automatic one; adjudicators never see the automatic label or who answered
-    what."""
-    from app.audit.push import adjudicate, assign_role
+    what. The adjudicator is neither annotator."""
+    from app.audit.push import adjudicate
     from app.audit.sampling import get_audit
-    from app.cli.common import settings
     from app.store import session_scope
 
-    cfg = settings()
     try:
-        client = _ls_client()
-        user_id, password = _ensure_person(adjudicator, None)
+        people = _people()
         with session_scope(engine()) as s:
-            a = get_audit(s, name=audit)
-            assign_role(a, "adjudicator", user_id=user_id, email=adjudicator.lower())
             out = adjudicate(
                 s,
-                a,
-                client,
+                get_audit(s, name=audit),
+                people,
+                adjudicator=adjudicator,
                 actor=actor_name(actor),
-                webhook_url=cfg.resolved_webhook_url,
-                webhook_secret=cfg.ensure_webhook_secret().get_secret_value(),
+                webhook=_webhook(),
             )
     except _domain_errors() + (RuntimeError,) as exc:
         fail(str(exc), as_json=as_json)
     if as_json:
-        print_json({**out, "new_password": password})
+        print_json(out)
         return
     typer.echo(
-        f"adjudication project {out['project_id']}: {out['n_pairs']} pair(s) ({out['n_new']} new)"
+        f"adjudication ({out['email']}): {out['url']}/projects/{out['project_id']} — "
+        f"{out['n_pairs']} pair(s) ({out['n_new']} new)"
     )
-    if password:
-        typer.echo(f"  new login for the adjudicator: {adjudicator} / {password}")
+    if out["new_password"]:
+        typer.echo(f"  new login for the adjudicator: {out['email']} / {out['new_password']}")

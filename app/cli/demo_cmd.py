@@ -195,19 +195,24 @@ def _serve(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
     """Label Studio (reused or started), `rcea serve` and `rcea view` (appended to
     ``procs`` as they start, for :func:`_stop`); prints the URLs and logins, then waits
     until Ctrl-C or until one of them exits."""
-    from app.demo.audits import ensure_labelstudio
+    from annotation.people import people_from_settings
+    from app.demo.audits import ensure_people
 
     cfg = ctx.cfg
-    ensure_labelstudio(ctx)
+    logins = _logins(ctx)
+    ensure_people(ctx, list(logins))
+    people = people_from_settings(cfg)
     exe = str(Path(sys.executable).parent / "rcea")
     procs.append(subprocess.Popen([exe, "serve"]))
     procs.append(subprocess.Popen([exe, "view", "--port", str(cfg.view_port)]))
     sim = "SIMULATED " if ctx.simulate else ""
     typer.echo("")
-    typer.echo(f"Label Studio  {cfg.labelstudio_url}/user/login/")
-    for email, password in _logins(ctx).items():
+    typer.echo("Label Studio  one server per person (logins also in "
+               f"{cfg.data_dir / 'demo-logins.json'}):")
+    for email, password in logins.items():
         shown = password or "(account made outside the demo: password unknown)"
-        typer.echo(f"  {sim}annotator login: {email} / {shown}")
+        person = people.require(email)
+        typer.echo(f"  {sim}{email}: {person.url}/user/login/  password {shown}")
     typer.echo(
         f"API           http://{cfg.api_host}:{cfg.api_port}/docs "
         f"(bearer token in {cfg.data_dir / 'api-token'})"
@@ -230,13 +235,15 @@ def _stop(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
             p.wait(timeout=15)
         except subprocess.TimeoutExpired:
             p.kill()
-    if ctx.labelstudio_started:
-        from annotation.server import server_from_settings
+    if ctx.started_people:
+        from annotation.people import people_from_settings
 
-        if server_from_settings(ctx.cfg).stop():
+        people = people_from_settings(ctx.cfg)
+        stopped = [e for e in ctx.started_people if people.stop(people.require(e))]
+        if stopped:
             typer.echo(
-                "stopped Label Studio (started by this demo; `rcea labelstudio start` "
-                "brings it back with the same data)"
+                f"stopped {len(stopped)} Label Studio server(s) started by this demo "
+                "(`rcea labelstudio start` brings them back with the same data)"
             )
 
 
@@ -303,8 +310,8 @@ def _draw_sample_audit(eng: Any, study: str) -> str:
 
 def _serve_sample(cfg: Any, audit_name: str) -> None:
     """Push the sample audit to two people and serve everything until Ctrl-C."""
-    from annotation.client import client_from_settings
-    from app.audit.push import assign_role, push_audit
+    from annotation.people import people_from_settings
+    from app.audit.push import push_audit
     from app.audit.sampling import get_audit
     from app.demo.audits import people_accounts
     from app.demo.config import QUICK
@@ -329,21 +336,18 @@ def _serve_sample(cfg: Any, audit_name: str) -> None:
     )
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        from app.demo.audits import ensure_labelstudio
+        from app.labelling import webhook_target
 
-        ensure_labelstudio(ctx)
-        people = people_accounts(ctx)
+        accounts = people_accounts(ctx)
         with session_scope(engine()) as s:
             audit = get_audit(s, name=audit_name)
-            for role, (uid, email, _pw) in people.items():
-                assign_role(audit, role, user_id=uid, email=email)
             push_audit(
                 s,
                 audit,
-                client_from_settings(cfg),
+                people_from_settings(cfg),
+                annotators={r: accounts[r][1] for r in ("A", "B")},
+                webhook=webhook_target(cfg),
                 actor=DEMO_ACTOR,
-                webhook_url=cfg.resolved_webhook_url,
-                webhook_secret=cfg.ensure_webhook_secret().get_secret_value(),
             )
         _serve(ctx, procs)
     except KeyboardInterrupt:

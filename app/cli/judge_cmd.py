@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from app.cli.audit_cmd import ACTOR_OPTION, _ensure_person, _ls_client
+from app.cli.audit_cmd import ACTOR_OPTION, _people, _print_logins, _webhook, print_sync
 from app.cli.common import JSON_OPTION, engine, fail, print_json, settings
 from app.settings import actor_name
 
@@ -278,8 +278,7 @@ def _push(kind: str, name: str | None, annotators: list[str], actor: str | None,
     from app.store import session_scope
 
     try:
-        client = _ls_client()
-        people = [(email, *_ensure_person(email, None)) for email in annotators]
+        people = _people()
         with session_scope(engine()) as s:
             check = get_check(s, name=name, kind=kind)
             n = len(check_items(s, check_id=check.id))  # type: ignore[arg-type]
@@ -288,26 +287,23 @@ def _push(kind: str, name: str | None, annotators: list[str], actor: str | None,
                 out = push_check(
                     s,
                     check,
-                    client,
-                    annotators=[(e, uid) for e, uid, _ in people],
+                    people,
+                    annotators=annotators,
                     actor=actor_name(actor),
+                    webhook=_webhook(),
                     progress=bar.update,
                 )
     except _errors() + (RuntimeError,) as exc:
         fail(str(exc), as_json=as_json)
-    new = {e: pw for e, _, pw in people if pw}
-    url = settings().labelstudio_url
     if as_json:
-        print_json({**out, "url": url, "new_accounts": new})
+        print_json(out)
         return
     for role, info in out["projects"].items():
         typer.echo(
-            f"{role} ({info['email']}): project {info['project_id']}, {info['n_tasks']} tasks "
-            f"({info['n_new']} new)"
+            f"{role} ({info['email']}): {info['url']}/projects/{info['project_id']} — "
+            f"{info['n_tasks']} tasks ({info['n_new']} new)"
         )
-    typer.echo(f"Label Studio: {url}/projects/  (labels arrive with `sync`)")
-    for email, pw in new.items():
-        typer.echo(f"  new login: {email} / {pw}")
+    _print_logins(out["new_accounts"])
 
 
 def _sync(kind: str, name: str | None, as_json: bool) -> None:
@@ -316,18 +312,15 @@ def _sync(kind: str, name: str | None, as_json: bool) -> None:
     from app.store import session_scope
 
     try:
-        client = _ls_client()
+        people = _people()
         with session_scope(engine()) as s:
-            out = sync_check(s, get_check(s, name=name, kind=kind), client)
+            out = sync_check(s, get_check(s, name=name, kind=kind), people)
     except _errors() + (RuntimeError,) as exc:
         fail(str(exc), as_json=as_json)
     if as_json:
         print_json(out)
     else:
-        typer.echo(
-            f"synced {out['check']}: {out['annotations_seen']} annotations seen, "
-            f"{out['changed']} new or changed"
-        )
+        print_sync(out, out["check"])
 
 
 def _fmt(x: Any) -> str:

@@ -1,14 +1,16 @@
-"""``rcea labelstudio start|stop|status|add-annotator``: the managed Label Studio server.
+"""``rcea labelstudio start|stop|status|add-annotator``: one Label Studio server per person.
 
-The server URL (and so its port) comes from ``RCEA_LABELSTUDIO_URL``; its data, log, pid file
-and generated admin credentials live in ``<data_dir>/labelstudio``. The admin password and API
-token are never printed; an annotator's e-mail and password are, since they are meant to be
-handed to that person.
+Every annotator and adjudicator labels on a server of their own (Label Studio Community
+does not isolate members or organisations; see :mod:`annotation.people`). rcea runs those
+servers on loopback, on the ports after the base port of ``RCEA_LABELSTUDIO_URL``, with
+data, logs and generated admin credentials under ``<data_dir>/labelstudio/people/``; or
+talks to servers run elsewhere (``add-annotator --server-url``). Admin passwords and
+tokens are never printed; an annotator's e-mail and password are, since they are meant to
+be handed to that person.
 """
 
 from __future__ import annotations
 
-import secrets
 from typing import TYPE_CHECKING, NoReturn
 
 import typer
@@ -16,121 +18,147 @@ import typer
 from app.cli.common import JSON_OPTION, fail, print_json, settings
 
 if TYPE_CHECKING:
-    from annotation.server import LabelStudioServer
+    from annotation.people import People, Person
 
 labelstudio_app = typer.Typer(
-    help="The Label Studio server for blinded human annotation.", no_args_is_help=True
+    help="The Label Studio servers (one per person) for blinded human annotation.",
+    no_args_is_help=True,
 )
 
-NOT_RUNNING = 3  # exit code of `status` when the server is down (LSB convention)
+NOT_RUNNING = 3  # exit code of `status` when a server is down (LSB convention)
+PEOPLE_ARG = typer.Argument(None, help="e-mails (default: every registered person)")
 
 
-def _server(as_json: bool) -> LabelStudioServer:
-    from annotation.server import LabelStudioError, server_from_settings
+def _people() -> People:
+    from annotation.people import people_from_settings
 
-    try:
-        return server_from_settings(settings())
-    except LabelStudioError as exc:
-        _fail(exc, as_json)
+    return people_from_settings(settings())
 
 
 def _fail(exc: Exception, as_json: bool) -> NoReturn:
     fail(str(exc), as_json=as_json)
 
 
-def _credentials_note(server: LabelStudioServer) -> str:
-    cfg = settings()
-    if cfg.labelstudio_password is not None and cfg.labelstudio_token is not None:
-        return "admin password and API token: from RCEA_LABELSTUDIO_PASSWORD / _TOKEN"
-    return f"admin password and API token: see {server.credentials_file}"
+def _chosen(people: People, emails: list[str] | None, as_json: bool) -> list[Person]:
+    from annotation.server import LabelStudioError
+
+    try:
+        chosen = [people.require(e) for e in emails] if emails else people.all()
+    except LabelStudioError as exc:
+        _fail(exc, as_json)
+    return chosen
 
 
 @labelstudio_app.command("start")
 def start(
-    timeout: float = typer.Option(300.0, help="seconds to wait for the server to be healthy"),
+    emails: list[str] = PEOPLE_ARG,
+    timeout: float = typer.Option(300.0, help="seconds to wait for each server"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Start the server in the background (or reuse ours if it runs); wait until healthy.
+    """Start the servers rcea runs (or reuse running ones); wait until each is healthy.
 
-    The first start of a data dir sets up its database and takes a minute or two."""
+    The first start of a person's server sets up its database (about 20 s to a minute)."""
     from annotation.server import LabelStudioError
 
-    server = _server(as_json)
-    try:
-        status = server.start(timeout=timeout)
-    except LabelStudioError as exc:
-        _fail(exc, as_json)
+    people = _people()
+    chosen = _chosen(people, emails, as_json)
+    if not chosen and not as_json:
+        typer.echo("no people yet: `rcea labelstudio add-annotator EMAIL` adds one (and a server)")
+    out = []
+    for person in chosen:
+        try:
+            people.start(person, timeout=timeout)
+        except LabelStudioError as exc:
+            _fail(exc, as_json)
+        st = people.status(person)
+        out.append(st.to_dict())
+        if not as_json:
+            typer.echo(f"{person.email}: Label Studio at {person.url} (pid {st.to_dict()['pid']})")
     if as_json:
-        print_json({"ok": True, **status.to_dict(), "admin": server.username})
-        return
-    typer.echo(f"Label Studio running at {status.url} (pid {status.pid})")
-    typer.echo(f"admin login: {server.username}; {_credentials_note(server)}")
-    typer.echo(f"log: {status.log_path}")
+        print_json({"ok": True, "servers": out})
 
 
 @labelstudio_app.command("stop")
-def stop(as_json: bool = JSON_OPTION) -> None:
-    """Stop the server recorded in <data_dir>/labelstudio/server.pid (nothing else)."""
-    server = _server(as_json)
-    pid = server.status().pid
-    stopped = server.stop()
+def stop(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
+    """Stop the servers rcea started (nothing else; external servers are left alone)."""
+    people = _people()
+    stopped = []
+    for person in _chosen(people, emails, as_json):
+        if people.stop(person):
+            stopped.append(person.email)
+            if not as_json:
+                typer.echo(f"stopped {person.email}'s Label Studio ({person.url})")
     if as_json:
-        print_json({"ok": True, "stopped": stopped, "pid": pid if stopped else None})
-    elif stopped:
-        typer.echo(f"stopped Label Studio (pid {pid})")
-    else:
-        typer.echo("Label Studio was not running")
+        print_json({"ok": True, "stopped": stopped})
+    elif not stopped:
+        typer.echo("no Label Studio of rcea's was running")
 
 
 @labelstudio_app.command("status")
-def status(as_json: bool = JSON_OPTION) -> None:
-    """Show whether our server runs and answers; exit code 3 when it does not."""
-    st = _server(as_json).status()
+def status(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
+    """Every person's server: e-mail, URL, pid, health; exit code 3 when one is down."""
+    people = _people()
+    rows = [people.status(p) for p in _chosen(people, emails, as_json)]
     if as_json:
-        print_json({"ok": True, **st.to_dict()})
-    elif st.running:
-        health = "healthy" if st.healthy else "NOT answering /health/"
-        typer.echo(f"running at {st.url} (pid {st.pid}), {health}; log: {st.log_path}")
+        print_json({"ok": True, "servers": [r.to_dict() for r in rows]})
     else:
-        other = " (but something else answers there)" if st.healthy else ""
-        typer.echo(f"not running{other}; `rcea labelstudio start` starts it at {st.url}")
-    if not (st.running and st.healthy):
+        if not rows:
+            typer.echo("no people yet: `rcea labelstudio add-annotator EMAIL` adds one")
+        for r in rows:
+            d = r.to_dict()
+            kind = "rcea" if r.person.managed else "external"
+            health = "healthy" if r.healthy else "NOT answering"
+            typer.echo(f"{r.person.email}: {r.person.url} ({kind}, pid {d['pid']}), {health}")
+    if any(not r.healthy for r in rows):
         raise typer.Exit(NOT_RUNNING)
 
 
 @labelstudio_app.command("add-annotator")
 def add_annotator(
-    email: str = typer.Argument(..., help="the annotator's e-mail (their login)"),
+    email: str = typer.Argument(..., help="the person's e-mail (their login)"),
     password: str = typer.Option(
         None, help="login password (default: generated); for an existing account: reset to it"
+    ),
+    server_url: str = typer.Option(
+        None, help="use this person's server run elsewhere (e.g. a compose service)"
+    ),
+    server_token: str = typer.Option(
+        None, envvar="RCEA_PERSON_SERVER_TOKEN", help="admin API token of --server-url"
     ),
     first_name: str = typer.Option("", help="shown in Label Studio"),
     last_name: str = typer.Option("", help="shown in Label Studio"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Create an annotator account that can log in to the web UI; print the login.
+    """Give a person (annotator or adjudicator) their own Label Studio server and an
+    account that can log in to its web UI; print the login.
 
-    An existing account is left as it is unless --password is given, which resets it.
-    """
+    Without --server-url rcea runs the server (started now). An existing account is left
+    as it is unless --password is given, which resets it."""
+    import secrets
+
     from annotation.accounts import AccountError, create_annotator, set_password
     from annotation.server import LabelStudioError
 
-    server = _server(as_json)
-    if not server.status().running:
-        fail("Label Studio is not running; run `rcea labelstudio start` first", as_json=as_json)
+    people = _people()
     new_password = password or secrets.token_urlsafe(12)
     try:
-        creds = server.credentials()
+        person = people.add(email, url=server_url, token=server_token)
+        people.start(person)
         annotator = create_annotator(
-            server.url, creds.token, email, new_password, first_name, last_name
+            person.url, people.admin_token(person), email, new_password, first_name, last_name
         )
         if not annotator.created and password:
-            set_password(server, annotator.email, password)
+            if not person.managed:
+                raise AccountError(
+                    f"{email} exists on {person.url}, which rcea does not run: reset the "
+                    "password there"
+                )
+            set_password(people.server(person), annotator.email, password)
     except (AccountError, LabelStudioError) as exc:
         _fail(exc, as_json)
     password_set = annotator.created or bool(password)
     shown = new_password if password_set else None
-    login_url = f"{server.url}/user/login/"
+    login_url = f"{person.url}/user/login/"
     if as_json:
         print_json(
             {
@@ -141,11 +169,12 @@ def add_annotator(
                 "password_set": password_set,
                 "password": shown,
                 "login_url": login_url,
+                "server": person.public(),
             }
         )
         return
     verb = "created" if annotator.created else "exists"
-    typer.echo(f"annotator {annotator.email} (id {annotator.id}) {verb}")
+    typer.echo(f"{annotator.email} (id {annotator.id}) {verb}, on their own server {person.url}")
     typer.echo(f"  log in at: {login_url}")
     typer.echo(f"  e-mail:    {annotator.email}")
     if shown:

@@ -14,7 +14,11 @@ from app.demo.context import DEMO_ACTOR, DemoContext, DemoStepError, brief
 from app.demo.simulate import SIMULATED
 from app.demo.study import JUDGE_NAME, VALIDITY_ORACLE
 
-PEOPLE = {"A": "annotator-a@rcea.local", "B": "annotator-b@rcea.local"}
+PEOPLE = {
+    "A": "annotator-a@rcea.local",
+    "B": "annotator-b@rcea.local",
+    "adjudicator": "adjudicator@rcea.local",
+}
 
 
 def step_audit(ctx: DemoContext) -> dict[str, Any]:
@@ -49,22 +53,32 @@ def step_audit(ctx: DemoContext) -> dict[str, Any]:
     return out
 
 
-def ensure_labelstudio(ctx: DemoContext) -> None:
-    """Reuse the server the settings point at when it answers; else start ours."""
-    if ctx.labelstudio_ready:
-        return
-    from annotation.client import is_healthy
-    from annotation.server import server_from_settings
+def ensure_people(ctx: DemoContext, emails: list[str]) -> None:
+    """Each person's own Label Studio server: registered, and started (in parallel) when
+    it is not running. Servers this run starts are remembered so Ctrl-C stops just those."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    if is_healthy(ctx.cfg.labelstudio_url):
-        ctx.say(f"Label Studio: using the running server at {ctx.cfg.labelstudio_url}")
-    else:
-        ctx.say("Label Studio: starting (the first start takes a minute or two)…")
-        began = time.monotonic()
-        ctx.labelstudio_started = True  # set first: Ctrl-C during the boot stops it too
-        server_from_settings(ctx.cfg).start()
-        ctx.say(f"Label Studio: started in {time.monotonic() - began:.0f} s")
-    ctx.labelstudio_ready = True
+    from annotation.people import people_from_settings
+
+    people = people_from_settings(ctx.cfg)
+    todo = []
+    for email in emails:
+        person = people.get(email) or people.add(email)
+        if not people.status(person).healthy:
+            todo.append(person)
+    if not todo:
+        return
+    ctx.say(
+        "Label Studio: starting one server per person ("
+        + ", ".join(p.email for p in todo)
+        + "); a first start takes 20–90 s"
+    )
+    began = time.monotonic()
+    ctx.started_people.extend(p.email for p in todo if p.managed)  # Ctrl-C stops them too
+    with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+        for fut in [pool.submit(people.start, p) for p in todo]:
+            fut.result()
+    ctx.say(f"Label Studio: {len(todo)} server(s) started in {time.monotonic() - began:.0f} s")
 
 
 def logins_path(ctx: DemoContext) -> Path:
@@ -72,81 +86,82 @@ def logins_path(ctx: DemoContext) -> Path:
 
 
 def people_accounts(ctx: DemoContext) -> dict[str, tuple[int, str, str | None]]:
-    """The two annotator accounts for real people: role → (user id, e-mail, password or
-    None when the account was made outside the demo). Passwords are generated once and
-    kept in ``<data_dir>/demo-logins.json`` (mode 0600)."""
+    """The accounts for real people (A, B and the adjudicator), each on their own server:
+    role → (user id, e-mail, password or None when the account was made outside the
+    demo). Passwords are generated once and kept in ``<data_dir>/demo-logins.json``
+    (mode 0600)."""
     import secrets
 
-    from annotation.accounts import create_annotator
-    from annotation.server import admin_credentials
+    from annotation.people import people_from_settings
+    from app.labelling import ensure_member
 
-    token = admin_credentials(ctx.cfg).token
+    ensure_people(ctx, list(PEOPLE.values()))
+    people = people_from_settings(ctx.cfg)
     path = logins_path(ctx)
     saved: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     out = {}
     for role, email in PEOPLE.items():
         password = saved.get(email) or secrets.token_urlsafe(9)
-        user = create_annotator(ctx.cfg.labelstudio_url, token, email, password)
-        if user.created:
+        member = ensure_member(people, email, password)
+        if member.new_password:
             saved[email] = password
-        out[role] = (user.id, email, saved.get(email))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.write_text(json.dumps(saved, indent=2))
+        out[role] = (member.user_id, email, saved.get(email))
+    write_private_json(path, saved)
     return out
 
 
-def annotators(ctx: DemoContext) -> dict[str, tuple[int, str]]:
-    """role → (user id, e-mail) of A, B (and the adjudicator when simulating)."""
-    if ctx.simulate:
-        from annotation.server import admin_credentials
-        from app.demo.simulate import sim_accounts
+def write_private_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(json.dumps(data, indent=2))
 
-        token = admin_credentials(ctx.cfg).token
-        accts = sim_accounts(ctx.cfg.labelstudio_url, token, logins_path(ctx))
+
+def annotators(ctx: DemoContext) -> dict[str, tuple[int, str]]:
+    """role → (user id, e-mail) of A, B and the adjudicator (people, or SIMULATED)."""
+    if ctx.simulate:
+        from app.demo.simulate import SIM_ROLES, sim_accounts
+
+        ensure_people(ctx, list(SIM_ROLES.values()))
+        accts = sim_accounts(ctx.cfg, logins_path(ctx))
         ctx.notes["sim_accounts"] = accts
         return {r: (a.user_id, a.email) for r, a in accts.items()}
     return {r: (uid, email) for r, (uid, email, _pw) in people_accounts(ctx).items()}
 
 
 def step_push(ctx: DemoContext) -> dict[str, Any]:
-    """Push the blinded pair tasks to the A and B projects (idempotent)."""
-    from annotation.client import client_from_settings
-    from app.audit.push import assign_role, push_audit
+    """Push the blinded pair tasks to A's and B's projects, each on their own server."""
+    from annotation.people import people_from_settings
+    from app.audit.push import push_audit
     from app.audit.sampling import get_audit
+    from app.labelling import webhook_target
     from app.store import session_scope
 
-    ensure_labelstudio(ctx)
     accts = annotators(ctx)
     # People label while the API serves (now or in a later `rcea demo --serve`): webhooks
     # deliver their labels live. Simulated labels arrive by sync; no webhook is needed.
     live = ctx.serve or not ctx.simulate
-    hook = ctx.cfg.resolved_webhook_url if live else None
-    secret = ctx.cfg.ensure_webhook_secret().get_secret_value() if live else None
     with session_scope(ctx.engine()) as s:
         audit = get_audit(s, name=ctx.audit_name)
-        for role in ("A", "B"):
-            assign_role(audit, role, user_id=accts[role][0], email=accts[role][1])
         out = push_audit(
             s,
             audit,
-            client_from_settings(ctx.cfg),
+            people_from_settings(ctx.cfg),
+            annotators={r: accts[r][1] for r in ("A", "B")},
+            webhook=webhook_target(ctx.cfg) if live else None,
             actor=DEMO_ACTOR,
-            webhook_url=hook,
-            webhook_secret=secret,
         )
     for role, info in out["projects"].items():
         who = f"{SIMULATED} " if ctx.simulate else ""
         ctx.say(
-            f"{who}annotator {role} ({accts[role][1]}): project {info['project_id']}, "
-            f"{info['n_tasks']} tasks"
+            f"{who}annotator {role} ({info['email']}): {info['url']}/projects/"
+            f"{info['project_id']}, {info['n_tasks']} tasks"
         )
     return {"projects": out["projects"], "annotators": {r: e for r, (_i, e) in accts.items()}}
 
 
 def step_calibration_push(ctx: DemoContext) -> dict[str, Any]:
     """Draw the judge-calibration sample (rubric plan) and push it to both annotators."""
-    ensure_labelstudio(ctx)
     accts = annotators(ctx)
     sample = ctx.rcea(
         "judge",
@@ -189,7 +204,6 @@ def step_simulate_pairs(ctx: DemoContext) -> dict[str, Any]:
     from app.codebook import load_strategy_fn
     from app.demo.simulate import simulate_pair_audit
 
-    ensure_labelstudio(ctx)
     if "sim_accounts" not in ctx.notes:
         annotators(ctx)
     return simulate_pair_audit(
@@ -208,12 +222,12 @@ def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
     """SIMULATED: the oracle validity annotators label the calibration sample through
     Label Studio (``app.judge.simulate``), then sync and the held-out report (which
     records ``judge.calibration.completed`` once every held-out item is labelled)."""
+    from annotation.people import people_from_settings
     from app.codebook import load_strategy_fn
     from app.demo.simulate import SIM_ACTOR, SIM_EVENT
     from app.judge.simulate import simulate_validity_labels
     from app.store import append_event, require_study, session_scope
 
-    ensure_labelstudio(ctx)
     if "sim_accounts" not in ctx.notes:
         annotators(ctx)
     accts = ctx.notes["sim_accounts"]
@@ -221,7 +235,7 @@ def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
         res = simulate_validity_labels(
             s,
             ctx.calibration_name,
-            ctx.cfg.labelstudio_url,
+            people_from_settings(ctx.cfg),
             {accts[r].email: accts[r].password for r in ("A", "B")},
             load_strategy_fn(VALIDITY_ORACLE),
             error_rate=ctx.sizes.validity_error,

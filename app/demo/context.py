@@ -34,8 +34,7 @@ class DemoContext:
     state: DemoState
     work: Path
     echo: Callable[[str], None]
-    labelstudio_started: bool = False
-    labelstudio_ready: bool = False
+    started_people: list[str] = field(default_factory=list)  # servers this run started
     last_seconds: float = 0.0
     notes: dict[str, Any] = field(default_factory=dict)
 

@@ -61,31 +61,33 @@ def flip(seed: int, role: str, key: str, rate: float) -> bool:
 
 
 def sim_accounts(
-    url: str, admin_token: str, logins_path: Path, roles: tuple[str, ...] = tuple(SIM_ROLES)
+    cfg: Any, logins_path: Path, roles: tuple[str, ...] = tuple(SIM_ROLES)
 ) -> dict[str, SimAccount]:
-    """The simulated accounts (created once through the invite flow; their generated
-    passwords are kept in ``logins_path``, mode 0600). When an e-mail already exists on
-    the server with a password this data dir does not know (a server shared with another
-    data dir), a suffixed e-mail ``sim-annotator-a-<hex>@rcea.local`` is used instead."""
-    from annotation.accounts import create_annotator, find_user
+    """The simulated accounts, each on its own Label Studio server like a person's
+    (created once through the invite flow; their generated passwords are kept in
+    ``logins_path``, mode 0600). An account whose password this data dir has lost is
+    given a new one (rcea runs that server)."""
+    from annotation.accounts import set_password
+    from annotation.people import people_from_settings
+    from app.labelling import ensure_member
 
+    people = people_from_settings(cfg)
     saved: dict[str, Any] = json.loads(logins_path.read_text()) if logins_path.exists() else {}
     sim = saved.setdefault("simulated", {})
     out: dict[str, SimAccount] = {}
     for role in roles:
-        entry = sim.get(role)
-        if entry is None or find_user(url, admin_token, entry["email"]) is None:
-            email = SIM_ROLES[role]
-            if find_user(url, admin_token, email) is not None:
-                local, domain = email.split("@")
-                email = f"{local}-{secrets.token_hex(3)}@{domain}"
-            entry = {"email": email, "password": secrets.token_urlsafe(12)}
-        user = create_annotator(url, admin_token, entry["email"], entry["password"])
+        entry = sim.get(role) or {
+            "email": SIM_ROLES[role],
+            "password": secrets.token_urlsafe(12),
+        }
+        member = ensure_member(people, entry["email"], entry["password"])
+        if member.new_password is None and role not in sim and member.person.managed:
+            set_password(people.server(member.person), entry["email"], entry["password"])
         sim[role] = entry
-        out[role] = SimAccount(role, entry["email"], entry["password"], user.id)
-    logins_path.parent.mkdir(parents=True, exist_ok=True)
-    logins_path.touch(mode=0o600)
-    logins_path.write_text(json.dumps(saved, indent=2))
+        out[role] = SimAccount(role, entry["email"], entry["password"], member.user_id)
+    from app.demo.audits import write_private_json
+
+    write_private_json(logins_path, saved)
     return out
 
 
@@ -129,9 +131,11 @@ def _todo(engine: Any, audit_name: str, role: str) -> dict[str, int]:
         return {keys[t.pair_id]: t.task_id for t in tasks if t.pair_id not in done}
 
 
-def _post_labels(url: str, account: SimAccount, labels: dict[int, str]) -> None:
+def _post_labels(cfg: Any, account: SimAccount, labels: dict[int, str]) -> None:
     from annotation.accounts import login_session
+    from annotation.people import people_from_settings
 
+    url = people_from_settings(cfg).require(account.email).url
     with closing(login_session(url, account.email, account.password)) as session:
         for task_id, label in labels.items():
             result = [
@@ -153,12 +157,12 @@ def _post_labels(url: str, account: SimAccount, labels: dict[int, str]) -> None:
 
 
 def _sync(engine: Any, cfg: Any, audit_name: str) -> dict[str, Any]:
-    from annotation.client import client_from_settings
+    from annotation.people import people_from_settings
     from app.audit.push import sync_audit
     from app.audit.sampling import get_audit
 
     with session_scope(engine) as s:
-        return sync_audit(s, get_audit(s, name=audit_name), client_from_settings(cfg))
+        return sync_audit(s, get_audit(s, name=audit_name), people_from_settings(cfg))
 
 
 def simulate_pair_audit(
@@ -196,23 +200,26 @@ def simulate_pair_audit(
             f"{len(labels)} pair(s) through the Label Studio API, {flipped[role]} "
             f"deliberately wrong (error rate {error_rate:.0%})"
         )
-        _post_labels(cfg.labelstudio_url, accounts[role], labels)
+        _post_labels(cfg, accounts[role], labels)
     synced = _sync(engine, cfg, audit_name)
-    from annotation.client import client_from_settings
-    from app.audit.push import assign_role
+    from annotation.people import people_from_settings
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
-        adj = accounts["adjudicator"]
-        assign_role(audit, "adjudicator", user_id=adj.user_id, email=adj.email)
-        round_ = adjudicate(s, audit, client_from_settings(cfg), actor=SIM_ACTOR)
+        round_ = adjudicate(
+            s,
+            audit,
+            people_from_settings(cfg),
+            adjudicator=accounts["adjudicator"].email,
+            actor=SIM_ACTOR,
+        )
     todo = _todo(engine, audit_name, "adjudicator")
     echo(
         f"{SIMULATED} adjudicator ({accounts['adjudicator'].email}): settling "
         f"{len(todo)} pair(s) with the oracle"
     )
     _post_labels(
-        cfg.labelstudio_url,
+        cfg,
         accounts["adjudicator"],
         {task_id: truth[key] for key, task_id in todo.items()},
     )

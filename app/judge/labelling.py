@@ -1,4 +1,4 @@
-"""Serving a validity check in Label Studio (push) and pulling labels back (sync).
+"""The validity rounds on the labelling core (:mod:`app.labelling`): push and sync.
 
 * Calibration: the items are split (seeded) among one or more annotators, one project
   each; every item is labelled by exactly one person.
@@ -7,48 +7,46 @@
 
 Tasks carry only an opaque item key, the problem and the solution text; every batch is
 scanned for provenance, ids, verdicts and rationales before anything is created in Label
-Studio. An annotation counts only if it is on a task of this check, by the annotator
-assigned to that project, not cancelled and with a choice; anything else is stored with
-its status and never counted. Every new or changed label is appended to the event log.
+Studio. Each annotator works on their own server; labels are verified and recorded by the
+core's one status rule, exactly as in the pair audit.
 """
 
 from __future__ import annotations
 
 import random
-from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlmodel import Session, select
 
-from annotation.payloads import PayloadError, annotation_status
-from annotation.projects import create_project, export_tasks
-from annotation.validity_tasks import (
-    build_validity_task,
-    check_blinding,
-    import_validity_tasks,
-    parse_validity_annotation,
-    validity_label_config,
-)
+from annotation.people import People
+from annotation.validity_tasks import build_validity_task, validity_label_config
 from app.judge.checks import ACCEPTED, CALIBRATION, check_items
 from app.judge.problems import problems_for
 from app.judge.versions import JudgeError, judge_spec
+from app.labelling import (
+    VALIDITY,
+    BuiltTask,
+    Forbidden,
+    WebhookTarget,
+    check_blinding,
+    check_distinct_people,
+    ensure_member,
+    push_tasks,
+    sync_round,
+)
+from app.labelling import current_labels as core_current_labels
+from app.labelling import forbidden_values as shared_forbidden
+from app.labelling import status_counts as core_status_counts
 from app.store import append_event
 from app.store.models import (
-    Event,
     JudgeVerdict,
     JudgeVersion,
     Trajectory,
     ValidityCheck,
     ValidityItem,
-    ValidityLabel,
-    ValidityTask,
-    utcnow,
 )
 from pipeline.judge import INVALID, UNPARSEABLE, VALID
-
-if TYPE_CHECKING:
-    from label_studio_sdk import LabelStudio
 
 
 def roles_for(check: ValidityCheck, n_annotators: int) -> list[str]:
@@ -81,25 +79,12 @@ def _trajectories(session: Session, check: ValidityCheck, ids: set[str]) -> list
 
 
 def forbidden_values(
-    session: Session, check: ValidityCheck, items: Sequence[ValidityItem], rows: list[Any]
-) -> tuple[set[str], set[str]]:
-    """Ids and provenance names (also as substrings) and whole values that must never be
-    sent: question ids, steps, seeds, modes, verdict words and the judge's rationales."""
-    substr: set[str] = set()
-    exact: set[str] = {VALID, INVALID, UNPARSEABLE}
-    names = session.exec(
-        select(Trajectory.run, Trajectory.model)
-        .where(Trajectory.study_id == check.study_id)
-        .distinct()
-    ).all()
-    for run, model in names:
-        substr.update((run, model))
-    for r in rows:
-        substr.add(r.trajectory_id)
-        exact.update({r.question_id, str(r.step), str(r.seed)})
-        if r.mode:
-            exact.add(r.mode)
+    session: Session, check: ValidityCheck, items: Sequence[ValidityItem]
+) -> Forbidden:
+    """The shared provenance set (:func:`app.labelling.forbidden_values`) plus what is the
+    validity round's own: verdict words and the judge's rationales and error locations."""
     ids = sorted({i.trajectory_id for i in items})
+    extra: set[str] = {VALID, INVALID, UNPARSEABLE}
     for rationale, location in session.exec(
         select(JudgeVerdict.rationale, JudgeVerdict.error_location).where(
             JudgeVerdict.judge_id == check.judge_id,
@@ -107,8 +92,8 @@ def forbidden_values(
             JudgeVerdict.trajectory_id.in_(ids),  # type: ignore[attr-defined]
         )
     ).all():
-        exact.update(x for x in (rationale, location) if x)
-    return substr, exact
+        extra.update(x for x in (rationale, location) if x)
+    return shared_forbidden(session, check.study_id, ids, extra_exact=extra)
 
 
 def _assignment(check: ValidityCheck, items: list[ValidityItem], roles: list[str]) -> dict:  # type: ignore[type-arg]
@@ -128,30 +113,29 @@ def _assignment(check: ValidityCheck, items: list[ValidityItem], roles: list[str
 def push_check(
     session: Session,
     check: ValidityCheck,
-    client: LabelStudio,
+    people: People,
     *,
-    annotators: Sequence[tuple[str, int]],
+    annotators: Sequence[str],
     actor: str,
+    webhook: WebhookTarget | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Create (once) one project per annotator and import the blinded tasks.
+    """One project per annotator, on that person's own server, with the blinded tasks.
 
-    ``annotators``: (e-mail, Label Studio user id) in role order. Idempotent: pushing
-    again with the same annotators adds nothing."""
-    emails = [e.lower() for e, _ in annotators]
-    if len(set(emails)) != len(emails):
-        raise JudgeError("each annotator must be a different person")
+    ``annotators``: e-mails in role order; accounts are created when missing (their new
+    passwords are returned once under ``new_accounts``). Idempotent and crash-safe."""
     roles = roles_for(check, len(annotators))
-    known = check.labelstudio.get("roles", {})
-    if known and [known.get(r, {}).get("email") for r in roles] != emails:
-        raise JudgeError(
-            f"check {check.name} was pushed to "
-            + ", ".join(f"{r}: {e.get('email')}" for r, e in sorted(known.items()))
-            + "; push again with the same annotators in the same order"
-        )
+    check_distinct_people(dict(zip(roles, annotators, strict=True)))
     items = check_items(session, check_id=check.id)  # type: ignore[arg-type]
-    rows = _trajectories(session, check, {i.trajectory_id for i in items})
-    texts = {r.trajectory_id: r for r in rows}
+    rows = {
+        r.trajectory_id: r.text
+        for r in session.exec(
+            select(Trajectory.trajectory_id, Trajectory.text).where(
+                Trajectory.study_id == check.study_id,
+                Trajectory.trajectory_id.in_(sorted({i.trajectory_id for i in items})),  # type: ignore[attr-defined]
+            )
+        ).all()
+    }
     problems = problems_for(session, study_id=check.study_id)
     missing = sorted({i.question_id for i in items if i.question_id not in problems})
     if missing:
@@ -159,73 +143,55 @@ def push_check(
             f"no problem text for {len(missing)} question(s) ({', '.join(missing[:5])}): "
             "load them with `rcea judge problems`"
         )
-    forbidden = forbidden_values(session, check, items, rows)
+    forbidden = forbidden_values(session, check, items)
     plan = _assignment(check, items, roles)
     built = {
         role: [
-            build_validity_task(i.item_key, problems[i.question_id], texts[i.trajectory_id].text)
+            BuiltTask(
+                i.item_key,
+                i.id,  # type: ignore[arg-type]
+                build_validity_task(i.item_key, problems[i.question_id], rows[i.trajectory_id]),
+            )
             for i in plan[role]
         ]
         for role in roles
     }
     for tasks in built.values():  # checked before anything is created in Label Studio
-        check_blinding(tasks, *forbidden)
+        check_blinding([t.data for t in tasks], forbidden, what="validity tasks")
     config = validity_label_config()
-    by_key = {i.item_key: i for i in items}
-    roles_state = dict(known)
-    out: dict[str, Any] = {"check": check.name, "kind": check.kind, "projects": {}}
-    for (email, user_id), role in zip(annotators, roles, strict=True):
-        entry = dict(roles_state.get(role, {}))
-        if not entry.get("project_id"):
-            entry["project_id"] = create_project(
-                client,
-                title=f"RCEA validity {check.kind} {check.id}: {role}",
-                label_config=config,
-                description="Is each solution process-valid? (blinded validity audit)",
-            )
-        entry.update({"email": email.lower(), "user_id": user_id})
-        roles_state[role] = entry
-        check.labelstudio = {**check.labelstudio, "roles": dict(roles_state)}
-        project_id = int(entry["project_id"])
-        mapping = import_validity_tasks(client, project_id, built[role], progress=progress)
-        have = {
-            t.item_id
-            for t in session.exec(
-                select(ValidityTask).where(
-                    ValidityTask.check_id == check.id, ValidityTask.role == role
-                )
-            ).all()
-        }
-        wanted = {t["item"] for t in built[role]}
-        new = 0
-        for key, task_id in mapping.items():
-            item = by_key.get(key)
-            if item is None or key not in wanted or item.id in have:
-                continue
-            session.add(
-                ValidityTask(
-                    check_id=check.id,  # type: ignore[arg-type]
-                    role=role,
-                    item_id=item.id,  # type: ignore[arg-type]
-                    project_id=project_id,
-                    task_id=task_id,
-                )
-            )
-            new += 1
-        session.flush()
-        out["projects"][role] = {
-            "project_id": project_id,
-            "email": email.lower(),
-            "n_tasks": len(built[role]),
-            "n_new": new,
-        }
-    session.add(check)
+    out: dict[str, Any] = {
+        "check": check.name,
+        "kind": check.kind,
+        "projects": {},
+        "new_accounts": {},
+    }
+    for email, role in zip(annotators, roles, strict=True):
+        member = ensure_member(people, email)
+        if member.new_password:
+            out["new_accounts"][role] = {"email": member.email, "password": member.new_password}
+        out["projects"][role] = push_tasks(
+            session,
+            people,
+            VALIDITY,
+            check,
+            role,
+            member,
+            built[role],
+            title=f"Validity {check.kind} {check.name}: {role}",
+            description=(
+                f"Blinded validity audit for {member.email} ({role}): is each solution "
+                "process-valid?"
+            ),
+            label_config=config,
+            webhook=webhook,
+            progress=progress,
+        )
     append_event(
         session,
         actor=actor,
         kind=f"judge.{check.kind}.push",
         study_id=check.study_id,
-        payload=out,
+        payload={k: v for k, v in out.items() if k != "new_accounts"},
     )
     return out
 
@@ -243,105 +209,20 @@ def ensure_judge_frozen(session: Session, check: ValidityCheck) -> JudgeVersion:
     return row
 
 
-def sync_check(session: Session, check: ValidityCheck, client: LabelStudio) -> dict[str, Any]:
-    """Pull every annotation of every role project (idempotent)."""
+def sync_check(session: Session, check: ValidityCheck, people: People) -> dict[str, Any]:
+    """Reconcile every project of the check with Label Studio, both ways."""
     ensure_judge_frozen(session, check)
-    tasks = {
-        t.task_id: t
-        for t in session.exec(select(ValidityTask).where(ValidityTask.check_id == check.id)).all()
-    }
-    rows = {
-        r.annotation_id: r
-        for r in session.exec(select(ValidityLabel).where(ValidityLabel.check_id == check.id)).all()
-    }
-    roles = check.labelstudio.get("roles", {})
-    seen = changed = malformed = 0
-    for _role, entry in sorted(roles.items()):
-        project_id = entry.get("project_id")
-        if not project_id:
-            continue
-        for task in export_tasks(client, int(project_id)):
-            for raw in task.get("annotations") or []:
-                seen += 1
-                try:
-                    ann = parse_validity_annotation(
-                        raw, task_id=int(task["id"]), project_id=int(project_id)
-                    )
-                except PayloadError:
-                    malformed += 1
-                    continue
-                t = tasks.get(ann.task_id)
-                assigned = roles.get(t.role, {}).get("user_id") if t else None
-                status = annotation_status(ann, known_task=t is not None, assigned_user=assigned)
-                row = rows.get(ann.annotation_id)
-                previous = None if row is None else (row.label, row.status, row.note)
-                if previous == (ann.label, status, ann.note):
-                    continue
-                if row is None:
-                    row = ValidityLabel(
-                        check_id=check.id,  # type: ignore[arg-type]
-                        annotation_id=ann.annotation_id,
-                        task_id=ann.task_id,
-                        project_id=int(project_id),
-                        item_id=t.item_id if t else None,
-                        role=t.role if t else None,
-                        user_id=ann.user_id,
-                        label=ann.label,
-                        note=ann.note,
-                        status=status,
-                    )
-                    rows[ann.annotation_id] = row
-                else:
-                    row.label, row.status, row.note = ann.label, status, ann.note
-                    row.user_id, row.updated_at = ann.user_id, utcnow()
-                session.add(row)
-                session.add(
-                    Event(
-                        actor=f"labelstudio-user:{ann.user_id}",
-                        study_id=check.study_id,
-                        kind="judge.annotation.updated" if previous else "judge.annotation.created",
-                        payload={
-                            "check": check.name,
-                            "annotation_id": ann.annotation_id,
-                            "task_id": ann.task_id,
-                            "role": row.role,
-                            "label": ann.label,
-                            "status": status,
-                            "note": ann.note,
-                            "previous_label": previous[0] if previous else None,
-                        },
-                    )
-                )
-                changed += 1
-    session.flush()
-    return {
-        "check": check.name,
-        "kind": check.kind,
-        "annotations_seen": seen,
-        "changed": changed,
-        "malformed": malformed,
-    }
+    res = sync_round(session, people, VALIDITY, check).to_dict()
+    return {"check": check.name, "kind": check.kind, **res}
 
 
 def current_labels(session: Session, check: ValidityCheck) -> dict[str, dict[int, str]]:
     """role → item id → the label of that role's latest counted annotation."""
-    rows = session.exec(
-        select(ValidityLabel)
-        .where(ValidityLabel.check_id == check.id, ValidityLabel.status == "counted")
-        .order_by(ValidityLabel.updated_at, ValidityLabel.annotation_id)
-    ).all()
-    out: dict[str, dict[int, str]] = defaultdict(dict)
-    for r in rows:
-        if r.role and r.item_id is not None and r.label:
-            out[r.role][r.item_id] = r.label
-    return out
+    return core_current_labels(session, VALIDITY, check.id)  # type: ignore[arg-type]
 
 
 def status_counts(session: Session, check: ValidityCheck) -> dict[str, int]:
-    counts: dict[str, int] = defaultdict(int)
-    for r in session.exec(select(ValidityLabel).where(ValidityLabel.check_id == check.id)).all():
-        counts[r.status] += 1
-    return dict(counts)
+    return core_status_counts(session, VALIDITY, check.id)  # type: ignore[arg-type]
 
 
 __all__ = [

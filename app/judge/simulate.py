@@ -17,8 +17,10 @@ from typing import Any
 from sqlmodel import Session, select
 
 from annotation.accounts import login_session
+from annotation.people import People
 from annotation.validity_tasks import choice_result
 from app.judge.versions import JudgeError
+from app.labelling import VALIDITY, bindings
 from app.store.models import Trajectory, ValidityCheck, ValidityItem, ValidityTask
 
 SIMULATION_NOTE = (
@@ -37,7 +39,7 @@ def _check(session: Session, name: str) -> ValidityCheck:
 def simulate_validity_labels(
     session: Session,
     calibration_name: str,
-    ls_url: str,
+    people: People,
     annotator_credentials: Mapping[str, str],
     oracle: Callable[[str, str], Any],
     error_rate: float = 0.0,
@@ -67,14 +69,14 @@ def simulate_validity_labels(
         ).all()
     )
     out: dict[str, Any] = {"check": check.name, "simulated": True, "note": SIMULATION_NOTE}
-    roles = check.labelstudio.get("roles", {})
-    for role, entry in sorted(roles.items()):
-        email = str(entry.get("email", "")).lower()
+    for b in bindings(session, VALIDITY, check.id):  # type: ignore[arg-type]
+        role, email = b.role, b.person
         if email not in creds:
             continue
         mine = sorted((t for t in tasks if t.role == role), key=lambda t: t.task_id)
         posted = flipped = skipped = 0
-        with closing(login_session(ls_url, email, creds[email])) as web:
+        url = people.require(email).url
+        with closing(login_session(url, email, creds[email])) as web:
             me = web.get("/api/current-user/whoami").json().get("id")
             for t in mine:
                 existing = web.get(f"/api/tasks/{t.task_id}/annotations/")

@@ -213,7 +213,9 @@ class AuditLabel(SQLModel, table=True):
 
     __tablename__ = "audit_label"
     __table_args__ = (
-        UniqueConstraint("audit_id", "annotation_id", name="uq_label_audit_annotation"),
+        UniqueConstraint(
+            "audit_id", "role", "annotation_id", name="uq_label_audit_role_annotation"
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -227,7 +229,9 @@ class AuditLabel(SQLModel, table=True):
     label: str | None = Field(default=None, max_length=20)
     note: str | None = Field(default=None, sa_type=Text)
     status: str = Field(
-        max_length=30, description="counted | wrong_user | unknown_task | cancelled | no_label"
+        max_length=30,
+        description="counted | wrong_project | unknown_task | wrong_user | foreign_update | "
+        "cancelled | no_label | deleted",
     )
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -542,7 +546,9 @@ class ValidityLabel(SQLModel, table=True):
 
     __tablename__ = "validity_label"
     __table_args__ = (
-        UniqueConstraint("check_id", "annotation_id", name="uq_validity_label_annotation"),
+        UniqueConstraint(
+            "check_id", "role", "annotation_id", name="uq_validity_label_role_annotation"
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -556,6 +562,40 @@ class ValidityLabel(SQLModel, table=True):
     label: str | None = Field(default=None, max_length=20, description="valid | invalid")
     note: str | None = Field(default=None, sa_type=Text)
     status: str = Field(
-        max_length=30, description="counted | wrong_user | unknown_task | cancelled | no_label"
+        max_length=30,
+        description="counted | wrong_project | unknown_task | wrong_user | foreign_update | "
+        "cancelled | no_label | deleted",
     )
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+# --------------------------------------------------------------------------- labelling core
+
+
+class LabellingProject(SQLModel, table=True):
+    """Which person labels which round, in which project of which server.
+
+    ``family`` is ``pair`` (owner: an ``audit``) or ``validity`` (owner: a
+    ``validity_check``); ``role`` is A, B, adjudicator or annotator-N. The row is written
+    (state ``intent``) and committed *before* the project is created, with a ``marker``
+    that goes into the project's description, so a push interrupted by a crash adopts the
+    half-made project instead of making a second one (state ``created``)."""
+
+    __tablename__ = "labelling_project"
+    __table_args__ = (
+        UniqueConstraint("family", "owner_id", "role", name="uq_labelling_project_role"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    family: str = Field(max_length=20)
+    owner_id: int = Field(index=True)
+    role: str = Field(max_length=20)
+    person: str = Field(max_length=320, index=True, description="e-mail")
+    person_slug: str = Field(max_length=64)
+    server_url: str = Field(max_length=300)
+    user_id: int = Field(description="the person's Label Studio user id on their server")
+    project_id: int | None = Field(default=None)
+    marker: str = Field(max_length=64)
+    state: str = Field(max_length=20, description="intent | created")
+    created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)

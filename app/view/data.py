@@ -267,9 +267,9 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
         status_counts,
     )
     from app.audit.sampling import audit_overview, audit_pairs, get_audit
+    from app.labelling import PAIR, bindings
     from app.store.models import AuditTask
 
-    cfg = settings or get_settings()
     with session_scope(engine(settings)) as session:
         row = get_audit(session, name=audit)
         gate_res = _gate(session, row, _final_gates(session, row.study_id))
@@ -280,7 +280,7 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
             for t in session.exec(select(AuditTask).where(AuditTask.audit_id == row.id)).all()
         }
         to_adj = needs_adjudication(pairs, labels)
-        roles = row.labelstudio.get("roles", {})
+        roles = {b.role: b for b in bindings(session, PAIR, row.id)}  # type: ignore[arg-type]
         progress = []
         for role in ROLES:
             of = len(to_adj) if role == ADJUDICATOR else len(pairs)
@@ -288,8 +288,9 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
             progress.append(
                 {
                     "role": role,
-                    "user_id": roles.get(role, {}).get("user_id"),
-                    "project_id": roles.get(role, {}).get("project_id"),
+                    "person": roles[role].person if role in roles else None,
+                    "user_id": roles[role].user_id if role in roles else None,
+                    "project_id": roles[role].project_id if role in roles else None,
                     "labelled": done,
                     "of": of,
                     "share": done / of if of else None,
@@ -301,7 +302,8 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
             links = {}
             for role in ROLES:
                 t = tasks.get((role, p.id))
-                links[role] = task_url(cfg.labelstudio_url, t.project_id, t.task_id) if t else None
+                server = roles[role].server_url if role in roles else None
+                links[role] = task_url(server, t.project_id, t.task_id) if t and server else None
             disagreements.append(
                 {
                     "pair_key": p.pair_key,

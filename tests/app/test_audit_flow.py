@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,14 @@ from app.audit.labels import gate_status, record_annotation
 from app.audit.sampling import audit_pairs, draw_audit, get_audit, record_dev_questions
 from app.store import list_events, session_scope
 from app.store.models import Audit, AuditPair, AuditTask, PartitionAssignment
-from tests.helpers import RUBRIC, audit_study, draw_test_audit, fake_tasks, rubric_file
+from tests.helpers import (
+    RUBRIC,
+    audit_study,
+    bind_fake,
+    draw_test_audit,
+    fake_tasks,
+    rubric_file,
+)
 
 
 def test_rubric_freeze_is_immutable_and_versioned(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -99,7 +107,7 @@ def test_labels_statuses_and_gate(engine, tmp_path: Path) -> None:  # type: igno
             a = ParsedAnnotation(
                 next(ann_id),
                 tasks[role][pair_id] if pair_id else 99999,
-                None,
+                {"A": 1, "B": 2}[role],
                 user,
                 label,
                 None,
@@ -147,10 +155,7 @@ def test_labels_statuses_and_gate(engine, tmp_path: Path) -> None:  # type: igno
                 left_is_a=False,
             )
         )
-        audit.labelstudio = {
-            "roles": {**audit.labelstudio["roles"], "adjudicator": {"project_id": 3, "user_id": 13}}
-        }
-        s.add(audit)
+    bind_fake(engine, audit_id, "adjudicator", project_id=3, user_id=13)
     with session_scope(engine) as s:
         a = ParsedAnnotation(
             next(ann_id), 3000 + flipped.id, 3, 13, flipped.automatic or "same", None, False
@@ -188,9 +193,26 @@ def test_updated_annotation_replaces_label_and_keeps_history(engine, tmp_path: P
         assert history == ["same", "different"]
 
 
-def test_push_refuses_leaking_texts_before_touching_label_studio(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """A text that carries its own trajectory id is never sent: the scan runs before any
-    project is created (the client must not be used at all)."""
+LEAKS = {
+    # provenance field -> (column overrides for the trajectory, text that leaks it)
+    "trajectory_id": ({}, lambda r: f"written by {r.trajectory_id}"),
+    "run": ({}, lambda r: r.run),
+    "model": ({}, lambda r: r.model),
+    "question_id": ({}, lambda r: r.question_id),
+    "step": ({}, lambda r: str(r.step)),
+    "seed": ({}, lambda r: str(r.seed)),
+    "mode": ({}, lambda r: r.mode),
+    "run inside text": ({"run": "grpo-clipcov-7b"}, lambda r: "as grpo-clipcov-7b does"),
+    "model inside text": ({"model": "qwen2.5-7b"}, lambda r: "qwen2.5-7b wrote this"),
+}
+
+
+@pytest.mark.parametrize("kind", list(LEAKS))
+def test_push_refuses_every_leak_before_touching_label_studio(  # type: ignore[no-untyped-def]
+    engine, tmp_path: Path, kind: str
+) -> None:
+    """Every kind of provenance in a text is refused, and the scan runs before any server,
+    account or project is touched (the people registry must not be used at all)."""
     from annotation.tasks import BlindingViolation
     from app.audit.push import push_audit
     from app.store.models import Trajectory
@@ -199,24 +221,35 @@ def test_push_refuses_leaking_texts_before_touching_label_studio(engine, tmp_pat
     audit_id = draw_test_audit(engine, tmp_path)
     with session_scope(engine) as s:
         pair = audit_pairs(s, audit_id=audit_id)[0]
-    # Frozen tables reject edits, but trajectory texts are ordinary rows.
+        row = s.exec(
+            sa.select(Trajectory).where(Trajectory.trajectory_id == pair.trajectory_a)
+        ).scalar_one()
+        s.expunge(row)
+    columns, leak = LEAKS[kind]
+    for key, value in columns.items():
+        setattr(row, key, value)
+    text = leak(row)
+    # Frozen tables reject edits, but trajectory rows are ordinary rows.
     with engine.begin() as conn:
         conn.execute(
             sa.update(Trajectory)
             .where(Trajectory.trajectory_id == pair.trajectory_a)
-            .values(text=f"written by {pair.trajectory_a}")
+            .values(text=text, **columns)
         )
 
     class Untouchable:
         def __getattr__(self, name: str) -> None:
-            raise AssertionError(f"Label Studio client used: {name}")
+            raise AssertionError(f"Label Studio used: {name}")
 
-    with pytest.raises(BlindingViolation, match=pair.trajectory_a), session_scope(engine) as s:
+    with (
+        pytest.raises(BlindingViolation, match=re.escape(text if len(text) < 20 else text[:10])),
+        session_scope(engine) as s,
+    ):
         push_audit(
             s,
             s.get(Audit, audit_id),
-            Untouchable(),
-            webhook_url=None,  # type: ignore[arg-type]
-            webhook_secret=None,
+            Untouchable(),  # type: ignore[arg-type]
+            annotators={"A": "a@x.test", "B": "b@x.test"},
+            webhook=None,
             actor="t",
         )

@@ -24,12 +24,13 @@ from app.audit.sampling import audit_pairs, draw_audit
 from app.cli import app as cli
 from app.ingest import ingest_file
 from app.judge.status import CALIBRATION_COMPLETED_EVENT, JUDGE_RUN_EVENT
+from app.labelling import PAIR, bind_existing
 from app.report.build import ENTROPY_ONLY_LABEL, build_report
 from app.report.publish import PublishRefused, publish_report
 from app.store import append_event, list_events, require_study, session_scope
 from app.store.models import Audit, AuditTask, Trajectory
 from tests.app.test_report_build import N_BOOT, make_report_study, report_records
-from tests.helpers import RUBRIC, fake_tasks, rubric_file, write_jsonl
+from tests.helpers import RUBRIC, fake_person, fake_tasks, rubric_file, write_jsonl
 
 JUDGE = "9c1d" + "0" * 60
 
@@ -72,11 +73,15 @@ def final_gate(engine, audit_id: int, *, passing: bool) -> dict[str, Any]:  # ty
                     left_is_a=True,
                 )
             )
-        audit.labelstudio = {
-            "roles": {**audit.labelstudio["roles"], "adjudicator": {"project_id": 3, "user_id": 13}}
-        }
-        s.add(audit)
-        s.flush()
+        bind_existing(
+            s,
+            PAIR,
+            audit,
+            "adjudicator",
+            person=fake_person("adjudicator"),
+            user_id=13,
+            project_id=3,
+        )
         for p in disputed:
             record_annotation(
                 s,
