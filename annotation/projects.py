@@ -62,7 +62,7 @@ def import_tasks(
     tasks: Sequence[dict[str, Any]],
     *,
     key: str = "pair",
-    batch: int = IMPORT_BATCH,
+    batch: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
     """Import task data dicts not yet in the project (by ``data[key]``) in bulk batches;
@@ -71,6 +71,7 @@ def import_tasks(
     The new ids come from the import answers (``return_task_ids``: Label Studio Community
     imports synchronously and lists the ids in request order); only when an answer lacks
     them (an asynchronous import) is the project exported again to learn them."""
+    batch = batch or IMPORT_BATCH
     present = task_ids_by_key(export_tasks(client, project_id), key)
     todo = [t for t in tasks if str(t[key]) not in present]
     mapping = dict(present)
