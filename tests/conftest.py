@@ -15,6 +15,7 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from tests.helpers import postgres_unavailable_reason
+from tests.labelling_study import api, study  # noqa: F401 - audit on per-person servers
 from tests.labelstudio_fixture import (  # noqa: F401 - session fixture + summary hook
     LabelStudioHandle,
     labelstudio,

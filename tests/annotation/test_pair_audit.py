@@ -8,166 +8,23 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import closing
-from pathlib import Path
 
-import httpx
 import pytest
 import sqlalchemy as sa
 
-from annotation.accounts import login_session
-from annotation.people import People
 from annotation.projects import export_tasks
 from annotation.tasks import scan_for_leaks
-from app.api import create_app
 from app.audit.labels import gate_status
-from app.audit.push import adjudicate, push_audit, sync_audit
+from app.audit.push import adjudicate
 from app.audit.sampling import audit_pairs
 from app.labelling import PAIR, WebhookTarget, bindings, forbidden_values
-from app.settings import Settings
-from app.store import list_events, make_engine, session_scope, upgrade
-from app.store.models import Audit, AuditLabel, AuditTask, LabellingProject, Trajectory
-from tests.helpers import audit_study, draw_test_audit, free_port
-from tests.labelstudio_fixture import LabelStudioHandle, register_people
+from app.store import list_events, session_scope
+from app.store.models import Audit, LabellingProject, Trajectory
+from tests.labelling_study import PASSWORD, SECRET, Study, choice, wait_for
+from tests.labelstudio_fixture import LabelStudioHandle
 
 pytestmark = pytest.mark.slow
-SECRET = "pair-audit-hook-secret"
-PASSWORD = "annot-pass-123"
-ROLES = ("A", "B", "adjudicator")
-
-
-def choice(label: str) -> list[dict]:
-    return [
-        {
-            "from_name": "strategy",
-            "to_name": "left",
-            "type": "choices",
-            "value": {"choices": [label]},
-        }
-    ]
-
-
-class Study:
-    """An audit in a fresh store, its people on the pool servers, and the real API."""
-
-    def __init__(self, tmp_path: Path, pool: list[LabelStudioHandle]) -> None:
-        self.data_dir = tmp_path / "d"
-        self.engine = make_engine(f"sqlite:///{tmp_path / 'audit.db'}")
-        upgrade(self.engine)
-        audit_study(self.engine, tmp_path)
-        self.audit_id = draw_test_audit(self.engine, tmp_path)
-        tag = uuid.uuid4().hex[:8]
-        self.emails = {r: f"{r.lower()}-{tag}@rcea.test" for r in ROLES}
-        self.pool = dict(zip(ROLES, pool, strict=True))
-        self.people: People = register_people(self.data_dir, pool, [self.emails[r] for r in ROLES])
-        self.hook_base = ""
-
-    def person(self, role: str):  # type: ignore[no-untyped-def]
-        return self.people.require(self.emails[role])
-
-    def session_of(self, role: str) -> httpx.Client:
-        return login_session(self.pool[role].url, self.emails[role], PASSWORD)
-
-    def push(self) -> dict:  # type: ignore[type-arg]
-        with session_scope(self.engine) as s:
-            return push_audit(
-                s,
-                s.get(Audit, self.audit_id),
-                self.people,
-                annotators={r: self.emails[r] for r in ("A", "B")},
-                passwords={"A": PASSWORD, "B": PASSWORD},
-                webhook=WebhookTarget(self.hook_base, SECRET) if self.hook_base else None,
-                actor="test",
-            )
-
-    def sync(self) -> dict:  # type: ignore[type-arg]
-        with session_scope(self.engine) as s:
-            return sync_audit(s, s.get(Audit, self.audit_id), self.people)
-
-    def tasks(self, role: str) -> dict[int, int]:
-        with session_scope(self.engine) as s:
-            rows = s.exec(
-                sa.select(AuditTask).where(
-                    AuditTask.audit_id == self.audit_id, AuditTask.role == role
-                )
-            ).scalars()
-            return {r.pair_id: r.task_id for r in rows}
-
-    def label_all(self, role: str, task_labels: dict[int, str]) -> list[int]:
-        ids = []
-        with closing(self.session_of(role)) as web:
-            for task_id, label in task_labels.items():
-                r = web.post(
-                    f"/api/tasks/{task_id}/annotations/",
-                    json={"result": choice(label), "lead_time": 1.0},
-                )
-                assert r.status_code == 201, r.text
-                ids.append(r.json()["id"])
-        return ids
-
-    def labels(self) -> list[tuple[str, int, str, str]]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(
-                    AuditLabel.role, AuditLabel.annotation_id, AuditLabel.status, AuditLabel.label
-                )
-            ).all()
-        return sorted(tuple(r) for r in rows)
-
-    def gate(self) -> dict:  # type: ignore[type-arg]
-        with session_scope(self.engine) as s:
-            return gate_status(s, s.get(Audit, self.audit_id), final=False)
-
-
-@pytest.fixture
-def study(tmp_path: Path, labelstudio_pool: list[LabelStudioHandle]) -> Iterator[Study]:
-    st = Study(tmp_path, labelstudio_pool)
-    yield st
-    st.engine.dispose()
-
-
-@pytest.fixture
-def api(study: Study) -> Iterator[str]:
-    """The real rcea API (webhook receiver) on a free loopback port, on the study's store
-    and people registry."""
-    import uvicorn
-
-    settings = Settings(data_dir=study.data_dir, api_token="t", webhook_secret=SECRET)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings, engine=study.engine),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    study.hook_base = f"http://127.0.0.1:{port}/webhooks/label-studio"
-    yield study.hook_base
-    server.should_exit = True
-    thread.join(timeout=10)
-
-
-def wait_for(predicate, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
 
 
 def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
