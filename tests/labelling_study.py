@@ -3,6 +3,7 @@ session pool), with the real rcea API as webhook receiver: shared by the labelli
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -54,9 +55,11 @@ def wait_for(predicate, timeout: float = 20.0) -> bool:  # type: ignore[no-untyp
 class Study:
     """An audit in a fresh store, its people on the pool servers, and the real API."""
 
-    def __init__(self, tmp_path: Path, pool: list[LabelStudioHandle]) -> None:
+    def __init__(
+        self, tmp_path: Path, pool: list[LabelStudioHandle], url: str | None = None
+    ) -> None:
         self.data_dir = tmp_path / "d"
-        self.engine = make_engine(f"sqlite:///{tmp_path / 'audit.db'}")
+        self.engine = make_engine(url or f"sqlite:///{tmp_path / 'audit.db'}")
         upgrade(self.engine)
         audit_study(self.engine, tmp_path)
         self.audit_id = draw_test_audit(self.engine, tmp_path)
@@ -130,10 +133,10 @@ def study(tmp_path: Path, labelstudio_pool: list[LabelStudioHandle]) -> Iterator
     st.engine.dispose()
 
 
-@pytest.fixture
-def api(study: Study) -> Iterator[str]:
-    """The real rcea API (webhook receiver) on a free loopback port, on the study's store
-    and people registry."""
+@contextlib.contextmanager
+def serve_api(study: Study) -> Iterator[str]:
+    """The real rcea API (webhook receiver) under uvicorn on a free loopback port, on the
+    study's store and people registry; yields the webhook base URL."""
     import uvicorn
 
     settings = Settings(data_dir=study.data_dir, api_token="t", webhook_secret=SECRET)
@@ -156,6 +159,14 @@ def api(study: Study) -> Iterator[str]:
         except httpx.HTTPError:
             time.sleep(0.05)
     study.hook_base = f"http://127.0.0.1:{port}/webhooks/label-studio"
-    yield study.hook_base
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield study.hook_base
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def api(study: Study) -> Iterator[str]:
+    with serve_api(study) as url:
+        yield url

@@ -76,10 +76,29 @@ def build_pair_tasks(
     return out
 
 
-def _checked(session: Session, audit: Audit, pairs: list[AuditPair], tasks: list[BuiltTask]):  # type: ignore[no-untyped-def]
+def _texts_of_round(audit: Audit, role: str, definition: str) -> dict[str, str]:
+    """Project title and description: what else the person sees (scanned like the tasks;
+    the audit is named by its number, never by its name, which a researcher chose)."""
+    what = ROLE_TITLES[role]
+    lead = (
+        "the two annotators' answers are shown in random order, without who gave them."
+        if role == ADJUDICATOR
+        else "do the two solutions use the same strategy?"
+    )
+    return {
+        "title": f"Pair audit {audit.id}: {what}",
+        "description": f"Blinded pair audit ({what}): {lead}\n\n{definition}",
+    }
+
+
+def _checked(  # type: ignore[no-untyped-def]
+    session: Session, audit: Audit, pairs: list[AuditPair], tasks: list[BuiltTask], texts
+):
     ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
     check_blinding(
-        [t.data for t in tasks], forbidden_values(session, audit.study_id, ids), what="tasks"
+        [texts, *(t.data for t in tasks)],
+        forbidden_values(session, audit.study_id, ids),
+        what="tasks",
     )
     return tasks
 
@@ -102,8 +121,11 @@ def push_audit(
     check_distinct_people({r: annotators[r] for r in ("A", "B")})
     spec = audit_rubric(session, audit)
     pairs = audit_pairs(session, audit_id=audit.id)
-    built = {role: _checked(session, audit, pairs, build_pair_tasks(session, audit, pairs, role))
-             for role in ("A", "B")}  # checked before anything exists in Label Studio
+    shown = {r: _texts_of_round(audit, r, spec.pairs.strategy_definition) for r in ("A", "B")}
+    built = {  # checked before anything exists in Label Studio
+        r: _checked(session, audit, pairs, build_pair_tasks(session, audit, pairs, r), shown[r])
+        for r in ("A", "B")
+    }
     config = pair_label_config(spec.pairs.strategy_definition)
     out: dict[str, Any] = {"audit": audit.name, "projects": {}, "new_accounts": {}}
     for role in ("A", "B"):
@@ -118,11 +140,8 @@ def push_audit(
             role,
             member,
             built[role],
-            title=f"Pair audit {audit.name}: {ROLE_TITLES[role]}",
-            description=(
-                f"Blinded pair audit for {member.email} ({ROLE_TITLES[role]}): do the two "
-                f"solutions use the same strategy?\n\n{spec.pairs.strategy_definition}"
-            ),
+            title=shown[role]["title"],
+            description=shown[role]["description"],
             label_config=config,
             webhook=webhook,
             progress=progress,
@@ -164,8 +183,13 @@ def adjudicate(
     labels = current_labels(session, audit)
     todo = needs_adjudication(pairs, labels)
     answers = {p.id: (labels["A"][p.id], labels["B"][p.id]) for p in todo}
+    shown = _texts_of_round(audit, ADJUDICATOR, spec.pairs.strategy_definition)
     built = _checked(
-        session, audit, todo, build_pair_tasks(session, audit, todo, ADJUDICATOR, answers=answers)
+        session,
+        audit,
+        todo,
+        build_pair_tasks(session, audit, todo, ADJUDICATOR, answers=answers),
+        shown,
     )
     member: Member = ensure_member(people, adjudicator, password)
     res = push_tasks(
@@ -176,11 +200,8 @@ def adjudicate(
         ADJUDICATOR,
         member,
         built,
-        title=f"Pair audit {audit.name}: adjudication",
-        description=(
-            f"Adjudication for {member.email}: the two annotators' answers are shown in "
-            "random order, without who gave them.\n\n" + spec.pairs.strategy_definition
-        ),
+        title=shown["title"],
+        description=shown["description"],
         label_config=pair_label_config(spec.pairs.strategy_definition, adjudication=True),
         webhook=webhook,
     )

@@ -156,8 +156,15 @@ def push_check(
         ]
         for role in roles
     }
-    for tasks in built.values():  # checked before anything is created in Label Studio
-        check_blinding([t.data for t in tasks], forbidden, what="validity tasks")
+    shown = {  # the check is named by its number, never by its (researcher-chosen) name
+        role: {
+            "title": f"Validity {check.kind} {check.id}: {role}",
+            "description": "Blinded validity audit: is each solution process-valid?",
+        }
+        for role in roles
+    }
+    for role, tasks in built.items():  # checked before anything is created in Label Studio
+        check_blinding([shown[role], *(t.data for t in tasks)], forbidden, what="validity tasks")
     config = validity_label_config()
     out: dict[str, Any] = {
         "check": check.name,
@@ -177,11 +184,8 @@ def push_check(
             role,
             member,
             built[role],
-            title=f"Validity {check.kind} {check.name}: {role}",
-            description=(
-                f"Blinded validity audit for {member.email} ({role}): is each solution "
-                "process-valid?"
-            ),
+            title=shown[role]["title"],
+            description=shown[role]["description"],
             label_config=config,
             webhook=webhook,
             progress=progress,

@@ -16,8 +16,6 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from annotation.accounts import create_annotator
-from annotation.client import make_client
 from annotation.projects import export_tasks
 from annotation.tasks import scan_for_leaks
 from annotation.validity_tasks import choice_result
@@ -29,6 +27,7 @@ from app.judge.reports import calibration_report
 from app.judge.run import run_judge
 from app.judge.simulate import simulate_validity_labels
 from app.judge.status import validity_status
+from app.labelling import ensure_member
 from app.settings import Settings, get_settings
 from app.store import list_events, make_engine, require_study, session_scope, upgrade
 from app.store.models import JudgeVerdict, ValidityCheck
@@ -36,15 +35,20 @@ from audits.calibration import clopper_pearson
 from pipeline.judge import DEFAULT_TEMPLATE, JudgeTemplate
 from pipeline.toy import process_valid, question_from_id, validity_by_id
 from tests.app.test_judge_run import MODEL, ORACLE, RUN, WEAK, freeze, ingest_toy
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.labelstudio_fixture import LabelStudioHandle, register_people
 
 pytestmark = pytest.mark.slow
 PASSWORD = "validity-pass-123"
 
 
-def _person(ls: LabelStudioHandle, tag: str) -> tuple[str, int]:
-    email = f"{tag}-{uuid.uuid4().hex[:8]}@rcea.test"
-    return email, create_annotator(ls.url, ls.token, email, PASSWORD).id
+def _people(tmp_path: Path, pool: list[LabelStudioHandle], tags: list[str]):  # type: ignore[no-untyped-def]
+    """Person i (an account with PASSWORD) on pool server i, registered in the data dir
+    the CLI reads (``RCEA_DATA_DIR``, set per test by conftest)."""
+    emails = [f"{tag}-{uuid.uuid4().hex[:8]}@rcea.test" for tag in tags]
+    people = register_people(tmp_path / "data", pool, emails)
+    for email in emails:
+        ensure_member(people, email, PASSWORD)
+    return people, emails
 
 
 def _check(engine, name: str) -> int:  # type: ignore[no-untyped-def]
@@ -59,7 +63,7 @@ def _cli(*args: str) -> dict:  # type: ignore[type-arg]
 
 
 def test_weak_judge_has_worse_held_out_precision(
-    labelstudio: LabelStudioHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    labelstudio_pool: list[LabelStudioHandle], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'v.db'}")
     upgrade(engine)
@@ -82,8 +86,10 @@ def test_weak_judge_has_worse_held_out_precision(
                 s, study="toy", judge=judge, actor="r", size=40, held_out=30, seed=1,
                 name=f"cal-{judge}",
             )  # fmt: skip
-    client = make_client(labelstudio.url, labelstudio.token)
-    email, uid = _person(labelstudio, "cal")
+    people, (email, a_email, b_email) = _people(
+        tmp_path, labelstudio_pool, ["cal", "acc-a", "acc-b"]
+    )
+    client = people.client(people.require(email))
 
     # --- push (twice: the second adds nothing), then what Label Studio stores is blinded
     projects = {}
@@ -91,7 +97,7 @@ def test_weak_judge_has_worse_held_out_precision(
         for judge in ("weak", "oracle"):
             with session_scope(engine) as s:
                 check = s.get(ValidityCheck, _check(engine, f"cal-{judge}"))
-                out = push_check(s, check, client, annotators=[(email, uid)], actor="r")
+                out = push_check(s, check, people, annotators=[email], actor="r")
                 info = out["projects"]["annotator-1"]
                 projects[judge] = info["project_id"]
                 assert info["n_tasks"] == 40
@@ -118,7 +124,7 @@ def test_weak_judge_has_worse_held_out_precision(
     with session_scope(engine) as s:
         for judge in ("weak", "oracle"):
             sim = simulate_validity_labels(
-                s, f"cal-{judge}", labelstudio.url, {email: PASSWORD}, validity_by_id, 0.0, 0
+                s, f"cal-{judge}", people, {email: PASSWORD}, validity_by_id, 0.0, 0
             )
             assert sim["simulated"] and "SIMULATION" in sim["note"]
             assert sim["annotator-1"]["posted"] == 40
@@ -131,9 +137,9 @@ def test_weak_judge_has_worse_held_out_precision(
     for judge in ("weak", "oracle"):
         with session_scope(engine) as s:
             check = s.get(ValidityCheck, _check(engine, f"cal-{judge}"))
-            synced = sync_check(s, check, client)
+            synced = sync_check(s, check, people)
             assert synced["changed"] >= 40
-            assert sync_check(s, check, client)["changed"] == 0  # idempotent
+            assert sync_check(s, check, people)["changed"] == 0  # idempotent
             reports[judge] = calibration_report(s, check, actor="r")
             dev = calibration_report(s, check, split="development")
             held = [i for i in check_items(s, check_id=check.id) if i.split == HELD_OUT]
@@ -160,11 +166,7 @@ def test_weak_judge_has_worse_held_out_precision(
         assert status["status"] == "calibrated" and status["calibration"] == "cal-oracle"
 
     # --- accepted-set check through the CLI: two annotators; B errs on purpose
-    a_email, _ = _person(labelstudio, "acc-a")
-    b_email, _ = _person(labelstudio, "acc-b")
     monkeypatch.setenv("RCEA_DATABASE_URL", str(engine.url))
-    monkeypatch.setenv("RCEA_LABELSTUDIO_URL", labelstudio.url)
-    monkeypatch.setenv("RCEA_LABELSTUDIO_TOKEN", labelstudio.token)
     get_settings.cache_clear()
     sampled = _cli("accepted", "sample", "--study", "toy", "--size", "8", "--seed", "2",
                    "--name", "acc")  # fmt: skip
@@ -175,10 +177,10 @@ def test_weak_judge_has_worse_held_out_precision(
     assert [p["n_tasks"] for p in pushed["projects"].values()] == [8, 8]
     with session_scope(engine) as s:
         sim = simulate_validity_labels(
-            s, "acc", labelstudio.url, {a_email: PASSWORD}, validity_by_id, 0.0, 0
+            s, "acc", people, {a_email: PASSWORD}, validity_by_id, 0.0, 0
         )
         sim_b = simulate_validity_labels(
-            s, "acc", labelstudio.url, {b_email: PASSWORD}, validity_by_id, 0.5, 4
+            s, "acc", people, {b_email: PASSWORD}, validity_by_id, 0.5, 4
         )
     assert sim["A"]["posted"] == 8 and sim_b["B"]["posted"] == 8
     assert _cli("accepted", "sync", "--check", "acc")["changed"] == 16
