@@ -114,8 +114,9 @@ def detect_training_failure(
 
 def last_milestone_before_failure(milestones: Iterable[int], failure: FailureCheck) -> int | None:
     """The latest milestone step ≤ ``failure.last_peak_step`` (the last step attaining
-    the peak) of a failed run (``None`` if no milestone is that early). Raises ``ValueError`` for a run that did not fail: such a
-    run is reported at its final checkpoint instead."""
+    the peak) of a failed run (``None`` if no milestone is that early). Raises
+    ``ValueError`` for a run that did not fail: such a run is reported at its final
+    checkpoint instead."""
     if not failure.failed:
         raise ValueError("the run did not fail; report it at its final checkpoint")
     ms = _steps(list(milestones), "milestones")

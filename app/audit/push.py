@@ -242,7 +242,7 @@ def adjudicate(
     spec = audit_rubric(session, audit)
     pairs = audit_pairs(session, audit_id=audit.id)
     labels = current_labels(session, audit)
-    todo = needs_adjudication(pairs, labels)
+    todo = needs_adjudication(pairs, labels, spec.adjudication.scope)
     rows = _audited_rows(session, audit, todo)
     texts = _texts(rows)
     forbidden = forbidden_values(session, audit, todo, rows)
