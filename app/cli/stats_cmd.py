@@ -361,16 +361,27 @@ def agreement(
     pairs: Path = typer.Argument(
         ..., help="CSV: pair_id,annotator_a,annotator_b,adjudicated,automatic"
     ),
-    rubric: Path = typer.Option(None, help="rubric TOML with the gate thresholds"),
+    rubric: Path = typer.Option(
+        None, help="rubric TOML with the gate thresholds and the adjudication scope"
+    ),
     automatic_coverage: float = typer.Option(
         None,
-        help="non-uncertain / judge-accepted trajectories of the locked partition "
-        "(default: share of pairs with an automatic label)",
+        help="non-uncertain / judge-accepted trajectories of the whole locked partition "
+        "(DESIGN.md item 11); needed, or --partition, for a final gate",
+    ),
+    partition: Path = typer.Option(
+        None,
+        "--partition",
+        help="CSV trajectory_id,mode of every judge-accepted trajectory of the locked "
+        "partition (mode empty or 'uncertain' = uncertain): the automatic coverage",
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Pair agreement and the five-requirement gate: final when every A/B disagreement is
-    adjudicated, preliminary otherwise."""
+    """Pair agreement and the six-requirement gate: final when every A/B disagreement is
+    adjudicated and the automatic coverage comes from the locked partition
+    (``--automatic-coverage`` or ``--partition``); otherwise preliminary, or
+    ``provisional`` when only the coverage is missing (computed from the pairs, named so,
+    and never called final)."""
 
     def go() -> None:
         from audits.gates import evaluate_gate
@@ -398,18 +409,35 @@ def agreement(
             b.append(row["annotator_b"])
             adj.append(row["adjudicated"] or None)
             auto.append(row["automatic"] or None)
-        thresholds = load_rubric(rubric).gate if rubric else GateThresholds()
-        coverage_source = "option" if automatic_coverage is not None else "pairs"
-        coverage = (
-            automatic_coverage
-            if automatic_coverage is not None
-            else sum(x is not None for x in auto) / len(auto)
-        )
+        spec = load_rubric(rubric) if rubric else None
+        thresholds = spec.gate if spec else GateThresholds()
+        scope = spec.adjudication.scope if spec else "disagreements_and_automatic"
+        if automatic_coverage is not None and partition is not None:
+            raise InputError("--automatic-coverage and --partition exclude each other")
+        if automatic_coverage is not None:
+            coverage, coverage_source = automatic_coverage, "--automatic-coverage"
+        elif partition is not None:
+            coverage, n_traj = _partition_coverage(partition)
+            coverage_source = f"--partition {partition} ({n_traj} trajectories)"
+        else:
+            coverage = sum(x is not None for x in auto) / len(auto)
+            coverage_source = (
+                "pairs: share of audit pairs with an automatic label, not trajectories "
+                "over the locked partition (give --automatic-coverage or --partition)"
+            )
         unresolved = [p for p, x, y, j in zip(ids, a, b, adj, strict=True) if x != y and j is None]
         stage = "preliminary" if unresolved else "final"
-        report = evaluate_gate(ids, a, b, adj, auto, coverage, thresholds, stage=stage)
+        report = evaluate_gate(
+            ids, a, b, adj, auto, coverage, thresholds, stage=stage, adjudication_scope=scope
+        )
         data = report.to_dict()
         data["automatic_coverage_source"] = coverage_source
+        if stage == "final" and automatic_coverage is None and partition is None:
+            # DESIGN.md item 11: the coverage requirement is over the locked partition;
+            # without it the gate is not final, whatever the other requirements say.
+            data["stage"] = "provisional"
+            data["provisional_passed"] = data["passed"]
+            data["passed"] = None
         if as_json:
             print_json(data)
             return
@@ -418,9 +446,32 @@ def agreement(
     _run(as_json, go)
 
 
+def _partition_coverage(path: Path) -> tuple[float, int]:
+    """Non-uncertain share of a partition CSV (``trajectory_id,mode``)."""
+    rows = read_csv(path, ("trajectory_id", "mode"))
+    seen: dict[str, int] = {}
+    for line, row in rows:
+        tid = row["trajectory_id"]
+        if not tid:
+            raise InputError(f"{path}:line {line}: trajectory_id: empty")
+        if tid in seen:
+            raise InputError(
+                f"{path}:line {line}: trajectory_id: duplicate {tid!r} (first at line {seen[tid]})"
+            )
+        seen[tid] = line
+    certain = sum(row["mode"] not in ("", "uncertain") for _, row in rows)
+    return certain / len(rows), len(rows)
+
+
 def _print_gate(data: dict[str, Any]) -> None:
-    verdict = {True: "PASSED", False: "FAILED", None: "preliminary (not gated)"}[data["passed"]]
+    if data["stage"] == "provisional":
+        would = "pass" if data["provisional_passed"] else "fail"
+        verdict = f"NOT FINAL (would {would}; automatic coverage is not from the partition)"
+    else:
+        verdict = {True: "PASSED", False: "FAILED", None: "preliminary (not gated)"}[data["passed"]]
     typer.echo(f"gate ({data['stage']}): {verdict}")
+    typer.echo(f"automatic coverage source: {data['automatic_coverage_source']}")
+    typer.echo(f"adjudication scope: {data['adjudication_scope']}")
     typer.echo(
         f"pairs {data['n_pairs']}, evaluated {data['n_evaluated']}, excluded (uncertain) "
         f"{data['n_excluded_uncertain']}, adjudicated {data['n_adjudicated']}"
