@@ -65,6 +65,7 @@ from app.report.estimates import (
     mode_label,
     retention_dict,
     retention_table,
+    sequence_quantity,
 )
 from app.store import list_events, require_study
 from app.store.measurements import list_measurements
@@ -88,6 +89,9 @@ _COLUMNS = (
     "validity",
     "mode",
 )
+#: Sampling provenance (DESIGN.md item 2): hashed only when a row has one (so record-set
+#: hashes of studies without them are unchanged).
+_SAMPLING_COLUMNS = ("truncated", "sampling_temperature", "sampling_top_p", "logprob_temperature")
 
 
 def build_report(
@@ -234,6 +238,13 @@ def build_report(
                 k_min=k_min,
                 n_boot=n_boot,
                 confidence=conf,
+                truncated=[r["truncated"] for r in ck],
+                quantities=[
+                    sequence_quantity(
+                        r["sampling_temperature"], r["sampling_top_p"], r["logprob_temperature"]
+                    )
+                    for r in ck
+                ],
             ).to_dict(include_questions=False)
         except ValueError as exc:
             entropy_error = str(exc)
@@ -311,11 +322,12 @@ def build_report(
 
 
 def study_trajectories(session: Session, study_id: int) -> list[dict[str, Any]]:
-    cols = [getattr(Trajectory, c) for c in _COLUMNS]
+    names = (*_COLUMNS, *_SAMPLING_COLUMNS)
+    cols = [getattr(Trajectory, c) for c in names]
     # Ingest order (row id): the within-question order fixes the bootstrap and
     # rarefaction draws, so the numbers equal `rcea stats` on the ingested file(s).
     stmt = select(*cols).where(Trajectory.study_id == study_id).order_by(Trajectory.id)  # type: ignore[arg-type]
-    return [dict(zip(_COLUMNS, row, strict=True)) for row in session.exec(stmt).all()]
+    return [dict(zip(names, row, strict=True)) for row in session.exec(stmt).all()]
 
 
 def _estimator_settings(session: Session, rubric_hash: str | None) -> tuple[Any, str]:
@@ -338,11 +350,17 @@ def _estimator_settings(session: Session, rubric_hash: str | None) -> tuple[Any,
 def record_set_hash(rows: list[dict[str, Any]]) -> str:
     """SHA-256 of the canonical JSON of the trajectory rows (ordered by trajectory id,
     columns ``trajectory_id, question_id, reward, run, model, step, seed,
-    mean_token_entropy, seq_logprob, validity, mode``): what every number is computed
-    from. Texts are not part of it (no number depends on them)."""
+    mean_token_entropy, seq_logprob, validity, mode``, then ``truncated,
+    sampling_temperature, sampling_top_p, logprob_temperature`` for a row that has any of
+    them): what every number is computed from. Texts are not part of it (no number
+    depends on them)."""
     h = hashlib.sha256()
     for r in sorted(rows, key=lambda r: r["trajectory_id"]):
-        h.update(json.dumps([r[c] for c in _COLUMNS], separators=(",", ":")).encode())
+        values = [r[c] for c in _COLUMNS]
+        extra = [r.get(c) for c in _SAMPLING_COLUMNS]
+        if any(v is not None for v in extra):
+            values += extra
+        h.update(json.dumps(values, separators=(",", ":")).encode())
         h.update(b"\n")
     return h.hexdigest()
 

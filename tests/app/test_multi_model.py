@@ -332,3 +332,31 @@ def test_report_per_model_equals_single_model_reports(engine, tmp_path: Path, fi
     assert training.groupby("series").size().to_dict() == {
         f"{r} · {m}": 21 for r in RUNS for m in MODELS
     }
+
+
+def test_report_labels_cross_entropy_and_counts_truncated(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    recs = [r for r in model_records("3B", seed=0) if r["run"] in ("base", "grpo")]
+    for i, r in enumerate(recs):
+        r["truncated"] = i % 7 == 0
+        r["sampling_temperature"] = 1.0
+        r["logprob_temperature"] = 1.0
+        r["sampling_top_p"] = 0.9 if r["run"] == "grpo" else 1.0
+    path = write_jsonl(tmp_path / "topp.jsonl", recs)
+    ingest_file(engine, path, study="topp", artifacts_dir=tmp_path / "art", data_dir=tmp_path)
+    rep = build(engine, "topp")
+    for c in rep["checkpoints"]:
+        mine = [r for r in recs if (r["run"], r["step"]) == (c["run"], c["step"])]
+        assert c["entropy"]["n_truncated"] == sum(r["truncated"] for r in mine) > 0
+        expected = "cross_entropy" if c["run"] == "grpo" else "entropy"
+        assert c["entropy"]["quantity"] == expected
+        ref = cli_json(
+            "stats", "entropy", str(path), "--run", c["run"], "--step", str(c["step"]),
+            "--n-boot", str(N_BOOT),
+        )  # fmt: skip
+        assert ref["quantity"] == expected and ref["n_truncated"] == c["entropy"]["n_truncated"]
+    # a sampling temperature other than ℓ's is a cross-entropy too
+    from app.report.estimates import sequence_quantity
+
+    assert sequence_quantity(0.7, 1.0, None) == "cross_entropy"
+    assert sequence_quantity(0.7, 1.0, 0.7) == "entropy"
+    assert sequence_quantity(None, None, None) == "entropy"

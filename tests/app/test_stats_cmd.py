@@ -127,11 +127,15 @@ def test_agreement_without_partition_coverage_is_not_final(tmp_path: Path) -> No
     assert "gate (provisional): NOT FINAL" in out.output and "PASSED" not in out.output
     assert "automatic coverage source: pairs" in out.output
     # a partition file gives the coverage over trajectories, and a final gate
-    lines = ["trajectory_id,mode"] + [f"t{i},m{i % 3}" for i in range(97)] + [
-        "t97,uncertain",
-        "t98,",
-        "t99,uncertain",
-    ]
+    lines = (
+        ["trajectory_id,mode"]
+        + [f"t{i},m{i % 3}" for i in range(97)]
+        + [
+            "t97,uncertain",
+            "t98,",
+            "t99,uncertain",
+        ]
+    )
     part = _write(tmp_path / "partition.csv", "\n".join(lines) + "\n")
     final = _json(["stats", "agreement", str(path), "--partition", str(part)])
     assert final["stage"] == "final" and isinstance(final["passed"], bool)
