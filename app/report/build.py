@@ -196,7 +196,8 @@ def build_report(
     for run, model, step in by_ckpt:
         last_step[(run, model)] = max(step, last_step.get((run, model), step))
 
-    modes = mode_labels(session, rows, pair, has_verdicts)
+    outside: dict[Key, int] = {}
+    modes = mode_labels(session, rows, pair, has_verdicts, outside)
     retention: dict[Key, dict[str, Any]] = {}
     retention_errors: dict[Key, str] = {}
     retention_error = None
@@ -263,7 +264,9 @@ def build_report(
                 "entropy": entropy,
                 "entropy_error": entropy_error,
                 "validity": judged.get(key) or (_validity(ck, k_min) if has_verdicts else None),
-                "modes": _mode_summary(modes.get(key), n_min) if modes else None,
+                "modes": (
+                    _mode_summary(modes.get(key), n_min, outside.get(key, 0)) if modes else None
+                ),
                 "retention": retention.get(key),
                 "retention_error": (
                     retention_errors.get(key, retention_error) if step != base_step else None
@@ -566,11 +569,18 @@ def _validity(ck: list[dict[str, Any]], k_min: int) -> dict[str, Any]:
 
 
 def mode_labels(
-    session: Session, rows: list[dict[str, Any]], pair: dict[str, Any], has_verdicts: bool
+    session: Session,
+    rows: list[dict[str, Any]],
+    pair: dict[str, Any],
+    has_verdicts: bool,
+    not_in_partition: dict[Key, int] | None = None,
 ) -> dict[Key, dict[str, list[str]]]:
     """Checkpoint → question → mode labels of the included trajectories (R = 1, accepted,
     in the chosen partition; ``uncertain`` kept so that it counts against coverage).
-    Empty when there is no partition and no trajectory has a mode (no mode data)."""
+    Empty when there is no partition and no trajectory has a mode (no mode data).
+    Accepted successes absent from the partition (e.g. ingested after its freeze) have no
+    mode in it: they are left out and, when ``not_in_partition`` is given, counted there
+    per checkpoint."""
     assigned = (
         partition_modes(session, partition_id=pair["partition_id"])
         if pair["partition_id"] is not None
@@ -587,14 +597,21 @@ def mode_labels(
         elif r["trajectory_id"] in assigned:
             mode = assigned[r["trajectory_id"]][1]
         else:
+            if not_in_partition is not None:
+                key = (r["run"], r["model"], r["step"])
+                not_in_partition[key] = not_in_partition.get(key, 0) + 1
             continue
         out[(r["run"], r["model"], r["step"])][r["question_id"]].append(mode_label(mode))
     return {k: dict(v) for k, v in out.items()}
 
 
-def _mode_summary(by_q: dict[str, list[str]] | None, n_min: int) -> dict[str, Any] | None:
+def _mode_summary(
+    by_q: dict[str, list[str]] | None, n_min: int, n_not_in_partition: int = 0
+) -> dict[str, Any] | None:
     """Item 5 at one checkpoint: per question Ĥ(Z|C_x) and N_eff = exp(Ĥ); macro means
-    over the questions with at least ``n_min`` included (non-uncertain) labels."""
+    over the questions with at least ``n_min`` included (non-uncertain) labels.
+    ``n_not_in_partition``: accepted successes the partition does not hold (left out of
+    every mode number and of ``coverage``, which is over the partition)."""
     from audits.modes import mode_entropy
 
     if not by_q:
@@ -611,6 +628,7 @@ def _mode_summary(by_q: dict[str, list[str]] | None, n_min: int) -> dict[str, An
         "n_included": n_incl,
         "n_uncertain": n_unc,
         "coverage": n_incl / (n_incl + n_unc) if n_incl + n_unc else None,
+        "n_not_in_partition": n_not_in_partition,
     }
 
 

@@ -360,3 +360,76 @@ def test_report_labels_cross_entropy_and_counts_truncated(engine, tmp_path: Path
     assert sequence_quantity(0.7, 1.0, None) == "cross_entropy"
     assert sequence_quantity(0.7, 1.0, 0.7) == "entropy"
     assert sequence_quantity(None, None, None) == "entropy"
+
+
+# --------------------------------------------------------------------------- estimator gaps
+
+
+def test_degenerate_bootstrap_replicates_counted_and_warned() -> None:
+    """Near-zero successful entropies: a resampled success mean of 0 makes a replicate
+    degenerate. The count is at the top level with a warning above 1 %."""
+    from audits.entropy import entropy_report
+
+    qids, rewards, ent = [], [], []
+    for q in range(2):
+        for k in range(8):  # successes: seven zeros and one tiny value
+            qids.append(f"q{q}")
+            rewards.append(1)
+            ent.append(1e-3 if k == 0 else 0.0)
+        for k in range(8):
+            qids.append(f"q{q}")
+            rewards.append(0)
+            ent.append(1.0 + 0.1 * k)
+    rep = entropy_report(qids, rewards, ent, seed=0, n_boot=2000).to_dict()
+    n_bad = rep["paired"]["n_boot_nonfinite"]
+    # P(a replicate keeps no tiny value in either question) = 1 - (1 - (7/8)^8)^2
+    p = 1 - (1 - (7 / 8) ** 8) ** 2
+    assert abs(n_bad / 2000 - p) < 0.05 and n_bad > 20
+    assert rep["n_boot_degenerate"] == n_bad
+    assert rep["boot_degenerate_share"] == n_bad / 2000
+    assert any(f"{n_bad} of 2000 bootstrap replicates" in w for w in rep["warnings"])
+
+
+def test_one_eligible_question_says_its_ci_is_zero_width(tmp_path: Path) -> None:
+    recs = [
+        r
+        for r in model_records("7B", seed=3)
+        if r["question_id"] == "q0" and r["run"] in ("base", "grpo")
+    ]
+    path = write_jsonl(tmp_path / "one.jsonl", recs)
+    res = cli_json("stats", "retention", str(path), "--n-boot", "100")["results"]
+    for r in res:
+        assert r["n_eligible"] == 1 and r["ci_low"] == r["ci_high"] == r["retention"]
+        assert any("only one eligible question" in w for w in r["warnings"])
+    out = CliRunner().invoke(cli, ["stats", "retention", str(path), "--n-boot", "100"])
+    assert "warning: only one eligible question" in out.output
+
+
+def test_no_negative_zero_in_json() -> None:
+    from audits._common import jsonable
+
+    assert json.dumps(jsonable({"x": -0.0, "y": [-0.0, 1.0]})) == '{"x": 0.0, "y": [0.0, 1.0]}'
+
+
+def test_trajectories_missing_from_the_partition_are_counted(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from app.audit.freeze import freeze_partition_from_modes
+
+    recs = [r for r in model_records("3B", seed=0) if r["run"] in ("base", "grpo")]
+    first = write_jsonl(tmp_path / "a.jsonl", recs)
+    ingest_file(engine, first, study="late", artifacts_dir=tmp_path / "art", data_dir=tmp_path)
+    with session_scope(engine) as s:
+        freeze_partition_from_modes(s, study="late", actor="test")
+    late = [
+        r | {"trajectory_id": "late-" + r["trajectory_id"]}
+        for r in recs
+        if r["run"] == "grpo" and r["step"] == 20 and r["reward"] == 1
+    ][:5]
+    second = write_jsonl(tmp_path / "b.jsonl", late)
+    ingest_file(engine, second, study="late", artifacts_dir=tmp_path / "art", data_dir=tmp_path)
+    rep = build(engine, "late")
+    counts = {(c["run"], c["step"]): c["modes"]["n_not_in_partition"] for c in rep["checkpoints"]}
+    assert counts == {("base", 0): 0, ("grpo", 10): 0, ("grpo", 20): 5}
+    c = next(c for c in rep["checkpoints"] if (c["run"], c["step"]) == ("grpo", 20))
+    assert c["modes"]["n_included"] == sum(
+        r["reward"] == 1 for r in recs if (r["run"], r["step"]) == ("grpo", 20)
+    )
