@@ -534,10 +534,18 @@ def covfit(
     transitions: Path = typer.Argument(
         ..., help="CSV: transition,predicted,observed [,run][,model]"
     ),
-    exclude_run: list[str] = typer.Option([], help="failed runs to exclude (repeatable)"),
+    exclude_run: list[str] = typer.Option(
+        [],
+        help="failed run to exclude (repeatable); with a model column, a run name that "
+        "exists at several models must name one as RUN:MODEL",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Exact covariance fit of observed on predicted entropy change across transitions."""
+    """Exact covariance fit of observed on predicted entropy change across transitions.
+
+    With a ``model`` column the fit is pooled and per model, and an exclusion applies to
+    one (run, model): ``--exclude-run clipcov:7B`` leaves ``clipcov`` at other scales in
+    the fit (DESIGN.md item 14)."""
 
     def go() -> None:
         from audits.covariance import covariance_fit, covariance_fit_by_group
@@ -551,8 +559,25 @@ def covfit(
             raise InputError(f"{transitions}: --exclude-run needs a 'run' column")
         if "model" in rows[0][1]:
             models = [r["model"] for _, r in rows]
+            ids = runs
+            if runs is not None:
+                scales: dict[str, set[str]] = defaultdict(set)
+                for r, m in zip(runs, models, strict=True):
+                    scales[r].add(m)
+                # the report's label: the run, or run:model when the run has several models
+                ids = [
+                    r if len(scales[r]) == 1 else f"{r}:{m}"
+                    for r, m in zip(runs, models, strict=True)
+                ]
+                for name in exclude_run:
+                    if len(scales.get(name, ())) > 1:
+                        options = ", ".join(f"{name}:{m}" for m in sorted(scales[name]))
+                        raise InputError(
+                            f"--exclude-run {name}: that run exists at several models; "
+                            f"name one ({options})"
+                        )
             data = covariance_fit_by_group(
-                models, labels, pred, obs, runs=runs, excluded_runs=exclude_run
+                models, labels, pred, obs, runs=ids, excluded_runs=exclude_run
             ).to_dict()
         else:
             data = covariance_fit(labels, pred, obs, runs=runs, excluded_runs=exclude_run).to_dict()

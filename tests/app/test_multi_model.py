@@ -9,6 +9,7 @@ models, failures keyed by run name, one pooled association) these tests fail.
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 from pathlib import Path
@@ -304,6 +305,19 @@ def test_report_per_model_equals_single_model_reports(engine, tmp_path: Path, fi
     for m in MODELS:
         for key in FIT_KEYS:
             assert cov["groups"][m][key] == single[m]["covariance"]["pooled"][key]
+    # ... and `rcea stats covfit` on the same transitions, excluding one (run, model)
+    path = tmp_path / "transitions.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["transition", "predicted", "observed", "run", "model"])
+        w.writerows(
+            [t["transition"], repr(t["predicted"]), repr(t["observed"]), t["run"], t["model"]]
+            for t in cov["transitions"]
+        )
+    ref = cli_json("stats", "covfit", str(path), "--exclude-run", "clipcov:7B")
+    assert ref["pooled"] == cov["pooled"] and ref["groups"] == cov["groups"]
+    out = cli_fail("stats", "covfit", str(path), "--exclude-run", "clipcov")
+    assert "exists at several models" in out and "clipcov:3B, clipcov:7B" in out
 
     # association: per scale on MATH500 pass@64, equal to each single-model study
     assoc = rep["association"]
