@@ -430,3 +430,11 @@ def test_api_report_route(engine, tmp_path: Path) -> None:  # type: ignore[no-un
     assert got == ref
     assert client.get("/api/studies/999/report", headers=auth).status_code == 404
     assert client.get(f"/api/studies/{sid}/report?n_boot=0", headers=auth).status_code == 422
+    # the association is named per benchmark; an unknown one is a 422 naming the known
+    r = client.get(
+        f"/api/studies/{sid}/report?n_boot=50&association_benchmark=toy&association_k=4",
+        headers=auth,
+    )
+    assert r.status_code == 200 and r.json()["association"]["metric"] == "toy pass@4"
+    r = client.get(f"/api/studies/{sid}/report?association_benchmark=AIME", headers=auth)
+    assert r.status_code == 422 and "have: toy" in r.text
