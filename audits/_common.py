@@ -20,7 +20,8 @@ def jsonable(value: Any) -> Any:
     Dataclasses become dicts (fields in declaration order, or their own ``to_dict``),
     numpy scalars/arrays become Python numbers/lists, tuples and sets become lists,
     mapping keys become strings, and non-finite floats become ``None`` (JSON has no
-    NaN; an undefined estimate is reported as ``None``, never as 0 or NaN).
+    NaN; an undefined estimate is reported as ``None``, never as 0 or NaN); ``-0.0``
+    becomes ``0.0``.
     """
     if value is None or isinstance(value, bool | str):
         return value
@@ -30,7 +31,8 @@ def jsonable(value: Any) -> Any:
         return int(value)
     if isinstance(value, float | np.floating):
         f = float(value)
-        return f if math.isfinite(f) else None
+        # + 0.0 turns -0.0 into 0.0: a reported zero has no sign
+        return f + 0.0 if math.isfinite(f) else None
     if isinstance(value, np.ndarray):
         return [jsonable(v) for v in value.tolist()]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -43,6 +45,36 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple | set | frozenset):
         return [jsonable(v) for v in value]
     raise TypeError(f"cannot convert {type(value).__name__} to JSON")
+
+
+#: Above this share of degenerate bootstrap replicates a result carries a warning.
+DEGENERATE_WARN_SHARE = 0.01
+
+
+def bootstrap_health(
+    n_degenerate: int, n_boot: int, *, n_units: int | None, what: str
+) -> dict[str, Any]:
+    """Top-level bootstrap diagnostics of a result with a CI: ``n_boot_degenerate`` (the
+    replicates left out of the percentile interval), its share, and ``warnings`` — one
+    when that share exceeds 1 % (the interval then rests on a selected subset of
+    replicates) and one when a single resampling unit makes the interval zero-width."""
+    share = n_degenerate / n_boot if n_boot else 0.0
+    warnings = []
+    if share > DEGENERATE_WARN_SHARE:
+        warnings.append(
+            f"{n_degenerate} of {n_boot} bootstrap replicates ({100 * share:.1f}%) were "
+            f"degenerate and left out of the {what} interval"
+        )
+    if n_units == 1:
+        warnings.append(
+            f"only one eligible question: the {what} interval has zero width and says "
+            "nothing about uncertainty"
+        )
+    return {
+        "n_boot_degenerate": n_degenerate,
+        "boot_degenerate_share": share,
+        "warnings": warnings,
+    }
 
 
 def dataclass_dict(obj: Any, *, skip: Iterable[str] = ()) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from audits._checks import (
 )
 from audits._common import (
     QuestionId,
+    bootstrap_health,
     check_confidence,
     check_seed,
     dataclass_dict,
@@ -717,9 +718,18 @@ class EntropyReport:
     broad: BroadTokenEntropyRatio
     paired: PairedTokenEntropyRatio
     questions: tuple[QuestionEntropy, ...]
+    n_truncated: int | None = None
 
     def to_dict(self, *, include_questions: bool = True) -> dict[str, Any]:
         d = dataclass_dict(self, skip=("broad", "paired", "questions"))
+        d.update(
+            bootstrap_health(
+                self.paired.n_boot_nonfinite,
+                self.paired.n_boot,
+                n_units=self.paired.n_ratio_questions if self.paired.ratio is not None else None,
+                what="paired-ratio",
+            )
+        )
         d.update(
             paired_ratio=jsonable(self.paired.ratio),
             paired_ci_low=jsonable(self.paired.ci_low),
@@ -769,6 +779,7 @@ def entropy_report(
     min_success_entropy: float = 1e-12,
     cross_entropy: bool = False,
     n_threads: int | None = None,
+    truncated: Sequence[bool] | np.ndarray | None = None,
 ) -> EntropyReport:
     """Items 1–3 for the trajectories of one checkpoint (per-trajectory arrays).
 
@@ -776,6 +787,11 @@ def entropy_report(
     decomposition (Ĥ(Y|x), Ĥ(Y|R=r,x), residual). Then macro averages over questions
     (within question first), the broad ratio with coverages and the paired ratio with its
     bootstrap CI, direction share and sign test (see :func:`paired_token_entropy_ratio`).
+    ``cross_entropy=True`` labels the ℓ-based quantities a cross-entropy (sampling
+    differed from the distribution ℓ is computed under); ``truncated`` (optional
+    booleans, one per trajectory) is counted as ``n_truncated``. The top-level
+    ``n_boot_degenerate`` counts paired-bootstrap replicates left out of the interval
+    and ``warnings`` says when they exceed 1 % or one question makes the CI zero-width.
     """
     k_min, n_boot, confidence, seed, floor = _check_paired_args(
         k_min, n_boot, confidence, seed, min_success_entropy
@@ -843,4 +859,14 @@ def entropy_report(
             n_threads=n_threads,
         ),
         questions=tuple(questions),
+        n_truncated=_count_truncated(truncated, len(question_ids)),
     )
+
+
+def _count_truncated(truncated: Sequence[bool] | np.ndarray | None, n: int) -> int | None:
+    if truncated is None:
+        return None
+    t = as_binary_array(np.asarray(truncated, dtype=float), "truncated")
+    if t.size != n:
+        raise ValueError(f"truncated has {t.size} values for {n} trajectories")
+    return int(t.sum())

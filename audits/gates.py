@@ -4,12 +4,19 @@ Inputs are the audit pairs: ids, the labels of annotators A and B, adjudicated l
 and the automatic label of each pair (``"same"``/``"different"``, or ``None`` /
 ``"uncertain"`` when a member of the pair is ``uncertain`` in the locked partition).
 
-Uncertain pairs have no automatic label. They are excluded from **every** F1 (also the
-human–human one, so that F1_HH and F1_auto are computed on the same pairs and the gap
-compares like with like), counted (``n_excluded_uncertain``) and listed; the
-human–human macro-F1 over all pairs is reported as well, for information only. The cost
-of uncertainty is carried by ``automatic_coverage`` (non-uncertain / judge-accepted
-trajectories over the whole locked partition), which the caller computes and passes in.
+Uncertain pairs have no automatic label. They are excluded from the *automatic* F1s
+(automatic vs reference, vs A, vs B), counted (``n_excluded_uncertain``) and listed. The
+human–human macro-F1 is over **every** pair both annotators labelled: it never depends on
+the automatic partition (DESIGN.md item 10); ``human_human_macro_f1_evaluated`` reports
+it on the automatically labelled subset, for information only. The cost of uncertainty
+is carried by ``automatic_coverage`` (non-uncertain / judge-accepted trajectories over
+the whole locked partition), which the caller computes and passes in.
+
+``adjudication_scope`` (a rubric setting, recorded in the report): ``disagreements`` —
+only A ≠ B pairs are adjudicated, and an adjudicated label on a pair where A = B is
+ignored (``n_adjudications_out_of_scope``); ``disagreements_and_automatic`` — A = B ≠
+automatic pairs may be adjudicated too, which can only move the reference toward the
+automatic label.
 
 Final stage (gated), with the reference of ``audits.agreement.final_reference``:
 
@@ -116,7 +123,7 @@ class GateReport:
     audited_coverage: float | None
     automatic_vs_a_macro_f1: float | None
     automatic_vs_b_macro_f1: float | None
-    human_human_macro_f1_all_pairs: float | None
+    human_human_macro_f1_evaluated: float | None
     requirements: tuple[RequirementResult, ...]
     thresholds: GateThresholds
     rubric_hash: str | None
@@ -131,6 +138,8 @@ class GateReport:
     automatic_vs_reference: AgreementResult | None
     automatic_vs_a: AgreementResult | None
     automatic_vs_b: AgreementResult | None
+    adjudication_scope: str = "disagreements_and_automatic"
+    n_adjudications_out_of_scope: int = 0
 
     @property
     def failed_requirements(self) -> tuple[str, ...]:
@@ -152,7 +161,9 @@ class GateReport:
             "audited_coverage": self.audited_coverage,
             "automatic_vs_a_macro_f1": self.automatic_vs_a_macro_f1,
             "automatic_vs_b_macro_f1": self.automatic_vs_b_macro_f1,
-            "human_human_macro_f1_all_pairs": self.human_human_macro_f1_all_pairs,
+            "human_human_macro_f1_evaluated": self.human_human_macro_f1_evaluated,
+            "adjudication_scope": self.adjudication_scope,
+            "n_adjudications_out_of_scope": self.n_adjudications_out_of_scope,
             "requirements": [r.to_dict() for r in self.requirements],
             "thresholds": self.thresholds.to_dict(),
             "rubric_hash": self.rubric_hash,
@@ -202,6 +213,7 @@ def evaluate_gate(
     rubric_hash: str | None = None,
     partition_hash: str | None = None,
     stage: Stage = "final",
+    adjudication_scope: str = "disagreements_and_automatic",
 ) -> GateReport:
     """Evaluate the partition-audit gate (see the module docstring for every rule).
 
@@ -212,6 +224,11 @@ def evaluate_gate(
     """
     if stage not in ("final", "preliminary"):
         raise ValueError(f"stage must be 'final' or 'preliminary', got {stage!r}")
+    if adjudication_scope not in ("disagreements", "disagreements_and_automatic"):
+        raise ValueError(
+            "adjudication_scope must be 'disagreements' or 'disagreements_and_automatic', "
+            f"got {adjudication_scope!r}"
+        )
     if not isinstance(thresholds, GateThresholds):
         raise ValueError("thresholds must be a GateThresholds instance")
     a = check_labels(annotator_a, "annotator_a")
@@ -226,6 +243,12 @@ def evaluate_gate(
         if audited_coverage is None
         else check_probability(float(audited_coverage), "audited_coverage")
     )
+    out_of_scope = 0
+    if adjudication_scope == "disagreements":
+        out_of_scope = sum(
+            la == lb and lj is not None for la, lb, lj in zip(a, b, adj, strict=True)
+        )
+        adj = [lj if la != lb else None for la, lb, lj in zip(a, b, adj, strict=True)]
     unresolved = [
         p for p, la, lb, lj in zip(ids, a, b, adj, strict=True) if la != lb and lj is None
     ]
@@ -235,9 +258,10 @@ def evaluate_gate(
     excluded = tuple(p for p, k in zip(ids, keep, strict=True) if not k)
     n_eval = sum(keep)
     a_eval, b_eval, auto_eval = _subset(a, keep), _subset(b, keep), _subset(auto, keep)
-    hh_all = pair_agreement(a, b)
-    hh = pair_agreement(a_eval, b_eval) if n_eval else None
+    # F1_HH over every pair both annotators labelled: never filtered by the partition
+    hh = pair_agreement(a, b) if n_pairs else None
     hh_f1 = None if hh is None else hh.macro_f1
+    hh_eval = pair_agreement(a_eval, b_eval) if n_eval else None
     vs_a = pair_agreement(auto_eval, a_eval) if n_eval else None
     vs_b = pair_agreement(auto_eval, b_eval) if n_eval else None
 
@@ -245,7 +269,9 @@ def evaluate_gate(
         "human_human_macro_f1": hh_f1,
         "automatic_coverage": coverage,
         "audited_coverage": audited,
-        "human_human_macro_f1_all_pairs": hh_all.macro_f1,
+        "human_human_macro_f1_evaluated": None if hh_eval is None else hh_eval.macro_f1,
+        "adjudication_scope": adjudication_scope,
+        "n_adjudications_out_of_scope": out_of_scope,
         "thresholds": thresholds,
         "rubric_hash": rubric_hash,
         "partition_hash": partition_hash,

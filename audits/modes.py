@@ -28,6 +28,7 @@ import numpy as np
 from audits._checks import check_positive_int
 from audits._common import (
     QuestionId,
+    bootstrap_health,
     check_confidence,
     check_seed,
     dataclass_dict,
@@ -182,6 +183,15 @@ class RarefiedRetention:
 
     def to_dict(self, *, include_draws: bool = True) -> dict[str, Any]:
         d = dataclass_dict(self, skip=("questions",))
+        # the question bootstrap of a mean of finite ratios has no degenerate replicate
+        d.update(
+            bootstrap_health(
+                0,
+                self.n_boot,
+                n_units=self.n_eligible if self.retention is not None else None,
+                what="retention",
+            )
+        )
         d["questions"] = [q.to_dict(include_draws=include_draws) for q in self.questions]
         return d
 

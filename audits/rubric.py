@@ -31,10 +31,20 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
     # max_pairs = 5000 # optional cap (absent = no cap)
     # strategy_definition = "..."  # shown to annotators and adjudicators
 
+    [adjudication]     # optional; which labelled pairs go to the adjudicator
+    scope = "disagreements_and_automatic"  # or "disagreements" (A ≠ B only)
+
     [calibration]      # optional judge-calibration plan
     size = 600
     held_out = 117     # 1 <= held_out <= size
     seed = 0
+
+``[adjudication] scope`` (DESIGN.md item 10): ``disagreements`` sends only pairs where A ≠ B
+to adjudication; ``disagreements_and_automatic`` (the default) also pairs where A = B but
+the automatic label differs — arbitrating those can only move the reference toward the
+automatic label, so the gate records which scope was used. The section is left out of
+``to_dict()`` (and so of the hash) while it holds the default, so rubrics frozen before
+it existed keep their hashes.
 
 Unknown sections or keys and out-of-range values raise ``ValueError`` naming the section
 and key. ``content_hash()`` is the SHA-256 of the canonical JSON (sorted keys, compact
@@ -55,7 +65,10 @@ from typing import Any
 from audits.thresholds import GateThresholds
 
 __all__ = [
+    "ADJUDICATION_SCOPES",
+    "DEFAULT_ADJUDICATION_SCOPE",
     "DEFAULT_RUBRIC_PATH",
+    "AdjudicationPolicy",
     "CalibrationPlan",
     "EstimatorSettings",
     "PairPlan",
@@ -148,6 +161,28 @@ class PairPlan:
         return asdict(self)
 
 
+#: Adjudication scopes: A ≠ B only, or also A = B ≠ automatic.
+ADJUDICATION_SCOPES = ("disagreements", "disagreements_and_automatic")
+DEFAULT_ADJUDICATION_SCOPE = "disagreements_and_automatic"
+
+
+@dataclass(frozen=True)
+class AdjudicationPolicy:
+    """Which labelled pairs go to the adjudicator (see the module docstring)."""
+
+    scope: str = DEFAULT_ADJUDICATION_SCOPE
+
+    def __post_init__(self) -> None:
+        if self.scope not in ADJUDICATION_SCOPES:
+            raise ValueError(
+                f"[adjudication] scope must be one of {', '.join(ADJUDICATION_SCOPES)}, "
+                f"got {self.scope!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass(frozen=True)
 class CalibrationPlan:
     """Judge-calibration plan: ``size`` labelled items of which ``held_out`` are held out."""
@@ -178,6 +213,7 @@ class Rubric:
     estimators: EstimatorSettings = field(default_factory=EstimatorSettings)
     pairs: PairPlan = field(default_factory=PairPlan)
     calibration: CalibrationPlan | None = None
+    adjudication: AdjudicationPolicy = field(default_factory=AdjudicationPolicy)
     source: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -192,6 +228,12 @@ class Rubric:
             "estimators": self.estimators.to_dict(),
             "pairs": self.pairs.to_dict(),
             "calibration": None if self.calibration is None else self.calibration.to_dict(),
+            # only when not the default: earlier frozen rubrics keep their hashes
+            **(
+                {"adjudication": self.adjudication.to_dict()}
+                if self.adjudication != AdjudicationPolicy()
+                else {}
+            ),
         }
 
     def canonical_json(self) -> str:
@@ -226,6 +268,7 @@ _SECTIONS: dict[str, type] = {
     "estimators": EstimatorSettings,
     "pairs": PairPlan,
     "calibration": CalibrationPlan,
+    "adjudication": AdjudicationPolicy,
 }
 _RUBRIC_KEYS = ("name", "version", "description")
 
@@ -281,6 +324,7 @@ def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubr
         estimators=parts["estimators"],
         pairs=parts["pairs"],
         calibration=parts["calibration"],
+        adjudication=parts["adjudication"],
         source=source,
     )
 

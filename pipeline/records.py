@@ -35,6 +35,10 @@ OPTIONAL_FIELDS: dict[str, str] = {
     "validity": "0/1 or null",
     "mode": "str",
     "split": "probe | eval",
+    "truncated": "bool (or 0/1): hit the token limit before EOS",
+    "sampling_temperature": "float > 0: temperature the sample was drawn at",
+    "sampling_top_p": "float in (0, 1]: top-p the sample was drawn with",
+    "logprob_temperature": "float > 0: temperature seq_logprob was computed at (default 1)",
 }
 PROVENANCE_FIELDS: tuple[str, ...] = ("run", "model", "step", "seed")
 ALL_FIELDS: tuple[str, ...] = (*REQUIRED_FIELDS, *OPTIONAL_FIELDS)
@@ -420,6 +424,25 @@ def _validate(batch: RecordBatch, errs: _Collector) -> None:
         col = cols[name]
         for i in [i for i, v in enumerate(col) if v is not None and type(v) is not str]:
             errs.add(locs[i], name, f"must be a string, got {col[i]!r}")
+    flags = cols["truncated"]
+    for i, v in enumerate(flags):
+        if v is None or type(v) is bool:
+            continue
+        if _is_int(v) and v in (0, 1):
+            flags[i] = bool(v)
+        else:
+            errs.add(locs[i], "truncated", f"must be true, false, 0, 1 or null, got {v!r}")
+    for name in ("sampling_temperature", "logprob_temperature"):
+        _finite(cols[name], name, locs, errs, minimum=1e-300, what="must be a finite number > 0")
+    _finite(
+        cols["sampling_top_p"],
+        "sampling_top_p",
+        locs,
+        errs,
+        minimum=1e-300,
+        maximum=1.0,
+        what="must be a number in (0, 1]",
+    )
     split = cols["split"]
     for i in [i for i, v in enumerate(split) if v is not None and v not in SPLITS]:
         errs.add(locs[i], "split", f"must be one of {', '.join(SPLITS)}, got {split[i]!r}")

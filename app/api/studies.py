@@ -62,6 +62,10 @@ def get_study_report(
     n_min: Annotated[int | None, Query(ge=1)] = None,
     n_draws: Annotated[int | None, Query(ge=1, le=1_000)] = None,
     base_step: Annotated[int, Query(ge=0)] = 0,
+    base_run: Annotated[str, Query(min_length=1, max_length=200)] = "base",
+    association_benchmark: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    association_k: Annotated[int | None, Query(ge=1)] = None,
+    association_pooled: bool = False,
 ) -> dict[str, Any]:
     """The study report (``app.report.build.build_report``; keys in the README).
     Estimator settings left out come from the gate rubric, else the defaults."""
@@ -81,6 +85,10 @@ def get_study_report(
             n_min=n_min,
             n_draws=n_draws,
             base_step=base_step,
+            base_run=base_run,
+            association_benchmark=association_benchmark,
+            association_k=association_k,
+            association_pooled=association_pooled,
         )
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc

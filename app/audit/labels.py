@@ -49,16 +49,20 @@ def status_counts(session: Session, audit: Audit) -> dict[str, int]:
 
 
 def needs_adjudication(
-    pairs: list[AuditPair], labels: dict[str, dict[int, str]]
+    pairs: list[AuditPair],
+    labels: dict[str, dict[int, str]],
+    scope: str = "disagreements_and_automatic",
 ) -> list[AuditPair]:
-    """Pairs where A and B disagree, and pairs whose agreed label differs from the
-    automatic label (those with an automatic label)."""
+    """Pairs where A and B disagree and, with the rubric's ``[adjudication] scope``
+    ``disagreements_and_automatic`` (the default), pairs whose agreed label differs from
+    the automatic label (those with an automatic label)."""
+    wide = scope == "disagreements_and_automatic"
     out = []
     for p in pairs:
         a, b = labels.get("A", {}).get(p.id), labels.get("B", {}).get(p.id)
         if a is None or b is None:
             continue
-        if a != b or (p.automatic is not None and a != p.automatic):
+        if a != b or (wide and p.automatic is not None and a != p.automatic):
             out.append(p)
     return out
 
@@ -87,10 +91,11 @@ def gate_status(session: Session, audit: Audit, *, final: bool) -> dict[str, Any
     """
     pairs = audit_pairs(session, audit_id=audit.id)
     labels = current_labels(session, audit)
-    thresholds = audit_rubric(session, audit).gate
+    spec = audit_rubric(session, audit)
+    thresholds, scope = spec.gate, spec.adjudication.scope
     n = len(pairs)
     progress = {role: len(labels.get(role, {})) for role in ROLES}
-    to_adjudicate = needs_adjudication(pairs, labels)
+    to_adjudicate = needs_adjudication(pairs, labels, scope)
     adjudicated = labels.get(ADJUDICATOR, {})
     overall, audited = coverage(session, audit)
     both = [p for p in pairs if p.id in labels.get("A", {}) and p.id in labels.get("B", {})]
@@ -128,6 +133,7 @@ def gate_status(session: Session, audit: Audit, *, final: bool) -> dict[str, Any
             rubric_hash=audit.rubric_hash,
             partition_hash=audit.partition_hash,
             stage="preliminary",
+            adjudication_scope=scope,
         )
         status = "preliminary" if complete else "pending"
         return {**base, "status": status, "stage": "preliminary", "report": report.to_dict()}
@@ -150,6 +156,7 @@ def gate_status(session: Session, audit: Audit, *, final: bool) -> dict[str, Any
         rubric_hash=audit.rubric_hash,
         partition_hash=audit.partition_hash,
         stage="final",
+        adjudication_scope=scope,
     )
     return {
         **base,

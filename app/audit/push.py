@@ -181,7 +181,7 @@ def adjudicate(
     spec = audit_rubric(session, audit)
     pairs = audit_pairs(session, audit_id=audit.id)
     labels = current_labels(session, audit)
-    todo = needs_adjudication(pairs, labels)
+    todo = needs_adjudication(pairs, labels, spec.adjudication.scope)
     answers = {p.id: (labels["A"][p.id], labels["B"][p.id]) for p in todo}
     shown = _texts_of_round(audit, ADJUDICATOR, spec.pairs.strategy_definition)
     built = _checked(

@@ -29,7 +29,22 @@ PARTITION_OPTION = typer.Option(
     "(default: the partition of the latest passing final gate)",
 )
 ASSOC_K_OPTION = typer.Option(
-    None, "--association-k", help="k of the retention-pass@k Spearman (default: largest k)"
+    None,
+    "--association-k",
+    help="k of the retention-pass@k Spearman (default: 64 when stored, else the largest k)",
+)
+ASSOC_BENCH_OPTION = typer.Option(
+    None,
+    "--association-benchmark",
+    help="benchmark of the retention-pass@k Spearman (default: MATH500 when stored)",
+)
+ASSOC_POOLED_OPTION = typer.Option(
+    False,
+    "--association-pooled",
+    help="also fit the association over every model scale together (labelled pooled)",
+)
+BASE_RUN_OPTION = typer.Option(
+    "base", "--base-run", help="the run holding each model's shared base checkpoint"
 )
 
 
@@ -42,8 +57,11 @@ def _params(**kw: Any) -> dict[str, Any]:
         "n_draws": kw["n_draws"],
         "confidence": kw["confidence"],
         "base_step": kw["base_step"],
+        "base_run": kw["base_run"],
         "partition": kw["partition"],
         "association_k": kw["association_k"],
+        "association_benchmark": kw["association_benchmark"],
+        "association_pooled": kw["association_pooled"],
     }
 
 
@@ -89,8 +107,11 @@ def build(
     n_draws: int = N_DRAWS_OPTION,
     confidence: float = CONFIDENCE_OPTION,
     base_step: int = BASE_STEP_OPTION,
+    base_run: str = BASE_RUN_OPTION,
     partition: str = PARTITION_OPTION,
     association_k: int = ASSOC_K_OPTION,
+    association_benchmark: str = ASSOC_BENCH_OPTION,
+    association_pooled: bool = ASSOC_POOLED_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Every RCEA quantity the store supports, per run and checkpoint, with the audit
@@ -136,8 +157,11 @@ def publish(
     n_draws: int = N_DRAWS_OPTION,
     confidence: float = CONFIDENCE_OPTION,
     base_step: int = BASE_STEP_OPTION,
+    base_run: str = BASE_RUN_OPTION,
     partition: str = PARTITION_OPTION,
     association_k: int = ASSOC_K_OPTION,
+    association_benchmark: str = ASSOC_BENCH_OPTION,
+    association_pooled: bool = ASSOC_POOLED_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Write a dated, self-contained bundle (HTML, JSON, figures, rubric, gate report,

@@ -88,51 +88,81 @@ def _run(as_json: bool, fn: Any) -> None:
 # --------------------------------------------------------------------------- entropy
 
 
+MODEL_OPTION = typer.Option(
+    None, "--model", help="model (scale) label; needed when the file holds several"
+)
+
+
 @stats_app.command("entropy")
 def entropy(
     records: Path = typer.Argument(..., help="records file (.jsonl or .parquet)"),
     step: int = typer.Option(None, help="checkpoint step (needed if the file has several)"),
     run: str = typer.Option(None, help="run name (needed if the file has several)"),
+    model: str = MODEL_OPTION,
+    pool_models: bool = typer.Option(
+        False,
+        "--pool-models",
+        help="pool every model's records at the chosen (run, step) into one checkpoint "
+        "(the output says pooled and lists the models)",
+    ),
     k_min: int = typer.Option(8, help="K_min gate for every conditional quantity"),
     n_boot: int = typer.Option(10_000, help="bootstrap resamples for the paired CI"),
     seed: int = typer.Option(0, help="bootstrap seed (recorded in the output)"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Outcome entropy, sequence decomposition and reward-conditioned token entropy
-    (broad and paired ratios, sign test) for one checkpoint."""
+    (broad and paired ratios, sign test) for one checkpoint (run, model, step).
+
+    A file with several models needs ``--model`` (or ``--pool-models``, labelled)."""
 
     def go() -> None:
-        from audits.entropy import entropy_report
+        from app.report.estimates import checkpoint_entropy, sequence_quantity
 
         cols = _load_records(records)
-        idx = _select_checkpoint(records, cols, run=run, step=step)
-        missing = [i for i in idx if cols["mean_token_entropy"][i] is None]
-        if missing:
-            raise InputError(
-                f"{records}: {len(missing)} record(s) of this checkpoint lack "
-                "mean_token_entropy/token_entropies"
+        if pool_models and model is not None:
+            raise InputError("--pool-models and --model exclude each other")
+        idx = _select_checkpoint(records, cols, run=run, model=model, step=step, pool=pool_models)
+        try:
+            report = checkpoint_entropy(
+                [cols["question_id"][i] for i in idx],
+                [cols["reward"][i] for i in idx],
+                [cols["mean_token_entropy"][i] for i in idx],
+                [cols["seq_logprob"][i] for i in idx],
+                seed=seed,
+                k_min=k_min,
+                n_boot=n_boot,
+                truncated=[cols["truncated"][i] for i in idx],
+                quantities=[
+                    sequence_quantity(
+                        cols["sampling_temperature"][i],
+                        cols["sampling_top_p"][i],
+                        cols["logprob_temperature"][i],
+                    )
+                    for i in idx
+                ],
             )
-        lps = [cols["seq_logprob"][i] for i in idx]
-        report = entropy_report(
-            [cols["question_id"][i] for i in idx],
-            [cols["reward"][i] for i in idx],
-            [cols["mean_token_entropy"][i] for i in idx],
-            lps if all(v is not None for v in lps) else None,
-            seed=seed,
-            k_min=k_min,
-            n_boot=n_boot,
-        )
+        except ValueError as exc:
+            raise InputError(f"{records}: {exc}") from None
         data = report.to_dict()
+        models = sorted({cols["model"][i] for i in idx})
         data["run"] = cols["run"][idx[0]]
+        data["model"] = models[0] if len(models) == 1 else POOLED
         data["step"] = cols["step"][idx[0]]
+        if pool_models:
+            data["pooled_models"] = models
         if as_json:
             print_json(data)
             return
+        title = f"entropy report — run {data['run']}, model {data['model']}, step {data['step']}"
+        if pool_models:
+            title += f" (POOLED over models {', '.join(models)})"
         _print_flat(
-            f"entropy report — run {data['run']}, step {data['step']}",
+            title,
             data,
             (
                 "n_questions",
+                "quantity",
+                "n_truncated",
                 "mean_outcome_entropy",
                 "mean_sequence_entropy",
                 "max_abs_residual",
@@ -143,6 +173,7 @@ def entropy(
                 "paired_ratio",
                 "paired_ci_low",
                 "paired_ci_high",
+                "n_boot_degenerate",
                 "direction_share",
                 "sign_test_p",
                 "k_min",
@@ -150,26 +181,54 @@ def entropy(
                 "seed",
             ),
         )
+        _echo_warnings(data)
 
     _run(as_json, go)
 
 
+POOLED = "pooled"
+
+
+def _models_error(path: Path, models: list[str], pool_flag: str) -> InputError:
+    return InputError(
+        f"{path} holds records of {len(models)} models ({', '.join(map(str, models))}); a "
+        f"checkpoint is (run, model, step) and models are never pooled silently: choose one "
+        f"with --model, or pass {pool_flag}"
+    )
+
+
 def _select_checkpoint(
-    path: Path, cols: dict[str, list[Any]], *, run: str | None, step: int | None
+    path: Path,
+    cols: dict[str, list[Any]],
+    *,
+    run: str | None,
+    model: str | None,
+    step: int | None,
+    pool: bool = False,
 ) -> list[int]:
     n = len(cols["run"])
     idx = [
         i
         for i in range(n)
-        if (run is None or cols["run"][i] == run) and (step is None or cols["step"][i] == step)
+        if (run is None or cols["run"][i] == run)
+        and (model is None or cols["model"][i] == model)
+        and (step is None or cols["step"][i] == step)
     ]
-    found = sorted({(cols["run"][i], cols["step"][i]) for i in idx})
     if not idx:
-        raise InputError(f"{path}: no records with run={run!r} step={step!r}")
+        raise InputError(f"{path}: no records with run={run!r} model={model!r} step={step!r}")
+    models = sorted({cols["model"][i] for i in idx})
+    if len(models) > 1 and not pool:
+        raise _models_error(path, models, "--pool-models")
+    found = sorted({(cols["run"][i], cols["step"][i]) for i in idx})
     if len(found) > 1:
         listing = ", ".join(f"--run {r} --step {s}" for r, s in found[:10])
         raise InputError(f"{path} holds {len(found)} checkpoints; choose one: {listing}")
     return idx
+
+
+def _echo_warnings(data: dict[str, Any]) -> None:
+    for w in data.get("warnings") or []:
+        typer.echo(f"warning: {w}")
 
 
 # --------------------------------------------------------------------------- retention
@@ -179,13 +238,30 @@ def _select_checkpoint(
 def retention(
     records: Path = typer.Argument(..., help="records with mode and validity"),
     base_step: int = typer.Option(0, help="the base checkpoint's step"),
+    base_run: str = typer.Option(
+        "base", help="the run holding a model's shared base checkpoint (when a run has none)"
+    ),
+    model: str = MODEL_OPTION,
+    all_models: bool = typer.Option(
+        False,
+        "--all-models",
+        help="every model of the file, each against its own base (rows name the model)",
+    ),
+    run: str = typer.Option(None, help="only this run's checkpoints"),
+    step: int = typer.Option(None, help="only checkpoints at this step"),
     n_min: int = typer.Option(8, help="eligibility: min(m_0, m_t) >= n_min"),
     n_draws: int = typer.Option(20, help="rarefaction draws per checkpoint"),
     n_boot: int = typer.Option(10_000, help="question-bootstrap resamples"),
     seed: int = typer.Option(0, help="seed of the draws and the bootstrap"),
+    draws: bool = typer.Option(
+        False, "--draws", help="include the per-question rarefaction draws in --json output"
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Rarefied effective-mode retention of every (run, step) against the base step.
+    """Rarefied effective-mode retention of every (run, model, step) against the base of
+    the same model: that run's checkpoint at the base step, else run ``--base-run`` of
+    that model. A model without a base is reported as such, never compared with another
+    model's base. A file with several models needs ``--model`` or ``--all-models``.
 
     Included trajectories: R = 1, judge-accepted (validity 1; records without a validity
     verdict are refused) and a mode other than empty/``uncertain``."""
@@ -195,42 +271,83 @@ def retention(
 
         cols = _load_records(records)
         n = len(cols["run"])
-        no_validity = [
-            i for i in range(n) if cols["reward"][i] == 1 and cols["validity"][i] is None
-        ]
+        if all_models and model is not None:
+            raise InputError("--all-models and --model exclude each other")
+        rows = [i for i in range(n) if model is None or cols["model"][i] == model]
+        if not rows:
+            raise InputError(f"{records}: no records with model={model!r}")
+        models = sorted({cols["model"][i] for i in rows})
+        if len(models) > 1 and not all_models:
+            raise _models_error(records, models, "--all-models")
+        no_validity = [i for i in rows if cols["reward"][i] == 1 and cols["validity"][i] is None]
         if no_validity:
             raise InputError(
                 f"{records}: {len(no_validity)} successful record(s) have no "
                 "validity verdict (first: "
                 f"{cols['trajectory_id'][no_validity[0]]})"
             )
-        modes: dict[tuple[str, int], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-        for i in range(n):
+        modes: dict[tuple[str, str, int], dict[str, list[str]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        for i in rows:
             if cols["reward"][i] != 1 or cols["validity"][i] != 1:
                 continue
             mode = cols["mode"][i]
-            modes[(cols["run"][i], cols["step"][i])][cols["question_id"][i]].append(
-                "uncertain" if mode in (None, "") else mode
-            )
+            key = (cols["run"][i], cols["model"][i], cols["step"][i])
+            modes[key][cols["question_id"][i]].append("uncertain" if mode in (None, "") else mode)
         try:
             table = retention_table(
-                modes, base_step=base_step, seed=seed, n_min=n_min, n_draws=n_draws, n_boot=n_boot
+                modes,
+                base_step=base_step,
+                base_run=base_run,
+                seed=seed,
+                n_min=n_min,
+                n_draws=n_draws,
+                n_boot=n_boot,
             )
         except ValueError as exc:
             raise InputError(f"{records}: {exc}") from None
-        results = [{"run": run, "step": step, **retention_dict(res)} for (run, step), res in table]
+        results = []
+        for row in table:
+            r_run, r_model, r_step = row.key
+            if (run is not None and r_run != run) or (step is not None and r_step != step):
+                continue
+            results.append(
+                {
+                    "run": r_run,
+                    "model": r_model,
+                    "step": r_step,
+                    "base": _key_dict(row.base),
+                    "error": row.error,
+                    **(
+                        retention_dict(row.result, include_draws=draws)
+                        if row.result
+                        else {"retention": None}
+                    ),
+                }
+            )
         if as_json:
-            print_json({"base_step": base_step, "results": results})
+            print_json({"base_step": base_step, "base_run": base_run, "results": results})
             return
-        typer.echo(f"{'run':<14}{'step':>7}{'retention':>11}{'95% CI':>20}{'eligible':>10}")
+        typer.echo(
+            f"{'run':<14}{'model':<10}{'step':>7}{'retention':>11}{'95% CI':>20}{'eligible':>10}"
+        )
         for r in results:
+            if r["error"]:
+                typer.echo(f"{r['run']:<14}{r['model']:<10}{r['step']:>7}  {r['error']}")
+                continue
             ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
             typer.echo(
-                f"{r['run']:<14}{r['step']:>7}{_fmt(r['retention']):>11}{ci:>20}"
-                f"{r['n_eligible']:>5}/{r['n_denominator']:<4}"
+                f"{r['run']:<14}{r['model']:<10}{r['step']:>7}{_fmt(r['retention']):>11}"
+                f"{ci:>20}{r['n_eligible']:>5}/{r['n_denominator']:<4}"
             )
+            _echo_warnings(r)
 
     _run(as_json, go)
+
+
+def _key_dict(key: tuple[str, str, int] | None) -> dict[str, Any] | None:
+    return None if key is None else {"run": key[0], "model": key[1], "step": key[2]}
 
 
 # --------------------------------------------------------------------------- agreement
@@ -244,16 +361,27 @@ def agreement(
     pairs: Path = typer.Argument(
         ..., help="CSV: pair_id,annotator_a,annotator_b,adjudicated,automatic"
     ),
-    rubric: Path = typer.Option(None, help="rubric TOML with the gate thresholds"),
+    rubric: Path = typer.Option(
+        None, help="rubric TOML with the gate thresholds and the adjudication scope"
+    ),
     automatic_coverage: float = typer.Option(
         None,
-        help="non-uncertain / judge-accepted trajectories of the locked partition "
-        "(default: share of pairs with an automatic label)",
+        help="non-uncertain / judge-accepted trajectories of the whole locked partition "
+        "(DESIGN.md item 11); needed, or --partition, for a final gate",
+    ),
+    partition: Path = typer.Option(
+        None,
+        "--partition",
+        help="CSV trajectory_id,mode of every judge-accepted trajectory of the locked "
+        "partition (mode empty or 'uncertain' = uncertain): the automatic coverage",
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Pair agreement and the five-requirement gate: final when every A/B disagreement is
-    adjudicated, preliminary otherwise."""
+    """Pair agreement and the six-requirement gate: final when every A/B disagreement is
+    adjudicated and the automatic coverage comes from the locked partition
+    (``--automatic-coverage`` or ``--partition``); otherwise preliminary, or
+    ``provisional`` when only the coverage is missing (computed from the pairs, named so,
+    and never called final)."""
 
     def go() -> None:
         from audits.gates import evaluate_gate
@@ -281,18 +409,35 @@ def agreement(
             b.append(row["annotator_b"])
             adj.append(row["adjudicated"] or None)
             auto.append(row["automatic"] or None)
-        thresholds = load_rubric(rubric).gate if rubric else GateThresholds()
-        coverage_source = "option" if automatic_coverage is not None else "pairs"
-        coverage = (
-            automatic_coverage
-            if automatic_coverage is not None
-            else sum(x is not None for x in auto) / len(auto)
-        )
+        spec = load_rubric(rubric) if rubric else None
+        thresholds = spec.gate if spec else GateThresholds()
+        scope = spec.adjudication.scope if spec else "disagreements_and_automatic"
+        if automatic_coverage is not None and partition is not None:
+            raise InputError("--automatic-coverage and --partition exclude each other")
+        if automatic_coverage is not None:
+            coverage, coverage_source = automatic_coverage, "--automatic-coverage"
+        elif partition is not None:
+            coverage, n_traj = _partition_coverage(partition)
+            coverage_source = f"--partition {partition} ({n_traj} trajectories)"
+        else:
+            coverage = sum(x is not None for x in auto) / len(auto)
+            coverage_source = (
+                "pairs: share of audit pairs with an automatic label, not trajectories "
+                "over the locked partition (give --automatic-coverage or --partition)"
+            )
         unresolved = [p for p, x, y, j in zip(ids, a, b, adj, strict=True) if x != y and j is None]
         stage = "preliminary" if unresolved else "final"
-        report = evaluate_gate(ids, a, b, adj, auto, coverage, thresholds, stage=stage)
+        report = evaluate_gate(
+            ids, a, b, adj, auto, coverage, thresholds, stage=stage, adjudication_scope=scope
+        )
         data = report.to_dict()
         data["automatic_coverage_source"] = coverage_source
+        if stage == "final" and automatic_coverage is None and partition is None:
+            # DESIGN.md item 11: the coverage requirement is over the locked partition;
+            # without it the gate is not final, whatever the other requirements say.
+            data["stage"] = "provisional"
+            data["provisional_passed"] = data["passed"]
+            data["passed"] = None
         if as_json:
             print_json(data)
             return
@@ -301,9 +446,32 @@ def agreement(
     _run(as_json, go)
 
 
+def _partition_coverage(path: Path) -> tuple[float, int]:
+    """Non-uncertain share of a partition CSV (``trajectory_id,mode``)."""
+    rows = read_csv(path, ("trajectory_id", "mode"))
+    seen: dict[str, int] = {}
+    for line, row in rows:
+        tid = row["trajectory_id"]
+        if not tid:
+            raise InputError(f"{path}:line {line}: trajectory_id: empty")
+        if tid in seen:
+            raise InputError(
+                f"{path}:line {line}: trajectory_id: duplicate {tid!r} (first at line {seen[tid]})"
+            )
+        seen[tid] = line
+    certain = sum(row["mode"] not in ("", "uncertain") for _, row in rows)
+    return certain / len(rows), len(rows)
+
+
 def _print_gate(data: dict[str, Any]) -> None:
-    verdict = {True: "PASSED", False: "FAILED", None: "preliminary (not gated)"}[data["passed"]]
+    if data["stage"] == "provisional":
+        would = "pass" if data["provisional_passed"] else "fail"
+        verdict = f"NOT FINAL (would {would}; automatic coverage is not from the partition)"
+    else:
+        verdict = {True: "PASSED", False: "FAILED", None: "preliminary (not gated)"}[data["passed"]]
     typer.echo(f"gate ({data['stage']}): {verdict}")
+    typer.echo(f"automatic coverage source: {data['automatic_coverage_source']}")
+    typer.echo(f"adjudication scope: {data['adjudication_scope']}")
     typer.echo(
         f"pairs {data['n_pairs']}, evaluated {data['n_evaluated']}, excluded (uncertain) "
         f"{data['n_excluded_uncertain']}, adjudicated {data['n_adjudicated']}"
@@ -366,10 +534,18 @@ def covfit(
     transitions: Path = typer.Argument(
         ..., help="CSV: transition,predicted,observed [,run][,model]"
     ),
-    exclude_run: list[str] = typer.Option([], help="failed runs to exclude (repeatable)"),
+    exclude_run: list[str] = typer.Option(
+        [],
+        help="failed run to exclude (repeatable); with a model column, a run name that "
+        "exists at several models must name one as RUN:MODEL",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Exact covariance fit of observed on predicted entropy change across transitions."""
+    """Exact covariance fit of observed on predicted entropy change across transitions.
+
+    With a ``model`` column the fit is pooled and per model, and an exclusion applies to
+    one (run, model): ``--exclude-run clipcov:7B`` leaves ``clipcov`` at other scales in
+    the fit (DESIGN.md item 14)."""
 
     def go() -> None:
         from audits.covariance import covariance_fit, covariance_fit_by_group
@@ -383,8 +559,25 @@ def covfit(
             raise InputError(f"{transitions}: --exclude-run needs a 'run' column")
         if "model" in rows[0][1]:
             models = [r["model"] for _, r in rows]
+            ids = runs
+            if runs is not None:
+                scales: dict[str, set[str]] = defaultdict(set)
+                for r, m in zip(runs, models, strict=True):
+                    scales[r].add(m)
+                # the report's label: the run, or run:model when the run has several models
+                ids = [
+                    r if len(scales[r]) == 1 else f"{r}:{m}"
+                    for r, m in zip(runs, models, strict=True)
+                ]
+                for name in exclude_run:
+                    if len(scales.get(name, ())) > 1:
+                        options = ", ".join(f"{name}:{m}" for m in sorted(scales[name]))
+                        raise InputError(
+                            f"--exclude-run {name}: that run exists at several models; "
+                            f"name one ({options})"
+                        )
             data = covariance_fit_by_group(
-                models, labels, pred, obs, runs=runs, excluded_runs=exclude_run
+                models, labels, pred, obs, runs=ids, excluded_runs=exclude_run
             ).to_dict()
         else:
             data = covariance_fit(labels, pred, obs, runs=runs, excluded_runs=exclude_run).to_dict()

@@ -59,11 +59,13 @@ from sqlmodel import Session, select
 from app.audit.freeze import partition_modes
 from app.judge.status import validity_status
 from app.report.estimates import (
+    BASE_RUN,
     UNCERTAIN,
     checkpoint_entropy,
     mode_label,
     retention_dict,
     retention_table,
+    sequence_quantity,
 )
 from app.store import list_events, require_study
 from app.store.measurements import list_measurements
@@ -87,6 +89,9 @@ _COLUMNS = (
     "validity",
     "mode",
 )
+#: Sampling provenance (DESIGN.md item 2): hashed only when a row has one (so record-set
+#: hashes of studies without them are unchanged).
+_SAMPLING_COLUMNS = ("truncated", "sampling_temperature", "sampling_top_p", "logprob_temperature")
 
 
 def build_report(
@@ -100,8 +105,12 @@ def build_report(
     n_draws: int | None = None,
     confidence: float | None = None,
     base_step: int = 0,
+    base_run: str = BASE_RUN,
     partition: str | None = None,
     association_k: int | None = None,
+    association_benchmark: str | None = None,
+    association_pooled: bool = False,
+    include_draws: bool = False,
     progress: bool = False,
 ) -> dict[str, Any]:
     """Assemble the report of ``study`` (keys in the module docstring).
@@ -112,7 +121,12 @@ def build_report(
     that differ from that rubric are listed in ``parameters.deviations_from_rubric``.
     ``partition`` chooses the partition mode numbers rest on (a content-hash prefix, or
     ``latest``); by default the partition of the latest passing final gate. ``progress``
-    shows a tqdm bar over checkpoints.
+    shows a tqdm bar over checkpoints. Retention compares each checkpoint with the base
+    of the same model (``base_run`` names a model's shared base run). The association
+    is computed per model on one benchmark (``association_benchmark``, default MATH500
+    when present) at ``association_k`` (default 64 when present); ``association_pooled``
+    adds a labelled pooled fit. ``include_draws`` keeps the rarefaction draws in each
+    retention result (the bundle does).
     """
     st = require_study(session, name=study)
     rows = study_trajectories(session, st.id)
@@ -160,9 +174,20 @@ def build_report(
                 k: v for k, v in g.items() if k not in ("run", "model", "step")
             }
     measurements = _measurements(session, st.id)
-    failure = _failure(measurements["accuracy_trace"], rows)
-    failed_runs = sorted({f["run"] for f in failure if f["failed"]})
+    failure = _failure(measurements["accuracy_trace"], rows, measurements["training_curve"])
+    # A failure is a property of one (run, model): the same run name at another scale
+    # is unaffected (DESIGN.md item 14).
+    failed: set[tuple[str, str]] = {(f["run"], f["model"]) for f in failure if f["failed"]}
     reported = {(f["run"], f["model"]): f["reported_step"] for f in failure}
+    models_of_run: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        models_of_run[r["run"]].add(r["model"])
+    for m in (x for rows_ in measurements.values() for x in rows_):
+        if m["run"] and m["model"]:
+            models_of_run[m["run"]].add(m["model"])
+
+    def label(run: str, model: str) -> str:
+        return run if len(models_of_run[run]) <= 1 else f"{run}:{model}"
 
     by_ckpt: dict[Key, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
@@ -171,21 +196,30 @@ def build_report(
     for run, model, step in by_ckpt:
         last_step[(run, model)] = max(step, last_step.get((run, model), step))
 
-    modes = mode_labels(session, rows, pair, has_verdicts)
+    outside: dict[Key, int] = {}
+    modes = mode_labels(session, rows, pair, has_verdicts, outside)
     retention: dict[Key, dict[str, Any]] = {}
+    retention_errors: dict[Key, str] = {}
     retention_error = None
     if modes:
         try:
-            for key, res in retention_table(
+            for row in retention_table(
                 modes,
                 base_step=base_step,
+                base_run=base_run,
                 seed=seed,
                 n_min=n_min,
                 n_draws=n_draws,
                 n_boot=n_boot,
                 confidence=conf,
             ):
-                retention[key] = retention_dict(res)  # type: ignore[index]
+                if row.result is None:
+                    retention_errors[row.key] = str(row.error)
+                    continue
+                retention[row.key] = {
+                    **retention_dict(row.result, include_draws=include_draws),
+                    "base": dict(zip(("run", "model", "step"), row.base or (), strict=True)),
+                }
         except ValueError as exc:
             retention_error = str(exc)
 
@@ -205,6 +239,13 @@ def build_report(
                 k_min=k_min,
                 n_boot=n_boot,
                 confidence=conf,
+                truncated=[r["truncated"] for r in ck],
+                quantities=[
+                    sequence_quantity(
+                        r["sampling_temperature"], r["sampling_top_p"], r["logprob_temperature"]
+                    )
+                    for r in ck
+                ],
             ).to_dict(include_questions=False)
         except ValueError as exc:
             entropy_error = str(exc)
@@ -219,13 +260,17 @@ def build_report(
                 "n_success": n_success,
                 "accuracy": n_success / len(ck),
                 "reported": step == reported.get((run, model), last_step[(run, model)]),
-                "failed_run": run in failed_runs,
+                "failed_run": (run, model) in failed,
                 "entropy": entropy,
                 "entropy_error": entropy_error,
                 "validity": judged.get(key) or (_validity(ck, k_min) if has_verdicts else None),
-                "modes": _mode_summary(modes.get(key), n_min) if modes else None,
+                "modes": (
+                    _mode_summary(modes.get(key), n_min, outside.get(key, 0)) if modes else None
+                ),
                 "retention": retention.get(key),
-                "retention_error": retention_error if step != base_step else None,
+                "retention_error": (
+                    retention_errors.get(key, retention_error) if step != base_step else None
+                ),
             }
         )
 
@@ -243,8 +288,11 @@ def build_report(
             "n_draws": n_draws,
             "confidence": conf,
             "base_step": base_step,
+            "base_run": base_run,
             "partition": partition,
             "association_k": association_k,
+            "association_benchmark": association_benchmark,
+            "association_pooled": association_pooled,
             "estimators_from": est_source,
             "deviations_from_rubric": deviations,
         },
@@ -256,10 +304,18 @@ def build_report(
         ],
         "greedy": _greedy(measurements["greedy_accuracy"]),
         "passk": passk,
-        "covariance": _covariance(measurements["covariance_transition"], failed_runs),
-        "tail": _tail(measurements["tail"], failed_runs),
+        "covariance": _covariance(measurements["covariance_transition"], failed, label),
+        "tail": _tail(measurements["tail"], failed),
         "failure": failure,
-        "association": _association(checkpoints, passk, failed_runs, association_k),
+        "association": _association(
+            checkpoints,
+            passk,
+            failed,
+            label,
+            k=association_k,
+            benchmark=association_benchmark,
+            pooled=association_pooled,
+        ),
     }
     report["quantities"] = quantities(report)
     return report
@@ -269,11 +325,12 @@ def build_report(
 
 
 def study_trajectories(session: Session, study_id: int) -> list[dict[str, Any]]:
-    cols = [getattr(Trajectory, c) for c in _COLUMNS]
+    names = (*_COLUMNS, *_SAMPLING_COLUMNS)
+    cols = [getattr(Trajectory, c) for c in names]
     # Ingest order (row id): the within-question order fixes the bootstrap and
     # rarefaction draws, so the numbers equal `rcea stats` on the ingested file(s).
     stmt = select(*cols).where(Trajectory.study_id == study_id).order_by(Trajectory.id)  # type: ignore[arg-type]
-    return [dict(zip(_COLUMNS, row, strict=True)) for row in session.exec(stmt).all()]
+    return [dict(zip(names, row, strict=True)) for row in session.exec(stmt).all()]
 
 
 def _estimator_settings(session: Session, rubric_hash: str | None) -> tuple[Any, str]:
@@ -296,11 +353,17 @@ def _estimator_settings(session: Session, rubric_hash: str | None) -> tuple[Any,
 def record_set_hash(rows: list[dict[str, Any]]) -> str:
     """SHA-256 of the canonical JSON of the trajectory rows (ordered by trajectory id,
     columns ``trajectory_id, question_id, reward, run, model, step, seed,
-    mean_token_entropy, seq_logprob, validity, mode``): what every number is computed
-    from. Texts are not part of it (no number depends on them)."""
+    mean_token_entropy, seq_logprob, validity, mode``, then ``truncated,
+    sampling_temperature, sampling_top_p, logprob_temperature`` for a row that has any of
+    them): what every number is computed from. Texts are not part of it (no number
+    depends on them)."""
     h = hashlib.sha256()
     for r in sorted(rows, key=lambda r: r["trajectory_id"]):
-        h.update(json.dumps([r[c] for c in _COLUMNS], separators=(",", ":")).encode())
+        values = [r[c] for c in _COLUMNS]
+        extra = [r.get(c) for c in _SAMPLING_COLUMNS]
+        if any(v is not None for v in extra):
+            values += extra
+        h.update(json.dumps(values, separators=(",", ":")).encode())
         h.update(b"\n")
     return h.hexdigest()
 
@@ -506,11 +569,18 @@ def _validity(ck: list[dict[str, Any]], k_min: int) -> dict[str, Any]:
 
 
 def mode_labels(
-    session: Session, rows: list[dict[str, Any]], pair: dict[str, Any], has_verdicts: bool
+    session: Session,
+    rows: list[dict[str, Any]],
+    pair: dict[str, Any],
+    has_verdicts: bool,
+    not_in_partition: dict[Key, int] | None = None,
 ) -> dict[Key, dict[str, list[str]]]:
     """Checkpoint → question → mode labels of the included trajectories (R = 1, accepted,
     in the chosen partition; ``uncertain`` kept so that it counts against coverage).
-    Empty when there is no partition and no trajectory has a mode (no mode data)."""
+    Empty when there is no partition and no trajectory has a mode (no mode data).
+    Accepted successes absent from the partition (e.g. ingested after its freeze) have no
+    mode in it: they are left out and, when ``not_in_partition`` is given, counted there
+    per checkpoint."""
     assigned = (
         partition_modes(session, partition_id=pair["partition_id"])
         if pair["partition_id"] is not None
@@ -527,14 +597,21 @@ def mode_labels(
         elif r["trajectory_id"] in assigned:
             mode = assigned[r["trajectory_id"]][1]
         else:
+            if not_in_partition is not None:
+                key = (r["run"], r["model"], r["step"])
+                not_in_partition[key] = not_in_partition.get(key, 0) + 1
             continue
         out[(r["run"], r["model"], r["step"])][r["question_id"]].append(mode_label(mode))
     return {k: dict(v) for k, v in out.items()}
 
 
-def _mode_summary(by_q: dict[str, list[str]] | None, n_min: int) -> dict[str, Any] | None:
+def _mode_summary(
+    by_q: dict[str, list[str]] | None, n_min: int, n_not_in_partition: int = 0
+) -> dict[str, Any] | None:
     """Item 5 at one checkpoint: per question Ĥ(Z|C_x) and N_eff = exp(Ĥ); macro means
-    over the questions with at least ``n_min`` included (non-uncertain) labels."""
+    over the questions with at least ``n_min`` included (non-uncertain) labels.
+    ``n_not_in_partition``: accepted successes the partition does not hold (left out of
+    every mode number and of ``coverage``, which is over the partition)."""
     from audits.modes import mode_entropy
 
     if not by_q:
@@ -551,6 +628,7 @@ def _mode_summary(by_q: dict[str, list[str]] | None, n_min: int) -> dict[str, An
         "n_included": n_incl,
         "n_uncertain": n_unc,
         "coverage": n_incl / (n_incl + n_unc) if n_incl + n_unc else None,
+        "n_not_in_partition": n_not_in_partition,
     }
 
 
@@ -607,8 +685,12 @@ def _passk(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _covariance(rows: list[dict[str, Any]], failed_runs: list[str]) -> dict[str, Any] | None:
-    """Item 6 across the stored transitions, pooled and per model; failed runs excluded."""
+def _covariance(
+    rows: list[dict[str, Any]], failed: set[tuple[str, str]], label: Any
+) -> dict[str, Any] | None:
+    """Item 6 across the stored transitions, pooled and per model; failed (run, model)
+    pairs excluded (``excluded_runs`` names them with ``label``: the run, or
+    ``run:model`` when the run name exists at several scales)."""
     from audits.covariance import covariance_fit_by_group
 
     if not rows:
@@ -620,17 +702,21 @@ def _covariance(rows: list[dict[str, Any]], failed_runs: list[str]) -> dict[str,
             f"{m['payload'].get('to_step', m['step'])}"
             for m in rows
         ]
+    ids = [label(m["run"], m["model"]) for m in rows]
+    excluded = sorted(
+        {i for i, m in zip(ids, rows, strict=True) if (m["run"], m["model"]) in failed}
+    )
     fit = covariance_fit_by_group(
         [m["model"] for m in rows],
         labels,
         [m["payload"]["predicted"] for m in rows],
         [m["payload"]["observed"] for m in rows],
-        runs=[m["run"] for m in rows],
-        excluded_runs=[r for r in failed_runs if any(m["run"] == r for m in rows)],
+        runs=ids,
+        excluded_runs=excluded,
     ).to_dict()
     fit["transitions"] = [
         {
-            "transition": label,
+            "transition": lab,
             "run": m["run"],
             "model": m["model"],
             "from_step": m["payload"].get("from_step"),
@@ -638,16 +724,16 @@ def _covariance(rows: list[dict[str, Any]], failed_runs: list[str]) -> dict[str,
             "predicted": m["payload"]["predicted"],
             "observed": m["payload"]["observed"],
             "n_positions": m["payload"].get("n_positions"),
-            "failed_run": m["run"] in failed_runs,
+            "failed_run": (m["run"], m["model"]) in failed,
         }
-        for label, m in zip(labels, rows, strict=True)
+        for lab, m in zip(labels, rows, strict=True)
     ]
     fit["excluded_runs"] = fit["pooled"]["excluded_runs"]
     return fit
 
 
-def _tail(rows: list[dict[str, Any]], failed_runs: list[str]) -> dict[str, Any] | None:
-    """Item 7 per endpoint (failed runs kept and marked) and the direction counts."""
+def _tail(rows: list[dict[str, Any]], failed: set[tuple[str, str]]) -> dict[str, Any] | None:
+    """Item 7 per endpoint (failed (run, model) kept and marked) and the direction counts."""
     from audits.tail import direction_counts
 
     if not rows:
@@ -657,7 +743,7 @@ def _tail(rows: list[dict[str, Any]], failed_runs: list[str]) -> dict[str, Any] 
             "run": m["run"],
             "model": m["model"],
             "step": m["step"],
-            "failed_run": m["run"] in failed_runs,
+            "failed_run": (m["run"], m["model"]) in failed,
             "report": m["payload"],
         }
         for m in rows
@@ -693,10 +779,26 @@ def _tail_result(m: dict[str, Any]):  # type: ignore[no-untyped-def]
     )
 
 
-def _failure(traces: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Item 9 per (run, model) from its accuracy traces (one per benchmark; the run
-    failed when any trace did) and item 14: a failed run is reported at its last stored
-    checkpoint ≤ the peak step, any other run at its last checkpoint."""
+#: Half-width (in training progress) of the failure window around the collapse (item 13).
+FAILURE_WINDOW_HALF_WIDTH = 0.05
+
+
+def _failure(
+    traces: list[dict[str, Any]],
+    rows: list[dict[str, Any]],
+    curves: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Item 9 per (run, model) from its accuracy traces (one per benchmark; the pair
+    failed when any trace did) and item 14: a failed (run, model) is reported at its
+    latest stored checkpoint ≤ the last step attaining the peak, any other at its last
+    checkpoint. A failure never spreads to the same run name at another scale.
+
+    Item 13, next to the verdict of a failed pair: ``failure_window`` from its
+    ``training_curve`` points with progress within ±``FAILURE_WINDOW_HALF_WIDTH`` of the
+    collapse — ``nonzero_variance_share`` (mean of 1 − ``frac_reward_zero_std``: the
+    share of completions in groups with non-zero reward variance) and
+    ``empty_mask_share`` (mean of ``objective/cov_mask_empty``: the share of updates
+    whose covariance mask selected nothing), each ``None`` when not logged."""
     from audits.failure import detect_training_failure, last_milestone_before_failure
 
     steps: dict[tuple[str, str], set[int]] = defaultdict(set)
@@ -715,10 +817,12 @@ def _failure(traces: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[d
             raise ValueError(f"{m['where']}: {exc}") from None
         checks[(m["run"], m["model"])].append({"benchmark": m["key"], **chk.to_dict()})
         objs[(m["run"], m["model"])].append(chk)
+    curve_of = {(c["run"], c["model"]): c["payload"].get("points") or [] for c in curves or []}
     out = []
     for run, model in sorted(set(steps) | set(checks)):
         failed = [c for c in objs[(run, model)] if c.failed]
         milestones = sorted(steps.get((run, model), set()))
+        window = None
         if failed:
             # A failed run with no stored checkpoints (e.g. only its trace was recorded)
             # has no milestone to report.
@@ -728,6 +832,8 @@ def _failure(traces: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[d
             known = [c for c in cands if c is not None]
             reported = min(known) if known else None
             reason = "last pre-failure milestone"
+            collapse = min(c.collapse_step for c in failed if c.collapse_step is not None)
+            window = failure_window(curve_of.get((run, model), []), collapse)
         else:
             reported = milestones[-1] if milestones else None
             reason = "final checkpoint"
@@ -739,67 +845,149 @@ def _failure(traces: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[d
                 "checks": checks[(run, model)],
                 "reported_step": reported,
                 "reported_reason": reason,
+                "failure_window": window,
             }
         )
     return out
 
 
+def failure_window(
+    points: list[dict[str, Any]], collapse_step: int, half_width: float = FAILURE_WINDOW_HALF_WIDTH
+) -> dict[str, Any] | None:
+    """DESIGN.md item 13 in the window of training progress around ``collapse_step``
+    (see :func:`_failure`); ``None`` without a training curve."""
+    pts = sorted((p for p in points if "step" in p and "progress" in p), key=lambda p: p["step"])
+    if not pts:
+        return None
+    # progress of the collapse: from the curve's own step → progress scale
+    scale = next((p["progress"] / p["step"] for p in reversed(pts) if p["step"]), None)
+    if not scale:
+        return None
+    centre = collapse_step * scale
+    lo, hi = centre - half_width, centre + half_width
+    win = [p for p in pts if lo - 1e-12 <= p["progress"] <= hi + 1e-12]
+
+    def share(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    nz = [
+        1.0 - float(p["frac_reward_zero_std"])
+        for p in win
+        if p.get("frac_reward_zero_std") is not None
+    ]
+    empty = [
+        float(p["objective/cov_mask_empty"])
+        for p in win
+        if p.get("objective/cov_mask_empty") is not None
+    ]
+    return {
+        "collapse_step": collapse_step,
+        "progress_low": max(lo, 0.0),
+        "progress_high": hi,
+        "n_points": len(win),
+        "nonzero_variance_share": share(nz),
+        "n_nonzero_variance_points": len(nz),
+        "empty_mask_share": share(empty),
+        "n_empty_mask_points": len(empty),
+    }
+
+
+#: The association's default benchmark and k (the paper's: MATH500 pass@64).
+ASSOCIATION_BENCHMARK = "MATH500"
+ASSOCIATION_K = 64
+
+
 def _association(
     checkpoints: list[dict[str, Any]],
     passk: list[dict[str, Any]],
-    failed_runs: list[str],
+    failed: set[tuple[str, str]],
+    label: Any,
+    *,
     k: int | None,
+    benchmark: str | None,
+    pooled: bool = False,
 ) -> dict[str, Any] | None:
-    """Exploratory retention–pass@k Spearman across methods (run, or run:model when a run
-    has several models) at each method's reported checkpoint; pass@k is the unweighted
-    mean over benchmarks at that checkpoint; failed runs excluded (item 14)."""
+    """Exploratory retention–pass@k Spearman (DESIGN.md item 14), per model scale, on one
+    named benchmark and k: each method's (run's) retention and pass@k at its reported
+    checkpoint; failed (run, model) pairs excluded. Benchmark: ``benchmark``, else
+    MATH500 when stored, else the only benchmark, else the first in sorted order (named
+    in the output). k: ``k``, else 64 when stored for that benchmark, else its largest.
+    ``pooled`` adds a fit over every scale together, labelled ``pooled``."""
     from audits.association import retention_passk_spearman
 
     if not passk:
         return None
-    available = [
-        {int(name.removeprefix("pass_at_")) for name in p["pass_at_k"]} for p in passk if p
-    ]
+    benches = sorted({p["benchmark"] for p in passk})
+    if benchmark is None:
+        benchmark = ASSOCIATION_BENCHMARK if ASSOCIATION_BENCHMARK in benches else benches[0]
+        bench_source = (
+            "default"
+            if benchmark == ASSOCIATION_BENCHMARK
+            else ("only benchmark" if len(benches) == 1 else "first benchmark (MATH500 absent)")
+        )
+    else:
+        bench_source = "chosen"
+        if benchmark not in benches:
+            raise ValueError(
+                f"association benchmark {benchmark!r} has no pass@k measurement "
+                f"(have: {', '.join(benches)})"
+            )
+    on_bench = [p for p in passk if p["benchmark"] == benchmark]
+    available = [{int(n.removeprefix("pass_at_")) for n in p["pass_at_k"]} for p in on_bench]
     common = set.intersection(*available) if available else set()
     if k is None:
         if not common:
             return None
-        k = max(common)
+        k = ASSOCIATION_K if ASSOCIATION_K in common else max(common)
     name = f"pass_at_{k}"
-    models_of: dict[str, set[str]] = defaultdict(set)
-    for c in checkpoints:
-        models_of[c["run"]].add(c["model"])
+    value = {(p["run"], p["model"], p["step"]): p["pass_at_k"].get(name) for p in on_bench}
     rows = []
     for c in checkpoints:
         if not c["reported"] or c["retention"] is None:
             continue
-        vals = [
-            p["pass_at_k"][name]
-            for p in passk
-            if (p["run"], p["model"], p["step"]) == (c["run"], c["model"], c["step"])
-            and p["pass_at_k"].get(name) is not None
-        ]
-        method = c["run"] if len(models_of[c["run"]]) == 1 else f"{c['run']}:{c['model']}"
         rows.append(
             {
-                "method": method,
+                "method": c["run"],
+                "label": label(c["run"], c["model"]),
                 "run": c["run"],
                 "model": c["model"],
                 "step": c["step"],
                 "retention": c["retention"]["retention"],
-                "pass_at_k": sum(vals) / len(vals) if vals else None,
+                "pass_at_k": value.get((c["run"], c["model"], c["step"])),
             }
         )
     if not rows:
         return None
-    excluded = [r["method"] for r in rows if r["run"] in failed_runs]
-    res = retention_passk_spearman(
-        [r["method"] for r in rows],
-        [r["retention"] for r in rows],
-        [r["pass_at_k"] for r in rows],
-        excluded=excluded,
-    ).to_dict()
-    return {**res, "k": k, "rows": rows}
+
+    def fit(sel: list[dict[str, Any]], key: str) -> dict[str, Any]:
+        res = retention_passk_spearman(
+            [r[key] for r in sel],
+            [r["retention"] for r in sel],
+            [r["pass_at_k"] for r in sel],
+            excluded=[r[key] for r in sel if (r["run"], r["model"]) in failed],
+        ).to_dict()
+        return res
+
+    by_model = {
+        m: fit([r for r in rows if r["model"] == m], "method")
+        for m in sorted({r["model"] for r in rows})
+    }
+    out: dict[str, Any] = {
+        "benchmark": benchmark,
+        "benchmark_source": bench_source,
+        "k": k,
+        "metric": f"{benchmark} pass@{k}",
+        "by_model": by_model,
+        "pooled": None,
+        "rows": rows,
+    }
+    if pooled:
+        out["pooled"] = {**fit(rows, "label"), "label": "pooled over models " + ", ".join(by_model)}
+    # one scale: its numbers at the top level, as before
+    only = next(iter(by_model.values())) if len(by_model) == 1 else None
+    for key in ("rho", "p_value", "n", "methods", "excluded", "missing"):
+        out[key] = only[key] if only else None
+    return out
 
 
 # --------------------------------------------------------------------------- quantities
@@ -974,13 +1162,24 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
         )
     assoc = report["association"]
     if assoc:
-        add(
-            "retention_passk_spearman_rho",
-            "association",
-            assoc["rho"],
-            mode_deps,
-            key=f"pass_at_{assoc['k']}",
-        )
+        for model, fit in assoc["by_model"].items():
+            add(
+                "retention_passk_spearman_rho",
+                "association",
+                fit["rho"],
+                mode_deps,
+                model=model,
+                key=assoc["metric"],
+            )
+        if assoc["pooled"]:
+            add(
+                "retention_passk_spearman_rho",
+                "association",
+                assoc["pooled"]["rho"],
+                mode_deps,
+                model="pooled",
+                key=assoc["metric"],
+            )
     return out
 
 

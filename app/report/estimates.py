@@ -1,14 +1,14 @@
 """Checkpoint selection shared by ``rcea stats`` (files) and ``rcea report`` (the store),
 so both compute a number from the same trajectories the same way.
 
-Checkpoint keys are tuples whose last element is the step: ``(run, step)`` for
-``rcea stats retention``, ``(run, model, step)`` for reports.
+A checkpoint is ``(run, model, step)`` everywhere (DESIGN.md item 14): two models are
+never pooled, and retention compares a checkpoint with the base of the same model.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from audits.entropy import EntropyReport, entropy_report
@@ -17,7 +17,8 @@ from audits.modes import RarefiedRetention, rarefied_retention
 UNCERTAIN = "uncertain"
 
 Key = tuple[Hashable, ...]
-ModesByCheckpoint = dict[Key, dict[str, list[str]]]
+CheckpointKey = tuple[str, str, int]
+ModesByCheckpoint = dict[CheckpointKey, dict[str, list[str]]]
 
 
 def mode_label(mode: str | None) -> str:
@@ -26,13 +27,46 @@ def mode_label(mode: str | None) -> str:
     return UNCERTAIN if mode in (None, "", UNCERTAIN) else str(mode)
 
 
-def pool(groups: Sequence[dict[str, list[str]]]) -> dict[str, list[str]]:
-    """Question-wise concatenation of several checkpoints' mode lists."""
-    out: dict[str, list[str]] = defaultdict(list)
-    for g in groups:
-        for q, ms in g.items():
-            out[q].extend(ms)
-    return dict(out)
+BASE_RUN = "base"
+
+
+@dataclass(frozen=True)
+class RetentionRow:
+    """One checkpoint's retention against the base of its own model: ``base`` is the
+    base checkpoint's key, ``result`` ``None`` with ``error`` saying why when the model
+    has no base checkpoint."""
+
+    key: CheckpointKey
+    base: CheckpointKey | None
+    result: RarefiedRetention | None
+    error: str | None = None
+
+
+def base_checkpoint(
+    keys: Iterable[CheckpointKey], run: str, model: str, *, base_step: int, base_run: str
+) -> tuple[CheckpointKey | None, str | None]:
+    """The base of checkpoint (run, model, ·) — DESIGN.md item 14 — and, when there is
+    none, why. In order: the same run and model at ``base_step``; run ``base_run`` of the
+    same model at ``base_step``; the model's only checkpoint at ``base_step`` (one shared
+    base recorded under some run). Never a checkpoint of another model; several candidate
+    bases of the model and none of the above is ambiguous (``None`` and the reason)."""
+    have = set(keys)
+    for cand in ((run, model, base_step), (base_run, model, base_step)):
+        if cand in have:
+            return cand, None
+    same_model = sorted(k for k in have if k[1] == model and k[2] == base_step)
+    if len(same_model) == 1:
+        return same_model[0], None
+    if not same_model:
+        return None, (
+            f"model {model!r} has no base checkpoint (no checkpoint of that model at step "
+            f"{base_step}); retention is never computed against another model's base"
+        )
+    return None, (
+        f"model {model!r} has {len(same_model)} checkpoints at step {base_step} "
+        f"(runs {', '.join(k[0] for k in same_model)}) and none of run {run!r} or "
+        f"{base_run!r}: name the shared base run (--base-run)"
+    )
 
 
 def retention_table(
@@ -44,26 +78,27 @@ def retention_table(
     n_draws: int,
     n_boot: int,
     confidence: float = 0.95,
-) -> list[tuple[Key, RarefiedRetention]]:
-    """Rarefied retention (DESIGN.md item 5) of every checkpoint whose step is not
-    ``base_step``, in key order, against its base: the checkpoint with the same key
-    prefix at ``base_step`` when it exists, else the question-wise pool of every
-    checkpoint at ``base_step``. Raises ``ValueError`` when there is no base checkpoint."""
-    base_keys = [k for k in modes if k[-1] == base_step]
-    if not base_keys:
+    base_run: str = BASE_RUN,
+) -> list[RetentionRow]:
+    """Rarefied retention (DESIGN.md item 5) of every (run, model, step) checkpoint whose
+    step is not ``base_step``, in key order, against the base of the SAME model
+    (:func:`base_checkpoint`). A checkpoint whose model has no base gets a row with
+    ``result = None`` and the reason. Raises ``ValueError`` when no checkpoint at all is
+    at ``base_step``."""
+    for key in modes:
+        if len(key) != 3:
+            raise ValueError(f"checkpoint keys are (run, model, step), got {key!r}")
+    if not any(k[-1] == base_step for k in modes):
         raise ValueError(f"no accepted trajectories at base step {base_step}")
-    pooled: dict[str, list[str]] | None = None
     out = []
     for key in sorted((k for k in modes if k[-1] != base_step), key=_sort_key):
-        own = (*key[:-1], base_step)
-        if own in modes:
-            base = modes[own]
-        else:
-            if pooled is None:
-                pooled = pool([modes[k] for k in base_keys])
-            base = pooled
+        run, model, _ = key
+        base, why = base_checkpoint(modes, run, model, base_step=base_step, base_run=base_run)
+        if base is None:
+            out.append(RetentionRow(key, None, None, why))
+            continue
         res = rarefied_retention(
-            dict(base),
+            dict(modes[base]),
             dict(modes[key]),
             seed=seed,
             n_min=n_min,
@@ -71,15 +106,38 @@ def retention_table(
             n_boot=n_boot,
             confidence=confidence,
         )
-        out.append((key, res))
+        out.append(RetentionRow(key, base, res))
     return out
 
 
-def retention_dict(res: RarefiedRetention) -> dict[str, Any]:
-    """The JSON of one retention result without the per-question draws."""
-    d = res.to_dict()
+def retention_dict(res: RarefiedRetention, *, include_draws: bool = False) -> dict[str, Any]:
+    """The JSON of one retention result; with ``include_draws`` the per-question
+    rarefaction draws (``draws``: question id → ``base_draws``/``checkpoint_draws``,
+    positions in the question's label list as given), from which the result is
+    recomputable (``rarefied_retention(stored_draws=...)``)."""
+    d = res.to_dict(include_draws=False)
     d.pop("questions", None)
+    if include_draws:
+        d["draws"] = {str(q): v for q, v in res.draws().items()}
     return d
+
+
+def sequence_quantity(
+    sampling_temperature: float | None,
+    sampling_top_p: float | None,
+    logprob_temperature: float | None,
+) -> str:
+    """What −mean ℓ estimates for one trajectory (DESIGN.md item 2): ``entropy`` when it
+    was sampled from the distribution ℓ is computed under, else ``cross_entropy``: top-p
+    below 1, or a sampling temperature other than ℓ's (ℓ's temperature is 1 — the policy
+    itself — unless stated). Unknown sampling settings count as matching."""
+    if sampling_top_p is not None and sampling_top_p < 1.0:
+        return "cross_entropy"
+    if sampling_temperature is not None:
+        ell_t = 1.0 if logprob_temperature is None else logprob_temperature
+        if abs(sampling_temperature - ell_t) > 1e-12:
+            return "cross_entropy"
+    return "entropy"
 
 
 def checkpoint_entropy(
@@ -92,16 +150,22 @@ def checkpoint_entropy(
     k_min: int,
     n_boot: int,
     confidence: float = 0.95,
+    truncated: Sequence[bool | None] | None = None,
+    quantities: Sequence[str] | None = None,
 ) -> EntropyReport:
     """Items 1–3 for one checkpoint. Every trajectory needs a mean token entropy
     (``ValueError`` naming how many lack one); the sequence decomposition is computed
-    only when every trajectory has a sequence log-probability."""
+    only when every trajectory has a sequence log-probability. ``truncated`` flags are
+    counted when every trajectory has one (``n_truncated``, else ``None``); ``quantities``
+    (per trajectory, :func:`sequence_quantity`) label the ℓ-based numbers
+    ``cross_entropy`` when any trajectory was sampled from another distribution."""
     missing = sum(v is None for v in mean_token_entropy)
     if missing:
         raise ValueError(
             f"{missing} trajectory(ies) of this checkpoint lack mean_token_entropy/token_entropies"
         )
     lps = list(seq_logprobs)
+    flags = list(truncated) if truncated is not None else []
     return entropy_report(
         list(question_ids),
         list(rewards),
@@ -111,6 +175,8 @@ def checkpoint_entropy(
         k_min=k_min,
         n_boot=n_boot,
         confidence=confidence,
+        cross_entropy=any(q == "cross_entropy" for q in quantities or ()),
+        truncated=[bool(f) for f in flags] if flags and None not in flags else None,
     )
 
 

@@ -60,8 +60,12 @@ def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Any, Any]:
 
 
 def training_entropy(report: dict[str, Any]) -> bytes | None:
+    # one line per (run, model): two scales of one objective are never one line
     curves = [
-        (c["run"], [p for p in c["points"] if p.get("entropy") is not None])
+        (
+            f"{c['run']} ({c['model']})" if c.get("model") else c["run"],
+            [p for p in c["points"] if p.get("entropy") is not None],
+        )
         for c in report["training_curves"]
     ]
     curves = [(run, pts) for run, pts in curves if pts]

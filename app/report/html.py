@@ -91,6 +91,18 @@ def render_html(
     if pair.get("gate"):
         reqs = pair["gate"].get("requirements") or []
         parts.append("<h3>Final gate</h3>")
+        scope = pair["gate"].get("adjudication_scope") or "disagreements_and_automatic"
+        parts.append(
+            "<p>Adjudication scope: <strong>"
+            + escape(
+                "A ≠ B only"
+                if scope == "disagreements"
+                else "A ≠ B and A = B ≠ automatic (arbitration can only move the reference "
+                "toward the automatic label)"
+            )
+            + f"</strong> (<code>{escape(scope)}</code>); human–human F1 over every pair "
+            "both annotators labelled.</p>"
+        )
         parts.append(
             _table(
                 ["requirement", "value", "comparator", "threshold", "passed"],
@@ -98,6 +110,36 @@ def render_html(
                     [r["name"], r["value"], r["comparator"], r["threshold"], r.get("passed")]
                     for r in reqs
                 ],
+            )
+        )
+    if report.get("failure"):
+        parts.append("<h2>Training failure (per run and model)</h2>")
+        rows = []
+        for f in report["failure"]:
+            w = f.get("failure_window") or {}
+            rows.append(
+                [
+                    f["run"],
+                    f["model"],
+                    "FAILED" if f["failed"] else "ok",
+                    f["reported_step"],
+                    f["reported_reason"],
+                    w.get("nonzero_variance_share"),
+                    w.get("empty_mask_share"),
+                ]
+            )
+        parts.append(
+            _table(
+                [
+                    "run",
+                    "model",
+                    "verdict",
+                    "reported step",
+                    "reason",
+                    "window: non-zero reward variance",
+                    "window: empty covariance mask",
+                ],
+                rows,
             )
         )
     parts.append("<h2>Figures</h2>")

@@ -13,7 +13,12 @@ A bundle is the directory ``<out>/<study>-<UTC %Y%m%dT%H%M%SZ>/`` holding ``repo
 (self-contained), ``report.json`` (the published report plus ``scope``), ``figures/*.png``,
 ``rubric.toml`` (frozen source text of the gate's rubric), ``gate.json`` (the pair-audit
 state with the final gate report), ``calibration.json`` (the validity status with the
-calibration report), the last three only when the published numbers rest on them, and
+calibration report), the last three only when the published numbers rest on them,
+``rarefaction.json`` (with published retention: per checkpoint its base, the estimator
+settings, the mode labels of both checkpoints per question and the stored rarefaction
+draws, so that every retention number is recomputable from the bundle with
+``audits.rarefied_retention(..., stored_draws=...)``; the same entries are stored as
+``rarefaction_draws`` measurements), and
 ``hashes.json`` (rubric, partition, judge and record-set hashes, and the SHA-256 of every
 other bundle file). It is written into a temporary sibling directory and renamed into
 place after the ``report.publish`` event is appended, so a failure leaves no bundle.
@@ -92,7 +97,8 @@ def publish_report(
     event) unless every quantity is publishable or ``entropy_only`` is set. ``params``
     go to :func:`build_report`."""
     require_study(session, name=study)
-    report = build_report(session, study=study, **params)
+    report = build_report(session, study=study, include_draws=True, **params)
+    rarefaction = _rarefaction(session, report)
     reasons = refusal_reasons(report)
     if reasons and not entropy_only:
         raise PublishRefused(reasons)
@@ -112,7 +118,11 @@ def publish_report(
     final = _bundle_path(out_dir, study)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=out_dir))
     try:
-        files = _write_bundle(session, tmp, report, scope, pair, val, uses)
+        if "partition" in uses and rarefaction:
+            _store_rarefaction(session, st.id, pair, rarefaction)
+        else:
+            rarefaction = []
+        files = _write_bundle(session, tmp, report, scope, pair, val, uses, rarefaction)
         hashes = {
             "rubric_hash": pair["rubric_hash"] if "partition" in uses else None,
             "partition_hash": pair["partition_hash"] if "partition" in uses else None,
@@ -168,6 +178,7 @@ def _write_bundle(
     pair: dict[str, Any],
     val: dict[str, Any],
     uses: set[str],
+    rarefaction: list[dict[str, Any]],
 ) -> dict[str, str]:
     """Write every file except ``hashes.json``; returns ``{relative path: sha256}``."""
     from app.report.figures import make_figures
@@ -192,6 +203,8 @@ def _write_bundle(
         if rubric is not None:
             put("rubric.toml", rubric.source_text.encode())
         put("gate.json", (json.dumps(pair, indent=2) + "\n").encode())
+    if rarefaction:
+        put("rarefaction.json", (json.dumps(rarefaction, indent=1) + "\n").encode())
     if "validity" in uses:
         put("calibration.json", (json.dumps(val, indent=2, default=str) + "\n").encode())
     html = render_html(
@@ -208,3 +221,61 @@ def _write_bundle(
     )
     put("report.html", html.encode())
     return written
+
+
+def _rarefaction(session: Session, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Take the draws out of every checkpoint's retention (they stay out of
+    ``report.json``) and pair them with the mode labels they index, per checkpoint: the
+    bundle's ``rarefaction.json`` (DESIGN.md item 5: the draws are stored, not the seed)."""
+    from app.report.build import mode_labels, study_trajectories
+
+    withdraws = [c for c in report["checkpoints"] if c["retention"] and "draws" in c["retention"]]
+    if not withdraws:
+        return []
+    rows = study_trajectories(session, report["study_id"])
+    modes = mode_labels(
+        session, rows, report["audits"]["pair"], report["audits"]["validity"]["filter"] == "judge"
+    )
+    out = []
+    for c in withdraws:
+        r = c["retention"]
+        draws = r.pop("draws")
+        b = r["base"]
+        base = modes[(b["run"], b["model"], b["step"])]
+        ckpt = modes[(c["run"], c["model"], c["step"])]
+        out.append(
+            {
+                "run": c["run"],
+                "model": c["model"],
+                "step": c["step"],
+                "base": b,
+                "retention": r["retention"],
+                "settings": {k: r[k] for k in ("seed", "n_min", "n_draws", "n_boot", "confidence")},
+                # every question's labels (positions in these lists are what the draws
+                # index); draws only for the eligible questions
+                "base_labels": base,
+                "checkpoint_labels": ckpt,
+                "draws": draws,
+            }
+        )
+    return out
+
+
+def _store_rarefaction(
+    session: Session, study_id: int, pair: dict[str, Any], entries: list[dict[str, Any]]
+) -> None:
+    """One ``rarefaction_draws`` measurement per checkpoint, keyed by the partition."""
+    from app.store.measurements import record_measurement
+
+    key = str(pair.get("partition_hash") or "mode-column")
+    for e in entries:
+        record_measurement(
+            session,
+            study_id=study_id,
+            kind="rarefaction_draws",
+            run=e["run"],
+            model=e["model"],
+            step=e["step"],
+            key=key,
+            payload=e,
+        )

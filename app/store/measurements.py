@@ -22,6 +22,9 @@ Kinds (the contract between producers and readers; payload keys listed):
                         {predicted, observed}).
 ``tail``                run, model, step = endpoint; payload: the ``audits.tail`` report
                         as a JSON dict.
+``rarefaction_draws``   run, model, step = checkpoint; key = partition hash; written by
+                        ``rcea report publish``: the bundle's ``rarefaction.json`` entry
+                        (base, settings, per-question labels and stored draws).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ KINDS: tuple[str, ...] = (
     "passk",
     "covariance_transition",
     "tail",
+    "rarefaction_draws",
 )
 
 

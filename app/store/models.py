@@ -70,6 +70,10 @@ class TrajectoryBase(SQLModel):
     validity: int | None = None
     mode: str | None = Field(default=None, max_length=300)
     split: str | None = Field(default=None, max_length=20)
+    truncated: bool | None = None
+    sampling_temperature: float | None = None
+    sampling_top_p: float | None = None
+    logprob_temperature: float | None = None
 
 
 class Trajectory(TrajectoryBase, table=True):

@@ -28,18 +28,20 @@ def accuracy_by_step(df: pd.DataFrame) -> alt.Chart:
 
 def entropy_traces(df: pd.DataFrame, *, title: str = "entropy") -> alt.Chart:
     """Training traces on normalised progress (Figure 1/3 style): columns ``run``
-    (objective), ``step``, ``progress`` (step / max_steps, 0–1) and ``value`` (the logged
-    quantity named ``title``; renamed so that any logged key, dots included, is safe as a
-    Vega-Lite field)."""
+    (objective), ``model``, ``series`` (one line per (run, model)), ``step``,
+    ``progress`` (step / max_steps, 0–1) and ``value`` (the logged quantity named
+    ``title``; renamed so that any logged key, dots included, is safe as a Vega-Lite
+    field)."""
     return (
         alt.Chart(df)
         .mark_line()
         .encode(
             x=alt.X("progress:Q", title="training progress", axis=alt.Axis(format="%")),
             y=alt.Y("value:Q", title=title),
-            color=alt.Color("run:N", title="objective"),
+            color=alt.Color("series:N", title="objective · model"),
             tooltip=[
                 "run",
+                "model",
                 "step",
                 alt.Tooltip("progress:Q", format=".0%"),
                 alt.Tooltip("value:Q", title=title),

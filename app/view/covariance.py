@@ -29,6 +29,26 @@ else:
     st.dataframe(rf.fit_frame(rep), hide_index=True, width="stretch")
     st.dataframe(transitions, hide_index=True, width="stretch")
 
+st.subheader("Training failure (per run and model)")
+failure = rf.failure_frame(rep)
+if failure.empty:
+    st.caption("No accuracy trace recorded (`rcea probe bench` records one per run).")
+else:
+    st.dataframe(failure, hide_index=True, width="stretch")
+    st.caption(
+        "A failed (run, model) is reported at the latest milestone at or before the last "
+        "step attaining its peak; the same run at another scale is unaffected. Window "
+        "shares: completions in groups with non-zero reward variance, and updates whose "
+        "covariance mask selected nothing (from the training curve)."
+    )
+
+st.subheader("Retention vs pass@k (exploratory, per model scale)")
+assoc = rf.association_frame(rep)
+if assoc.empty:
+    st.caption("No association: needs retention and pass@k at the reported checkpoints.")
+else:
+    st.dataframe(assoc, hide_index=True, width="stretch")
+
 st.subheader("Reward-stratified tail (q99)")
 q99 = rf.q99_frame(rep)
 if q99.empty:

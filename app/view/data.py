@@ -262,6 +262,7 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
     """
     from app.audit.labels import (
         ADJUDICATOR,
+        audit_rubric,
         current_labels,
         needs_adjudication,
         status_counts,
@@ -279,7 +280,7 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
             (t.role, t.pair_id): t
             for t in session.exec(select(AuditTask).where(AuditTask.audit_id == row.id)).all()
         }
-        to_adj = needs_adjudication(pairs, labels)
+        to_adj = needs_adjudication(pairs, labels, audit_rubric(session, row).adjudication.scope)
         roles = {b.role: b for b in bindings(session, PAIR, row.id)}  # type: ignore[arg-type]
         progress = []
         for role in ROLES:

@@ -28,7 +28,7 @@ else:
     metrics = rf.training_metrics(training)
     if metrics:
         metric = st.selectbox("value", metrics, key="training_metric")
-        trace = training[["run", "step", "progress", metric]].dropna()
+        trace = training[["run", "model", "series", "step", "progress", metric]].dropna()
         st.altair_chart(
             charts.entropy_traces(trace.rename(columns={metric: "value"}), title=metric),
             width="stretch",

@@ -30,16 +30,23 @@ def _ckpt(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def training_frame(report: Report) -> pd.DataFrame:
-    """One row per logged training point: ``run`` (objective), ``step``, ``progress`` and
-    whatever the producer logged (``entropy``, ``reward``, ``loss``, ...)."""
-    rows = [{"run": c["run"], **p} for c in report["training_curves"] for p in c["points"]]
-    return pd.DataFrame(rows, columns=None if rows else ["run", "step", "progress"])
+    """One row per logged training point: ``run`` (objective), ``model``, ``series``
+    (``run · model``: one line per (run, model), never two scales merged), ``step``,
+    ``progress`` and whatever the producer logged (``entropy``, ``reward``, ``loss``, ...)."""
+    rows = [
+        {"run": c["run"], "model": c["model"], "series": f"{c['run']} · {c['model']}", **p}
+        for c in report["training_curves"]
+        for p in c["points"]
+    ]
+    return pd.DataFrame(
+        rows, columns=None if rows else ["run", "model", "series", "step", "progress"]
+    )
 
 
 def training_metrics(frame: pd.DataFrame) -> list[str]:
     """The numeric logged columns of ``training_frame`` besides step and progress,
     ``entropy`` first."""
-    skip = {"run", "step", "progress"}
+    skip = {"run", "model", "series", "step", "progress"}
     cols = [c for c in frame.columns if c not in skip and pd.api.types.is_numeric_dtype(frame[c])]
     return sorted(cols, key=lambda c: (c != "entropy", c))
 
@@ -308,4 +315,62 @@ def budget_frame(report: Report) -> pd.DataFrame:
             "failure_share",
             "gap_failure_minus_success_pp",
         ],
+    )
+
+
+def failure_frame(report: Report) -> pd.DataFrame:
+    """The failure verdict per (run, model) (DESIGN.md items 9, 13, 14): the reported
+    checkpoint and, next to a failure, the failure-window shares from the training curve."""
+    rows = []
+    for f in report["failure"]:
+        w = f.get("failure_window") or {}
+        rows.append(
+            {
+                "run": f["run"],
+                "model": f["model"],
+                "failed": f["failed"],
+                "reported_step": f["reported_step"],
+                "reported_reason": f["reported_reason"],
+                "collapse_step": w.get("collapse_step"),
+                "nonzero_variance_share": w.get("nonzero_variance_share"),
+                "empty_mask_share": w.get("empty_mask_share"),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "run",
+            "model",
+            "failed",
+            "reported_step",
+            "reported_reason",
+            "collapse_step",
+            "nonzero_variance_share",
+            "empty_mask_share",
+        ],
+    )
+
+
+def association_frame(report: Report) -> pd.DataFrame:
+    """The retention–pass@k Spearman per model scale (and pooled only when requested,
+    labelled), on the report's one named benchmark and k."""
+    a = report.get("association")
+    if not a:
+        return pd.DataFrame(columns=["scope", "metric", "rho", "p_value", "n", "excluded"])
+    fits = [(m, fit) for m, fit in a["by_model"].items()]
+    if a.get("pooled"):
+        fits.append((a["pooled"]["label"], a["pooled"]))
+    return pd.DataFrame(
+        [
+            {
+                "scope": scope,
+                "metric": a["metric"],
+                "rho": fit["rho"],
+                "p_value": fit["p_value"],
+                "n": fit["n"],
+                "excluded": ", ".join(fit["excluded"]),
+            }
+            for scope, fit in fits
+        ],
+        columns=["scope", "metric", "rho", "p_value", "n", "excluded"],
     )

@@ -10,7 +10,8 @@ Outputs::
                                 question_id, text, reward, run, model, step,
                                 seed (= checkpoint decoding seed), answer, split (toy),
                                 validity (toy oracle), mode (toy oracle, only with
-                                strategy_as_mode)
+                                strategy_as_mode), sampling_temperature, sampling_top_p
+                                (the [probe] settings), truncated
     DIR/samples/<label>.jsonl   per trajectory: trajectory_id, question_id, index,
                                 prompt_ids, completion_ids (EOS included when it ended),
                                 truncated (no EOS within max_new_tokens), strategy (toy
@@ -70,7 +71,13 @@ def write_combined_records(out: Path, checkpoints: list[Checkpoint]) -> Path:
 
 
 def _record(
-    cfg: ProbeConfig, ck: Checkpoint, seed: int, q: Any, tid: str, text: str
+    cfg: ProbeConfig,
+    ck: Checkpoint,
+    seed: int,
+    q: Any,
+    tid: str,
+    text: str,
+    truncated: bool = False,
 ) -> tuple[dict[str, Any], str | None]:
     scores = q.score(text)
     rec: dict[str, Any] = {
@@ -82,6 +89,11 @@ def _record(
         "model": ck.model,
         "step": ck.step,
         "seed": seed,
+        # the sampling settings, so ℓ-based numbers can say entropy or cross-entropy
+        # (DESIGN.md item 2), and the truncation flag (counted, never silently kept)
+        "sampling_temperature": cfg.probe.temperature,
+        "sampling_top_p": cfg.probe.top_p,
+        "truncated": bool(truncated),
     }
     if scores.answer is not None:
         rec["answer"] = scores.answer
@@ -145,7 +157,9 @@ def run_sample(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) 
                         empty = not g.text.strip()
                         strategy = None
                         if not empty:
-                            rec, strategy = _record(cfg, ck, seed, q, tid, g.text)
+                            rec, strategy = _record(
+                                cfg, ck, seed, q, tid, g.text, truncated=g.truncated
+                            )
                             recs.append(rec)
                         n_empty += empty
                         n_trunc += g.truncated

@@ -10,7 +10,8 @@ Outputs::
     DIR/tokens/<label>.parquet   trajectory_id, question_id, truncated (bool),
                                  token_entropies (list<float32>, nats),
                                  token_logprobs (list<float32>, chosen-token log-probs)
-    DIR/records/<label>.jsonl    + n_tokens, mean_token_entropy, seq_logprob (ℓ, EOS incl.)
+    DIR/records/<label>.jsonl    + n_tokens, mean_token_entropy, seq_logprob (ℓ, EOS incl.),
+                                 logprob_temperature (the temperature ℓ is scored at)
     DIR/records.jsonl            refreshed
 
 While a checkpoint is in progress, finished units live in ``tokens/<label>.parts/`` (one
@@ -108,7 +109,9 @@ def _merge(out: Path, ck: Checkpoint) -> list[dict[str, Any]]:
     return rows
 
 
-def _update_records(out: Path, ck: Checkpoint, rows: list[dict[str, Any]]) -> int:
+def _update_records(
+    out: Path, ck: Checkpoint, rows: list[dict[str, Any]], temperature: float
+) -> int:
     import numpy as np
 
     stats = {r["trajectory_id"]: r for r in rows}
@@ -121,6 +124,8 @@ def _update_records(out: Path, ck: Checkpoint, rows: list[dict[str, Any]]) -> in
         rec["n_tokens"] = int(ent.size)
         rec["mean_token_entropy"] = float(ent.mean())
         rec["seq_logprob"] = float(np.asarray(tok["token_logprobs"], dtype=np.float64).sum())
+        # ℓ is scored under the softmax at the sampling temperature (not top-p truncated)
+        rec["logprob_temperature"] = temperature
     write_jsonl(records_path(out, ck), recs)
     return sum(1 for r in recs if "mean_token_entropy" in r)
 
@@ -192,7 +197,7 @@ def run_entropy(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True)
                 bar.update(len(group))
             del model
         rows = _merge(out, ck)
-        n = _update_records(out, ck, rows)
+        n = _update_records(out, ck, rows, temperature)
         result.checkpoints.append(
             {**ck.to_dict(), "label": ck.label, "units_run": len(todo), "records_with_entropy": n}
         )

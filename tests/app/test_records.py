@@ -141,3 +141,27 @@ def test_error_count_is_capped(tmp_path: Path) -> None:
     with pytest.raises(RecordValidationError) as info:
         read_records(write_jsonl(tmp_path / "many.jsonl", recs))
     assert len(info.value.errors) == 100 and info.value.truncated
+
+
+def test_sampling_fields_are_validated(tmp_path: Path) -> None:
+    good = [
+        make_record(0, truncated=True, sampling_temperature=0.7, sampling_top_p=0.9),
+        make_record(1, truncated=0, logprob_temperature=0.7),
+        make_record(2),
+    ]
+    cols = read_records(write_jsonl(tmp_path / "ok.jsonl", good)).columns
+    assert cols["truncated"] == [True, False, None]
+    assert cols["sampling_top_p"] == [0.9, None, None]
+    bad = [
+        make_record(0, truncated="yes"),
+        make_record(1, sampling_top_p=1.5),
+        make_record(2, sampling_temperature=0),
+        make_record(3, logprob_temperature=-1.0),
+    ]
+    with pytest.raises(RecordValidationError) as exc:
+        read_records(write_jsonl(tmp_path / "bad.jsonl", bad))
+    msg = str(exc.value)
+    assert "line 1: truncated: must be true, false, 0, 1 or null" in msg
+    assert "line 2: sampling_top_p: must be a number in (0, 1]" in msg
+    assert "line 3: sampling_temperature: must be a finite number > 0" in msg
+    assert "line 4: logprob_temperature: must be a finite number > 0" in msg

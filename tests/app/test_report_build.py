@@ -218,7 +218,7 @@ def test_numbers_equal_rcea_stats(engine, tmp_path: Path) -> None:  # type: igno
             "--n-boot",
             str(N_BOOT),
         )
-        for key in ("questions", "run", "step"):
+        for key in ("questions", "run", "model", "step"):
             ref.pop(key)
         assert ckpt(rep, run, step)["entropy"] == ref
 
@@ -226,7 +226,9 @@ def test_numbers_equal_rcea_stats(engine, tmp_path: Path) -> None:  # type: igno
     ref = cli_json("stats", "retention", str(records), "--n-boot", str(N_BOOT))
     assert ref["results"], ref
     for row in ref["results"]:
-        run, step = row.pop("run"), row.pop("step")
+        run, step, model = row.pop("run"), row.pop("step"), row.pop("model")
+        assert model == "tiny" and row.pop("error") is None
+        assert row["base"] == {"run": run, "model": "tiny", "step": 0}
         assert ckpt(rep, run, step)["retention"] == row
     assert all(ckpt(rep, r, 0)["retention"] is None for r in RUNS)
 

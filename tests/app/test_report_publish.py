@@ -29,6 +29,7 @@ from app.report.build import ENTROPY_ONLY_LABEL, build_report
 from app.report.publish import PublishRefused, publish_report
 from app.store import append_event, list_events, require_study, session_scope
 from app.store.models import Audit, AuditTask, Trajectory
+from audits.modes import rarefied_retention
 from tests.app.test_report_build import N_BOOT, make_report_study, report_records
 from tests.helpers import RUBRIC, fake_person, fake_tasks, rubric_file, write_jsonl
 
@@ -300,6 +301,7 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
         "rubric.toml",
         "gate.json",
         "calibration.json",
+        "rarefaction.json",
         "hashes.json",
     }
     assert files["rubric.toml"].decode() == RUBRIC
@@ -337,7 +339,44 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
         c = next(
             c for c in rep["checkpoints"] if (c["run"], c["step"]) == (row["run"], row["step"])
         )
-        assert c["retention"] == {k: v for k, v in row.items() if k not in ("run", "step")}
+        assert c["retention"] == {
+            k: v for k, v in row.items() if k not in ("run", "model", "step", "error")
+        }
+    # every published retention is recomputable from the bundle's stored draws
+    entries = json.loads(files["rarefaction.json"])
+    n_checked = 0
+    assert len(entries) == len([c for c in rep["checkpoints"] if c["retention"]]) > 0
+    for e in entries:
+        c = next(
+            c
+            for c in rep["checkpoints"]
+            if (c["run"], c["model"], c["step"]) == (e["run"], e["model"], e["step"])
+        )
+        assert "draws" not in c["retention"] and e["base"] == c["retention"]["base"]
+        again = rarefied_retention(
+            e["base_labels"],
+            e["checkpoint_labels"],
+            stored_draws=e["draws"],
+            seed=12345,  # the draws are stored: the seed no longer matters
+            n_min=e["settings"]["n_min"],
+            n_draws=e["settings"]["n_draws"],
+            n_boot=e["settings"]["n_boot"],
+        )
+        published = c["retention"]["retention"]
+        n_checked += published is not None
+        if published is None:
+            assert again.retention is None
+        else:
+            assert again.retention == pytest.approx(published, rel=1e-12)
+        assert again.n_eligible == c["retention"]["n_eligible"] == len(e["draws"])
+    assert n_checked > 0
+    with session_scope(engine) as s:
+        from app.store.measurements import list_measurements
+
+        stored = list_measurements(s, study_id=rep["study_id"], kind="rarefaction_draws")
+        assert [m.payload for m in stored] == sorted(
+            entries, key=lambda e: (e["run"], e["model"], e["step"])
+        )
     with session_scope(engine) as s:
         (ev,) = list_events(s, kind="report.publish")
     assert ev.payload["bundle"] == str(bundle)
@@ -396,3 +435,11 @@ def test_api_report_route(engine, tmp_path: Path) -> None:  # type: ignore[no-un
     assert got == ref
     assert client.get("/api/studies/999/report", headers=auth).status_code == 404
     assert client.get(f"/api/studies/{sid}/report?n_boot=0", headers=auth).status_code == 422
+    # the association is named per benchmark; an unknown one is a 422 naming the known
+    r = client.get(
+        f"/api/studies/{sid}/report?n_boot=50&association_benchmark=toy&association_k=4",
+        headers=auth,
+    )
+    assert r.status_code == 200 and r.json()["association"]["metric"] == "toy pass@4"
+    r = client.get(f"/api/studies/{sid}/report?association_benchmark=AIME", headers=auth)
+    assert r.status_code == 422 and "have: toy" in r.text

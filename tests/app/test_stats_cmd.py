@@ -75,9 +75,10 @@ def test_agreement_final_gate_matches_sklearn(tmp_path: Path) -> None:
     assert data["stage"] == "final"
     labels = ["same", "different"]
     keep = [i for i, x in enumerate(cols["auto"]) if x]
+    # F1_HH over every pair both annotators labelled; uncertain pairs are excluded from
+    # the automatic F1s only (the subset value is reported for information).
     hh_all = f1_score(cols["a"], cols["b"], average="macro", labels=labels, zero_division=0)
-    assert data["human_human_macro_f1_all_pairs"] == pytest.approx(hh_all)
-    # Uncertain pairs are excluded from every F1, the human-human one included.
+    assert data["human_human_macro_f1"] == pytest.approx(hh_all)
     hh = f1_score(
         [cols["a"][i] for i in keep],
         [cols["b"][i] for i in keep],
@@ -85,7 +86,7 @@ def test_agreement_final_gate_matches_sklearn(tmp_path: Path) -> None:
         labels=labels,
         zero_division=0,
     )
-    assert data["human_human_macro_f1"] == pytest.approx(hh)
+    assert data["human_human_macro_f1_evaluated"] == pytest.approx(hh)
     ref = [j or x for x, j in zip(cols["a"], cols["adj"], strict=True)]
     r = [ref[i] for i in keep]
     au = [cols["auto"][i] for i in keep]
@@ -108,7 +109,45 @@ def test_agreement_preliminary_when_unadjudicated(tmp_path: Path) -> None:
     path, _ = _pairs_csv(tmp_path, np.random.default_rng(1), adjudicate=False)
     data = _json(["stats", "agreement", str(path)])
     assert data["stage"] == "preliminary" and data["passed"] is None
-    assert data["automatic_coverage_source"] == "pairs"
+    assert data["automatic_coverage_source"].startswith("pairs: share of audit pairs")
+
+
+def test_agreement_without_partition_coverage_is_not_final(tmp_path: Path) -> None:
+    # every disagreement adjudicated, but no coverage over the locked partition: the
+    # output names where the coverage came from and does not call the gate final
+    path, cols = _pairs_csv(tmp_path, np.random.default_rng(0))
+    data = _json(["stats", "agreement", str(path)])
+    assert data["stage"] == "provisional" and data["passed"] is None
+    assert isinstance(data["provisional_passed"], bool)
+    share = sum(bool(x) for x in cols["auto"]) / len(cols["auto"])
+    assert data["automatic_coverage"] == pytest.approx(share)
+    assert "not trajectories over the locked partition" in data["automatic_coverage_source"]
+    out = runner.invoke(app, ["stats", "agreement", str(path)])
+    assert out.exit_code == 0
+    assert "gate (provisional): NOT FINAL" in out.output and "PASSED" not in out.output
+    assert "automatic coverage source: pairs" in out.output
+    # a partition file gives the coverage over trajectories, and a final gate
+    lines = (
+        ["trajectory_id,mode"]
+        + [f"t{i},m{i % 3}" for i in range(97)]
+        + [
+            "t97,uncertain",
+            "t98,",
+            "t99,uncertain",
+        ]
+    )
+    part = _write(tmp_path / "partition.csv", "\n".join(lines) + "\n")
+    final = _json(["stats", "agreement", str(path), "--partition", str(part)])
+    assert final["stage"] == "final" and isinstance(final["passed"], bool)
+    assert final["automatic_coverage"] == pytest.approx(0.97)
+    assert final["automatic_coverage_source"] == f"--partition {part} (100 trajectories)"
+    same = _json(["stats", "agreement", str(path), "--automatic-coverage", "0.97"])
+    assert {k: v for k, v in same.items() if k != "automatic_coverage_source"} == {
+        k: v for k, v in final.items() if k != "automatic_coverage_source"
+    }
+    dup = _write(tmp_path / "dup.csv", "trajectory_id,mode\nt1,m\nt1,m\n")
+    out = runner.invoke(app, ["stats", "agreement", str(path), "--partition", str(dup)])
+    assert out.exit_code == 1 and f"{dup}:line 3: trajectory_id: duplicate" in out.output
 
 
 def test_agreement_bad_label(tmp_path: Path) -> None:

@@ -83,7 +83,23 @@ def test_each_criterion_is_required_and_boundaries_inclusive():
 
 def test_first_peak_is_used_on_ties():
     res = detect_training_failure([0, 10, 20, 30], [0.5, 0.2, 0.5, 0.0])
-    assert res.peak_step == 0
+    assert res.peak_step == 0 and res.last_peak_step == 20
+
+
+# The supplement's dense MATH500 trace of Clip-Cov-7B (Table A9 and the failure diagnosis):
+# 76.6 % at raw steps 1,000 and 2,400 (the last maximum), 60.8 % at 3,600, 0.2 % at 4,000
+# and at 8,000. Milestones every 2,000 steps.
+CLIP_COV_7B = {1000: 0.766, 2400: 0.766, 3600: 0.608, 4000: 0.002, 8000: 0.002}
+
+
+def test_clip_cov_7b_milestone_is_2000():
+    steps = sorted(CLIP_COV_7B)
+    res = detect_training_failure(steps, [CLIP_COV_7B[s] for s in steps])
+    assert res.failed and res.peak == 0.766
+    assert (res.peak_step, res.last_peak_step) == (1000, 2400)
+    assert res.collapse_step == 4000
+    # the latest milestone at or before the LAST peak (the earliest peak would give none)
+    assert last_milestone_before_failure([2000, 4000, 6000, 8000], res) == 2000
 
 
 def test_last_milestone_before_failure():

@@ -74,11 +74,10 @@ def gate(audit: Audit, coverage: float = 0.97, thresholds: GateThresholds = DEFA
 
 def sk_values(audit: Audit) -> dict[str, float]:
     keep = [x is not None for x in audit.automatic]
-    a = [v for v, k in zip(audit.a, keep, strict=True) if k]
-    b = [v for v, k in zip(audit.b, keep, strict=True) if k]
     ref = [v for v, k in zip(audit.reference, keep, strict=True) if k]
     auto = [v for v, k in zip(audit.automatic, keep, strict=True) if k]
-    hh = f1_score(b, a, labels=LAB, average="macro", zero_division=0)
+    # F1_HH over every pair both annotators labelled (DESIGN.md item 10), never the subset
+    hh = f1_score(audit.b, audit.a, labels=LAB, average="macro", zero_division=0)
     au = f1_score(ref, auto, labels=LAB, average="macro", zero_division=0)
     return {
         "human_human_macro_f1": hh,
@@ -199,19 +198,24 @@ def test_uncertain_pairs_excluded_counted_and_listed() -> None:
         pid for pid, x in zip(audit.ids, audit.automatic, strict=True) if x in (None, "uncertain")
     )
     audit.automatic[3] = None
-    check_values(report, audit)  # values computed on the non-uncertain pairs only
-    full_hh = f1_score(audit.b, audit.a, labels=LAB, average="macro", zero_division=0)
-    assert report.human_human_macro_f1_all_pairs == pytest.approx(full_hh)
+    check_values(report, audit)  # automatic F1s on the non-uncertain pairs, F1_HH on all
+    sub_hh = f1_score(
+        [x for x, u in zip(audit.b, audit.automatic, strict=True) if u is not None],
+        [x for x, u in zip(audit.a, audit.automatic, strict=True) if u is not None],
+        labels=LAB,
+        average="macro",
+        zero_division=0,
+    )
+    assert report.human_human_macro_f1_evaluated == pytest.approx(sub_hh)
     assert report.to_dict()["n_excluded_uncertain"] == 8
 
 
 def test_all_uncertain_cannot_pass() -> None:
     audit = build(n_same=3, n_diff=3, n_uncertain=6)
     report = gate(audit, coverage=1.0)
-    assert report.automatic_macro_f1 is None and report.human_human_macro_f1 is None
+    assert report.automatic_macro_f1 is None and report.human_human_macro_f1 == 1.0
     assert report.passed is False
     assert set(report.failed_requirements) == {
-        "human_human_macro_f1",
         "automatic_macro_f1",
         "gap",
         "different_precision",
@@ -255,6 +259,9 @@ def test_preliminary_stage_reports_without_gating() -> None:
         f1_score(b, auto, labels=LAB, average="macro", zero_division=0)
     )
     assert report.human_human_macro_f1 == pytest.approx(
+        f1_score(audit.b, audit.a, labels=LAB, average="macro", zero_division=0)
+    )
+    assert report.human_human_macro_f1_evaluated == pytest.approx(
         f1_score(b, a, labels=LAB, average="macro", zero_division=0)
     )
     assert report.automatic_macro_f1 is None and report.gap is None
@@ -276,3 +283,45 @@ def test_bad_inputs() -> None:
         gate(audit)
     with pytest.raises(ValueError, match="length mismatch"):
         evaluate_gate(["p1"], ["same"] * 2, ["same"] * 2, None, ["same"] * 2, 1.0, DEFAULT)
+
+
+def test_human_human_f1_is_over_every_pair_both_labelled() -> None:
+    # Constructed case (issue 14): 6 pairs; A and B disagree on the two pairs whose
+    # automatic label is uncertain. Over all pairs F1_HH = 2/3 (fails 0.85); on the
+    # automatically labelled subset it would be 1.0 (and pass).
+    ids = [f"p{i}" for i in range(6)]
+    a = ["same", "same", "different", "different", "same", "different"]
+    b = ["same", "same", "different", "different", "different", "same"]
+    auto = ["same", "same", "different", "different", None, None]
+    adj = {"p4": "same", "p5": "different"}
+    report = evaluate_gate(ids, a, b, adj, auto, 0.97, DEFAULT)
+    expected = f1_score(b, a, labels=LAB, average="macro", zero_division=0)
+    assert expected == pytest.approx(2 / 3)
+    assert report.human_human_macro_f1 == pytest.approx(2 / 3)
+    assert report.human_human_macro_f1_evaluated == 1.0
+    assert "human_human_macro_f1" in report.failed_requirements
+    assert report.gap == pytest.approx(2 / 3 - 1.0)
+    # the automatic F1s exclude the two pairs without an automatic label, counted
+    assert report.automatic_macro_f1 == 1.0 and report.n_excluded_uncertain == 2
+
+
+def test_adjudication_scope_is_applied_and_recorded() -> None:
+    # p1: A = B = same, automatic different, adjudicated to different
+    ids = ["p0", "p1", "p2", "p3"]
+    a = ["same", "same", "different", "different"]
+    b = ["same", "same", "different", "same"]
+    auto = ["same", "different", "different", "different"]
+    adj = {"p1": "different", "p3": "different"}
+    wide = evaluate_gate(ids, a, b, adj, auto, 0.97, DEFAULT)
+    narrow = evaluate_gate(ids, a, b, adj, auto, 0.97, DEFAULT, adjudication_scope="disagreements")
+    assert wide.to_dict()["adjudication_scope"] == "disagreements_and_automatic"
+    assert narrow.to_dict()["adjudication_scope"] == "disagreements"
+    # wide: reference moves to the automatic label on p1 → automatic F1 = 1
+    assert wide.automatic_macro_f1 == 1.0 and wide.n_adjudications_out_of_scope == 0
+    # narrow: p1's adjudication is out of scope; reference stays "same" there
+    ref = ["same", "same", "different", "different"]
+    expected = f1_score(ref, auto, labels=LAB, average="macro", zero_division=0)
+    assert expected < 1.0 and narrow.automatic_macro_f1 == pytest.approx(expected)
+    assert narrow.n_adjudications_out_of_scope == 1
+    with pytest.raises(ValueError, match="adjudication_scope"):
+        evaluate_gate(ids, a, b, adj, auto, 0.97, DEFAULT, adjudication_scope="all")

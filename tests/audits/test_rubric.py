@@ -201,3 +201,23 @@ def test_load_from_file(tmp_path):
     p.write_text(FULL, encoding="utf-8")
     r = load_rubric(p)
     assert r.source == str(p) and r == parse_rubric(FULL)
+
+
+def test_adjudication_scope_setting() -> None:
+    from audits.rubric import parse_rubric
+
+    head = '[rubric]\nname = "r"\nversion = 1\n'
+    plain = parse_rubric(head)
+    explicit_default = parse_rubric(
+        head + '[adjudication]\nscope = "disagreements_and_automatic"\n'
+    )
+    narrow = parse_rubric(head + '[adjudication]\nscope = "disagreements"\n')
+    assert plain.adjudication.scope == "disagreements_and_automatic"
+    # the default is not part of the content: rubrics frozen before the setting keep hashes
+    assert "adjudication" not in plain.to_dict()
+    assert explicit_default.content_hash() == plain.content_hash()
+    assert narrow.adjudication.scope == "disagreements"
+    assert narrow.content_hash() != plain.content_hash()
+    assert parse_rubric(narrow.to_toml()) == narrow
+    with pytest.raises(ValueError, match=r"\[adjudication\] scope must be one of"):
+        parse_rubric(head + '[adjudication]\nscope = "everything"\n')

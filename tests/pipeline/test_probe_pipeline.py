@@ -283,3 +283,40 @@ def test_benchmark_file_as_question_source(policies: list[Path], tmp_path: Path)
     from pipeline.policy import build_char_tokenizer
 
     assert samples[0]["prompt_ids"][: len(prompt)] == build_char_tokenizer()(prompt)["input_ids"]
+
+
+def test_top_p_sampling_labels_cross_entropy(policies: list[Path], tmp_path: Path) -> None:
+    """The probe records its sampling settings and truncation per trajectory; with
+    top_p < 1 the ℓ-based numbers are a cross-entropy (DESIGN.md item 2), and truncated
+    samples are counted, in `rcea stats entropy` and in the report."""
+    from typer.testing import CliRunner
+
+    from app.cli import app as cli
+
+    results = {}
+    for top_p in (1.0, 0.9):
+        cfg = load_config(
+            write_config(
+                tmp_path / f"c{top_p}.toml",
+                policies[:1],
+                probe={"seed": 5, "k": 4, "max_new_tokens": 24, "top_p": top_p},
+            )
+        )
+        out = tmp_path / f"out{top_p}"
+        run_sample(cfg, out, progress=False)
+        run_entropy(cfg, out, progress=False)
+        cols = read_records(out / "records.jsonl").columns
+        assert set(cols["sampling_top_p"]) == {top_p}
+        assert set(cols["sampling_temperature"]) == {1.0}
+        assert set(cols["logprob_temperature"]) == {1.0}
+        n_trunc = sum(bool(t) for t in cols["truncated"])
+        res = CliRunner().invoke(
+            cli,
+            ["stats", "entropy", str(out / "records.jsonl"), "--k-min", "1", "--n-boot", "50"]
+            + ["--json"],
+        )
+        assert res.exit_code == 0, res.output
+        data = json.loads(res.output)
+        assert data["n_truncated"] == n_trunc
+        results[top_p] = data["quantity"]
+    assert results == {1.0: "entropy", 0.9: "cross_entropy"}
