@@ -58,7 +58,7 @@ class Study:
     def __init__(
         self, tmp_path: Path, pool: list[LabelStudioHandle], url: str | None = None
     ) -> None:
-        self.data_dir = tmp_path / "d"
+        self.data_dir = tmp_path / "data"  # the data dir the CLI reads in tests (conftest)
         self.engine = make_engine(url or f"sqlite:///{tmp_path / 'audit.db'}")
         upgrade(self.engine)
         audit_study(self.engine, tmp_path)

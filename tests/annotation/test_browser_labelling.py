@@ -1,26 +1,22 @@
 """An annotator labels a pair in the real Label Studio web UI (headless Debian chromium,
-Playwright): log in through ``/user/login/``, open a task of their own project, click a
-same/different choice, Submit; the label then shows in ``rcea audit sync`` / ``gate``."""
+Playwright) on their own server: log in through ``/user/login/``, see only their own
+projects, open a task, click a same/different choice, Submit; the label then shows in
+``rcea audit sync`` / ``gate``. The other annotator's project does not open."""
 
 from __future__ import annotations
 
 import json
 import re
-import uuid
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from annotation.accounts import create_annotator
-from annotation.client import make_client
 from annotation.tasks import PAIR_CHOICE
-from app.audit.push import assign_role, push_audit
-from app.store import make_engine, session_scope, upgrade
-from app.store.models import Audit, AuditLabel, AuditTask
-from tests.helpers import audit_study, draw_test_audit
-from tests.labelstudio_fixture import LabelStudioHandle
+from app.store import session_scope
+from app.store.models import AuditLabel, AuditTask
+from tests.labelling_study import PASSWORD, Study
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -33,7 +29,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-PASSWORD = "annot-pass-123"
 CLICKED = "different"  # the choice the annotator clicks in the UI
 QUESTION = "Do these two solutions use the same strategy?"  # header of pair_label_config
 
@@ -47,45 +42,34 @@ def _json_out(runner: CliRunner, args: list[str]) -> dict:  # type: ignore[type-
 
 
 def test_annotator_labels_in_the_browser(
-    labelstudio: LabelStudioHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    study: Study, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A labels in the browser on A's own server; A's project list holds A's projects
+    only; B's project and task URLs (B's server) do not open for A's browser."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} missing: `apt-get install chromium` (.ci/run does this)")
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect, sync_playwright
 
-    # --- the store and the audit, pushed to Label Studio (as in test_pair_audit.py)
-    db_url = f"sqlite:///{tmp_path / 'audit.db'}"
-    engine = make_engine(db_url)
-    upgrade(engine)
-    audit_study(engine, tmp_path)
-    audit_id = draw_test_audit(engine, tmp_path)
-    people = {}
-    for role in ("A", "B"):
-        email = f"browser-{role.lower()}-{uuid.uuid4().hex[:8]}@rcea.test"
-        people[role] = (
-            create_annotator(labelstudio.url, labelstudio.token, email, PASSWORD).id,
-            email,
-        )
-    client = make_client(labelstudio.url, labelstudio.token)
-    with session_scope(engine) as s:
-        audit = s.get(Audit, audit_id)
-        for role, (user_id, email) in people.items():
-            assign_role(audit, role, user_id=user_id, email=email)
-        pushed = push_audit(s, audit, client, webhook_url=None, webhook_secret=None, actor="test")
+    pushed = study.push()
     project_id = pushed["projects"]["A"]["project_id"]
-    with session_scope(engine) as s:
+    b_project = pushed["projects"]["B"]["project_id"]
+    with session_scope(study.engine) as s:
         task = (
             s.exec(
                 sa.select(AuditTask)
-                .where(AuditTask.audit_id == audit_id, AuditTask.role == "A")
+                .where(AuditTask.audit_id == study.audit_id, AuditTask.role == "A")
                 .order_by(AuditTask.task_id)
             )
             .scalars()
             .first()
         )
         task_id, pair_id = task.task_id, task.pair_id
-    a_id, a_email = people["A"]
+    b_task = next(iter(study.tasks("B").values()))
+    a_url, b_url = study.pool["A"].url, study.pool["B"].url
+    a_email = study.emails["A"]
+    a_id = study.people.client(study.person("A")).users.list()
+    a_id = next(u.id for u in a_id if u.email == a_email)
 
     # --- annotator A in a real browser
     with sync_playwright() as pw:
@@ -95,16 +79,28 @@ def test_annotator_labels_in_the_browser(
             page.set_default_timeout(60_000)
             try:
                 # The Django login form (its labels have no ``for``: fields go by name).
-                page.goto(f"{labelstudio.url}/user/login/")
+                page.goto(f"{a_url}/user/login/")
                 page.locator("input[name='email']").fill(a_email)
                 page.locator("input[name='password']").fill(PASSWORD)
                 page.get_by_role("button", name="Log in").click()
                 page.wait_for_url(lambda u: "/user/login" not in u)
-                who = page.request.get(f"{labelstudio.url}/api/current-user/whoami")
+                who = page.request.get(f"{a_url}/api/current-user/whoami")
                 assert who.ok and who.json()["id"] == a_id, who.text()
 
+                # A's project list: A's projects only (B's live on B's server)
+                page.goto(f"{a_url}/projects/")
+                mine = f"Pair audit {study.audit_id}: annotator A"
+                expect(page.get_by_text(mine).first).to_be_visible()
+                expect(page.get_by_text(f"Pair audit {study.audit_id}: annotator B")).to_have_count(
+                    0
+                )
+                page.screenshot(path=str(tmp_path / "a-projects.png"))
+                titles = page.request.get(f"{a_url}/api/projects/?page_size=1000").json()
+                titles = [p["title"] for p in titles.get("results", titles)]
+                assert not any("annotator B" in t or "adjudication" in t for t in titles)
+
                 # The data manager opens the labelling interface on ?task=<id>.
-                page.goto(f"{labelstudio.url}/projects/{project_id}/data?task={task_id}")
+                page.goto(f"{a_url}/projects/{project_id}/data?task={task_id}")
                 expect(page.get_by_text(QUESTION)).to_be_visible()
                 choice = page.get_by_role("checkbox", name=CLICKED, exact=False)
                 expect(choice).to_have_count(1)
@@ -122,6 +118,17 @@ def test_annotator_labels_in_the_browser(
                 resp = posted.value
                 assert resp.status == 201, resp.text()
                 made = resp.json()
+
+                # B's project and task, on B's server, in A's browser: the login page
+                for url in (
+                    f"{b_url}/projects/{b_project}/data?task={b_task}",
+                    f"{b_url}/projects/{b_project}/",
+                ):
+                    page.goto(url)
+                    page.wait_for_url(lambda u: "/user/login" in u)
+                    expect(page.locator("input[name='password']")).to_be_visible()
+                assert page.request.get(f"{b_url}/api/tasks/{b_task}/").status in (401, 403)
+                page.screenshot(path=str(tmp_path / "b-project-refused.png"))
             except (PlaywrightError, AssertionError):
                 page.screenshot(path=str(tmp_path / "failure.png"))  # for debugging
                 raise
@@ -133,9 +140,7 @@ def test_annotator_labels_in_the_browser(
     ]
 
     # --- the operator's side: `rcea audit sync`, then `rcea audit gate`, in-process
-    monkeypatch.setenv("RCEA_DATABASE_URL", db_url)
-    monkeypatch.setenv("RCEA_LABELSTUDIO_URL", labelstudio.url)
-    monkeypatch.setenv("RCEA_LABELSTUDIO_TOKEN", labelstudio.token)
+    monkeypatch.setenv("RCEA_DATABASE_URL", str(study.engine.url))
     from app.settings import get_settings
 
     get_settings.cache_clear()
@@ -146,7 +151,7 @@ def test_annotator_labels_in_the_browser(
     assert gate["progress"]["A"] == 1 and gate["progress"]["B"] == 0
     assert gate["labels"] == {"counted": 1}
     assert gate["status"] == "pending"
-    with session_scope(engine) as s:
+    with session_scope(study.engine) as s:
         row = (
             s.exec(sa.select(AuditLabel).where(AuditLabel.annotation_id == made["id"]))
             .scalars()
@@ -154,4 +159,3 @@ def test_annotator_labels_in_the_browser(
         )
         assert (row.label, row.status, row.role) == (CLICKED, "counted", "A")
         assert (row.task_id, row.pair_id, row.user_id) == (task_id, pair_id, a_id)
-    engine.dispose()
