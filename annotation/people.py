@@ -109,6 +109,18 @@ class PersonStatus:
         return out
 
 
+def _port_free(host: str, port: int) -> bool:
+    """Nothing listens there now (a server of ours that is down keeps its port)."""
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind((host if host != "localhost" else "127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def person_webhook_secret(master: str, slug: str) -> str:
     """The webhook secret of one person's server: HMAC-SHA256(master, slug), hex."""
     return hmac.new(master.encode(), slug.encode(), hashlib.sha256).hexdigest()
@@ -218,7 +230,7 @@ class People:
                 host, base_port = parse_loopback_url(self.base_url)
                 used = {int(v["port"]) for v in data.values() if v.get("port")}
                 port = base_port + 1
-                while port in used:
+                while port in used or not _port_free(host, port):
                     port += 1
                 entry = {"slug": slug, "url": f"http://{host}:{port}", "managed": True}
                 entry["port"] = port

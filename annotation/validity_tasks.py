@@ -30,11 +30,17 @@ INSTRUCTIONS = (
 )
 
 
-def validity_label_config() -> str:
+def validity_label_config(*, adjudication: bool = False) -> str:
     """The problem, one solution, a required valid / fatal-error choice and an optional
-    note on where the first fatal error is."""
+    note on where the first fatal error is. The adjudication variant also shows the two
+    annotators' answers (in random order; never who gave them, never the judge's)."""
+    answers = (
+        '\n  <Header value="Annotator answers (random order): $answer_1 / $answer_2" size="5"/>'
+        if adjudication
+        else ""
+    )
     return f"""<View>
-  <Header value="Is this solution process-valid?"/>
+  <Header value="Is this solution process-valid?"/>{answers}
   <Text name="instructions" value="{escape(INSTRUCTIONS)}"/>
   <Header value="Problem" size="4"/>
   <Text name="problem" value="$problem"/>

@@ -40,9 +40,11 @@ __all__ = [
     "AcceptedSetPrecision",
     "AnnotatorPrecision",
     "JudgeCalibration",
+    "ValidityAgreement",
     "accepted_set_precision",
     "clopper_pearson",
     "judge_calibration",
+    "validity_agreement",
 ]
 
 VALID = "valid"
@@ -227,3 +229,48 @@ def accepted_set_precision(
         annotator_b=_annotator(b, confidence),
         annotator_agreement=sum(x == y for x, y in zip(a, b, strict=True)) / n,
     )
+
+
+@dataclass(frozen=True)
+class ValidityAgreement:
+    """Agreement of two annotators on the same validity items."""
+
+    n_items: int
+    n_agree: int
+    agreement: float  # n_agree / n_items
+    macro_f1: float  # A as reference, B as prediction; symmetric for two classes
+    cohen_kappa: float | None  # None when chance agreement is 1 (both constant, equal)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_items": self.n_items,
+            "n_agree": self.n_agree,
+            "agreement": self.agreement,
+            "macro_f1": self.macro_f1,
+            "cohen_kappa": self.cohen_kappa,
+        }
+
+
+def validity_agreement(labels_a: Sequence[Any], labels_b: Sequence[Any]) -> ValidityAgreement:
+    """Two annotators' labels of the same items (both in {valid, invalid}).
+
+    agreement = #(a = b)/n; macro-F1 over {valid, invalid} of b against a (the class F1s
+    swap roles when a and b swap, so the mean is symmetric); Cohen's κ = (p_o − p_e)/(1 − p_e)
+    with p_e = Σ_ℓ (n_a,ℓ/n)(n_b,ℓ/n), ``None`` when p_e = 1 — the same as sklearn
+    ``f1_score(a, b, labels=[valid, invalid], average="macro", zero_division=0)`` and
+    ``cohen_kappa_score(a, b)``."""
+    a = _labels(labels_a, "labels_a", _HUMAN)
+    b = _labels(labels_b, "labels_b", _HUMAN)
+    n = check_same_length(labels_a=a, labels_b=b)
+    agree = sum(x == y for x, y in zip(a, b, strict=True))
+    f1s = []
+    for lab in _HUMAN:
+        tp = sum(x == lab and y == lab for x, y in zip(a, b, strict=True))
+        fp = sum(x != lab and y == lab for x, y in zip(a, b, strict=True))
+        fn = sum(x == lab and y != lab for x, y in zip(a, b, strict=True))
+        den = 2 * tp + fp + fn
+        f1s.append(2 * tp / den if den else 0.0)
+    p_o = agree / n
+    p_e = sum((a.count(lab) / n) * (b.count(lab) / n) for lab in _HUMAN)
+    kappa = None if p_e == 1.0 else (p_o - p_e) / (1.0 - p_e)
+    return ValidityAgreement(n, agree, p_o, sum(f1s) / 2.0, kappa)

@@ -38,6 +38,8 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
     size = 600
     held_out = 117     # 1 <= held_out <= size
     seed = 0
+    annotators_per_item = 2   # optional, default 1; 2: A and B label every item and
+                              # their disagreements are adjudicated
 
 ``[adjudication] scope`` (DESIGN.md item 10): ``disagreements`` sends only pairs where A ≠ B
 to adjudication; ``disagreements_and_automatic`` (the default) also pairs where A = B but
@@ -190,15 +192,20 @@ class CalibrationPlan:
     size: int = 600
     held_out: int = 117
     seed: int = 0
+    annotators_per_item: int = 1  # 2: A and B label every item; disagreements adjudicated
 
     def __post_init__(self) -> None:
         s = "calibration"
         _int(s, "size", self.size, 1)
         _int(s, "held_out", self.held_out, 1, self.size)
         _int(s, "seed", self.seed, 0, _MAX_SEED)
+        _int(s, "annotators_per_item", self.annotators_per_item, 1, 2)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.annotators_per_item == 1:  # the default stays out of the hash (old rubrics)
+            out.pop("annotators_per_item")
+        return out
 
 
 @dataclass(frozen=True)

@@ -379,8 +379,47 @@ def calibrate_push(
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Serve the items (split among the annotators) as blinded single-trajectory tasks."""
+    """Serve the items as blinded single-trajectory tasks, each annotator on their own
+    server: split among the annotators, or — when the rubric plan says
+    `annotators_per_item = 2` — every item to both (give exactly two: A and B)."""
     _push("calibration", calibration, annotator, actor, as_json)
+
+
+@calibrate_app.command("adjudicate")
+def calibrate_adjudicate(
+    calibration: str = typer.Option(None, "--calibration", help="name (default: latest)"),
+    adjudicator: str = typer.Option(..., "--adjudicator", help="e-mail of the researcher"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Items A and B labelled differently (two-annotator plans) go to the adjudicator's own
+    server, with both answers in random order; never who gave them, never the verdict."""
+    from app.judge.checks import get_check
+    from app.judge.labelling import adjudicate_check
+    from app.store import session_scope
+
+    try:
+        people = _people()
+        with session_scope(engine()) as s:
+            out = adjudicate_check(
+                s,
+                get_check(s, name=calibration, kind="calibration"),
+                people,
+                adjudicator=adjudicator,
+                actor=actor_name(actor),
+                webhook=_webhook(),
+            )
+    except _errors() + (RuntimeError,) as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(out)
+        return
+    typer.echo(
+        f"adjudication ({out['email']}): {out['url']}/projects/{out['project_id']} — "
+        f"{out['n_items']} item(s) ({out['n_new']} new)"
+    )
+    if out["new_password"]:
+        typer.echo(f"  new login for the adjudicator: {out['email']} / {out['new_password']}")
 
 
 @calibrate_app.command("sync")
@@ -426,6 +465,14 @@ def calibrate_report(
         f"{out['judge_name']} v{out['judge_version']}"
         + ("" if out["judge_is_latest_version"] else " (a newer version exists)")
     )
+    if out.get("annotators_per_item") == 2:
+        ag, pr = out["human_agreement"] or {}, out["progress"]
+        typer.echo(
+            f"  two annotators per item: A {pr['A']}, B {pr['B']}, both {pr['both']}; "
+            f"{out['n_needing_adjudication']} disagreement(s), {pr['adjudicator']} "
+            f"adjudicated; A–B agreement {_fmt(ag.get('agreement'))}, "
+            f"macro-F1 {_fmt(ag.get('macro_f1'))}, kappa {_fmt(ag.get('cohen_kappa'))}"
+        )
     r = out["report"]
     if r:
         for key in (

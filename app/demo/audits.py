@@ -68,8 +68,9 @@ def ensure_people(ctx: DemoContext, emails: list[str]) -> None:
             todo.append(person)
     if not todo:
         return
+    who = f"{SIMULATED} " if ctx.simulate else ""
     ctx.say(
-        "Label Studio: starting one server per person ("
+        f"Label Studio: starting one server per person ({who}"
         + ", ".join(p.email for p in todo)
         + "); a first start takes 20–90 s"
     )

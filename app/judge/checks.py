@@ -141,6 +141,7 @@ def calibration_plan(
         size=base.size if size is None else size,
         held_out=base.held_out if held_out is None else held_out,
         seed=base.seed if seed is None else seed,
+        annotators_per_item=base.annotators_per_item,
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from sqlmodel import Session, select
 
 from annotation.people import People
-from annotation.validity_tasks import build_validity_task, validity_label_config
+from annotation.validity_tasks import CHOICES, build_validity_task, validity_label_config
 from app.judge.checks import ACCEPTED, CALIBRATION, check_items
 from app.judge.problems import problems_for
 from app.judge.versions import JudgeError, judge_spec
@@ -29,6 +29,7 @@ from app.labelling import (
     BuiltTask,
     Forbidden,
     WebhookTarget,
+    bindings,
     check_blinding,
     check_distinct_people,
     ensure_member,
@@ -48,34 +49,29 @@ from app.store.models import (
 )
 from pipeline.judge import INVALID, UNPARSEABLE, VALID
 
+CHOICE_OF = {label: choice for choice, label in CHOICES.items()}  # valid → "valid", ...
+
+
+ADJUDICATOR = "adjudicator"
+
+
+def double_labelled(check: ValidityCheck) -> bool:
+    """A and B label every item: the accepted-set check always; a calibration when its
+    rubric plan says ``annotators_per_item = 2`` (then disagreements are adjudicated)."""
+    return check.kind == ACCEPTED or int(check.plan.get("annotators_per_item", 1)) == 2
+
 
 def roles_for(check: ValidityCheck, n_annotators: int) -> list[str]:
-    if check.kind == ACCEPTED:
+    if double_labelled(check):
         if n_annotators != 2:
-            raise JudgeError("the accepted-set check needs exactly two annotators (A and B)")
+            what = "accepted-set check" if check.kind == ACCEPTED else "calibration plan"
+            raise JudgeError(
+                f"this {what} has two annotators per item: give exactly two (A and B)"
+            )
         return ["A", "B"]
     if n_annotators < 1:
         raise JudgeError("a calibration needs at least one annotator")
     return [f"annotator-{i + 1}" for i in range(n_annotators)]
-
-
-def _trajectories(session: Session, check: ValidityCheck, ids: set[str]) -> list[Any]:
-    rows = session.exec(
-        select(
-            Trajectory.trajectory_id,
-            Trajectory.question_id,
-            Trajectory.text,
-            Trajectory.run,
-            Trajectory.model,
-            Trajectory.step,
-            Trajectory.seed,
-            Trajectory.mode,
-        ).where(
-            Trajectory.study_id == check.study_id,
-            Trajectory.trajectory_id.in_(sorted(ids)),  # type: ignore[attr-defined]
-        )
-    ).all()
-    return list(rows)
 
 
 def forbidden_values(
@@ -98,7 +94,7 @@ def forbidden_values(
 
 def _assignment(check: ValidityCheck, items: list[ValidityItem], roles: list[str]) -> dict:  # type: ignore[type-arg]
     rng = random.Random(f"{check.seed}:{check.id}:push")
-    if check.kind == ACCEPTED:
+    if double_labelled(check):
         out = {}
         for role in roles:
             order = list(items)
@@ -211,6 +207,111 @@ def ensure_judge_frozen(session: Session, check: ValidityCheck) -> JudgeVersion:
         )
     judge_spec(row)
     return row
+
+
+def needs_adjudication(session: Session, check: ValidityCheck) -> list[ValidityItem]:
+    """Items both A and B labelled with different labels (double-labelled checks)."""
+    if not double_labelled(check):
+        return []
+    labels = current_labels(session, check)
+    a, b = labels.get("A", {}), labels.get("B", {})
+    items = check_items(session, check_id=check.id)  # type: ignore[arg-type]
+    return [i for i in items if i.id in a and i.id in b and a[i.id] != b[i.id]]
+
+
+def adjudicate_check(
+    session: Session,
+    check: ValidityCheck,
+    people: People,
+    *,
+    adjudicator: str,
+    actor: str,
+    webhook: WebhookTarget | None = None,
+    password: str | None = None,
+) -> dict[str, Any]:
+    """Create or extend the validity adjudication project on the adjudicator's own
+    server: every item where A and B disagree, with both answers in random order (never
+    who gave them, never the judge's verdict). The adjudicator is neither A nor B."""
+    bound = {b.role: b.person for b in bindings(session, VALIDITY, check.id)}  # type: ignore[arg-type]
+    check_distinct_people({**bound, ADJUDICATOR: adjudicator})
+    if not double_labelled(check):
+        raise JudgeError(f"{check.name} has one annotator per item: nothing to adjudicate")
+    todo = needs_adjudication(session, check)
+    labels = current_labels(session, check)
+    problems = problems_for(session, study_id=check.study_id)
+    texts = dict(
+        session.exec(
+            select(Trajectory.trajectory_id, Trajectory.text).where(
+                Trajectory.study_id == check.study_id,
+                Trajectory.trajectory_id.in_(sorted({i.trajectory_id for i in todo})),  # type: ignore[attr-defined]
+            )
+        ).all()
+    )
+    rng = random.Random(f"{check.seed}:{check.id}:{ADJUDICATOR}")
+    built = []
+    for i in todo:
+        answers = [labels["A"][i.id], labels["B"][i.id]]
+        rng.shuffle(answers)
+        data = build_validity_task(i.item_key, problems[i.question_id], texts[i.trajectory_id])
+        data["answer_1"], data["answer_2"] = (CHOICE_OF[x] for x in answers)
+        built.append(BuiltTask(i.item_key, i.id, data))  # type: ignore[arg-type]
+    shown = {
+        "title": f"Validity {check.kind} {check.id}: adjudication",
+        "description": "Adjudication: the two annotators' answers in random order, "
+        "without who gave them.",
+    }
+    check_blinding(
+        [shown, *(t.data for t in built)],
+        forbidden_values(session, check, todo),
+        what="validity adjudication tasks",
+    )
+    member = ensure_member(people, adjudicator, password)
+    res = push_tasks(
+        session,
+        people,
+        VALIDITY,
+        check,
+        ADJUDICATOR,
+        member,
+        built,
+        title=shown["title"],
+        description=shown["description"],
+        label_config=validity_label_config(adjudication=True),
+        webhook=webhook,
+    )
+    out = {
+        "check": check.name,
+        "project_id": res["project_id"],
+        "email": member.email,
+        "url": member.person.url,
+        "n_items": len(todo),
+        "n_new": res["n_new"],
+        "new_password": member.new_password,
+    }
+    append_event(
+        session,
+        actor=actor,
+        kind=f"judge.{check.kind}.adjudicate",
+        study_id=check.study_id,
+        payload={k: v for k, v in out.items() if k != "new_password"},
+    )
+    return out
+
+
+def human_reference(session: Session, check: ValidityCheck) -> dict[int, str]:
+    """item id → the human label that counts: the single annotator's; with two per item,
+    the agreed label, or the adjudicated one where A and B disagreed (items still waiting
+    for a second label or for adjudication have none yet)."""
+    labels = current_labels(session, check)
+    if not double_labelled(check):
+        out: dict[int, str] = {}
+        for by_item in labels.values():
+            out.update(by_item)
+        return out
+    a, b, adj = labels.get("A", {}), labels.get("B", {}), labels.get(ADJUDICATOR, {})
+    ref = {i: a[i] for i in a if i in b and a[i] == b[i]}
+    ref.update({i: adj[i] for i in adj if i in a and i in b and a[i] != b[i]})
+    return ref
 
 
 def sync_check(session: Session, check: ValidityCheck, people: People) -> dict[str, Any]:

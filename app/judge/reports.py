@@ -4,7 +4,11 @@
   sampling vs the human labels, through :func:`audits.calibration.judge_calibration`
   (accuracy, macro-F1, accepted-valid precision, valid recall, coverage). While some
   held-out item has no label the status is ``pending`` (numbers over the labelled ones,
-  marked preliminary). When every held-out item is labelled the status is ``complete``
+  marked preliminary). With two annotators per item (rubric ``[calibration]
+  annotators_per_item = 2``) the human reference of an item is the agreed label, or the
+  adjudicated one where A and B disagreed, and the report adds the A–B agreement and the
+  progress of A, B and the adjudicator. When every held-out item has a reference the
+  status is ``complete``
   and a ``judge.calibration.completed`` event binds the report to the judge hash (once
   per identical report). ``split="development"`` reports the development items labelled
   ``held_out: false``: it is never recorded as, or reported as, a held-out result.
@@ -21,11 +25,18 @@ from typing import Any
 from sqlmodel import Session, select
 
 from app.judge.checks import ACCEPTED, CALIBRATION, DEVELOPMENT, HELD_OUT, check_items
-from app.judge.labelling import current_labels, ensure_judge_frozen, status_counts
+from app.judge.labelling import (
+    ADJUDICATOR,
+    current_labels,
+    double_labelled,
+    ensure_judge_frozen,
+    human_reference,
+    status_counts,
+)
 from app.judge.status import CALIBRATION_COMPLETED_EVENT
 from app.store import append_event, list_events
 from app.store.models import JudgeVersion, ValidityCheck
-from audits.calibration import accepted_set_precision, judge_calibration
+from audits.calibration import accepted_set_precision, judge_calibration, validity_agreement
 
 ACCEPTED_COMPLETED_EVENT = "judge.accepted.completed"
 SPLITS = {"held-out": HELD_OUT, "held_out": HELD_OUT, "development": DEVELOPMENT}
@@ -56,10 +67,7 @@ def calibration_report(
         raise ValueError(f"--split must be held-out or development, got {split!r}")
     part = SPLITS[split]
     items = [i for i in check_items(session, check_id=check.id) if i.split == part]  # type: ignore[arg-type]
-    labels = current_labels(session, check)
-    human_of: dict[int, str] = {}
-    for by_item in labels.values():
-        human_of.update(by_item)
+    human_of = human_reference(session, check)
     done = [i for i in items if i.id in human_of]
     held_out = part == HELD_OUT
     complete = bool(items) and len(done) == len(items)
@@ -75,6 +83,8 @@ def calibration_report(
         "preliminary": not complete,
         "publishable": held_out and complete,
     }
+    if double_labelled(check):
+        base.update(_two_annotators(session, check, items))
     if not held_out:
         base["note"] = (
             "development split: for improving the judge; never a held-out result and never "
@@ -109,6 +119,33 @@ def calibration_report(
                 payload=payload,
             )
     return out
+
+
+def _two_annotators(
+    session: Session, check: ValidityCheck, items: list[Any]
+) -> dict[str, Any]:
+    """Progress of A, B and the adjudicator on ``items``, and A–B agreement before
+    adjudication (adjudication cannot change it)."""
+    labels = current_labels(session, check)
+    a, b, adj = labels.get("A", {}), labels.get("B", {}), labels.get(ADJUDICATOR, {})
+    both = [i for i in items if i.id in a and i.id in b]
+    disputed = [i for i in both if a[i.id] != b[i.id]]
+    agreement = (
+        validity_agreement([a[i.id] for i in both], [b[i.id] for i in both]).to_dict()
+        if both
+        else None
+    )
+    return {
+        "annotators_per_item": 2,
+        "progress": {
+            "A": sum(i.id in a for i in items),
+            "B": sum(i.id in b for i in items),
+            "both": len(both),
+            ADJUDICATOR: sum(i.id in adj for i in disputed),
+        },
+        "n_needing_adjudication": len(disputed),
+        "human_agreement": agreement,
+    }
 
 
 def accepted_report(

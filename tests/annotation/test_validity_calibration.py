@@ -202,3 +202,124 @@ def test_weak_judge_has_worse_held_out_precision(
         old = calibration_report(s, s.get(ValidityCheck, _check(engine, "cal-oracle")))
         assert old["judge_is_latest_version"] is False
     engine.dispose()
+
+
+TWO_PER_ITEM = """
+[rubric]
+name = "two-per-item"
+version = "1"
+
+[calibration]
+size = 24
+held_out = 12
+seed = 3
+annotators_per_item = 2
+"""
+
+
+def _labels_in_label_studio(people, email: str, project_id: int) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """item key → the label as Label Studio itself stores it (independent of the store)."""
+    from annotation.validity_tasks import CHOICES
+
+    out = {}
+    for task in export_tasks(people.client(people.require(email)), project_id):
+        for ann in task["annotations"]:
+            picked = [
+                r["value"]["choices"][0] for r in ann["result"] if r["from_name"] == "validity"
+            ]
+            out[task["data"]["item"]] = CHOICES[picked[0]]
+    return out
+
+
+def test_two_annotators_per_item_with_adjudication(
+    labelstudio_pool: list[LabelStudioHandle], tmp_path: Path
+) -> None:
+    """A rubric asking for two annotators per item: A and B label every item on their own
+    servers, B errs on purpose; the report waits for adjudication, reports A–B agreement
+    (equal to the agreement recomputed from Label Studio's own exports), and completes once
+    the adjudicator (neither A nor B) settles every disagreement."""
+    from app.audit.freeze import freeze_rubric
+    from app.judge.labelling import adjudicate_check, needs_adjudication
+    from audits.calibration import validity_agreement
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'v2.db'}")
+    upgrade(engine)
+    recs = ingest_toy(engine, tmp_path, n_questions=8, per_question=12)
+    truth = {
+        r["trajectory_id"]: process_valid(question_from_id(r["question_id"]), r["text"])
+        for r in recs
+    }
+    rubric = tmp_path / "two.toml"
+    rubric.write_text(TWO_PER_ITEM)
+    with session_scope(engine) as s:
+        load_problems(s, study="toy", source="pipeline.toy:problem_by_id")
+        freeze_rubric(s, path=rubric, actor="r")
+    freeze(engine, "oracle", ORACLE)
+    run_judge(engine, study="toy", judge="oracle", settings=Settings(data_dir=tmp_path / "d"),
+              actor="r")  # fmt: skip
+    with session_scope(engine) as s:
+        check = sample_calibration(s, study="toy", judge="oracle", rubric="two-per-item",
+                                   actor="r", name="cal2")  # fmt: skip
+        assert check.plan["annotators_per_item"] == 2
+    people, (a, b, adj) = _people(tmp_path, labelstudio_pool, ["v2-a", "v2-b", "v2-adj"])
+    with session_scope(engine) as s:
+        check = s.get(ValidityCheck, _check(engine, "cal2"))
+        with pytest.raises(Exception, match="exactly two"):
+            push_check(s, check, people, annotators=[a], actor="r")
+    with session_scope(engine) as s:
+        check = s.get(ValidityCheck, _check(engine, "cal2"))
+        pushed = push_check(s, check, people, annotators=[a, b], actor="r")
+        n = pushed["projects"]["A"]["n_tasks"]
+        assert pushed["projects"]["B"]["n_tasks"] == n == 24
+        sim_a = simulate_validity_labels(s, "cal2", people, {a: PASSWORD}, validity_by_id, 0.0, 0)
+        sim_b = simulate_validity_labels(s, "cal2", people, {b: PASSWORD}, validity_by_id, 0.4, 7)
+    flipped = sim_b["B"]["flipped"]
+    assert sim_a["A"]["posted"] == sim_b["B"]["posted"] == 24 and 0 < flipped < 24
+    with session_scope(engine) as s:
+        check = s.get(ValidityCheck, _check(engine, "cal2"))
+        sync_check(s, check, people)
+        rep = calibration_report(s, check)
+        disputed = needs_adjudication(s, check)
+    assert len(disputed) == flipped
+    held_disputed = sum(i.split == HELD_OUT for i in disputed)
+    assert rep["n_needing_adjudication"] == held_disputed
+    assert rep["status"] == ("pending" if held_disputed else "complete")
+    # independent: the agreement recomputed from what Label Studio stores
+    la = _labels_in_label_studio(people, a, pushed["projects"]["A"]["project_id"])
+    lb = _labels_in_label_studio(people, b, pushed["projects"]["B"]["project_id"])
+    with session_scope(engine) as s:
+        held = [i.item_key for i in check_items(s, check_id=check.id) if i.split == HELD_OUT]
+    expected = validity_agreement([la[k] for k in held], [lb[k] for k in held]).to_dict()
+    assert rep["human_agreement"] == pytest.approx(expected)
+    assert rep["human_agreement"]["n_agree"] == 12 - held_disputed
+
+    with session_scope(engine) as s:
+        check = s.get(ValidityCheck, _check(engine, "cal2"))
+        with pytest.raises(Exception, match="different person"):
+            adjudicate_check(s, check, people, adjudicator=b, actor="r")
+    with session_scope(engine) as s:
+        check = s.get(ValidityCheck, _check(engine, "cal2"))
+        ensure_member(people, adj, PASSWORD)
+        out = adjudicate_check(s, check, people, adjudicator=adj, actor="r")
+        assert out["n_items"] == flipped and out["url"] == labelstudio_pool[2].url
+        adj_tasks = export_tasks(people.client(people.require(adj)), out["project_id"])
+        assert all(
+            sorted([t["data"]["answer_1"], t["data"]["answer_2"]]) == ["fatal error", "valid"]
+            for t in adj_tasks
+        )
+        assert all(set(t["data"]) == {"item", "problem", "solution", "answer_1", "answer_2"}
+                   for t in adj_tasks)  # fmt: skip
+        simulate_validity_labels(s, "cal2", people, {adj: PASSWORD}, validity_by_id, 0.0, 0)
+        sync_check(s, check, people)
+        final = calibration_report(s, check, actor="r")
+    assert final["status"] == "complete" and final["progress"]["adjudicator"] == held_disputed
+    assert final["human_agreement"] == rep["human_agreement"]  # adjudication cannot change it
+    with session_scope(engine) as s:
+        items = [i for i in check_items(s, check_id=check.id) if i.split == HELD_OUT]
+    # A and the adjudicator answer the oracle's truth: the reference is the truth
+    ref_truth = ["valid" if truth[i.trajectory_id] else "invalid" for i in items]
+    from audits.calibration import judge_calibration
+
+    assert (
+        final["report"] == judge_calibration(ref_truth, [i.judge_verdict for i in items]).to_dict()
+    )

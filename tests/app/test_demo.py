@@ -176,16 +176,19 @@ def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-unty
 
 @pytest.mark.slow
 def test_ctrl_c_stops_what_the_demo_started_and_nothing_else(
-    labelstudio: LabelStudioHandle, tmp_path: Path
+    labelstudio_pool: list[LabelStudioHandle], tmp_path: Path
 ) -> None:
+    from app.demo.audits import PEOPLE
+    from tests.labelstudio_fixture import register_people
+
     data = tmp_path / "data"
     _finished_state(data)
+    # The demo's people already have running servers (the pool): reused, never stopped.
+    register_people(data, labelstudio_pool, list(PEOPLE.values()))
     api_port, view_port = free_port(), free_port()
     env = {
         **os.environ,
         "RCEA_DATA_DIR": str(data),
-        "RCEA_LABELSTUDIO_URL": labelstudio.url,
-        "RCEA_LABELSTUDIO_TOKEN": labelstudio.token,
         "RCEA_API_PORT": str(api_port),
         "RCEA_VIEW_PORT": str(view_port),
     }
@@ -210,9 +213,9 @@ def test_ctrl_c_stops_what_the_demo_started_and_nothing_else(
     gone, alive = psutil.wait_procs(children, timeout=20)
     assert not alive, [c.cmdline() for c in alive]
     assert not _healthy(f"http://127.0.0.1:{api_port}/health")
-    # Label Studio was running before the demo: it was reused, not stopped.
-    assert _healthy(f"{labelstudio.url}/health/")
-    assert "stopped Label Studio" not in out.read_text()
+    # The people's Label Studio servers ran before the demo: reused, not stopped.
+    assert all(_healthy(f"{h.url}/health/") for h in labelstudio_pool)
+    assert "stopped" not in out.read_text()
 
 
 def _healthy(url: str) -> bool:

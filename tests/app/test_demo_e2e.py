@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.helpers import free_port
 
 pytestmark = pytest.mark.slow
 ENTROPY_KEYS = (
@@ -51,16 +51,22 @@ def _close(a: Any, b: Any) -> bool:
     return a == pytest.approx(b, rel=1e-9, abs=1e-12)
 
 
-def test_quick_simulated_demo_publishes_and_resumes(
-    labelstudio: LabelStudioHandle, tmp_path: Path
-) -> None:
+def test_quick_simulated_demo_publishes_and_resumes(tmp_path: Path) -> None:
+    """The demo as `make demo` runs it: it starts one Label Studio server per person
+    itself (three: SIMULATED A, B and adjudicator), which `rcea labelstudio stop` ends."""
     data = tmp_path / "data"
     env = {
         **os.environ,
         "RCEA_DATA_DIR": str(data),
-        "RCEA_LABELSTUDIO_URL": labelstudio.url,
-        "RCEA_LABELSTUDIO_TOKEN": labelstudio.token,
+        "RCEA_LABELSTUDIO_URL": f"http://127.0.0.1:{free_port()}",
     }
+    try:
+        _demo_run_and_checks(env, data, tmp_path)
+    finally:
+        _rcea(env, "labelstudio", "stop")
+
+
+def _demo_run_and_checks(env: dict[str, str], data: Path, tmp_path: Path) -> None:
     began = time.monotonic()
     run = _rcea(env, "demo", "--quick", "--simulate-annotators", "--no-serve", timeout=900)
     first_seconds = time.monotonic() - began
