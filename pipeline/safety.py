@@ -120,3 +120,28 @@ def write_private(path: Path, data: bytes) -> Path:
     finally:
         os.close(fd)
     return path
+
+
+def install_log_masking() -> None:
+    """Every log record created from now on has the URLs in its message masked
+    (:func:`mask_urls_in`): an HTTP client logging ``https://user:pass@host/…`` writes
+    ``https://user:***@host/…``. Idempotent."""
+    import logging
+
+    current = logging.getLogRecordFactory()
+    if getattr(current, "_rcea_masks_urls", False):
+        return
+
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
+        record = current(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is logging's to report
+            return record
+        masked = mask_urls_in(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return record
+
+    factory._rcea_masks_urls = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)

@@ -44,9 +44,7 @@ def is_tty() -> bool:
 # How to start each external service, named in the one-line error when it is unreachable.
 START_LABEL_STUDIO = "rcea labelstudio start"
 START_POSTGRES = "docker compose up -d postgres (or start the server RCEA_DATABASE_URL names)"
-START_LLM = (
-    "start the OpenAI-compatible server RCEA_LLM_BASE_URL names (e.g. `vllm serve MODEL`)"
-)
+START_LLM = "start the OpenAI-compatible server RCEA_LLM_BASE_URL names (e.g. `vllm serve MODEL`)"
 
 
 def _origin(url: str) -> tuple[str, int | None]:
@@ -85,8 +83,9 @@ def _one_service_error(err: BaseException, cfg: Settings) -> str | None:
     import httpx
     from sqlalchemy.exc import OperationalError
 
-    reason = mask_urls_in(str(err).strip().splitlines()[0] if str(err).strip() else "")
-    reason = reason or type(err).__name__
+    cause = getattr(err, "orig", None) or err  # the driver's own message, not SQLAlchemy's
+    text = str(cause).strip()
+    reason = mask_urls_in(text.splitlines()[0]) if text else type(err).__name__
     if isinstance(err, httpx.TransportError):
         try:
             url = str(err.request.url)
@@ -116,6 +115,14 @@ def _one_service_error(err: BaseException, cfg: Settings) -> str | None:
     if isinstance(err, openai.APIConnectionError):
         return _llm_line(cfg, reason)
     return None
+
+
+def warn_if_llm_unreachable(usage: dict[str, Any], cfg: Settings | None = None) -> None:
+    """After an LLM stage (whose failed calls are recorded, never raised): one line naming
+    the endpoint when no call got through and the failures were connection errors."""
+    if usage.get("connection_errors") and not usage.get("completed") and usage.get("failures"):
+        line = _llm_line(cfg or settings(), "no request reached it")
+        typer.echo(f"error: {line}", err=True)
 
 
 def _llm_line(cfg: Settings, reason: str) -> str:

@@ -357,6 +357,7 @@ class LLMClient:
             self.usage.add(timeouts=1)
             return "timeout", backoff, True
         if isinstance(exc, openai.APIConnectionError):
+            self.usage.add(connection_errors=1)
             return "connection error", backoff, True
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
