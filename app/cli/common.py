@@ -93,10 +93,7 @@ def _one_service_error(err: BaseException, cfg: Settings) -> str | None:
             url = ""
         origin = _origin(url)
         if cfg.labelstudio_url and origin == _origin(cfg.labelstudio_url):
-            return (
-                f"Label Studio at {mask_url(cfg.labelstudio_url)} is unreachable ({reason}); "
-                f"start it with `{START_LABEL_STUDIO}` or set RCEA_LABELSTUDIO_URL"
-            )
+            return labelstudio_down(cfg, reason)
         if cfg.llm_base_url and origin == _origin(cfg.llm_base_url):
             return _llm_line(cfg, reason)
         return f"the server at {mask_url(url) or '?'} is unreachable ({reason})"
@@ -123,6 +120,13 @@ def warn_if_llm_unreachable(usage: dict[str, Any], cfg: Settings | None = None) 
     if usage.get("connection_errors") and not usage.get("completed") and usage.get("failures"):
         line = _llm_line(cfg or settings(), "no request reached it")
         typer.echo(f"error: {line}", err=True)
+
+
+def labelstudio_down(cfg: Settings, reason: str) -> str:
+    return (
+        f"Label Studio at {mask_url(cfg.labelstudio_url)} is unreachable ({reason}); "
+        f"start it with `{START_LABEL_STUDIO}` or set RCEA_LABELSTUDIO_URL"
+    )
 
 
 def _llm_line(cfg: Settings, reason: str) -> str:

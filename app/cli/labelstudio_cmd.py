@@ -117,7 +117,9 @@ def add_annotator(
 
     server = _server(as_json)
     if not server.status().running:
-        fail("Label Studio is not running; run `rcea labelstudio start` first", as_json=as_json)
+        from app.cli.common import labelstudio_down
+
+        fail(labelstudio_down(settings(), "not running"), code=3, as_json=as_json)
     new_password = password or secrets.token_urlsafe(12)
     try:
         creds = server.credentials()
