@@ -292,3 +292,78 @@ def test_label_studio_down_is_one_line(
     }
     done = rcea_subprocess(*args, env=env, cwd=tmp_path)
     _one_line(done, f"Label Studio at {env['RCEA_LABELSTUDIO_URL']}", "`rcea labelstudio start`")
+
+
+# --------------------------------------------------------------- the view's accounts
+
+
+def test_researcher_accounts_are_hashed_private_and_checked(tmp_path: Path) -> None:
+    from app.cli.demo_cmd import _view_login
+    from app.view.logins import logins_path, verify
+
+    path = logins_path(get_settings())
+    add = ["view", "add-researcher", "carol", "--password-stdin"]
+    assert "researcher 'carol' added" in runner.invoke(app, add, input="pw-one-1234\n").output
+    refused = runner.invoke(app, add, input="pw-two-1234\n")
+    assert refused.exit_code == 1 and "exists (use --reset" in refused.output
+    short = runner.invoke(app, ["view", "add-researcher", "dan", "--password-stdin"], input="x\n")
+    assert short.exit_code == 1 and "at least 8 characters" in short.output
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert "pw-one-1234" not in path.read_text()
+    entry = json.loads(path.read_text())["carol"]
+    assert entry["scheme"] == "scrypt" and len(bytes.fromhex(entry["hash"])) == 32
+    assert verify(path, "carol", "pw-one-1234") and not verify(path, "carol", "pw-two-1234")
+    assert runner.invoke(app, [*add, "--reset"], input="pw-two-1234\n").exit_code == 0
+    assert verify(path, "carol", "pw-two-1234") and not verify(path, "carol", "pw-one-1234")
+    assert json.loads(rcea("view", "researchers", "--json")) == ["carol"]
+    rcea("view", "remove-researcher", "carol")
+    assert not verify(path, "carol", "pw-two-1234")
+    # `rcea demo --serve` makes its own account once and shows the same login each time.
+    first = _view_login(get_settings())
+    assert first == _view_login(get_settings()) and first.startswith("researcher login: demo-")
+    name, password = first.removeprefix("researcher login: ").split(" / ")
+    assert verify(path, name, password)
+
+
+def test_view_without_login_is_refused_off_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RCEA_VIEW_AUTH", "none")
+    get_settings.cache_clear()
+    out = runner.invoke(app, ["view", "--host", "0.0.0.0"])
+    assert out.exit_code == 1 and "refused on 0.0.0.0" in out.output
+
+
+# ------------------------------------------------------------------- loopback by default
+
+
+def test_api_and_view_listen_on_loopback_by_default(tmp_path: Path) -> None:
+    """`rcea serve` and `rcea view` started without --host: every listening socket of
+    each process is on 127.0.0.1."""
+    import psutil
+
+    from tests.helpers import wait_for_http
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RCEA_DATA_DIR": str(tmp_path / "d")}
+    api_port, view_port = free_port(), free_port()
+    procs = {
+        api_port: subprocess.Popen([RCEA, "serve", "--port", str(api_port)], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        view_port: subprocess.Popen([RCEA, "view", "--port", str(view_port)], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+    }  # fmt: skip
+    try:
+        wait_for_http(f"http://127.0.0.1:{api_port}/health", timeout=90, proc=procs[api_port])
+        wait_for_http(
+            f"http://127.0.0.1:{view_port}/_stcore/health", timeout=90, proc=procs[view_port]
+        )
+        for port, proc in procs.items():
+            listening = [
+                c.laddr
+                for c in psutil.Process(proc.pid).net_connections(kind="inet")
+                if c.status == psutil.CONN_LISTEN
+            ]
+            assert listening and {a.ip for a in listening} == {"127.0.0.1"}, listening
+            assert port in {a.port for a in listening}
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+            proc.wait(timeout=30)
