@@ -628,3 +628,50 @@ def test_auth_none_applies_only_on_loopback(
         assert any("Logged in as **local-user**" in c.value for c in at.sidebar.caption)
     finally:
         config.set_option("server.address", old)
+
+
+OIDC_SECRETS = {
+    "auth": {
+        "redirect_uri": "http://localhost:8501/oauth2callback",
+        "cookie_secret": "not-a-real-secret",
+        "client_id": "rcea",
+        "client_secret": "not-a-real-secret",
+        "server_metadata_url": "https://idp.example/.well-known/openid-configuration",
+    }
+}
+
+
+def test_oidc_login_through_st_login(
+    stores: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RCEA_VIEW_AUTH=oidc: without an [auth] section the view says what to configure;
+    logged out it offers the identity provider's login only; logged in (AppTest's
+    simulated ``st.user``) the pages work and a decision is recorded under the e-mail."""
+    data = _copy_full(stores, tmp_path, "oidc")
+    use_store(monkeypatch, data)
+    monkeypatch.setenv("RCEA_VIEW_AUTH", "oidc")
+    get_settings.cache_clear()
+    at = AppTest.from_file(str(MAIN), default_timeout=120).run()
+    assert any("[auth] section" in e.value for e in at.error)
+    assert not at.dataframe and not at.sidebar.selectbox
+
+    at = AppTest.from_file(str(MAIN), default_timeout=120)
+    at.secrets = OIDC_SECRETS
+    at.user = {"is_logged_in": False}
+    at.run()
+    _shows_nothing(at)
+    assert _keys(at) == {"oidc_login"}
+
+    at = AppTest.from_file(str(MAIN), default_timeout=120)
+    at.secrets = OIDC_SECRETS
+    at.user = {"is_logged_in": True, "email": "erin@lab.example", "name": "Erin"}
+    at.session_state["n_boot"] = 200
+    at.run()
+    no_exception(at)
+    assert any("Logged in as **erin@lab.example**" in c.value for c in at.sidebar.caption)
+    at.switch_page("audit.py").run()
+    at.button(key="reject-1").click().run()
+    no_exception(at)
+    with session_scope(open_store(get_settings())) as s:
+        (ext,) = list_extensions(s, study="s")
+        assert (ext.status, ext.decided_by) == ("rejected", "erin@lab.example")
