@@ -7,16 +7,16 @@
 * :func:`safe_name` / :func:`path_under` — the one rule that turns a user-given name (a
   study, a person) into a single path component under a base directory: no separators,
   no ``..``, no absolute names, never outside the base.
-* :func:`private_dir` / :func:`private_umask` — data written by the app is readable by its
-  owner only (directories 0700, files 0600).
+* :func:`private_dir` / :func:`private_file` / :func:`write_private` and
+  :data:`PRIVATE_UMASK` (set by the ``rcea`` entry point) — data written by the app is
+  readable by its owner only (directories 0700, files 0600).
+* :func:`install_log_masking` — URLs in every log message masked.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -97,16 +97,6 @@ def private_file(path: Path) -> Path:
     os.close(fd)
     os.chmod(path, 0o600)
     return path
-
-
-@contextmanager
-def private_umask() -> Iterator[None]:
-    """Files and directories created inside the block are owner-only (umask 077)."""
-    old = os.umask(PRIVATE_UMASK)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def write_private(path: Path, data: bytes) -> Path:
