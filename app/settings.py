@@ -14,6 +14,10 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pipeline.safety import mask_url, private_dir
+
+WILDCARD_HOSTS = ("0.0.0.0", "::", "", "*")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 SECRET_FIELDS = (
     "labelstudio_token",
     "labelstudio_password",
@@ -54,6 +58,11 @@ class Settings(BaseSettings):
     api_host: str = Field("127.0.0.1", description="bind address of `rcea serve`")
     api_port: int = Field(8000, description="port of `rcea serve`")
     view_port: int = Field(8501, description="port of the Streamlit view")
+    view_auth: str = Field(
+        "password",
+        description="view login: password (<data_dir>/researchers), oidc (st.login with "
+        ".streamlit/secrets.toml [auth]) or none (refused unless the view is on loopback)",
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -76,8 +85,9 @@ class Settings(BaseSettings):
         return self.data_dir / "artifacts"
 
     def ensure_data_dir(self) -> Path:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        """The data directory and its artifacts folder, owner-only (0700)."""
+        private_dir(self.data_dir)
+        private_dir(self.artifacts_dir)
         return self.data_dir
 
     def ensure_api_token(self) -> SecretStr:
@@ -96,7 +106,17 @@ class Settings(BaseSettings):
 
     @property
     def resolved_webhook_url(self) -> str:
-        return self.webhook_url or f"http://{self.api_host}:{self.api_port}/webhooks/label-studio"
+        """``webhook_url``, else this API's own address; a wildcard bind address
+        (``0.0.0.0``, ``::``) is no address to post to, so loopback stands in for it (in
+        compose, ``RCEA_WEBHOOK_URL`` names the API service instead)."""
+        if self.webhook_url:
+            return self.webhook_url
+        host = self.api_host
+        if host in WILDCARD_HOSTS:
+            host = "127.0.0.1"
+        elif ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.api_port}/webhooks/label-studio"
 
     def _ensure_secret(self, value: SecretStr | None, filename: str) -> SecretStr:
         if value is not None and value.get_secret_value():
@@ -117,22 +137,25 @@ class Settings(BaseSettings):
             value = getattr(self, name)
             if name in SECRET_FIELDS:
                 out[name] = "<set>" if value is not None else "<unset>"
-            elif name == "database_url" and value:
-                out[name] = redact_url(value)
+            elif name.endswith("_url") and value:
+                out[name] = mask_url(value)
             else:
                 out[name] = str(value) if isinstance(value, Path) else value
-        out["resolved_database_url"] = redact_url(self.resolved_database_url)
+        out["resolved_database_url"] = mask_url(self.resolved_database_url)
+        out["resolved_webhook_url"] = mask_url(self.resolved_webhook_url)
         return out
 
 
-def redact_url(url: str) -> str:
-    """Hide the password part of a database URL."""
-    from sqlalchemy.engine import make_url
+def is_loopback(host: str) -> bool:
+    """Whether a bind address only accepts connections from this machine."""
+    import ipaddress
 
+    if host in LOOPBACK_HOSTS:
+        return True
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - a malformed URL is reported elsewhere
-        return "<unparseable url>"
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @lru_cache(maxsize=1)

@@ -41,4 +41,22 @@ report_cmd.register(app)
 
 
 def main() -> None:
-    app()
+    """The ``rcea`` entry point: owner-only files (umask 077, so the store, caches,
+    artifacts, bundles and logs are 0600/0700), URLs in log records masked, and an
+    unreachable external service reported as one line, never a traceback (exit 3)."""
+    import os
+    import sys
+
+    from app.cli.common import service_error
+    from pipeline.safety import PRIVATE_UMASK, install_log_masking
+
+    os.umask(PRIVATE_UMASK)
+    install_log_masking()
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - re-raised unless it is a service failure
+        line = service_error(exc)
+        if line is None:
+            raise
+        typer.echo(f"error: {line}", err=True)
+        sys.exit(3)

@@ -12,7 +12,14 @@ from typing import Any
 import typer
 
 from app.cli.audit_cmd import ACTOR_OPTION
-from app.cli.common import JSON_OPTION, engine, fail, print_json, settings
+from app.cli.common import (
+    JSON_OPTION,
+    engine,
+    fail,
+    print_json,
+    settings,
+    warn_if_llm_unreachable,
+)
 from app.settings import actor_name
 
 codebook_app = typer.Typer(
@@ -111,6 +118,7 @@ def _backend(
 
 def _print_report(report: Any, as_json: bool) -> None:
     r = report.to_dict()
+    warn_if_llm_unreachable(r.get("usage") or {})
     if as_json:
         print_json(r)
         return

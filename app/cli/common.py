@@ -1,4 +1,5 @@
-"""Helpers shared by the command modules: settings, store access, JSON output, errors."""
+"""Helpers shared by the command modules: settings, store access, JSON output, errors, and
+the one translation of an unreachable external service into a one-line error."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any, NoReturn
 import typer
 
 from app.settings import Settings, get_settings
+from pipeline.safety import mask_url, mask_urls_in
 
 JSON_OPTION = typer.Option(False, "--json", help="print machine-readable JSON")
 
@@ -37,3 +39,114 @@ def fail(message: str, *, code: int = 1, as_json: bool = False, **extra: Any) ->
 
 def is_tty() -> bool:
     return sys.stderr.isatty()
+
+
+# How to start each external service, named in the one-line error when it is unreachable.
+START_LABEL_STUDIO = "rcea labelstudio start"
+START_POSTGRES = "docker compose up -d postgres (or start the server RCEA_DATABASE_URL names)"
+START_LLM = "start the OpenAI-compatible server RCEA_LLM_BASE_URL names (e.g. `vllm serve MODEL`)"
+
+
+def _origin(url: str) -> tuple[str, int | None]:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        default = {"http": 80, "https": 443}.get(parts.scheme)
+        return (parts.hostname or "").lower(), parts.port or default
+    except ValueError:
+        return "", None
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in out and len(out) < 20:
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def service_error(exc: BaseException, cfg: Settings | None = None) -> str | None:
+    """One line naming the unreachable service, its URL (credentials masked) and the command
+    that starts it, when ``exc`` (or an exception it was raised from) is a connection failure
+    to Label Studio, PostgreSQL or the LLM endpoint; else ``None``."""
+    cfg = cfg or settings()
+    for err in _exception_chain(exc):
+        line = _one_service_error(err, cfg)
+        if line is not None:
+            return line
+    return None
+
+
+def _one_service_error(err: BaseException, cfg: Settings) -> str | None:
+    import httpx
+    from sqlalchemy.exc import OperationalError
+
+    cause = getattr(err, "orig", None) or err  # the driver's own message, not SQLAlchemy's
+    text = str(cause).strip()
+    reason = mask_urls_in(text.splitlines()[0]) if text else type(err).__name__
+    if isinstance(err, httpx.TransportError):
+        try:
+            url = str(err.request.url)
+        except RuntimeError:  # no request attached
+            url = ""
+        origin = _origin(url)
+        person = _person_at(cfg, origin)
+        if person is not None:
+            return (
+                f"Label Studio of {person.email} at {mask_url(person.url)} is unreachable "
+                f"({reason}); start it with `{START_LABEL_STUDIO} {person.email}`"
+            )
+        if cfg.labelstudio_url and origin == _origin(cfg.labelstudio_url):
+            return labelstudio_down(cfg, reason)
+        if cfg.llm_base_url and origin == _origin(cfg.llm_base_url):
+            return _llm_line(cfg, reason)
+        return f"the server at {mask_url(url) or '?'} is unreachable ({reason})"
+    if isinstance(err, OperationalError) and err.statement is None:
+        url = cfg.resolved_database_url
+        if url.startswith("postgresql"):
+            return (
+                f"PostgreSQL at {mask_url(url)} is unreachable ({reason}); start it with "
+                f"`{START_POSTGRES}`"
+            )
+        return f"the store at {mask_url(url)} cannot be opened ({reason})"
+    try:
+        import openai
+    except ImportError:  # the `llm` extra is optional
+        return None
+    if isinstance(err, openai.APIConnectionError):
+        return _llm_line(cfg, reason)
+    return None
+
+
+def warn_if_llm_unreachable(usage: dict[str, Any], cfg: Settings | None = None) -> None:
+    """After an LLM stage (whose failed calls are recorded, never raised): one line naming
+    the endpoint when no call got through and the failures were connection errors."""
+    if usage.get("connection_errors") and not usage.get("completed") and usage.get("failures"):
+        line = _llm_line(cfg or settings(), "no request reached it")
+        typer.echo(f"error: {line}", err=True)
+
+
+def _person_at(cfg: Settings, origin: str):  # type: ignore[no-untyped-def]
+    """The registered person whose Label Studio server is at ``origin``, if any."""
+    try:
+        from annotation.people import people_from_settings
+
+        return next(
+            (p for p in people_from_settings(cfg).all() if _origin(p.url) == origin), None
+        )
+    except Exception:  # noqa: BLE001 - an unreadable registry must not hide the error
+        return None
+
+
+def labelstudio_down(cfg: Settings, reason: str) -> str:
+    return (
+        f"Label Studio at {mask_url(cfg.labelstudio_url)} is unreachable ({reason}); "
+        f"start it with `{START_LABEL_STUDIO}` or set RCEA_LABELSTUDIO_URL"
+    )
+
+
+def _llm_line(cfg: Settings, reason: str) -> str:
+    url = mask_url(cfg.llm_base_url or "?")
+    return f"the LLM endpoint at {url} is unreachable ({reason}); {START_LLM}"

@@ -146,13 +146,12 @@ db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_he
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Migrate the configured database to the latest schema."""
-    from app.settings import redact_url
     from app.store.db import current_revision
+    from pipeline.safety import mask_url
 
     eng = engine()  # open_store migrates
     typer.echo(
-        f"schema at revision {current_revision(eng)} "
-        f"({redact_url(settings().resolved_database_url)})"
+        f"schema at revision {current_revision(eng)} ({mask_url(settings().resolved_database_url)})"
     )
 
 

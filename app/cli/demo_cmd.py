@@ -218,10 +218,33 @@ def _serve(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
         f"(bearer token in {cfg.data_dir / 'api-token'})"
     )
     typer.echo(f"view          http://127.0.0.1:{cfg.view_port}")
+    typer.echo(f"  {_view_login(cfg)}")
     typer.echo("Ctrl-C stops every process the demo started")
     while all(p.poll() is None for p in procs):
         time.sleep(0.5)
     typer.echo("a served process exited: stopping the others")
+
+
+def _view_login(cfg: Any) -> str:
+    """The demo's researcher account of the view: made once (``demo-researcher``, with a
+    generated password kept in ``<data_dir>/demo-view-login.json``, mode 0600) unless
+    researcher accounts exist already."""
+    import json
+    import secrets
+
+    from app.view.logins import add_researcher, logins_path, researchers
+    from pipeline.safety import write_private
+
+    saved = cfg.data_dir / "demo-view-login.json"
+    if saved.exists():
+        login = json.loads(saved.read_text())
+        return f"researcher login: {login['name']} / {login['password']}"
+    if researchers(logins_path(cfg)):
+        return "researcher login: your account (`rcea view researchers` lists them)"
+    login = {"name": "demo-researcher", "password": secrets.token_urlsafe(12)}
+    add_researcher(logins_path(cfg), login["name"], login["password"])
+    write_private(saved, (json.dumps(login) + "\n").encode())
+    return f"researcher login: {login['name']} / {login['password']}"
 
 
 def _stop(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:

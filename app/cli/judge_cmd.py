@@ -11,7 +11,14 @@ from typing import Any
 import typer
 
 from app.cli.audit_cmd import ACTOR_OPTION, _people, _print_logins, _webhook, print_sync
-from app.cli.common import JSON_OPTION, engine, fail, print_json, settings
+from app.cli.common import (
+    JSON_OPTION,
+    engine,
+    fail,
+    print_json,
+    settings,
+    warn_if_llm_unreachable,
+)
 from app.settings import actor_name
 
 judge_app = typer.Typer(
@@ -254,6 +261,7 @@ def run_cmd(
             as_json=as_json,
         )
     bar.close()
+    warn_if_llm_unreachable(res.get("usage") or {})
     if as_json:
         print_json(res)
         return

@@ -5,6 +5,7 @@ audit locks) and as Parquet."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from pipeline.codebook import (
     dispute_reasons,
 )
 from pipeline.llm import canonical_json
+from pipeline.safety import path_under
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,9 @@ def export_partition(
         source=source,
         actor=actor,
     )
-    path = out or artifacts_dir / "codebook" / f"{study}-partition-{part.id}.parquet"
+    path = out or path_under(
+        artifacts_dir / "codebook", study, suffix=f"-partition-{part.id}.parquet"
+    )
     _write_parquet(path, labels, versions)
     export = session.exec(
         select(CodebookExport).where(CodebookExport.partition_id == part.id)
@@ -225,9 +229,10 @@ def _write_parquet(path: Path, labels: list[FinalLabel], versions: dict[str, lis
             "outcome": [x.why for x in labels],
         }
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_suffix(".parquet.tmp")
     pq.write_table(table, tmp)
+    os.chmod(tmp, 0o600)
     tmp.replace(path)
 
 

@@ -40,6 +40,7 @@ from sqlmodel import Session, select
 from app.report.build import ENTROPY_ONLY_LABEL, build_report
 from app.store import append_event, list_events, require_study
 from app.store.models import Rubric
+from pipeline.safety import path_under, write_private
 
 # Appended by `rcea demo --simulate-annotators` for every simulated labelling round.
 SIMULATED_EVENT = "demo.simulated"
@@ -114,7 +115,7 @@ def publish_report(
     pair = report["audits"]["pair"]
     val = report["audits"]["validity"]
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     final = _bundle_path(out_dir, study)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=out_dir))
     try:
@@ -131,7 +132,7 @@ def publish_report(
             "simulated": report["simulated"],
             "files": files,
         }
-        (tmp / "hashes.json").write_text(json.dumps(hashes, indent=2) + "\n", encoding="utf-8")
+        write_private(tmp / "hashes.json", (json.dumps(hashes, indent=2) + "\n").encode())
         append_event(
             session,
             actor=actor,
@@ -161,11 +162,10 @@ def publish_report(
 
 def _bundle_path(out_dir: Path, study: str) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in study)
-    path = out_dir / f"{safe}-{stamp}"
+    path = path_under(out_dir, study, suffix=f"-{stamp}")
     n = 2
     while path.exists():
-        path = out_dir / f"{safe}-{stamp}-{n}"
+        path = path_under(out_dir, study, suffix=f"-{stamp}-{n}")
         n += 1
     return path
 
@@ -188,8 +188,8 @@ def _write_bundle(
 
     def put(rel: str, data: bytes) -> None:
         path = tmp / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_private(path, data)
         written[rel] = hashlib.sha256(data).hexdigest()
 
     put("report.json", (json.dumps(report, indent=2, allow_nan=False) + "\n").encode())

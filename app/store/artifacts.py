@@ -10,11 +10,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.safety import path_under, private_dir
+
 
 def new_artifact_path(artifacts_dir: Path, study_name: str) -> Path:
-    """A fresh, unique artifact path for ``study_name`` (the directory is created)."""
-    target_dir = artifacts_dir / _safe(study_name)
-    target_dir.mkdir(parents=True, exist_ok=True)
+    """A fresh, unique artifact path for ``study_name`` (the directory is created, 0700;
+    the name goes through ``pipeline.safety.path_under``)."""
+    target_dir = private_dir(path_under(artifacts_dir, study_name))
     return target_dir / f"tokens-{uuid.uuid4().hex}.parquet"
 
 
@@ -42,6 +44,7 @@ def write_token_artifact(
         {"trajectory_id": pa.array(trajectory_ids, type=pa.string()), "token_entropies": lists}
     )
     pq.write_table(table, tmp, compression="lz4")
+    os.chmod(tmp, 0o600)
     os.replace(tmp, final)
     return final
 
@@ -57,8 +60,3 @@ def read_token_entropies(path: Path, rows: list[int] | None = None) -> list[np.n
         item = col[i]
         out.append(None if not item.is_valid else np.asarray(item.values.to_numpy()))
     return out
-
-
-def _safe(name: str) -> str:
-    keep = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    return keep or "study"

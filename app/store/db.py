@@ -11,6 +11,8 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, create_engine
 
+from pipeline.safety import private_file
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
@@ -18,8 +20,12 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
     """Create an engine; SQLite gets foreign keys, WAL and a busy timeout."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if path and path != ":memory:" and not path.startswith("file:"):
+            # Owner-only: the store holds every text with its provenance. SQLite gives its
+            # -wal/-shm/-journal files the database file's mode.
+            Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not Path(path).exists():
+                private_file(Path(path))
         engine = create_engine(url, echo=echo, connect_args={"timeout": 30})
 
         @sa_event.listens_for(engine, "connect")

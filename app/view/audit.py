@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.codebook import CodebookStageError
-from app.view import charts, data
+from app.view import auth, charts, data
 from app.view.state import audit_detail, selected_study
 
 # report key → (columns = compared labels, rows = reference, title); the gate report's
@@ -157,7 +157,7 @@ for req in requests:
                     study,
                     ext_id,
                     approve=decision,
-                    actor=st.session_state.get("actor") or "view",
+                    actor=auth.current_researcher(),
                     reason=reason,
                 )
             except CodebookStageError as exc:

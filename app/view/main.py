@@ -1,6 +1,7 @@
-"""Entry script of the Streamlit view (``rcea view``): page navigation and the sidebar
-(study, interactive report settings, actor). Each page is its own script in this folder,
-served at ``/<url_path>`` (the Overview also at ``/``).
+"""Entry script of the Streamlit view (``rcea view``): the login (``app/view/auth.py``;
+nothing is read from the store before it), page navigation and the sidebar (study,
+interactive report settings, who is logged in). Each page is its own script in this
+folder, served at ``/<url_path>`` (the Overview also at ``/``).
 
 Script arguments (after ``--``, as ``rcea view`` passes them): ``--n-boot N`` sets the
 default bootstrap size of the interactive report pages.
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.view import data
-from app.view.state import DEFAULT_N_BOOT, default_actor
+from app.view import auth, data
+from app.view.state import DEFAULT_N_BOOT
 
 HERE = Path(__file__).resolve().parent
 PAGES = (
@@ -35,6 +36,7 @@ def _args() -> argparse.Namespace:
 
 
 st.set_page_config(page_title="RCEA Audit", layout="wide")
+researcher = auth.require_researcher()  # stops the run here until someone logs in
 nav = st.navigation(
     [
         st.Page(HERE / file, title=title, url_path=path, default=i == 0)
@@ -45,7 +47,6 @@ studies = data.studies_frame()["study"].tolist()
 # Widget defaults go through Session State (a test or a link may preset them).
 for key, default in (("n_boot", _args().n_boot), ("seed", 0), ("k_min", 8)):
     st.session_state.setdefault(key, default)
-st.session_state.setdefault("actor", default_actor())
 with st.sidebar:
     if studies:
         st.selectbox("Study", studies, key="study")
@@ -61,5 +62,5 @@ with st.sidebar:
         )
         st.number_input("seed", min_value=0, step=1, key="seed")
         st.number_input("K_min", min_value=1, step=1, key="k_min")
-    st.text_input("Actor", key="actor", help="recorded with the decisions taken here")
+    auth.logout_button(researcher)
 nav.run()

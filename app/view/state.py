@@ -12,7 +12,6 @@ from typing import Any
 
 import streamlit as st
 
-from app.settings import actor_name
 from app.view import data
 
 CACHE_TTL_S = 60
@@ -29,11 +28,6 @@ def selected_study() -> str:
         )
         st.stop()
     return str(name)
-
-
-def default_actor() -> str:
-    """Who decisions taken in the view are recorded as (like the CLI's ``--actor``)."""
-    return actor_name()
 
 
 def report_settings() -> dict[str, int]:

@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pipeline.safety import private_dir
+
 
 def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -81,10 +83,12 @@ class ResponseCache:
         with self._lock:
             index = self._load()
             if self._segment is None:
-                self.root.mkdir(parents=True, exist_ok=True)
+                private_dir(self.root)
                 name = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+                # owner-only (0600): the cache holds every prompt and reply
+                fd = os.open(self.root / f"{name}.jsonl", os.O_WRONLY | os.O_CREAT, 0o600)
                 self._segment = open(  # noqa: SIM115 - held open for the cache's lifetime
-                    self.root / f"{name}.jsonl", "a", encoding="utf-8", buffering=1
+                    fd, "a", encoding="utf-8", buffering=1
                 )
             self._segment.write(line)  # line-buffered: one write(2) per entry
             index[key] = {k: v for k, v in entry.items() if k != "messages"} | {"key": key}

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from pipeline.llm.cache import ResponseCache, request_fingerprint
 from pipeline.llm.usage import UsageCounter
+from pipeline.safety import mask_url, mask_urls_in
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -33,9 +34,9 @@ Messages = list[dict[str, str]]
 
 @dataclass(frozen=True)
 class LLMConfig:
-    base_url: str
+    base_url: str = field(repr=False)  # may carry credentials: see public_dict
     model: str
-    api_key: str = "unused"
+    api_key: str = field(default="unused", repr=False)
     timeout_s: float = 60.0
     concurrency: int = 8
     """most HTTP requests in flight at once through this client"""
@@ -54,9 +55,9 @@ class LLMConfig:
     price_output_per_mtok: float = 0.0
 
     def public_dict(self) -> dict[str, Any]:
-        """The settings worth recording with results (no key)."""
+        """The settings worth recording with results (no key, no credentials in the URL)."""
         return {
-            "base_url": self.base_url,
+            "base_url": mask_url(self.base_url),
             "model": self.model,
             "temperature": self.temperature,
             "seed": self.seed,
@@ -259,7 +260,7 @@ class LLMClient:
                     )
             except Exception as exc:  # noqa: BLE001 - classified below
                 kind, delay, retryable = self._classify(exc, transport_failures)
-                last_error = f"{kind}: {exc}"[:500]
+                last_error = mask_urls_in(f"{kind}: {exc}")[:500]
                 if not retryable or transport_failures >= cfg.max_retries:
                     self.usage.add(failures=1)
                     return LLMResult(
@@ -356,6 +357,7 @@ class LLMClient:
             self.usage.add(timeouts=1)
             return "timeout", backoff, True
         if isinstance(exc, openai.APIConnectionError):
+            self.usage.add(connection_errors=1)
             return "connection error", backoff, True
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code

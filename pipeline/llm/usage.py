@@ -18,6 +18,8 @@ class UsageSnapshot:
     server_errors: int = 0
     timeouts: int = 0
     invalid_replies: int = 0
+    connection_errors: int = 0
+    """attempts that reached no server (refused, unresolvable, reset)"""
     failures: int = 0
     """calls given up after all retries"""
     prompt_tokens: int = 0

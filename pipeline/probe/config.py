@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pipeline.safety import safe_name
+
 
 class ConfigError(ValueError):
     """A bad probe configuration; the message names the file, table and key."""
@@ -143,9 +145,8 @@ class Checkpoint:
 
     @property
     def label(self) -> str:
-        """File-name-safe ``run--model--stepN``."""
-        raw = f"{self.run}--{self.model}--step{self.step}"
-        return re.sub(r"[^A-Za-z0-9._=-]+", "_", raw)
+        """File-name-safe ``run--model--stepN`` (``pipeline.safety.safe_name``)."""
+        return safe_name(f"{self.run}--{self.model}--step{self.step}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

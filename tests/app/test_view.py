@@ -29,6 +29,8 @@ from tests.helpers import (
 )
 
 CHROMIUM = "/usr/bin/chromium"
+NAV = {"": "Overview", "entropy": "Entropy", "modes": "Modes", "covariance": "Covariance",
+       "audit": "Audit"}  # fmt: skip
 PAGES = {
     "": "RCEA Audit — overview",
     "entropy": "Entropy",
@@ -129,8 +131,10 @@ def test_audit_reads_on_both_backends(store_url: str, tmp_path: Path) -> None:
 
 @pytest.mark.browser
 def test_view_renders_in_chromium(tmp_path: Path) -> None:
-    """`rcea view` on a free port, every page in chromium: the page's title and its
-    charts render, and no exception block appears. Screenshots under tmp."""
+    """`rcea view` on a free port in chromium: before logging in, every page shows the
+    login form only (no data grid, no chart); a wrong password is refused; logged in
+    (the account made with `rcea view add-researcher`), every page's title and its charts
+    render, and no exception block appears. Screenshots under tmp."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} missing: `apt-get install chromium` (.ci/run does this)")
     from playwright.sync_api import sync_playwright
@@ -139,6 +143,15 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "RCEA_DATA_DIR": str(tmp_path / "data")}
     exe = Path(sys.executable).parent / "rcea"
+    made = subprocess.run(
+        [str(exe), "view", "add-researcher", "erin", "--password-stdin"],
+        input="s3cret-passphrase\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "researcher 'erin' added" in made.stdout
     proc = subprocess.Popen(
         [str(exe), "view", "--port", str(port), "--n-boot", "200"],
         env=env,
@@ -162,8 +175,31 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
                 ],
             )
             page = browser.new_page(viewport={"width": 1400, "height": 3000})
-            for path, title in PAGES.items():
+            for path in PAGES:
                 page.goto(f"{url}/{path}")
+                page.get_by_role("heading", name="RCEA Audit — log in").wait_for(timeout=60_000)
+                page.wait_for_timeout(1500)
+                assert page.locator("[data-testid='stDataFrame']").count() == 0, path
+                assert page.locator("[data-testid='stVegaLiteChart']").count() == 0, path
+                assert page.get_by_role("button", name="Approve (refreeze)").count() == 0
+            page.screenshot(path=str(tmp_path / "view-login.png"))
+
+            def log_in(password: str) -> None:
+                page.get_by_role("textbox", name="Researcher").fill("erin")
+                page.get_by_role("textbox", name="Password").fill(password)
+                page.get_by_role("button", name="Log in").click()
+
+            log_in("wrong-passphrase")
+            page.get_by_text("Wrong researcher name or password.").wait_for(timeout=60_000)
+            assert page.locator("[data-testid='stDataFrame']").count() == 0
+            log_in("s3cret-passphrase")
+            page.get_by_text("Logged in as").wait_for(timeout=60_000)
+            # The login lives in this browser session: move through the sidebar's links
+            # (a reload starts a new session and asks for the login again).
+            nav = page.locator("[data-testid='stSidebarNav']")
+            for path, title in PAGES.items():
+                nav.get_by_role("link", name=NAV[path], exact=True).click()
+                page.wait_for_url(f"{url}/{path}", timeout=60_000)
                 page.get_by_role("heading", name=title).first.wait_for(timeout=60_000)
                 # Wait until the data grids and the Altair charts have actually rendered.
                 page.locator("[data-testid='stDataFrame'] canvas").first.wait_for(timeout=60_000)

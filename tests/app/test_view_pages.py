@@ -1,7 +1,9 @@
 """Every page of the Streamlit view through ``AppTest`` on three stores — empty, ingested
 records only, and a full study (codebook cycle with a pending extension request, a pair
 audit with labels and a disagreement, measurements) built with the real domain functions —
-plus the Audit page's approve/reject buttons against the domain's own result."""
+plus the Audit page's approve/reject buttons against the domain's own result, and the
+login that guards all of it (nothing shown, nothing decided before a researcher logs in;
+decisions recorded under the logged-in name)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from app.settings import Settings, get_settings
 from app.store import list_events, open_store, require_study, session_scope
 from app.store.measurements import record_measurement
 from app.store.models import AuditTask, CodebookVersion
+from app.view.logins import add_researcher, logins_path
 from audits.tail import reward_stratified_tail
 from pipeline.codebook import OracleBackend
 from tests.app.test_codebook_cycle import PHASE1, PHASE2, first_half
@@ -43,6 +46,8 @@ from tests.helpers import fake_tasks, rubric_file, write_jsonl
 
 MAIN = Path(__file__).resolve().parents[2] / "app" / "view" / "main.py"
 PAGES = ("overview.py", "entropy.py", "modes.py", "covariance.py", "audit.py")
+RESEARCHERS = ("tester", "carol", "dave")
+PASSWORD = "correct horse battery"
 RUBRIC = """
 [rubric]
 name = "view-rubric"
@@ -224,6 +229,9 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         build(tmp)
         out[name] = tmp / "data"
     out["empty"] = tmp_path_factory.mktemp("empty") / "data"
+    for data in out.values():
+        for name in RESEARCHERS:
+            add_researcher(logins_path(Settings(data_dir=data)), name, PASSWORD)
     return out
 
 
@@ -232,13 +240,22 @@ def use_store(monkeypatch: pytest.MonkeyPatch, data: Path) -> None:
     get_settings.cache_clear()
 
 
-def app_at(page: str, **state: Any) -> AppTest:
-    """The app run once on the entry page, then switched to ``page`` and run again."""
+def login(at: AppTest, name: str, password: str = PASSWORD) -> AppTest:
+    """Fill and submit the view's login form, as a researcher in the browser does."""
+    at.text_input(key="login_name").set_value(name)
+    at.text_input(key="login_password").set_value(password)
+    return at.button(key="login_submit").click().run()
+
+
+def app_at(page: str, researcher: str = "tester", **state: Any) -> AppTest:
+    """The app run once on the entry page, logged in as ``researcher`` through the login
+    form, then switched to ``page`` and run again."""
     at = AppTest.from_file(str(MAIN), default_timeout=120)
     at.session_state["n_boot"] = 200
     for k, v in state.items():
         at.session_state[k] = v
     at.run()
+    login(at, researcher)
     if page != PAGES[0]:
         at.switch_page(page).run()
     return at
@@ -463,7 +480,7 @@ def test_approve_in_the_view_equals_the_cli(
     )  # fmt: skip
     assert out.exit_code == 0, out.output
     use_store(monkeypatch, view_data)
-    at = app_at("audit.py", actor="carol")
+    at = app_at("audit.py", researcher="carol")
     at.text_input(key="reason-1").set_value("ok")
     at.button(key="approve-1").click().run()
     no_exception(at)
@@ -489,7 +506,7 @@ def test_reject_in_the_view(
 ) -> None:
     data = _copy_full(stores, tmp_path, "view")
     use_store(monkeypatch, data)
-    at = app_at("audit.py", actor="dave")
+    at = app_at("audit.py", researcher="dave", actor="mallory")  # old sidebar key: ignored
     at.button(key="reject-1").click().run()
     no_exception(at)
     assert any("researcher queue" in m.value for m in at.success)
@@ -514,3 +531,147 @@ def test_modes_page_says_audited_after_a_passing_final_gate(
     assert any("passed the final gate of audit s-audit-1" in m.value for m in at.success)
     overview = app_at("overview.py")
     assert frame_with(overview, "human_human_macro_f1")["status"].tolist() == ["passed"]
+
+
+# ---------------------------------------------------------------------------- the login
+
+
+def _shows_nothing(at: AppTest) -> None:
+    """The login page only: no study, no data frame, chart or decision button."""
+    no_exception(at)
+    assert [t.value for t in at.title] == ["RCEA Audit — log in"]
+    assert not at.dataframe and not at.get("vega_lite_chart")
+    assert not at.sidebar.selectbox
+    assert not {k for k in _keys(at) if k and k.startswith(("approve-", "reject-"))}
+    assert not at.expander  # extension requests (with provenance) are not listed
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_not_logged_in_shows_no_data_and_no_decision_buttons(
+    page: str, stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_store(monkeypatch, stores["full"])
+    at = AppTest.from_file(str(MAIN), default_timeout=120)
+    at.session_state["actor"] = "carol"  # the old sidebar field grants nothing
+    at.run()
+    _shows_nothing(at)
+    if page != PAGES[0]:
+        at.switch_page(page).run()
+        _shows_nothing(at)
+
+
+def test_wrong_password_and_unknown_name_are_refused(
+    stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_store(monkeypatch, stores["full"])
+    at = AppTest.from_file(str(MAIN), default_timeout=120).run()
+    for name, password in (("carol", "wrong password"), ("mallory", PASSWORD), ("carol", "")):
+        login(at, name, password)
+        assert [e.value for e in at.error] == ["Wrong researcher name or password."]
+        _shows_nothing(at)
+    login(at, " carol ", PASSWORD)  # surrounding spaces are not part of the name
+    no_exception(at)
+    assert at.sidebar.selectbox[0].value == "s"
+    assert any("Logged in as **carol**" in c.value for c in at.sidebar.caption)
+    at.switch_page("audit.py").run()
+    assert {"approve-1", "reject-1"} <= _keys(at)
+    at.sidebar.button(key="logout").click().run()
+    _shows_nothing(at)
+
+
+def test_no_account_says_how_to_make_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_store(monkeypatch, tmp_path / "bare")
+    at = AppTest.from_file(str(MAIN), default_timeout=120).run()
+    assert any("rcea view add-researcher NAME" in w.value for w in at.warning)
+    assert not at.text_input and not at.sidebar.selectbox
+
+
+def test_decision_is_recorded_under_the_logged_in_researcher(
+    stores: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RCEA_ACTOR and a preset actor name change nothing: the event's actor and the
+    request's decider are the researcher who logged in."""
+    data = _copy_full(stores, tmp_path, "who")
+    use_store(monkeypatch, data)
+    monkeypatch.setenv("RCEA_ACTOR", "mallory")
+    at = app_at("audit.py", researcher="dave", actor="mallory")
+    at.text_input(key="reason-1").set_value("not a new mode")
+    at.button(key="reject-1").click().run()
+    no_exception(at)
+    with session_scope(open_store(get_settings())) as s:
+        (ext,) = list_extensions(s, study="s")
+        assert (ext.status, ext.decided_by, ext.reason) == ("rejected", "dave", "not a new mode")
+        (event,) = [e for e in list_events(s) if e.kind == "codebook.extension.reject"]
+        assert event.actor == "dave"
+
+
+def test_auth_none_applies_only_on_loopback(
+    stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RCEA_VIEW_AUTH=none skips the login only when the server listens on loopback; on
+    every interface (Streamlit's default, empty address) the login still applies."""
+    from streamlit import config
+
+    use_store(monkeypatch, stores["full"])
+    monkeypatch.setenv("RCEA_VIEW_AUTH", "none")
+    monkeypatch.setenv("RCEA_ACTOR", "local-user")
+    get_settings.cache_clear()
+    old = config.get_option("server.address")
+    try:
+        for address in ("", "0.0.0.0", "192.168.1.20"):
+            config.set_option("server.address", address)
+            _shows_nothing(AppTest.from_file(str(MAIN), default_timeout=120).run())
+        config.set_option("server.address", "127.0.0.1")
+        at = AppTest.from_file(str(MAIN), default_timeout=120).run()
+        no_exception(at)
+        assert at.sidebar.selectbox[0].value == "s"
+        assert any("Logged in as **local-user**" in c.value for c in at.sidebar.caption)
+    finally:
+        config.set_option("server.address", old)
+
+
+OIDC_SECRETS = {
+    "auth": {
+        "redirect_uri": "http://localhost:8501/oauth2callback",
+        "cookie_secret": "not-a-real-secret",
+        "client_id": "rcea",
+        "client_secret": "not-a-real-secret",
+        "server_metadata_url": "https://idp.example/.well-known/openid-configuration",
+    }
+}
+
+
+def test_oidc_login_through_st_login(
+    stores: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RCEA_VIEW_AUTH=oidc: without an [auth] section the view says what to configure;
+    logged out it offers the identity provider's login only; logged in (AppTest's
+    simulated ``st.user``) the pages work and a decision is recorded under the e-mail."""
+    data = _copy_full(stores, tmp_path, "oidc")
+    use_store(monkeypatch, data)
+    monkeypatch.setenv("RCEA_VIEW_AUTH", "oidc")
+    get_settings.cache_clear()
+    at = AppTest.from_file(str(MAIN), default_timeout=120).run()
+    assert any("[auth] section" in e.value for e in at.error)
+    assert not at.dataframe and not at.sidebar.selectbox
+
+    at = AppTest.from_file(str(MAIN), default_timeout=120)
+    at.secrets = OIDC_SECRETS
+    at.user = {"is_logged_in": False}
+    at.run()
+    _shows_nothing(at)
+    assert _keys(at) == {"oidc_login"}
+
+    at = AppTest.from_file(str(MAIN), default_timeout=120)
+    at.secrets = OIDC_SECRETS
+    at.user = {"is_logged_in": True, "email": "erin@lab.example", "name": "Erin"}
+    at.session_state["n_boot"] = 200
+    at.run()
+    no_exception(at)
+    assert any("Logged in as **erin@lab.example**" in c.value for c in at.sidebar.caption)
+    at.switch_page("audit.py").run()
+    at.button(key="reject-1").click().run()
+    no_exception(at)
+    with session_scope(open_store(get_settings())) as s:
+        (ext,) = list_extensions(s, study="s")
+        assert (ext.status, ext.decided_by) == ("rejected", "erin@lab.example")
