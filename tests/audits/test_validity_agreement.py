@@ -17,7 +17,9 @@ def test_matches_sklearn_on_every_small_case(n: int) -> None:
     for a in itertools.product(LABELS, repeat=n):
         for b in itertools.product(LABELS, repeat=n):
             got = validity_agreement(a, b)
-            assert got.n_items == n and got.n_agree == sum(x == y for x, y in zip(a, b, strict=True))
+            assert got.n_items == n and got.n_agree == sum(
+                x == y for x, y in zip(a, b, strict=True)
+            )
             assert got.agreement == pytest.approx(got.n_agree / n)
             f1 = f1_score(a, b, labels=list(LABELS), average="macro", zero_division=0)
             assert got.macro_f1 == pytest.approx(f1, abs=1e-12)
