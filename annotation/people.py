@@ -268,10 +268,15 @@ class People:
         )
 
     def start(self, person: Person, timeout: float = 300.0) -> None:
+        """Start a server rcea runs; for one run elsewhere, check that it answers (a
+        connection error naming its URL otherwise, which the CLI turns into one line)."""
         if person.managed:
             self.server(person).start(timeout=timeout)
         elif not is_healthy(person.url):
-            raise PeopleError(f"{person.email}'s Label Studio at {person.url} does not answer")
+            raise httpx.ConnectError(
+                f"{person.email}'s Label Studio at {person.url} does not answer",
+                request=httpx.Request("GET", f"{person.url}/health/"),
+            )
 
     def stop(self, person: Person) -> bool:
         return self.server(person).stop() if person.managed else False

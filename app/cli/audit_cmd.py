@@ -260,10 +260,9 @@ def push(
 
     Servers and accounts that do not exist yet are created; new passwords are printed
     once, for handing to the annotators."""
-    from tqdm import tqdm
-
     from app.audit.push import push_audit
     from app.audit.sampling import audit_pairs, get_audit
+    from app.cli.common import LazyBar
     from app.store import session_scope
 
     try:
@@ -271,7 +270,7 @@ def push(
         with session_scope(engine()) as s:
             a = get_audit(s, name=audit)
             total = 2 * len(audit_pairs(s, audit_id=a.id))
-            with tqdm(total=total, unit="task", desc="push", disable=as_json) as bar:
+            with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
                 out = push_audit(
                     s,
                     a,

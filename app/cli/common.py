@@ -94,9 +94,15 @@ def _one_service_error(err: BaseException, cfg: Settings) -> str | None:
         origin = _origin(url)
         person = _person_at(cfg, origin)
         if person is not None:
+            how = (
+                f"start it with `{START_LABEL_STUDIO} {person.email}`"
+                if person.managed
+                else "start that server (rcea does not run it; `rcea labelstudio status` "
+                "checks it)"
+            )
             return (
                 f"Label Studio of {person.email} at {mask_url(person.url)} is unreachable "
-                f"({reason}); start it with `{START_LABEL_STUDIO} {person.email}`"
+                f"({reason}); {how}"
             )
         if cfg.labelstudio_url and origin == _origin(cfg.labelstudio_url):
             return labelstudio_down(cfg, reason)
@@ -150,3 +156,26 @@ def labelstudio_down(cfg: Settings, reason: str) -> str:
 def _llm_line(cfg: Settings, reason: str) -> str:
     url = mask_url(cfg.llm_base_url or "?")
     return f"the LLM endpoint at {url} is unreachable ({reason}); {START_LLM}"
+
+
+class LazyBar:
+    """A tqdm bar opened on its first update, so nothing is drawn when a command fails
+    before any work is done (an unreachable server then gives exactly one line)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self.bar: Any = None
+
+    def update(self, n: int = 1) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(**self.kwargs)
+        self.bar.update(n)
+
+    def __enter__(self) -> LazyBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()

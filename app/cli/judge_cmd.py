@@ -279,8 +279,7 @@ def run_cmd(
 
 
 def _push(kind: str, name: str | None, annotators: list[str], actor: str | None, as_json: bool):  # type: ignore[no-untyped-def]
-    from tqdm import tqdm
-
+    from app.cli.common import LazyBar
     from app.judge.checks import check_items, get_check
     from app.judge.labelling import push_check
     from app.store import session_scope
@@ -291,7 +290,7 @@ def _push(kind: str, name: str | None, annotators: list[str], actor: str | None,
             check = get_check(s, name=name, kind=kind)
             n = len(check_items(s, check_id=check.id))  # type: ignore[arg-type]
             total = n * (2 if kind == "accepted" else 1)
-            with tqdm(total=total, unit="task", desc="push", disable=as_json) as bar:
+            with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
                 out = push_check(
                     s,
                     check,

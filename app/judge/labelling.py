@@ -260,8 +260,13 @@ def adjudicate_check(
         "description": "Adjudication: the two annotators' answers in random order, "
         "without who gave them.",
     }
+    # The human answers are choice words by construction (the verdict words are
+    # forbidden everywhere else); everything around them is scanned as usual.
+    if not all(t.data[k] in CHOICE_OF.values() for t in built for k in ("answer_1", "answer_2")):
+        raise JudgeError("an adjudication answer is not one of the annotators' choices")
     check_blinding(
-        [shown, *(t.data for t in built)],
+        [shown, *({k: v for k, v in t.data.items() if not k.startswith("answer_")}
+                  for t in built)],  # fmt: skip
         forbidden_values(session, check, todo),
         what="validity adjudication tasks",
     )

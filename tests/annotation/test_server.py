@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import stat
 import subprocess
@@ -411,51 +410,75 @@ def test_restart_ignores_stray_environment(
 
 
 @pytest.mark.slow
-def test_cli_start_status_and_add_annotator(
-    labelstudio: LabelStudioHandle, monkeypatch: pytest.MonkeyPatch
+def test_cli_one_server_per_person(
+    labelstudio: LabelStudioHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`add-annotator` gives a new person a server rcea runs (started now, next port after
+    the base) or registers one run elsewhere; `status --json` lists every server with its
+    person, URL, pid and health; `stop` stops only what rcea runs."""
     from app.cli import app
     from app.settings import get_settings
 
-    monkeypatch.setenv("RCEA_DATA_DIR", str(labelstudio.data_dir))
-    monkeypatch.setenv("RCEA_LABELSTUDIO_URL", labelstudio.url)
+    base = _free_port()
+    monkeypatch.setenv("RCEA_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RCEA_LABELSTUDIO_URL", f"http://127.0.0.1:{base}")
     monkeypatch.setenv("RCEA_LABELSTUDIO_BIN", str(labelstudio.server.executable()))
     get_settings.cache_clear()
     runner = CliRunner()
-    pid = labelstudio.server.status().pid
+
+    mine, other = _email(), _email()
+    out = runner.invoke(app, ["labelstudio", "add-annotator", mine, "--json"])
+    assert out.exit_code == 0, out.output
+    made = json.loads(out.output)
+    url = made["server"]["url"]
+    assert made["created"] and made["server"]["managed"] and url.startswith("http://127.0.0.1:")
+    assert int(url.rsplit(":", 1)[1]) > base and made["login_url"] == f"{url}/user/login/"
+    login_session(url, mine, made["password"]).close()
+    out = runner.invoke(
+        app,
+        ["labelstudio", "add-annotator", other, "--server-url", labelstudio.url,
+         "--server-token", labelstudio.token, "--password", "other-pass-123"],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert labelstudio.token not in out.output
 
     out = runner.invoke(app, ["labelstudio", "status", "--json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["pid"] == pid
-    out = runner.invoke(app, ["labelstudio", "start"])
-    assert out.exit_code == 0 and f"pid {pid}" in out.output
-    assert labelstudio.token not in out.output
+    servers = {s["email"]: s for s in json.loads(out.output)["servers"]}
+    assert set(servers) == {mine, other}
+    assert servers[mine]["url"] == url and servers[mine]["pid"] and servers[mine]["healthy"]
+    assert servers[other]["url"] == labelstudio.url and servers[other]["managed"] is False
+    assert all("token" not in s for s in servers.values())
 
-    email = _email()
-    out = runner.invoke(app, ["labelstudio", "add-annotator", email, "--json"])
-    assert out.exit_code == 0, out.output
-    made = json.loads(out.output)
-    assert made["created"] and made["login_url"] == f"{labelstudio.url}/user/login/"
-    login_session(labelstudio.url, email, made["password"]).close()
-
-    out = runner.invoke(app, ["labelstudio", "add-annotator", email])
+    out = runner.invoke(app, ["labelstudio", "add-annotator", mine])
     assert out.exit_code == 0 and "unchanged" in out.output
-    out = runner.invoke(app, ["labelstudio", "add-annotator", email, "--password", "reset-pw-789"])
+    out = runner.invoke(app, ["labelstudio", "add-annotator", mine, "--password", "reset-pw-789"])
     assert out.exit_code == 0 and "reset-pw-789" in out.output
-    login_session(labelstudio.url, email, "reset-pw-789").close()
+    login_session(url, mine, "reset-pw-789").close()
     with pytest.raises(LoginFailed):
-        login_session(labelstudio.url, email, made["password"])
-    assert find_user(labelstudio.url, labelstudio.token, email) is not None
+        login_session(url, mine, made["password"])
+    # the other person's account lives on the other server only
+    assert find_user(labelstudio.url, labelstudio.token, mine) is None
+
+    out = runner.invoke(app, ["labelstudio", "stop", "--json"])
+    assert out.exit_code == 0 and json.loads(out.output)["stopped"] == [mine]
+    assert labelstudio.server.status().healthy  # the server run elsewhere stays up
+    out = runner.invoke(app, ["labelstudio", "status"])
+    assert out.exit_code == 3 and "NOT answering" in out.output
 
 
 def test_cli_status_when_down_exits_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from annotation.people import People
     from app.cli import app
     from app.settings import get_settings
 
     monkeypatch.setenv("RCEA_LABELSTUDIO_URL", f"http://127.0.0.1:{_free_port()}")
     get_settings.cache_clear()
     out = CliRunner().invoke(app, ["labelstudio", "status"])
-    assert out.exit_code == 3 and "not running" in out.output
+    assert out.exit_code == 0 and "no people yet" in out.output
+    closed = f"http://127.0.0.1:{_free_port()}"
+    People(tmp_path / "data", "http://127.0.0.1:1").add("x@x.test", url=closed, token="abcdef1")
+    out = CliRunner().invoke(app, ["labelstudio", "status"])
+    assert out.exit_code == 3 and f"x@x.test: {closed} (external" in out.output
     out = CliRunner().invoke(app, ["labelstudio", "stop", "--json"])
-    assert out.exit_code == 0 and json.loads(out.output)["stopped"] is False
-    assert not os.path.exists(tmp_path / "data" / "labelstudio" / "credentials.json")
+    assert out.exit_code == 0 and json.loads(out.output)["stopped"] == []

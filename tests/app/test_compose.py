@@ -38,10 +38,14 @@ def published(service: str, env: dict[str, str] | None = None) -> list[tuple[str
     return out
 
 
+PEOPLE = ("labelstudio-a", "labelstudio-b", "labelstudio-adjudicator")
+
+
 def test_services_present() -> None:
     services = _compose()["services"]
-    assert set(services) == {"postgres", "labelstudio", "api", "view"}
-    assert re.fullmatch(r"heartexlabs/label-studio:\d+\.\d+\.\d+", services["labelstudio"]["image"])
+    assert set(services) == {"postgres", *PEOPLE, "api", "view"}
+    for name in PEOPLE:
+        assert re.fullmatch(r"heartexlabs/label-studio:\d+\.\d+\.\d+", services[name]["image"])
     assert re.fullmatch(r"postgres:\d+(\.\d+)?", services["postgres"]["image"])
 
 
@@ -59,9 +63,7 @@ def test_ports_and_urls_are_consistent() -> None:
     api_port, view_port = int(api_env["RCEA_API_PORT"]), int(view_env["RCEA_VIEW_PORT"])
     assert ("127.0.0.1", api_port, api_port) in published("api")
     assert ("127.0.0.1", view_port, view_port) in published("view")
-    ls_port = published("labelstudio")[0][2]
     for env in (api_env, view_env):
-        assert env["RCEA_LABELSTUDIO_URL"] == f"http://labelstudio:{ls_port}"
         url = env["RCEA_DATABASE_URL"]
         assert url.startswith("postgresql+psycopg://") and "@postgres:5432/" in url
         db = url.rsplit("/", 1)[1]
@@ -70,16 +72,24 @@ def test_ports_and_urls_are_consistent() -> None:
         assert Settings(database_url=url).resolved_database_url == url
 
 
-def test_label_studio_uses_postgres_and_legacy_token() -> None:
-    env = _compose()["services"]["labelstudio"]["environment"]
-    assert env["DJANGO_DB"] == "default"
-    assert env["POSTGRE_HOST"] == "postgres" and env["POSTGRE_PORT"] == "5432"
-    assert env["LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN"] == "true"
-    assert "LABEL_STUDIO_TOKEN" in env["LABEL_STUDIO_USER_TOKEN"]
-    assert (
-        "LABEL_STUDIO_TOKEN"
-        in _compose()["services"]["api"]["environment"]["RCEA_LABELSTUDIO_TOKEN"]
-    )
+def test_one_label_studio_per_person() -> None:
+    """Each person's server has its own data volume, host port and admin token variable,
+    legacy tokens on, sign-up by invite only; the api depends on every one of them."""
+    s = _compose()["services"]
+    volumes, ports, tokens = set(), set(), set()
+    for name in PEOPLE:
+        env = s[name]["environment"]
+        assert env["LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN"] == "true"
+        assert env["LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK"] == "true"
+        assert "DJANGO_DB" not in env  # own SQLite database in its own volume
+        tokens.add(re.fullmatch(r"\$\{(LABEL_STUDIO_TOKEN_\w+):\?.*\}",
+                                env["LABEL_STUDIO_USER_TOKEN"]).group(1))  # fmt: skip
+        volumes.update(v.split(":")[0] for v in s[name]["volumes"])
+        ports.update(host for _ip, host, _c in published(name))
+    assert len(volumes) == len(ports) == len(tokens) == len(PEOPLE)
+    assert volumes <= set(_compose()["volumes"])
+    assert set(PEOPLE) <= set(s["api"]["depends_on"])
+    assert "RCEA_LABELSTUDIO_TOKEN" not in s["api"]["environment"]
 
 
 def test_no_secret_literals() -> None:
@@ -131,9 +141,10 @@ def test_webhook_url_is_the_api_service_reachable_from_label_studio() -> None:
     assert "--port" in s["api"]["command"]
     assert s["api"]["command"][s["api"]["command"].index("--port") + 1] == str(url.port)
     # Services without a `networks` key share compose's default network.
-    assert set(s["labelstudio"].get("networks", ["default"])) & set(
-        s["api"].get("networks", ["default"])
-    )
+    for name in PEOPLE:
+        assert set(s[name].get("networks", ["default"])) & set(
+            s["api"].get("networks", ["default"])
+        )
     assert s["view"]["environment"]["RCEA_VIEW_AUTH"] == "password"
 
 

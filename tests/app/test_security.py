@@ -279,19 +279,51 @@ def audited_store(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(
     "args",
-    [("audit", "push", "--annotator-a", "a@x.test", "--annotator-b", "b@x.test"),
-     ("audit", "sync"), ("labelstudio", "add-annotator", "c@x.test")],
+    [("audit", "push", "--annotator-a", "a@people.test", "--annotator-b", "b@people.test"),
+     ("audit", "sync")],
 )  # fmt: skip
 def test_label_studio_down_is_one_line(
     args: tuple[str, ...], audited_store: Path, tmp_path: Path
 ) -> None:
-    env = {
-        "RCEA_DATA_DIR": str(audited_store),
-        "RCEA_LABELSTUDIO_URL": f"http://127.0.0.1:{free_port()}",
-        "RCEA_LABELSTUDIO_TOKEN": "0123456789abcdef0123456789abcdef01234567",
-    }
+    """A's server (run elsewhere, registered) does not answer: one line naming A, the URL
+    and what to do; and for a server rcea runs that is stopped, the start command."""
+    from annotation.people import People
+
+    closed = f"http://127.0.0.1:{free_port()}"
+    people = People(audited_store, "http://127.0.0.1:1")
+    people.add("a@people.test", url=closed, token="0123456789abcdef")
+    env = {"RCEA_DATA_DIR": str(audited_store)}
     done = rcea_subprocess(*args, env=env, cwd=tmp_path)
-    _one_line(done, f"Label Studio at {env['RCEA_LABELSTUDIO_URL']}", "`rcea labelstudio start`")
+    _one_line(done, f"Label Studio of a@people.test at {closed}", "rcea labelstudio status")
+
+
+def test_stopped_managed_server_names_its_start_command(
+    audited_store: Path, tmp_path: Path
+) -> None:
+    """A person whose server rcea runs (registered, not running): `audit sync` says to
+    start exactly that server."""
+    from annotation.people import People
+
+    base = free_port()
+    people = People(audited_store, f"http://127.0.0.1:{base}")
+    a = people.add("a@people.test")
+    assert a.managed and a.port is not None
+    env = {"RCEA_DATA_DIR": str(audited_store), "RCEA_LABELSTUDIO_URL": f"http://127.0.0.1:{base}"}
+    # credentials exist once a server home is set up (as after a first start)
+    people.server(a).credentials()
+    done = rcea_subprocess("audit", "sync", env=env, cwd=tmp_path)
+    _one_line(done, f"Label Studio of a@people.test at {a.url}",
+              "`rcea labelstudio start a@people.test`")  # fmt: skip
+
+
+def test_unreachable_server_url_for_a_new_person_is_one_line(tmp_path: Path) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    env = {"RCEA_DATA_DIR": str(tmp_path / "data")}
+    done = rcea_subprocess(
+        "labelstudio", "add-annotator", "c@x.test", "--server-url", closed,
+        "--server-token", "0123456789abcdef", env=env, cwd=tmp_path,
+    )  # fmt: skip
+    _one_line(done, f"Label Studio of c@x.test at {closed}")
 
 
 # --------------------------------------------------------------- the view's accounts
