@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from annotation.tasks import BlindingViolation, LeakScanner
-from app.store.models import Trajectory
 from pipeline.llm import Messages
 
 
@@ -47,17 +46,11 @@ def study_guard(session: Session, *, study_id: int) -> PromptBlindingGuard:
     """Forbidden: every run and model name of the study and, per question, the ids of its
     trajectories. (Step and seed numbers occur naturally in arithmetic and the automatic
     ``mode`` column holds ordinary words; prompts never render either field.)"""
-    rows = session.exec(
-        select(
-            Trajectory.question_id,
-            Trajectory.trajectory_id,
-            Trajectory.run,
-            Trajectory.model,
-        ).where(Trajectory.study_id == study_id)
-    ).all()
+    from app.labelling.blinding import study_provenance  # the one provenance query
+
     common: set[str] = set()
     per_question: dict[str, set[str]] = {}
-    for q, tid, run, model in rows:
-        common.update((run, model))
-        per_question.setdefault(q, set()).add(tid)
+    for r in study_provenance(session, study_id):
+        common.update((r.run, r.model))
+        per_question.setdefault(r.question_id, set()).add(r.trajectory_id)
     return PromptBlindingGuard(common, per_question)

@@ -10,11 +10,24 @@ import pytest
 from annotation.tasks import BlindingViolation
 from annotation.validity_tasks import (
     build_validity_task,
-    check_blinding,
     choice_result,
     parse_validity_annotation,
     validity_label_config,
 )
+from app.labelling import Forbidden
+from app.labelling import check_blinding as scan
+
+
+def check_blinding(tasks, forbidden, exact):  # type: ignore[no-untyped-def]
+    scan(tasks, Forbidden(set(forbidden), set(exact)), what="validity tasks")
+
+
+def test_adjudication_config_shows_both_answers() -> None:
+    root = ElementTree.fromstring(validity_label_config(adjudication=True))
+    headers = [h.get("value") for h in root.iter("Header")]
+    assert any("$answer_1" in h and "$answer_2" in h for h in headers)
+    assert not any("$answer" in (h.get("value") or "") for h in
+                   ElementTree.fromstring(validity_label_config()).iter("Header"))  # fmt: skip
 
 
 def test_label_config() -> None:
