@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
-from xml.sax.saxutils import escape
 
+from annotation.display import config_text, visible, xml_attr
 from annotation.payloads import ParsedAnnotation, parse_annotation
 from annotation.projects import export_tasks
 from annotation.tasks import BlindingViolation, LeakScanner
@@ -52,27 +52,34 @@ INSTRUCTIONS = (
 
 def validity_label_config() -> str:
     """The problem, one solution, a required valid / fatal-error choice and an optional
-    note on where the first fatal error is."""
+    note on where the first fatal error is. Every text placed in the XML goes through
+    :func:`~annotation.display.xml_attr`."""
+    choice, location = xml_attr(VALIDITY_CHOICE), xml_attr(LOCATION_FIELD)
+    choices = "\n".join(
+        f'    <Choice value="{xml_attr(v)}" alias="{xml_attr(v)}"/>' for v in CHOICES
+    )
     return f"""<View>
   <Header value="Is this solution process-valid?"/>
-  <Text name="instructions" value="{escape(INSTRUCTIONS)}"/>
+  <Text name="instructions" value="{config_text(INSTRUCTIONS)}"/>
   <Header value="Problem" size="4"/>
   <Text name="problem" value="$problem"/>
   <Header value="Solution" size="4"/>
   <Text name="solution" value="$solution"/>
-  <Choices name="{VALIDITY_CHOICE}" toName="solution" choice="single" required="true"
+  <Choices name="{choice}" toName="solution" choice="single" required="true"
            showInLine="true">
-    <Choice value="valid" alias="valid"/>
-    <Choice value="fatal error" alias="fatal error"/>
+{choices}
   </Choices>
-  <TextArea name="{LOCATION_FIELD}" toName="solution"
+  <TextArea name="{location}" toName="solution"
             placeholder="optional: where is the first fatal error?"
             maxSubmissions="1" editable="true"/>
 </View>"""
 
 
 def build_validity_task(item_key: str, problem: str, solution: str) -> dict[str, str]:
-    return {"item": item_key, "problem": problem, "solution": solution}
+    """One blinded task; the problem and solution are shown through
+    :func:`~annotation.display.visible` (bidi and invisible characters as ``⟨U+XXXX⟩``,
+    long lines cut)."""
+    return {"item": item_key, "problem": visible(problem), "solution": visible(solution)}
 
 
 def check_blinding(
