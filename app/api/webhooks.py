@@ -1,13 +1,13 @@
 """The Label Studio webhook receiver: stores annotations as they are made.
 
 Requests must carry the shared secret in ``X-RCEA-Webhook-Secret`` (401 otherwise);
-malformed bodies get 422 and store nothing. Storage is idempotent, so a webhook and a
-later ``rcea audit sync`` of the same annotation never double count.
+bodies over :data:`MAX_BODY_BYTES` get 413, malformed ones 422, and both store nothing.
+Storage is idempotent, so a webhook and a later ``rcea audit sync`` of the same
+annotation never double count.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import Any
 
@@ -15,13 +15,27 @@ from fastapi import APIRouter, Header, HTTPException, Request
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from annotation.payloads import PayloadError, parse_webhook
+from annotation.payloads import PayloadError, decode_body, parse_webhook
 from annotation.projects import WEBHOOK_SECRET_HEADER
 from app.audit.labels import record_annotation
 from app.store import append_event
 from app.store.models import Audit, AuditTask
 
 router = APIRouter(tags=["webhooks"])
+MAX_BODY_BYTES = 1 << 20  # 1 MiB; an annotation refused here still arrives by sync
+
+
+async def _body(request: Request) -> bytes:
+    """The request body, or 413 as soon as it is known to exceed MAX_BODY_BYTES."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise HTTPException(413, f"body over {MAX_BODY_BYTES} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise HTTPException(413, f"body over {MAX_BODY_BYTES} bytes")
+    return bytes(body)
 
 
 def _audit_for(session: Session, project_id: int | None, task_id: int) -> Audit | None:
@@ -49,13 +63,13 @@ async def label_studio_webhook(
     expected: str = request.app.state.webhook_secret
     if not secret or not secrets.compare_digest(secret.encode(), expected.encode()):
         raise HTTPException(401, "missing or wrong webhook secret")
+    raw = await _body(request)
     try:
-        body = json.loads(await request.body())
-        annotations = parse_webhook(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise HTTPException(422, f"body is not JSON: {exc}") from exc
+        annotations = parse_webhook(decode_body(raw))
     except PayloadError as exc:
-        raise HTTPException(422, str(exc)) from exc
+        raise HTTPException(422, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a parse error is the sender's, never a 500
+        raise HTTPException(422, f"malformed webhook body ({type(exc).__name__})") from None
     from starlette.concurrency import run_in_threadpool
 
     stored = await run_in_threadpool(_store, request.app.state.engine, annotations)
