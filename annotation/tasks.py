@@ -19,6 +19,13 @@ from annotation.display import config_text, strip_display_marks, visible, xml_at
 PAIR_CHOICE = "strategy"
 NOTE_FIELD = "note"
 TASK_DATA_KEYS = ("pair", "left", "right")
+#: Each solution's column: half the width whatever its content (``min-width: 0``), long
+#: words broken inside it, anything still wider scrolled inside it, never pushing the
+#: other solution off-screen.
+COLUMN_STYLE = (
+    "flex: 1 1 0; min-width: 0; overflow-wrap: anywhere; overflow-x: auto; "
+    "padding: 0.5em; border: 1px solid #ccc;"
+)
 ADJUDICATION_DATA_KEYS = (*TASK_DATA_KEYS, "answer_1", "answer_2")
 
 
@@ -40,11 +47,11 @@ def pair_label_config(strategy_definition: str, *, adjudication: bool = False) -
   <Header value="Do these two solutions use the same strategy?"/>
   <Text name="definition" value="{definition}"/>{answers}
   <View style="display: flex; gap: 1em;">
-    <View style="flex: 1; padding: 0.5em; border: 1px solid #ccc;">
+    <View style="{COLUMN_STYLE}">
       <Header value="Solution 1" size="4"/>
       <Text name="left" value="$left"/>
     </View>
-    <View style="flex: 1; padding: 0.5em; border: 1px solid #ccc;">
+    <View style="{COLUMN_STYLE}">
       <Header value="Solution 2" size="4"/>
       <Text name="right" value="$right"/>
     </View>

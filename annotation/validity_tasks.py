@@ -61,10 +61,12 @@ def validity_label_config() -> str:
     return f"""<View>
   <Header value="Is this solution process-valid?"/>
   <Text name="instructions" value="{config_text(INSTRUCTIONS)}"/>
-  <Header value="Problem" size="4"/>
-  <Text name="problem" value="$problem"/>
-  <Header value="Solution" size="4"/>
-  <Text name="solution" value="$solution"/>
+  <View style="min-width: 0; overflow-wrap: anywhere; overflow-x: auto;">
+    <Header value="Problem" size="4"/>
+    <Text name="problem" value="$problem"/>
+    <Header value="Solution" size="4"/>
+    <Text name="solution" value="$solution"/>
+  </View>
   <Choices name="{choice}" toName="solution" choice="single" required="true"
            showInLine="true">
 {choices}
