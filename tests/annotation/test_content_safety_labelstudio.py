@@ -17,6 +17,7 @@ from annotation.display import storable, visible
 from annotation.payloads import parse_annotation
 from annotation.projects import create_project, export_tasks, import_tasks
 from annotation.tasks import NOTE_FIELD, PAIR_CHOICE, build_pair_task, pair_label_config
+from annotation.validity_tasks import validity_label_config
 from tests.labelstudio_fixture import LabelStudioHandle
 
 pytestmark = pytest.mark.slow
@@ -55,6 +56,15 @@ def test_label_config_with_quotes_round_trips_through_label_studio(
     stored = sdk.projects.get(id=project[0]).label_config
     assert stored is not None
     assert _definition(stored) == DEFINITION
+
+
+def test_both_label_configs_are_accepted_as_sent(labelstudio: LabelStudioHandle) -> None:
+    sdk = make_client(labelstudio.url, labelstudio.token)
+    for config in (pair_label_config(DEFINITION, adjudication=True), validity_label_config()):
+        project_id = create_project(
+            sdk, title=f"config {uuid.uuid4().hex[:6]}", label_config=config
+        )
+        assert sdk.projects.get(id=project_id).label_config == config
 
 
 def test_tasks_arrive_sanitised_and_a_nul_note_parses_storably(

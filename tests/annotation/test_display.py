@@ -155,3 +155,22 @@ def test_scanner_sees_ids_across_soft_breaks_and_markers() -> None:
     assert scan_for_leaks([cut], {tid}) != []  # ... and the scan still finds it
     hidden = build_pair_task("p", "grpo-s100\u200b-q003-k07", "y", rng=random.Random(0)).data
     assert scan_for_leaks([hidden], {tid}) != []
+
+
+def test_notes_are_storable_in_both_rounds() -> None:
+    from annotation.payloads import parse_annotation
+    from annotation.validity_tasks import choice_result, parse_validity_annotation
+
+    ann = {"id": 5, "task": 9, "completed_by": 3, "result": choice_result("invalid", "l\x00 1")}
+    assert parse_validity_annotation(ann).note == "l⟨U+0000⟩ 1"
+    pair = {
+        "id": 6,
+        "task": 9,
+        "result": [
+            {"from_name": "strategy", "value": {"choices": ["same"]}},
+            {"from_name": "note", "value": {"text": ["a\x00", "b\ud800"]}},
+            {"type": "relation", "from_id": "x", "to_id": "y"},  # no from_name, no value
+        ],
+    }
+    parsed = parse_annotation(pair)
+    assert (parsed.label, parsed.note) == ("same", "a⟨U+0000⟩\nb⟨U+D800⟩")
