@@ -443,20 +443,26 @@ def _validate(batch: RecordBatch, errs: _Collector) -> None:
     _validate_tokens(batch, errs)
 
 
+def forbidden_character(value: str) -> str | None:
+    """Why ``value`` cannot be stored (its first C0 control character other than tab,
+    line feed and carriage return, or lone surrogate, by code point and position), or
+    None. Never quotes the value: a text must not be printed next to its provenance."""
+    m = _FORBIDDEN_CHARS.search(value)
+    if m is None:
+        return None
+    cp = ord(m.group())
+    what = "a lone surrogate" if 0xD800 <= cp <= 0xDFFF else "a control character"
+    return (
+        f"contains {what} (U+{cp:04X}) at character {m.start()}; "
+        "only tab, line feed and carriage return are allowed"
+    )
+
+
 def _control_chars(col: list[Any], name: str, locs: list[str], errs: _Collector) -> None:
-    """Name the first forbidden character of each bad value by code point and position,
-    never quoting the value (a text must not be printed next to its provenance)."""
     search = _FORBIDDEN_CHARS.search
     for i, v in enumerate(col):
-        if type(v) is str and (m := search(v)) is not None:
-            cp = ord(m.group())
-            what = "a lone surrogate" if 0xD800 <= cp <= 0xDFFF else "a control character"
-            errs.add(
-                locs[i],
-                name,
-                f"contains {what} (U+{cp:04X}) at character {m.start()}; "
-                "only tab, line feed and carriage return are allowed",
-            )
+        if type(v) is str and search(v) is not None:
+            errs.add(locs[i], name, forbidden_character(v) or "")
 
 
 def _duplicates(tids: list[Any], locs: list[str], errs: _Collector) -> None:

@@ -135,3 +135,28 @@ def test_a_store_refusal_never_prints_the_rows(engine, tmp_path: Path) -> None: 
     assert SECRET_TEXT not in message and "grpo" not in message
     assert info.value.__cause__ is None and info.value.__suppress_context__
     assert _counts(engine) == {"study": 0, "question": 0, "ingest": 0, "trajectory": 0}
+
+
+def test_problem_files_with_nul_are_refused(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Problem statements reach annotators and the store too (`rcea judge problems`)."""
+    from app.ingest import ingest_file
+    from app.judge.problems import load_problems
+    from app.store import session_scope
+    from app.store.models import JudgeProblem
+
+    recs = write_jsonl(tmp_path / "s.jsonl", [make_record(i) for i in range(3)])
+    ingest_file(engine, recs, study="s", artifacts_dir=tmp_path / "a", data_dir=tmp_path)
+    lines = [
+        {"question_id": "q0", "problem": "2+3?"},
+        {"question_id": "q1", "problem": SECRET_TEXT + "\x00"},
+        {"question_id": "q2", "problem": "4+4?"},
+    ]
+    path = write_jsonl(tmp_path / "problems.jsonl", lines)
+    with pytest.raises(ValueError) as info, session_scope(engine) as s:
+        load_problems(s, study="s", source=str(path))
+    assert str(info.value) == (
+        f"{path}:line 2: problem: contains a control character (U+0000) at character 24; "
+        "only tab, line feed and carriage return are allowed"
+    )
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(JudgeProblem)).scalar() == 0
