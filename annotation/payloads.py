@@ -77,7 +77,8 @@ def decode_body(raw: bytes) -> Any:
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise PayloadError(f"body is not JSON: {_short(str(exc))}") from None
+        # The decoder's messages give positions and codecs, never the body's text.
+        raise PayloadError(f"body is not JSON: {str(exc)[:200]}") from None
 
 
 def _strings(value: Any, what: str) -> list[str]:
