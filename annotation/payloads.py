@@ -34,6 +34,7 @@ class ParsedAnnotation:
     label: str | None  # None: no (valid) choice in the result
     note: str | None
     cancelled: bool
+    updated_by: int | None = None  # who changed it last (Label Studio's ``updated_by``)
 
 
 def _short(value: Any) -> str:
@@ -156,7 +157,10 @@ def parse_annotation(
         else _int(ann.get("completed_by"), "annotation.completed_by"),
         label=label,
         note=note,
-        cancelled=bool(cancelled),
+        cancelled=bool(ann.get("was_cancelled")),
+        updated_by=None
+        if ann.get("updated_by") is None
+        else _int(ann.get("updated_by"), "annotation.updated_by"),
     )
 
 
