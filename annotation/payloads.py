@@ -37,12 +37,6 @@ class ParsedAnnotation:
     updated_by: int | None = None  # who changed it last (Label Studio's ``updated_by``)
 
 
-def _short(value: Any) -> str:
-    """A short repr for error messages: never a whole text."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _int(value: Any, what: str) -> int:
     """An id: a positive integer below 2**31, or an object ``{"id": …}`` holding one."""
     if isinstance(value, dict):
@@ -52,6 +46,12 @@ def _int(value: Any, what: str) -> int:
     if not 1 <= value <= MAX_ID:
         raise PayloadError(f"{what} must be an id between 1 and {MAX_ID}, got {_short(value)}")
     return value
+
+
+def _short(value: Any) -> str:
+    """A short repr for error messages: never a whole text."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def check_depth(obj: Any, *, limit: int = MAX_DEPTH, what: str = "payload") -> None:
