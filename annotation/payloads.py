@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from annotation.display import storable
 from annotation.tasks import NOTE_FIELD, PAIR_CHOICE
 
 LABELS = ("same", "different")
-WEBHOOK_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_CREATED")
+
+
+#: Label Studio ids are PostgreSQL INTEGERs there and here: 1 … 2**31 - 1.
+MAX_ID = 2**31 - 1
+#: Deepest nesting accepted in a webhook body or an annotation (Label Studio's own are
+#: under 10 levels deep).
+MAX_DEPTH = 32
 
 
 class PayloadError(ValueError):
-    """A Label Studio payload without the fields we need."""
+    """A Label Studio payload without the fields we need, or of the wrong shape."""
 
 
 @dataclass(frozen=True)
@@ -29,11 +37,60 @@ class ParsedAnnotation:
 
 
 def _int(value: Any, what: str) -> int:
+    """An id: a positive integer below 2**31, or an object ``{"id": …}`` holding one."""
     if isinstance(value, dict):
         value = value.get("id")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise PayloadError(f"{what} must be an integer id, got {value!r}")
+        raise PayloadError(f"{what} must be an integer id, got {_short(value)}")
+    if not 1 <= value <= MAX_ID:
+        raise PayloadError(f"{what} must be an id between 1 and {MAX_ID}, got {_short(value)}")
     return value
+
+
+def _short(value: Any) -> str:
+    """A short repr for error messages: never a whole text."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_depth(obj: Any, *, limit: int = MAX_DEPTH, what: str = "payload") -> None:
+    """Raise ``PayloadError`` if ``obj`` nests lists/objects deeper than ``limit``
+    (iterative: deep input cannot exhaust the stack here)."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            raise PayloadError(f"{what} is nested deeper than {limit} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def decode_body(raw: bytes) -> Any:
+    """JSON from a request body; ``PayloadError`` for anything that is not (invalid UTF-8
+    or JSON, numbers beyond Python's digit limit, nesting deep enough to exhaust the
+    parser)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        # The decoder's messages give positions and codecs, never the body's text.
+        raise PayloadError(f"body is not JSON: {str(exc)[:200]}") from None
+
+
+def _strings(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PayloadError(f"{what} must be a list of strings, got {_short(value)}")
+    return value
+
+
+def _note(texts: list[str]) -> str | None:
+    return storable("\n".join(texts)) or None
 
 
 def parse_annotation(
@@ -47,23 +104,47 @@ def parse_annotation(
 ) -> ParsedAnnotation:
     """Extract id, task, annotator, the choice of ``choice_field`` (mapped through
     ``choices``: Label Studio value → stored label; default the pair audit's
-    same/different), the text of ``note_field`` and the cancel flag."""
+    same/different), the text of ``note_field`` and the cancel flag.
+
+    Strict: every shape Label Studio does not send (``result`` not a list of objects,
+    ``value`` not an object, ``choices``/``text`` not lists of strings, ids that are not
+    integers in 1 … 2**31 - 1, a non-boolean cancel flag, nesting deeper than
+    :data:`MAX_DEPTH`) raises ``PayloadError``. A valid choice list that is not exactly
+    one allowed value gives ``label=None``. The note is made safe for both stores
+    (:func:`~annotation.display.storable`: NUL and other control characters as
+    ``⟨U+XXXX⟩``)."""
     if not isinstance(ann, dict):
-        raise PayloadError("annotation must be a JSON object")
+        raise PayloadError(f"annotation must be a JSON object, got {_short(ann)}")
+    check_depth(ann, what="annotation")
     allowed = choices if choices is not None else {v: v for v in LABELS}
     label: str | None = None
     note: str | None = None
-    for item in ann.get("result") or []:
+    result = ann.get("result")
+    if result is None:
+        result = []
+    if not isinstance(result, list):
+        raise PayloadError(f"annotation.result must be a list, got {_short(result)}")
+    for n, item in enumerate(result):
+        where = f"annotation.result[{n}]"
         if not isinstance(item, dict):
-            continue
-        value = item.get("value") or {}
-        if item.get("from_name") == choice_field:
-            picked = value.get("choices") or []
+            raise PayloadError(f"{where} must be an object, got {_short(item)}")
+        name = item.get("from_name")
+        if name is not None and not isinstance(name, str):
+            raise PayloadError(f"{where}.from_name must be a string, got {_short(name)}")
+        value = item.get("value")
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise PayloadError(f"{where}.value must be an object, got {_short(value)}")
+        if name == choice_field:
+            picked = _strings(value.get("choices"), f"{where}.value.choices")
             if len(picked) == 1 and picked[0] in allowed:
                 label = allowed[picked[0]]
-        elif item.get("from_name") == note_field:
-            text = value.get("text") or []
-            note = "\n".join(str(t) for t in text) or None
+        elif name == note_field:
+            note = _note(_strings(value.get("text"), f"{where}.value.text"))
+    cancelled = ann.get("was_cancelled")
+    if cancelled is not None and not isinstance(cancelled, bool):
+        raise PayloadError(f"annotation.was_cancelled must be a boolean, got {_short(cancelled)}")
     task = ann.get("task") if ann.get("task") is not None else task_id
     project = ann.get("project") if ann.get("project") is not None else project_id
     return ParsedAnnotation(
@@ -80,21 +161,3 @@ def parse_annotation(
         if ann.get("updated_by") is None
         else _int(ann.get("updated_by"), "annotation.updated_by"),
     )
-
-
-def parse_webhook(body: Any) -> list[ParsedAnnotation]:
-    """Annotations carried by an ANNOTATION_CREATED/UPDATED webhook body ([] for other
-    actions). Raises ``PayloadError`` on a malformed annotation event."""
-    if not isinstance(body, dict):
-        raise PayloadError("webhook body must be a JSON object")
-    action = body.get("action")
-    if action not in WEBHOOK_ACTIONS:
-        return []
-    project = body.get("project")
-    project_id = _int(project, "project") if project is not None else None
-    anns = body.get("annotations") if action == "ANNOTATIONS_CREATED" else [body.get("annotation")]
-    if not isinstance(anns, list) or not anns:
-        raise PayloadError(f"{action} without annotation data")
-    task = body.get("task")
-    task_id = _int(task, "task") if task is not None else None
-    return [parse_annotation(a, task_id=task_id, project_id=project_id) for a in anns]

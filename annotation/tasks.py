@@ -13,19 +13,31 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from xml.sax.saxutils import escape
+
+from annotation.display import config_text, strip_display_marks, visible, xml_attr
 
 PAIR_CHOICE = "strategy"
 NOTE_FIELD = "note"
 TASK_DATA_KEYS = ("pair", "left", "right")
+#: Each solution's column: half the width whatever its content (``min-width: 0``), long
+#: words broken inside it, anything still wider scrolled inside it, never pushing the
+#: other solution off-screen.
+COLUMN_STYLE = (
+    "flex: 1 1 0; min-width: 0; overflow-wrap: anywhere; overflow-x: auto; "
+    "padding: 0.5em; border: 1px solid #ccc;"
+)
 ADJUDICATION_DATA_KEYS = (*TASK_DATA_KEYS, "answer_1", "answer_2")
 
 
 def pair_label_config(strategy_definition: str, *, adjudication: bool = False) -> str:
     """Side-by-side labelling interface with a required same/different choice and an
     optional note. The adjudication variant also shows the two human answers (not who
-    gave them, never the automatic label)."""
-    definition = escape(strategy_definition)
+    gave them, never the automatic label).
+
+    Every text placed in the XML goes through :func:`~annotation.display.xml_attr`; the
+    rubric's definition is also made visible (:func:`~annotation.display.visible`)."""
+    definition = config_text(strategy_definition)
+    choice, note = xml_attr(PAIR_CHOICE), xml_attr(NOTE_FIELD)
     answers = (
         '\n  <Header value="Annotator answers: $answer_1 / $answer_2" size="5"/>'
         if adjudication
@@ -35,21 +47,21 @@ def pair_label_config(strategy_definition: str, *, adjudication: bool = False) -
   <Header value="Do these two solutions use the same strategy?"/>
   <Text name="definition" value="{definition}"/>{answers}
   <View style="display: flex; gap: 1em;">
-    <View style="flex: 1; padding: 0.5em; border: 1px solid #ccc;">
+    <View style="{COLUMN_STYLE}">
       <Header value="Solution 1" size="4"/>
       <Text name="left" value="$left"/>
     </View>
-    <View style="flex: 1; padding: 0.5em; border: 1px solid #ccc;">
+    <View style="{COLUMN_STYLE}">
       <Header value="Solution 2" size="4"/>
       <Text name="right" value="$right"/>
     </View>
   </View>
-  <Choices name="{PAIR_CHOICE}" toName="left" choice="single" required="true"
+  <Choices name="{choice}" toName="left" choice="single" required="true"
            showInLine="true">
     <Choice value="same" alias="same"/>
     <Choice value="different" alias="different"/>
   </Choices>
-  <TextArea name="{NOTE_FIELD}" toName="left" placeholder="optional note"
+  <TextArea name="{note}" toName="left" placeholder="optional note"
             maxSubmissions="1" editable="true"/>
 </View>"""
 
@@ -69,12 +81,14 @@ def build_pair_task(
     rng: random.Random,
     answers: tuple[str, str] | None = None,
 ) -> PairTask:
-    """One blinded task; ``rng`` decides the left/right order (recorded by the caller)."""
+    """One blinded task; ``rng`` decides the left/right order (recorded by the caller).
+    The texts and answers are shown through :func:`~annotation.display.visible` (bidi
+    and invisible characters as ``⟨U+XXXX⟩``, long lines cut)."""
     left_is_a = rng.random() < 0.5
     left, right = (text_a, text_b) if left_is_a else (text_b, text_a)
-    data = {"pair": pair_key, "left": left, "right": right}
+    data = {"pair": pair_key, "left": visible(left), "right": visible(right)}
     if answers is not None:
-        shuffled = list(answers)
+        shuffled = [visible(a) for a in answers]
         rng.shuffle(shuffled)  # the adjudicator must not learn which annotator said what
         data["answer_1"], data["answer_2"] = shuffled
     return PairTask(pair_key, left_is_a, data)
@@ -142,15 +156,22 @@ class LeakScanner:
             elif isinstance(obj, list | tuple):
                 for v in obj:
                     walk(v)
+            elif isinstance(obj, str):
+                check(obj)
+                joined = strip_display_marks(obj)
+                if joined != obj:  # what a reader pieces together across soft breaks
+                    check(joined)
             elif obj is not None:
-                text = obj if isinstance(obj, str) else json.dumps(obj)
-                if text in self.exact:
-                    found.append(f"value {text!r}")
-                if self.pattern is not None and self.pattern.search(text):
-                    # Rare path: name every forbidden value inside this text.
-                    for v in self.long_values:
-                        if v != text and v in text:
-                            found.append(f"value {v!r} in {text[:60]!r}")
+                check(json.dumps(obj))
+
+        def check(text: str) -> None:
+            if text in self.exact:
+                found.append(f"value {text!r}")
+            if self.pattern is not None and self.pattern.search(text):
+                # Rare path: name every forbidden value inside this text.
+                for v in self.long_values:
+                    if v != text and v in text:
+                        found.append(f"value {v!r} in {text[:60]!r}")
 
         for item in sent:
             walk(item)

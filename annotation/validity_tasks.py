@@ -9,14 +9,11 @@ question id, judge verdict or rationale ever goes into a task: every batch is sc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-from xml.sax.saxutils import escape
+from typing import Any
 
+from annotation.display import config_text, visible, xml_attr
 from annotation.payloads import ParsedAnnotation, parse_annotation
 from annotation.tasks import BlindingViolation
-
-if TYPE_CHECKING:
-    pass
 
 VALIDITY_CHOICE = "validity"
 LOCATION_FIELD = "location"
@@ -33,32 +30,41 @@ INSTRUCTIONS = (
 def validity_label_config(*, adjudication: bool = False) -> str:
     """The problem, one solution, a required valid / fatal-error choice and an optional
     note on where the first fatal error is. The adjudication variant also shows the two
-    annotators' answers (in random order; never who gave them, never the judge's)."""
+    annotators' answers (in random order; never who gave them, never the judge's). Every
+    text placed in the XML goes through :func:`~annotation.display.xml_attr`."""
     answers = (
         '\n  <Header value="Annotator answers (random order): $answer_1 / $answer_2" size="5"/>'
         if adjudication
         else ""
     )
+    choice, location = xml_attr(VALIDITY_CHOICE), xml_attr(LOCATION_FIELD)
+    choices = "\n".join(
+        f'    <Choice value="{xml_attr(v)}" alias="{xml_attr(v)}"/>' for v in CHOICES
+    )
     return f"""<View>
   <Header value="Is this solution process-valid?"/>{answers}
-  <Text name="instructions" value="{escape(INSTRUCTIONS)}"/>
-  <Header value="Problem" size="4"/>
-  <Text name="problem" value="$problem"/>
-  <Header value="Solution" size="4"/>
-  <Text name="solution" value="$solution"/>
-  <Choices name="{VALIDITY_CHOICE}" toName="solution" choice="single" required="true"
+  <Text name="instructions" value="{config_text(INSTRUCTIONS)}"/>
+  <View style="min-width: 0; overflow-wrap: anywhere; overflow-x: auto;">
+    <Header value="Problem" size="4"/>
+    <Text name="problem" value="$problem"/>
+    <Header value="Solution" size="4"/>
+    <Text name="solution" value="$solution"/>
+  </View>
+  <Choices name="{choice}" toName="solution" choice="single" required="true"
            showInLine="true">
-    <Choice value="valid" alias="valid"/>
-    <Choice value="fatal error" alias="fatal error"/>
+{choices}
   </Choices>
-  <TextArea name="{LOCATION_FIELD}" toName="solution"
+  <TextArea name="{location}" toName="solution"
             placeholder="optional: where is the first fatal error?"
             maxSubmissions="1" editable="true"/>
 </View>"""
 
 
 def build_validity_task(item_key: str, problem: str, solution: str) -> dict[str, str]:
-    return {"item": item_key, "problem": problem, "solution": solution}
+    """One blinded task; the problem and solution are shown through
+    :func:`~annotation.display.visible` (bidi and invisible characters as ``⟨U+XXXX⟩``,
+    long lines cut)."""
+    return {"item": item_key, "problem": visible(problem), "solution": visible(solution)}
 
 
 def parse_validity_annotation(

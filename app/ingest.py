@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from tqdm import tqdm
 
 from app.store import Ingest, Question, Study, Trajectory, get_or_create_study, session_scope
@@ -262,6 +262,20 @@ def _insert_trajectories(
                         )
                     ]
                 ) from exc
+            except DBAPIError as exc:  # never let the driver print the rows' texts
+                reason = str(exc.orig).splitlines()[0][:200] if exc.orig else "refused"
+                where = f"{batch.locations[start]} to {batch.locations[stop - 1]}"
+                raise RecordValidationError(
+                    [
+                        RecordError(
+                            batch.source,
+                            "file",
+                            None,
+                            f"the store refused the records of {where}: "
+                            f"{type(exc.orig).__name__}: {reason}",
+                        )
+                    ]
+                ) from None
             bar.update(stop - start)
     finally:
         bar.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,19 @@ ALL_FIELDS: tuple[str, ...] = (*REQUIRED_FIELDS, *OPTIONAL_FIELDS)
 SCALAR_FIELDS: tuple[str, ...] = tuple(f for f in ALL_FIELDS if f != "token_entropies")
 SPLITS = ("probe", "eval")
 MAX_ERRORS = 100
+STRING_FIELDS: tuple[str, ...] = (
+    "trajectory_id",
+    "question_id",
+    "text",
+    "run",
+    "model",
+    "answer",
+    "mode",
+    "split",
+)
+#: C0 control characters other than \t \n \r (PostgreSQL refuses NUL; the others only
+#: hide or garble text), and lone surrogates (not UTF-8).
+_FORBIDDEN_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -446,8 +460,32 @@ def _validate(batch: RecordBatch, errs: _Collector) -> None:
     split = cols["split"]
     for i in [i for i, v in enumerate(split) if v is not None and v not in SPLITS]:
         errs.add(locs[i], "split", f"must be one of {', '.join(SPLITS)}, got {split[i]!r}")
+    for name in STRING_FIELDS:
+        _control_chars(cols[name], name, locs, errs)
     _duplicates(cols["trajectory_id"], locs, errs)
     _validate_tokens(batch, errs)
+
+
+def forbidden_character(value: str) -> str | None:
+    """Why ``value`` cannot be stored (its first C0 control character other than tab,
+    line feed and carriage return, or lone surrogate, by code point and position), or
+    None. Never quotes the value: a text must not be printed next to its provenance."""
+    m = _FORBIDDEN_CHARS.search(value)
+    if m is None:
+        return None
+    cp = ord(m.group())
+    what = "a lone surrogate" if 0xD800 <= cp <= 0xDFFF else "a control character"
+    return (
+        f"contains {what} (U+{cp:04X}) at character {m.start()}; "
+        "only tab, line feed and carriage return are allowed"
+    )
+
+
+def _control_chars(col: list[Any], name: str, locs: list[str], errs: _Collector) -> None:
+    search = _FORBIDDEN_CHARS.search
+    for i, v in enumerate(col):
+        if type(v) is str and search(v) is not None:
+            errs.add(locs[i], name, forbidden_character(v) or "")
 
 
 def _duplicates(tids: list[Any], locs: list[str], errs: _Collector) -> None:

@@ -11,7 +11,6 @@ change nothing and add no events.
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import Any
 
@@ -20,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from annotation.notifications import parse_notification
-from annotation.payloads import PayloadError
+from annotation.payloads import PayloadError, decode_body
 from annotation.people import People, person_webhook_secret
 from annotation.projects import WEBHOOK_SECRET_HEADER
 from app.labelling import LabellingError, notify
@@ -57,9 +56,7 @@ async def label_studio_webhook(
         raise HTTPException(404, "no such person")
     raw = await _body(request)
     try:
-        note = parse_notification(json.loads(raw))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise HTTPException(422, "body is not JSON") from exc
+        note = parse_notification(decode_body(raw))
     except PayloadError as exc:
         raise HTTPException(422, str(exc)) from exc
     if not note.annotation_ids:

@@ -17,6 +17,7 @@ from app.codebook.backend import load_strategy_fn
 from app.store import require_study
 from app.store.models import JudgeProblem, Trajectory
 from pipeline.jsonl import iter_json_objects
+from pipeline.records import forbidden_character
 
 
 def _from_file(path: Path, wanted: set[str]) -> dict[str, str]:
@@ -28,6 +29,9 @@ def _from_file(path: Path, wanted: set[str]) -> dict[str, str]:
             raise ValueError(f"{path}:line {n}: question_id: missing or not a string")
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"{path}:line {n}: problem: missing or empty")
+        for name, value in (("question_id", qid), ("problem", text)):
+            if why := forbidden_character(value):
+                raise ValueError(f"{path}:line {n}: {name}: {why}")
         out[qid] = text
     missing = sorted(wanted - set(out))
     if missing:
@@ -62,6 +66,8 @@ def load_problems(session: Session, *, study: str, source: str) -> dict[str, int
                 texts[q] = str(fn(q))
             except Exception as exc:  # noqa: BLE001 - name the question
                 raise ValueError(f"{source}: no problem for question {q!r}: {exc}") from exc
+            if why := forbidden_character(texts[q]):
+                raise ValueError(f"{source}: problem of question {q!r}: {why}")
     have = {
         p.question_id: p
         for p in session.exec(select(JudgeProblem).where(JudgeProblem.study_id == st.id)).all()

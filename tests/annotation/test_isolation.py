@@ -11,6 +11,7 @@ from contextlib import closing
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from annotation.client import http_client
 from annotation.people import person_webhook_secret
@@ -192,3 +193,36 @@ def test_person_webhook_secret_is_hmac_of_master() -> None:
     expected = hmac.new(b"m", b"slug-1", hashlib.sha256).hexdigest()
     assert person_webhook_secret("m", "slug-1") == expected
     assert person_webhook_secret("m", "slug-2") != expected
+
+
+@pytest.mark.postgres
+def test_nul_in_a_note_is_stored_and_later_labels_count_on_postgres(  # type: ignore[no-untyped-def]
+    tmp_path, labelstudio_pool, store_url: str
+) -> None:
+    """A note with a NUL byte (PostgreSQL refuses NUL in text): stored safely by sync, and
+    the labels made after it are still recorded and counted."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("the PostgreSQL case; SQLite stores NUL anyway")
+    study = Study(tmp_path, labelstudio_pool, url=store_url)
+    try:
+        study.push()
+        tasks = list(study.tasks("A").values())
+        with closing(study.session_of("A")) as web:
+            note = [{"from_name": "note", "to_name": "left", "type": "textarea",
+                     "value": {"text": ["before\x00after"]}}]  # fmt: skip
+            r = web.post(f"/api/tasks/{tasks[0]}/annotations/",
+                         json={"result": choice("same") + note})  # fmt: skip
+            assert r.status_code == 201, r.text
+        first = study.sync()
+        assert first["changed_by_status"] == {"counted": 1}
+        study.label_all("A", {t: "different" for t in tasks[1:3]})
+        assert study.sync()["changed_by_status"] == {"counted": 2}
+        assert [r[2] for r in study.labels()] == ["counted"] * 3
+        from app.store.models import AuditLabel
+
+        with session_scope(study.engine) as s:
+            notes = [n for n in s.exec(sa.select(AuditLabel.note)).scalars() if n]
+        assert len(notes) == 1 and "\x00" not in notes[0]
+        assert notes[0].startswith("before") and notes[0].endswith("after")
+    finally:
+        study.engine.dispose()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from annotation.payloads import parse_annotation, parse_webhook
+from annotation.notifications import parse_notification
+from annotation.payloads import parse_annotation
 from annotation.tasks import build_pair_task, pair_label_config, scan_for_leaks
 
 
@@ -66,15 +67,15 @@ def test_parse_annotation_and_webhook() -> None:
         "different",
         "hm",
     )
-    assert parse_webhook({"action": "TASKS_CREATED"}) == []
-    hook = parse_webhook(
-        {
-            "action": "ANNOTATION_UPDATED",
-            "project": {"id": 2},
-            "annotation": {**ann, "project": None, "result": []},
-        }
+    assert parse_notification({"action": "TASKS_CREATED"}).annotation_ids == []
+    note = parse_notification(
+        {"action": "ANNOTATION_UPDATED", "project": {"id": 2}, "annotation": {**ann, "id": 9}}
     )
-    assert hook[0].label is None and hook[0].project_id == 2
+    assert (note.project_id, note.annotation_ids, note.deleted) == (2, [9], False)
+    gone = parse_notification(
+        {"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 3}, {"id": 1}]}
+    )
+    assert gone.annotation_ids == [1, 3] and gone.deleted
 
 
 def test_scanner_prefix_tree_finds_overlapping_ids() -> None:

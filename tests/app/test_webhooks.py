@@ -107,6 +107,11 @@ MALFORMED: dict[str, bytes] = {
     "annotations of numbers": json.dumps(
         {"action": "ANNOTATIONS_CREATED", "annotations": [5]}
     ).encode(),
+    "id of 5000 digits": b'{"action": "ANNOTATION_CREATED", "annotation": {"id": '
+    + b"9" * 5000
+    + b"}}",
+    "id NaN": b'{"action": "ANNOTATION_CREATED", "annotation": {"id": NaN}}',
+    "id Infinity": b'{"action": "ANNOTATION_CREATED", "annotation": {"id": Infinity}}',
     "deep nesting": b'{"action": "ANNOTATION_CREATED", "annotation": '
     + b"[" * 100_000
     + b"]" * 100_000
