@@ -21,6 +21,7 @@ from tests.app.test_view_pages import full_store
 from tests.helpers import (
     audit_study,
     draw_test_audit,
+    fake_person,
     fake_tasks,
     free_port,
     make_record,
@@ -103,7 +104,8 @@ def test_audit_reads_on_both_backends(store_url: str, tmp_path: Path) -> None:
     assert hh["different" if a_label == "same" else "same"][a_label] == 1
     (row,) = detail["disagreements"].to_dict("records")
     assert row["pair_key"] == pairs[0].pair_key and row["adjudication_task"] is None
-    assert row["task_A"] == f"http://127.0.0.1:8089/projects/1/data?task={1000 + pairs[0].id}"
+    # the link opens A's own server (each person labels on a server of their own)
+    assert row["task_A"] == f"{fake_person('A').url}/projects/1/data?task={1000 + pairs[0].id}"
 
     with session_scope(engine) as s:
         fake = {

@@ -33,6 +33,7 @@ from app.codebook import (
     researcher_queue,
 )
 from app.ingest import ingest_file
+from app.labelling import PAIR, bind_existing
 from app.settings import Settings, get_settings
 from app.store import list_events, open_store, require_study, session_scope
 from app.store.measurements import record_measurement
@@ -42,7 +43,7 @@ from audits.tail import reward_stratified_tail
 from pipeline.codebook import OracleBackend
 from tests.app.test_codebook_cycle import PHASE1, PHASE2, first_half
 from tests.fake_llm import MODEL, RUNS, domain_records, strategy_of
-from tests.helpers import fake_tasks, rubric_file, write_jsonl
+from tests.helpers import fake_person, fake_tasks, rubric_file, write_jsonl
 
 MAIN = Path(__file__).resolve().parents[2] / "app" / "view" / "main.py"
 PAGES = ("overview.py", "entropy.py", "modes.py", "covariance.py", "audit.py")
@@ -161,6 +162,10 @@ def full_store(tmp: Path) -> Settings:
                 left_is_a=False,
             )
         )
+        bind_existing(
+            s, PAIR, audit, "adjudicator", person=fake_person("adjudicator"), user_id=13,
+            project_id=3,
+        )  # fmt: skip
         st_id = require_study(s, name="s").id
         for run, slope in (("grpo_main", 1.0), ("clipcov_ablation", 0.5)):
             points = [
@@ -429,7 +434,7 @@ def test_audit_page_progress_confusions_and_links(
     with session_scope(open_store(get_settings())) as s:
         pair = next(p for p in audit_pairs(s, audit_id=1) if p.pair_key == dis["pair_key"].item())
     assert dis["adjudication_task"].item() == (
-        f"http://127.0.0.1:8089/projects/3/data?task={3000 + pair.id}"
+        f"{fake_person('adjudicator').url}/projects/3/data?task={3000 + pair.id}"
     )
     titles = [m.value for m in at.markdown]
     assert "**A vs B (human–human)**" in titles and "**automatic vs B**" in titles
