@@ -128,6 +128,66 @@ def build_report(
     adds a labelled pooled fit. ``include_draws`` keeps the rarefaction draws in each
     retention result (the bundle does).
     """
+    inputs = gather_inputs(
+        session,
+        study=study,
+        seed=seed,
+        n_boot=n_boot,
+        k_min=k_min,
+        n_min=n_min,
+        n_draws=n_draws,
+        confidence=confidence,
+        base_step=base_step,
+        base_run=base_run,
+        partition=partition,
+        association_k=association_k,
+        association_benchmark=association_benchmark,
+        association_pooled=association_pooled,
+    )
+    report = compute_report(inputs, include_draws=include_draws, progress=progress)
+    return {
+        **{k: report[k] for k in ("study", "study_id")},
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **{k: v for k, v in report.items() if k not in ("study", "study_id")},
+    }
+
+
+#: Measurement kinds the report reads (and the bundle carries).
+REPORT_MEASUREMENTS = (
+    "training_curve",
+    "greedy_accuracy",
+    "accuracy_trace",
+    "passk",
+    "covariance_transition",
+    "tail",
+)
+
+
+def gather_inputs(
+    session: Session,
+    *,
+    study: str,
+    seed: int | None = None,
+    n_boot: int | None = None,
+    k_min: int | None = None,
+    n_min: int | None = None,
+    n_draws: int | None = None,
+    confidence: float | None = None,
+    base_step: int = 0,
+    base_run: str = BASE_RUN,
+    partition: str | None = None,
+    association_k: int | None = None,
+    association_benchmark: str | None = None,
+    association_pooled: bool = False,
+) -> dict[str, Any]:
+    """Everything :func:`compute_report` needs, read from the store, JSON-ready (the
+    bundle's ``inputs.json`` carries exactly this): ``study``, ``study_id``,
+    ``parameters`` (resolved estimator settings, their source and deviations), ``rows``
+    (every trajectory's sufficient statistics in ingest order, with ``in_partition`` and
+    ``partition_mode`` when the mode numbers rest on a frozen partition), ``pair`` and
+    ``validity_status`` (the audit states), ``judge_verdicts`` (trajectory id → verdict
+    of the production judge, ``None`` when validity comes from the column) and
+    ``measurements`` (the producer measurements the report reads)."""
     st = require_study(session, name=study)
     rows = study_trajectories(session, st.id)
     pair = pair_audit_state(session, study_id=st.id, partition=partition)
@@ -146,9 +206,69 @@ def build_report(
         if est_source != "defaults"
         else []
     )
-    seed, n_boot, k_min = resolved["seed"], resolved["n_boot"], resolved["k_min"]
-    n_min, n_draws, conf = resolved["n_min"], resolved["n_draws"], resolved["confidence"]
     vstat = validity_status(session, study_id=st.id)
+    verdicts: dict[str, str] | None = None
+    if vstat["status"] != "no-judge":
+        from app.judge.validity import production_verdicts
+        from app.judge.versions import JudgeError
+
+        try:
+            verdicts = production_verdicts(session, study_id=st.id)
+        except JudgeError:  # a judge.run event naming no stored judge version: the column
+            verdicts = None
+    if pair["partition_id"] is not None:
+        assigned = partition_modes(session, partition_id=pair["partition_id"])
+        for r in rows:
+            hit = assigned.get(r["trajectory_id"])
+            r["in_partition"] = hit is not None
+            r["partition_mode"] = hit[1] if hit is not None else None
+    measurements = [
+        {
+            "kind": m.kind,
+            "run": m.run,
+            "model": m.model,
+            "step": m.step,
+            "key": m.key,
+            "payload": m.payload,
+        }
+        for m in list_measurements(session, study_id=st.id)
+        if m.kind in REPORT_MEASUREMENTS
+    ]
+    return {
+        "study": st.name,
+        "study_id": st.id,
+        "parameters": {
+            **resolved,
+            "base_step": base_step,
+            "base_run": base_run,
+            "partition": partition,
+            "association_k": association_k,
+            "association_benchmark": association_benchmark,
+            "association_pooled": association_pooled,
+            "estimators_from": est_source,
+            "deviations_from_rubric": deviations,
+        },
+        "rows": rows,
+        "pair": pair,
+        "validity_status": vstat,
+        "judge_verdicts": verdicts,
+        "measurements": measurements,
+    }
+
+
+def compute_report(
+    inputs: dict[str, Any], *, include_draws: bool = False, progress: bool = False
+) -> dict[str, Any]:
+    """The report (keys in the module docstring, without ``generated_at``) from
+    :func:`gather_inputs`' dict alone — no store: ``rcea report verify`` calls this on a
+    bundle's ``inputs.json``."""
+    par = inputs["parameters"]
+    rows = inputs["rows"]
+    pair = inputs["pair"]
+    seed, n_boot, k_min = par["seed"], par["n_boot"], par["k_min"]
+    n_min, n_draws, conf = par["n_min"], par["n_draws"], par["confidence"]
+    base_step, base_run = par["base_step"], par["base_run"]
+    vstat = inputs["validity_status"]
     has_verdicts = any(r["reward"] == 1 and r["validity"] is not None for r in rows)
     validity = {
         "judge_name": None,
@@ -159,21 +279,14 @@ def build_report(
     # With a production judge, verdicts come from its verdict table so that `unparseable`
     # and not-yet-judged successes count against coverage (DESIGN 4), not as invalid.
     judged: dict[Key, dict[str, Any]] = {}
-    if vstat["status"] != "no-judge":
-        from app.judge.validity import validity_by_checkpoint
-        from app.judge.versions import JudgeError
+    if vstat["status"] != "no-judge" and inputs.get("judge_verdicts") is not None:
+        from app.judge.validity import validity_groups
 
-        try:
-            groups = validity_by_checkpoint(
-                session, study_id=st.id, k_min=k_min, include_questions=False, rows=rows
-            )["groups"]
-        except JudgeError:  # a judge.run event naming no stored judge version: the column
-            groups = []
-        for g in groups:
+        for g in validity_groups(rows, inputs["judge_verdicts"], k_min=k_min):
             judged[(g["run"], g["model"], g["step"])] = {
                 k: v for k, v in g.items() if k not in ("run", "model", "step")
             }
-    measurements = _measurements(session, st.id)
+    measurements = _measurements(inputs["measurements"])
     failure = _failure(measurements["accuracy_trace"], rows, measurements["training_curve"])
     # A failure is a property of one (run, model): the same run name at another scale
     # is unaffected (DESIGN.md item 14).
@@ -197,7 +310,7 @@ def build_report(
         last_step[(run, model)] = max(step, last_step.get((run, model), step))
 
     outside: dict[Key, int] = {}
-    modes = mode_labels(session, rows, pair, has_verdicts, outside)
+    modes = mode_labels_from_rows(rows, pair, has_verdicts, outside)
     retention: dict[Key, dict[str, Any]] = {}
     retention_errors: dict[Key, str] = {}
     retention_error = None
@@ -276,25 +389,27 @@ def build_report(
 
     passk = _passk(measurements["passk"])
     report: dict[str, Any] = {
-        "study": st.name,
-        "study_id": st.id,
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "study": inputs["study"],
+        "study_id": inputs["study_id"],
         "record_set_hash": record_set_hash(rows),
         "parameters": {
-            "seed": seed,
-            "n_boot": n_boot,
-            "k_min": k_min,
-            "n_min": n_min,
-            "n_draws": n_draws,
-            "confidence": conf,
-            "base_step": base_step,
-            "base_run": base_run,
-            "partition": partition,
-            "association_k": association_k,
-            "association_benchmark": association_benchmark,
-            "association_pooled": association_pooled,
-            "estimators_from": est_source,
-            "deviations_from_rubric": deviations,
+            k: par[k]
+            for k in (
+                "seed",
+                "n_boot",
+                "k_min",
+                "n_min",
+                "n_draws",
+                "confidence",
+                "base_step",
+                "base_run",
+                "partition",
+                "association_k",
+                "association_benchmark",
+                "association_pooled",
+                "estimators_from",
+                "deviations_from_rubric",
+            )
         },
         "audits": {"pair": pair, "validity": validity},
         "checkpoints": checkpoints,
@@ -312,9 +427,9 @@ def build_report(
             passk,
             failed,
             label,
-            k=association_k,
-            benchmark=association_benchmark,
-            pooled=association_pooled,
+            k=par["association_k"],
+            benchmark=par["association_benchmark"],
+            pooled=par["association_pooled"],
         ),
     }
     report["quantities"] = quantities(report)
@@ -395,27 +510,29 @@ _REQUIRED: dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...]]] = {
 }
 
 
-def _measurements(session: Session, study_id: int) -> dict[str, list[dict[str, Any]]]:
-    """The study's measurements by kind; a payload without a field the report needs is a
-    ``ValueError`` naming the measurement and the field."""
+def _measurements(stored: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The study's measurements (``{kind, run, model, step, key, payload}``) by kind; a
+    payload without a field the report needs is a ``ValueError`` naming the measurement
+    and the field."""
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for m in list_measurements(session, study_id=study_id):
+    for m in stored:
         where = (
-            f"measurement {m.kind} (run={m.run!r} model={m.model!r} step={m.step} key={m.key!r})"
+            f"measurement {m['kind']} (run={m['run']!r} model={m['model']!r} "
+            f"step={m['step']} key={m['key']!r})"
         )
-        fields, items, item_fields = _REQUIRED.get(m.kind, ((), None, ()))
-        missing = [f for f in fields if f not in m.payload]
-        for i, item in enumerate(m.payload.get(items) or [] if items else []):
+        fields, items, item_fields = _REQUIRED.get(m["kind"], ((), None, ()))
+        missing = [f for f in fields if f not in m["payload"]]
+        for i, item in enumerate(m["payload"].get(items) or [] if items else []):
             missing += [f"{items}[{i}].{f}" for f in item_fields if f not in item]
         if missing:
             raise ValueError(f"{where}: payload lacks {', '.join(missing[:5])}")
-        out[m.kind].append(
+        out[m["kind"]].append(
             {
-                "run": m.run,
-                "model": m.model,
-                "step": m.step,
-                "key": m.key,
-                "payload": m.payload,
+                "run": m["run"],
+                "model": m["model"],
+                "step": m["step"],
+                "key": m["key"],
+                "payload": m["payload"],
                 "where": where,
             }
         )
@@ -575,27 +692,45 @@ def mode_labels(
     has_verdicts: bool,
     not_in_partition: dict[Key, int] | None = None,
 ) -> dict[Key, dict[str, list[str]]]:
+    """:func:`mode_labels_from_rows` after reading the chosen partition's assignments
+    from the store into ``rows`` (``in_partition``, ``partition_mode``)."""
+    if pair["partition_id"] is not None:
+        assigned = partition_modes(session, partition_id=pair["partition_id"])
+        rows = [
+            {
+                **r,
+                "in_partition": r["trajectory_id"] in assigned,
+                "partition_mode": (assigned.get(r["trajectory_id"]) or (None, None))[1],
+            }
+            for r in rows
+        ]
+    return mode_labels_from_rows(rows, pair, has_verdicts, not_in_partition)
+
+
+def mode_labels_from_rows(
+    rows: list[dict[str, Any]],
+    pair: dict[str, Any],
+    has_verdicts: bool,
+    not_in_partition: dict[Key, int] | None = None,
+) -> dict[Key, dict[str, list[str]]]:
     """Checkpoint → question → mode labels of the included trajectories (R = 1, accepted,
     in the chosen partition; ``uncertain`` kept so that it counts against coverage).
-    Empty when there is no partition and no trajectory has a mode (no mode data).
-    Accepted successes absent from the partition (e.g. ingested after its freeze) have no
-    mode in it: they are left out and, when ``not_in_partition`` is given, counted there
-    per checkpoint."""
-    assigned = (
-        partition_modes(session, partition_id=pair["partition_id"])
-        if pair["partition_id"] is not None
-        else None
-    )
-    if assigned is None and all(mode_label(r["mode"]) == UNCERTAIN for r in rows):
+    With a partition (``pair["partition_id"]``) each row carries ``in_partition`` and
+    ``partition_mode``; without one the ``mode`` column is used. Empty when there is no
+    partition and no trajectory has a mode (no mode data). Accepted successes absent from
+    the partition (e.g. ingested after its freeze) have no mode in it: they are left out
+    and, when ``not_in_partition`` is given, counted there per checkpoint."""
+    use_partition = pair["partition_id"] is not None
+    if not use_partition and all(mode_label(r["mode"]) == UNCERTAIN for r in rows):
         return {}
     out: dict[Key, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r["reward"] != 1 or (has_verdicts and r["validity"] != 1):
             continue
-        if assigned is None:
+        if not use_partition:
             mode = r["mode"]
-        elif r["trajectory_id"] in assigned:
-            mode = assigned[r["trajectory_id"]][1]
+        elif r["in_partition"]:
+            mode = r["partition_mode"]
         else:
             if not_in_partition is not None:
                 key = (r["run"], r["model"], r["step"])
