@@ -144,7 +144,11 @@ def build_report(
         association_benchmark=association_benchmark,
         association_pooled=association_pooled,
     )
-    report = compute_report(inputs, include_draws=include_draws, progress=progress)
+    return with_time(compute_report(inputs, include_draws=include_draws, progress=progress))
+
+
+def with_time(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with ``generated_at`` (UTC now) after ``study_id``."""
     return {
         **{k: report[k] for k in ("study", "study_id")},
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -302,6 +302,7 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
         "gate.json",
         "calibration.json",
         "rarefaction.json",
+        "inputs.json",
         "hashes.json",
     }
     assert files["rubric.toml"].decode() == RUBRIC
