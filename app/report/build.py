@@ -1,44 +1,9 @@
 """``build_report``: every RCEA quantity the store can support for one study, JSON-ready.
 
-Top-level keys (every key is always present; a section without data is ``None`` or empty):
-
-* ``study``, ``study_id``, ``generated_at`` (UTC ISO 8601), ``record_set_hash`` (SHA-256 of
-  the study's trajectory rows that the numbers use, see :func:`record_set_hash`),
-  ``parameters`` (``seed``, ``n_boot``, ``k_min``, ``n_min``, ``n_draws``, ``confidence``,
-  ``base_step``, ``partition``, ``association_k``, ``estimators_from``,
-  ``deviations_from_rubric``).
-* ``audits``: ``pair`` (the partition the mode numbers rest on and its gate: ``status``
-  none|pending|preliminary|passed|failed, ``audit``, ``rubric_hash``, ``partition_hash``,
-  ``partition_id``, ``partition_source`` gate|latest-frozen|chosen|mode-column,
-  ``gate`` (the gate report), ``other_passing`` (passing gates on other partitions),
-  ``blocked_by``) and ``validity`` (``validity_status`` plus ``filter``
-  judge|none — whether a validity verdict filters the accepted set — and ``blocked_by``).
-* ``checkpoints``: one entry per (run, model, step): ``run``, ``model``, ``step``, ``n``,
-  ``n_questions``, ``n_success``, ``accuracy`` (share of R = 1), ``reported`` (the
-  checkpoint this run is reported at, DESIGN.md item 14), ``failed_run``, ``entropy``
-  (``audits.entropy_report`` dict without per-question rows, items 1–3: outcome entropy,
-  sequence decomposition + residuals, broad/paired ratios, coverage, CI, direction share,
-  sign test; ``None`` with ``entropy_error`` saying why), ``validity`` (item 4
-  ``validity_rate`` dict without per-question rows; ``None`` without verdicts), ``modes``
-  (item 5 mode entropy: ``n_questions``, ``n_eligible`` (m ≥ n_min), ``mean_n_eff``,
-  ``mean_mode_entropy``, ``n_included``, ``n_uncertain``, ``coverage``), ``retention``
-  (item 5 rarefied retention vs the base with CI; ``None`` at the base).
-* ``training_curves``: ``[{run, model, points}]`` (measurement ``training_curve``).
-* ``greedy``: ``[{run, model, step, accuracy: {benchmark: value}, n: {benchmark: n},
-  macro_accuracy}]`` (item 8, measurement ``greedy_accuracy``).
-* ``passk``: ``[{run, model, step, benchmark, n, n_questions, pass_at_k, recomputed}]``
-  (item 8, recomputed with ``macro_pass_at_k`` from the per-question counts when stored).
-* ``covariance``: ``None`` or ``{pooled, groups, transitions, excluded_runs}`` (item 6; the
-  fit excludes failed runs).
-* ``tail``: ``None`` or ``{endpoints: [{run, model, step, failed_run, report}],
-  direction_counts}`` (item 7; failed runs kept and marked).
-* ``failure``: ``[{run, model, failed, checks, reported_step, reported_reason}]`` (item 9).
-* ``association``: ``None`` or the retention–pass@k Spearman (``rho``, ``p_value``, ``n``,
-  ``methods``, ``excluded``, ``missing``, ``k``, ``rows``).
-* ``quantities``: the flat list of every reported number: ``name``, ``section``, ``run``,
-  ``model``, ``step``, ``key``, ``value``, ``ci_low``, ``ci_high``, ``depends_on``
-  ([] | ["validity"] | ["partition"] | ["partition", "validity"]), ``publishable``,
-  ``blocked_by`` and ``label``.
+The keys are those of the typed report ``app.report.schema.StudyReport`` (its field
+descriptions generate docs/report-keys.md and the JSON Schema docs/report.schema.json).
+:func:`gather_inputs` reads everything from the store; :func:`compute_report` computes the
+report from those inputs alone (``rcea report verify`` reruns it on a bundle).
 
 Mode numbers use the partition of the latest passing final gate (``gate.final`` event)
 when there is one, else the latest frozen partition (unpublishable), else the trajectory
@@ -67,6 +32,7 @@ from app.report.estimates import (
     retention_table,
     sequence_quantity,
 )
+from app.report.schema import SCHEMA_VERSION
 from app.store import list_events, require_study
 from app.store.measurements import list_measurements
 from app.store.models import Audit, Partition, Trajectory
@@ -395,6 +361,7 @@ def compute_report(
     report: dict[str, Any] = {
         "study": inputs["study"],
         "study_id": inputs["study_id"],
+        "schema_version": SCHEMA_VERSION,
         "record_set_hash": record_set_hash(rows),
         "parameters": {
             k: par[k]

@@ -216,6 +216,7 @@ def _write_bundle(
     """Write every file except ``hashes.json``; returns ``{relative path: sha256}``."""
     from app.report.figures import make_figures
     from app.report.html import render_html
+    from app.report.schema import report_json_schema_text
 
     written: dict[str, str] = {}
 
@@ -227,6 +228,7 @@ def _write_bundle(
 
     put("report.json", (json.dumps(report, indent=2, allow_nan=False) + "\n").encode())
     put("inputs.json", (json.dumps(inputs_json, indent=1, allow_nan=False) + "\n").encode())
+    put("report.schema.json", report_json_schema_text().encode())
     if texts is not None:
         put("texts.jsonl", "".join(json.dumps(t) + "\n" for t in texts).encode())
     figures = make_figures(report)

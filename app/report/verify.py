@@ -270,7 +270,17 @@ def verify_bundle(bundle: Path, *, public_key: Path | None = None) -> Verificati
             hashes["judge_hash"],
         )
 
-    # 4. the report
+    # 4. the report: typed, then recomputed
+    from pydantic import ValidationError
+
+    from app.report.schema import StudyReport
+
+    try:
+        StudyReport.model_validate(report)
+    except ValidationError as exc:
+        for err in exc.errors()[:20]:
+            loc = ".".join(str(x) for x in err["loc"])
+            bad.append(f"report.json {loc}: does not match the StudyReport schema ({err['msg']})")
     try:
         again = compute_report(inputs, include_draws=True)
     except (ValueError, KeyError, TypeError) as exc:

@@ -303,6 +303,7 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
         "calibration.json",
         "rarefaction.json",
         "inputs.json",
+        "report.schema.json",
         "hashes.json",
     }
     assert files["rubric.toml"].decode() == RUBRIC
