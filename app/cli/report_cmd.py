@@ -200,7 +200,7 @@ def publish(
             )
     except PublishRefused as exc:
         fail(str(exc), code=2, as_json=as_json, reasons=exc.reasons)
-    except (StoreError, ValueError, OSError) as exc:
+    except (StoreError, ValueError, OSError) as exc:  # SignatureError is a ValueError
         fail(str(exc), as_json=as_json)
     if as_json:
         print_json({"ok": True, **res})
@@ -236,6 +236,25 @@ def verify(
         typer.echo(res.summary())
     if not res.ok:
         raise typer.Exit(1)
+
+
+@report_app.command("keygen")
+def keygen(
+    private: Path = typer.Option(..., "--private", help="where to write the private key (PEM)"),
+    public: Path = typer.Option(..., "--public", help="where to write the public key (PEM)"),
+) -> None:
+    """Make an ed25519 key pair for `rcea report publish --sign` / `verify --key`."""
+    from app.report.signing import SignatureError, generate_keypair
+
+    for path in (private, public):
+        if path.exists():
+            fail(f"{path} exists: not overwriting a key")
+    try:
+        fp = generate_keypair(private, public)
+    except SignatureError as exc:
+        fail(str(exc))
+    private.chmod(0o600)
+    typer.echo(f"wrote {private} and {public} (ed25519 key {fp})")
 
 
 def register(app: typer.Typer) -> None:

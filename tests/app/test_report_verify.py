@@ -260,3 +260,61 @@ def test_verify_from_the_wheel_in_a_fresh_venv(engine, tmp_path: Path) -> None: 
         timeout=600,
     )
     assert res.returncode == 1 and "parameters.n_boot: published 201, recomputed 200" in res.stdout
+
+
+def test_signed_bundle(engine, tmp_path: Path, store_url: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from app.settings import get_settings
+
+    runner = CliRunner()
+    priv, pub = tmp_path / "k.pem", tmp_path / "k.pub.pem"
+    res = runner.invoke(cli, ["report", "keygen", "--private", str(priv), "--public", str(pub)])
+    assert res.exit_code == 0 and "ed25519 key" in res.output
+    assert oct(priv.stat().st_mode & 0o777) == "0o600"
+    other_priv, other_pub = tmp_path / "o.pem", tmp_path / "o.pub.pem"
+    runner.invoke(
+        cli, ["report", "keygen", "--private", str(other_priv), "--public", str(other_pub)]
+    )
+    make_report_study(engine, tmp_path)
+    judge(engine, calibrated_hash=JUDGE)
+    final_gate(engine, draw(engine, tmp_path), passing=True)
+    monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
+    get_settings.cache_clear()
+    out = tmp_path / "out"
+    res = runner.invoke(
+        cli,
+        [
+            "report",
+            "publish",
+            "--study",
+            "rep",
+            "--n-boot",
+            "200",
+            "--out",
+            str(out),
+            "--sign",
+            str(priv),
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    bundle = Path(json.loads(res.output)["bundle"])
+    sig = json.loads((bundle / "signature.json").read_text())
+    assert sig["algorithm"] == "ed25519" and sig["signed_file"] == "hashes.json"
+    res = runner.invoke(cli, ["report", "verify", str(bundle), "--key", str(pub)])
+    assert res.exit_code == 0, res.output
+    assert f"(signature: valid (ed25519 key {sig['key_fingerprint']}))" in res.output
+    assert "signature: signed, not checked (no --key)" in verify_bundle(bundle).summary()
+    res = runner.invoke(cli, ["report", "verify", str(bundle), "--key", str(other_pub)])
+    assert res.exit_code == 1 and "mismatch: signature: signed with key" in res.output
+    # a re-hashed bundle (hashes.json edited consistently) no longer matches the signature
+    h = json.loads((bundle / "hashes.json").read_text())
+    h["simulated"] = True
+    (bundle / "hashes.json").write_text(json.dumps(h, indent=2) + "\n")
+    res = runner.invoke(cli, ["report", "verify", str(bundle), "--key", str(pub)])
+    assert res.exit_code == 1
+    assert "mismatch: signature: the ed25519 signature of hashes.json does not verify" in res.output
+    # an unsigned bundle checked with a key fails, and says it is unsigned
+    plain = Path(publish(engine, tmp_path / "plain")["bundle"])
+    res = verify_bundle(plain, public_key=pub)
+    assert res.mismatches == ["signature: the bundle is unsigned but a public key was given"]
+    assert verify_bundle(plain).signature == "unsigned"
