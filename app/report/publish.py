@@ -227,7 +227,7 @@ def _write_bundle(
         written[rel] = hashlib.sha256(data).hexdigest()
 
     put("report.json", (json.dumps(report, indent=2, allow_nan=False) + "\n").encode())
-    put("inputs.json", (json.dumps(inputs_json, indent=1, allow_nan=False) + "\n").encode())
+    put("inputs.json", (json.dumps(inputs_json, allow_nan=False) + "\n").encode())
     put("report.schema.json", report_json_schema_text().encode())
     if texts is not None:
         put("texts.jsonl", "".join(json.dumps(t) + "\n" for t in texts).encode())
@@ -512,7 +512,9 @@ def _inputs_json(
         if export is not None and part is not None:
             codebook = {"source": part.source, "versions": export.versions}
     skip = ("in_partition", "partition_mode")
-    rows = [{k: v for k, v in r.items() if k not in skip} for r in inputs["rows"]]
+    columns = [k for k in (inputs["rows"][0] if inputs["rows"] else {}) if k not in skip]
+    # columnar: one list per trajectory, in the order of ``columns``
+    rows = {"columns": columns, "values": [[r[c] for c in columns] for r in inputs["rows"]]}
     return {
         "format": BUNDLE_FORMAT,
         "software": {"name": "rcea-audit", "version": __version__},

@@ -169,7 +169,8 @@ def _read_json(bundle: Path, name: str) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BundleError(
-            f"{path}: missing (not a bundle written by `rcea report publish`?)"
+            f"{path}: missing (not a bundle written by `rcea report publish`, or one "
+            "written before bundles carried their inputs)"
         ) from None
     except json.JSONDecodeError as exc:
         raise BundleError(f"{path}: not JSON ({exc})") from None
@@ -219,6 +220,11 @@ def verify_bundle(bundle: Path, *, public_key: Path | None = None) -> Verificati
     res.signature = _check_signature(bundle, public_key, bad)
 
     inputs = data["inputs"]
+    table = inputs["rows"]
+    try:
+        inputs["rows"] = [dict(zip(table["columns"], v, strict=True)) for v in table["values"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleError(f"{bundle / 'inputs.json'}: inputs.rows is malformed ({exc})") from None
     partition = data.get("partition")
     rows_with_partition(inputs, partition)
     pair = report["audits"]["pair"]

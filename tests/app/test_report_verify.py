@@ -56,10 +56,20 @@ def test_round_trip_and_every_kind_of_edit_is_named(engine, tmp_path: Path) -> N
     assert res.summary().startswith(f"OK: {res.n_checked} values re-derived from {bundle}")
     report = json.loads((bundle / "report.json").read_text())
     inputs = json.loads((bundle / "inputs.json").read_text())
-    assert "text" not in inputs["inputs"]["rows"][0]
-    assert {"reward", "validity", "mode", "mean_token_entropy", "seq_logprob"} <= set(
-        inputs["inputs"]["rows"][0]
-    )
+    columns = inputs["inputs"]["rows"]["columns"]
+    assert "text" not in columns and "in_partition" not in columns
+    assert {
+        "reward",
+        "validity",
+        "mode",
+        "mean_token_entropy",
+        "seq_logprob",
+        "run",
+        "model",
+        "step",
+        "question_id",
+    } <= set(columns)
+    assert len(inputs["inputs"]["rows"]["values"]) == sum(c["n"] for c in report["checkpoints"])
     assert inputs["software"] == {"name": "rcea-audit", "version": "0.1.0"}
 
     # one number: a published retention
@@ -130,8 +140,9 @@ def test_round_trip_and_every_kind_of_edit_is_named(engine, tmp_path: Path) -> N
 
     # one record: a reward flipped changes the record-set hash and the numbers
     def flip(data: dict[str, Any]) -> None:
-        row = data["inputs"]["rows"][0]
-        row["reward"] = 1 - row["reward"]
+        cols = data["inputs"]["rows"]["columns"]
+        row = data["inputs"]["rows"]["values"][0]
+        row[cols.index("reward")] = 1 - row[cols.index("reward")]
 
     res = verify_bundle(tampered(bundle, tmp_path, "row", "inputs.json", flip))
     assert any(m.startswith("record_set_hash (report.json): recorded") for m in res.mismatches)
@@ -155,12 +166,25 @@ def test_cli_verify(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-
     assert res.exit_code == 2 and "not a directory" in res.output
 
 
-def test_entropy_only_bundle_verifies(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_entropy_only_bundle_with_texts_verifies(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     make_report_study(engine, tmp_path)
-    bundle = Path(publish(engine, tmp_path / "out", entropy_only=True)["bundle"])
+    bundle = Path(
+        publish(engine, tmp_path / "out", entropy_only=True, include_texts=True)["bundle"]
+    )
     res = verify_bundle(bundle)
     assert res.ok, res.mismatches
     assert not (bundle / "rarefaction.json").exists()
+    texts = [json.loads(line) for line in (bundle / "texts.jsonl").read_text().splitlines()]
+    inputs = json.loads((bundle / "inputs.json").read_text())
+    tid = inputs["inputs"]["rows"]["columns"].index("trajectory_id")
+    assert [t["trajectory_id"] for t in texts] == [
+        v[tid] for v in inputs["inputs"]["rows"]["values"]
+    ]
+    assert all(isinstance(t["text"], str) and t["text"] for t in texts)
+    # no number depends on the texts, but they are a listed file: removing it is named
+    (bundle / "texts.jsonl").unlink()
+    res = verify_bundle(bundle)
+    assert res.mismatches == ["file texts.jsonl: listed in hashes.json but missing"]
 
 
 @pytest.mark.slow
