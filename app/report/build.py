@@ -1126,6 +1126,8 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
         step: int | None = None,
         key: str | None = None,
         ci: tuple[Any, Any] = (None, None),
+        n: int | None = None,
+        coverage: float | None = None,
     ) -> None:
         if value is None:
             return
@@ -1141,6 +1143,8 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "value": value,
                 "ci_low": ci[0],
                 "ci_high": ci[1],
+                "n": n,
+                "coverage": coverage,
                 "depends_on": deps,
                 "publishable": not blocked,
                 "blocked_by": "; ".join(blocked) if blocked else None,
@@ -1150,9 +1154,10 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
 
     for c in report["checkpoints"]:
         where = {"run": c["run"], "model": c["model"], "step": c["step"]}
-        add("accuracy", "checkpoints", c["accuracy"], [], **where)
+        add("accuracy", "checkpoints", c["accuracy"], [], n=c["n"], **where)
         e = c["entropy"]
         if e:
+            nq, npq = e.get("n_questions"), e.get("n_paired_questions")
             for name in (
                 "mean_outcome_entropy",
                 "mean_token_entropy",
@@ -1161,19 +1166,28 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "mean_conditional_entropy_failure",
                 "max_abs_residual",
                 "max_abs_token_mixture_residual",
-                "broad_ratio",
                 "coverage_success",
                 "coverage_failure",
-                "direction_share",
-                "sign_test_p",
             ):
-                add(name, "entropy", e.get(name), [], **where)
+                add(name, "entropy", e.get(name), [], n=nq, **where)
+            add(
+                "broad_ratio",
+                "entropy",
+                e.get("broad_ratio"),
+                [],
+                n=nq,
+                coverage=_min_or_none(e.get("coverage_success"), e.get("coverage_failure")),
+                **where,
+            )
+            for name in ("direction_share", "sign_test_p"):
+                add(name, "entropy", e.get(name), [], n=npq, **where)
             add(
                 "paired_ratio",
                 "entropy",
                 e.get("paired_ratio"),
                 [],
                 ci=(e.get("paired_ci_low"), e.get("paired_ci_high")),
+                n=npq,
                 **where,
             )
         v = c["validity"]
@@ -1184,12 +1198,31 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 ("validity_coverage", "coverage"),
                 ("judge_coverage", "judge_coverage"),
             ):
-                add(name, "validity", v.get(field), ["validity"], **where)
+                add(
+                    name,
+                    "validity",
+                    v.get(field),
+                    ["validity"],
+                    n=v.get("n_eligible"),
+                    coverage=v.get("coverage"),
+                    **where,
+                )
         m = c["modes"]
         if m:
-            add("mean_n_eff", "modes", m["mean_n_eff"], mode_deps, **where)
-            add("mean_mode_entropy", "modes", m["mean_mode_entropy"], mode_deps, **where)
-            add("mode_coverage", "modes", m["coverage"], mode_deps, **where)
+            for name, field in (
+                ("mean_n_eff", "mean_n_eff"),
+                ("mean_mode_entropy", "mean_mode_entropy"),
+                ("mode_coverage", "coverage"),
+            ):
+                add(
+                    name,
+                    "modes",
+                    m[field],
+                    mode_deps,
+                    n=m["n_eligible"],
+                    coverage=m["coverage"],
+                    **where,
+                )
         r = c["retention"]
         if r:
             add(
@@ -1198,14 +1231,24 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 r["retention"],
                 mode_deps,
                 ci=(r["ci_low"], r["ci_high"]),
+                n=r["n_eligible"],
+                coverage=r["eligible_share"],
                 **where,
             )
-            add("retention_eligible_share", "retention", r["eligible_share"], mode_deps, **where)
+            add(
+                "retention_eligible_share",
+                "retention",
+                r["eligible_share"],
+                mode_deps,
+                n=r["n_denominator"],
+                **where,
+            )
     for g in report["greedy"]:
         where = {"run": g["run"], "model": g["model"], "step": g["step"]}
         for bench, acc in g["accuracy"].items():
-            add("greedy_accuracy", "greedy", acc, [], key=bench, **where)
-        add("greedy_macro_accuracy", "greedy", g["macro_accuracy"], [], **where)
+            add("greedy_accuracy", "greedy", acc, [], key=bench, n=g["n"].get(bench), **where)
+        n_bench = sum(v is not None for v in g["accuracy"].values())
+        add("greedy_macro_accuracy", "greedy", g["macro_accuracy"], [], n=n_bench, **where)
     for p in report["passk"]:
         for name, value in p["pass_at_k"].items():
             add(
@@ -1217,6 +1260,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 model=p["model"],
                 step=p["step"],
                 key=p["benchmark"],
+                n=p["n_questions"],
             )
     cov = report["covariance"]
     if cov:
@@ -1238,15 +1282,31 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     [],
                     model=None if scope == "pooled" else scope,
                     key=scope,
+                    n=fit.get("n"),
                 )
     tail = report["tail"]
     if tail:
         for ep in tail["endpoints"]:
             where = {"run": ep["run"], "model": ep["model"], "step": ep["step"]}
             rep = ep["report"]
-            add("q99_success_share", "tail", (rep.get("success") or {}).get("share"), [], **where)
-            add("q99_failure_share", "tail", (rep.get("failure") or {}).get("share"), [], **where)
-            add("q99_gap_pp", "tail", rep.get("gap_failure_minus_success_pp"), [], **where)
+            nt = rep.get("n_trajectories")
+            add(
+                "q99_success_share",
+                "tail",
+                (rep.get("success") or {}).get("share"),
+                [],
+                n=nt,
+                **where,
+            )
+            add(
+                "q99_failure_share",
+                "tail",
+                (rep.get("failure") or {}).get("share"),
+                [],
+                n=nt,
+                **where,
+            )
+            add("q99_gap_pp", "tail", rep.get("gap_failure_minus_success_pp"), [], n=nt, **where)
             for b in rep.get("budgets") or []:
                 add(
                     "budget_gap_pp",
@@ -1254,6 +1314,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     b.get("gap_failure_minus_success_pp"),
                     [],
                     key=f"top_{b.get('budget'):g}",
+                    n=nt,
                     **where,
                 )
     for f in report["failure"]:
@@ -1276,6 +1337,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 mode_deps,
                 model=model,
                 key=assoc["metric"],
+                n=fit.get("n"),
             )
         if assoc["pooled"]:
             add(
@@ -1285,8 +1347,14 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 mode_deps,
                 model="pooled",
                 key=assoc["metric"],
+                n=assoc["pooled"].get("n"),
             )
     return out
+
+
+def _min_or_none(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
 
 
 def _progress(items: list[Any], show: bool, desc: str) -> Any:

@@ -42,6 +42,16 @@ class Quantity(_Model):
     value: bool | int | float = Field(description="the number")
     ci_low: float | None = Field(description="lower bound of its bootstrap CI, when it has one")
     ci_high: float | None = Field(description="upper bound of its bootstrap CI")
+    n: int | None = Field(
+        description="units it is computed over: trajectories (accuracy, tail), questions "
+        "(entropy; eligible ones for validity, modes, retention; paired ones for the paired "
+        "ratio and sign test), benchmark items (greedy; benchmarks for the macro), "
+        "transitions (covariance), methods (association)"
+    )
+    coverage: float | None = Field(
+        description="share of the units that could be used, where the estimator defines one "
+        "(validity and mode coverage, retention eligible share, broad-ratio min coverage)"
+    )
     depends_on: list[Literal["partition", "validity"]] = Field(
         description="audits it rests on: [] entropy-only, partition (modes), validity (judge)"
     )

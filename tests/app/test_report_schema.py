@@ -50,6 +50,27 @@ def test_the_report_is_a_study_report(engine, tmp_path: Path) -> None:  # type: 
         rep = build_report(s, study="rep", n_boot=50)
         sid = require_study(s, name="rep").id
     model = StudyReport.model_validate(rep)  # extra keys are refused by the models
+    # every quantity names its units (n) and, where defined, its coverage
+    by_key = {(q["name"], q["run"], q["model"], q["step"], q["key"]): q for q in rep["quantities"]}
+    n_ret = 0
+    for c in rep["checkpoints"]:
+        k = (c["run"], c["model"], c["step"], None)
+        assert by_key[("accuracy", *k)]["n"] == c["n"]
+        e = c["entropy"]
+        if e["paired_ratio"] is not None:
+            assert by_key[("paired_ratio", *k)]["n"] == e["n_paired_questions"]
+        if c["retention"] and c["retention"]["retention"] is not None:
+            q = by_key[("retention", *k)]
+            assert (q["n"], q["coverage"]) == (
+                c["retention"]["n_eligible"],
+                c["retention"]["eligible_share"],
+            )
+            n_ret += 1
+        if c["modes"]:
+            q = by_key[("mean_n_eff", *k)]
+            assert (q["n"], q["coverage"]) == (c["modes"]["n_eligible"], c["modes"]["coverage"])
+    assert n_ret > 0
+    assert all(q["n"] is not None for q in rep["quantities"] if q["section"] != "failure")
     assert model.schema_version == SCHEMA_VERSION
     dumped = json.loads(model.model_dump_json(exclude_unset=True))
     assert dumped == json.loads(json.dumps(rep))
