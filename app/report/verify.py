@@ -188,7 +188,15 @@ def rows_with_partition(inputs: dict[str, Any], partition: list[list[Any]] | Non
 
 
 def verify_bundle(bundle: Path, *, public_key: Path | None = None) -> Verification:
-    """Re-derive every number of ``bundle`` (see the module docstring)."""
+    """Re-derive every number of ``bundle`` (see the module docstring). Raises
+    :class:`BundleError` when a required file or key is missing."""
+    try:
+        return _verify(Path(bundle), public_key)
+    except KeyError as exc:
+        raise BundleError(f"{bundle}: a required key is missing: {exc}") from None
+
+
+def _verify(bundle: Path, public_key: Path | None) -> Verification:
     from app.report.build import ENTROPY_ONLY_LABEL, compute_report, record_set_hash
     from app.report.publish import FULL_SCOPE, strip_audited
 
@@ -289,7 +297,7 @@ def verify_bundle(bundle: Path, *, public_key: Path | None = None) -> Verificati
             bad.append(f"report.json {loc}: does not match the StudyReport schema ({err['msg']})")
     try:
         again = compute_report(inputs, include_draws=True)
-    except (ValueError, KeyError, TypeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure on edited inputs is a finding
         bad.append(f"report: cannot be recomputed from inputs.json ({type(exc).__name__}: {exc})")
         return res
     draws = {

@@ -88,6 +88,16 @@ def test_round_trip_and_every_kind_of_edit_is_named(engine, tmp_path: Path) -> N
     assert any(m.startswith("file report.json: sha256 recorded") for m in res.mismatches)
     assert res.summary().startswith("FAILED: ")
 
+    # a key removed: the typed report names it
+    def drop(rep: dict[str, Any]) -> None:
+        del rep["quantities"][0]["label"]
+
+    res = verify_bundle(tampered(bundle, tmp_path, "schema", "report.json", drop))
+    assert (
+        "report.json quantities.0.label: does not match the StudyReport schema (Field required)"
+        in res.mismatches
+    )
+
     # one bootstrap CI bound of an entropy number (recomputed with the stored seed)
     def ci(rep: dict[str, Any]) -> None:
         rep["checkpoints"][0]["entropy"]["paired_ci_low"] *= 1 + 1e-6
