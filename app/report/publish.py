@@ -542,14 +542,27 @@ def _calibration_items(
     ).first()
     if check is None:
         return None
-    human: dict[int, str] = {}
-    for by_item in current_labels(session, check).values():
-        human.update(by_item)
+    human = _human_reference(session, check, current_labels)
     return [
         {"item_key": i.item_key, "human": human[i.id], "judge": i.judge_verdict}  # type: ignore[index]
         for i in check_items(session, check_id=check.id)  # type: ignore[arg-type]
         if i.split == HELD_OUT and i.id in human
     ]
+
+
+def _human_reference(session: Session, check: Any, current_labels: Any) -> dict[int, str]:
+    """item id → the human label the calibration counts: ``human_reference`` of the
+    judge labelling module where it exists (agreed or adjudicated label with two
+    annotators per item), else the single annotator's label."""
+    import app.judge.labelling as jl
+
+    ref = getattr(jl, "human_reference", None)
+    if ref is not None:
+        return dict(ref(session, check))
+    human: dict[int, str] = {}
+    for by_item in current_labels(session, check).values():
+        human.update(by_item)
+    return human
 
 
 def _texts(session: Session, study_id: int) -> list[dict[str, Any]]:
