@@ -333,6 +333,7 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
 
     # 6. gate and calibration
     if (bundle / "gate.json").exists():
+        _check_coverages(data.get("audit"), partition, res)
         _check_gate(_read_json(bundle, "gate.json"), data.get("audit"), spec, pair, res)
     if (bundle / "calibration.json").exists():
         _check_calibration(_read_json(bundle, "calibration.json"), val, res)
@@ -487,6 +488,30 @@ def _check_gate(
     lines = []
     res.n_checked += compare(gate.get("gate"), _jsonable(rep.to_dict()), "gate.json gate", lines)
     bad.extend(lines[:MAX_NAMED])
+
+
+def _check_coverages(
+    audit: dict[str, Any] | None, partition: list[list[Any]] | None, res: Verification
+) -> None:
+    """The gate's automatic coverage (over the whole locked partition) and audited
+    coverage (over the audited questions), from the partition triples."""
+    if audit is None or partition is None:
+        return
+    overall = sum(m is not None for _, _, m in partition) / len(partition) if partition else 0.0
+    questions = {p["question_id"] for p in audit["pairs"]}
+    rows = [m for q, _, m in partition if q in questions]
+    audited = sum(m is not None for m in rows) / len(rows) if rows else None
+    lines: list[str] = []
+    res.n_checked += compare(
+        {
+            "automatic_coverage": audit["automatic_coverage"],
+            "audited_coverage": audit["audited_coverage"],
+        },
+        {"automatic_coverage": overall, "audited_coverage": audited},
+        "inputs.json audit (from the partition)",
+        lines,
+    )
+    res.mismatches.extend(lines)
 
 
 def _check_calibration(cal: dict[str, Any], val: dict[str, Any], res: Verification) -> None:

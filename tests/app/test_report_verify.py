@@ -122,6 +122,16 @@ def test_round_trip_and_every_kind_of_edit_is_named(engine, tmp_path: Path) -> N
     ), res.mismatches
     assert any(m.startswith("file inputs.json: sha256") for m in res.mismatches)
 
+    # the gate's coverage input
+    def cover(data: dict[str, Any]) -> None:
+        data["audit"]["automatic_coverage"] = 0.5
+
+    res = verify_bundle(tampered(bundle, tmp_path, "coverage", "inputs.json", cover))
+    assert any(
+        m.startswith("inputs.json audit (from the partition).automatic_coverage: published 0.5")
+        for m in res.mismatches
+    ), res.mismatches
+
     # one draw
     entries = json.loads((bundle / "rarefaction.json").read_text())
     n = next(j for j, e in enumerate(entries) if e["draws"])
