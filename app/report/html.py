@@ -71,6 +71,9 @@ def render_html(
             if report["parameters"].get("deviations_from_rubric")
             else ""
         ),
+        "<p class='label'>Every number on this page is re-derivable from this bundle alone: "
+        "<code>rcea report verify &lt;this directory&gt;</code> recomputes them from "
+        "<code>inputs.json</code> with the same estimators and seeds.</p>",
         "<h2>Audits</h2>",
         _table(
             ["audit", "status", "bound to", "blocked by"],

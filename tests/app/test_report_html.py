@@ -35,6 +35,7 @@ def test_published_page_is_per_scale_with_an_appendix(engine, tmp_path: Path) ->
         "Appendix: every quantity",
         "Hashes",
     ]
+    assert "<code>rcea report verify &lt;this directory&gt;</code>" in html
     scale = html[html.index("<h2>Model scale tiny</h2>") : html.index("<h2>Figures</h2>")]
     for h3 in (
         "Benchmarks and retention",
