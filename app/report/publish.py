@@ -20,8 +20,10 @@ draws, so that every retention number is recomputable from the bundle with
 ``audits.rarefied_retention(..., stored_draws=...)``; the same entries are stored as
 ``rarefaction_draws`` measurements), and
 ``hashes.json`` (rubric, partition, judge and record-set hashes, and the SHA-256 of every
-other bundle file). It is written into a temporary sibling directory and renamed into
-place after the ``report.publish`` event is appended, so a failure leaves no bundle.
+other bundle file). It is written into a temporary sibling directory, checked with
+:func:`app.report.verify.verify_bundle` (a bundle that does not verify is refused), and
+renamed into place after the ``report.publish`` event is appended, so a failure leaves no
+bundle. ``inputs.json`` carries what every number is computed from (docs/publication.md).
 """
 
 from __future__ import annotations
@@ -161,6 +163,14 @@ def publish_report(
             from app.report.signing import sign_bundle
 
             sign_bundle(tmp, sign_key)
+        # A bundle that would not verify is never published.
+        from app.report.verify import verify_bundle
+
+        check = verify_bundle(tmp)
+        if not check.ok:
+            raise PublishRefused(
+                ["the written bundle does not verify: " + "; ".join(check.mismatches[:10])]
+            )
         append_event(
             session,
             actor=actor,
