@@ -7,7 +7,7 @@ COPY app ./app
 COPY annotation ./annotation
 COPY pipeline ./pipeline
 COPY audits ./audits
-RUN pip install '.[llm]'
+RUN pip install '.[llm,sign]'
 RUN useradd --create-home rcea && mkdir -p /data && chown rcea /data
 USER rcea
 ENV RCEA_DATA_DIR=/data

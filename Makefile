@@ -5,7 +5,7 @@ VENV := .venv
 LS_VENV := .venv-labelstudio
 LABEL_STUDIO_VERSION := 1.23.2
 BIN := $(VENV)/bin
-EXTRAS ?= dev,llm,train
+EXTRAS ?= dev,llm,train,sign
 PYTEST_ARGS ?=
 
 .PHONY: install demo test lint bench gpu-check serve view labelstudio clean

@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
 from app.api.deps import SessionDep
+from app.report.schema import StudyReport
 from app.store import StoreError, list_studies, study_summary
 
 router = APIRouter(prefix="/api/studies", tags=["studies"])
@@ -52,7 +53,7 @@ def get_study_summary(study_id: int, session: SessionDep) -> StudySummary:
         raise HTTPException(404, str(exc)) from exc
 
 
-@router.get("/{study_id}/report")
+@router.get("/{study_id}/report", response_model=StudyReport, response_model_exclude_unset=True)
 def get_study_report(
     study_id: int,
     session: SessionDep,
@@ -67,7 +68,8 @@ def get_study_report(
     association_k: Annotated[int | None, Query(ge=1)] = None,
     association_pooled: bool = False,
 ) -> dict[str, Any]:
-    """The study report (``app.report.build.build_report``; keys in the README).
+    """The study report (``app.report.build.build_report``), typed as
+    ``app.report.schema.StudyReport`` (keys: docs/report-keys.md).
     Estimator settings left out come from the gate rubric, else the defaults."""
     from app.report.build import build_report
     from app.store.models import Study

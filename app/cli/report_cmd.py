@@ -1,4 +1,5 @@
-"""``rcea report ...``: the study report (``build``) and the gated bundle (``publish``)."""
+"""``rcea report ...``: the study report (``build``), the gated bundle (``publish``) and its
+store-free check (``verify``)."""
 
 from __future__ import annotations
 
@@ -150,6 +151,16 @@ def publish(
     actor: str = typer.Option(
         None, "--actor", help="who publishes (default: $RCEA_ACTOR or the login name)"
     ),
+    include_texts: bool = typer.Option(
+        False,
+        "--include-texts",
+        help="also write the trajectory texts (texts.jsonl); never needed to verify",
+    ),
+    sign: Path = typer.Option(
+        None,
+        "--sign",
+        help="ed25519 private key (PEM) that signs the bundle's hashes.json (signature.json)",
+    ),
     seed: int = SEED_OPTION,
     n_boot: int = N_BOOT_OPTION,
     k_min: int = K_MIN_OPTION,
@@ -182,12 +193,14 @@ def publish(
                 out_dir=target,
                 actor=actor_name(actor),
                 entropy_only=entropy_only,
+                include_texts=include_texts,
+                sign_key=sign,
                 progress=is_tty() and not as_json,
                 **params,
             )
     except PublishRefused as exc:
         fail(str(exc), code=2, as_json=as_json, reasons=exc.reasons)
-    except (StoreError, ValueError, OSError) as exc:
+    except (StoreError, ValueError, OSError) as exc:  # SignatureError is a ValueError
         fail(str(exc), as_json=as_json)
     if as_json:
         print_json({"ok": True, **res})
@@ -195,6 +208,53 @@ def publish(
     typer.echo(f"published {res['n_quantities']} quantities ({res['scope']}) to {res['bundle']}")
     for name in res["files"]:
         typer.echo(f"  {name}")
+
+
+@report_app.command("verify")
+def verify(
+    bundle: Path = typer.Argument(..., help="a bundle directory written by `rcea report publish`"),
+    key: Path = typer.Option(
+        None, "--key", help="ed25519 public key (PEM): also check the bundle's signature"
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Re-derive every published number of BUNDLE from the bundle alone (no store, no
+    Label Studio) with the same audits/ functions and seeds, and compare: exact for
+    counts and hashes, 1e-9 relative for floats. Exit 0 with a one-line summary, or 1
+    naming every mismatch (2: not a readable bundle)."""
+    from app.report.verify import BundleError, verify_bundle
+
+    try:
+        res = verify_bundle(bundle, public_key=key)
+    except BundleError as exc:
+        fail(str(exc), code=2, as_json=as_json)
+    if as_json:
+        print_json(res.to_dict())
+    else:
+        for line in res.mismatches:
+            typer.echo(f"mismatch: {line}")
+        typer.echo(res.summary())
+    if not res.ok:
+        raise typer.Exit(1)
+
+
+@report_app.command("keygen")
+def keygen(
+    private: Path = typer.Option(..., "--private", help="where to write the private key (PEM)"),
+    public: Path = typer.Option(..., "--public", help="where to write the public key (PEM)"),
+) -> None:
+    """Make an ed25519 key pair for `rcea report publish --sign` / `verify --key`."""
+    from app.report.signing import SignatureError, generate_keypair
+
+    for path in (private, public):
+        if path.exists():
+            fail(f"{path} exists: not overwriting a key")
+    try:
+        fp = generate_keypair(private, public)
+    except SignatureError as exc:
+        fail(str(exc))
+    private.chmod(0o600)
+    typer.echo(f"wrote {private} and {public} (ed25519 key {fp})")
 
 
 def register(app: typer.Typer) -> None:

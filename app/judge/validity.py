@@ -40,13 +40,7 @@ def validity_by_checkpoint(
     if status["status"] == "no-judge":
         return {"validity_status": status, "judge": None, "groups": []}
     judge = production_judge(session, study_id=study_id)
-    verdicts = dict(
-        session.exec(
-            select(JudgeVerdict.trajectory_id, JudgeVerdict.verdict).where(
-                JudgeVerdict.judge_id == judge.id, JudgeVerdict.study_id == study_id
-            )
-        ).all()
-    )
+    verdicts = production_verdicts(session, study_id=study_id, judge=judge)
     if rows is None:
         cols = ("run", "model", "step", "question_id", "reward", "trajectory_id")
         rows = [
@@ -57,6 +51,38 @@ def validity_by_checkpoint(
                 )
             ).all()
         ]
+    out = validity_groups(rows, verdicts, k_min=k_min, include_questions=include_questions)
+    return {
+        "validity_status": status,
+        "judge": {"name": judge.name, "version": judge.version, "judge_hash": judge.content_hash},
+        "groups": out,
+    }
+
+
+def production_verdicts(session: Session, *, study_id: int, judge: Any = None) -> dict[str, str]:
+    """Trajectory id → verdict (``valid``/``invalid``/``unparseable``) of the study's
+    production judge (raises ``JudgeError`` when the latest judge run names no stored
+    judge)."""
+    judge = judge if judge is not None else production_judge(session, study_id=study_id)
+    return dict(
+        session.exec(
+            select(JudgeVerdict.trajectory_id, JudgeVerdict.verdict).where(
+                JudgeVerdict.judge_id == judge.id, JudgeVerdict.study_id == study_id
+            )
+        ).all()
+    )
+
+
+def validity_groups(
+    rows: list[dict[str, Any]],
+    verdicts: dict[str, str],
+    *,
+    k_min: int = 8,
+    include_questions: bool = False,
+) -> list[dict[str, Any]]:
+    """Per (run, model, step) of ``rows``: ``validity_rate`` over every trajectory with
+    the judge's verdict (no verdict yet → ``None``), in key order. Pure (the report's
+    verifier calls it on a bundle)."""
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         groups[(r["run"], r["model"], r["step"])].append(r)
@@ -76,8 +102,4 @@ def validity_by_checkpoint(
                 **res.to_dict(include_questions=include_questions),
             }
         )
-    return {
-        "validity_status": status,
-        "judge": {"name": judge.name, "version": judge.version, "judge_hash": judge.content_hash},
-        "groups": out,
-    }
+    return out

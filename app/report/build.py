@@ -1,44 +1,9 @@
 """``build_report``: every RCEA quantity the store can support for one study, JSON-ready.
 
-Top-level keys (every key is always present; a section without data is ``None`` or empty):
-
-* ``study``, ``study_id``, ``generated_at`` (UTC ISO 8601), ``record_set_hash`` (SHA-256 of
-  the study's trajectory rows that the numbers use, see :func:`record_set_hash`),
-  ``parameters`` (``seed``, ``n_boot``, ``k_min``, ``n_min``, ``n_draws``, ``confidence``,
-  ``base_step``, ``partition``, ``association_k``, ``estimators_from``,
-  ``deviations_from_rubric``).
-* ``audits``: ``pair`` (the partition the mode numbers rest on and its gate: ``status``
-  none|pending|preliminary|passed|failed, ``audit``, ``rubric_hash``, ``partition_hash``,
-  ``partition_id``, ``partition_source`` gate|latest-frozen|chosen|mode-column,
-  ``gate`` (the gate report), ``other_passing`` (passing gates on other partitions),
-  ``blocked_by``) and ``validity`` (``validity_status`` plus ``filter``
-  judge|none — whether a validity verdict filters the accepted set — and ``blocked_by``).
-* ``checkpoints``: one entry per (run, model, step): ``run``, ``model``, ``step``, ``n``,
-  ``n_questions``, ``n_success``, ``accuracy`` (share of R = 1), ``reported`` (the
-  checkpoint this run is reported at, DESIGN.md item 14), ``failed_run``, ``entropy``
-  (``audits.entropy_report`` dict without per-question rows, items 1–3: outcome entropy,
-  sequence decomposition + residuals, broad/paired ratios, coverage, CI, direction share,
-  sign test; ``None`` with ``entropy_error`` saying why), ``validity`` (item 4
-  ``validity_rate`` dict without per-question rows; ``None`` without verdicts), ``modes``
-  (item 5 mode entropy: ``n_questions``, ``n_eligible`` (m ≥ n_min), ``mean_n_eff``,
-  ``mean_mode_entropy``, ``n_included``, ``n_uncertain``, ``coverage``), ``retention``
-  (item 5 rarefied retention vs the base with CI; ``None`` at the base).
-* ``training_curves``: ``[{run, model, points}]`` (measurement ``training_curve``).
-* ``greedy``: ``[{run, model, step, accuracy: {benchmark: value}, n: {benchmark: n},
-  macro_accuracy}]`` (item 8, measurement ``greedy_accuracy``).
-* ``passk``: ``[{run, model, step, benchmark, n, n_questions, pass_at_k, recomputed}]``
-  (item 8, recomputed with ``macro_pass_at_k`` from the per-question counts when stored).
-* ``covariance``: ``None`` or ``{pooled, groups, transitions, excluded_runs}`` (item 6; the
-  fit excludes failed runs).
-* ``tail``: ``None`` or ``{endpoints: [{run, model, step, failed_run, report}],
-  direction_counts}`` (item 7; failed runs kept and marked).
-* ``failure``: ``[{run, model, failed, checks, reported_step, reported_reason}]`` (item 9).
-* ``association``: ``None`` or the retention–pass@k Spearman (``rho``, ``p_value``, ``n``,
-  ``methods``, ``excluded``, ``missing``, ``k``, ``rows``).
-* ``quantities``: the flat list of every reported number: ``name``, ``section``, ``run``,
-  ``model``, ``step``, ``key``, ``value``, ``ci_low``, ``ci_high``, ``depends_on``
-  ([] | ["validity"] | ["partition"] | ["partition", "validity"]), ``publishable``,
-  ``blocked_by`` and ``label``.
+The keys are those of the typed report ``app.report.schema.StudyReport`` (its field
+descriptions generate docs/report-keys.md and the JSON Schema docs/report.schema.json).
+:func:`gather_inputs` reads everything from the store; :func:`compute_report` computes the
+report from those inputs alone (``rcea report verify`` reruns it on a bundle).
 
 Mode numbers use the partition of the latest passing final gate (``gate.final`` event)
 when there is one, else the latest frozen partition (unpublishable), else the trajectory
@@ -67,6 +32,7 @@ from app.report.estimates import (
     retention_table,
     sequence_quantity,
 )
+from app.report.schema import SCHEMA_VERSION
 from app.store import list_events, require_study
 from app.store.measurements import list_measurements
 from app.store.models import Audit, Partition, Trajectory
@@ -128,6 +94,70 @@ def build_report(
     adds a labelled pooled fit. ``include_draws`` keeps the rarefaction draws in each
     retention result (the bundle does).
     """
+    inputs = gather_inputs(
+        session,
+        study=study,
+        seed=seed,
+        n_boot=n_boot,
+        k_min=k_min,
+        n_min=n_min,
+        n_draws=n_draws,
+        confidence=confidence,
+        base_step=base_step,
+        base_run=base_run,
+        partition=partition,
+        association_k=association_k,
+        association_benchmark=association_benchmark,
+        association_pooled=association_pooled,
+    )
+    return with_time(compute_report(inputs, include_draws=include_draws, progress=progress))
+
+
+def with_time(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with ``generated_at`` (UTC now) after ``study_id``."""
+    return {
+        **{k: report[k] for k in ("study", "study_id")},
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **{k: v for k, v in report.items() if k not in ("study", "study_id")},
+    }
+
+
+#: Measurement kinds the report reads (and the bundle carries).
+REPORT_MEASUREMENTS = (
+    "training_curve",
+    "greedy_accuracy",
+    "accuracy_trace",
+    "passk",
+    "covariance_transition",
+    "tail",
+)
+
+
+def gather_inputs(
+    session: Session,
+    *,
+    study: str,
+    seed: int | None = None,
+    n_boot: int | None = None,
+    k_min: int | None = None,
+    n_min: int | None = None,
+    n_draws: int | None = None,
+    confidence: float | None = None,
+    base_step: int = 0,
+    base_run: str = BASE_RUN,
+    partition: str | None = None,
+    association_k: int | None = None,
+    association_benchmark: str | None = None,
+    association_pooled: bool = False,
+) -> dict[str, Any]:
+    """Everything :func:`compute_report` needs, read from the store, JSON-ready (the
+    bundle's ``inputs.json`` carries exactly this): ``study``, ``study_id``,
+    ``parameters`` (resolved estimator settings, their source and deviations), ``rows``
+    (every trajectory's sufficient statistics in ingest order, with ``in_partition`` and
+    ``partition_mode`` when the mode numbers rest on a frozen partition), ``pair`` and
+    ``validity_status`` (the audit states), ``judge_verdicts`` (trajectory id → verdict
+    of the production judge, ``None`` when validity comes from the column) and
+    ``measurements`` (the producer measurements the report reads)."""
     st = require_study(session, name=study)
     rows = study_trajectories(session, st.id)
     pair = pair_audit_state(session, study_id=st.id, partition=partition)
@@ -146,9 +176,69 @@ def build_report(
         if est_source != "defaults"
         else []
     )
-    seed, n_boot, k_min = resolved["seed"], resolved["n_boot"], resolved["k_min"]
-    n_min, n_draws, conf = resolved["n_min"], resolved["n_draws"], resolved["confidence"]
     vstat = validity_status(session, study_id=st.id)
+    verdicts: dict[str, str] | None = None
+    if vstat["status"] != "no-judge":
+        from app.judge.validity import production_verdicts
+        from app.judge.versions import JudgeError
+
+        try:
+            verdicts = production_verdicts(session, study_id=st.id)
+        except JudgeError:  # a judge.run event naming no stored judge version: the column
+            verdicts = None
+    if pair["partition_id"] is not None:
+        assigned = partition_modes(session, partition_id=pair["partition_id"])
+        for r in rows:
+            hit = assigned.get(r["trajectory_id"])
+            r["in_partition"] = hit is not None
+            r["partition_mode"] = hit[1] if hit is not None else None
+    measurements = [
+        {
+            "kind": m.kind,
+            "run": m.run,
+            "model": m.model,
+            "step": m.step,
+            "key": m.key,
+            "payload": m.payload,
+        }
+        for m in list_measurements(session, study_id=st.id)
+        if m.kind in REPORT_MEASUREMENTS
+    ]
+    return {
+        "study": st.name,
+        "study_id": st.id,
+        "parameters": {
+            **resolved,
+            "base_step": base_step,
+            "base_run": base_run,
+            "partition": partition,
+            "association_k": association_k,
+            "association_benchmark": association_benchmark,
+            "association_pooled": association_pooled,
+            "estimators_from": est_source,
+            "deviations_from_rubric": deviations,
+        },
+        "rows": rows,
+        "pair": pair,
+        "validity_status": vstat,
+        "judge_verdicts": verdicts,
+        "measurements": measurements,
+    }
+
+
+def compute_report(
+    inputs: dict[str, Any], *, include_draws: bool = False, progress: bool = False
+) -> dict[str, Any]:
+    """The report (keys in the module docstring, without ``generated_at``) from
+    :func:`gather_inputs`' dict alone — no store: ``rcea report verify`` calls this on a
+    bundle's ``inputs.json``."""
+    par = inputs["parameters"]
+    rows = inputs["rows"]
+    pair = inputs["pair"]
+    seed, n_boot, k_min = par["seed"], par["n_boot"], par["k_min"]
+    n_min, n_draws, conf = par["n_min"], par["n_draws"], par["confidence"]
+    base_step, base_run = par["base_step"], par["base_run"]
+    vstat = inputs["validity_status"]
     has_verdicts = any(r["reward"] == 1 and r["validity"] is not None for r in rows)
     validity = {
         "judge_name": None,
@@ -159,21 +249,14 @@ def build_report(
     # With a production judge, verdicts come from its verdict table so that `unparseable`
     # and not-yet-judged successes count against coverage (DESIGN 4), not as invalid.
     judged: dict[Key, dict[str, Any]] = {}
-    if vstat["status"] != "no-judge":
-        from app.judge.validity import validity_by_checkpoint
-        from app.judge.versions import JudgeError
+    if vstat["status"] != "no-judge" and inputs.get("judge_verdicts") is not None:
+        from app.judge.validity import validity_groups
 
-        try:
-            groups = validity_by_checkpoint(
-                session, study_id=st.id, k_min=k_min, include_questions=False, rows=rows
-            )["groups"]
-        except JudgeError:  # a judge.run event naming no stored judge version: the column
-            groups = []
-        for g in groups:
+        for g in validity_groups(rows, inputs["judge_verdicts"], k_min=k_min):
             judged[(g["run"], g["model"], g["step"])] = {
                 k: v for k, v in g.items() if k not in ("run", "model", "step")
             }
-    measurements = _measurements(session, st.id)
+    measurements = _measurements(inputs["measurements"])
     failure = _failure(measurements["accuracy_trace"], rows, measurements["training_curve"])
     # A failure is a property of one (run, model): the same run name at another scale
     # is unaffected (DESIGN.md item 14).
@@ -197,7 +280,7 @@ def build_report(
         last_step[(run, model)] = max(step, last_step.get((run, model), step))
 
     outside: dict[Key, int] = {}
-    modes = mode_labels(session, rows, pair, has_verdicts, outside)
+    modes = mode_labels_from_rows(rows, pair, has_verdicts, outside)
     retention: dict[Key, dict[str, Any]] = {}
     retention_errors: dict[Key, str] = {}
     retention_error = None
@@ -276,25 +359,28 @@ def build_report(
 
     passk = _passk(measurements["passk"])
     report: dict[str, Any] = {
-        "study": st.name,
-        "study_id": st.id,
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "study": inputs["study"],
+        "study_id": inputs["study_id"],
+        "schema_version": SCHEMA_VERSION,
         "record_set_hash": record_set_hash(rows),
         "parameters": {
-            "seed": seed,
-            "n_boot": n_boot,
-            "k_min": k_min,
-            "n_min": n_min,
-            "n_draws": n_draws,
-            "confidence": conf,
-            "base_step": base_step,
-            "base_run": base_run,
-            "partition": partition,
-            "association_k": association_k,
-            "association_benchmark": association_benchmark,
-            "association_pooled": association_pooled,
-            "estimators_from": est_source,
-            "deviations_from_rubric": deviations,
+            k: par[k]
+            for k in (
+                "seed",
+                "n_boot",
+                "k_min",
+                "n_min",
+                "n_draws",
+                "confidence",
+                "base_step",
+                "base_run",
+                "partition",
+                "association_k",
+                "association_benchmark",
+                "association_pooled",
+                "estimators_from",
+                "deviations_from_rubric",
+            )
         },
         "audits": {"pair": pair, "validity": validity},
         "checkpoints": checkpoints,
@@ -312,9 +398,9 @@ def build_report(
             passk,
             failed,
             label,
-            k=association_k,
-            benchmark=association_benchmark,
-            pooled=association_pooled,
+            k=par["association_k"],
+            benchmark=par["association_benchmark"],
+            pooled=par["association_pooled"],
         ),
     }
     report["quantities"] = quantities(report)
@@ -395,27 +481,29 @@ _REQUIRED: dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...]]] = {
 }
 
 
-def _measurements(session: Session, study_id: int) -> dict[str, list[dict[str, Any]]]:
-    """The study's measurements by kind; a payload without a field the report needs is a
-    ``ValueError`` naming the measurement and the field."""
+def _measurements(stored: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The study's measurements (``{kind, run, model, step, key, payload}``) by kind; a
+    payload without a field the report needs is a ``ValueError`` naming the measurement
+    and the field."""
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for m in list_measurements(session, study_id=study_id):
+    for m in stored:
         where = (
-            f"measurement {m.kind} (run={m.run!r} model={m.model!r} step={m.step} key={m.key!r})"
+            f"measurement {m['kind']} (run={m['run']!r} model={m['model']!r} "
+            f"step={m['step']} key={m['key']!r})"
         )
-        fields, items, item_fields = _REQUIRED.get(m.kind, ((), None, ()))
-        missing = [f for f in fields if f not in m.payload]
-        for i, item in enumerate(m.payload.get(items) or [] if items else []):
+        fields, items, item_fields = _REQUIRED.get(m["kind"], ((), None, ()))
+        missing = [f for f in fields if f not in m["payload"]]
+        for i, item in enumerate(m["payload"].get(items) or [] if items else []):
             missing += [f"{items}[{i}].{f}" for f in item_fields if f not in item]
         if missing:
             raise ValueError(f"{where}: payload lacks {', '.join(missing[:5])}")
-        out[m.kind].append(
+        out[m["kind"]].append(
             {
-                "run": m.run,
-                "model": m.model,
-                "step": m.step,
-                "key": m.key,
-                "payload": m.payload,
+                "run": m["run"],
+                "model": m["model"],
+                "step": m["step"],
+                "key": m["key"],
+                "payload": m["payload"],
                 "where": where,
             }
         )
@@ -575,27 +663,45 @@ def mode_labels(
     has_verdicts: bool,
     not_in_partition: dict[Key, int] | None = None,
 ) -> dict[Key, dict[str, list[str]]]:
+    """:func:`mode_labels_from_rows` after reading the chosen partition's assignments
+    from the store into ``rows`` (``in_partition``, ``partition_mode``)."""
+    if pair["partition_id"] is not None:
+        assigned = partition_modes(session, partition_id=pair["partition_id"])
+        rows = [
+            {
+                **r,
+                "in_partition": r["trajectory_id"] in assigned,
+                "partition_mode": (assigned.get(r["trajectory_id"]) or (None, None))[1],
+            }
+            for r in rows
+        ]
+    return mode_labels_from_rows(rows, pair, has_verdicts, not_in_partition)
+
+
+def mode_labels_from_rows(
+    rows: list[dict[str, Any]],
+    pair: dict[str, Any],
+    has_verdicts: bool,
+    not_in_partition: dict[Key, int] | None = None,
+) -> dict[Key, dict[str, list[str]]]:
     """Checkpoint → question → mode labels of the included trajectories (R = 1, accepted,
     in the chosen partition; ``uncertain`` kept so that it counts against coverage).
-    Empty when there is no partition and no trajectory has a mode (no mode data).
-    Accepted successes absent from the partition (e.g. ingested after its freeze) have no
-    mode in it: they are left out and, when ``not_in_partition`` is given, counted there
-    per checkpoint."""
-    assigned = (
-        partition_modes(session, partition_id=pair["partition_id"])
-        if pair["partition_id"] is not None
-        else None
-    )
-    if assigned is None and all(mode_label(r["mode"]) == UNCERTAIN for r in rows):
+    With a partition (``pair["partition_id"]``) each row carries ``in_partition`` and
+    ``partition_mode``; without one the ``mode`` column is used. Empty when there is no
+    partition and no trajectory has a mode (no mode data). Accepted successes absent from
+    the partition (e.g. ingested after its freeze) have no mode in it: they are left out
+    and, when ``not_in_partition`` is given, counted there per checkpoint."""
+    use_partition = pair["partition_id"] is not None
+    if not use_partition and all(mode_label(r["mode"]) == UNCERTAIN for r in rows):
         return {}
     out: dict[Key, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r["reward"] != 1 or (has_verdicts and r["validity"] != 1):
             continue
-        if assigned is None:
+        if not use_partition:
             mode = r["mode"]
-        elif r["trajectory_id"] in assigned:
-            mode = assigned[r["trajectory_id"]][1]
+        elif r["in_partition"]:
+            mode = r["partition_mode"]
         else:
             if not_in_partition is not None:
                 key = (r["run"], r["model"], r["step"])
@@ -1020,6 +1126,8 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
         step: int | None = None,
         key: str | None = None,
         ci: tuple[Any, Any] = (None, None),
+        n: int | None = None,
+        coverage: float | None = None,
     ) -> None:
         if value is None:
             return
@@ -1035,6 +1143,8 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "value": value,
                 "ci_low": ci[0],
                 "ci_high": ci[1],
+                "n": n,
+                "coverage": coverage,
                 "depends_on": deps,
                 "publishable": not blocked,
                 "blocked_by": "; ".join(blocked) if blocked else None,
@@ -1044,9 +1154,10 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
 
     for c in report["checkpoints"]:
         where = {"run": c["run"], "model": c["model"], "step": c["step"]}
-        add("accuracy", "checkpoints", c["accuracy"], [], **where)
+        add("accuracy", "checkpoints", c["accuracy"], [], n=c["n"], **where)
         e = c["entropy"]
         if e:
+            nq, npq = e.get("n_questions"), e.get("n_paired_questions")
             for name in (
                 "mean_outcome_entropy",
                 "mean_token_entropy",
@@ -1055,19 +1166,28 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "mean_conditional_entropy_failure",
                 "max_abs_residual",
                 "max_abs_token_mixture_residual",
-                "broad_ratio",
                 "coverage_success",
                 "coverage_failure",
-                "direction_share",
-                "sign_test_p",
             ):
-                add(name, "entropy", e.get(name), [], **where)
+                add(name, "entropy", e.get(name), [], n=nq, **where)
+            add(
+                "broad_ratio",
+                "entropy",
+                e.get("broad_ratio"),
+                [],
+                n=nq,
+                coverage=_min_or_none(e.get("coverage_success"), e.get("coverage_failure")),
+                **where,
+            )
+            for name in ("direction_share", "sign_test_p"):
+                add(name, "entropy", e.get(name), [], n=npq, **where)
             add(
                 "paired_ratio",
                 "entropy",
                 e.get("paired_ratio"),
                 [],
                 ci=(e.get("paired_ci_low"), e.get("paired_ci_high")),
+                n=npq,
                 **where,
             )
         v = c["validity"]
@@ -1078,12 +1198,31 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 ("validity_coverage", "coverage"),
                 ("judge_coverage", "judge_coverage"),
             ):
-                add(name, "validity", v.get(field), ["validity"], **where)
+                add(
+                    name,
+                    "validity",
+                    v.get(field),
+                    ["validity"],
+                    n=v.get("n_eligible"),
+                    coverage=v.get("coverage"),
+                    **where,
+                )
         m = c["modes"]
         if m:
-            add("mean_n_eff", "modes", m["mean_n_eff"], mode_deps, **where)
-            add("mean_mode_entropy", "modes", m["mean_mode_entropy"], mode_deps, **where)
-            add("mode_coverage", "modes", m["coverage"], mode_deps, **where)
+            for name, field in (
+                ("mean_n_eff", "mean_n_eff"),
+                ("mean_mode_entropy", "mean_mode_entropy"),
+                ("mode_coverage", "coverage"),
+            ):
+                add(
+                    name,
+                    "modes",
+                    m[field],
+                    mode_deps,
+                    n=m["n_eligible"],
+                    coverage=m["coverage"],
+                    **where,
+                )
         r = c["retention"]
         if r:
             add(
@@ -1092,14 +1231,24 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 r["retention"],
                 mode_deps,
                 ci=(r["ci_low"], r["ci_high"]),
+                n=r["n_eligible"],
+                coverage=r["eligible_share"],
                 **where,
             )
-            add("retention_eligible_share", "retention", r["eligible_share"], mode_deps, **where)
+            add(
+                "retention_eligible_share",
+                "retention",
+                r["eligible_share"],
+                mode_deps,
+                n=r["n_denominator"],
+                **where,
+            )
     for g in report["greedy"]:
         where = {"run": g["run"], "model": g["model"], "step": g["step"]}
         for bench, acc in g["accuracy"].items():
-            add("greedy_accuracy", "greedy", acc, [], key=bench, **where)
-        add("greedy_macro_accuracy", "greedy", g["macro_accuracy"], [], **where)
+            add("greedy_accuracy", "greedy", acc, [], key=bench, n=g["n"].get(bench), **where)
+        n_bench = sum(v is not None for v in g["accuracy"].values())
+        add("greedy_macro_accuracy", "greedy", g["macro_accuracy"], [], n=n_bench, **where)
     for p in report["passk"]:
         for name, value in p["pass_at_k"].items():
             add(
@@ -1111,6 +1260,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 model=p["model"],
                 step=p["step"],
                 key=p["benchmark"],
+                n=p["n_questions"],
             )
     cov = report["covariance"]
     if cov:
@@ -1132,15 +1282,31 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     [],
                     model=None if scope == "pooled" else scope,
                     key=scope,
+                    n=fit.get("n"),
                 )
     tail = report["tail"]
     if tail:
         for ep in tail["endpoints"]:
             where = {"run": ep["run"], "model": ep["model"], "step": ep["step"]}
             rep = ep["report"]
-            add("q99_success_share", "tail", (rep.get("success") or {}).get("share"), [], **where)
-            add("q99_failure_share", "tail", (rep.get("failure") or {}).get("share"), [], **where)
-            add("q99_gap_pp", "tail", rep.get("gap_failure_minus_success_pp"), [], **where)
+            nt = rep.get("n_trajectories")
+            add(
+                "q99_success_share",
+                "tail",
+                (rep.get("success") or {}).get("share"),
+                [],
+                n=nt,
+                **where,
+            )
+            add(
+                "q99_failure_share",
+                "tail",
+                (rep.get("failure") or {}).get("share"),
+                [],
+                n=nt,
+                **where,
+            )
+            add("q99_gap_pp", "tail", rep.get("gap_failure_minus_success_pp"), [], n=nt, **where)
             for b in rep.get("budgets") or []:
                 add(
                     "budget_gap_pp",
@@ -1148,6 +1314,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     b.get("gap_failure_minus_success_pp"),
                     [],
                     key=f"top_{b.get('budget'):g}",
+                    n=nt,
                     **where,
                 )
     for f in report["failure"]:
@@ -1170,6 +1337,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 mode_deps,
                 model=model,
                 key=assoc["metric"],
+                n=fit.get("n"),
             )
         if assoc["pooled"]:
             add(
@@ -1179,8 +1347,14 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 mode_deps,
                 model="pooled",
                 key=assoc["metric"],
+                n=assoc["pooled"].get("n"),
             )
     return out
+
+
+def _min_or_none(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
 
 
 def _progress(items: list[Any], show: bool, desc: str) -> Any:

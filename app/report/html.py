@@ -44,8 +44,11 @@ def render_html(
     figures: dict[str, bytes],
     hashes: dict[str, Any],
 ) -> str:
-    """The page: scope label, audits, every quantity (with what it depends on and its
-    label), the figures and the hashes the numbers rest on."""
+    """The page, laid out like the paper: scope label and audits, then per model scale
+    the supplement's tables (benchmark and retention, endpoint ratios with coverage,
+    paired ratios with CI and sign test, covariance fit, q99 and rank budgets, failure
+    diagnosis), each with its ``depends_on`` status; the figures; the full quantity list in
+    an appendix; the hashes the numbers rest on."""
     pair = report["audits"]["pair"]
     val = report["audits"]["validity"]
     parts = [
@@ -68,6 +71,9 @@ def render_html(
             if report["parameters"].get("deviations_from_rubric")
             else ""
         ),
+        "<p class='label'>Every number on this page is re-derivable from this bundle alone: "
+        "<code>rcea report verify &lt;this directory&gt;</code> recomputes them from "
+        "<code>inputs.json</code> with the same estimators and seeds.</p>",
         "<h2>Audits</h2>",
         _table(
             ["audit", "status", "bound to", "blocked by"],
@@ -142,6 +148,7 @@ def render_html(
                 rows,
             )
         )
+    parts += _per_scale(report)
     parts.append("<h2>Figures</h2>")
     for name, png in figures.items():
         data = base64.b64encode(png).decode("ascii")
@@ -151,7 +158,8 @@ def render_html(
         )
     if not figures:
         parts.append("<p>No figure has data.</p>")
-    parts.append("<h2>Quantities</h2>")
+    parts.append("<h2>Appendix: every quantity</h2>")
+    parts.append("<p>The same list is <code>quantities</code> in report.json.</p>")
     rows = [
         [
             q["section"],
@@ -173,3 +181,226 @@ def render_html(
     parts.append(_table(["what", "SHA-256"], flat))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _status(report: dict[str, Any], deps: list[str]) -> str:
+    """``audited``, ``entropy-only (no audit)`` or ``blocked: <why>`` for numbers that
+    depend on ``deps``."""
+    if not deps:
+        return "depends on: nothing — entropy-only (no audit)"
+    blockers = {
+        "partition": report["audits"]["pair"]["blocked_by"],
+        "validity": report["audits"]["validity"]["blocked_by"],
+    }
+    why = [blockers[d] for d in deps if blockers.get(d)]
+    head = f"depends on: {', '.join(deps)} — "
+    return head + ("blocked: " + "; ".join(why) if why else "audited")
+
+
+def _caption(report: dict[str, Any], deps: list[str]) -> str:
+    text = _status(report, deps)
+    cls = "blocked" if "blocked:" in text else "label"
+    return f"<p class='{cls}'>{escape(text)}</p>"
+
+
+def _ci(lo: Any, hi: Any) -> str:
+    return "" if lo is None else f"[{_fmt(lo)}, {_fmt(hi)}]"
+
+
+def _per_scale(report: dict[str, Any]) -> list[str]:
+    """One section per model scale with the supplement's tables."""
+    val = report["audits"]["validity"]
+    mode_deps = ["partition", "validity"] if val["filter"] == "judge" else ["partition"]
+    models = sorted(
+        {c["model"] for c in report["checkpoints"]}
+        | {f["model"] for f in report.get("failure") or []}
+    )
+    greedy = {(g["run"], g["model"], g["step"]): g for g in report.get("greedy") or []}
+    assoc = report.get("association") or {}
+    metric = assoc.get("metric")
+    passk_name = f"pass_at_{assoc['k']}" if assoc.get("k") else None
+    passk = {
+        (p["run"], p["model"], p["step"]): p["pass_at_k"].get(passk_name)
+        for p in report.get("passk") or []
+        if p["benchmark"] == assoc.get("benchmark")
+    }
+    out: list[str] = []
+    for model in models:
+        cks = [c for c in report["checkpoints"] if c["model"] == model]
+        out.append(f"<h2>Model scale {escape(model)}</h2>")
+        out.append("<h3>Benchmarks and retention</h3>")
+        rows = []
+        for c in cks:
+            g = greedy.get((c["run"], c["model"], c["step"])) or {}
+            r = c.get("retention") or {}
+            m = c.get("modes") or {}
+            rows.append(
+                [
+                    c["run"],
+                    c["step"],
+                    ("reported" if c["reported"] else "")
+                    + (" (failed run)" if c["failed_run"] else ""),
+                    c["accuracy"],
+                    g.get("macro_accuracy"),
+                    passk.get((c["run"], c["model"], c["step"])),
+                    r.get("retention"),
+                    _ci(r.get("ci_low"), r.get("ci_high")),
+                    m.get("mean_n_eff"),
+                    m.get("coverage"),
+                ]
+            )
+        out.append(
+            _table(
+                [
+                    "run",
+                    "step",
+                    "checkpoint",
+                    "sampled accuracy",
+                    "greedy macro accuracy",
+                    metric or "pass@k",
+                    "retention",
+                    "retention CI",
+                    "mean N_eff",
+                    "mode coverage",
+                ],
+                rows,
+            )
+        )
+        out.append(
+            _caption(report, [])
+            + "<p class='label'>retention, N_eff, mode coverage: "
+            + escape(_status(report, mode_deps))
+            + "</p>"
+        )
+        out.append("<h3>Endpoint ratios with coverage; paired ratios with CI and sign test</h3>")
+        rows = []
+        for c in cks:
+            e = c.get("entropy") or {}
+            rows.append(
+                [
+                    c["run"],
+                    c["step"],
+                    e.get("broad_ratio"),
+                    e.get("coverage_success"),
+                    e.get("coverage_failure"),
+                    e.get("paired_ratio"),
+                    _ci(e.get("paired_ci_low"), e.get("paired_ci_high")),
+                    e.get("direction_share"),
+                    e.get("sign_test_p"),
+                    c.get("entropy_error") or "",
+                ]
+            )
+        out.append(
+            _table(
+                [
+                    "run",
+                    "step",
+                    "broad ratio",
+                    "coverage (success)",
+                    "coverage (failure)",
+                    "paired ratio",
+                    "paired CI",
+                    "direction share",
+                    "sign test p",
+                    "note",
+                ],
+                rows,
+            )
+        )
+        out.append(_caption(report, []))
+        cov = report.get("covariance") or {}
+        fit = (cov.get("groups") or {}).get(model)
+        if fit:
+            out.append("<h3>Covariance fit</h3>")
+            keys = (
+                "n",
+                "sign_agreement",
+                "spearman_rho",
+                "pearson_r",
+                "slope",
+                "intercept",
+                "r_squared",
+                "median_abs_error",
+            )
+            out.append(_table(list(keys), [[fit.get(k) for k in keys]]))
+            excl = cov.get("excluded_runs") or []
+            out.append(
+                _caption(report, [])
+                + (
+                    f"<p class='label'>excluded failed runs: {escape(', '.join(excl))}</p>"
+                    if excl
+                    else ""
+                )
+            )
+        tail = [t for t in (report.get("tail") or {}).get("endpoints") or [] if t["model"] == model]
+        if tail:
+            out.append("<h3>q99 tail and rank budgets</h3>")
+            budgets = sorted(
+                {b.get("budget") for t in tail for b in t["report"].get("budgets") or []},
+                key=lambda x: (x is None, x),
+            )
+            rows = []
+            for t in tail:
+                rep = t["report"]
+                by = {b.get("budget"): b for b in rep.get("budgets") or []}
+                rows.append(
+                    [
+                        t["run"] + (" (failed run)" if t["failed_run"] else ""),
+                        t["step"],
+                        (rep.get("success") or {}).get("share"),
+                        (rep.get("failure") or {}).get("share"),
+                        rep.get("gap_failure_minus_success_pp"),
+                        *[(by.get(b) or {}).get("gap_failure_minus_success_pp") for b in budgets],
+                    ]
+                )
+            out.append(
+                _table(
+                    [
+                        "run",
+                        "step",
+                        "q99 share (success)",
+                        "q99 share (failure)",
+                        "gap (pp)",
+                        *[f"top {b:g} gap (pp)" for b in budgets],
+                    ],
+                    rows,
+                )
+            )
+            out.append(_caption(report, []))
+        fails = [f for f in report.get("failure") or [] if f["model"] == model]
+        if fails:
+            out.append("<h3>Failure diagnosis</h3>")
+            out.append(
+                _table(
+                    ["run", "verdict", "reported step", "reason"],
+                    [
+                        [
+                            f["run"],
+                            "FAILED" if f["failed"] else "ok",
+                            f["reported_step"],
+                            f["reported_reason"],
+                        ]
+                        for f in fails
+                    ],
+                )
+            )
+            out.append(_caption(report, []))
+        by_model = (assoc.get("by_model") or {}).get(model)
+        if by_model:
+            out.append("<h3>Retention–pass@k association (exploratory)</h3>")
+            out.append(
+                _table(
+                    ["metric", "Spearman rho", "p", "n", "excluded"],
+                    [
+                        [
+                            metric,
+                            by_model.get("rho"),
+                            by_model.get("p_value"),
+                            by_model.get("n"),
+                            ", ".join(by_model.get("excluded") or []),
+                        ]
+                    ],
+                )
+            )
+            out.append(_caption(report, mode_deps))
+    return out

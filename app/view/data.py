@@ -571,11 +571,15 @@ def report(
     k_min: int = 8,
 ) -> dict[str, Any]:
     """``app.report.build.build_report`` of the study (the view uses a small ``n_boot``;
-    the published report uses the full B)."""
+    the published report uses the full B), validated against the typed report
+    ``app.report.schema.StudyReport`` that the API and the bundle use."""
     from app.report.build import build_report
+    from app.report.schema import StudyReport
 
     with session_scope(engine(settings)) as session:
-        return build_report(session, study=study, seed=seed, n_boot=n_boot, k_min=k_min)
+        rep = build_report(session, study=study, seed=seed, n_boot=n_boot, k_min=k_min)
+    StudyReport.model_validate(rep)
+    return rep
 
 
 def mode_distribution(

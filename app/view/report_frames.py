@@ -1,4 +1,5 @@
-"""Tidy frames cut from a ``build_report`` dict (keys documented in ``app.report.build``)
+"""Tidy frames cut from a ``build_report`` dict (the JSON of ``app.report.schema.StudyReport``,
+validated when the view loads it; keys in docs/report-keys.md)
 for the Entropy, Modes and Covariance pages. Pure functions: no store, no Streamlit, no
 recomputation — every number is the report's own."""
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+#: The JSON form of :class:`app.report.schema.StudyReport`.
 Report = dict[str, Any]
 
 CHECKPOINT_COLUMNS = ["checkpoint", "run", "model", "step", "reported", "failed_run"]

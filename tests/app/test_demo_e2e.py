@@ -112,6 +112,16 @@ def _demo_run_and_checks(env: dict[str, str], data: Path, tmp_path: Path) -> Non
 
     _bundle_equals_stats(env, work, bundle, tmp_path)
 
+    # --- the bundle verifies on its own (no store: RCEA_DATABASE_URL points nowhere),
+    # including the calibration, re-derived from its held-out items
+    bare = {**env, "RCEA_DATA_DIR": str(tmp_path / "nowhere")}
+    ver = _rcea(bare, "report", "verify", str(bundle), "--json")
+    body = json.loads(ver.stdout)
+    assert ver.returncode == 0 and body["ok"], body["mismatches"][:20]
+    assert body["not_rederived"] == [] and body["n_checked"] > 1000
+    cal = json.loads((bundle / "calibration.json").read_text())
+    assert cal["items"] and {i["human"] for i in cal["items"]} <= {"valid", "invalid"}
+
     # --- a second run skips every finished step
     began = time.monotonic()
     again = _rcea(env, "demo", "--quick", "--simulate-annotators", "--no-serve")

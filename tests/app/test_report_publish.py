@@ -302,6 +302,8 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
         "gate.json",
         "calibration.json",
         "rarefaction.json",
+        "inputs.json",
+        "report.schema.json",
         "hashes.json",
     }
     assert files["rubric.toml"].decode() == RUBRIC
@@ -443,3 +445,129 @@ def test_api_report_route(engine, tmp_path: Path) -> None:  # type: ignore[no-un
     assert r.status_code == 200 and r.json()["association"]["metric"] == "toy pass@4"
     r = client.get(f"/api/studies/{sid}/report?association_benchmark=AIME", headers=auth)
     assert r.status_code == 422 and "have: toy" in r.text
+
+
+# --------------------------------------------------------------------------- recompute
+
+
+def test_publish_recomputes_the_gate_after_a_label_changed(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A's label of one pair is changed in the store after gate.final was recorded: the
+    final gate recomputed from the stored labels no longer stands (A and B now disagree
+    and nobody adjudicated); then both agree on "different" against the automatic
+    "same" and the adjudicator confirms it: the gate recomputes with other values, and
+    publish names the requirement with both values."""
+    make_report_study(engine, tmp_path)
+    judge(engine, calibrated_hash=JUDGE)
+    audit_id = draw(engine, tmp_path)
+    gate = final_gate(engine, audit_id, passing=True)
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        p = next(p for p in audit_pairs(s, audit_id=audit_id) if p.automatic == "same")
+        record_annotation(
+            s,
+            audit,
+            ParsedAnnotation(50_001, 1000 + p.id, None, 11, "different", None, False),
+            source="test",
+        )
+    msg = refused(engine, tmp_path / "out")
+    assert (
+        f"gate.final of audit {gate['audit']}: the final gate cannot be recomputed (1 pair(s)"
+        in msg
+        and "need adjudication" in msg
+    )
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        record_annotation(
+            s,
+            audit,
+            ParsedAnnotation(50_002, 2000 + p.id, None, 12, "different", None, False),
+            source="test",
+        )
+        s.add(
+            AuditTask(
+                audit_id=audit_id,
+                role="adjudicator",
+                pair_id=p.id,
+                project_id=3,
+                task_id=3000 + p.id,
+                left_is_a=True,
+            )
+        )
+        bind_existing(
+            s,
+            PAIR,
+            audit,
+            "adjudicator",
+            person=fake_person("adjudicator"),
+            user_id=13,
+            project_id=3,
+        )
+        record_annotation(
+            s,
+            audit,
+            ParsedAnnotation(50_003, 3000 + p.id, 3, 13, "different", None, False),
+            source="test",
+        )
+        again = gate_status(s, audit, final=True)["report"]
+    changed = [
+        (r, o)
+        for r, o in zip(again["requirements"], gate["report"]["requirements"], strict=True)
+        if r["value"] != o["value"]
+    ]
+    assert changed
+    msg = refused(engine, tmp_path / "out")
+    for r, o in changed:
+        assert (
+            f"gate.final of audit {gate['audit']}: requirement {r['name']} recorded "
+            f"{o['value']!r} (passed {o['passed']}), recomputed {r['value']!r} "
+            f"(passed {r['passed']})"
+        ) in msg
+
+
+def _unfreeze(engine, table: str) -> None:  # type: ignore[no-untyped-def]
+    """Drop the immutability trigger of ``table`` (what someone editing the database
+    directly could do): the frozen row can then change behind the recorded gate."""
+    with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {table}_no_update")
+        else:
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {table}_frozen ON {table}")
+
+
+def test_publish_refuses_when_the_rubric_or_partition_changed(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from app.store.models import PartitionAssignment, Rubric
+
+    make_report_study(engine, tmp_path)
+    judge(engine, calibrated_hash=JUDGE)
+    gate = final_gate(engine, draw(engine, tmp_path), passing=True)
+    _unfreeze(engine, "rubric")
+    _unfreeze(engine, "partition_assignment")
+    with engine.begin() as conn:
+        conn.execute(sa.update(Rubric).values(source_text=RUBRIC.replace("seed = 5", "seed = 6")))
+    msg = refused(engine, tmp_path / "out")
+    assert (
+        f"rubric_hash recorded {gate['rubric_hash']}, recomputed from the frozen rubric's text"
+        in msg
+    )
+    with engine.begin() as conn:
+        conn.execute(sa.update(Rubric).values(source_text=RUBRIC))
+    assert publish(engine, tmp_path / "ok")["scope"] == "full (audited)"
+    with engine.begin() as conn:
+        tid = conn.execute(
+            sa.select(PartitionAssignment.trajectory_id).where(
+                PartitionAssignment.mode.is_not(None)  # type: ignore[union-attr]
+            )
+        ).first()[0]
+        conn.execute(
+            sa.update(PartitionAssignment)
+            .where(PartitionAssignment.trajectory_id == tid)
+            .values(mode="m-changed")
+        )
+    with pytest.raises(PublishRefused) as err:
+        publish(engine, tmp_path / "out2")
+    assert not (tmp_path / "out2").exists() or not any((tmp_path / "out2").iterdir())
+    msg = str(err.value)
+    assert (
+        f"gate.final of audit {gate['audit']}: partition_hash recorded {gate['partition_hash']}, "
+        "recomputed from the locked partition's assignments"
+    ) in msg
