@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 EXTRAS ?= dev,llm,train
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint bench gpu-check serve view labelstudio clean
+.PHONY: install shell demo test lint bench gpu-check serve view labelstudio clean
 
 install: $(VENV)/.installed $(LS_VENV)/.installed ## create .venv and .venv-labelstudio
 
@@ -24,8 +24,13 @@ $(LS_VENV)/.installed:
 	$(LS_VENV)/bin/python -m pip install --quiet 'label-studio==$(LABEL_STUDIO_VERSION)'
 	@touch $@
 
+shell: install ## an interactive shell with .venv activated (`rcea` on PATH); exit to leave
+	@echo "rcea is on PATH in this shell (exit to leave; elsewhere: source .venv/bin/activate)"
+	@exec bash --rcfile <(printf 'source ~/.bashrc 2>/dev/null; source "%s/bin/activate"\n' "$(CURDIR)/$(VENV)") -i
+
 DEMO_ARGS ?=
 demo: install ## the embedded study end to end, then serve Label Studio, API, view (Ctrl-C stops)
+	@echo "rcea is $(BIN)/rcea: \`source $(VENV)/bin/activate\` (or \`make shell\`) puts it on PATH"
 	$(BIN)/rcea demo --serve $(DEMO_ARGS)
 
 test: install ## ruff + the whole test suite (PostgreSQL and browser tests included)
