@@ -200,3 +200,41 @@ def test_demo_status_cli_reads_the_state_and_never_runs_the_demo(
     assert r.output.startswith("walkthrough — study toy")
     assert f"(password: {data.resolve() / 'demo-logins.json'}, mode 0600)" in r.output
     assert "      NEXT: rcea demo\n" in r.output
+
+
+def test_audit_gate_text_shows_human_human_macro_f1_in_the_preliminary_stage(capsys) -> None:  # type: ignore[no-untyped-def]
+    from sklearn.metrics import f1_score
+
+    from app.cli.audit_cmd import _print_gate_status
+    from audits.gates import evaluate_gate
+    from audits.thresholds import GateThresholds
+
+    a = ["same", "different", "same", "same", "different", "same", "different", "same"]
+    b = ["same", "same", "same", "different", "different", "same", "different", "same"]
+    report = evaluate_gate(
+        [f"p{i}" for i in range(8)],
+        a,
+        b,
+        None,
+        [None] * 8,
+        0.9,
+        GateThresholds(),
+        stage="preliminary",
+    ).to_dict()
+    _print_gate_status(
+        {
+            "audit": "toy-pairs",
+            "status": "pending",
+            "n_pairs": 24,
+            "progress": {"A": 8, "B": 8, "adjudicator": 0},
+            "n_needing_adjudication": 2,
+            "rubric_hash": "r" * 64,
+            "partition_hash": "p" * 64,
+            "report": report,
+        }
+    )
+    out = capsys.readouterr().out
+    expected = f1_score(a, b, average="macro")
+    assert f"  {'human_human_macro_f1':<28}{expected:>10.4g}\n" in out
+    assert "gate (preliminary): preliminary (not gated)" in out
+    assert "automatic coverage source: the audit's locked partition" in out
