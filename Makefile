@@ -13,14 +13,18 @@ PYTEST_ARGS ?=
 install: $(VENV)/.installed $(LS_VENV)/.installed ## create .venv and .venv-labelstudio
 
 $(VENV)/.installed: pyproject.toml
+	@echo "[install 1/4] $(VENV): virtual environment and pip"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "[install 2/4] $(VENV): rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $@
 
 $(LS_VENV)/.installed:
+	@echo "[install 3/4] $(LS_VENV): virtual environment and pip"
 	@test -x $(LS_VENV)/bin/python || $(PYTHON) -m venv $(LS_VENV)
 	$(LS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	@echo "[install 4/4] $(LS_VENV): label-studio==$(LABEL_STUDIO_VERSION) (≈ 1 min)"
 	$(LS_VENV)/bin/python -m pip install --quiet 'label-studio==$(LABEL_STUDIO_VERSION)'
 	@touch $@
 

@@ -238,3 +238,40 @@ def test_audit_gate_text_shows_human_human_macro_f1_in_the_preliminary_stage(cap
     assert f"  {'human_human_macro_f1':<28}{expected:>10.4g}\n" in out
     assert "gate (preliminary): preliminary (not gated)" in out
     assert "automatic coverage source: the audit's locked partition" in out
+
+
+def test_demo_relays_the_latest_tqdm_bar_of_its_subprocess(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import io
+
+    from tqdm import tqdm
+
+    from app.demo.context import BarRelay, last_bar
+
+    buf = io.StringIO()
+    with tqdm(total=40, desc="warm start", file=buf, mininterval=0, ascii=True) as bar:
+        for _ in range(25):
+            bar.update(1)
+    text = buf.getvalue()
+    assert text.count("\r") >= 25  # tqdm redraws after carriage returns
+    shown = last_bar(text)
+    assert shown is not None and shown.startswith("warm start") and "25/40" in shown
+    assert last_bar("loading the model\nstill loading\n") is None
+    log = tmp_path / "step.log"
+    log.write_text("$ rcea train build-base --json\n")
+    relay = BarRelay()
+    relay.show(log)  # nothing new yet: nothing drawn
+    with log.open("a") as fh:
+        fh.write(text)
+    relay.show(log)
+    relay.clear()
+    err = capsys.readouterr().err
+    assert f"\r\x1b[K      {shown}" in err and err.endswith("\r\x1b[K")
+
+
+def test_rcea_progress_forces_bars_under_json(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from app.cli.common import progress_forced
+
+    monkeypatch.delenv("RCEA_PROGRESS", raising=False)
+    assert not progress_forced()
+    monkeypatch.setenv("RCEA_PROGRESS", "1")
+    assert progress_forced()
