@@ -225,8 +225,9 @@ def _serve(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
     )
     typer.echo(f"view          http://127.0.0.1:{cfg.view_port}")
     typer.echo(f"  {_view_login(cfg)}")
-    typer.echo("")
-    _print_walkthrough(cfg, ctx.state)
+    if ctx.state.size != "sample":  # the --sample demo has no calibration nor gate steps
+        typer.echo("")
+        _print_walkthrough(cfg, ctx.state)
     typer.echo("")
     typer.echo("Ctrl-C stops every process the demo started")
     while all(p.poll() is None for p in procs):
