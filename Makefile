@@ -8,24 +8,33 @@ BIN := $(VENV)/bin
 EXTRAS ?= dev,llm,train,sign
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint bench gpu-check serve view labelstudio clean
+.PHONY: install shell demo test lint bench gpu-check serve view labelstudio clean
 
 install: $(VENV)/.installed $(LS_VENV)/.installed ## create .venv and .venv-labelstudio
 
 $(VENV)/.installed: pyproject.toml
+	@echo "[install 1/4] $(VENV): virtual environment and pip"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "[install 2/4] $(VENV): rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $@
 
 $(LS_VENV)/.installed:
+	@echo "[install 3/4] $(LS_VENV): virtual environment and pip"
 	@test -x $(LS_VENV)/bin/python || $(PYTHON) -m venv $(LS_VENV)
 	$(LS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	@echo "[install 4/4] $(LS_VENV): label-studio==$(LABEL_STUDIO_VERSION) (≈ 1 min)"
 	$(LS_VENV)/bin/python -m pip install --quiet 'label-studio==$(LABEL_STUDIO_VERSION)'
 	@touch $@
 
+shell: install ## an interactive shell with .venv activated (`rcea` on PATH); exit to leave
+	@echo "rcea is on PATH in this shell (exit to leave; elsewhere: source .venv/bin/activate)"
+	@exec bash --rcfile <(printf 'source ~/.bashrc 2>/dev/null; source "%s/bin/activate"\n' "$(CURDIR)/$(VENV)") -i
+
 DEMO_ARGS ?=
 demo: install ## the embedded study end to end, then serve Label Studio, API, view (Ctrl-C stops)
+	@echo "rcea is $(BIN)/rcea: \`source $(VENV)/bin/activate\` (or \`make shell\`) puts it on PATH"
 	$(BIN)/rcea demo --serve $(DEMO_ARGS)
 
 test: install ## ruff + the whole test suite (PostgreSQL and browser tests included)

@@ -39,7 +39,8 @@ def pair_label_config(strategy_definition: str, *, adjudication: bool = False) -
     definition = config_text(strategy_definition)
     choice, note = xml_attr(PAIR_CHOICE), xml_attr(NOTE_FIELD)
     answers = (
-        '\n  <Header value="Annotator answers: $answer_1 / $answer_2" size="5"/>'
+        '\n  <Header value="The two annotators answered: $answer_1 / $answer_2 (in random '
+        'order; who gave which answer is hidden, and so is the automatic label)" size="5"/>'
         if adjudication
         else ""
     )

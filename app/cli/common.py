@@ -41,6 +41,18 @@ def is_tty() -> bool:
     return sys.stderr.isatty()
 
 
+PROGRESS_ENV = "RCEA_PROGRESS"  # "1": draw progress bars on stderr even with --json
+
+
+def progress_forced() -> bool:
+    """Whether ``$RCEA_PROGRESS=1`` asks for tqdm bars on stderr even under ``--json``
+    (stdout stays pure JSON): ``rcea demo`` sets it for its subprocesses and relays the
+    latest bar of the one running under the step's line."""
+    import os
+
+    return os.environ.get(PROGRESS_ENV) == "1"
+
+
 # How to start each external service, named in the one-line error when it is unreachable.
 START_LABEL_STUDIO = "rcea labelstudio start"
 START_POSTGRES = "docker compose up -d postgres (or start the server RCEA_DATABASE_URL names)"
@@ -97,8 +109,7 @@ def _one_service_error(err: BaseException, cfg: Settings) -> str | None:
             how = (
                 f"start it with `{START_LABEL_STUDIO} {person.email}`"
                 if person.managed
-                else "start that server (rcea does not run it; `rcea labelstudio status` "
-                "checks it)"
+                else "start that server (rcea does not run it; `rcea labelstudio status` checks it)"
             )
             return (
                 f"Label Studio of {person.email} at {mask_url(person.url)} is unreachable "
@@ -139,9 +150,7 @@ def _person_at(cfg: Settings, origin: str):  # type: ignore[no-untyped-def]
     try:
         from annotation.people import people_from_settings
 
-        return next(
-            (p for p in people_from_settings(cfg).all() if _origin(p.url) == origin), None
-        )
+        return next((p for p in people_from_settings(cfg).all() if _origin(p.url) == origin), None)
     except Exception:  # noqa: BLE001 - an unreadable registry must not hide the error
         return None
 

@@ -34,6 +34,7 @@ BANNER = (
 
 
 def demo(
+    tctx: typer.Context,
     quick: bool = typer.Option(
         False, "--quick", help="small sizes (< 5 min on 2 cores; the CI smoke test)"
     ),
@@ -60,7 +61,9 @@ def demo(
     in <data_dir>/demo/<study>/state.json), --fresh starts over under a new study name.
     With --serve (the default; what `make demo` runs) Label Studio, `rcea serve` and
     `rcea view` run until Ctrl-C, which stops every process the demo started and nothing
-    else."""
+    else. `rcea demo status` prints the walkthrough per role at any time."""
+    if tctx.invoked_subcommand is not None:
+        return
     if sample:
         _sample_demo(seed=seed, serve=serve)
         return
@@ -92,6 +95,8 @@ def demo(
         _summary(ctx, status, time.monotonic() - began)
         if serve:
             _serve(ctx, procs)
+        else:
+            _print_walkthrough(ctx.cfg, ctx.state)
     except KeyboardInterrupt:
         typer.echo("interrupted: stopping what the demo started (finished steps are kept)")
         code = 130
@@ -165,7 +170,7 @@ def _summary(ctx: Any, status: dict[str, str], seconds: float) -> None:
     typer.echo(
         f"  pair gate       {sim}{gate['status']}"
         if gate
-        else "  pair gate       pending (label the pairs, then: rcea audit gate --final)"
+        else "  pair gate       pending (the walkthrough says what comes next)"
     )
     cal = ctx.state.result("simulate-validity")
     typer.echo(f"  calibration     {sim}completed" if cal else "  calibration     pending")
@@ -207,8 +212,9 @@ def _serve(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
     procs.append(subprocess.Popen([exe, "view", "--port", str(cfg.view_port)]))
     sim = "SIMULATED " if ctx.simulate else ""
     typer.echo("")
-    typer.echo("Label Studio  one server per person (logins also in "
-               f"{cfg.data_dir / 'demo-logins.json'}):")
+    typer.echo(
+        f"Label Studio  one server per person (logins also in {cfg.data_dir / 'demo-logins.json'}):"
+    )
     for email, password in logins.items():
         shown = password or "(account made outside the demo: password unknown)"
         person = people.require(email)
@@ -219,6 +225,10 @@ def _serve(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
     )
     typer.echo(f"view          http://127.0.0.1:{cfg.view_port}")
     typer.echo(f"  {_view_login(cfg)}")
+    if ctx.state.size != "sample":  # the --sample demo has no calibration nor gate steps
+        typer.echo("")
+        _print_walkthrough(cfg, ctx.state)
+    typer.echo("")
     typer.echo("Ctrl-C stops every process the demo started")
     while all(p.poll() is None for p in procs):
         time.sleep(0.5)
@@ -379,5 +389,74 @@ def _serve_sample(cfg: Any, audit_name: str) -> None:
         _stop(ctx, procs)
 
 
+# --------------------------------------------------------------------------- status
+
+demo_app = typer.Typer()
+demo_app.callback(invoke_without_command=True)(demo)
+
+
+@demo_app.command("status")
+def status_cmd(
+    study: str = typer.Option(
+        None, "--study", help="the demo study (default: the most recently run demo)"
+    ),
+) -> None:
+    """The walkthrough per role (annotator A, annotator B, the adjudicator, the
+    researcher) and the researcher's next command, read from the store."""
+    from app.demo.state import DemoState, DemoStateError
+
+    cfg = settings()
+    states = []
+    for path in (cfg.data_dir / "demo").glob("*/state.json"):
+        try:
+            st = DemoState.load(path)
+        except DemoStateError as exc:
+            fail(str(exc))
+        if st is not None and (study is None or st.study == study):
+            states.append((path.stat().st_mtime, str(path), st))
+    if not states:
+        fail(
+            f"no demo {'study ' + study + ' ' if study else ''}under {cfg.data_dir / 'demo'}: "
+            "run `rcea demo` (or `make demo`) first"
+        )
+    _print_walkthrough(cfg, max(states)[2])
+
+
+def _print_walkthrough(cfg: Any, state: Any) -> None:
+    """The walkthrough of ``state``'s study (see :mod:`app.demo.walkthrough`)."""
+    from annotation.people import people_from_settings
+    from app.demo.audits import PEOPLE
+    from app.demo.simulate import SIM_ROLES
+    from app.demo.walkthrough import Where, read_progress, walkthrough
+    from app.store import open_store, session_scope
+
+    roles = SIM_ROLES if state.simulate else PEOPLE
+    people = people_from_settings(cfg)
+    servers = {e: p.url for e in roles.values() if (p := people.get(e)) is not None}
+    view_file = cfg.data_dir / "demo-view-login.json"
+    where = Where(
+        people=dict(roles),
+        servers=servers,
+        logins_file=(cfg.data_dir / "demo-logins.json").resolve(),
+        view_url=f"http://127.0.0.1:{cfg.view_port}",
+        view_login=str(view_file.resolve()) if view_file.exists() else "`rcea view add-researcher`",
+        simulated=state.simulate,
+    )
+    with session_scope(open_store(cfg)) as s:
+        progress = read_progress(
+            s,
+            study=state.study,
+            audit=f"{state.study}-pairs",
+            calibration=f"{state.study}-validity",
+        )
+    for line in walkthrough(progress, where):
+        typer.echo(line)
+    if shutil.which("rcea") is None:
+        typer.echo(
+            f"  (rcea is {Path(sys.executable).parent / 'rcea'}: `source .venv/bin/activate` "
+            "or `make shell` puts it on PATH)"
+        )
+
+
 def register(app: typer.Typer) -> None:
-    app.command()(demo)
+    app.add_typer(demo_app, name="demo")

@@ -22,7 +22,7 @@ from typing import Any
 import typer
 
 from app.cli.audit_cmd import ACTOR_OPTION
-from app.cli.common import JSON_OPTION, engine, fail, is_tty, print_json
+from app.cli.common import JSON_OPTION, engine, fail, is_tty, print_json, progress_forced
 from app.settings import actor_name
 
 PROBE_SET_EVENT = "probe.probe_set"
@@ -132,7 +132,7 @@ def _stage(
         "bench": probe.run_bench,
     }[name]
     try:
-        result = fn(cfg, out, progress=not as_json and is_tty())
+        result = fn(cfg, out, progress=(not as_json and is_tty()) or progress_forced())
     except _errors() as exc:
         fail(str(exc), as_json=as_json)
     data = {"ok": True, **result.to_dict()}

@@ -470,7 +470,8 @@ def _print_gate(data: dict[str, Any]) -> None:
     else:
         verdict = {True: "PASSED", False: "FAILED", None: "preliminary (not gated)"}[data["passed"]]
     typer.echo(f"gate ({data['stage']}): {verdict}")
-    typer.echo(f"automatic coverage source: {data['automatic_coverage_source']}")
+    source = data.get("automatic_coverage_source", "the audit's locked partition")
+    typer.echo(f"automatic coverage source: {source}")
     typer.echo(f"adjudication scope: {data['adjudication_scope']}")
     typer.echo(
         f"pairs {data['n_pairs']}, evaluated {data['n_evaluated']}, excluded (uncertain) "
@@ -481,6 +482,8 @@ def _print_gate(data: dict[str, Any]) -> None:
         typer.echo(
             f"  {r['name']:<28}{_fmt(r['value']):>10} {r['comparator']} {r['threshold']:<8} {mark}"
         )
+    if not data["requirements"]:  # preliminary: not gated, but the number the team watches
+        typer.echo(f"  {'human_human_macro_f1':<28}{_fmt(data.get('human_human_macro_f1')):>10}")
     for key in ("automatic_vs_a_macro_f1", "automatic_vs_b_macro_f1"):
         typer.echo(f"  {key:<28}{_fmt(data.get(key)):>10}")
 

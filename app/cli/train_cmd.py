@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from app.cli.common import JSON_OPTION, fail, print_json
+from app.cli.common import JSON_OPTION, fail, print_json, progress_forced
 
 train_app = typer.Typer(
     help="Embedded RLVR study: build the tiny base policy, train objectives (TRL GRPO).",
@@ -91,7 +91,7 @@ def build_base_cmd(
         lr=lr,
         eval_questions=eval_questions,
         eval_k=eval_k,
-        progress=not as_json,
+        progress=not as_json or progress_forced(),
     )
     data = {"ok": True, **report.to_dict()}
     if as_json:

@@ -77,6 +77,7 @@ class DemoContext:
         """Run ``jobs`` with at most ``workers`` at a time; results in job order. On any
         failure or interruption the jobs still running are killed (and reaped) first."""
         pending, running, results = list(jobs), [], {}
+        relay = BarRelay() if sys.stderr.isatty() else None
         try:
             while pending or running:
                 while pending and len(running) < workers:
@@ -85,14 +86,63 @@ class DemoContext:
                     running.append(job)
                 for job in [j for j in running if j.poll() is not None]:
                     running.remove(job)
+                    if relay is not None:
+                        relay.clear()
                     results[id(job)] = job.result()
                     if on_done is not None:
                         on_done(job, results[id(job)])
+                if relay is not None and len(running) == 1:
+                    relay.show(running[0].log)
                 time.sleep(0.1)
         finally:
+            if relay is not None:
+                relay.clear()
             for job in running:
                 job.kill()
         return [results[id(j)] for j in jobs]
+
+
+def last_bar(text: str) -> str | None:
+    """The latest tqdm bar in a chunk of a subprocess's stderr (tqdm redraws a bar after
+    a carriage return; a bar has the ``n/total`` or ``it/s`` counter), or None."""
+    for piece in reversed(text.replace("\n", "\r").split("\r")):
+        piece = piece.strip()
+        if piece and ("it/s" in piece or "s/it" in piece or "|" in piece) and "/" in piece:
+            return piece
+    return None
+
+
+class BarRelay:
+    """Shows the latest tqdm bar of the one running ``rcea`` subprocess (its stderr goes
+    to the step's log; the subprocesses run with ``$RCEA_PROGRESS=1``) on the demo's own
+    terminal, redrawn in place under the step's line: the same bars the commands draw
+    when run by hand."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[Path, int] = {}
+        self.shown = False
+
+    def show(self, log: Path) -> None:
+        try:
+            with log.open("rb") as fh:
+                # from where the log stood when this job was first seen (earlier runs'
+                # output is not replayed)
+                fh.seek(self.offsets.setdefault(log, fh.seek(0, 2)))
+                chunk = fh.read()
+                self.offsets[log] = fh.tell()
+        except OSError:
+            return
+        bar = last_bar(chunk.decode("utf-8", errors="replace"))
+        if bar:
+            sys.stderr.write("\r\033[K      " + bar[:150])
+            sys.stderr.flush()
+            self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False
 
 
 class RceaJob:
@@ -116,7 +166,10 @@ class RceaJob:
         self._err.write(f"$ {' '.join(self.cmd)}\n")
         self._err.flush()
         self._out = tempfile.TemporaryFile()  # noqa: SIM115 - closed in result() or kill()
-        self.proc = subprocess.Popen(self.cmd, stdout=self._out, stderr=self._err)
+        import os
+
+        env = {**os.environ, "RCEA_PROGRESS": "1"}  # bars on stderr (relayed by BarRelay)
+        self.proc = subprocess.Popen(self.cmd, stdout=self._out, stderr=self._err, env=env)
 
     def poll(self) -> int | None:
         assert self.proc is not None

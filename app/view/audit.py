@@ -40,7 +40,13 @@ else:
     cols[0].metric("status", gate.get("status", "pending"))
     cols[1].metric("pairs", ov["n_pairs"])
     cols[2].metric("questions", ov["n_questions"])
-    cols[3].metric("need adjudication", len(detail["disagreements"]))
+    dis_all = detail["disagreements"]
+    waiting = int(dis_all["adjudicated"].isna().sum()) if not dis_all.empty else 0
+    cols[3].metric(
+        "need adjudication",
+        waiting,
+        help=f"{len(dis_all)} pair(s) go to adjudication; {len(dis_all) - waiting} decided",
+    )
     st.caption(
         f"rubric sha256 {ov['rubric_hash'][:12]}…, partition sha256 "
         f"{ov['partition_hash'][:12]}…, seed {ov['seed']}; "
@@ -56,7 +62,11 @@ else:
         width="stretch",
         column_config={"share": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0)},
     )
-    right.altair_chart(charts.progress_bars(progress), width="stretch")
+    bars = charts.progress_bars(progress)
+    if bars is None:
+        right.caption("No pair is labelled yet.")
+    else:
+        right.altair_chart(bars, width="stretch")
     if detail["label_statuses"]:
         st.caption(
             "Annotations by status: "
@@ -96,6 +106,19 @@ else:
             dis,
             hide_index=True,
             width="stretch",
+            # fits the page width (no sideways scroll); the trajectory ids stay in the frame
+            column_order=[
+                "pair_key",
+                "question_id",
+                "A",
+                "B",
+                "automatic",
+                "why",
+                "adjudicated",
+                "adjudication_task",
+                "task_A",
+                "task_B",
+            ],
             column_config={
                 "adjudication_task": st.column_config.LinkColumn(
                     "adjudication task", display_text="open in Label Studio"
@@ -109,6 +132,25 @@ else:
             "an adjudication task yet: `rcea audit adjudicate`. (This researcher view shows "
             "provenance and automatic labels; the adjudication tasks themselves are blinded.)"
         )
+
+st.header("Validity calibration")
+calibrations = data.calibration_progress(study)
+if calibrations.empty:
+    st.caption(
+        "No validity calibration yet: `rcea judge calibrate sample --study S --judge J` "
+        "then `rcea judge calibrate push`."
+    )
+else:
+    st.dataframe(
+        calibrations,
+        hide_index=True,
+        width="stretch",
+        column_config={"share": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0)},
+    )
+    st.caption(
+        "Held-out items with a human reference (the agreed or adjudicated label); "
+        "`rcea judge calibrate report` records the calibration once every one has one."
+    )
 
 st.header("Codebook extension requests")
 done = st.session_state.pop("decided", None)

@@ -50,12 +50,25 @@ def entropy_traces(df: pd.DataFrame, *, title: str = "entropy") -> alt.Chart:
     )
 
 
+def checkpoint_order(df: pd.DataFrame) -> list[str]:
+    """The checkpoints in the frame's order (the pages sort by run, model, step), once."""
+    return [str(c) for c in dict.fromkeys(df["checkpoint"])] if len(df) else []
+
+
+def checkpoint_axis(df: pd.DataFrame) -> alt.X:
+    """An explicit ordinal x axis with a label for every checkpoint: the order is given
+    (not left to Vega-Lite) and overlapping labels are never dropped (the default hides
+    every other one when they crowd, e.g. the step-50 checkpoints)."""
+    order = checkpoint_order(df)
+    axis = alt.Axis(labelAngle=-40, labelLimit=320, labelOverlap=False, values=order)
+    return alt.X("checkpoint:O", title="checkpoint", sort=order, axis=axis)
+
+
 def ratio_with_ci(df: pd.DataFrame, *, title: str = "failed / successful") -> alt.LayerChart:
     """Point estimate with 95% CI error bars per checkpoint and the line y = 1 (Figure 4/5
     style): columns ``checkpoint``, ``estimate``, ``ci_low``, ``ci_high`` (CI may be
     missing, then only the point is drawn)."""
-    axis = alt.Axis(labelAngle=-20, labelLimit=320)
-    base = alt.Chart(df).encode(x=alt.X("checkpoint:N", title="checkpoint", sort=None, axis=axis))
+    base = alt.Chart(df).encode(x=checkpoint_axis(df))
     points = base.mark_point(filled=True, size=80).encode(
         y=alt.Y("estimate:Q", title=title, scale=alt.Scale(zero=False)),
         tooltip=[
@@ -93,6 +106,13 @@ def delta_h_scatter(df: pd.DataFrame) -> alt.LayerChart:
     )
     line = alt.Chart(ident).mark_line(strokeDash=[4, 4], color="gray").encode(x="x:Q", y="y:Q")
     return alt.layer(line, points)
+
+
+def mode_label(mode: str, names: dict[str, str]) -> str:
+    """``name (id)`` for a mode id the codebook names (``m1`` → ``direct (m1)``); other
+    labels (already names, ``uncertain``) unchanged."""
+    name = names.get(mode)
+    return f"{name} ({mode})" if name and name != mode else mode
 
 
 def mode_distribution(df: pd.DataFrame) -> alt.Chart:
@@ -141,14 +161,24 @@ def confusion_heatmap(
     return alt.layer(rect, text).properties(width=220, height=180)
 
 
-def progress_bars(df: pd.DataFrame) -> alt.Chart:
-    """Labelling progress per role: columns ``role``, ``labelled``, ``of``."""
+def progress_bars(df: pd.DataFrame) -> alt.Chart | None:
+    """Labelling progress per role: columns ``role``, ``labelled``, ``of``; the x scale
+    runs from 0 to the largest ``of``. None before any label (a chart of zeros has a
+    degenerate axis)."""
+    if df.empty or int(df["labelled"].fillna(0).sum()) == 0:
+        return None
+    top = max(int(df["of"].fillna(0).max()), int(df["labelled"].max()), 1)
     return (
         alt.Chart(df)
         .mark_bar()
         .encode(
             y=alt.Y("role:N", sort=None),
-            x=alt.X("labelled:Q", title="pairs labelled"),
+            x=alt.X(
+                "labelled:Q",
+                title="pairs labelled",
+                scale=alt.Scale(domain=[0, top]),
+                axis=alt.Axis(format="d", tickMinStep=1),
+            ),
             tooltip=["role", "labelled", "of"],
         )
     )

@@ -77,4 +77,5 @@ else:
     st.dataframe(rf.budget_frame(rep), hide_index=True, width="stretch")
     counts = (rep.get("tail") or {}).get("direction_counts")
     if counts:
-        st.json(counts, expanded=False)
+        st.markdown("**Direction counts** (endpoints whose failed stratum has the larger share)")
+        st.dataframe(rf.direction_counts_frame(counts), hide_index=True, width="stretch")

@@ -623,3 +623,54 @@ def mode_distribution(
         out,
         columns=["question_id", "checkpoint", "run", "model", "step", "mode", "count", "share"],
     )
+
+
+def calibration_progress(study: str, settings: Settings | None = None) -> pd.DataFrame:
+    """One row per validity calibration of the study: held-out items with a human
+    reference (``labelled`` of ``of``), A–B disagreements still waiting for adjudication
+    (two-annotator plans) and whether it is recorded as completed (the same reading as
+    ``rcea demo status``, :func:`app.demo.walkthrough.read_calibration`)."""
+    from app.demo.walkthrough import read_calibration
+    from app.store.models import ValidityCheck
+
+    rows = []
+    with session_scope(engine(settings)) as session:
+        st = require_study(session, name=study)
+        checks = session.exec(
+            select(ValidityCheck)
+            .where(ValidityCheck.study_id == st.id, ValidityCheck.kind == "calibration")
+            .order_by(ValidityCheck.id)
+        ).all()
+        for check in checks:
+            cp = read_calibration(session, check.name)
+            if cp is None:
+                rows.append({"calibration": check.name, "status": "not pushed"})
+                continue
+            rows.append(
+                {
+                    "calibration": check.name,
+                    "status": "completed" if cp.completed else "labelling",
+                    "labelled": cp.n_reference,
+                    "of": cp.n_items,
+                    "share": cp.n_reference / cp.n_items if cp.n_items else None,
+                    "awaiting adjudication": cp.n_needing_adjudication - cp.n_adjudicated,
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=["calibration", "status", "labelled", "of", "share", "awaiting adjudication"],
+    )
+
+
+def mode_names(study: str, settings: Settings | None = None) -> dict[str, dict[str, str]]:
+    """question id → mode id → the mode's name in the question's latest frozen codebook
+    (the partition labels trajectories by id: ``m1``, ``m2`` …)."""
+    from app.codebook.common import versions_by_question
+
+    with session_scope(engine(settings)) as session:
+        st = require_study(session, name=study)
+        return {
+            q: {str(m["id"]): str(m["name"]) for m in vs[-1].modes if "id" in m and "name" in m}
+            for q, vs in versions_by_question(session, study_id=st.id).items()
+            if vs
+        }

@@ -73,7 +73,16 @@ else:
 
 st.subheader("Decomposition (Prop. 1)")
 decomp = rf.decomposition_frame(rep)
-st.dataframe(decomp, hide_index=True, width="stretch")
+st.dataframe(
+    decomp,
+    hide_index=True,
+    width="stretch",
+    column_config={
+        c: st.column_config.NumberColumn(format="%.2e")
+        for c in ("max |residual|", "max |mixture residual|")
+        if c in decomp.columns
+    },
+)
 st.caption(
     "Macro over questions, nats. H(Y|x) = −mean ℓ; H(Y|R=r,x) = −mean ℓ over outcome r + "
     "log p̂_r; the residual H(Y|x) − [h_b(p̂₊) + Σ p̂_r H(Y|R=r,x)] is a consistency check "

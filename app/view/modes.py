@@ -96,6 +96,8 @@ else:
                 of_q[of_q["checkpoint"] == ckpt],
             ]
         )
+        names = data.mode_names(study).get(question, {})
+        shown = shown.assign(mode=[charts.mode_label(m, names) for m in shown["mode"]])
         st.altair_chart(
             charts.mode_distribution(shown[shown["mode"] != "uncertain"]), width="stretch"
         )

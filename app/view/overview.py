@@ -8,6 +8,16 @@ import streamlit as st
 from app.view import charts, data
 from app.view.state import selected_study
 
+AUDIT_NUMBERS = {
+    "human_human_macro_f1": "A–B F1",
+    "automatic_macro_f1": "auto F1",
+    "gap": "gap",
+    "different_precision": "diff. prec.",
+    "different_recall": "diff. rec.",
+    "automatic_coverage": "coverage",
+}
+AUDIT_SHOWN = ["audit", "status", "stage", "pairs", *AUDIT_NUMBERS]
+
 st.title("RCEA Audit — overview")
 
 studies = data.studies_frame()
@@ -41,7 +51,18 @@ audits = data.audits_frame(name)
 if audits.empty:
     st.caption("No pair audit yet: `rcea audit sample --study S --rubric NAME`.")
 else:
-    st.dataframe(audits, hide_index=True, width="stretch")
+    st.dataframe(
+        audits,
+        hide_index=True,
+        width="stretch",
+        # short headers and 3 decimals so the summary fits the page (no sideways scroll);
+        # the hashes stay in the frame (Audit page: the full ones)
+        column_order=[c for c in AUDIT_SHOWN if c in audits.columns],
+        column_config={
+            name: st.column_config.NumberColumn(label, format="%.3f", help=name)
+            for name, label in AUDIT_NUMBERS.items()
+        },
+    )
     st.caption(
         "Status: pending (labelling incomplete), preliminary (labelled, not gated), "
         "passed / failed (final gate recorded). Retention and mode numbers may only be "

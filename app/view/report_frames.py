@@ -376,3 +376,15 @@ def association_frame(report: Report) -> pd.DataFrame:
         ],
         columns=["scope", "metric", "rho", "p_value", "n", "excluded"],
     )
+
+
+def direction_counts_frame(counts: dict[str, Any]) -> pd.DataFrame:
+    """The report's ``tail.direction_counts`` (the q99 tail, then each equal-count
+    budget) as one row per selection; lists are joined for display."""
+    rows = [counts.get("quantile_tail") or {}, *(counts.get("budgets") or [])]
+    flat = [
+        {k: ", ".join(map(str, v)) if isinstance(v, list | tuple) else v for k, v in r.items()}
+        for r in rows
+        if r
+    ]
+    return pd.DataFrame(flat)

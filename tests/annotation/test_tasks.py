@@ -35,6 +35,18 @@ def test_label_config_has_required_choice_and_escapes_definition() -> None:
     assert "$answer_1" in pair_label_config("d", adjudication=True)
 
 
+def test_adjudication_header_says_order_is_random_and_sources_hidden() -> None:
+    from xml.etree import ElementTree
+
+    root = ElementTree.fromstring(pair_label_config("d", adjudication=True))
+    headers = [h.get("value") for h in root.iter("Header")]
+    assert (
+        "The two annotators answered: $answer_1 / $answer_2 (in random order; who gave "
+        "which answer is hidden, and so is the automatic label)"
+    ) in headers
+    assert not any("Annotator answers" in (h or "") for h in headers)  # not read as A / B
+
+
 def test_scanner_finds_ids_and_exact_values_but_not_natural_words() -> None:
     sent = [{"pair": "p1", "left": "grpo-s100-q003-k07 wrote this", "right": "factor it"}]
     leaks = scan_for_leaks(sent, {"grpo-s100-q003-k07"}, forbidden_exact={"factor"})

@@ -289,6 +289,38 @@ def chart_marks(at: AppTest) -> list[set[str]]:
     return out
 
 
+def chart_specs(at: AppTest) -> list[dict[str, Any]]:
+    """The Vega-Lite spec of every Altair chart on the page."""
+    return [json.loads(chart.proto.spec) for chart in at.get("vega_lite_chart")]
+
+
+def x_encodings(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        lay["encoding"]["x"] for lay in spec.get("layer", [spec]) if "x" in lay.get("encoding", {})
+    ]
+
+
+def column_config(at: AppTest, column: str) -> dict[str, Any]:
+    """The column configuration of the first data frame with ``column``."""
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return json.loads(df.proto.columns or "{}")
+    raise AssertionError(f"no data frame with a {column!r} column")
+
+
+def assert_every_checkpoint_labelled(at: AppTest, checkpoints: list[str]) -> None:
+    """The ratio/retention chart: an ordinal x axis sorted in the given order, one label
+    per checkpoint, and no label dropped on overlap."""
+    (spec,) = [s for s in chart_specs(at) if any(
+        (lay["mark"]["type"] if isinstance(lay["mark"], dict) else lay["mark"]) == "errorbar"
+        for lay in s.get("layer", [s]))]  # fmt: skip
+    xs = x_encodings(spec)
+    assert xs and all(x["field"] == "checkpoint" and x["type"] == "ordinal" for x in xs)
+    for x in xs:
+        assert x["sort"] == checkpoints
+        assert x["axis"]["values"] == checkpoints and x["axis"]["labelOverlap"] is False
+
+
 def records(data: Path) -> pd.DataFrame:
     """The fixture's records as ingested (read back from its JSONL files, not the store)."""
     files = sorted(data.parent.glob("step*.jsonl"))
@@ -355,6 +387,12 @@ def test_entropy_page_ratios_match_an_independent_computation(
         assert row.ci_low <= row.paired_ratio <= row.ci_high
     decomp = frame_with(at, "max |residual|")
     assert (decomp["max |residual|"].abs() < 1e-9).all()
+    # tiny residuals in scientific notation, not truncated to 0.00000000000000
+    residual_cfg = column_config(at, "max |residual|")
+    assert residual_cfg["max |residual|"]["type_config"]["format"] == "%.2e"
+    # every checkpoint of the ratio chart has its own axis label, in the frame's order
+    with_ci = ratios.dropna(subset=["paired_ratio"])
+    assert_every_checkpoint_labelled(at, list(dict.fromkeys(with_ci["checkpoint"])))
     # training traces on progress, then the ratio with CI error bars and the line y = 1
     assert chart_marks(at) == [{"line"}, {"errorbar", "point", "rule"}]
     traces = json.loads(at.get("vega_lite_chart")[0].proto.spec)
@@ -374,6 +412,8 @@ def test_modes_page_distribution_and_codebook_browser(
     assert any("Not publishable" in w.value for w in at.warning)
     retention = frame_with(at, "retention")
     assert sorted(retention["step"]) == [100, 100]
+    shown_ret = retention.dropna(subset=["retention"])
+    assert_every_checkpoint_labelled(at, list(dict.fromkeys(shown_ret["checkpoint"])))
     assert retention["retention"].notna().all()
     # Mode counts of q00 at the chosen checkpoint: the records' own mode column (the
     # partition was frozen from it), counted independently.
@@ -418,6 +458,11 @@ def test_covariance_page_fit_matches_ols(
     assert chart_marks(at) == [{"line", "point"}]  # identity line + points
     q99 = frame_with(at, "gap_pp")
     assert q99["failed_run"].tolist() == [True, False]  # kept and marked
+    # the direction counts are a labelled table, not a bare collapsed JSON widget
+    assert len(at.get("json")) == 0
+    assert any("Direction counts" in m.value for m in at.markdown)
+    counts = frame_with(at, "selection")
+    assert len(counts) >= 1 and counts["selection"].notna().all()
 
 
 def test_audit_page_progress_confusions_and_links(
@@ -440,6 +485,64 @@ def test_audit_page_progress_confusions_and_links(
     assert "**A vs B (human–human)**" in titles and "**automatic vs B**" in titles
     assert chart_marks(at) == [{"bar"}] + [{"rect", "text"}] * 3  # progress, confusions
     assert {"approve-1", "reject-1"} <= _keys(at)
+
+
+def test_audit_page_axes_adjudication_count_calibration_and_table_width(
+    stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_store(monkeypatch, stores["full"])
+    at = app_at("audit.py")
+    no_exception(at)
+    # the progress bars run from 0 to the pairs of the audit (no degenerate axis)
+    (bars,) = [sp for sp in chart_specs(at) if sp.get("mark") in ("bar", {"type": "bar"})]
+    assert bars["encoding"]["x"]["scale"]["domain"] == [0, 12]
+    # one pair goes to adjudication and none is decided yet: 1 still needed
+    metric = next(m for m in at.metric if m.label == "need adjudication")
+    assert metric.value == "1"
+    # the disagreement table fits the page: no trajectory-id columns shown
+    dis = next(d for d in at.dataframe if "adjudication_task" in d.value.columns)
+    shown = list(dis.proto.column_order)
+    assert "pair_key" in shown and "adjudication_task" in shown
+    assert "trajectory_a" not in shown and "trajectory_b" not in shown
+    # validity calibration progress has its own section (none in this store)
+    assert any(h.value == "Validity calibration" for h in at.header)
+    assert any("No validity calibration yet" in c.value for c in at.caption)
+
+
+def test_progress_bars_none_before_any_label_and_mode_names() -> None:
+    from app.view.charts import mode_label, progress_bars
+
+    zero = pd.DataFrame(
+        {"role": ["A", "B", "adjudicator"], "labelled": [0, 0, 0], "of": [24, 24, 0]}
+    )
+    assert progress_bars(zero) is None
+    some = zero.assign(labelled=[3, 0, 0])
+    spec = progress_bars(some).to_dict()  # type: ignore[union-attr]
+    assert spec["encoding"]["x"]["scale"]["domain"] == [0, 24]
+    names = {"m1": "direct", "m2": "distribute"}
+    assert [mode_label(m, names) for m in ("m1", "m2", "m3", "uncertain", "direct")] == [
+        "direct (m1)",
+        "distribute (m2)",
+        "m3",
+        "uncertain",
+        "direct",
+    ]
+
+
+def test_overview_audit_summary_fits_the_page(
+    stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_store(monkeypatch, stores["full"])
+    at = app_at("overview.py")
+    audits = next(d for d in at.dataframe if "human_human_macro_f1" in d.value.columns)
+    shown = list(audits.proto.column_order)
+    assert shown == [
+        "audit", "status", "stage", "pairs", "human_human_macro_f1", "automatic_macro_f1",
+        "gap", "different_precision", "different_recall", "automatic_coverage",
+    ]  # fmt: skip
+    cfg = json.loads(audits.proto.columns)
+    assert cfg["human_human_macro_f1"]["label"] == "A–B F1"
+    assert cfg["gap"]["type_config"]["format"] == "%.3f"
 
 
 def _copy_full(stores: dict[str, Path], tmp_path: Path, name: str) -> Path:
