@@ -8,9 +8,12 @@ BIN := $(VENV)/bin
 EXTRAS ?= dev,llm,train
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint bench gpu-check serve view labelstudio clean
+.PHONY: install chromium demo test lint bench mutation gpu-check serve view labelstudio clean
 
-install: $(VENV)/.installed $(LS_VENV)/.installed ## create .venv and .venv-labelstudio
+install: $(VENV)/.installed $(LS_VENV)/.installed chromium ## create .venv and .venv-labelstudio; Debian chromium
+
+chromium: ## Debian chromium for the browser tests (apt-get as root, else the command to run)
+	@.ci/chromium
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

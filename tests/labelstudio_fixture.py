@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from annotation.server import LabelStudioServer, default_executable
+from tests.helpers import service_missing
 
 BOOT_SECONDS: dict[str, float] = {}
 
@@ -40,7 +41,9 @@ def labelstudio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStudi
     """A started server on a free loopback port in a temp dir; stopped after the run."""
     executable = default_executable()
     if not executable.exists():
-        pytest.skip(f"no label-studio at {executable}; `make install` creates it")
+        service_missing(
+            "labelstudio", f"no label-studio at {executable}; `make install` creates it"
+        )
     data_dir = tmp_path_factory.mktemp("labelstudio-data")
     server = LabelStudioServer(data_dir, _free_loopback_port(), executable=executable)
     began = time.monotonic()
@@ -50,8 +53,3 @@ def labelstudio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStudi
         yield LabelStudioHandle(server.url, server.credentials().token, data_dir, server)
     finally:
         server.stop()
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for what, seconds in BOOT_SECONDS.items():
-        terminalreporter.write_line(f"Label Studio {what}: {seconds:.1f} s")

@@ -19,12 +19,11 @@ from annotation.tasks import PAIR_CHOICE
 from app.audit.push import assign_role, push_audit
 from app.store import make_engine, session_scope, upgrade
 from app.store.models import Audit, AuditLabel, AuditTask
-from tests.helpers import audit_study, draw_test_audit
+from tests.helpers import audit_study, chromium_executable, draw_test_audit
 from tests.labelstudio_fixture import LabelStudioHandle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -49,8 +48,7 @@ def _json_out(runner: CliRunner, args: list[str]) -> dict:  # type: ignore[type-
 def test_annotator_labels_in_the_browser(
     labelstudio: LabelStudioHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} missing: `apt-get install chromium` (.ci/run does this)")
+    chromium = chromium_executable()  # fails instead of skipping when CI requires it
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect, sync_playwright
 
@@ -89,7 +87,7 @@ def test_annotator_labels_in_the_browser(
 
     # --- annotator A in a real browser
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(60_000)

@@ -20,6 +20,7 @@ from app.view import data
 from tests.app.test_view_pages import full_store
 from tests.helpers import (
     audit_study,
+    chromium_executable,
     draw_test_audit,
     fake_tasks,
     free_port,
@@ -28,7 +29,6 @@ from tests.helpers import (
     write_jsonl,
 )
 
-CHROMIUM = "/usr/bin/chromium"
 PAGES = {
     "": "RCEA Audit — overview",
     "entropy": "Entropy",
@@ -131,8 +131,7 @@ def test_audit_reads_on_both_backends(store_url: str, tmp_path: Path) -> None:
 def test_view_renders_in_chromium(tmp_path: Path) -> None:
     """`rcea view` on a free port, every page in chromium: the page's title and its
     charts render, and no exception block appears. Screenshots under tmp."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} missing: `apt-get install chromium` (.ci/run does this)")
+    chromium = chromium_executable()  # fails instead of skipping when CI requires it
     from playwright.sync_api import sync_playwright
 
     full_store(tmp_path)
@@ -151,7 +150,7 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
         wait_for_http(f"{url}/_stcore/health", timeout=90, proc=proc)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(
-                executable_path=CHROMIUM,
+                executable_path=chromium,
                 args=[
                     "--no-sandbox",
                     "--disable-gpu",
