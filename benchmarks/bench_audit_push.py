@@ -26,6 +26,8 @@ labelled project holds.
 
 Run: ``make bench`` or ``python benchmarks/bench_audit_push.py [--pairs 4526]``.
 Add ``--profile`` to print cProfile's top functions of the push and the sync.
+``--smoke`` runs 58 pairs in seconds (``make test`` runs it, against the test session's Label
+Studio given by ``--labelstudio-url``/``--labelstudio-token``, so the script cannot rot).
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ import socket
 import sqlite3
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -121,6 +125,16 @@ def build_store(root: Path, n_questions: int, n_pairs: int):  # type: ignore[no-
         freeze_partition_from_modes(s, study="bench", actor="bench")
         audit_id = draw_audit(s, study="bench", rubric="bench-rubric", actor="bench").id
     return engine, audit_id
+
+
+@dataclass
+class RunningServer:
+    """A Label Studio started elsewhere (``--labelstudio-url``): used, never stopped."""
+
+    url: str
+
+    def stop(self) -> None:
+        pass
 
 
 def timed(fn: Callable[[], T], profile: bool, label: str) -> tuple[T, float]:
@@ -223,6 +237,25 @@ def check_task_ids(  # type: ignore[no-untyped-def]
     return 2 * len(picks)
 
 
+def pair_texts(engine, audit_id: int, pairs) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """The texts of the pairs' trajectories, read from the store (the push sends these)."""
+    from sqlmodel import select
+
+    from app.store import session_scope
+    from app.store.models import Audit, Trajectory
+
+    ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
+    with session_scope(engine) as s:
+        study_id = s.get(Audit, audit_id).study_id
+        rows = s.exec(
+            select(Trajectory.trajectory_id, Trajectory.text).where(
+                Trajectory.study_id == study_id,
+                Trajectory.trajectory_id.in_(sorted(ids)),  # type: ignore[attr-defined]
+            )
+        ).all()
+    return {tid: text for tid, text in rows}
+
+
 def copy_sqlite(src: Path, dst: Path) -> None:
     with closing(sqlite3.connect(src)) as a, closing(sqlite3.connect(dst)) as b:
         a.backup(b)
@@ -257,7 +290,16 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=60, help="questions in the study")
     ap.add_argument("--n-baseline", type=int, default=300, help="tasks in each baseline")
     ap.add_argument("--profile", action="store_true", help="cProfile the push and the sync")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
+    ap.add_argument(
+        "--labelstudio-url", help="use this running Label Studio (with --labelstudio-token)"
+    )
+    ap.add_argument("--labelstudio-token", help="its admin API token")
     args = ap.parse_args()
+    if args.smoke:
+        args.pairs, args.questions, args.n_baseline = 58, 30, 10
+    if bool(args.labelstudio_url) != bool(args.labelstudio_token):
+        raise SystemExit("--labelstudio-url and --labelstudio-token go together")
 
     from sqlmodel import select
 
@@ -277,17 +319,22 @@ def main() -> None:
         engine, audit_id = build_store(root, args.questions, args.pairs)
         store_s = time.perf_counter() - t0
 
-        server = LabelStudioServer(root / "ls", free_port(), executable=default_executable())
-        t0 = time.perf_counter()
-        server.start(timeout=600)
-        boot_s = time.perf_counter() - t0
-        print(f"Label Studio first boot: {boot_s:.1f} s (not part of the figures)", flush=True)
-        try:
+        if args.labelstudio_url:
+            server = RunningServer(args.labelstudio_url.rstrip("/"))
+            token, boot_s = args.labelstudio_token, 0.0
+        else:
+            server = LabelStudioServer(root / "ls", free_port(), executable=default_executable())
+            t0 = time.perf_counter()
+            server.start(timeout=600)
+            boot_s = time.perf_counter() - t0
             token = server.credentials().token
+            print(f"Label Studio first boot: {boot_s:.1f} s (not part of the figures)", flush=True)
+        suffix = f"-{uuid.uuid4().hex[:8]}"  # a shared server may hold earlier runs' people
+        try:
             client = make_client(server.url, token, timeout=600.0)
             people = {
                 role: create_annotator(
-                    server.url, token, f"bench-{role.lower()}@rcea.test", PASSWORD
+                    server.url, token, f"bench-{role.lower()}{suffix}@rcea.test", PASSWORD
                 )
                 for role in ("A", "B")
             }
@@ -318,10 +365,7 @@ def main() -> None:
             copy_sqlite(root / "bench.db", root / "baseline.db")
 
             # ---- baseline: one task per request, same task data as the push sent
-            from app.audit.push import _texts
-
-            with session_scope(engine) as s:
-                texts = _texts(s, s.get(Audit, audit_id), pairs[: args.n_baseline])
+            texts = pair_texts(engine, audit_id, pairs[: args.n_baseline])
             sub = [
                 {"pair": p.pair_key, "left": texts[p.trajectory_a], "right": texts[p.trajectory_b]}
                 for p in pairs[: args.n_baseline]
@@ -412,6 +456,7 @@ def main() -> None:
                 "sync_ratio_vs_baseline": round(sync_rate / base_sync_rate, 2),
                 "labelstudio_boot_s": round(boot_s, 1),
                 "profiled": args.profile,
+                "smoke": args.smoke,
             }
         )
     )
