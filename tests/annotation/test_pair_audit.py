@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
+from sklearn.metrics import f1_score
 
 from annotation.accounts import create_annotator, login_session
 from annotation.client import make_client
@@ -106,6 +107,10 @@ def _tasks(engine, audit_id: int, role: str) -> dict[int, int]:  # type: ignore[
             .all()
         )
         return {r.pair_id: r.task_id for r in rows}
+
+
+def _other(label: str) -> str:
+    return "different" if label == "same" else "same"
 
 
 def _n_labels(engine) -> int:  # type: ignore[no-untyped-def]
@@ -237,8 +242,18 @@ def test_pair_audit_in_label_studio(
         from app.audit.labels import record_final_gate
 
         record_final_gate(s, s.get(Audit, audit_id), res, "test")
-    assert res["stage"] == "final" and res["status"] in ("passed", "failed")
-    assert res["report"]["automatic_macro_f1"] == pytest.approx(1.0)
+    # deterministic: B disagrees with A (= the automatic labels) on one pair, adjudicated
+    # to A's label; F1_HH by sklearn over the pairs with an automatic label, then pinned
+    ev = [p for p in pairs if p.automatic is not None]
+    b_truth = {p.id: truth[p.id] if p.id != flipped else _other(truth[p.id]) for p in ev}
+    hh = f1_score([truth[p.id] for p in ev], [b_truth[p.id] for p in ev], average="macro")
+    rep = res["report"]
+    assert (res["stage"], res["status"], rep["passed"]) == ("final", "passed", True)
+    assert rep["automatic_macro_f1"] == pytest.approx(1.0)
+    assert rep["human_human_macro_f1"] == pytest.approx(hh, abs=1e-12)
+    assert rep["human_human_macro_f1"] == pytest.approx(0.939799331103679, abs=1e-12)
+    assert rep["gap"] == pytest.approx(hh - 1.0, abs=1e-12)
+    assert [r["name"] for r in rep["requirements"] if not r["passed"]] == []
     with session_scope(engine) as s:
         gates = list_events(s, kind="gate.final")
         assert gates[-1].payload["partition_hash"] == res["partition_hash"]
