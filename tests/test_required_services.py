@@ -67,3 +67,23 @@ def test_missing_chromium_fails_when_required(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(helpers.REQUIRED_SERVICES, "browser", False)
     with pytest.raises(pytest.skip.Exception, match="/nonexistent/chromium missing"):
         helpers.chromium_executable()
+
+
+def test_the_ci_profile_reaches_per_test_settings() -> None:
+    """A test's own ``@settings(max_examples=...)`` inherits the derandomised profile."""
+    code = (
+        "import tests.conftest; from hypothesis import settings; "
+        "s = settings(max_examples=5); print(settings.default.derandomize, s.derandomize, "
+        "s.database, s.max_examples)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith("HYPOTHESIS_")}
+    for extra, expected in (({"CI": "true"}, "True True None 5"), ({}, "False False")):
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO,
+            env={**env, "PYTHONPATH": str(REPO), **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.stdout.startswith(expected), out.stdout + out.stderr
