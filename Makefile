@@ -42,6 +42,11 @@ lint: install
 bench: install ## speed figures, as ratios against a named baseline in the same run
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+MUTANTS ?=
+mutation: install ## mutation testing of the guards and statistics (mutmut; not part of make test)
+	$(BIN)/mutmut run $(MUTANTS)
+	$(BIN)/mutmut results
+
 gpu-check: install ## the prepared GPU script (skips cleanly without CUDA)
 	$(BIN)/python -m pipeline.gpu_check
 
