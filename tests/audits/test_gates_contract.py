@@ -115,3 +115,13 @@ def test_report_stage_reference_and_dict(stage: str) -> None:
     assert d == {name: _plain(getattr(report, name)) for name in fields}
     assert json.loads(json.dumps(d)) == d
     assert d["stage"] == stage and d["excluded_pair_ids"] == ["p097", "p098", "p099"]
+
+
+@pytest.mark.parametrize("field", list(GateThresholds().to_dict()))
+def test_thresholds_accept_the_closed_unit_interval_only(field: str) -> None:
+    for ok in (0, 0.0, 0.5, 1, 1.0):
+        assert GateThresholds(**{field: ok}).to_dict()[field] == float(ok)
+    for bad in (-1e-9, 1.0000001, 1.5, 2.0, "0.9", None):
+        message = f"gate threshold {field} must be a number in [0, 1], got {bad!r}"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            GateThresholds(**{field: bad})
