@@ -24,6 +24,7 @@ from app.audit.freeze import (
 from app.ingest import ingest_file
 from app.store import list_events, require_study, session_scope
 from app.store.models import Rubric
+from audits.rubric import load_rubric
 from tests.helpers import RUBRIC, make_record, write_jsonl
 
 
@@ -76,7 +77,7 @@ def test_rubric_versions_parents_lookups_and_events(engine, tmp_path: Path) -> N
         )):  # fmt: skip
             get_rubric(s, name="zz")
         changed = _rubric(tmp_path, "a", "1", seed=99)
-        new_hash = freeze_rubric.__globals__["load_rubric"](changed).content_hash()
+        new_hash = load_rubric(changed).content_hash()
         with pytest.raises(FreezeError, match=_exact(
             f"rubric 'a' version 1 is frozen with hash {v1.content_hash[:12]}…; {changed} "
             f"differs (hash {new_hash[:12]}…). A change must be a new version: bump "
