@@ -117,7 +117,7 @@ def _study(engine, tmp_path: Path, name: str, modes: list[str | None]) -> None: 
 
 
 def test_partitions_are_per_study_and_against_the_latest(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    modes: list[str | None] = ["m1", None, "uncertain", "m2", "m1", "m2"]
+    modes: list[str | None] = ["m1", None, "uncertain", "m2", "", "m2"]  # 3 uncertain
     _study(engine, tmp_path, "s1", modes)
     _study(engine, tmp_path, "s2", modes)  # the same trajectories: the same content hash
     with session_scope(engine) as s:
@@ -135,15 +135,15 @@ def test_partitions_are_per_study_and_against_the_latest(engine, tmp_path: Path)
         p2, created2 = freeze_partition_from_modes(s, study="s2", actor="r")
         assert created1 and created2 and p1.id != p2.id
         assert (p1.study_id, p2.study_id, p1.content_hash) == (sid1, sid2, p2.content_hash)
-        assert (p1.source, p1.n_accepted, p1.n_uncertain) == ("mode-column", 6, 2)
+        assert (p1.source, p1.n_accepted, p1.n_uncertain) == ("mode-column", 6, 3)
         assert partition_modes(s, partition_id=p1.id) == {
-            f"t{i:05d}": (f"q{i % 2}", None if m in (None, "uncertain") else m)
+            f"t{i:05d}": (f"q{i % 2}", m if m in ("m1", "m2") else None)
             for i, m in enumerate(modes)
         }
         events = [e for e in list_events(s, kind="partition.freeze") if e.study_id == sid1]
         assert [e.payload for e in events] == [{
             "partition_id": p1.id, "content_hash": p1.content_hash, "source": "mode-column",
-            "n_accepted": 6, "n_uncertain": 2,
+            "n_accepted": 6, "n_uncertain": 3,
         }]  # fmt: skip
         # identical content again: a no-op returning the latest partition
         again, created = freeze_partition_from_modes(s, study="s1", actor="r")
