@@ -8,9 +8,12 @@ BIN := $(VENV)/bin
 EXTRAS ?= dev,llm,train,sign
 PYTEST_ARGS ?=
 
-.PHONY: install shell demo test lint bench gpu-check serve view labelstudio clean
+.PHONY: install shell chromium demo test lint bench mutation gpu-check serve view labelstudio clean
 
-install: $(VENV)/.installed $(LS_VENV)/.installed ## create .venv and .venv-labelstudio
+install: $(VENV)/.installed $(LS_VENV)/.installed chromium ## create .venv and .venv-labelstudio; Debian chromium
+
+chromium: ## Debian chromium for the browser tests (apt-get as root, else the command to run)
+	@.ci/chromium
 
 $(VENV)/.installed: pyproject.toml
 	@echo "[install 1/4] $(VENV): virtual environment and pip"
@@ -47,6 +50,11 @@ lint: install
 
 bench: install ## speed figures, as ratios against a named baseline in the same run
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+MUTANTS ?=
+mutation: install ## mutation testing of the guards and statistics (mutmut; not part of make test)
+	$(BIN)/mutmut run $(MUTANTS)
+	$(BIN)/mutmut results
 
 gpu-check: install ## the prepared GPU script (skips cleanly without CUDA)
 	$(BIN)/python -m pipeline.gpu_check

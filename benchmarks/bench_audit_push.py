@@ -26,6 +26,8 @@ labelled project holds.
 
 Run: ``make bench`` or ``python benchmarks/bench_audit_push.py [--pairs 4526]``.
 Add ``--profile`` to print cProfile's top functions of the push and the sync.
+``--smoke`` runs 58 pairs in seconds (``make test`` runs it, against the test session's Label
+Studio given by ``--labelstudio-url``/``--labelstudio-token``, so the script cannot rot).
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ import socket
 import sqlite3
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -121,6 +125,16 @@ def build_store(root: Path, n_questions: int, n_pairs: int):  # type: ignore[no-
         freeze_partition_from_modes(s, study="bench", actor="bench")
         audit_id = draw_audit(s, study="bench", rubric="bench-rubric", actor="bench").id
     return engine, audit_id
+
+
+@dataclass
+class RunningServer:
+    """A Label Studio started elsewhere (``--labelstudio-url``): used, never stopped."""
+
+    url: str
+
+    def stop(self) -> None:
+        pass
 
 
 def timed(fn: Callable[[], T], profile: bool, label: str) -> tuple[T, float]:
@@ -207,20 +221,42 @@ def baseline_import(client, label_config: str, tasks: list[dict[str, str]]) -> f
 
 
 def check_task_ids(  # type: ignore[no-untyped-def]
-    url: str, token: str, pairs, task_of: dict[tuple[str, int], tuple[int, int]], n: int = 100
+    servers: dict[str, tuple[str, str]],
+    pairs,
+    task_of: dict[tuple[str, int], tuple[int, int]],
+    n: int = 100,
 ) -> int:
     """Not measured: the task ids the push stored point at the tasks of their pairs (a
-    sample of each role, batch boundaries included)."""
+    sample of each role, batch boundaries included), each on that person's server."""
     picks = set(random.Random(2).sample(range(len(pairs)), min(n, len(pairs))))
     picks |= {i for k in range(0, len(pairs) + 1, 2000) for i in (k - 1, k) if 0 <= i < len(pairs)}
-    with admin_http(url, token) as http:
-        for role in ("A", "B"):
+    for role, (url, token) in servers.items():
+        with admin_http(url, token) as http:
             for i in sorted(picks):
                 project_id, task_id = task_of[(role, pairs[i].id)]
                 task = http.get(f"/api/tasks/{task_id}/").raise_for_status().json()
                 if task["data"]["pair"] != pairs[i].pair_key or task["project"] != project_id:
                     raise SystemExit(f"task {task_id} is not pair {pairs[i].pair_key} of {role}")
     return 2 * len(picks)
+
+
+def pair_texts(engine, audit_id: int, pairs) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """The texts of the pairs' trajectories, read from the store (the push sends these)."""
+    from sqlmodel import select
+
+    from app.store import session_scope
+    from app.store.models import Audit, Trajectory
+
+    ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
+    with session_scope(engine) as s:
+        study_id = s.get(Audit, audit_id).study_id
+        rows = s.exec(
+            select(Trajectory.trajectory_id, Trajectory.text).where(
+                Trajectory.study_id == study_id,
+                Trajectory.trajectory_id.in_(sorted(ids)),  # type: ignore[attr-defined]
+            )
+        ).all()
+    return {tid: text for tid, text in rows}
 
 
 def copy_sqlite(src: Path, dst: Path) -> None:
@@ -257,16 +293,30 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=60, help="questions in the study")
     ap.add_argument("--n-baseline", type=int, default=300, help="tasks in each baseline")
     ap.add_argument("--profile", action="store_true", help="cProfile the push and the sync")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
+    ap.add_argument(
+        "--labelstudio-url",
+        action="append",
+        default=[],
+        help="twice: the running Label Studio of annotator A, then of B (one per person)",
+    )
+    ap.add_argument("--labelstudio-token", action="append", default=[], help="their tokens")
     args = ap.parse_args()
+    if args.smoke:
+        args.pairs, args.questions, args.n_baseline = 58, 30, 10
+    if len(args.labelstudio_url) not in (0, 2) or len(args.labelstudio_token) != len(
+        args.labelstudio_url
+    ):
+        raise SystemExit("give --labelstudio-url and --labelstudio-token twice (A, then B)")
 
     from sqlmodel import select
 
-    from annotation.accounts import create_annotator
     from annotation.client import make_client
+    from annotation.people import People
     from annotation.server import LabelStudioServer, default_executable
     from annotation.tasks import pair_label_config
     from app.audit.labels import audit_rubric, status_counts
-    from app.audit.push import assign_role, push_audit, sync_audit
+    from app.audit.push import push_audit, sync_audit
     from app.audit.sampling import audit_pairs
     from app.store import make_engine, session_scope
     from app.store.models import Audit, AuditTask
@@ -277,29 +327,51 @@ def main() -> None:
         engine, audit_id = build_store(root, args.questions, args.pairs)
         store_s = time.perf_counter() - t0
 
-        server = LabelStudioServer(root / "ls", free_port(), executable=default_executable())
-        t0 = time.perf_counter()
-        server.start(timeout=600)
-        boot_s = time.perf_counter() - t0
-        print(f"Label Studio first boot: {boot_s:.1f} s (not part of the figures)", flush=True)
-        try:
-            token = server.credentials().token
-            client = make_client(server.url, token, timeout=600.0)
-            people = {
-                role: create_annotator(
-                    server.url, token, f"bench-{role.lower()}@rcea.test", PASSWORD
-                )
-                for role in ("A", "B")
-            }
+        # One Label Studio per person (A, B), as rcea runs audits.
+        servers: list[Any] = []
+        if args.labelstudio_url:
+            servers = [RunningServer(u.rstrip("/")) for u in args.labelstudio_url]
+            tokens, boot_s = list(args.labelstudio_token), 0.0
+        else:
+            from concurrent.futures import ThreadPoolExecutor
 
-            # ---- push (measured)
+            servers = [
+                LabelStudioServer(root / f"ls-{r}", free_port(), executable=default_executable())
+                for r in ("a", "b")
+            ]
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(2) as pool:
+                for fut in [pool.submit(sv.start, 600) for sv in servers]:
+                    fut.result()
+            boot_s = time.perf_counter() - t0
+            tokens = [sv.credentials().token for sv in servers]
+            print(f"Label Studio first boots: {boot_s:.1f} s (not part of the figures)", flush=True)
+        suffix = f"-{uuid.uuid4().hex[:8]}"  # a shared server may hold earlier runs' people
+        emails = {role: f"bench-{role.lower()}{suffix}@rcea.test" for role in ("A", "B")}
+        people = People(root / "data", "http://127.0.0.1:1")
+        by_role = {}
+        for (role, email), sv, token in zip(emails.items(), servers, tokens, strict=True):
+            people.add(email, url=sv.url, token=token)
+            by_role[role] = (sv.url, token)
+        server = servers[0]
+        token = tokens[0]
+        try:
+            client = make_client(server.url, token, timeout=600.0)
+
+            # ---- push (measured): accounts made first, as an operator does
+            from app.labelling import ensure_member
+
+            members = {role: ensure_member(people, e, PASSWORD) for role, e in emails.items()}
+
             def push() -> dict[str, Any]:
                 with session_scope(engine) as s:
-                    audit = s.get(Audit, audit_id)
-                    for role, person in people.items():
-                        assign_role(audit, role, user_id=person.id, email=person.email)
                     return push_audit(
-                        s, audit, client, webhook_url=None, webhook_secret=None, actor="bench"
+                        s,
+                        s.get(Audit, audit_id),
+                        people,
+                        annotators=emails,
+                        webhook=None,
+                        actor="bench",
                     )
 
             pushed, push_s = timed(push, args.profile, "push_audit")
@@ -312,16 +384,13 @@ def main() -> None:
                 config = pair_label_config(audit_rubric(s, audit).pairs.strategy_definition)
                 rows = s.exec(select(AuditTask).where(AuditTask.audit_id == audit_id)).all()
                 task_of = {(r.role, r.pair_id): (r.project_id, r.task_id) for r in rows}
-            checked = check_task_ids(server.url, token, pairs, task_of)
+            checked = check_task_ids(by_role, pairs, task_of)
             print(f"checked {checked} stored task ids against Label Studio", flush=True)
             engine.dispose()
             copy_sqlite(root / "bench.db", root / "baseline.db")
 
             # ---- baseline: one task per request, same task data as the push sent
-            from app.audit.push import _texts
-
-            with session_scope(engine) as s:
-                texts = _texts(s, s.get(Audit, audit_id), pairs[: args.n_baseline])
+            texts = pair_texts(engine, audit_id, pairs[: args.n_baseline])
             sub = [
                 {"pair": p.pair_key, "left": texts[p.trajectory_a], "right": texts[p.trajectory_b]}
                 for p in pairs[: args.n_baseline]
@@ -333,7 +402,7 @@ def main() -> None:
             rng = random.Random(1)
             t0 = time.perf_counter()
             n_made = 0
-            for role, person in people.items():
+            for role, person in members.items():
                 labels: dict[int, str] = {}
                 for p in pairs:
                     label = p.automatic or "same"
@@ -341,8 +410,14 @@ def main() -> None:
                         label = "different" if label == "same" else "same"
                     labels[task_of[(role, p.id)][1]] = label
                 project_id = pushed["projects"][role]["project_id"]
+                url, tok = by_role[role]
                 n_made += annotate_project(
-                    client, server.url, token, person.email, project_id, labels
+                    make_client(url, tok, timeout=600.0),
+                    url,
+                    tok,
+                    person.email,
+                    project_id,
+                    labels,
                 )
             annotate_s = time.perf_counter() - t0
             print(f"set-up: {n_made} annotations in {annotate_s:.1f} s (not measured)", flush=True)
@@ -350,7 +425,7 @@ def main() -> None:
             # ---- sync (measured)
             def sync() -> dict[str, Any]:
                 with session_scope(engine) as s:
-                    return sync_audit(s, s.get(Audit, audit_id), client)
+                    return sync_audit(s, s.get(Audit, audit_id), people)
 
             synced, sync_s = timed(sync, args.profile, "sync_audit")
             with session_scope(engine) as s:
@@ -359,11 +434,8 @@ def main() -> None:
             if synced["changed"] != n_made or counts.get("counted") != n_made:
                 raise SystemExit(f"sync recorded {synced} / {counts}, expected {n_made} counted")
 
-            # ---- baseline: one annotation listing per task, into the post-push copy
-            half = args.n_baseline // 2
-            subset = [task_of[("A", p.id)] for p in pairs[:half]] + [
-                task_of[("B", p.id)] for p in pairs[half : args.n_baseline]
-            ]
+            # ---- baseline: one annotation listing per task (A's server), into the copy
+            subset = [task_of[("A", p.id)] for p in pairs[: args.n_baseline]]
             base_engine = make_engine(f"sqlite:///{root / 'baseline.db'}")
             t0 = time.perf_counter()
             n_base_sync = baseline_sync(server.url, token, base_engine, audit_id, subset)
@@ -372,7 +444,8 @@ def main() -> None:
             if n_base_sync != len(subset):
                 raise SystemExit(f"baseline sync recorded {n_base_sync} of {len(subset)}")
         finally:
-            server.stop()
+            for sv in servers:
+                sv.stop()
             engine.dispose()
 
     n_ann = synced["annotations_seen"]
@@ -412,6 +485,7 @@ def main() -> None:
                 "sync_ratio_vs_baseline": round(sync_rate / base_sync_rate, 2),
                 "labelstudio_boot_s": round(boot_s, 1),
                 "profiled": args.profile,
+                "smoke": args.smoke,
             }
         )
     )

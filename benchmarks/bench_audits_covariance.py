@@ -7,7 +7,10 @@ numpy's allocations. Inputs for the largest position count are generated once (i
 chunks, so generation itself stays small) and sliced (views) for the smaller counts.
 
     .venv/bin/python benchmarks/bench_audits_covariance.py [--positions 512,1024,4096]
-        [--vocab 152064] [--max-chunk-mb 64] [--seed 0]
+        [--vocab 152064] [--max-chunk-mb 64] [--seed 0] [--smoke]
+
+``--smoke`` runs tiny sizes in about a second (tests/benchmarks/test_bench_smoke.py runs it
+in ``make test`` so that the script cannot rot); its figures mean nothing.
 
 Prints a table and one JSON line (``{"bench": "audits_covariance", ...}``).
 """
@@ -66,7 +69,10 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=152_064)
     parser.add_argument("--max-chunk-mb", type=float, default=64.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
     args = parser.parse_args()
+    if args.smoke:
+        args.positions, args.vocab, args.max_chunk_mb = "16,48", 2_000, 0.125
     positions = sorted({int(p) for p in args.positions.split(",")})
     max_chunk_bytes = int(args.max_chunk_mb * 1024 * 1024)
     rows = plan_chunk_rows(args.vocab, max_chunk_bytes)
@@ -121,6 +127,7 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "audits_covariance",
+                "smoke": args.smoke,
                 "vocab": args.vocab,
                 "dtype": "float32",
                 "max_chunk_mb": args.max_chunk_mb,

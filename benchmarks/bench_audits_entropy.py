@@ -7,6 +7,7 @@
 2. Rarefied retention (item 5): 125 questions, 20 draws per checkpoint, B = 10,000.
 
 Run:  .venv/bin/python benchmarks/bench_audits_entropy.py [--loop-boot 200] [--repeats 3]
+``--smoke`` runs tiny sizes in seconds (``make test`` runs it so the script cannot rot).
 The last line of output is one JSON object with all figures.
 """
 
@@ -61,10 +62,14 @@ def main() -> None:
     ap.add_argument("--n-boot", type=int, default=10_000)
     ap.add_argument("--loop-boot", type=int, default=200, help="B for the slow loop baseline")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
     args = ap.parse_args()
+    n_questions = 200
+    if args.smoke:
+        args.n_boot, args.loop_boot, args.repeats, n_questions = 50, 10, 1, 20
     b = args.n_boot
 
-    succ, fail = _paired_data()
+    succ, fail = _paired_data(n_questions)
     t_vec = _best(lambda: _paired_bootstrap(succ, fail, b, 1), args.repeats)
     t_vec_1 = _best(lambda: _paired_bootstrap(succ, fail, b, 1, n_threads=1), args.repeats)
     t_loop_small = _best(lambda: _paired_bootstrap_loop(succ, fail, args.loop_boot, 1), 1)
@@ -89,7 +94,7 @@ def main() -> None:
         (f"rarefied retention (125 q, 20 draws, B={b})", f"{t_ret:.3f} s"),
     ]
     print(f"CPUs: {os.cpu_count()}  python {platform.python_version()}  numpy {np.__version__}")
-    print("paired data: 200 questions × 64 samples, all paired; B =", b)
+    print(f"paired data: {n_questions} questions × 64 samples, all paired; B =", b)
     width = max(len(r[0]) for r in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
@@ -100,6 +105,8 @@ def main() -> None:
     print(
         json.dumps(
             {
+                "bench": "audits_entropy",
+                "smoke": args.smoke,
                 "cpus": os.cpu_count(),
                 "n_boot": b,
                 "paired_vectorised_s": round(t_vec, 4),

@@ -13,6 +13,8 @@ call (client process + server process) is printed too: at concurrency 16 the rat
 bound by CPU on a small machine, not by the 50 ms latency.
 
 Run: ``make bench`` or ``python benchmarks/bench_codebook_assign.py [--n 10000]``.
+``--smoke`` runs 200 trajectories with 300 ms latency in seconds (``make test`` runs it so
+that the script cannot rot); its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -190,7 +192,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=10_000, help="accepted trajectories")
     ap.add_argument("--n-serial", type=int, default=2_000, help="prefix for concurrency 1")
     ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
     args = ap.parse_args()
+    if args.smoke:  # slow calls, so that the kill still lands halfway through the run
+        args.n, args.n_serial, args.latency = 200, 40, 0.3
     from tests.helpers import free_port
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -234,6 +239,7 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "codebook_assign",
+                "smoke": args.smoke,
                 "n": sixteen["n"],
                 "latency_ms": args.latency * 1000,
                 "traj_per_s_c1": round(rate1, 1),

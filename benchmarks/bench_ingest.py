@@ -5,7 +5,8 @@ generator's memory is not counted), and the speed ratio against a naive baseline
 adds one ORM object per record with ``session.add`` (same data, same artifact writing),
 measured in the same run on a 10,000-record prefix and compared as rates.
 
-Run: ``make bench`` or ``python benchmarks/bench_ingest.py [--n 100000]``.
+Run: ``make bench`` or ``python benchmarks/bench_ingest.py [--n 100000]``. ``--smoke`` runs
+tiny sizes in seconds (``make test`` runs it so that the script cannot rot).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import resource
 import tempfile
 import time
 from pathlib import Path
+from queue import Empty
 
 import numpy as np
 import pyarrow as pa
@@ -107,7 +109,13 @@ def measure(kind: str, path: Path, data_dir: Path) -> dict:
     queue = ctx.Queue()
     proc = ctx.Process(target=_run, args=(kind, str(path), str(data_dir), queue))
     proc.start()
-    out = queue.get()
+    while True:  # a child that dies without a result must not hang the benchmark
+        try:
+            out = queue.get(timeout=1.0)
+            break
+        except Empty:
+            if not proc.is_alive():
+                raise SystemExit(f"{kind} ingest died (exit code {proc.exitcode})") from None
     proc.join()
     return out
 
@@ -117,7 +125,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--n-baseline", type=int, default=10_000)
     ap.add_argument("--tokens", type=int, default=512)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
     args = ap.parse_args()
+    if args.smoke:
+        args.n, args.n_baseline, args.tokens = 200, 50, 16
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         big, small = root / "big.parquet", root / "small.parquet"
@@ -146,6 +157,7 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "ingest",
+                "smoke": args.smoke,
                 "n": bulk["n"],
                 "tokens_per_record": args.tokens,
                 "records_per_s": round(bulk_rate),

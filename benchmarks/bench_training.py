@@ -10,7 +10,9 @@ Figures, all measured in this run on the same base model:
 
 Run: ``make bench`` or ``python benchmarks/bench_training.py [--model DIR] [--steps 12]``.
 Without ``--model`` a base model is warm-started for ``--sft-steps`` steps first (speed
-does not depend on its quality).
+does not depend on its quality). ``--smoke`` runs 5 warm-start steps, one training step
+per objective on 8 completions of 16 tokens (``make test`` runs it so that the script cannot
+rot); its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ warnings.filterwarnings("ignore", category=UserWarning)
 OBJECTIVES = ("grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo")
 
 
+BATCH, GENERATIONS, COMPLETION = 32, 8, 64  # completions per step, per question, tokens
+
+
 def config(model: Path, out: Path, objective: str, steps: int, threads: int):  # type: ignore[no-untyped-def]
     from pipeline.training.config import parse_config
 
@@ -41,10 +46,10 @@ def config(model: Path, out: Path, objective: str, steps: int, threads: int):  #
                 "output_dir": str(out),
                 "max_steps": steps,
                 "learning_rate": 3e-4,
-                "per_device_train_batch_size": 32,
-                "num_generations": 8,
+                "per_device_train_batch_size": BATCH,
+                "num_generations": GENERATIONS,
                 "num_iterations": 4,
-                "max_completion_length": 64,
+                "max_completion_length": COMPLETION,
                 "save_steps": 10_000,
                 "seed": 42,
                 "torch_threads": threads,
@@ -103,7 +108,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12, help="training steps per objective")
     ap.add_argument("--reps", type=int, default=15, help="loss timing repetitions")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
     args = ap.parse_args()
+    global BATCH, GENERATIONS, COMPLETION
+    if args.smoke:
+        args.sft_steps, args.steps, args.reps = 5, 1, 1
+        BATCH, GENERATIONS, COMPLETION = 8, 4, 16
     import torch
 
     torch.set_num_threads(args.threads)
@@ -140,12 +150,13 @@ def main() -> None:
     worst = max(ratio[k] for k in OBJECTIVES)
     print(
         f"loss overhead vs grpo (prepare/{iters} + loss fwd/bwd), worst {worst:.2f}x "
-        f"(target <= 1.3x); {args.threads} torch thread(s), 32 completions/step"
+        f"(target <= 1.3x); {args.threads} torch thread(s), {BATCH} completions/step"
     )
     print(
         json.dumps(
             {
                 "bench": "training",
+                "smoke": args.smoke,
                 "threads": args.threads,
                 "steps": args.steps,
                 "steps_per_s": {k: round(v, 3) for k, v in speed.items()},

@@ -1,7 +1,9 @@
 """Shared fixtures: settings in a temp data dir, and store engines on SQLite and PostgreSQL.
 
 PostgreSQL tests use the server at 127.0.0.1:5432 (trust auth, database ``test``), each
-test in its own throw-away schema; they skip, saying why, only when no server answers.
+test in its own throw-away schema; when no server answers they skip, saying why — or fail
+when the run requires PostgreSQL (``CI`` set or ``RCEA_REQUIRE_POSTGRES=1``; ``.ci/run``
+sets both). The terminal summary names every skipped test and its reason.
 """
 
 from __future__ import annotations
@@ -14,19 +16,43 @@ from pathlib import Path
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from tests.helpers import postgres_unavailable_reason
+from tests.helpers import UNDER_CI, postgres_unavailable_reason, service_missing
 from tests.labelling_study import api, study  # noqa: F401 - audit on per-person servers
-from tests.labelstudio_fixture import (  # noqa: F401 - session fixture + summary hook
+from tests.labelstudio_fixture import (  # noqa: F401 - session fixtures
+    BOOT_SECONDS,
     LabelStudioHandle,
     labelstudio,
     labelstudio_pool,
-    pytest_terminal_summary,
 )
 
 # CI runs property tests with a fixed seed (reproducible, never flaky); locally they explore.
-hypothesis_settings.register_profile("ci", derandomize=True, deadline=None)
+# HYPOTHESIS_PROFILE=ci (or dev) overrides; the choice is printed in the header.
+hypothesis_settings.register_profile(
+    "ci", derandomize=True, deadline=None, print_blob=True, database=None
+)
 hypothesis_settings.register_profile("dev", deadline=None)
-hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if UNDER_CI else "dev")
+hypothesis_settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+def pytest_report_header() -> str:
+    return f"hypothesis profile: {HYPOTHESIS_PROFILE}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Label Studio's boot time, then every skipped test by name with its reason (``-ra``
+    groups skips by reason and location, which hides how many tests, and which, did not
+    run)."""
+    for what, seconds in BOOT_SECONDS.items():
+        terminalreporter.write_line(f"Label Studio {what}: {seconds:.1f} s")
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    terminalreporter.section(f"{len(skipped)} skipped tests, each with its reason")
+    for rep in skipped:
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        terminalreporter.write_line(f"SKIPPED {rep.nodeid}: {reason.removeprefix('Skipped: ')}")
+
 
 PG_BASE_URL = os.environ.get(
     "RCEA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -61,7 +87,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         return
     reason = postgres_unavailable_reason(PG_BASE_URL)
     if reason:
-        pytest.skip(reason)
+        service_missing("postgres", reason)
     import sqlalchemy as sa
 
     schema = f"rcea_t_{uuid.uuid4().hex[:12]}"

@@ -10,8 +10,11 @@ The server parses the codebook prompts (``Task:`` line, ``<solution id=...>`` bl
 ``<codebook>``/``<candidates>`` JSON) and answers from a scripted policy derived from
 the oracle, with optional latency and injected faults: 429 with Retry-After, 500, a hang
 past the client timeout, malformed JSON, an unknown mode id, flipped labels and low
-confidence. Every request is logged with the same content hash the client uses as its
-cache key, so tests can prove which calls were repeated.
+confidence. Every request is logged under the server's own content hash of its body
+(:func:`body_key`), computed here and never by the production ``request_fingerprint``, so
+a fingerprint bug in the client cannot hide a repeated call. :func:`expected_fingerprint`
+re-implements the client's documented cache key from a logged body, for tests that
+compare what the client stored with what it sent.
 """
 
 from __future__ import annotations
@@ -29,8 +32,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-
-from pipeline.llm import request_fingerprint
 
 STRATEGIES = ("direct", "distribute", "factor")
 DESCRIPTIONS = {
@@ -170,6 +171,32 @@ class Call:
     n_items: int
 
 
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def body_key(body: dict[str, Any]) -> str:
+    """The server's key for a request: SHA-256 of its whole JSON body, keys sorted. Two
+    requests share it iff they are the same request (a resent call)."""
+    return hashlib.sha256(_canonical(body)).hexdigest()
+
+
+def expected_fingerprint(body: dict[str, Any]) -> str:
+    """The cache key the client must have used for ``body``, by the rule documented in
+    ``pipeline/llm/cache.py`` (SHA-256 of the canonical JSON of model, messages' role and
+    content, temperature, seed, response_format and max_tokens), written out again here
+    so that a bug in the production function shows up as a mismatch."""
+    payload = {
+        "model": body["model"],
+        "messages": [{"role": m["role"], "content": m["content"]} for m in body["messages"]],
+        "temperature": body.get("temperature"),
+        "seed": body.get("seed"),
+        "response_format": body.get("response_format"),
+        "max_tokens": body.get("max_tokens"),
+    }
+    return hashlib.sha256(_canonical(payload)).hexdigest()
+
+
 def _unit(*parts: Any) -> float:
     h = hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()
     return int(h[:12], 16) / 16**12
@@ -276,6 +303,8 @@ class FakeLLM:
         """forced outcomes for the next requests: ("429", retry_after), ("500", 0),
         ("400", 0), ("hang", seconds), ("malformed", 0)"""
         self.requests: list[dict[str, Any]] = []
+        self.bodies: dict[str, dict[str, Any]] = {}
+        """request body by :func:`body_key`"""
         self.responder: Any = None
         """optional ``responder(task, messages) -> reply text``: answers every request it
         returns a string for (the validity-judge tests script their replies with it)"""
@@ -320,14 +349,10 @@ class FakeLLM:
         async def answer(request: Request):  # type: ignore[no-untyped-def]
             body = await request.json()
             messages = body["messages"]
-            key = request_fingerprint(
-                model=body["model"],
-                messages=messages,
-                temperature=body.get("temperature"),
-                seed=body.get("seed"),
-                response_format=body.get("response_format"),
-                max_tokens=body.get("max_tokens"),
-            )
+            key = body_key(body)  # the call log's key: this server's own hash
+            # Faults and scripted variants are chosen by content, from the documented
+            # fingerprint (so fault patterns do not depend on how the body is serialised).
+            content_key = expected_fingerprint(body)
             first = messages[0]["content"].splitlines()[0] if messages else ""
             task = first.removeprefix("Task: ").strip() if first.startswith("Task:") else "echo"
             n_items = len(_ITEM.findall(messages[-1]["content"]))
@@ -335,6 +360,7 @@ class FakeLLM:
                 attempt = self._attempts[key] = self._attempts.get(key, 0) + 1
                 forced = self.script.popleft() if self.script else None
                 self.requests.append(body)
+                self.bodies[key] = body
 
             def log(status: int) -> None:
                 with self._lock:
@@ -342,7 +368,7 @@ class FakeLLM:
 
             f = self.faults
             faulty = task in f.tasks
-            u = _unit("transient", key)
+            u = _unit("transient", content_key)
             kind = forced[0] if forced else None
             if kind is None and faulty and attempt == 1:
                 if u < f.rate_limit:
@@ -351,7 +377,7 @@ class FakeLLM:
                     kind = "500"
                 elif u < f.rate_limit + f.server_error + f.hang:
                     kind = "hang"
-            if kind is None and faulty and _unit("malformed", key) < f.malformed:
+            if kind is None and faulty and _unit("malformed", content_key) < f.malformed:
                 kind = "malformed"
             if kind == "429":
                 log(429)
@@ -379,7 +405,7 @@ class FakeLLM:
             elif scripted is not None:
                 content = scripted
             else:
-                content = json.dumps(policy(task, messages, key, f))
+                content = json.dumps(policy(task, messages, content_key, f))
             log(200)
             prompt_chars = sum(len(m["content"]) for m in messages)
             return JSONResponse(

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from annotation.people import Person, person_slug
 from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
@@ -14,6 +17,52 @@ from app.audit.sampling import audit_pairs, draw_audit
 from app.ingest import ingest_file
 from app.store import session_scope
 from app.store.models import Audit, AuditTask
+
+# Read once, when the test session imports this module: the autouse ``_isolated_env``
+# fixture clears every RCEA_* variable before each test runs.
+CHROMIUM = "/usr/bin/chromium"
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+UNDER_CI = bool(os.environ.get("CI", "").strip()) and os.environ["CI"].strip().lower() not in {
+    "0",
+    "false",
+    "no",
+}
+REQUIRED_SERVICES: dict[str, bool] = {
+    "postgres": UNDER_CI or _flag("RCEA_REQUIRE_POSTGRES"),
+    "browser": UNDER_CI or _flag("RCEA_REQUIRE_BROWSER"),
+    "labelstudio": UNDER_CI or _flag("RCEA_REQUIRE_LABELSTUDIO"),
+}
+_REQUIRED_BY = {
+    "postgres": "RCEA_REQUIRE_POSTGRES=1",
+    "browser": "RCEA_REQUIRE_BROWSER=1",
+    "labelstudio": "RCEA_REQUIRE_LABELSTUDIO=1",
+}
+
+
+def service_missing(service: str, reason: str) -> None:
+    """Skip the test because ``service`` is missing — or fail it when the run requires the
+    service (``CI`` set, or ``RCEA_REQUIRE_<SERVICE>=1``): a green CI run must contain
+    every PostgreSQL, browser and Label Studio test."""
+    if REQUIRED_SERVICES[service]:
+        why = "CI is set" if UNDER_CI else f"{_REQUIRED_BY[service]} is set"
+        pytest.fail(f"required service missing ({why}): {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def chromium_executable() -> str:
+    """Debian chromium's path for Playwright; skips (or fails, when required) without it."""
+    if not Path(CHROMIUM).exists():
+        service_missing(
+            "browser",
+            f"{CHROMIUM} missing: `apt-get install chromium` (`make install` and .ci/run do this)",
+        )
+    return CHROMIUM
 
 
 @lru_cache(maxsize=4)

@@ -19,6 +19,7 @@ import pytest
 
 from annotation.people import People
 from annotation.server import LabelStudioServer, default_executable
+from tests.helpers import service_missing
 
 BOOT_SECONDS: dict[str, float] = {}
 
@@ -50,7 +51,9 @@ def labelstudio_pool(
 
     executable = default_executable()
     if not executable.exists():
-        pytest.skip(f"no label-studio at {executable}; `make install` creates it")
+        service_missing(
+            "labelstudio", f"no label-studio at {executable}; `make install` creates it"
+        )
     servers = []
     for i in range(POOL_SIZE):
         data_dir = tmp_path_factory.mktemp(f"labelstudio-data-{i}")
@@ -84,8 +87,3 @@ def register_people(
     for email, handle in zip(emails, pool, strict=False):
         people.add(email, url=handle.url, token=handle.token)
     return people
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for what, seconds in BOOT_SECONDS.items():
-        terminalreporter.write_line(f"Label Studio {what}: {seconds:.1f} s")

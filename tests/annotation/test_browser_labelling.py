@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 from annotation.tasks import PAIR_CHOICE
 from app.store import session_scope
 from app.store.models import AuditLabel, AuditTask
+from tests.helpers import chromium_executable
 from tests.labelling_study import PASSWORD, Study
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -46,8 +46,7 @@ def test_annotator_labels_in_the_browser(
 ) -> None:
     """A labels in the browser on A's own server; A's project list holds A's projects
     only; B's project and task URLs (B's server) do not open for A's browser."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} missing: `apt-get install chromium` (.ci/run does this)")
+    chromium = chromium_executable()  # fails instead of skipping when CI requires it
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect, sync_playwright
 
@@ -73,7 +72,7 @@ def test_annotator_labels_in_the_browser(
 
     # --- annotator A in a real browser
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(60_000)

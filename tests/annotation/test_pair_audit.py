@@ -12,6 +12,7 @@ import time
 
 import pytest
 import sqlalchemy as sa
+from sklearn.metrics import f1_score
 
 from annotation.projects import export_tasks
 from annotation.tasks import scan_for_leaks
@@ -130,12 +131,24 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
         from app.audit.labels import record_final_gate
 
         record_final_gate(s, s.get(Audit, study.audit_id), res, "test")
-    assert res["stage"] == "final" and res["status"] == "passed"
-    assert res["report"]["automatic_macro_f1"] == pytest.approx(1.0)
+    # deterministic: B disagrees with A (= the automatic labels) on one pair, adjudicated
+    # to A's label; F1_HH (every pair both labelled) checked against scikit-learn
+    b_truth = {p: truth[p] if p != flipped else _other(truth[p]) for p in truth}
+    hh = f1_score(list(truth.values()), [b_truth[p] for p in truth], average="macro")
+    rep = res["report"]
+    assert (res["stage"], res["status"], rep["passed"]) == ("final", "passed", True)
+    assert rep["automatic_macro_f1"] == pytest.approx(1.0)
+    assert rep["human_human_macro_f1"] == pytest.approx(hh, abs=1e-12)
+    assert rep["gap"] == pytest.approx(hh - rep["automatic_macro_f1"], abs=1e-12)
+    assert [r["name"] for r in rep["requirements"] if not r["passed"]] == []
     with session_scope(study.engine) as s:
         gates = list_events(s, kind="gate.final")
         assert gates[-1].payload["partition_hash"] == res["partition_hash"]
         assert json.dumps(gates[-1].payload)  # JSON-serialisable record
+
+
+def _other(label: str) -> str:
+    return "different" if label == "same" else "same"
 
 
 def _kill(handle: LabelStudioHandle) -> None:

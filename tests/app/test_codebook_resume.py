@@ -1,9 +1,13 @@
 """Kill -9 in the middle of `rcea codebook assign`, rerun, and compare with an
 uninterrupted run: same result, and no repeated call for any batch finished before the
-kill (server-side call log, keyed by the same content hash as the client cache)."""
+kill. The server keys its call log by its own hash of each request body (not by the
+client's fingerprint), and the rerun's counts tell the store-level resume (batches
+recorded before the kill are skipped, not re-run) from the disk cache (replies that
+arrived but were not yet recorded come from the cache, not from the server)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -22,7 +26,7 @@ from app.store import make_engine, session_scope, upgrade
 from app.store.models import CodebookAssignment, CodebookBatch
 from pipeline.codebook import OracleBackend
 from pipeline.llm import ResponseCache
-from tests.fake_llm import FakeLLM, Faults, domain_records, strategy_of
+from tests.fake_llm import FakeLLM, Faults, domain_records, expected_fingerprint, strategy_of
 from tests.helpers import write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,16 +140,24 @@ def test_kill_minus_9_during_assign_then_rerun(tmp_path: Path) -> None:
         assert done <= cached  # a validated reply reaches the disk cache before the store
 
         rerun = subprocess.run(
-            ASSIGN, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
-        )
+            [*ASSIGN, "--json"], env=env, cwd=tmp_path, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
         assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-        assert f"{n_batches} batch(es)" in rerun.stdout and "already done" in rerun.stdout
+        report_after = json.loads(rerun.stdout)
         after = [c for c in llm.served("codebook.assign") if c.time > killed_at]
         total = Counter(c.key for c in llm.served("codebook.assign"))
+        sent_after = {expected_fingerprint(llm.bodies[c.key]) for c in after}
 
-    # No call after the kill for a batch finished (recorded or cached) before it.
-    repeated = {c.key for c in after} & (finished | cached)
-    assert repeated == set()
+    # Store-level resume: every batch recorded before the kill is skipped, the others run;
+    # of those, the ones whose reply reached the disk cache before the kill come from it.
+    assert report_after["n_batches"] == n_batches
+    assert report_after["n_skipped"] == len(finished)
+    assert report_after["n_run"] == n_batches - len(finished)
+    assert report_after["usage"]["cache_hits"] == len(cached - done)
+    # No call after the kill for a batch finished (recorded or cached) before it; the
+    # server's own keys count repeats, so a client-side fingerprint bug cannot hide one.
+    assert sent_after & (finished | cached) == set()
     # Only batches in flight at the kill were sent again (each at most once per attempt:
     # a first answer and one re-ask after an invalid reply).
     extra = total - reference_calls

@@ -20,6 +20,7 @@ from app.view import data
 from tests.app.test_view_pages import full_store
 from tests.helpers import (
     audit_study,
+    chromium_executable,
     draw_test_audit,
     fake_person,
     fake_tasks,
@@ -29,7 +30,6 @@ from tests.helpers import (
     write_jsonl,
 )
 
-CHROMIUM = "/usr/bin/chromium"
 NAV = {"": "Overview", "entropy": "Entropy", "modes": "Modes", "covariance": "Covariance",
        "audit": "Audit"}  # fmt: skip
 PAGES = {
@@ -137,8 +137,7 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
     login form only (no data grid, no chart); a wrong password is refused; logged in
     (the account made with `rcea view add-researcher`), every page's title and its charts
     render, and no exception block appears. Screenshots under tmp."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} missing: `apt-get install chromium` (.ci/run does this)")
+    chromium = chromium_executable()  # fails instead of skipping when CI requires it
     from playwright.sync_api import sync_playwright
 
     full_store(tmp_path)
@@ -166,7 +165,7 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
         wait_for_http(f"{url}/_stcore/health", timeout=90, proc=proc)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(
-                executable_path=CHROMIUM,
+                executable_path=chromium,
                 args=[
                     "--no-sandbox",
                     "--disable-gpu",

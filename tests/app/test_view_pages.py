@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.metrics import f1_score
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
@@ -342,6 +343,9 @@ def test_page_renders(
         assert not at.error, [e.value for e in at.error]
 
 
+HH_FULL_STORE = 8 / 9  # F1_HH of full_store's preliminary gate (pinned)
+
+
 def test_overview_shows_gate_values_against_thresholds(
     stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -362,7 +366,16 @@ def test_overview_shows_gate_values_against_thresholds(
     assert reqs["threshold"].tolist() == [0.85, 0.85, 0.05, 0.80, 0.80, 0.95]
     assert reqs["passed"].isna().all()  # preliminary: reported, not gated
     hh = reqs.loc[reqs["requirement"] == "human_human_macro_f1", "value"].item()
-    assert 0.5 < hh < 1.0
+    # full_store's labels: A = the automatic label, B the same except on pairs[1]
+    engine = open_store(Settings(data_dir=stores["full"]))
+    with session_scope(engine) as s:
+        pairs = audit_pairs(s, audit_id=get_audit(s, study="s").id)
+    engine.dispose()
+    ev = [p for p in pairs if p.automatic is not None]
+    flip = {"same": "different", "different": "same"}
+    b = [flip[p.automatic] if p.id == pairs[1].id else p.automatic for p in ev]
+    assert hh == pytest.approx(f1_score([p.automatic for p in ev], b, average="macro"), abs=1e-12)
+    assert hh == pytest.approx(HH_FULL_STORE, abs=1e-12)
     cp = frame_with(at, "accuracy")
     recs = records(stores["full"])
     expected = recs.groupby(["run", "step"])["reward"].mean()

@@ -1,0 +1,68 @@
+"""Every benchmark runs in ``make test`` in its smoke mode (tiny sizes, seconds), so that a
+refactor cannot break one unnoticed (``make bench`` runs the full sizes). Each script must
+exit 0 and end with its one JSON line of figures, marked ``"smoke": true``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.labelstudio_fixture import LabelStudioHandle
+
+REPO = Path(__file__).resolve().parents[2]
+BENCHMARKS = sorted(p.name for p in (REPO / "benchmarks").glob("bench_*.py"))
+NEEDS_TORCH = {"bench_probe_entropy.py", "bench_training.py"}
+NEEDS_LABELSTUDIO = {"bench_audit_push.py"}
+
+
+def run_smoke(script: str, *extra: str) -> dict:  # type: ignore[type-arg]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RCEA_")}
+    env["PYTHONPATH"] = str(REPO)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), "--smoke", *extra],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, (
+        f"{script} --smoke failed:\n{out.stdout[-3000:]}{out.stderr[-3000:]}"
+    )
+    last = out.stdout.strip().splitlines()[-1]
+    figures = json.loads(last)
+    assert figures["bench"] == script.removeprefix("bench_").removesuffix(".py")
+    assert figures["smoke"] is True
+    return figures
+
+
+def test_every_benchmark_is_covered() -> None:
+    """A new benchmark gets a smoke run here without anyone adding it by hand."""
+    assert len(BENCHMARKS) >= 7
+    assert {"bench_audit_push.py", "bench_ingest.py"} <= set(BENCHMARKS)
+
+
+@pytest.mark.parametrize("script", [b for b in BENCHMARKS if b not in NEEDS_LABELSTUDIO])
+def test_benchmark_smoke(script: str) -> None:
+    if script in NEEDS_TORCH:
+        pytest.importorskip("torch")
+        pytest.importorskip("transformers")
+    run_smoke(script)
+
+
+@pytest.mark.slow
+def test_audit_push_benchmark_smoke(labelstudio_pool: list[LabelStudioHandle]) -> None:
+    """The push/sync benchmark against two of the session's Label Studio servers (one
+    per person): 58 pairs, 116 tasks, every annotation synced (the script checks)."""
+    a, b = labelstudio_pool[:2]
+    figures = run_smoke(
+        "bench_audit_push.py",
+        "--labelstudio-url", a.url, "--labelstudio-token", a.token,
+        "--labelstudio-url", b.url, "--labelstudio-token", b.token,
+    )  # fmt: skip
+    assert (figures["n_pairs"], figures["n_tasks"], figures["n_annotations"]) == (58, 116, 116)
