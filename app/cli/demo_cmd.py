@@ -122,6 +122,17 @@ def _context(cfg: Any, sizes: Any, *, simulate: bool, serve: bool, fresh: bool) 
     if fresh and work.exists():
         shutil.rmtree(work)
     state = DemoState.load(state_path)
+    if state is not None and state.sizes:
+        now = json.loads(json.dumps(sizes.to_dict()))
+        changed = sorted(k for k in {*now, *state.sizes} if now.get(k) != state.sizes.get(k))
+        if changed:
+            from app.demo.state import DemoStateError
+
+            raise DemoStateError(
+                f"{state_path}: made with other {sizes.name} sizes (changed: "
+                f"{', '.join(changed)}), e.g. before the demo trained two policy scales; "
+                "rerun with --fresh to start over"
+            )
     if state is None:
         with session_scope(open_store(cfg)) as s:
             name, n = base, 1
@@ -207,8 +218,9 @@ def _serve(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
     procs.append(subprocess.Popen([exe, "view", "--port", str(cfg.view_port)]))
     sim = "SIMULATED " if ctx.simulate else ""
     typer.echo("")
-    typer.echo("Label Studio  one server per person (logins also in "
-               f"{cfg.data_dir / 'demo-logins.json'}):")
+    typer.echo(
+        f"Label Studio  one server per person (logins also in {cfg.data_dir / 'demo-logins.json'}):"
+    )
     for email, password in logins.items():
         shown = password or "(account made outside the demo: password unknown)"
         person = people.require(email)
