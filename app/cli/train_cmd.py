@@ -72,8 +72,8 @@ def build_base_cmd(
     """Build and warm-start the tiny base policy; report its probe accuracy and modes.
 
     The shape options change the tiny model's Qwen2 shape (e.g. a second policy scale:
-    --hidden-size 128 --intermediate-size 384 --layers 4); hidden size must be divisible
-    by the heads, and the heads by the key/value heads.
+    --hidden-size 128 --intermediate-size 384 --layers 4); the hidden size must be divisible
+    by the heads into an even head size, and the heads by the key/value heads.
 
     Character tokenizer + Qwen2 model (~0.3 M parameters), supervised warm start on the
     strategy mixture with injected errors, saved with save_pretrained (loadable with
@@ -160,6 +160,12 @@ def _check_shape(shape: dict[str, int], as_json: bool) -> None:
         fail(f"--hidden-size {hidden} is not divisible by --heads {heads}", as_json=as_json)
     if heads % kv:
         fail(f"--heads {heads} is not divisible by --kv-heads {kv}", as_json=as_json)
+    if (hidden // heads) % 2:
+        fail(
+            f"head size {hidden // heads} (--hidden-size {hidden} / --heads {heads}) must be "
+            "even (rotary position embeddings)",
+            as_json=as_json,
+        )
 
 
 @train_app.command("run")
