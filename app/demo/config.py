@@ -9,11 +9,13 @@ retention against each model's own base, the association per scale; docs/multi-m
 runs end to end. ``--quick`` trains ``tiny-s`` only, to keep the CI smoke test short.
 
 Where the time goes (2 shared CPU cores, see README "make demo" for the measured runs):
-the warm start ≈ 40–50 ms per step; training ≈ 10 s of start-up per objective plus
-≈ 0.3 s per step, two objectives at a time; ``rcea probe sample`` makes one generate call
-per checkpoint × question (≈ 0.2–0.4 s each, nearly independent of k); the shared base
-is probed once (run "base"), so the probe costs ≈ (1 + 6 × milestones) × questions
-calls; the Label Studio start (≈ 30–70 s) unless a running server is reused.
+the warm start ≈ 40–50 ms per step for tiny-s (tiny-m costs more), the two scales' bases
+built side by side; training ≈ 10 s of start-up per (scale, objective) plus ≈ 0.3 s per
+step, two runs at a time; ``rcea probe sample`` makes one generate call per checkpoint ×
+question (≈ 0.2–0.4 s each, nearly independent of k), the scales probed side by side;
+each scale's shared base is probed once (run "base"), so the probe costs
+≈ scales × (1 + 6 × milestones) × questions calls; the Label Studio start (≈ 30–70 s)
+unless a running server is reused.
 
 Why the simulated pair gate passes: the codebook runs with the toy domain's oracle, so the
 automatic partition equals the true strategies; each simulated annotator flips a label
