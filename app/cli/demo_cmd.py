@@ -127,6 +127,17 @@ def _context(cfg: Any, sizes: Any, *, simulate: bool, serve: bool, fresh: bool) 
     if fresh and work.exists():
         shutil.rmtree(work)
     state = DemoState.load(state_path)
+    if state is not None and state.sizes:
+        now = json.loads(json.dumps(sizes.to_dict()))
+        changed = sorted(k for k in {*now, *state.sizes} if now.get(k) != state.sizes.get(k))
+        if changed:
+            from app.demo.state import DemoStateError
+
+            raise DemoStateError(
+                f"{state_path}: made with other {sizes.name} sizes (changed: "
+                f"{', '.join(changed)}), e.g. before the demo trained two policy scales; "
+                "rerun with --fresh to start over"
+            )
     if state is None:
         with session_scope(open_store(cfg)) as s:
             name, n = base, 1

@@ -62,9 +62,18 @@ def build_base_cmd(
     eval_k: int = typer.Option(8, help="samples per probe question"),
     threads: int = typer.Option(None, help="torch CPU threads (default: torch's choice)"),
     force: bool = typer.Option(False, help="overwrite a non-empty --out"),
+    hidden_size: int = typer.Option(None, help="model width (default 96)"),
+    intermediate_size: int = typer.Option(None, help="MLP width (default 256)"),
+    layers: int = typer.Option(None, help="transformer layers (default 3)"),
+    heads: int = typer.Option(None, help="attention heads (default 4)"),
+    kv_heads: int = typer.Option(None, help="key/value heads (default 2)"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Build and warm-start the tiny base policy; report its probe accuracy and modes.
+
+    The shape options change the tiny model's Qwen2 shape (e.g. a second policy scale:
+    --hidden-size 128 --intermediate-size 384 --layers 4); the hidden size must be divisible
+    by the heads into an even head size, and the heads by the key/value heads.
 
     Character tokenizer + Qwen2 model (~0.3 M parameters), supervised warm start on the
     strategy mixture with injected errors, saved with save_pretrained (loadable with
@@ -77,6 +86,18 @@ def build_base_cmd(
         )
     if out.exists() and any(out.iterdir()) and not force:
         fail(f"{out}: exists and is not empty (use --force to overwrite)", as_json=as_json)
+    shape = {
+        k: v
+        for k, v in {
+            "hidden_size": hidden_size,
+            "intermediate_size": intermediate_size,
+            "num_hidden_layers": layers,
+            "num_attention_heads": heads,
+            "num_key_value_heads": kv_heads,
+        }.items()
+        if v is not None
+    }
+    _check_shape(shape, as_json)
     import torch
 
     from pipeline.policy import build_base
@@ -91,6 +112,7 @@ def build_base_cmd(
         lr=lr,
         eval_questions=eval_questions,
         eval_k=eval_k,
+        model_overrides=shape or None,
         progress=not as_json or progress_forced(),
     )
     data = {"ok": True, **report.to_dict()}
@@ -112,6 +134,38 @@ def build_base_cmd(
     typer.echo(f"  R=1, V=0 share    {ev['success_invalid_share']:.3f}")
     typer.echo(f"  token entropy     {ev['mean_token_entropy']:.3f} nats")
     typer.echo(f"  correct modes     {ev['modes']}")
+
+
+def _check_shape(shape: dict[str, int], as_json: bool) -> None:
+    """Refuse a model shape the Qwen2 attention cannot use, naming the option."""
+    from pipeline.policy.model import TINY_DEFAULTS
+
+    names = {
+        "hidden_size": "--hidden-size",
+        "intermediate_size": "--intermediate-size",
+        "num_hidden_layers": "--layers",
+        "num_attention_heads": "--heads",
+        "num_key_value_heads": "--kv-heads",
+    }
+    for key, value in shape.items():
+        if value < 1:
+            fail(f"{names[key]} must be >= 1, got {value}", as_json=as_json)
+    full = {**TINY_DEFAULTS, **shape}
+    hidden, heads, kv = (
+        full["hidden_size"],
+        full["num_attention_heads"],
+        full["num_key_value_heads"],
+    )
+    if hidden % heads:
+        fail(f"--hidden-size {hidden} is not divisible by --heads {heads}", as_json=as_json)
+    if heads % kv:
+        fail(f"--heads {heads} is not divisible by --kv-heads {kv}", as_json=as_json)
+    if (hidden // heads) % 2:
+        fail(
+            f"head size {hidden // heads} (--hidden-size {hidden} / --heads {heads}) must be "
+            "even (rotary position embeddings)",
+            as_json=as_json,
+        )
 
 
 @train_app.command("run")

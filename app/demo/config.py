@@ -1,12 +1,21 @@
 """Sizes of the embedded-study demo: the default (``make demo``, < 15 min on 2 cores) and
-``--quick`` (< 5 min, the CI smoke test), and the rubric each one freezes.
+``--quick`` (< 5 min, the CI smoke test), the policy scales each one trains, and the rubric
+each one freezes.
+
+The default trains **two policy scales** of the tiny model (``tiny-s``, ~0.31 M parameters,
+and ``tiny-m``, ~0.8 M: wider and one layer deeper), each from its own warm-started base
+with the same six objectives, so the multi-model path (checkpoint = (run, model, step),
+retention against each model's own base, the association per scale; docs/multi-model.md)
+runs end to end. ``--quick`` trains ``tiny-s`` only, to keep the CI smoke test short.
 
 Where the time goes (2 shared CPU cores, see README "make demo" for the measured runs):
-the warm start ≈ 40–50 ms per step; training ≈ 10 s of start-up per objective plus
-≈ 0.3 s per step, two objectives at a time; ``rcea probe sample`` makes one generate call
-per checkpoint × question (≈ 0.2–0.4 s each, nearly independent of k); the shared base
-is probed once (run "base"), so the probe costs ≈ (1 + 6 × milestones) × questions
-calls; the Label Studio start (≈ 30–70 s) unless a running server is reused.
+the warm start ≈ 40–50 ms per step for tiny-s (tiny-m costs more), the two scales' bases
+built side by side; training ≈ 10 s of start-up per (scale, objective) plus ≈ 0.3 s per
+step, two runs at a time; ``rcea probe sample`` makes one generate call per checkpoint ×
+question (≈ 0.2–0.4 s each, nearly independent of k), the scales probed side by side;
+each scale's shared base is probed once (run "base"), so the probe costs
+≈ scales × (1 + 6 × milestones) × questions calls; the Label Studio start (≈ 30–70 s)
+unless a running server is reused.
 
 Why the simulated pair gate passes: the codebook runs with the toy domain's oracle, so the
 automatic partition equals the true strategies; each simulated annotator flips a label
@@ -24,6 +33,40 @@ from typing import Any
 OBJECTIVES: tuple[str, ...] = ("grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo")
 PROBE_SPLIT = "probe"  # the 43 fixed probe questions of the toy domain
 ORACLE = "pipeline.toy:strategy_by_id"
+
+
+@dataclass(frozen=True)
+class PolicyScale:
+    """One policy scale of the tiny model: its model label (the ``model`` of every record,
+    measurement and checkpoint of that scale) and its Qwen2 shape (``rcea train build-base``
+    options; the other fields keep ``pipeline.policy.model.TINY_DEFAULTS``)."""
+
+    label: str
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+
+    def build_args(self) -> list[str]:
+        """The ``rcea train build-base`` options that give this shape."""
+        return [
+            "--hidden-size",
+            str(self.hidden_size),
+            "--intermediate-size",
+            str(self.intermediate_size),
+            "--layers",
+            str(self.num_hidden_layers),
+            "--heads",
+            str(self.num_attention_heads),
+            "--kv-heads",
+            str(self.num_key_value_heads),
+        ]
+
+
+# The small scale is the tiny model's default shape (pipeline.policy.model.TINY_DEFAULTS).
+TINY_S = PolicyScale("tiny-s", hidden_size=96, intermediate_size=256, num_hidden_layers=3)
+TINY_M = PolicyScale("tiny-m", hidden_size=128, intermediate_size=384, num_hidden_layers=4)
 
 
 @dataclass(frozen=True)
@@ -48,6 +91,7 @@ class DemoSizes:
     calibration_held_out: int
     annotator_error: float  # label-flip rate of each simulated annotator
     validity_error: float  # label-flip rate of simulated validity annotators
+    scales: tuple[PolicyScale, ...] = (TINY_S,)  # policy scales, each with the six objectives
     n_min: int = 8  # retention eligibility (rubric [estimators] n_min)
     torch_threads: int = 1  # per training/probing process
     train_workers: int = 2  # objectives trained at the same time (2 cores)
@@ -64,12 +108,18 @@ class DemoSizes:
     def rubric_name(self) -> str:
         return f"rcea-toy-{self.name}"
 
+    @property
+    def models(self) -> list[str]:
+        """The model labels of the scales, in training order."""
+        return [sc.label for sc in self.scales]
+
     def study_name(self, *, simulate: bool) -> str:
         return f"{self.study}-sim" if simulate else self.study
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["passk_k"] = list(self.passk_k)
+        out["scales"] = [asdict(sc) for sc in self.scales]
         out["milestones"] = self.milestones
         return out
 
@@ -92,6 +142,7 @@ DEFAULT = DemoSizes(
     calibration_held_out=40,
     annotator_error=0.02,
     validity_error=0.02,
+    scales=(TINY_S, TINY_M),
 )
 
 QUICK = DemoSizes(
@@ -112,6 +163,7 @@ QUICK = DemoSizes(
     calibration_held_out=20,
     annotator_error=0.02,
     validity_error=0.02,
+    scales=(TINY_S,),
     n_min=4,
 )
 

@@ -1,7 +1,8 @@
-"""The study half of the demo: base policy, the six objectives, probing, ingest,
-measurements, the oracle judge and the oracle codebook cycle. Commands with torch imports
-run as ``rcea`` subprocesses (:class:`app.demo.context.RceaJob`); store-only work runs in
-process."""
+"""The study half of the demo: the base policy of every scale, the six objectives at every
+scale, probing, ingest, measurements, the oracle judge and the oracle codebook cycle.
+Everything of a scale lives under ``<work>/<model label>/`` and carries its model label.
+Commands with torch imports run as ``rcea`` subprocesses (:class:`app.demo.context.RceaJob`);
+store-only work runs in process."""
 
 from __future__ import annotations
 
@@ -11,23 +12,37 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from app.demo.config import OBJECTIVES, ORACLE, PROBE_SPLIT
+from app.demo.config import OBJECTIVES, ORACLE, PROBE_SPLIT, PolicyScale
 from app.demo.context import DEMO_ACTOR, DemoContext, DemoStepError, RceaJob, brief
+from pipeline.policy.base import METADATA_FILE as BASE_REPORT
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_CONFIG = REPO / "pipeline" / "training" / "configs" / "toy.toml"
 VALIDITY_ORACLE = "pipeline.toy:validity_by_id"
 PROBLEMS_ORACLE = "pipeline.toy:problem_by_id"
 JUDGE_NAME = "toy-oracle"
+PROBE_SEED = 2027  # the probe-set seed, the same at every scale
+
+
+def scale_dir(ctx: DemoContext, scale: PolicyScale) -> Path:
+    """``<work>/<model label>/``: everything of one policy scale (base, runs, configs,
+    probe output)."""
+    return ctx.work / scale.label
+
+
+def base_dir(ctx: DemoContext, scale: PolicyScale) -> Path:
+    return scale_dir(ctx, scale) / "base"
 
 
 def step_base(ctx: DemoContext) -> dict[str, Any]:
-    """The tiny base policy (``rcea train build-base``), once."""
-    out = ctx.work / "base"
-    report = out / "rcea_base.json"
-    if not report.exists():
-        ctx.say(f"warm start: {ctx.sizes.sft_steps} steps (≈ 40 ms each on 2 cores)…")
-        ctx.rcea(
+    """The tiny base policy of every scale (``rcea train build-base`` with the scale's
+    shape), ``train_workers`` at a time; a scale whose base exists is not rebuilt."""
+    jobs: list[RceaJob] = []
+    for scale in ctx.sizes.scales:
+        out = base_dir(ctx, scale)
+        if (out / BASE_REPORT).exists():
+            continue
+        args = [
             "train",
             "build-base",
             "--out",
@@ -38,91 +53,121 @@ def step_base(ctx: DemoContext) -> dict[str, Any]:
             str(ctx.sizes.sft_steps),
             "--threads",
             str(ctx.sizes.torch_threads),
+            *scale.build_args(),
             "--force",
-            log="base",
+        ]
+        jobs.append(RceaJob(ctx, args, f"base-{scale.label}"))
+    if jobs:
+        ctx.say(
+            f"warm start of {len(jobs)} scale(s): {ctx.sizes.sft_steps} steps each "
+            f"(≈ 40 ms per step for tiny-s on 2 cores), {ctx.sizes.train_workers} at a time…"
         )
-    data = json.loads(report.read_text())
-    ev = data.get("evaluation", data)
-    ctx.say(
-        f"base policy {out}: probe accuracy {ev.get('accuracy', float('nan')):.2f}, "
-        f"correct modes {ev.get('modes')}"
-    )
-    return {"path": str(out), "accuracy": ev.get("accuracy")}
+        ctx.rcea_many(jobs, workers=ctx.sizes.train_workers)
+    out: dict[str, Any] = {}
+    for scale in ctx.sizes.scales:
+        path = base_dir(ctx, scale)
+        data = json.loads((path / BASE_REPORT).read_text())
+        ev = data.get("evaluation", data)
+        ctx.say(
+            f"{scale.label} base policy {path} ({data.get('n_parameters', 0):,} parameters): "
+            f"probe accuracy {ev.get('accuracy', float('nan')):.2f}, "
+            f"correct modes {ev.get('modes')}"
+        )
+        out[scale.label] = {
+            "path": str(path),
+            "accuracy": ev.get("accuracy"),
+            "n_parameters": data.get("n_parameters"),
+        }
+    return {"scales": out}
 
 
-def train_config(ctx: DemoContext) -> Path:
-    """``toy.toml`` with the demo's base model, milestone spacing and thread count."""
+def train_config(ctx: DemoContext, scale: PolicyScale) -> Path:
+    """``toy.toml`` with the scale's base model, the milestone spacing and thread count."""
     import tomli_w
 
     data = tomllib.loads(TRAIN_CONFIG.read_text(encoding="utf-8"))
-    data["model"]["path"] = str(ctx.work / "base")
+    data["model"]["path"] = str(base_dir(ctx, scale))
     data["training"]["save_steps"] = ctx.sizes.save_steps
     data["training"]["max_steps"] = ctx.sizes.train_steps
     data["training"]["torch_threads"] = ctx.sizes.torch_threads
-    path = ctx.work / "train.toml"
+    path = scale_dir(ctx, scale) / "train.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
-        f"# Written by rcea demo from {TRAIN_CONFIG.name} ({ctx.sizes.name} size).\n"
-        + tomli_w.dumps(data),
+        f"# Written by rcea demo from {TRAIN_CONFIG.name} ({ctx.sizes.name} size, "
+        f"scale {scale.label}).\n" + tomli_w.dumps(data),
         encoding="utf-8",
     )
     return path
 
 
-def run_dir(ctx: DemoContext, objective: str) -> Path:
-    return ctx.work / "runs" / objective
+def run_dir(ctx: DemoContext, scale: PolicyScale, objective: str) -> Path:
+    return scale_dir(ctx, scale) / "runs" / objective
 
 
 def step_train(ctx: DemoContext) -> dict[str, Any]:
-    """The six objectives, each ``train_steps`` steps from the base, ``train_workers`` at a
-    time (one torch thread each). Resumable per objective: a finished run has ``final/``
-    and ``run.json``; an interrupted one is restarted from scratch (same seed)."""
-    config = train_config(ctx)
-    n = len(OBJECTIVES)
+    """The six objectives at every scale, each ``train_steps`` steps from that scale's
+    base, ``train_workers`` at a time (one torch thread each). Resumable per (scale,
+    objective): a finished run has ``final/`` and ``run.json``; an interrupted one is
+    restarted from scratch (same seed)."""
+    scales = ctx.sizes.scales
+    n = len(OBJECTIVES) * len(scales)
     jobs: list[RceaJob] = []
-    for i, objective in enumerate(OBJECTIVES, 1):
-        rd = run_dir(ctx, objective)
-        if (rd / "run.json").exists() and (rd / "final" / "config.json").exists():
-            ctx.say(f"({i}/{n}) {objective}: trained earlier")
-            continue
-        if rd.exists():
-            shutil.rmtree(rd)
-        args = ["train", "run", "--config", str(config), "--objective", objective]
-        jobs.append(RceaJob(ctx, [*args, "--out", str(rd)], f"train-{objective}"))
+    names: dict[int, str] = {}
+    i = 0
+    for scale in scales:
+        config = train_config(ctx, scale)
+        for objective in OBJECTIVES:
+            i += 1
+            rd = run_dir(ctx, scale, objective)
+            if (rd / "run.json").exists() and (rd / "final" / "config.json").exists():
+                ctx.say(f"({i}/{n}) {scale.label} {objective}: trained earlier")
+                continue
+            if rd.exists():
+                shutil.rmtree(rd)
+            args = ["train", "run", "--config", str(config), "--objective", objective]
+            job = RceaJob(ctx, [*args, "--out", str(rd)], f"train-{scale.label}-{objective}")
+            names[id(job)] = f"({i}/{n}) {scale.label} {objective}"
+            jobs.append(job)
 
     def done(job: RceaJob, res: Any) -> None:
-        objective = job.args[job.args.index("--objective") + 1]
         last = res.get("last", {})
         ctx.say(
-            f"({OBJECTIVES.index(objective) + 1}/{n}) {objective}: {res.get('steps')} steps "
-            f"in {job.seconds:.0f} s, last training entropy {last.get('entropy', 0):.3f}"
+            f"{names[id(job)]}: {res.get('steps')} steps in {job.seconds:.0f} s, "
+            f"last training entropy {last.get('entropy', 0):.3f}"
         )
 
     if jobs:
-        ctx.say(f"training {len(jobs)} objective(s), {ctx.sizes.train_workers} at a time…")
+        ctx.say(
+            f"training {len(jobs)} run(s) ({len(scales)} scale(s) × {len(OBJECTIVES)} "
+            f"objectives), {ctx.sizes.train_workers} at a time…"
+        )
         ctx.rcea_many(jobs, workers=ctx.sizes.train_workers, on_done=done)
-    return {"runs": {o: str(run_dir(ctx, o)) for o in OBJECTIVES}}
+    return {"runs": {sc.label: {o: str(run_dir(ctx, sc, o)) for o in OBJECTIVES} for sc in scales}}
 
 
 # --------------------------------------------------------------------------- probing
 
 
-def probe_config(ctx: DemoContext) -> Path:
-    """The probe config: the 43 probe questions × ``probe_k`` samples at the base and
-    every milestone of the six runs; pass@k and greedy accuracy on the eval split."""
+def probe_config(ctx: DemoContext, scale: PolicyScale) -> Path:
+    """The probe config of one scale: the 43 probe questions × ``probe_k`` samples at the
+    scale's base and every milestone of its six runs, every checkpoint labelled with the
+    scale's model label; pass@k and greedy accuracy on the eval split. The probe-set seed
+    and questions are the same at every scale."""
     import tomli_w
 
     s = ctx.sizes
     milestones = [0.0] + [m / s.train_steps for m in s.milestones]
     data = {
-        "probe": {"seed": 2027, "k": s.probe_k, "torch_threads": s.torch_threads},
+        "probe": {"seed": PROBE_SEED, "k": s.probe_k, "torch_threads": s.torch_threads},
         "questions": {"source": "toy", "split": PROBE_SPLIT}
         | ({"n": s.probe_questions} if s.probe_questions else {}),
         "checkpoints": {
-            "run_dirs": [str(run_dir(ctx, o)) for o in OBJECTIVES],
+            "run_dirs": [str(run_dir(ctx, scale, o)) for o in OBJECTIVES],
             "milestones": milestones,
-            "model": "tiny",
-            # Every run starts from the same warm-started base: probe it once, as run
-            # "base", and start every run's covariance chain from it.
+            "model": scale.label,
+            # Every run of a scale starts from that scale's warm-started base: probe it
+            # once, as run "base" (checkpoint (base, <label>, 0)), and start every run's
+            # covariance chain from it. Retention compares with it (same model).
             "base_run": "base",
         },
         "covariance": {"questions": 10, "trajectories": 2, "positions": 16, "seed": 0},
@@ -133,65 +178,119 @@ def probe_config(ctx: DemoContext) -> Path:
             "passk": {"n": s.passk_n, "k": list(s.passk_k)},
         },
     }
-    path = ctx.work / "probe.toml"
+    path = scale_dir(ctx, scale) / "probe.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
-        f"# Written by rcea demo ({s.name} size).\n" + tomli_w.dumps(data), encoding="utf-8"
+        f"# Written by rcea demo ({s.name} size, scale {scale.label}).\n" + tomli_w.dumps(data),
+        encoding="utf-8",
     )
     return path
 
 
-def probe_dir(ctx: DemoContext) -> Path:
-    return ctx.work / "probe"
+def probe_dir(ctx: DemoContext, scale: PolicyScale) -> Path:
+    return scale_dir(ctx, scale) / "probe"
+
+
+def n_checkpoints(ctx: DemoContext) -> int:
+    """Checkpoints probed per scale: its shared base + every run's milestones."""
+    return 1 + len(OBJECTIVES) * len(ctx.sizes.milestones)
+
+
+def bind_probe_set(ctx: DemoContext) -> None:
+    """Record the study's probe set (event ``probe.probe_set``) once, before the scales
+    are sampled in parallel: every ``rcea probe sample --study`` then finds it and only
+    checks its seed, instead of two processes racing to record it."""
+    from app.cli.probe_cmd import PROBE_SET_EVENT
+    from app.store import append_event, get_or_create_study, list_events, session_scope
+
+    with session_scope(ctx.engine()) as s:
+        st = get_or_create_study(s, name=ctx.study)
+        if list_events(s, kind=PROBE_SET_EVENT, study_id=st.id):
+            return  # an earlier run bound it; each sample command checks the seed
+        append_event(
+            s,
+            actor=DEMO_ACTOR,
+            kind=PROBE_SET_EVENT,
+            study_id=st.id,
+            payload={"probe_seed": PROBE_SEED, "question_source": f"toy:{PROBE_SPLIT}"},
+        )
+
+
+def _per_scale(ctx: DemoContext, stage: str, log: str, *, study: bool) -> dict[str, Any]:
+    """``rcea probe STAGE`` for every scale, ``train_workers`` at a time (one torch thread
+    each); returns model label → the command's JSON answer (and prints one line each)."""
+    jobs = []
+    for scale in ctx.sizes.scales:
+        args = [
+            "probe",
+            stage,
+            "--config",
+            str(probe_config(ctx, scale)),
+            "--out",
+            str(probe_dir(ctx, scale)),
+            *(["--study", ctx.study] if study else []),
+        ]
+        jobs.append(RceaJob(ctx, args, log))
+    results = ctx.rcea_many(jobs, workers=ctx.sizes.train_workers)
+    out = {}
+    for scale, job, res in zip(ctx.sizes.scales, jobs, results, strict=True):
+        ctx.say(f"{scale.label} probe {stage} in {job.seconds:.0f} s: {brief(res)}")
+        out[scale.label] = res
+    return out
 
 
 def step_probe(ctx: DemoContext) -> dict[str, Any]:
-    """``rcea probe sample`` then ``rcea probe entropy``: the records of every checkpoint."""
-    config = probe_config(ctx)
-    n_ckpt = 1 + len(OBJECTIVES) * len(ctx.sizes.milestones)  # one shared base + milestones
+    """``rcea probe sample`` then ``rcea probe entropy`` at every scale: the records of
+    every checkpoint, one ``records.jsonl`` per scale."""
+    n_ckpt = n_checkpoints(ctx)
     n_q = ctx.sizes.probe_questions or 43
-    ctx.say(f"sampling {n_ckpt} checkpoints × {n_q} probe questions × {ctx.sizes.probe_k}…")
-    common = ("--config", str(config), "--out", str(probe_dir(ctx)))
-    sampled = ctx.rcea("probe", "sample", *common, "--study", ctx.study, log="probe")
-    ctx.say(f"sampled in {ctx.last_seconds:.0f} s: {brief(sampled)}")
-    ent = ctx.rcea("probe", "entropy", *common, log="probe")
-    ctx.say(f"token entropies in {ctx.last_seconds:.0f} s: {brief(ent)}")
-    records = probe_dir(ctx) / "records.jsonl"
-    if not records.exists():
-        raise DemoStepError(f"rcea probe entropy wrote no {records}")
-    return {"records": str(records), "n_checkpoints": n_ckpt}
+    ctx.say(
+        f"sampling {len(ctx.sizes.scales)} scale(s) × {n_ckpt} checkpoints × {n_q} probe "
+        f"questions × {ctx.sizes.probe_k}…"
+    )
+    bind_probe_set(ctx)
+    _per_scale(ctx, "sample", "probe", study=True)
+    _per_scale(ctx, "entropy", "probe", study=False)
+    records: dict[str, str] = {}
+    for scale in ctx.sizes.scales:
+        path = probe_dir(ctx, scale) / "records.jsonl"
+        if not path.exists():
+            raise DemoStepError(f"rcea probe entropy wrote no {path}")
+        records[scale.label] = str(path)
+    return {"records": records, "n_checkpoints": n_ckpt * len(ctx.sizes.scales)}
 
 
 def step_ingest(ctx: DemoContext) -> dict[str, Any]:
-    """Ingest the probe records into the demo study (a byte-identical file is a no-op)."""
+    """Ingest every scale's probe records into the demo study, in scale order (a
+    byte-identical file is a no-op)."""
     from app.ingest import ingest_file
 
-    path = Path(ctx.state.result("probe")["records"])
-    res = ingest_file(
-        ctx.engine(),
-        path,
-        study=ctx.study,
-        artifacts_dir=ctx.cfg.artifacts_dir,
-        data_dir=ctx.cfg.data_dir,
-        progress=False,
-    )
-    ctx.say(res.summary())
-    return {"records": str(path)}
+    records = ctx.state.result("probe")["records"]
+    for label in ctx.sizes.models:
+        res = ingest_file(
+            ctx.engine(),
+            Path(records[label]),
+            study=ctx.study,
+            artifacts_dir=ctx.cfg.artifacts_dir,
+            data_dir=ctx.cfg.data_dir,
+            progress=False,
+        )
+        ctx.say(f"{label}: {res.summary()}")
+    return {"records": records}
 
 
 def step_measure(ctx: DemoContext) -> dict[str, Any]:
-    """Training curves, greedy accuracy + pass@k and the covariance fit as measurements."""
-    config = str(ctx.work / "probe.toml")
-    common = ("--config", config, "--out", str(probe_dir(ctx)))
-    runs = [str(run_dir(ctx, o)) for o in OBJECTIVES]
-    out: dict[str, Any] = {}
-    curves = ctx.rcea("probe", "curves", "--study", ctx.study, *runs, log="measure")
-    ctx.say(f"training curves in {ctx.last_seconds:.0f} s: {brief(curves)}")
-    bench = ctx.rcea("probe", "bench", *common, "--study", ctx.study, log="measure")
-    ctx.say(f"greedy accuracy + pass@k in {ctx.last_seconds:.0f} s: {brief(bench)}")
-    cov = ctx.rcea("probe", "covariance", *common, "--study", ctx.study, log="measure")
-    ctx.say(f"covariance fit in {ctx.last_seconds:.0f} s: {brief(cov)}")
-    out["ok"] = True
-    return out
+    """Training curves, greedy accuracy + pass@k and the covariance fit as measurements,
+    each labelled with its scale's model label."""
+    for scale in ctx.sizes.scales:
+        runs = [str(run_dir(ctx, scale, o)) for o in OBJECTIVES]
+        curves = ctx.rcea(
+            "probe", "curves", "--study", ctx.study, "--model", scale.label, *runs, log="measure"
+        )
+        ctx.say(f"{scale.label} training curves in {ctx.last_seconds:.0f} s: {brief(curves)}")
+    _per_scale(ctx, "bench", "measure", study=True)
+    _per_scale(ctx, "covariance", "measure", study=True)
+    return {"ok": True, "models": ctx.sizes.models}
 
 
 # --------------------------------------------------------------------------- judge

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,13 @@ from pipeline.policy.sft import Mixture, warm_start
 from pipeline.policy.tokenizer import build_char_tokenizer
 
 METADATA_FILE = "rcea_base.json"
+SHAPE_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+)
 
 
 @dataclass
@@ -27,6 +34,8 @@ class BaseReport:
     seconds: float
     final_loss: float
     evaluation: dict[str, Any]
+    # The Qwen2 shape actually built (TINY_DEFAULTS with the overrides applied).
+    model_shape: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -79,6 +88,7 @@ def build_base(
         seconds=time.perf_counter() - t0,
         final_loss=sum(tail) / len(tail),
         evaluation=summary,
+        model_shape={k: getattr(model.config, k) for k in SHAPE_KEYS},
     )
     meta = {**report.to_dict(), "mixture": mix.to_dict(), "batch_size": batch_size, "lr": lr}
     (out / METADATA_FILE).write_text(json.dumps(meta, indent=2))

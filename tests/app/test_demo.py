@@ -265,3 +265,222 @@ def test_fresh_starts_over_under_a_new_study_name(tmp_path: Path) -> None:
     assert not (fresh.work / "base").exists() and fresh.work == first.work
     simulated = _context(cfg, QUICK, simulate=True, serve=False, fresh=False)
     assert simulated.study == "toy-quick-sim" and simulated.work != first.work
+
+
+# --------------------------------------------------------------------------- two scales
+
+
+def test_default_size_defines_two_policy_scales_and_quick_one() -> None:
+    from app.demo.config import TINY_M, TINY_S
+
+    assert DEFAULT.models == ["tiny-s", "tiny-m"] and DEFAULT.scales == (TINY_S, TINY_M)
+    assert QUICK.models == ["tiny-s"]
+    # The two scales differ in size: wider and deeper.
+    assert (TINY_S.hidden_size, TINY_S.intermediate_size, TINY_S.num_hidden_layers) == (96, 256, 3)
+    assert (TINY_M.hidden_size, TINY_M.intermediate_size, TINY_M.num_hidden_layers) == (128, 384, 4)
+    assert TINY_M.build_args() == [
+        "--hidden-size", "128", "--intermediate-size", "384", "--layers", "4",
+        "--heads", "4", "--kv-heads", "2",
+    ]  # fmt: skip
+    # The small scale is the tiny model's default shape.
+    from pipeline.policy.model import TINY_DEFAULTS
+
+    assert {k: TINY_DEFAULTS[k] for k in ("hidden_size", "intermediate_size")} == {
+        "hidden_size": 96,
+        "intermediate_size": 256,
+    }
+    assert DEFAULT.to_dict()["scales"][1] == {
+        "label": "tiny-m",
+        "hidden_size": 128,
+        "intermediate_size": 384,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    }
+    json.dumps(DEFAULT.to_dict())  # the state file holds it
+
+
+class _Recording:
+    """Stands in for the ``rcea`` subprocesses of the study steps only: records every
+    command line and writes the files the real command would leave (a base's report and
+    config, a run's run.json + checkpoints, a scale's records) so the next step finds
+    them. Store work (probe-set binding, ingest) runs for real."""
+
+    def __init__(self, ctx: DemoContext) -> None:
+        self.ctx, self.calls = ctx, []  # type: list[list[str]]
+        ctx.rcea_many = self.rcea_many  # type: ignore[method-assign]
+
+    def rcea_many(self, jobs, *, workers, on_done=None):  # type: ignore[no-untyped-def]
+        assert workers in (1, self.ctx.sizes.train_workers)
+        out = []
+        for job in jobs:
+            self.calls.append(job.args)
+            res = self._fake(job.args)
+            if on_done is not None:
+                on_done(job, res)
+            out.append(res)
+        return out
+
+    def _fake(self, args: list[str]) -> dict:
+        def opt(name: str) -> str:
+            return args[args.index(name) + 1]
+
+        if args[:2] == ["train", "build-base"]:
+            out = Path(opt("--out"))
+            out.mkdir(parents=True)
+            (out / "config.json").write_text("{}")
+            n = int(opt("--hidden-size")) * 1000
+            (out / "rcea_base.json").write_text(
+                json.dumps({"n_parameters": n, "evaluation": {"accuracy": 0.4, "modes": 3}})
+            )
+        elif args[:2] == ["train", "run"]:
+            import tomllib
+
+            cfg = tomllib.loads(Path(opt("--config")).read_text())
+            rd = Path(opt("--out"))
+            steps = cfg["training"]["max_steps"]
+            save = cfg["training"]["save_steps"]
+            for step in [*range(save, steps, save), None]:
+                d = rd / (f"checkpoint-{step}" if step else "final")
+                d.mkdir(parents=True)
+                (d / "config.json").write_text("{}")
+            cfg["objective"] = opt("--objective")
+            (rd / "run.json").write_text(json.dumps({"config": cfg, "result": {"steps": steps}}))
+            return {"steps": steps, "last": {"entropy": 0.5}}
+        elif args[:2] == ["probe", "entropy"]:
+            from pipeline.probe.config import load_config, resolve_checkpoints
+            from tests.helpers import make_record, write_jsonl
+
+            cfg = load_config(opt("--config"))
+            recs = [
+                make_record(
+                    i,
+                    trajectory_id=f"{ck.label}-{i}",
+                    run=ck.run,
+                    model=ck.model,
+                    step=ck.step,
+                )
+                for ck in resolve_checkpoints(cfg)
+                for i in range(2)
+            ]
+            out = Path(opt("--out"))
+            out.mkdir(parents=True, exist_ok=True)
+            write_jsonl(out / "records.jsonl", recs)
+        return {"ok": True}
+
+
+def test_study_steps_train_probe_ingest_and_measure_both_scales(tmp_path: Path) -> None:
+    """The study steps at the default size: a base per scale with its shape, the six
+    objectives at each scale from that scale's base, one probe config per scale whose
+    checkpoints carry the scale's label (its own shared base (base, label, 0)), both
+    scales' records in one study, and every measurement command per scale."""
+    from sqlmodel import select
+
+    from app.demo.study import (
+        PROBE_SEED,
+        probe_config,
+        step_base,
+        step_ingest,
+        step_measure,
+        step_probe,
+        step_train,
+    )
+    from app.store import open_store, session_scope
+    from app.store.models import Event, Trajectory
+    from pipeline.probe.config import load_config, resolve_checkpoints
+
+    lines: list[str] = []
+    ctx = _ctx(tmp_path / "work", lines)
+    ctx.sizes = DEFAULT
+    ctx.cfg.ensure_data_dir()
+    rec = _Recording(ctx)
+    objectives = ["grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo"]
+
+    base = step_base(ctx)
+    assert [c[:2] for c in rec.calls] == [["train", "build-base"]] * 2
+    for call, (label, hidden, layers) in zip(
+        rec.calls, [("tiny-s", "96", "3"), ("tiny-m", "128", "4")], strict=True
+    ):
+        assert call[call.index("--out") + 1] == str(ctx.work / label / "base")
+        assert call[call.index("--hidden-size") + 1] == hidden
+        assert call[call.index("--layers") + 1] == layers
+    assert base["scales"]["tiny-m"]["n_parameters"] == 128_000
+    assert step_base(ctx) == base and len(rec.calls) == 2  # built earlier: no new job
+
+    rec.calls.clear()
+    runs = step_train(ctx)
+    assert len(rec.calls) == 12
+    trained = []
+    for call in rec.calls:
+        import tomllib
+
+        cfg = tomllib.loads(Path(call[call.index("--config") + 1]).read_text())
+        objective = call[call.index("--objective") + 1]
+        label = Path(call[call.index("--out") + 1]).parts[-3]
+        assert cfg["model"]["path"] == str(ctx.work / label / "base")
+        assert cfg["training"]["max_steps"] == 100 and cfg["training"]["save_steps"] == 50
+        trained.append((label, objective))
+    assert trained == [(m, o) for m in ("tiny-s", "tiny-m") for o in objectives]
+    assert set(runs["runs"]) == {"tiny-s", "tiny-m"}
+    assert any("(12/12) tiny-m ep_grpo: 100 steps" in line for line in lines)
+
+    keys: dict[str, set] = {}
+    for label in ("tiny-s", "tiny-m"):
+        sc = next(s for s in DEFAULT.scales if s.label == label)
+        cfg = load_config(probe_config(ctx, sc))
+        assert cfg.checkpoints.model == label and cfg.probe.seed == PROBE_SEED
+        keys[label] = {(c.run, c.model, c.step) for c in resolve_checkpoints(cfg)}
+        assert keys[label] == {("base", label, 0)} | {
+            (o, label, s) for o in objectives for s in (50, 100)
+        }
+
+    rec.calls.clear()
+    probed = step_probe(ctx)
+    assert [(c[1], Path(c[c.index("--out") + 1]).parent.name) for c in rec.calls] == [
+        ("sample", "tiny-s"),
+        ("sample", "tiny-m"),
+        ("entropy", "tiny-s"),
+        ("entropy", "tiny-m"),
+    ]
+    assert all(("--study" in c) == (c[1] == "sample") for c in rec.calls)
+    assert probed["n_checkpoints"] == 26 and set(probed["records"]) == {"tiny-s", "tiny-m"}
+    ctx.state.mark_done("probe", seconds=0.0, result=probed)
+    step_ingest(ctx)
+    step_probe(ctx)  # a re-run does not record the probe set twice
+    with session_scope(open_store(ctx.cfg)) as s:
+        events = s.exec(select(Event).where(Event.kind == "probe.probe_set")).all()
+        assert len(events) == 1 and events[0].payload["probe_seed"] == PROBE_SEED
+        stored = {(t.run, t.model, t.step) for t in s.exec(select(Trajectory)).all()}
+    assert stored == keys["tiny-s"] | keys["tiny-m"] and len(stored) == 26
+
+    rec.calls.clear()
+    assert step_measure(ctx)["models"] == ["tiny-s", "tiny-m"]
+    curves = [c for c in rec.calls if c[1] == "curves"]
+    assert [c[c.index("--model") + 1] for c in curves] == ["tiny-s", "tiny-m"]
+    for c in curves:
+        label = c[c.index("--model") + 1]
+        assert c[-6:] == [str(ctx.work / label / "runs" / o) for o in objectives]
+    assert [(c[1], Path(c[c.index("--config") + 1]).parent.name) for c in rec.calls[2:]] == [
+        ("bench", "tiny-s"),
+        ("bench", "tiny-m"),
+        ("covariance", "tiny-s"),
+        ("covariance", "tiny-m"),
+    ]
+
+
+def test_a_state_made_with_other_sizes_is_refused(tmp_path: Path) -> None:
+    """A demo state written before the default trained two scales (or with any other
+    sizes) cannot be resumed: its files are laid out for other sizes."""
+    from app.cli.demo_cmd import _context
+    from app.settings import Settings
+
+    cfg = Settings(data_dir=tmp_path / "data")
+    cfg.ensure_data_dir()
+    first = _context(cfg, DEFAULT, simulate=False, serve=False, fresh=False)
+    old = {k: v for k, v in first.state.sizes.items() if k != "scales"}
+    first.state.sizes = old
+    first.state.save()
+    with pytest.raises(DemoStateError, match=r"other default sizes \(changed: scales\).*--fresh"):
+        _context(cfg, DEFAULT, simulate=False, serve=False, fresh=False)
+    again = _context(cfg, DEFAULT, simulate=False, serve=False, fresh=True)
+    assert again.state.sizes["scales"][1]["label"] == "tiny-m"

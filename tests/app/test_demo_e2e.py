@@ -146,12 +146,14 @@ def _bundle_equals_stats(env: dict[str, str], work: Path, bundle: Path, tmp_path
     assert report["audits"]["pair"]["status"] == "passed"
     assert report["audits"]["validity"]["status"] == "calibrated"
     params = report["parameters"]
-    probe_records = work / "probe" / "records.jsonl"
+    # --quick trains one policy scale, tiny-s: its files are under <work>/tiny-s/.
+    probe_records = work / "tiny-s" / "probe" / "records.jsonl"
     final_records = work / "records-final.jsonl"
     checkpoints = report["checkpoints"]
     # The shared base (run "base", step 0) and the six runs at their one quick milestone.
     assert len(checkpoints) == 7 and {c["step"] for c in checkpoints} == {0, 16}
     assert [c["run"] for c in checkpoints if c["step"] == 0] == ["base"]
+    assert {c["model"] for c in checkpoints} == {"tiny-s"}
     for ck in (checkpoints[0], checkpoints[-1]):
         res = _rcea(
             env,

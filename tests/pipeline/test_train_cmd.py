@@ -182,3 +182,61 @@ def test_cross_field_validation() -> None:
         parse_config({"objective": {"name": "grpo"}})
     cfg = parse_config({**base, "objectives": {"grpo": {"epsilon": 0.1}}})
     assert cfg.resolved_params()["epsilon"] == 0.1
+
+
+def _qwen2_parameters(vocab: int, h: int, i: int, layers: int, heads: int, kv: int) -> int:
+    """Qwen2 parameter count by hand: tied embedding; per layer q/k/v projections with
+    bias, o projection without, a gated MLP (3 matrices) and two RMSNorms; a final norm."""
+    hd = h // heads
+    attn = (h * h + h) + 2 * (h * kv * hd + kv * hd) + h * h
+    return vocab * h + layers * (attn + 3 * h * i + 2 * h) + h
+
+
+def test_build_base_shape_options_give_the_demo_scales(quick_base: Path, tmp_path: Path) -> None:
+    """The demo's second scale (tiny-m: --hidden-size 128 --intermediate-size 384
+    --layers 4) is built and recorded; its size matches the hand count, as the default
+    shape (tiny-s) does; impossible shapes are refused naming the option."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    vocab = len(AutoTokenizer.from_pretrained(quick_base))
+    small = json.loads((quick_base / "rcea_base.json").read_text())
+    assert small["model_shape"] == {
+        "hidden_size": 96,
+        "intermediate_size": 256,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    }
+    assert small["n_parameters"] == _qwen2_parameters(vocab, 96, 256, 3, 4, 2)
+    out = tmp_path / "tiny-m"
+    res = runner.invoke(
+        app,
+        [
+            "train", "build-base", "--out", str(out), "--sft-steps", "2",
+            "--eval-questions", "2", "--eval-k", "2", "--threads", "1",
+            "--hidden-size", "128", "--intermediate-size", "384", "--layers", "4", "--json",
+        ],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["model_shape"] == {
+        "hidden_size": 128,
+        "intermediate_size": 384,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    }
+    assert data["n_parameters"] == _qwen2_parameters(vocab, 128, 384, 4, 4, 2)
+    assert data["n_parameters"] > 2.5 * small["n_parameters"]
+    cfg = AutoConfig.from_pretrained(out)
+    assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers) == (128, 384, 4)
+    assert json.loads((out / "rcea_base.json").read_text())["model_shape"] == data["model_shape"]
+    for extra, message in [
+        (["--hidden-size", "90"], "--hidden-size 90 is not divisible by --heads 4"),
+        (["--hidden-size", "100"], "head size 25 (--hidden-size 100 / --heads 4) must be even"),
+        (["--heads", "4", "--kv-heads", "3"], "--heads 4 is not divisible by --kv-heads 3"),
+        (["--layers", "0"], "--layers must be >= 1, got 0"),
+    ]:
+        res = runner.invoke(app, ["train", "build-base", "--out", str(tmp_path / "x"), *extra])
+        assert res.exit_code == 1 and message in res.output, res.output
+        assert not (tmp_path / "x").exists()

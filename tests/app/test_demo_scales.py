@@ -1,0 +1,175 @@
+"""The demo's two policy scales end to end at miniature sizes (slow: real ``rcea train`` /
+``rcea probe`` subprocesses, two warm starts and 12 training runs): both scales' bases, the
+six objectives at each scale, probing, ingest, measurements, the oracle judge and
+codebook, then the report. Every checkpoint and measurement carries its scale's model
+label; retention is against the same model's base and equals ``rcea stats retention`` on
+a file holding that model only; the association is per scale, nothing pooled."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.demo.config import DEFAULT, TINY_M, TINY_S
+from app.demo.context import DemoContext
+from app.demo.state import DemoState
+from app.demo.study import (
+    step_base,
+    step_codebook,
+    step_ingest,
+    step_judge,
+    step_measure,
+    step_probe,
+    step_train,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning"),
+]
+pytest.importorskip("trl")
+
+OBJECTIVES = ("grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo")
+MINI = replace(
+    DEFAULT,
+    name="mini",
+    study="toy-mini",
+    sft_steps=1500,  # the real warm start: the bases must succeed for retention
+    train_steps=2,
+    save_steps=2,
+    probe_k=16,
+    probe_questions=8,
+    bench_questions=4,
+    passk_n=4,
+    passk_k=(1, 4),
+    n_min=2,
+)
+
+
+def test_two_scales_run_through_the_study_steps_and_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlmodel import select
+
+    from app.report.build import build_report
+    from app.settings import Settings
+    from app.store import open_store, session_scope
+    from app.store.models import Measurement, Trajectory
+
+    assert MINI.scales == (TINY_S, TINY_M)
+    data = tmp_path / "data"
+    monkeypatch.setenv("RCEA_DATA_DIR", str(data))  # the `rcea` subprocesses' store
+    cfg = Settings(data_dir=data)
+    cfg.ensure_data_dir()
+    lines: list[str] = []
+    ctx = DemoContext(
+        cfg=cfg,
+        sizes=MINI,
+        simulate=False,
+        serve=False,
+        state=DemoState(
+            path=tmp_path / "work" / "state.json", size="mini", simulate=False, study="mini", seed=0
+        ),
+        work=tmp_path / "work",
+        echo=lines.append,
+    )
+    for name, step in [
+        ("base", step_base),
+        ("train", step_train),
+        ("probe", step_probe),
+        ("ingest", step_ingest),
+        ("measure", step_measure),
+        ("judge", step_judge),
+        ("codebook", step_codebook),
+    ]:
+        ctx.state.mark_done(name, seconds=0.0, result=step(ctx))
+    text = "\n".join(lines)
+    bases = ctx.state.result("base")["scales"]
+    assert bases["tiny-m"]["n_parameters"] > 2.5 * bases["tiny-s"]["n_parameters"]
+    assert "(12/12) tiny-m ep_grpo: 2 steps" in text
+
+    models = ("tiny-s", "tiny-m")
+    expected = {("base", m, 0) for m in models} | {(o, m, 2) for o in OBJECTIVES for m in models}
+    eng = open_store(cfg)
+    with session_scope(eng) as s:
+        stored = {(t.run, t.model, t.step) for t in s.exec(select(Trajectory)).all()}
+        meas = {(m.kind, m.model) for m in s.exec(select(Measurement)).all()}
+    assert stored == expected
+    for kind in ("training_curve", "passk", "greedy_accuracy"):
+        assert {(kind, m) for m in models} <= meas, (kind, sorted(meas))
+
+    with session_scope(eng) as s:
+        report = build_report(
+            s,
+            study="mini",
+            partition=ctx.state.result("codebook")["partition_hash"],
+            n_min=2,
+            n_boot=200,
+        )
+    cks = {(c["run"], c["model"], c["step"]): c for c in report["checkpoints"]}
+    assert set(cks) == expected
+    with_retention = [c for c in cks.values() if c["retention"] is not None]
+    for c in with_retention:  # always against the same model's own base
+        assert c["retention"]["base"] == {"run": "base", "model": c["model"], "step": 0}
+    assert {c["model"] for c in with_retention} == set(models), json.dumps(
+        {k[1]: (c["retention_error"], c["modes"]) for k, c in cks.items()}, default=str
+    )[:2000]
+    assoc = report["association"]
+    assert assoc is not None and set(assoc["by_model"]) == set(models)
+    assert assoc["metric"] == "toy-eval pass@4" and assoc["pooled"] is None
+    assert assoc["rho"] is None and assoc["n"] is None  # two scales: nothing at the top
+    for m in models:
+        rows = [r for r in assoc["rows"] if r["model"] == m]
+        fit = assoc["by_model"][m]
+        assert {r["step"] for r in rows} == {2} and len(rows) >= 1
+        assert sorted(fit["methods"] + fit["excluded"] + fit["missing"]) == sorted(
+            r["run"] for r in rows
+        )
+        assert fit["n"] == len(fit["methods"])
+
+    # Each scale's retention equals the single-model computation on its own records.
+    from typer.testing import CliRunner
+
+    from app.cli import app
+    from app.demo.export import export_records
+
+    final = tmp_path / "records-final.jsonl"
+    export_records(
+        eng, study="mini", partition_id=report["audits"]["pair"]["partition_id"], path=final
+    )
+    params = report["parameters"]
+    compared = 0
+    for m in models:
+        own = tmp_path / f"records-{m}.jsonl"
+        own.write_text(
+            "".join(
+                line + "\n"
+                for line in final.read_text().splitlines()
+                if json.loads(line)["model"] == m
+            )
+        )
+        res = CliRunner().invoke(
+            app,
+            [
+                "stats", "retention", str(own), "--n-min", str(params["n_min"]),
+                "--n-draws", str(params["n_draws"]), "--n-boot", str(params["n_boot"]),
+                "--seed", str(params["seed"]), "--json",
+            ],
+        )  # fmt: skip
+        assert res.exit_code == 0, res.output
+        single = {(r["run"], r["step"]): r for r in json.loads(res.stdout)["results"]}
+        for c in with_retention:
+            if c["model"] != m:
+                continue
+            mine = single[(c["run"], c["step"])]
+            for key in ("retention", "ci_low", "ci_high", "n_eligible", "n_denominator"):
+                assert c["retention"][key] == pytest.approx(mine[key], rel=1e-9, abs=1e-12), (
+                    m,
+                    c["run"],
+                    key,
+                )
+            compared += 1
+    assert compared >= 4
