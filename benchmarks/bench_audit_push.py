@@ -265,9 +265,11 @@ def copy_sqlite(src: Path, dst: Path) -> None:
 
 
 def baseline_sync(url: str, token: str, engine, audit_id: int, tasks: list[tuple[int, int]]) -> int:  # type: ignore[no-untyped-def]
-    """One ``GET /api/tasks/{id}/annotations/`` per task, then the same parse and record."""
+    """One ``GET /api/tasks/{id}/annotations/`` per task (annotator A's server), then the
+    same parse and the same recorder as the sync."""
     from annotation.payloads import parse_annotation
-    from app.audit.labels import record_annotation
+    from app.labelling import PAIR, binding
+    from app.labelling.record import Recorder
     from app.store import session_scope
     from app.store.models import Audit
 
@@ -277,13 +279,13 @@ def baseline_sync(url: str, token: str, engine, audit_id: int, tasks: list[tuple
         session_scope(engine) as s,
     ):
         audit = s.get(Audit, audit_id)
+        recorder = Recorder(s, PAIR, audit, binding(s, PAIR, audit_id, "A"))
         for project_id, task_id in tasks:
             r = http.get(f"/api/tasks/{task_id}/annotations/")
             r.raise_for_status()
             for ann in r.json():
                 parsed = parse_annotation(ann, task_id=task_id, project_id=project_id)
-                _, changed = record_annotation(s, audit, parsed, source="sync")
-                n += int(changed)
+                n += int(recorder.record(parsed, source="sync") is not None)
     return n
 
 
