@@ -13,10 +13,11 @@ from annotation.payloads import ParsedAnnotation
 from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
 from app.audit.labels import gate_status, record_annotation
 from app.audit.sampling import audit_pairs, draw_audit
+from app.labelling import PAIR, bind_existing
 from app.store import session_scope
 from app.store.models import Audit, AuditTask
 from audits.thresholds import GateThresholds
-from tests.helpers import RUBRIC, audit_study, fake_tasks, rubric_file
+from tests.helpers import RUBRIC, audit_study, fake_person, fake_tasks, rubric_file
 
 DEFAULTS = GateThresholds().to_dict()
 
@@ -48,9 +49,10 @@ def final_gate(engine, tmp_path: Path, gate_table: str, *, n_flip: int, adjudica
                     next(ann_id), tasks[role][pid], None, user, label, None, False
                 )
                 record_annotation(s, audit, parsed, source="test")
-        roles = {**audit.labelstudio["roles"], "adjudicator": {"project_id": 3, "user_id": 13}}
-        audit.labelstudio = {"roles": roles}
-        s.add(audit)
+        bind_existing(
+            s, PAIR, audit, "adjudicator", person=fake_person("adjudicator"), user_id=13,
+            project_id=3,
+        )  # fmt: skip
         for p in pairs[:n_flip]:
             s.add(
                 AuditTask(
