@@ -28,6 +28,7 @@ from app.labelling import (
     check_distinct_people,
     ensure_member,
     forbidden_values,
+    push_roles,
     push_tasks,
     sync_round,
 )
@@ -126,26 +127,20 @@ def push_audit(
         r: _checked(session, audit, pairs, build_pair_tasks(session, audit, pairs, r), shown[r])
         for r in ("A", "B")
     }
-    config = pair_label_config(spec.pairs.strategy_definition)
-    out: dict[str, Any] = {"audit": audit.name, "projects": {}, "new_accounts": {}}
-    for role in ("A", "B"):
-        member = ensure_member(people, annotators[role], (passwords or {}).get(role))
-        if member.new_password:
-            out["new_accounts"][role] = {"email": member.email, "password": member.new_password}
-        out["projects"][role] = push_tasks(
+    out: dict[str, Any] = {
+        "audit": audit.name,
+        **push_roles(
             session,
             people,
             PAIR,
             audit,
-            role,
-            member,
-            built[role],
-            title=shown[role]["title"],
-            description=shown[role]["description"],
-            label_config=config,
+            {r: (annotators[r], built[r], shown[r]) for r in ("A", "B")},
+            label_config=pair_label_config(spec.pairs.strategy_definition),
             webhook=webhook,
+            passwords=passwords,
             progress=progress,
-        )
+        ),
+    }
     append_event(
         session,
         actor=actor,

@@ -293,6 +293,19 @@ def push(
     _print_logins(out["new_accounts"])
 
 
+def print_adjudication(out: dict, what: str, as_json: bool) -> None:  # type: ignore[type-arg]
+    """The adjudication round's project and the adjudicator's new login (pairs or items)."""
+    if as_json:
+        print_json(out)
+        return
+    typer.echo(
+        f"adjudication ({out['email']}): {out['url']}/projects/{out['project_id']} — "
+        f"{what} ({out['n_new']} new)"
+    )
+    if out["new_password"]:
+        typer.echo(f"  new login for the adjudicator: {out['email']} / {out['new_password']}")
+
+
 def print_sync(out: dict, what: str) -> None:  # type: ignore[type-arg]
     """The sync summary: per new status, and anything that vanished from Label Studio."""
     by_status = ", ".join(f"{k} {v}" for k, v in out["changed_by_status"].items()) or "none"
@@ -363,12 +376,4 @@ def adjudicate_cmd(
             )
     except _domain_errors() + (RuntimeError,) as exc:
         fail(str(exc), as_json=as_json)
-    if as_json:
-        print_json(out)
-        return
-    typer.echo(
-        f"adjudication ({out['email']}): {out['url']}/projects/{out['project_id']} — "
-        f"{out['n_pairs']} pair(s) ({out['n_new']} new)"
-    )
-    if out["new_password"]:
-        typer.echo(f"  new login for the adjudicator: {out['email']} / {out['new_password']}")
+    print_adjudication(out, f"{out['n_pairs']} pair(s)", as_json)

@@ -10,7 +10,14 @@ from typing import Any
 
 import typer
 
-from app.cli.audit_cmd import ACTOR_OPTION, _people, _print_logins, _webhook, print_sync
+from app.cli.audit_cmd import (
+    ACTOR_OPTION,
+    _people,
+    _print_logins,
+    _webhook,
+    print_adjudication,
+    print_sync,
+)
 from app.cli.common import (
     JSON_OPTION,
     engine,
@@ -418,15 +425,7 @@ def calibrate_adjudicate(
             )
     except _errors() + (RuntimeError,) as exc:
         fail(str(exc), as_json=as_json)
-    if as_json:
-        print_json(out)
-        return
-    typer.echo(
-        f"adjudication ({out['email']}): {out['url']}/projects/{out['project_id']} — "
-        f"{out['n_items']} item(s) ({out['n_new']} new)"
-    )
-    if out["new_password"]:
-        typer.echo(f"  new login for the adjudicator: {out['email']} / {out['new_password']}")
+    print_adjudication(out, f"{out['n_items']} item(s)", as_json)
 
 
 @calibrate_app.command("sync")

@@ -33,6 +33,7 @@ from app.labelling import (
     check_blinding,
     check_distinct_people,
     ensure_member,
+    push_roles,
     push_tasks,
     sync_round,
 )
@@ -65,9 +66,7 @@ def roles_for(check: ValidityCheck, n_annotators: int) -> list[str]:
     if double_labelled(check):
         if n_annotators != 2:
             what = "accepted-set check" if check.kind == ACCEPTED else "calibration plan"
-            raise JudgeError(
-                f"this {what} has two annotators per item: give exactly two (A and B)"
-            )
+            raise JudgeError(f"this {what} has two annotators per item: give exactly two (A and B)")
         return ["A", "B"]
     if n_annotators < 1:
         raise JudgeError("a calibration needs at least one annotator")
@@ -161,31 +160,23 @@ def push_check(
     }
     for role, tasks in built.items():  # checked before anything is created in Label Studio
         check_blinding([shown[role], *(t.data for t in tasks)], forbidden, what="validity tasks")
-    config = validity_label_config()
     out: dict[str, Any] = {
         "check": check.name,
         "kind": check.kind,
-        "projects": {},
-        "new_accounts": {},
-    }
-    for email, role in zip(annotators, roles, strict=True):
-        member = ensure_member(people, email)
-        if member.new_password:
-            out["new_accounts"][role] = {"email": member.email, "password": member.new_password}
-        out["projects"][role] = push_tasks(
+        **push_roles(
             session,
             people,
             VALIDITY,
             check,
-            role,
-            member,
-            built[role],
-            title=shown[role]["title"],
-            description=shown[role]["description"],
-            label_config=config,
+            {
+                role: (email, built[role], shown[role])
+                for email, role in zip(annotators, roles, strict=True)
+            },
+            label_config=validity_label_config(),
             webhook=webhook,
             progress=progress,
-        )
+        ),
+    }
     append_event(
         session,
         actor=actor,
@@ -265,8 +256,10 @@ def adjudicate_check(
     if not all(t.data[k] in CHOICE_OF.values() for t in built for k in ("answer_1", "answer_2")):
         raise JudgeError("an adjudication answer is not one of the annotators' choices")
     check_blinding(
-        [shown, *({k: v for k, v in t.data.items() if not k.startswith("answer_")}
-                  for t in built)],  # fmt: skip
+        [
+            shown,
+            *({k: v for k, v in t.data.items() if not k.startswith("answer_")} for t in built),
+        ],  # fmt: skip
         forbidden_values(session, check, todo),
         what="validity adjudication tasks",
     )

@@ -197,3 +197,42 @@ def push_tasks(
         "n_tasks": len(tasks),
         "n_new": new,
     }
+
+
+def push_roles(
+    session: Session,
+    people: People,
+    family: Family,
+    owner: Any,
+    rounds: dict[str, tuple[str, Sequence[BuiltTask], dict[str, str]]],
+    *,
+    label_config: str,
+    webhook: WebhookTarget | None,
+    passwords: dict[str, str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """The one push sequence for the roles of a round: ``rounds`` maps role → (e-mail,
+    leak-scanned tasks, shown title/description). Each person gets an account on their own
+    server (new passwords returned once under ``new_accounts``) and their project."""
+    from app.labelling.bindings import ensure_member
+
+    out: dict[str, Any] = {"projects": {}, "new_accounts": {}}
+    for role, (email, tasks, shown) in rounds.items():
+        member = ensure_member(people, email, (passwords or {}).get(role))
+        if member.new_password:
+            out["new_accounts"][role] = {"email": member.email, "password": member.new_password}
+        out["projects"][role] = push_tasks(
+            session,
+            people,
+            family,
+            owner,
+            role,
+            member,
+            tasks,
+            title=shown["title"],
+            description=shown["description"],
+            label_config=label_config,
+            webhook=webhook,
+            progress=progress,
+        )
+    return out
