@@ -107,16 +107,26 @@ def _plan(
         .where(CodebookBatch.study_id == study_id, CodebookBatch.stage == stage)
         .order_by(CodebookBatch.id)  # type: ignore[arg-type]
     ).all()
+    # Every batch order already planned for a (question, version), in any pass: a batch
+    # of another pass must not repeat one (same ids in the same order is the same prompt,
+    # so the "independent" second pass would be the first pass's cached reply).
+    orders: dict[tuple[str, int | None], set[tuple[str, ...]]] = {}
     for r in rows:
         existing.setdefault((r.question_id, r.version_id, r.pass_no), []).append(r)
+        orders.setdefault((r.question_id, r.version_id), set()).add(tuple(r.trajectory_ids))
     out: dict[tuple[str, int | None, int], list[CodebookBatch]] = {}
     new_rows = []
     for spec in specs:
         key = (spec.question_id, spec.version_id, spec.pass_no)
+        seen = orders.setdefault((spec.question_id, spec.version_id), set())
         have = list(existing.get(key, []))
         covered = {t for r in have for t in r.trajectory_ids}
         todo = [t for t in spec.targets if t not in covered]
         for batch in plan_batches(todo, batch_size=batch_size, seed=seed, salt=spec.salt):
+            if tuple(batch) in seen and len(batch) > 1:
+                # Batches of one pass are disjoint, so the reversed order repeats none.
+                batch = batch[::-1]
+            seen.add(tuple(batch))
             row = CodebookBatch(
                 study_id=study_id,
                 stage=stage,

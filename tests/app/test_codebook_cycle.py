@@ -272,3 +272,28 @@ def test_draft_edits_rejection_and_researcher_proposals(engine, tmp_path: Path) 
             .where(CodebookBatch.status == "planned")
         ).one()
         assert n_batches == 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_second_pass_never_repeats_a_first_pass_batch(engine, tmp_path: Path, seed: int) -> None:  # type: ignore[no-untyped-def]
+    """Two solutions per question and batches of two: each pass is one batch per question,
+    and a shuffle repeats the first pass's order half the time. A repeated order is the
+    same prompt (served from the cache), so pass 2 would not be an independent pass."""
+    questions = {f"q{i:02d}": ["direct", "distribute"] for i in range(10)}
+    ingest(engine, tmp_path, questions, step=0, name="two")
+    oracle = OracleBackend(strategy_of)
+    kw = {"study": "s", "backend": oracle, "actor": "alice"}
+    induce(engine, batch_size=4, **kw)
+    merge(engine, **kw)
+    with session_scope(engine) as s:
+        freeze_codebooks(s, study="s", actor="alice")
+    assign(engine, batch_size=2, seed=seed, **kw)
+    with session_scope(engine) as s:
+        rows = s.exec(select(CodebookBatch).where(CodebookBatch.stage == "assign")).all()
+        by_q: dict[str, dict[int, list[tuple[str, ...]]]] = defaultdict(lambda: defaultdict(list))
+        for r in rows:
+            by_q[r.question_id][r.pass_no].append(tuple(r.trajectory_ids))
+    assert len(by_q) == len(questions)
+    for q, passes in by_q.items():
+        assert set(passes) == {1, 2}, q
+        assert not set(passes[1]) & set(passes[2]), (q, passes)

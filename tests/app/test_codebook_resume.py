@@ -150,11 +150,12 @@ def test_kill_minus_9_during_assign_then_rerun(tmp_path: Path) -> None:
         sent_after = {expected_fingerprint(llm.bodies[c.key]) for c in after}
 
     # Store-level resume: every batch recorded before the kill is skipped, the others run;
-    # of those, the ones whose reply reached the disk cache before the kill come from it.
+    # of those, the ones whose reply reached the disk cache before the kill come from it
+    # (a batch recorded as failed after invalid replies is cached too, but skipped).
     assert report_after["n_batches"] == n_batches
     assert report_after["n_skipped"] == len(finished)
     assert report_after["n_run"] == n_batches - len(finished)
-    assert report_after["usage"]["cache_hits"] == len(cached - done)
+    assert report_after["usage"]["cache_hits"] == len(cached - finished)
     # No call after the kill for a batch finished (recorded or cached) before it; the
     # server's own keys count repeats, so a client-side fingerprint bug cannot hide one.
     assert sent_after & (finished | cached) == set()
