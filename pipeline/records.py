@@ -40,6 +40,7 @@ OPTIONAL_FIELDS: dict[str, str] = {
     "sampling_temperature": "float > 0: temperature the sample was drawn at",
     "sampling_top_p": "float in (0, 1]: top-p the sample was drawn with",
     "logprob_temperature": "float > 0: temperature seq_logprob was computed at (default 1)",
+    "question": "str: the problem statement the trajectory answers (no chat template)",
 }
 PROVENANCE_FIELDS: tuple[str, ...] = ("run", "model", "step", "seed")
 ALL_FIELDS: tuple[str, ...] = (*REQUIRED_FIELDS, *OPTIONAL_FIELDS)
@@ -55,6 +56,7 @@ STRING_FIELDS: tuple[str, ...] = (
     "answer",
     "mode",
     "split",
+    "question",
 )
 #: C0 control characters other than \t \n \r (PostgreSQL refuses NUL; the others only
 #: hide or garble text), and lone surrogates (not UTF-8).
