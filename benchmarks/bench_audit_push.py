@@ -6,7 +6,12 @@ starts itself in a temp dir on a free loopback port; its first boot is printed a
 * push: ``push_audit`` creating the A and B projects and importing 2 x 4,526 = 9,052
   blinded tasks (bulk import batches, exports for the task ids, AuditTask rows, commit);
 * sync: ``sync_audit`` exporting both projects and recording their 9,052 annotations
-  (one AuditLabel row and one event each, commit).
+  (one AuditLabel row and one event each, commit) — the first sync of a round is full;
+* incremental sync: then each annotator changes 2.5 % of their own annotations (5 % of
+  all, through their own login session, not measured) and ``sync_audit`` reads only the
+  tasks changed since the first sync (Data Manager task list filtered by ``updated_at``);
+  the same sync with ``full=True`` (export of both projects, nothing to record) is
+  measured after it, as the full-reconciliation figure.
 
 Baselines, measured in the same run on a subset and compared as rates:
 
@@ -321,7 +326,7 @@ def main() -> None:
     from app.audit.push import push_audit, sync_audit
     from app.audit.sampling import audit_pairs
     from app.store import make_engine, session_scope
-    from app.store.models import Audit, AuditTask
+    from app.store.models import Audit, AuditLabel, AuditTask
 
     with tempfile.TemporaryDirectory(prefix="rcea-bench-push-") as tmp:
         root = Path(tmp)
@@ -445,6 +450,53 @@ def main() -> None:
             base_engine.dispose()
             if n_base_sync != len(subset):
                 raise SystemExit(f"baseline sync recorded {n_base_sync} of {len(subset)}")
+
+            # ---- set-up: each annotator changes 2.5 % of their own labels (not measured)
+            from annotation.accounts import login_session
+
+            with session_scope(engine) as s:
+                own = {
+                    role: sorted(
+                        (r.annotation_id, r.label)
+                        for r in s.exec(
+                            select(AuditLabel).where(
+                                AuditLabel.audit_id == audit_id, AuditLabel.role == role
+                            )
+                        ).all()
+                    )
+                    for role in emails
+                }
+            n_changed = 0
+            for role, email in emails.items():
+                picks = random.Random(2).sample(own[role], max(1, round(0.025 * len(own[role]))))
+                with closing(login_session(by_role[role][0], email, PASSWORD)) as web:
+                    for ann_id, label in picks:
+                        new = "different" if label == "same" else "same"
+                        r = web.patch(
+                            f"/api/annotations/{ann_id}/",
+                            json={"result": choice_result(new)},
+                        )
+                        if r.status_code != 200:
+                            raise SystemExit(f"changing annotation {ann_id}: {r.text[:200]}")
+                        n_changed += 1
+            print(f"set-up: {n_changed} annotations changed (not measured)", flush=True)
+
+            def sync_full() -> dict[str, Any]:
+                with session_scope(engine) as s:
+                    return sync_audit(s, s.get(Audit, audit_id), people, full=True)
+
+            inc, inc_s = timed(sync, args.profile, "sync_audit (incremental)")
+            if inc["mode"] != "incremental" or inc["changed"] != n_changed:
+                raise SystemExit(f"incremental sync recorded {inc}, expected {n_changed}")
+            print(
+                f"incremental sync: {inc['tasks_read']} tasks read, {inc['changed']} changed "
+                f"in {inc_s:.1f} s",
+                flush=True,
+            )
+            full, full_s = timed(sync_full, args.profile, "sync_audit (full)")
+            if full["changed"] != 0:
+                raise SystemExit(f"the full sync after the incremental one changed {full}")
+            print(f"full sync (nothing changed): {full_s:.1f} s", flush=True)
         finally:
             for sv in servers:
                 sv.stop()
@@ -462,12 +514,15 @@ def main() -> None:
         ("sync_audit (export + record)", n_ann, sync_s),
         ("baseline: per-task annotation list (subset)", len(subset), base_sync_s),
         ("  ... scaled to the same number of annotations", n_ann, n_ann / base_sync_rate),
+        (f"incremental sync ({n_changed} changed)", inc["tasks_read"], inc_s),
+        ("full sync of the same audit (baseline)", n_ann, full_s),
     ]
     for name, n, sec in rows_out:
         print(f"{name:<46}{n:>8}{sec:>10.1f}{n / sec:>10.0f}")
     print(
         f"speed ratio push / one-per-request: {push_rate / base_push_rate:.1f}x; "
-        f"sync / per-task listing: {sync_rate / base_sync_rate:.1f}x "
+        f"sync / per-task listing: {sync_rate / base_sync_rate:.1f}x; "
+        f"full / incremental sync at 5 % changed: {full_s / inc_s:.1f}x "
         f"(target < {TARGET_S:.0f} s each; store built in {store_s:.1f} s, "
         f"Label Studio first boot {boot_s:.1f} s, annotation set-up {annotate_s:.1f} s)"
     )
@@ -485,6 +540,11 @@ def main() -> None:
                 "push_ratio_vs_baseline": round(push_rate / base_push_rate, 2),
                 "baseline_sync_annotations_per_s": round(base_sync_rate, 1),
                 "sync_ratio_vs_baseline": round(sync_rate / base_sync_rate, 2),
+                "n_changed": n_changed,
+                "incremental_sync_s": round(inc_s, 2),
+                "incremental_tasks_read": inc["tasks_read"],
+                "full_sync_unchanged_s": round(full_s, 2),
+                "full_vs_incremental": round(full_s / inc_s, 2),
                 "labelstudio_boot_s": round(boot_s, 1),
                 "profiled": args.profile,
                 "smoke": args.smoke,

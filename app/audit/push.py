@@ -151,9 +151,12 @@ def push_audit(
     return out
 
 
-def sync_audit(session: Session, audit: Audit, people: People) -> dict[str, Any]:
-    """Reconcile every project of the audit with Label Studio, both ways."""
-    res = sync_round(session, people, PAIR, audit).to_dict()
+def sync_audit(
+    session: Session, audit: Audit, people: People, *, full: bool = False
+) -> dict[str, Any]:
+    """Reconcile every project of the audit with Label Studio, both ways (incrementally
+    once synced, unless ``full``)."""
+    res = sync_round(session, people, PAIR, audit, full=full).to_dict()
     return {"audit": audit.name, **res}
 
 

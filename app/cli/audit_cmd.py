@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from app.cli.common import JSON_OPTION, engine, fail, print_json
+from app.cli.common import FULL_SYNC_OPTION, JSON_OPTION, engine, fail, print_json
 from app.settings import actor_name
 
 audit_app = typer.Typer(
@@ -310,8 +310,8 @@ def print_sync(out: dict, what: str) -> None:  # type: ignore[type-arg]
     """The sync summary: per new status, and anything that vanished from Label Studio."""
     by_status = ", ".join(f"{k} {v}" for k, v in out["changed_by_status"].items()) or "none"
     typer.echo(
-        f"synced {what}: {out['annotations_seen']} annotations seen, {out['changed']} "
-        f"changed ({by_status})"
+        f"synced {what} ({out['mode']}, {out['tasks_read']} tasks read): "
+        f"{out['annotations_seen']} annotations seen, {out['changed']} changed ({by_status})"
     )
     for gone in out["missing_projects"]:
         typer.echo(
@@ -327,10 +327,14 @@ def print_sync(out: dict, what: str) -> None:  # type: ignore[type-arg]
 @audit_app.command("sync")
 def sync(
     audit: str = typer.Option(None, "--audit", help="audit name (default: latest)"),
+    full: bool = FULL_SYNC_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Reconcile with Label Studio both ways: new and changed annotations are verified and
-    recorded, deleted ones stop counting; vanished projects or tasks are reported."""
+    recorded, deleted ones stop counting; vanished projects or tasks are reported.
+
+    After the first sync only the tasks changed since the last one are read; `--full`
+    reads every project whole (and notices tasks deleted from Label Studio)."""
     from app.audit.push import sync_audit
     from app.audit.sampling import get_audit
     from app.store import session_scope
@@ -338,7 +342,7 @@ def sync(
     try:
         people = _people()
         with session_scope(engine()) as s:
-            out = sync_audit(s, get_audit(s, name=audit), people)
+            out = sync_audit(s, get_audit(s, name=audit), people, full=full)
     except _domain_errors() + (RuntimeError,) as exc:
         fail(str(exc), as_json=as_json)
     if as_json:

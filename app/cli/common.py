@@ -13,6 +13,9 @@ from app.settings import Settings, get_settings
 from pipeline.safety import mask_url, mask_urls_in
 
 JSON_OPTION = typer.Option(False, "--json", help="print machine-readable JSON")
+FULL_SYNC_OPTION = typer.Option(
+    False, "--full", help="read every project whole (default: tasks changed since the last sync)"
+)
 
 
 def settings() -> Settings:

@@ -19,6 +19,7 @@ from app.cli.audit_cmd import (
     print_sync,
 )
 from app.cli.common import (
+    FULL_SYNC_OPTION,
     JSON_OPTION,
     engine,
     fail,
@@ -320,7 +321,7 @@ def _push(kind: str, name: str | None, annotators: list[str], actor: str | None,
     _print_logins(out["new_accounts"])
 
 
-def _sync(kind: str, name: str | None, as_json: bool) -> None:
+def _sync(kind: str, name: str | None, as_json: bool, full: bool = False) -> None:
     from app.judge.checks import get_check
     from app.judge.labelling import sync_check
     from app.store import session_scope
@@ -328,7 +329,7 @@ def _sync(kind: str, name: str | None, as_json: bool) -> None:
     try:
         people = _people()
         with session_scope(engine()) as s:
-            out = sync_check(s, get_check(s, name=name, kind=kind), people)
+            out = sync_check(s, get_check(s, name=name, kind=kind), people, full=full)
     except _errors() + (RuntimeError,) as exc:
         fail(str(exc), as_json=as_json)
     if as_json:
@@ -431,10 +432,12 @@ def calibrate_adjudicate(
 @calibrate_app.command("sync")
 def calibrate_sync(
     calibration: str = typer.Option(None, "--calibration", help="name (default: latest)"),
+    full: bool = FULL_SYNC_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Pull every annotation (idempotent); refuses if the bound judge changed."""
-    _sync("calibration", calibration, as_json)
+    """Pull new, changed and deleted annotations (idempotent; after the first sync only
+    tasks changed since the last one, `--full` for all); refuses if the judge changed."""
+    _sync("calibration", calibration, as_json, full)
 
 
 @calibrate_app.command("report")
@@ -545,10 +548,11 @@ def accepted_push(
 @accepted_app.command("sync")
 def accepted_sync(
     check: str = typer.Option(None, "--check", help="check name (default: latest)"),
+    full: bool = FULL_SYNC_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Pull every annotation (idempotent)."""
-    _sync("accepted", check, as_json)
+    """Pull new, changed and deleted annotations (idempotent; `--full` reads all)."""
+    _sync("accepted", check, as_json, full)
 
 
 @accepted_app.command("report")

@@ -312,10 +312,13 @@ def human_reference(session: Session, check: ValidityCheck) -> dict[int, str]:
     return ref
 
 
-def sync_check(session: Session, check: ValidityCheck, people: People) -> dict[str, Any]:
-    """Reconcile every project of the check with Label Studio, both ways."""
+def sync_check(
+    session: Session, check: ValidityCheck, people: People, *, full: bool = False
+) -> dict[str, Any]:
+    """Reconcile every project of the check with Label Studio, both ways (incrementally
+    once synced, unless ``full``)."""
     ensure_judge_frozen(session, check)
-    res = sync_round(session, people, VALIDITY, check).to_dict()
+    res = sync_round(session, people, VALIDITY, check, full=full).to_dict()
     return {"check": check.name, "kind": check.kind, **res}
 
 

@@ -1,16 +1,29 @@
 """Reconciling a round with Label Studio, both ways, and the webhook as a notification.
 
-``sync_round`` reads every bound project in full from its person's server with rcea's
-admin token: annotations found there are recorded through the one status rule; stored
+``sync_round`` reads the bound projects from each person's server with rcea's admin
+token: annotations found there are recorded through the one status rule; stored
 annotations no longer there become ``deleted``; a project that is gone, or tasks that are
-gone from it, are reported (never silently ignored). ``notify`` handles a webhook: the
-body only says *which* annotations changed; each is read back from the server.
+gone from it, are reported (never silently ignored).
+
+A **full** sync exports each project whole. An **incremental** sync (the default once a
+project has been synced) lists only the tasks whose ``updated_at`` is later than the
+project's cursor minus :data:`OVERLAP`: Label Studio bumps a task's ``updated_at``
+whenever one of its annotations is saved or deleted, so new, changed and deleted
+annotations are all found, per task. The cursor is the server's own clock (its ``Date``
+header) when the previous sync of that project began, never this machine's. Tasks
+deleted from Label Studio are only noticed by a full sync (``--full``).
+
+``notify`` handles a webhook: the body only says *which* annotations changed; each is
+read back from the server.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -24,6 +37,11 @@ from app.labelling.families import FAMILIES, Family
 from app.labelling.record import Recorder
 from app.store.models import LabellingProject
 
+OVERLAP = timedelta(seconds=10)
+"""Tasks changed this long before the cursor are read again (recording is idempotent):
+covers saves that commit after a later one, and the ``Date`` header's whole seconds."""
+PAGE_SIZE = 1000
+
 
 @dataclass
 class SyncResult:
@@ -33,10 +51,15 @@ class SyncResult:
     malformed: int = 0
     missing_projects: list[dict[str, Any]] = field(default_factory=list)
     missing_tasks: dict[str, int] = field(default_factory=dict)  # role → count
+    full: bool = True
+    """every project was read whole (False: at least one was read incrementally)"""
+    tasks_read: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "owner": self.owner,
+            "mode": "full" if self.full else "incremental",
+            "tasks_read": self.tasks_read,
             "annotations_seen": self.annotations_seen,
             "changed": sum(self.changed.values()),
             "changed_by_status": dict(sorted(self.changed.items())),
@@ -58,6 +81,72 @@ def _export(people: People, person: Person, project_id: int) -> list[dict[str, A
         raise
 
 
+def _server_now(people: People, person: Person, project_id: int) -> datetime | None | bool:
+    """The server's clock (its ``Date`` header, in UTC) on a request for the project;
+    False when the project is gone; None when the server sent no usable ``Date``."""
+    with people.http(person) as http:
+        resp = http.get(f"/api/projects/{project_id}/")
+    if resp.status_code == 404:
+        return False
+    resp.raise_for_status()
+    try:
+        when = parsedate_to_datetime(resp.headers["date"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return when.astimezone(UTC)
+
+
+def changed_tasks(
+    people: People, person: Person, project_id: int, since: datetime
+) -> list[dict[str, Any]]:
+    """The project's tasks (with their annotations) whose ``updated_at`` is later than
+    ``since`` (server clock; naive means UTC), through the Data Manager's task list."""
+    aware = since if since.utcoffset() is not None else since.replace(tzinfo=UTC)
+    value = aware.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    query = {
+        "filters": {
+            "conjunction": "and",
+            "items": [
+                {
+                    "filter": "filter:tasks:updated_at",
+                    "operator": "greater",
+                    "type": "Datetime",
+                    "value": value,
+                }
+            ],
+        },
+        "ordering": ["tasks:id"],
+    }
+    out: list[dict[str, Any]] = []
+    with people.http(person, timeout=120.0) as http:
+        page = 1
+        while True:
+            resp = http.get(
+                "/api/tasks/",
+                params={
+                    "project": project_id,
+                    "fields": "all",
+                    "query": json.dumps(query),
+                    "page": page,
+                    "page_size": PAGE_SIZE,
+                },
+            )
+            if resp.status_code == 404 and page > 1:
+                break  # past the last page
+            resp.raise_for_status()
+            body = resp.json()
+            tasks = body.get("tasks") if isinstance(body, dict) else None
+            if not isinstance(tasks, list):
+                raise LabellingError(
+                    f"{person.url} answered an unexpected task list for project {project_id}"
+                )
+            out.extend(tasks)
+            if not tasks or len(out) >= int(body.get("total") or 0):
+                break
+            page += 1
+    return out
+
+
 def sync_binding(
     session: Session,
     people: People,
@@ -65,17 +154,31 @@ def sync_binding(
     owner: Any,
     binding: LabellingProject,
     result: SyncResult,
+    *,
+    full: bool = False,
 ) -> None:
+    """Reconcile one bound project: whole (``full``, or never synced) or only the tasks
+    changed since its cursor."""
     if binding.project_id is None:
         return
     person = people.require(binding.person)
     recorder = Recorder(session, family, owner, binding)
-    tasks = _export(people, person, binding.project_id)
+    now = _server_now(people, person, binding.project_id)
+    incremental = not full and binding.synced_until is not None and now is not False
+    if now is False:
+        tasks = None
+    elif incremental:
+        assert binding.synced_until is not None
+        tasks = changed_tasks(people, person, binding.project_id, binding.synced_until - OVERLAP)
+    else:
+        tasks = _export(people, person, binding.project_id)
     if tasks is None:
         result.missing_projects.append(
             {"role": binding.role, "person": binding.person, "project_id": binding.project_id}
         )
         tasks = []
+    result.full = result.full and not incremental
+    result.tasks_read += len(tasks)
     seen: set[int] = set()
     present_tasks: set[int] = set()
     for task in tasks:
@@ -91,21 +194,29 @@ def sync_binding(
             status = recorder.record(ann, source="sync")
             if status:
                 result.changed[status] += 1
-    for annotation_id in list(recorder.rows):
-        if annotation_id not in seen:
+    for annotation_id, row in list(recorder.rows.items()):
+        # Incrementally, only the tasks read can tell that an annotation is gone.
+        if annotation_id not in seen and (not incremental or row.task_id in present_tasks):
             status = recorder.mark_deleted(annotation_id, source="sync")
             if status:
                 result.changed[status] += 1
-    gone = [t for t in recorder.tasks if t not in present_tasks]
-    if gone:
-        result.missing_tasks[binding.role] = len(gone)
+    if not incremental:
+        gone = [t for t in recorder.tasks if t not in present_tasks]
+        if gone:
+            result.missing_tasks[binding.role] = len(gone)
+    if now:  # a datetime: the next sync reads what changed from here on
+        binding.synced_until = now
+        session.add(binding)
 
 
-def sync_round(session: Session, people: People, family: Family, owner: Any) -> SyncResult:
-    """Reconcile every bound project of the round (idempotent)."""
+def sync_round(
+    session: Session, people: People, family: Family, owner: Any, *, full: bool = False
+) -> SyncResult:
+    """Reconcile every bound project of the round (idempotent): each project whole when
+    ``full`` or never synced, otherwise only the tasks changed since its last sync."""
     result = SyncResult(owner=owner.name)
     for binding in bindings(session, family, owner.id):
-        sync_binding(session, people, family, owner, binding, result)
+        sync_binding(session, people, family, owner, binding, result, full=full)
     session.flush()
     return result
 

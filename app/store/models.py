@@ -603,3 +603,7 @@ class LabellingProject(SQLModel, table=True):
     state: str = Field(max_length=20, description="intent | created")
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    synced_until: datetime | None = Field(
+        default=None,
+        description="server-clock start of the last sync of this project (incremental sync)",
+    )
