@@ -119,8 +119,11 @@ def import_verl(
     artifacts_dir: Path,
     data_dir: Path,
     progress: bool = False,
+    problems_out: Path | None = None,
 ) -> ImportResult:
-    """Import every ``{global_step}.jsonl`` of a verl dump directory (or one such file)."""
+    """Import every ``{global_step}.jsonl`` of a verl dump directory (or one such file).
+    ``problems_out``: also write ``{"question_id", "problem"}`` JSONL of every question in
+    the dump (``rcea judge problems`` reads it), after a successful import."""
     directory = Path(directory)
     files, other = step_files(directory)
     if not files:
@@ -128,11 +131,17 @@ def import_verl(
             [RecordError(str(directory), "directory", None, "no {global_step}.jsonl files")]
         )
     options = opts.digest_options()
+    read: dict[Path, RecordBatch] = {}
+
+    def read_one(path: Path) -> RecordBatch:
+        read[path] = read_verl_file(path, opts)
+        return read[path]
+
     result = _store(
         engine,
         str(directory),
         files,
-        lambda p: read_verl_file(p, opts),
+        read_one,
         lambda p: import_digest(p, "verl", options),
         study=study,
         artifacts_dir=artifacts_dir,
@@ -140,7 +149,30 @@ def import_verl(
         progress=progress,
     )
     result.ignored = [str(p) for p in other]
+    if problems_out is not None:
+        problems: dict[str, str] = {}
+        for path in files:
+            batch = read.get(path) or read_verl_file(path, opts)
+            for qid, text in zip(
+                batch.columns["question_id"], batch.columns["question"], strict=True
+            ):
+                problems.setdefault(qid, text)
+        write_problems(problems_out, problems)
     return result
+
+
+def write_problems(path: Path, problems: dict[str, str]) -> None:
+    """``{"question_id": ..., "problem": ...}`` per line, sorted by id, written atomically."""
+    import json
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for qid in sorted(problems):
+            fh.write(json.dumps({"question_id": qid, "problem": problems[qid]}, ensure_ascii=False))
+            fh.write("\n")
+    os.replace(tmp, path)
 
 
 def import_table(

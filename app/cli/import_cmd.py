@@ -71,6 +71,11 @@ def import_verl(
     skip_empty_output: bool = typer.Option(
         False, "--skip-empty-output", help="leave out samples with an empty completion"
     ),
+    problems_out: Path = typer.Option(
+        None,
+        "--problems-out",
+        help="also write the question texts as JSONL for `rcea judge problems`",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import verl `{global_step}.jsonl` dumps; files already imported are skipped."""
@@ -101,6 +106,7 @@ def import_verl(
             artifacts_dir=cfg.artifacts_dir,
             data_dir=cfg.data_dir,
             progress=_progress(as_json),
+            problems_out=problems_out,
         )
     except FileNotFoundError as exc:
         fail(str(exc), as_json=as_json)

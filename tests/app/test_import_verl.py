@@ -355,8 +355,15 @@ def test_cli_import_verl(store_url: str, tmp_path: Path, monkeypatch: pytest.Mon
     assert ok.exit_code == 0, ok.output
     data = json.loads(ok.stdout)
     assert (data["n_trajectories"], data["n_questions"], data["n_imported_files"]) == (96, 4, 3)
-    again = runner.invoke(app, args)
+    problems = tmp_path / "problems.jsonl"
+    again = runner.invoke(app, [*args, "--problems-out", str(problems)])
     assert again.exit_code == 0 and "already imported: all 3 file(s)" in again.output
+    assert again.output.count("ignored 1 file(s) not named STEP.jsonl: README.txt") == 1
+    written = [json.loads(ln) for ln in problems.read_text(encoding="utf-8").splitlines()]
+    assert written == sorted(
+        ({"question_id": expected_qid(q), "problem": q} for q in QUESTIONS),
+        key=lambda d: d["question_id"],
+    )
     summ = json.loads(runner.invoke(app, ["summary", "v", "--json"]).stdout)
     assert (summ["n_trajectories"], summ["n_questions"], summ["n_ingests"]) == (96, 4, 3)
     assert {(g["step"], g["n"]) for g in summ["groups"]} == {(0, 32), (5, 32), (10, 32)}
