@@ -194,8 +194,13 @@ def _write_batches(
         with session_scope(engine) as session:
             st = get_or_create_study(session, name=study)
             _refuse_cross_batch_duplicates([b for b, _ in items])
+            _refuse_store_duplicates(session, [b for b, _ in items], st.id)
+            existing_q = set(
+                session.execute(
+                    select(Question.question_id).where(Question.study_id == st.id)
+                ).scalars()
+            )
             for batch, sha in items:
-                _refuse_store_duplicates(session, batch, st.id)
                 tids = batch.columns["trajectory_id"]
                 pending = None
                 artifact: Path | None = None
@@ -221,12 +226,8 @@ def _write_batches(
                 )
                 session.add(ing)
                 session.flush()
-                existing_q = set(
-                    session.execute(
-                        select(Question.question_id).where(Question.study_id == st.id)
-                    ).scalars()
-                )
                 new_q = sorted(set(batch.columns["question_id"]) - existing_q)
+                existing_q.update(new_q)
                 if new_q:
                     session.execute(
                         insert(Question),
@@ -285,7 +286,8 @@ def _refuse_cross_batch_duplicates(batches: list[RecordBatch]) -> None:
         raise RecordValidationError(errors[:100], truncated=len(errors) > 100)
 
 
-def _refuse_store_duplicates(session: Any, batch: RecordBatch, study_id: int) -> None:
+def _refuse_store_duplicates(session: Any, batches: list[RecordBatch], study_id: int) -> None:
+    """Every record of every batch whose trajectory id the study already holds, named."""
     existing = set(
         session.execute(
             select(Trajectory.trajectory_id).where(Trajectory.study_id == study_id)
@@ -297,6 +299,7 @@ def _refuse_store_duplicates(session: Any, batch: RecordBatch, study_id: int) ->
         RecordError(
             batch.source, loc, "trajectory_id", f"trajectory_id {tid!r} already exists in the store"
         )
+        for batch in batches
         for tid, loc in zip(batch.columns["trajectory_id"], batch.locations, strict=True)
         if tid in existing
     ]

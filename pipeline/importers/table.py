@@ -243,4 +243,17 @@ def read_table(path: Path, spec: TableSpec, *, max_errors: int = MAX_ERRORS) -> 
     try:
         return records_from_rows(str(path), records, locs, max_errors=max_errors)
     except RecordValidationError as exc:
-        raise relabel(exc, labels) from None
+        raise _once_per_const(relabel(exc, labels), spec) from None
+
+
+def _once_per_const(exc: RecordValidationError, spec: TableSpec) -> RecordValidationError:
+    """A bad ``--const`` is wrong on every row: name it once (at the first row)."""
+    seen: set[str] = set()
+    errors = []
+    for e in exc.errors:
+        if e.field is not None and e.field.startswith("--const "):
+            if e.field in seen:
+                continue
+            seen.add(e.field)
+        errors.append(e)
+    return RecordValidationError(errors, truncated=exc.truncated)

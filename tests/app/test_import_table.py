@@ -169,9 +169,9 @@ def test_errors_name_file_line_and_source_column(tmp_path: Path) -> None:
     spec = TableSpec(SPEC.mapping, {"run": "grpo", "model": "tiny", "split": "train"})
     with pytest.raises(RecordValidationError) as info:
         read_table(write_csv(tmp_path / "ok.csv", recs), spec)
-    assert str(info.value.errors[0]) == (
+    assert [str(e) for e in info.value.errors] == [
         f"{tmp_path / 'ok.csv'}:line 2: --const split: must be one of probe, eval, got 'train'"
-    )
+    ]
     pq_path = write_parquet(tmp_path / "lab.parquet", recs)
     table = pq.read_table(pq_path)
     table = table.set_column(
