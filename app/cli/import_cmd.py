@@ -169,7 +169,9 @@ def import_table(
 
 def export(
     study: str = typer.Argument(..., help="study name"),
-    fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet"),
+    fmt: str = typer.Option(
+        None, "--format", help="jsonl or parquet (default: from --out's suffix, else jsonl)"
+    ),
     out: Path = typer.Option(None, "--out", help="output file (default: STUDY.FORMAT here)"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing output file"),
     as_json: bool = JSON_OPTION,
@@ -179,8 +181,16 @@ def export(
     from app.store import StoreError
     from pipeline.safety import path_under
 
+    suffix_fmt = None
+    if out is not None:
+        suffix_fmt = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl"}.get(
+            out.suffix.lower()
+        )
+    fmt = fmt or suffix_fmt or "jsonl"
     if fmt not in FORMATS:
         fail(f"unknown --format {fmt!r}: use jsonl or parquet", as_json=as_json)
+    if suffix_fmt is not None and suffix_fmt != fmt:
+        fail(f"--out {out} is a .{suffix_fmt} name but --format is {fmt}", as_json=as_json)
     if out is None:
         try:
             out = path_under(Path.cwd(), study, suffix=f".{fmt}")

@@ -231,5 +231,9 @@ def test_cli_import_table_and_export(
     assert stored(eng, "back", data) == stored(eng, "lab", data)
     arr = np.asarray(stored(eng, "back", data)[1][1])
     np.testing.assert_array_equal(arr, [0.125, 0.5, 0.5])
+    by_suffix = runner.invoke(app, ["export", "lab", "--out", str(tmp_path / "x.parquet")])
+    assert by_suffix.exit_code == 0 and pq.read_table(tmp_path / "x.parquet").num_rows == 12
+    clash = runner.invoke(app, ["export", "lab", "--out", "y.parquet", "--format", "jsonl"])
+    assert clash.exit_code == 1 and "is a .parquet name but --format is jsonl" in clash.output
     unknown = runner.invoke(app, ["export", "nope"])
     assert unknown.exit_code == 1 and "no study named 'nope'" in unknown.output
