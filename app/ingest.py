@@ -123,6 +123,37 @@ def ingest_file(
     )
 
 
+def known_hashes(engine: Engine, study: str) -> set[str]:
+    """The content hashes of every earlier ingest of ``study`` (empty for a new study)."""
+    with session_scope(engine) as session:
+        st = session.execute(select(Study).where(Study.name == study)).scalar_one_or_none()
+        if st is None:
+            return set()
+        return set(session.execute(select(Ingest.sha256).where(Ingest.study_id == st.id)).scalars())
+
+
+def ingest_batches(
+    engine: Engine,
+    items: list[tuple[RecordBatch, str]],
+    *,
+    study: str,
+    artifacts_dir: Path,
+    data_dir: Path,
+    progress: bool = False,
+) -> list[IngestResult]:
+    """Write already validated batches (an importer's output), each with its content hash,
+    to ``study`` in ONE transaction: all of them or none. One ingest row per batch, so a
+    later import skips the batches whose hash is already stored (``known_hashes``)."""
+    return _write_batches(
+        engine,
+        items,
+        study=study,
+        artifacts_dir=artifacts_dir,
+        data_dir=data_dir,
+        progress=progress,
+    )
+
+
 def _write_batch(
     engine: Engine,
     batch: RecordBatch,
@@ -133,70 +164,130 @@ def _write_batch(
     data_dir: Path,
     progress: bool,
 ) -> IngestResult:
+    return _write_batches(
+        engine,
+        [(batch, sha)],
+        study=study,
+        artifacts_dir=artifacts_dir,
+        data_dir=data_dir,
+        progress=progress,
+    )[0]
+
+
+def _write_batches(
+    engine: Engine,
+    items: list[tuple[RecordBatch, str]],
+    *,
+    study: str,
+    artifacts_dir: Path,
+    data_dir: Path,
+    progress: bool,
+) -> list[IngestResult]:
     from concurrent.futures import ThreadPoolExecutor
 
     from app.store.artifacts import new_artifact_path, write_token_artifact
 
-    artifact: Path | None = None
+    artifacts: list[Path] = []
+    results: list[IngestResult] = []
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         with session_scope(engine) as session:
             st = get_or_create_study(session, name=study)
-            _refuse_store_duplicates(session, batch, st.id)
-            tids = batch.columns["trajectory_id"]
-            pending = None
-            if batch.token_present is not None and batch.token_present.any():
-                artifact = new_artifact_path(artifacts_dir, study)
-                # The Parquet write (pyarrow, GIL released) overlaps the SQL inserts.
-                pending = pool.submit(
-                    write_token_artifact,
-                    artifact,
-                    tids,
-                    batch.token_values,
-                    batch.token_offsets,
-                    batch.token_present,
-                )
-            rel = str(artifact.relative_to(data_dir)) if artifact else None
-            ing = Ingest(
-                study_id=st.id,
-                source=batch.source,
-                sha256=sha,
-                n_records=len(batch),
-                token_artifact=rel,
-            )
-            session.add(ing)
-            session.flush()
+            _refuse_cross_batch_duplicates([b for b, _ in items])
+            _refuse_store_duplicates(session, [b for b, _ in items], st.id)
             existing_q = set(
                 session.execute(
                     select(Question.question_id).where(Question.study_id == st.id)
                 ).scalars()
             )
-            new_q = sorted(set(batch.columns["question_id"]) - existing_q)
-            if new_q:
-                session.execute(
-                    insert(Question),
-                    [
-                        {"study_id": st.id, "question_id": q, "created_at": ing.created_at}
-                        for q in new_q
-                    ],
+            for batch, sha in items:
+                tids = batch.columns["trajectory_id"]
+                pending = None
+                artifact: Path | None = None
+                if batch.token_present is not None and batch.token_present.any():
+                    artifact = new_artifact_path(artifacts_dir, study)
+                    artifacts.append(artifact)
+                    # The Parquet write (pyarrow, GIL released) overlaps the SQL inserts.
+                    pending = pool.submit(
+                        write_token_artifact,
+                        artifact,
+                        tids,
+                        batch.token_values,
+                        batch.token_offsets,
+                        batch.token_present,
+                    )
+                rel = str(artifact.relative_to(data_dir)) if artifact else None
+                ing = Ingest(
+                    study_id=st.id,
+                    source=batch.source,
+                    sha256=sha,
+                    n_records=len(batch),
+                    token_artifact=rel,
                 )
-            _insert_trajectories(session, batch, st.id, ing.id, rel, progress)
-            if pending is not None:
-                pending.result()  # the artifact must be in place before we commit
-            result = IngestResult(
-                study, batch.source, len(batch), batch.n_questions, len(new_q), False, ing.id, rel
-            )
+                session.add(ing)
+                session.flush()
+                new_q = sorted(set(batch.columns["question_id"]) - existing_q)
+                existing_q.update(new_q)
+                if new_q:
+                    session.execute(
+                        insert(Question),
+                        [
+                            {"study_id": st.id, "question_id": q, "created_at": ing.created_at}
+                            for q in new_q
+                        ],
+                    )
+                _insert_trajectories(session, batch, st.id, ing.id, rel, progress)
+                if pending is not None:
+                    pending.result()  # the artifact must be in place before we commit
+                results.append(
+                    IngestResult(
+                        study,
+                        batch.source,
+                        len(batch),
+                        batch.n_questions,
+                        len(new_q),
+                        False,
+                        ing.id,
+                        rel,
+                    )
+                )
     except BaseException:
         pool.shutdown(wait=True)
-        if artifact is not None:
+        for artifact in artifacts:
             artifact.unlink(missing_ok=True)
             artifact.with_suffix(".parquet.tmp").unlink(missing_ok=True)
         raise
     pool.shutdown(wait=True)
-    return result
+    return results
 
 
-def _refuse_store_duplicates(session: Any, batch: RecordBatch, study_id: int) -> None:
+def _refuse_cross_batch_duplicates(batches: list[RecordBatch]) -> None:
+    """A trajectory id in two batches of one transaction (each batch alone is checked by
+    the reader) is named at both places."""
+    if len(batches) < 2:
+        return
+    first: dict[str, str] = {}
+    errors: list[RecordError] = []
+    for batch in batches:
+        for tid, loc in zip(batch.columns["trajectory_id"], batch.locations, strict=True):
+            where = f"{batch.source}:{loc}"
+            if tid in first:
+                errors.append(
+                    RecordError(
+                        batch.source,
+                        loc,
+                        "trajectory_id",
+                        f"duplicate trajectory_id {tid!r} (first at {first[tid]})",
+                    )
+                )
+            else:
+                first[tid] = where
+    if errors:
+        raise RecordValidationError(errors[:100], truncated=len(errors) > 100)
+
+
+def _refuse_store_duplicates(session: Any, batches: list[RecordBatch], study_id: int) -> None:
+    """Every record of every batch whose trajectory id the study already holds, named."""
     existing = set(
         session.execute(
             select(Trajectory.trajectory_id).where(Trajectory.study_id == study_id)
@@ -208,6 +299,7 @@ def _refuse_store_duplicates(session: Any, batch: RecordBatch, study_id: int) ->
         RecordError(
             batch.source, loc, "trajectory_id", f"trajectory_id {tid!r} already exists in the store"
         )
+        for batch in batches
         for tid, loc in zip(batch.columns["trajectory_id"], batch.locations, strict=True)
         if tid in existing
     ]

@@ -153,6 +153,35 @@ def read_records(
     )
 
 
+def records_from_rows(
+    source: str,
+    rows: list[dict[str, Any]],
+    locations: list[str],
+    *,
+    max_errors: int = MAX_ERRORS,
+) -> RecordBatch:
+    """Validate records built in memory (by an importer) exactly as ``read_records``
+    validates a file: ``rows[i]`` is reported at ``source:locations[i]``. Keys outside the
+    record schema are refused; raises ``RecordValidationError`` naming every problem."""
+    errs = _Collector(source, max_errors)
+    columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
+    token_lists: list[Any] = []
+    for obj, loc in zip(rows, locations, strict=True):
+        for key in obj:
+            if key not in ALL_FIELDS:
+                errs.add(loc, key, "unknown field (see the record schema in README)")
+        for name in SCALAR_FIELDS:
+            columns[name].append(obj.get(name))
+        token_lists.append(obj.get("token_entropies"))
+    if not rows:
+        errs.add("file", None, "no records in file")
+    values, offsets, present = _pack_token_lists(token_lists, list(locations), errs)
+    batch = RecordBatch(source, columns, list(locations), values, offsets, present)
+    _validate(batch, errs)
+    errs.raise_if_any()
+    return batch
+
+
 class _Collector:
     def __init__(self, source: str, max_errors: int) -> None:
         self.source = source

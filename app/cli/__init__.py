@@ -9,6 +9,7 @@ from app.cli import (
     codebook_cmd,
     data_cmd,
     demo_cmd,
+    import_cmd,
     judge_cmd,
     labelstudio_cmd,
     probe_cmd,
@@ -27,6 +28,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 data_cmd.register(app)
+import_cmd.register(app)
 serve_cmd.register(app)
 demo_cmd.register(app)
 view_cmd.register(app)

@@ -1,0 +1,246 @@
+"""verl rollout / validation dumps → interchange records.
+
+verl (``trainer.rollout_data_dir`` / ``trainer.validation_data_dir``) writes one
+``{global_step}.jsonl`` per step; every line is one sample: ``input`` (the decoded prompt),
+``output`` (the completion), ``score`` (the reward function's score), ``step``, optional
+``gts`` (the ground truth) and any reward-extra keys the reward function returned. The
+dumps carry no run or model name, no question id and no seed, so:
+
+* ``run`` and ``model`` are given by the caller;
+* ``question_id`` is ``q-`` + the first 16 hex digits of SHA-256 of the question text (the
+  prompt without its chat template, ``pipeline.importers.chat``), or the value of a
+  ``question_key``;
+* ``seed`` is the sample's index within its question's group in that step file (verl
+  repeats each prompt ``n`` times, interleaved: the line order is the sampling order);
+* ``reward`` is 1 when ``score > reward_threshold`` (default 0), else 0;
+* ``trajectory_id`` is ``RUN:MODEL:sSTEP:QUESTION_ID:SEED``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.importers.chat import TEMPLATES, compile_question_regex, extract_question
+from pipeline.importers.common import relabel, source_label
+from pipeline.records import (
+    MAX_ERRORS,
+    RecordBatch,
+    RecordError,
+    RecordValidationError,
+    records_from_rows,
+)
+
+STEP_FILE = re.compile(r"\A(\d+)\.jsonl\Z")
+MAX_ID = 300  # the store's trajectory_id / question_id width
+
+
+@dataclass(frozen=True)
+class VerlOptions:
+    run: str
+    model: str
+    reward_threshold: float = 0.0
+    question_key: str | None = None
+    answer_key: str | None = None
+    validity_key: str | None = None
+    chat_template: str = "auto"
+    question_regex: str | None = None
+    skip_empty_output: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("run", "model"):
+            if not getattr(self, name).strip():
+                raise ValueError(f"--{name} must be a non-empty name")
+        if self.chat_template not in TEMPLATES:
+            raise ValueError(
+                f"unknown --chat-template {self.chat_template!r}: use one of {', '.join(TEMPLATES)}"
+            )
+        if not math.isfinite(self.reward_threshold):
+            raise ValueError("--reward-threshold must be a finite number")
+        if self.question_regex is not None:
+            compile_question_regex(self.question_regex)
+
+    def digest_options(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def step_files(directory: Path) -> tuple[list[Path], list[Path]]:
+    """The ``{global_step}.jsonl`` files of a dump directory in step order, and the other
+    files found there (reported, never read)."""
+    if not directory.exists():
+        raise FileNotFoundError(f"{directory}: no such directory")
+    if directory.is_file():
+        return [directory], []
+    steps: list[tuple[int, Path]] = []
+    other: list[Path] = []
+    for p in sorted(directory.iterdir()):
+        m = STEP_FILE.match(p.name)
+        if m and p.is_file():
+            steps.append((int(m.group(1)), p))
+        elif not p.name.startswith("."):
+            other.append(p)
+    return [p for _, p in sorted(steps)], other
+
+
+def question_id_for(text: str) -> str:
+    return "q-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _trajectory_id(run: str, model: str, step: int, qid: str, seed: int) -> str:
+    tid = f"{run}:{model}:s{step}:{qid}:{seed}"
+    if len(tid) <= MAX_ID:
+        return tid
+    return "verl-" + hashlib.sha256(tid.encode("utf-8")).hexdigest()[:40]
+
+
+def _score(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, int | float) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def _id_value(v: Any) -> str | None:
+    if isinstance(v, str) and v.strip():
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    return None
+
+
+def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERRORS) -> RecordBatch:
+    """One step file → validated records; ``RecordValidationError`` names every bad
+    line as ``FILE:line N: KEY: message`` (KEY is verl's key, e.g. ``score``)."""
+    source = str(path)
+    m = STEP_FILE.match(path.name)
+    file_step = int(m.group(1)) if m else None
+    regex = compile_question_regex(opts.question_regex) if opts.question_regex else None
+    errors: list[RecordError] = []
+
+    def err(loc: str, key: str | None, msg: str) -> None:
+        if len(errors) < max_errors:
+            errors.append(RecordError(source, loc, key, msg))
+
+    rows: list[dict[str, Any]] = []
+    locs: list[str] = []
+    group_size: dict[tuple[int, str], int] = defaultdict(int)
+    with path.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if len(errors) >= max_errors:
+                break
+            if not line.strip():
+                continue
+            loc = f"line {lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                err(loc, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
+                continue
+            if not isinstance(obj, dict):
+                err(loc, None, f"expected a JSON object, got {type(obj).__name__}")
+                continue
+            bad = len(errors)
+            prompt = obj.get("input")
+            if not isinstance(prompt, str) or not prompt.strip():
+                err(loc, "input", "missing" if prompt is None else "must be a non-empty string")
+            output = obj.get("output")
+            if not isinstance(output, str):
+                err(loc, "output", "missing" if output is None else "must be a string")
+            score = _score(obj.get("score"))
+            if score is None:
+                raw = obj.get("score")
+                err(loc, "score", "missing" if raw is None else f"must be a number, got {raw!r}")
+            step = obj.get("step", file_step)
+            if isinstance(step, float) and step.is_integer():
+                step = int(step)
+            if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+                err(loc, "step", f"must be an integer >= 0, got {step!r}")
+            elif file_step is not None and step != file_step:
+                err(loc, "step", f"is {step} but the file name says step {file_step}")
+            question: str | None = None
+            if isinstance(prompt, str) and prompt.strip():
+                question = extract_question(prompt, template=opts.chat_template, regex=regex)
+                if question is None:
+                    how = (
+                        "does not match --question-regex"
+                        if regex is not None
+                        else f"is not a {opts.chat_template} chat-templated prompt"
+                    )
+                    err(loc, "input", how)
+            if opts.question_key is not None:
+                qid = _id_value(obj.get(opts.question_key))
+                if qid is None:
+                    raw = obj.get(opts.question_key)
+                    err(
+                        loc,
+                        opts.question_key,
+                        "missing (--question-key)"
+                        if raw is None
+                        else f"must be a non-empty string or an integer, got {raw!r}",
+                    )
+            else:
+                qid = question_id_for(question) if question else None
+            record: dict[str, Any] = {}
+            if opts.answer_key is not None:
+                ans = obj.get(opts.answer_key)
+                if ans is None or isinstance(ans, str):
+                    record["answer"] = ans
+                elif isinstance(ans, int | float) and not isinstance(ans, bool):
+                    record["answer"] = str(ans)
+                else:
+                    err(loc, opts.answer_key, f"must be a string or a number, got {ans!r}")
+            if opts.validity_key is not None:
+                val = obj.get(opts.validity_key)
+                if val is None or (isinstance(val, int | float) and val in (0, 1)):
+                    record["validity"] = None if val is None else int(val)
+                else:
+                    err(loc, opts.validity_key, f"must be 0, 1, true, false or null, got {val!r}")
+            if len(errors) > bad or qid is None or not isinstance(step, int):
+                continue
+            seed = group_size[(step, qid)]
+            group_size[(step, qid)] += 1
+            if isinstance(output, str) and not output.strip():
+                if opts.skip_empty_output:
+                    continue  # its seed stays used: the others keep their sampling index
+                err(
+                    loc,
+                    "output",
+                    "empty completion (pass --skip-empty-output to leave such samples out)",
+                )
+                continue
+            record.update(
+                trajectory_id=_trajectory_id(opts.run, opts.model, step, qid, seed),
+                question_id=qid,
+                text=output,
+                reward=int(score > opts.reward_threshold),  # type: ignore[operator]
+                run=opts.run,
+                model=opts.model,
+                step=step,
+                seed=seed,
+                question=question,
+            )
+            rows.append(record)
+            locs.append(loc)
+    if errors:
+        raise RecordValidationError(errors, truncated=len(errors) >= max_errors)
+    labels = {
+        "text": source_label("output", "text"),
+        "question": source_label("input", "question"),
+        "reward": source_label("score", "reward"),
+        "question_id": source_label(opts.question_key or "input", "question_id"),
+        "answer": source_label(opts.answer_key or "answer", "answer"),
+        "validity": source_label(opts.validity_key or "validity", "validity"),
+        "run": "--run",
+        "model": "--model",
+    }
+    try:
+        return records_from_rows(source, rows, locs, max_errors=max_errors)
+    except RecordValidationError as exc:
+        raise relabel(exc, labels) from None
