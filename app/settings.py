@@ -57,6 +57,13 @@ class Settings(BaseSettings):
     )
     api_host: str = Field("127.0.0.1", description="bind address of `rcea serve`")
     api_port: int = Field(8000, description="port of `rcea serve`")
+    api_workers: int = Field(1, ge=1, description="worker processes of `rcea serve`")
+    db_pool_size: int = Field(
+        5, ge=1, description="PostgreSQL: connections kept open per process (SQLAlchemy pool)"
+    )
+    db_max_overflow: int = Field(
+        10, ge=0, description="PostgreSQL: extra connections a process may open under load"
+    )
     view_port: int = Field(8501, description="port of the Streamlit view")
     view_auth: str = Field(
         "password",

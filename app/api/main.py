@@ -37,3 +37,9 @@ def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # 
     api.include_router(studies.router, dependencies=[Depends(require_token)])
     api.include_router(webhooks.router)  # authenticated by each person's webhook secret
     return api
+
+
+def app_from_settings() -> FastAPI:
+    """The app for one worker of ``rcea serve --workers N`` (uvicorn's factory): settings
+    from the environment; the parent created the token, the secret and the schema."""
+    return create_app(Settings())

@@ -38,6 +38,10 @@ def open_store(settings=None):  # type: ignore[no-untyped-def]
 
     settings = settings or get_settings()
     settings.ensure_data_dir()
-    engine = make_engine(settings.resolved_database_url)
+    engine = make_engine(
+        settings.resolved_database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+    )
     upgrade(engine)
     return engine

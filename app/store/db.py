@@ -16,8 +16,11 @@ from pipeline.safety import private_file
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
-def make_engine(url: str, *, echo: bool = False) -> Engine:
-    """Create an engine; SQLite gets foreign keys, WAL and a busy timeout."""
+def make_engine(
+    url: str, *, echo: bool = False, pool_size: int = 5, max_overflow: int = 10
+) -> Engine:
+    """Create an engine; SQLite gets foreign keys, WAL and a busy timeout; PostgreSQL a
+    connection pool of ``pool_size`` (+ ``max_overflow`` under load) per process."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:" and not path.startswith("file:"):
@@ -38,7 +41,9 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, echo=echo, pool_pre_ping=True)
+    return create_engine(
+        url, echo=echo, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow
+    )
 
 
 def alembic_config(url: str):  # type: ignore[no-untyped-def]
