@@ -32,6 +32,7 @@ from app.labelling import (
     bindings,
     check_blinding,
     check_distinct_people,
+    check_question_texts,
     ensure_member,
     push_roles,
     push_tasks,
@@ -158,6 +159,7 @@ def push_check(
         }
         for role in roles
     }
+    check_question_texts({q: problems[q] for q in {i.question_id for i in items}}, forbidden)
     for role, tasks in built.items():  # checked before anything is created in Label Studio
         check_blinding([shown[role], *(t.data for t in tasks)], forbidden, what="validity tasks")
     out: dict[str, Any] = {

@@ -8,6 +8,7 @@ from app.store.repository import (
     get_or_create_study,
     list_events,
     list_studies,
+    question_texts,
     require_study,
     study_summary,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "list_studies",
     "make_engine",
     "open_store",
+    "question_texts",
     "require_study",
     "session_scope",
     "study_summary",

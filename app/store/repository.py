@@ -105,3 +105,14 @@ def study_summary(session: Session, *, study_id: int) -> dict[str, Any]:
         "n_ingests": int(n_ingests),
         "groups": list(groups.values()),
     }
+
+
+def question_texts(session: Session, *, study_id: int) -> dict[str, str]:
+    """question_id -> problem statement, for the study's questions ingested with one."""
+    rows = session.exec(
+        select(Question.question_id, Question.text).where(
+            Question.study_id == study_id,
+            Question.text.is_not(None),  # type: ignore[union-attr]
+        )
+    ).all()
+    return {q: t for q, t in rows if t}
