@@ -33,7 +33,7 @@ from app.labelling import (
     push_tasks,
     sync_round,
 )
-from app.store import append_event, question_texts
+from app.store import append_event, problem_texts
 from app.store.models import Audit, AuditPair, Trajectory
 
 ROLE_TITLES = {"A": "annotator A", "B": "annotator B", ADJUDICATOR: "adjudication"}
@@ -66,7 +66,7 @@ def build_pair_tasks(
     When the study stores problem statements, every task carries its pair's (see
     :func:`shows_questions`)."""
     texts = _texts(session, audit, pairs)
-    problems = question_texts(session, study_id=audit.study_id)
+    problems = problem_texts(session, study_id=audit.study_id)
     show = shows_questions(session, audit)
     rng = random.Random(f"{audit.seed}:{audit.id}:{role}")
     out = []
@@ -86,7 +86,7 @@ def build_pair_tasks(
 def shows_questions(session: Session, audit: Audit) -> bool:
     """Whether the audit's tasks and label configs show problem statements: when any
     question of the study has a stored text."""
-    return bool(question_texts(session, study_id=audit.study_id))
+    return bool(problem_texts(session, study_id=audit.study_id))
 
 
 def _texts_of_round(audit: Audit, role: str, definition: str) -> dict[str, str]:
@@ -109,7 +109,7 @@ def _checked(  # type: ignore[no-untyped-def]
 ):
     ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
     forbidden = forbidden_values(session, audit.study_id, ids)
-    problems = question_texts(session, study_id=audit.study_id)
+    problems = problem_texts(session, study_id=audit.study_id)
     check_question_texts(
         {q: problems[q] for q in {p.question_id for p in pairs} if q in problems}, forbidden
     )

@@ -41,6 +41,17 @@ class PromptBlindingGuard:
             scanner = self._scanners[question_id] = LeakScanner(forbidden)
         return scanner
 
+    def check_question(self, question_id: str, text: str) -> None:
+        """Refuse, before any prompt is sent, a question text holding a forbidden value."""
+        leaks = self._scanner(question_id).scan([text])
+        if leaks:
+            raise BlindingViolation(
+                f"the question text of {question_id!r} contains provenance or ids: "
+                + "; ".join(leaks[:5])
+                + " — refusing to send it in a prompt; correct it with `rcea judge problems "
+                "--study S FILE.jsonl` (that text replaces the ingested one)"
+            )
+
     def explain(self, question_id: str, messages: Messages) -> list[str]:
         """Which source of the prompt holds which forbidden value: ``trajectory 'T'
         (value ...)`` for a trajectory text shown in it, ``the question text (value

@@ -33,7 +33,7 @@ from app.codebook.common import (
     version_targets,
     versions_by_question,
 )
-from app.store import append_event, question_texts, require_study, session_scope
+from app.store import append_event, problem_texts, require_study, session_scope
 from app.store.models import (
     CodebookAssignment,
     CodebookBatch,
@@ -256,17 +256,24 @@ class Prepared:
     """trajectories a researcher excluded from the cycle"""
 
 
-def _prepare(engine: Engine, backend: CodebookBackend, study: str) -> Prepared:
+def _prepare(
+    engine: Engine, backend: CodebookBackend, study: str, wanted: Iterable[str] | None = None
+) -> Prepared:
     """The study id, its accepted trajectories and question texts; installs the blinding
-    scan (told which trajectory and question texts may explain a refused prompt)."""
+    scan (told which trajectory and question texts may explain a refused prompt) and
+    refuses, before any call, a question text of the ``wanted`` questions (default: all)
+    that holds a forbidden value."""
     with session_scope(engine) as s:
         st = require_study(s, name=study)
         assert st.id is not None
         groups = accepted_by_question(s, study_id=st.id)
-        questions = question_texts(s, study_id=st.id)
+        questions = problem_texts(s, study_id=st.id)
         guard = study_guard(s, study_id=st.id)
+        only = set(wanted) if wanted is not None else None
         for q, rows in groups.items():
             guard.add_sources(q, dict(rows), questions.get(q))
+            if q in questions and (only is None or q in only):
+                guard.check_question(q, questions[q])
         backend.set_guard(guard)
         excluded = frozenset(excluded_trajectories(s, study_id=st.id))
         return Prepared(st.id, groups, questions, excluded)
@@ -314,7 +321,7 @@ def induce(
     question's trajectories are shown, drawn with ``seed``). Questions whose codebook is
     frozen are skipped: later trajectories reach them through NEW and extension review."""
     wanted = list(questions) if questions is not None else None
-    prep = _prepare(engine, backend, study)
+    prep = _prepare(engine, backend, study, wanted)
     study_id, groups = prep.study_id, prep.groups
     report = StageReport("induce")
     usage_before = backend.usage()
@@ -385,7 +392,7 @@ def merge(
     draft by hand with ``edit add``).
     """
     wanted = set(questions) if questions is not None else None
-    prep = _prepare(engine, backend, study)
+    prep = _prepare(engine, backend, study, wanted)
     study_id = prep.study_id
     report = StageReport("merge")
     usage_before = backend.usage()
@@ -533,7 +540,7 @@ def assign(
     for an item (failed call, malformed, unknown id, no answer) records ``INVALID``, which
     reconciliation picks up."""
     wanted = list(questions) if questions is not None else None
-    prep = _prepare(engine, backend, study)
+    prep = _prepare(engine, backend, study, wanted)
     study_id, groups = prep.study_id, prep.groups
     report = StageReport("assign")
     usage_before = backend.usage()
@@ -735,7 +742,7 @@ def reconcile(
     settles a dispute, a confident NEW makes it a provisional NEW for extension review,
     anything else goes to the researcher queue."""
     wanted = list(questions) if questions is not None else None
-    prep = _prepare(engine, backend, study)
+    prep = _prepare(engine, backend, study, wanted)
     study_id, groups = prep.study_id, prep.groups
     report = StageReport("reconcile")
     usage_before = backend.usage()

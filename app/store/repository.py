@@ -116,3 +116,15 @@ def question_texts(session: Session, *, study_id: int) -> dict[str, str]:
         )
     ).all()
     return {q: t for q, t in rows if t}
+
+
+def problem_texts(session: Session, *, study_id: int) -> dict[str, str]:
+    """question_id -> the problem statement shown to annotators, the judge and the
+    codebook prompts: the ingested ``question``, overridden by a text loaded with
+    ``rcea judge problems`` (the way to correct a stored text)."""
+    from app.store.models import JudgeProblem
+
+    out = question_texts(session, study_id=study_id)
+    for p in session.exec(select(JudgeProblem).where(JudgeProblem.study_id == study_id)).all():
+        out[p.question_id] = p.text
+    return out
