@@ -137,7 +137,7 @@ def push_check(
     if missing:
         raise JudgeError(
             f"no problem text for {len(missing)} question(s) ({', '.join(missing[:5])}): "
-            "load them with `rcea judge problems`"
+            "ingest records with a `question` field, or load them with `rcea judge problems`"
         )
     forbidden = forbidden_values(session, check, items)
     plan = _assignment(check, items, roles)

@@ -180,3 +180,33 @@ def test_pair_task_and_config_show_the_question() -> None:
     task = build_pair_task("p", "a", "b", rng=random.Random(0), question="Compute \u202e1+1.")
     assert task.data["question"] == "Compute ⟨U+202E⟩1+1."
     assert "question" not in build_pair_task("p", "a", "b", rng=random.Random(0)).data
+
+
+# --------------------------------------------------------------------------- judge
+
+
+def test_judge_prompt_shows_the_ingested_question(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from app.judge.run import RunOptions, run_judge
+    from app.judge.versions import freeze_judge
+    from pipeline.judge import JudgeSpec
+
+    recs = records()
+    ingest(engine, tmp_path, recs, "r")  # no `rcea judge problems`: the records carry them
+    with session_scope(engine) as s:
+        freeze_judge(s, name="llm", spec=JudgeSpec("openai", "m", seed=3), actor="r")
+    with FakeLLM() as llm:
+        llm.responder = lambda task, messages: json.dumps({"verdict": "valid", "rationale": "ok"})
+        settings = Settings(data_dir=tmp_path / "d", llm_base_url=llm.base_url, llm_model="m")
+        out = run_judge(
+            engine, study="s", judge="llm", settings=settings, actor="r",
+            options=RunOptions(concurrency=1),
+        )  # fmt: skip
+        bodies = list(llm.requests)
+    assert out["complete"] and out["n_valid"] == sum(r["reward"] for r in recs)
+    by_text = {r["text"]: r["question_id"] for r in recs}
+    for body in bodies:
+        user = body["messages"][-1]["content"]
+        (qid,) = {q for t, q in by_text.items() if t in user}
+        assert f"<problem>\n{TEXTS[qid]}\n</problem>" in user
