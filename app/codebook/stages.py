@@ -23,6 +23,7 @@ from sqlmodel import Session, select
 
 from app.codebook.blinding import study_guard
 from app.codebook.common import (
+    INVALID_REPLY,
     CodebookStageError,
     StageReport,
     accepted_by_question,
@@ -632,6 +633,11 @@ def assign(
     return report
 
 
+def _unanswered(result: LLMResult[Any]) -> bool:
+    """A call that got no answer (endpoint unreachable, retries spent): not a reply."""
+    return not result.ok and not (result.error or "").startswith(INVALID_REPLY)
+
+
 def _forget_unanswered(
     session: Session,
     todo: Sequence[CodebookBatch],
@@ -817,6 +823,8 @@ def reconcile(
             ).all()
         }
         for job, result in done:
+            if _unanswered(result):
+                continue  # the disputes stay open: the next reconcile asks again
             for lab in labels_from_reply(
                 job.context["hmap"], result.value, job.context["mode_ids"], error=result.error
             ):

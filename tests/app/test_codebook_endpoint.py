@@ -29,9 +29,9 @@ from app.codebook.backend import llm_config
 from app.ingest import ingest_file
 from app.settings import Settings
 from app.store import list_events, require_study, session_scope
-from app.store.models import CodebookAssignment, CodebookBatch, CodebookDraft
+from app.store.models import CodebookAssignment, CodebookBatch, CodebookDispute, CodebookDraft
 from pipeline.codebook.schemas import AssignReply
-from tests.fake_llm import RUNS, FakeLLM, domain_records
+from tests.fake_llm import RUNS, FakeLLM, Faults, domain_records
 from tests.helpers import write_jsonl
 
 QUESTIONS = {
@@ -115,6 +115,44 @@ def test_unanswered_batches_are_retried_and_the_result_equals_an_uninterrupted_r
     assert labels(engine, "faulty") == labels(engine, "control")
     assert finals(engine, "faulty") == finals(engine, "control")
     assert "INVALID" not in set(labels(engine, "faulty").values())
+
+
+def test_unanswered_arbitration_leaves_disputes_open_and_is_retried(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Arbitration that got no answer sends nothing to the researcher queue: the disputes
+    stay open, the rerun asks again, and the outcome equals an uninterrupted run."""
+    setup_study(engine, tmp_path, "control")
+    setup_study(engine, tmp_path, "faulty")
+    faults = Faults(flip=0.3, low_confidence=0.15)
+    with FakeLLM(faults=faults) as llm:
+        port = llm.port
+        ref = backend(port, tmp_path / "ref")
+        cycle_head(engine, "control", ref)
+        assign_stage(engine, study="control", backend=ref, actor="t", batch_size=3)
+        reconcile(engine, study="control", backend=ref, actor="t")
+        be = backend(port, tmp_path / "data")
+        cycle_head(engine, "faulty", be)
+        assign_stage(engine, study="faulty", backend=be, actor="t", batch_size=3)
+    be = backend(port, tmp_path / "data")
+    down = reconcile(engine, study="faulty", backend=be, actor="t")
+    assert down.n_batches == down.n_failed > 0 and down.details["new_disputes"] > 0
+    assert dispute_states(engine, "faulty") == {"open": down.details["new_disputes"]}
+    with FakeLLM(port=port, faults=faults) as llm:
+        be = backend(port, tmp_path / "data")
+        up = reconcile(engine, study="faulty", backend=be, actor="t")
+    assert up.n_retried == up.n_run == down.n_batches and up.n_failed == 0
+    assert up.details["new_disputes"] == 0
+    assert "open" not in dispute_states(engine, "faulty")
+    assert dispute_states(engine, "faulty") == dispute_states(engine, "control")
+    assert finals(engine, "faulty") == finals(engine, "control")
+
+
+def dispute_states(engine, study: str) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    from collections import Counter
+
+    with session_scope(engine) as s:
+        st = require_study(s, name=study)
+        rows = s.exec(select(CodebookDispute).where(CodebookDispute.study_id == st.id)).all()
+        return dict(Counter(d.status for d in rows))
 
 
 def test_merge_waits_for_unanswered_induction_then_drafts(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
