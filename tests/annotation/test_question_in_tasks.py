@@ -5,6 +5,7 @@ a run name is refused before anything is created."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from app.store import session_scope
 from app.store.models import Audit
 from tests.helpers import make_record, write_jsonl
 from tests.labelling_study import PASSWORD, Study
+from tests.labelstudio_fixture import LabelStudioHandle
 
 pytestmark = pytest.mark.slow
 
@@ -93,3 +95,52 @@ def test_a_question_text_with_provenance_is_refused_before_any_project(
     assert "'t00201'" in str(err.value)
     with session_scope(study.engine) as s:
         assert bindings(s, PAIR, study.audit_id) == []  # nothing was created
+
+
+def test_validity_tasks_show_the_ingested_question(
+    labelstudio_pool: list[LabelStudioHandle], tmp_path: Path
+) -> None:
+    """No `rcea judge problems`: the records' question texts are the problems annotators
+    see in the validity calibration tasks."""
+    from app.judge.checks import sample_calibration
+    from app.judge.labelling import push_check
+    from app.judge.run import run_judge
+    from app.labelling import ensure_member
+    from app.settings import Settings
+    from app.store import make_engine, upgrade
+    from app.store.models import ValidityCheck
+    from pipeline.toy import problem_by_id
+    from tests.app.test_judge_run import ORACLE, freeze, toy_records
+    from tests.labelstudio_fixture import register_people
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'v.db'}")
+    upgrade(engine)
+    recs = toy_records(n_questions=6, per_question=10)
+    texts = {r["question_id"]: f"Evaluate {problem_by_id(r['question_id'])}." for r in recs}
+    for r in recs:
+        r["question"] = texts[r["question_id"]]
+    ingest_file(
+        engine, write_jsonl(tmp_path / "toy.jsonl", recs), study="toy",
+        artifacts_dir=tmp_path / "art", data_dir=tmp_path,
+    )  # fmt: skip
+    freeze(engine, "oracle", ORACLE)
+    run_judge(engine, study="toy", judge="oracle", settings=Settings(data_dir=tmp_path / "d"),
+              actor="r")  # fmt: skip
+    with session_scope(engine) as s:
+        check = sample_calibration(s, study="toy", judge="oracle", actor="r", size=12,
+                                   held_out=8, seed=1, name="cal")  # fmt: skip
+        check_id = check.id
+    email = f"val-{uuid.uuid4().hex[:8]}@rcea.test"
+    people = register_people(tmp_path / "data", labelstudio_pool[:1], [email])
+    ensure_member(people, email, PASSWORD)
+    with session_scope(engine) as s:
+        out = push_check(s, s.get(ValidityCheck, check_id), people, annotators=[email], actor="r")
+    stored = export_tasks(
+        people.client(people.require(email)), out["projects"]["annotator-1"]["project_id"]
+    )
+    by_text = {r["text"]: r["question_id"] for r in recs}
+    assert len(stored) == 12
+    for t in stored:
+        qid = by_text[t["data"]["solution"]]
+        assert t["data"]["problem"] == visible(texts[qid])
+    engine.dispose()
