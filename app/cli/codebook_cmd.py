@@ -908,7 +908,10 @@ def run_cmd(
             n_queue = len(researcher_queue(s, study=study))
     except _errors() as exc:
         fail(str(exc), as_json=as_json)
-    n_unanswered = _unanswered(study)
+    # merge keeps no batch row for a failed call: its unanswered ones are in its report
+    n_unanswered = _unanswered(study) + sum(
+        len(r.details.get("unanswered", [])) for r in reports if r.stage == "merge"
+    )
     code, why = 0, ""
     if n_unanswered:
         code, why = (

@@ -482,9 +482,12 @@ def merge(
             )
     made: list[str] = []
     failed: dict[str, str] = {}
+    no_answer: list[str] = []
 
     def persist(s: Session, done: Done) -> None:
         for job, result in done:
+            if _unanswered(result):
+                no_answer.append(job.question_id)
             try:
                 if not result.ok:
                     raise ValueError(result.error or "failed")
@@ -517,6 +520,7 @@ def merge(
         "failed": failed,
         "no_candidates": no_candidates,
         "induction_unanswered": [q for q in unanswered if wanted is None or q in wanted],
+        "unanswered": sorted(no_answer),
     }
     _record(engine, study_id=study_id, actor=actor, report=report, backend=backend.describe())
     return report

@@ -273,3 +273,43 @@ def test_leak_names_the_trajectory_and_exclusion_leaves_it_out(engine, tmp_path:
         bad["trajectory_id"]
         not in pq.read_table(res["parquet"]).column("trajectory_id").to_pylist()
     )
+
+
+def test_cli_run_exits_4_while_the_endpoint_is_down_then_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rcea codebook run` with --base-url/--model/--api-key-env against a stopped
+    endpoint: exit 4 naming the unanswered batches; with the endpoint up, the rerun
+    retries them (n_retried) and finishes."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from app.cli import app
+
+    runner = CliRunner()
+    path = write_jsonl(tmp_path / "r.jsonl", domain_records(questions=QUESTIONS, unique=True))
+    assert runner.invoke(app, ["ingest", str(path), "--study", "s"]).exit_code == 0
+    monkeypatch.setenv("MY_KEY", "k-123")
+    with FakeLLM() as llm:
+        port = llm.port
+    run = [
+        "codebook", "run", "--study", "s", "--base-url", f"http://127.0.0.1:{port}/v1",
+        "--model", "fake", "--api-key-env", "MY_KEY", "--max-retries", "0",
+        "--response-format", "json_schema", "--seed", "11", "--json",
+    ]  # fmt: skip
+    down = runner.invoke(app, run)
+    assert down.exit_code == 4, down.output
+    out = json.loads(down.output)
+    n_induce = out["stages"][0]["n_batches"]
+    assert out["unanswered_batches"] == n_induce > 0 and out["exit_code"] == 4
+    assert "got no answer from the endpoint" in out["waiting"]
+    assert out["stages"][1]["details"]["induction_unanswered"] == ["q00", "q01"]
+    with FakeLLM(port=port) as llm:
+        up = runner.invoke(app, run)
+        bodies = list(llm.requests)
+    assert up.exit_code in (0, 3), up.output
+    again = json.loads(up.output)
+    assert again["stages"][0]["n_retried"] == n_induce and again["unanswered_batches"] == 0
+    assert {b["seed"] for b in bodies} == {11}
+    assert {b["response_format"]["type"] for b in bodies} == {"json_schema"}
