@@ -1,8 +1,9 @@
 """Blinded Label Studio tasks for the pair audit, and the scan that proves the blinding.
 
-A task holds exactly three data fields: an opaque pair key and the two texts (left/right,
-order randomised per pair and annotator). No run, model, step, seed, trajectory id,
-question id, automatic label or prediction ever goes into a task.
+A task holds an opaque pair key, the two texts (left/right, order randomised per pair and
+annotator) and, when the study stores one, the problem statement both answer. No run,
+model, step, seed, trajectory id, question id, automatic label or prediction ever goes into
+a task.
 """
 
 from __future__ import annotations
@@ -27,12 +28,20 @@ COLUMN_STYLE = (
     "padding: 0.5em; border: 1px solid #ccc;"
 )
 ADJUDICATION_DATA_KEYS = (*TASK_DATA_KEYS, "answer_1", "answer_2")
+#: The optional data key holding the problem statement both solutions answer.
+QUESTION_KEY = "question"
+#: Shown when a pair's question has no stored text (the project shows problems).
+NO_QUESTION = "(no problem statement was stored for this question)"
+PROBLEM_STYLE = "min-width: 0; overflow-wrap: anywhere; overflow-x: auto; padding: 0.5em;"
 
 
-def pair_label_config(strategy_definition: str, *, adjudication: bool = False) -> str:
+def pair_label_config(
+    strategy_definition: str, *, adjudication: bool = False, question: bool = False
+) -> str:
     """Side-by-side labelling interface with a required same/different choice and an
     optional note. The adjudication variant also shows the two human answers (not who
-    gave them, never the automatic label).
+    gave them, never the automatic label). With ``question`` the tasks carry the problem
+    statement (data key ``question``), shown above the two solutions.
 
     Every text placed in the XML goes through :func:`~annotation.display.xml_attr`; the
     rubric's definition is also made visible (:func:`~annotation.display.visible`)."""
@@ -44,9 +53,15 @@ def pair_label_config(strategy_definition: str, *, adjudication: bool = False) -
         if adjudication
         else ""
     )
+    problem = (
+        f'\n  <View style="{PROBLEM_STYLE}">\n    <Header value="Problem" size="4"/>'
+        f'\n    <Text name="{QUESTION_KEY}" value="${QUESTION_KEY}"/>\n  </View>'
+        if question
+        else ""
+    )
     return f"""<View>
   <Header value="Do these two solutions use the same strategy?"/>
-  <Text name="definition" value="{definition}"/>{answers}
+  <Text name="definition" value="{definition}"/>{answers}{problem}
   <View style="display: flex; gap: 1em;">
     <View style="{COLUMN_STYLE}">
       <Header value="Solution 1" size="4"/>
@@ -81,13 +96,17 @@ def build_pair_task(
     *,
     rng: random.Random,
     answers: tuple[str, str] | None = None,
+    question: str | None = None,
 ) -> PairTask:
     """One blinded task; ``rng`` decides the left/right order (recorded by the caller).
-    The texts and answers are shown through :func:`~annotation.display.visible` (bidi
-    and invisible characters as ``⟨U+XXXX⟩``, long lines cut)."""
+    The texts, the problem statement (``question``: data key ``question`` when given)
+    and answers are shown through :func:`~annotation.display.visible` (bidi and
+    invisible characters as ``⟨U+XXXX⟩``, long lines cut)."""
     left_is_a = rng.random() < 0.5
     left, right = (text_a, text_b) if left_is_a else (text_b, text_a)
     data = {"pair": pair_key, "left": visible(left), "right": visible(right)}
+    if question is not None:
+        data[QUESTION_KEY] = visible(question)
     if answers is not None:
         shuffled = [visible(a) for a in answers]
         rng.shuffle(shuffled)  # the adjudicator must not learn which annotator said what

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from tqdm import tqdm
@@ -23,6 +23,7 @@ from pipeline.records import (
     RecordBatch,
     RecordError,
     RecordValidationError,
+    question_texts,
     read_records,
 )
 
@@ -195,11 +196,6 @@ def _write_batches(
             st = get_or_create_study(session, name=study)
             _refuse_cross_batch_duplicates([b for b, _ in items])
             _refuse_store_duplicates(session, [b for b, _ in items], st.id)
-            existing_q = set(
-                session.execute(
-                    select(Question.question_id).where(Question.study_id == st.id)
-                ).scalars()
-            )
             for batch, sha in items:
                 tids = batch.columns["trajectory_id"]
                 pending = None
@@ -226,16 +222,7 @@ def _write_batches(
                 )
                 session.add(ing)
                 session.flush()
-                new_q = sorted(set(batch.columns["question_id"]) - existing_q)
-                existing_q.update(new_q)
-                if new_q:
-                    session.execute(
-                        insert(Question),
-                        [
-                            {"study_id": st.id, "question_id": q, "created_at": ing.created_at}
-                            for q in new_q
-                        ],
-                    )
+                new_q = _write_questions(session, batch, st.id, ing.created_at)
                 _insert_trajectories(session, batch, st.id, ing.id, rel, progress)
                 if pending is not None:
                     pending.result()  # the artifact must be in place before we commit
@@ -284,6 +271,52 @@ def _refuse_cross_batch_duplicates(batches: list[RecordBatch]) -> None:
                 first[tid] = where
     if errors:
         raise RecordValidationError(errors[:100], truncated=len(errors) > 100)
+
+
+def _write_questions(session: Any, batch: RecordBatch, study_id: int, created_at: Any) -> list[str]:
+    """Insert the batch's new questions with their texts, give a text to stored questions
+    that had none, and refuse a text that differs from the stored one (naming the first
+    record that carries it). Returns the new question ids."""
+    existing = dict(
+        session.execute(
+            select(Question.question_id, Question.text).where(Question.study_id == study_id)
+        ).all()
+    )
+    texts = question_texts(batch)
+    errors = [
+        RecordError(
+            batch.source,
+            loc,
+            "question",
+            f"question_id {qid!r} already has a different question text in the store; "
+            "one question id, one problem statement",
+        )
+        for qid, (text, loc) in sorted(texts.items(), key=lambda kv: kv[1][1])
+        if existing.get(qid) is not None and existing[qid] != text
+    ]
+    if errors:
+        raise RecordValidationError(errors[:100], truncated=len(errors) > 100)
+    new_q = sorted(set(batch.columns["question_id"]) - set(existing))
+    if new_q:
+        session.execute(
+            insert(Question),
+            [
+                {
+                    "study_id": study_id,
+                    "question_id": q,
+                    "text": texts[q][0] if q in texts else None,
+                    "created_at": created_at,
+                }
+                for q in new_q
+            ],
+        )
+    for qid in sorted(q for q in texts if q in existing and existing[q] is None):
+        session.execute(
+            update(Question)
+            .where(Question.study_id == study_id, Question.question_id == qid)
+            .values(text=texts[qid][0])
+        )
+    return new_q
 
 
 def _refuse_store_duplicates(session: Any, batches: list[RecordBatch], study_id: int) -> None:

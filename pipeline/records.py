@@ -465,10 +465,13 @@ def _validate(batch: RecordBatch, errs: _Collector) -> None:
         errs.add(locs[i], "seq_logprob", msg)
     _integer(cols["n_tokens"], "n_tokens", locs, errs, required=False, minimum=0)
     _binary(cols["validity"], "validity", locs, errs, required=False)
-    for name in ("answer", "mode"):
+    for name in ("answer", "mode", "question"):
         col = cols[name]
         for i in [i for i, v in enumerate(col) if v is not None and type(v) is not str]:
             errs.add(locs[i], name, f"must be a string, got {col[i]!r}")
+    question = cols["question"]
+    for i in [i for i, v in enumerate(question) if type(v) is str and not v.strip()]:
+        errs.add(locs[i], "question", "must be a non-empty string (omit the field instead)")
     flags = cols["truncated"]
     for i, v in enumerate(flags):
         if v is None or type(v) is bool:
@@ -494,6 +497,7 @@ def _validate(batch: RecordBatch, errs: _Collector) -> None:
     for name in STRING_FIELDS:
         _control_chars(cols[name], name, locs, errs)
     _duplicates(cols["trajectory_id"], locs, errs)
+    _question_conflicts(cols["question_id"], question, locs, errs)
     _validate_tokens(batch, errs)
 
 
@@ -534,6 +538,39 @@ def _duplicates(tids: list[Any], locs: list[str], errs: _Collector) -> None:
             )
         else:
             first_seen[tid] = locs[i]
+
+
+def question_texts(batch: RecordBatch) -> dict[str, tuple[str, str]]:
+    """question_id -> (question text, location of its first record) for the records that
+    carry one (a validated batch gives every question id at most one text)."""
+    out: dict[str, tuple[str, str]] = {}
+    for qid, text, loc in zip(
+        batch.columns["question_id"], batch.columns["question"], batch.locations, strict=True
+    ):
+        if type(text) is str and text.strip() and qid not in out:
+            out[qid] = (text, loc)
+    return out
+
+
+def _question_conflicts(
+    qids: list[Any], texts: list[Any], locs: list[str], errs: _Collector
+) -> None:
+    """One question id, one problem statement: a second, different text is refused (it
+    would show annotators and prompts another problem than the one solved)."""
+    first: dict[Any, tuple[str, str]] = {}
+    for i, (qid, text) in enumerate(zip(qids, texts, strict=True)):
+        if type(text) is not str or not text.strip() or not isinstance(qid, str):
+            continue
+        seen = first.get(qid)
+        if seen is None:
+            first[qid] = (text, locs[i])
+        elif seen[0] != text:
+            errs.add(
+                locs[i],
+                "question",
+                f"question_id {qid!r} already has a different question text "
+                f"(first at {seen[1]}); one question id, one problem statement",
+            )
 
 
 def _validate_tokens(batch: RecordBatch, errs: _Collector) -> None:

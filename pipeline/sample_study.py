@@ -55,6 +55,7 @@ def generate_sample_records(
                             {
                                 "trajectory_id": f"{run}-s{s}-q{q:03d}-k{k:02d}",
                                 "question_id": f"q{q:03d}",
+                                "question": _question(q),
                                 "text": text,
                                 "reward": reward,
                                 "run": run,
@@ -69,6 +70,14 @@ def generate_sample_records(
                             }
                         )
     return records
+
+
+def _question(q: int) -> str:
+    """The problem statement of sample question ``q`` (its numbers vary per sample)."""
+    return (
+        f"Sample problem {q + 1}: for the three numbers a, b and c given in the solution, "
+        "compute (a + b) × c and box the result."
+    )
 
 
 def _render(mode: str, a: int, b: int, c: int, *, wrong: bool) -> str:

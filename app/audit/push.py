@@ -15,7 +15,7 @@ from typing import Any
 from sqlmodel import Session
 
 from annotation.people import People
-from annotation.tasks import build_pair_task, pair_label_config
+from annotation.tasks import NO_QUESTION, build_pair_task, pair_label_config
 from app.audit.labels import ADJUDICATOR, audit_rubric, current_labels, needs_adjudication
 from app.audit.sampling import audit_pairs
 from app.labelling import (
@@ -26,13 +26,14 @@ from app.labelling import (
     bindings,
     check_blinding,
     check_distinct_people,
+    check_question_texts,
     ensure_member,
     forbidden_values,
     push_roles,
     push_tasks,
     sync_round,
 )
-from app.store import append_event
+from app.store import append_event, problem_texts
 from app.store.models import Audit, AuditPair, Trajectory
 
 ROLE_TITLES = {"A": "annotator A", "B": "annotator B", ADJUDICATOR: "adjudication"}
@@ -61,8 +62,12 @@ def build_pair_tasks(
     *,
     answers: dict[int, tuple[str, str]] | None = None,
 ) -> list[BuiltTask]:
-    """The blinded tasks of ``role``; left/right drawn from a per-(audit, role) seed."""
+    """The blinded tasks of ``role``; left/right drawn from a per-(audit, role) seed.
+    When the study stores problem statements, every task carries its pair's (see
+    :func:`shows_questions`)."""
     texts = _texts(session, audit, pairs)
+    problems = problem_texts(session, study_id=audit.study_id)
+    show = shows_questions(session, audit)
     rng = random.Random(f"{audit.seed}:{audit.id}:{role}")
     out = []
     for p in pairs:
@@ -72,9 +77,16 @@ def build_pair_tasks(
             texts[p.trajectory_b],
             rng=rng,
             answers=None if answers is None else answers[p.id],
+            question=problems.get(p.question_id, NO_QUESTION) if show else None,
         )
         out.append(BuiltTask(p.pair_key, p.id, task.data, {"left_is_a": task.left_is_a}))
     return out
+
+
+def shows_questions(session: Session, audit: Audit) -> bool:
+    """Whether the audit's tasks and label configs show problem statements: when any
+    question of the study has a stored text."""
+    return bool(problem_texts(session, study_id=audit.study_id))
 
 
 def _texts_of_round(audit: Audit, role: str, definition: str) -> dict[str, str]:
@@ -96,11 +108,12 @@ def _checked(  # type: ignore[no-untyped-def]
     session: Session, audit: Audit, pairs: list[AuditPair], tasks: list[BuiltTask], texts
 ):
     ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
-    check_blinding(
-        [texts, *(t.data for t in tasks)],
-        forbidden_values(session, audit.study_id, ids),
-        what="tasks",
+    forbidden = forbidden_values(session, audit.study_id, ids)
+    problems = problem_texts(session, study_id=audit.study_id)
+    check_question_texts(
+        {q: problems[q] for q in {p.question_id for p in pairs} if q in problems}, forbidden
     )
+    check_blinding([texts, *(t.data for t in tasks)], forbidden, what="tasks")
     return tasks
 
 
@@ -135,7 +148,9 @@ def push_audit(
             PAIR,
             audit,
             {r: (annotators[r], built[r], shown[r]) for r in ("A", "B")},
-            label_config=pair_label_config(spec.pairs.strategy_definition),
+            label_config=pair_label_config(
+                spec.pairs.strategy_definition, question=shows_questions(session, audit)
+            ),
             webhook=webhook,
             passwords=passwords,
             progress=progress,
@@ -200,7 +215,11 @@ def adjudicate(
         built,
         title=shown["title"],
         description=shown["description"],
-        label_config=pair_label_config(spec.pairs.strategy_definition, adjudication=True),
+        label_config=pair_label_config(
+            spec.pairs.strategy_definition,
+            adjudication=True,
+            question=shows_questions(session, audit),
+        ),
         webhook=webhook,
     )
     out = {

@@ -61,6 +61,26 @@ PRICE_OUT_OPTION = typer.Option(
 SEED_OPTION = typer.Option(
     0, "--seed", envvar="RCEA_CODEBOOK_SEED", help="shuffles and batching (recorded)"
 )
+BASE_URL_OPTION = typer.Option(
+    None, "--base-url", help="OpenAI-compatible endpoint (default: RCEA_LLM_BASE_URL)"
+)
+MODEL_OPTION = typer.Option(None, "--model", help="model name (default: RCEA_LLM_MODEL)")
+API_KEY_ENV_OPTION = typer.Option(
+    None,
+    "--api-key-env",
+    help="name of the environment variable holding the API key (default: RCEA_LLM_API_KEY)",
+)
+RESPONSE_FORMAT_OPTION = typer.Option(
+    "json_object",
+    "--response-format",
+    envvar="RCEA_LLM_RESPONSE_FORMAT",
+    help="json_object | json_schema (structured output) | none (endpoint without it)",
+)
+#: ``rcea codebook run`` exit codes (README "Codebook cycle").
+EXIT_UNANSWERED = 4
+"""batches got no answer from the endpoint (unreachable, retries spent): rerun to retry"""
+EXIT_RESEARCHER = 3
+"""items wait in the researcher queue or extension requests wait for review"""
 THRESHOLD_OPTION = typer.Option(
     0.7, "--threshold", envvar="RCEA_CODEBOOK_THRESHOLD", help="confidence below → reconcile"
 )
@@ -99,6 +119,12 @@ def _backend(
     max_retries: int,
     price_in: float,
     price_out: float,
+    *,
+    seed: int,
+    base_url: str | None,
+    model: str | None,
+    api_key_env: str | None,
+    response_format: str,
 ):  # type: ignore[no-untyped-def]
     from app.codebook import BackendOptions, make_backend
 
@@ -112,6 +138,11 @@ def _backend(
             max_retries=max_retries,
             price_input_per_mtok=price_in,
             price_output_per_mtok=price_out,
+            seed=seed,
+            json_mode=response_format,
+            base_url=base_url,
+            model=model,
+            api_key_env=api_key_env,
         ),
     )
 
@@ -124,7 +155,8 @@ def _print_report(report: Any, as_json: bool) -> None:
         return
     typer.echo(
         f"{r['stage']}: {r['n_questions']} question(s), {r['n_batches']} batch(es) — "
-        f"{r['n_run']} run now, {r['n_skipped']} already done, {r['n_failed']} failed"
+        f"{r['n_run']} run now ({r['n_retried']} of them retried after an earlier failure), "
+        f"{r['n_skipped']} already done, {r['n_failed']} failed"
     )
     u = r["usage"]
     if u.get("requests") or u.get("cache_hits"):
@@ -156,6 +188,10 @@ def induce_cmd(
     max_retries: int = RETRIES_OPTION,
     price_in: float = PRICE_IN_OPTION,
     price_out: float = PRICE_OUT_OPTION,
+    base_url: str = BASE_URL_OPTION,
+    model: str = MODEL_OPTION,
+    api_key_env: str = API_KEY_ENV_OPTION,
+    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -164,7 +200,11 @@ def induce_cmd(
     from app.codebook import induce
 
     try:
-        be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+        be = _backend(
+            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
+            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
+            response_format=response_format,
+        )  # fmt: skip
         report = induce(
             engine(),
             study=study,
@@ -186,6 +226,7 @@ def merge_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
     redo: bool = typer.Option(False, "--redo", help="re-merge questions with an unfrozen draft"),
+    seed: int = SEED_OPTION,
     backend: str = BACKEND_OPTION,
     oracle: str = ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
@@ -193,6 +234,10 @@ def merge_cmd(
     max_retries: int = RETRIES_OPTION,
     price_in: float = PRICE_IN_OPTION,
     price_out: float = PRICE_OUT_OPTION,
+    base_url: str = BASE_URL_OPTION,
+    model: str = MODEL_OPTION,
+    api_key_env: str = API_KEY_ENV_OPTION,
+    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -200,7 +245,11 @@ def merge_cmd(
     from app.codebook import merge
 
     try:
-        be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+        be = _backend(
+            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
+            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
+            response_format=response_format,
+        )  # fmt: skip
         report = merge(
             engine(),
             study=study,
@@ -413,6 +462,10 @@ def assign_cmd(
     max_retries: int = RETRIES_OPTION,
     price_in: float = PRICE_IN_OPTION,
     price_out: float = PRICE_OUT_OPTION,
+    base_url: str = BASE_URL_OPTION,
+    model: str = MODEL_OPTION,
+    api_key_env: str = API_KEY_ENV_OPTION,
+    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -421,7 +474,11 @@ def assign_cmd(
     from app.codebook import assign
 
     try:
-        be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+        be = _backend(
+            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
+            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
+            response_format=response_format,
+        )  # fmt: skip
         report = assign(
             engine(),
             study=study,
@@ -451,6 +508,10 @@ def reconcile_cmd(
     max_retries: int = RETRIES_OPTION,
     price_in: float = PRICE_IN_OPTION,
     price_out: float = PRICE_OUT_OPTION,
+    base_url: str = BASE_URL_OPTION,
+    model: str = MODEL_OPTION,
+    api_key_env: str = API_KEY_ENV_OPTION,
+    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -459,7 +520,11 @@ def reconcile_cmd(
     from app.codebook import reconcile
 
     try:
-        be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+        be = _backend(
+            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
+            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
+            response_format=response_format,
+        )  # fmt: skip
         report = reconcile(
             engine(),
             study=study,
@@ -642,6 +707,10 @@ def approve_cmd(
     max_retries: int = RETRIES_OPTION,
     price_in: float = PRICE_IN_OPTION,
     price_out: float = PRICE_OUT_OPTION,
+    base_url: str = BASE_URL_OPTION,
+    model: str = MODEL_OPTION,
+    api_key_env: str = API_KEY_ENV_OPTION,
+    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -664,7 +733,11 @@ def approve_cmd(
                 "n_affected": len(ext.affected_trajectory_ids),
             }
         if reassign:
-            be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+            be = _backend(
+            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
+            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
+            response_format=response_format,
+        )  # fmt: skip
             q = [out["question_id"]]
             kw = {"study": study, "backend": be, "actor": who, "concurrency": concurrency}
             out["assign"] = assign(engine(), seed=seed, questions=q, **kw).to_dict()
@@ -748,6 +821,8 @@ def export_cmd(
         f"{result['n_included']} included, {result['n_uncertain']} uncertain trajectories; "
         f"sha256 {result['partition_hash']}"
     )
+    for tid, e in result["excluded"].items():
+        typer.echo(f"  excluded: {tid} ({e['question_id']}): {e['reason']}")
     typer.echo(f"  {result['parquet']}")
 
 
@@ -789,6 +864,10 @@ def run_cmd(
     max_retries: int = RETRIES_OPTION,
     price_in: float = PRICE_IN_OPTION,
     price_out: float = PRICE_OUT_OPTION,
+    base_url: str = BASE_URL_OPTION,
+    model: str = MODEL_OPTION,
+    api_key_env: str = API_KEY_ENV_OPTION,
+    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -802,13 +881,18 @@ def run_cmd(
         merge,
         reconcile,
         request_extensions,
+        researcher_queue,
     )
     from app.store import session_scope
 
     who = actor_name(actor)
     reports: list[Any] = []
     try:
-        be = _backend(backend, oracle, concurrency, timeout, max_retries, price_in, price_out)
+        be = _backend(
+            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
+            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
+            response_format=response_format,
+        )  # fmt: skip
         kw = {"study": study, "backend": be, "actor": who, "concurrency": concurrency}
         eng = engine()
         reports.append(
@@ -821,21 +905,101 @@ def run_cmd(
         reports.append(reconcile(eng, seed=seed, threshold=threshold, **kw))
         with session_scope(eng) as s:
             n_ext = len(request_extensions(s, study=study, actor=who))
+            n_queue = len(researcher_queue(s, study=study))
     except _errors() as exc:
         fail(str(exc), as_json=as_json)
+    # merge keeps no batch row for a failed call: its unanswered ones are in its report
+    n_unanswered = _unanswered(study) + sum(
+        len(r.details.get("unanswered", [])) for r in reports if r.stage == "merge"
+    )
+    code, why = 0, ""
+    if n_unanswered:
+        code, why = (
+            EXIT_UNANSWERED,
+            (
+                f"{n_unanswered} batch(es) got no answer from the endpoint (unreachable or "
+                "retries spent): rerun `rcea codebook run` to retry them"
+            ),
+        )
+    elif n_queue or n_ext:
+        code, why = (
+            EXIT_RESEARCHER,
+            (
+                f"{n_queue} item(s) wait in the researcher queue (`rcea codebook queue`) and "
+                f"{n_ext} extension request(s) wait for review (`rcea codebook extend`): "
+                "the cycle is not finished"
+            ),
+        )
     if as_json:
         print_json(
             {
                 "stages": [r.to_dict() for r in reports],
                 "n_frozen_now": n_frozen,
                 "pending_extensions": n_ext,
+                "researcher_queue": n_queue,
+                "unanswered_batches": n_unanswered,
+                "exit_code": code,
+                "waiting": why or None,
             }
         )
+    else:
+        for r in reports:
+            _print_report(r, False)
+        typer.echo(f"froze {n_frozen} codebook(s) now; {n_ext} pending extension request(s)")
+        typer.echo("next: rcea codebook queue / extend / approve / export")
+        if why:
+            typer.echo(f"not finished (exit {code}): {why}", err=True)
+    if code:
+        raise typer.Exit(code)
+
+
+def _unanswered(study: str) -> int:
+    """Batches of the study recorded as failed without an answer (a rerun retries them)."""
+    from sqlmodel import select
+
+    from app.codebook.common import transport_failed
+    from app.store import require_study, session_scope
+    from app.store.models import CodebookBatch
+
+    with session_scope(engine()) as s:
+        st = require_study(s, name=study)
+        rows = s.exec(
+            select(CodebookBatch).where(
+                CodebookBatch.study_id == st.id, CodebookBatch.status == "failed"
+            )
+        ).all()
+        return sum(1 for r in rows if transport_failed(r))
+
+
+@codebook_app.command("exclude")
+def exclude_cmd(
+    study: str = STUDY_OPTION,
+    trajectory: str = typer.Option(..., "--trajectory", help="trajectory id to exclude"),
+    reason: str = typer.Option(..., "--reason", help="why (recorded in the event log)"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Exclude one trajectory from the codebook cycle (e.g. its text leaks provenance):
+    left out of every later plan, prompt and export (listed there as excluded); recorded
+    as a ``codebook.exclude`` event. Idempotent."""
+    from app.codebook import exclude_trajectory
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            out = exclude_trajectory(
+                s, study=study, trajectory_id=trajectory, reason=reason, actor=actor_name(actor)
+            )
+    except _errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(out)
         return
-    for r in reports:
-        _print_report(r, False)
-    typer.echo(f"froze {n_frozen} codebook(s) now; {n_ext} pending extension request(s)")
-    typer.echo("next: rcea codebook queue / extend / approve / export")
+    typer.echo(
+        f"excluded {trajectory} (question {out['question_id']}) from the codebook cycle"
+        if out["created"]
+        else f"{trajectory} was already excluded ({out['reason']})"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,8 @@ reconciliation queue, extension review. The final partition (:mod:`app.codebook.
 
 from app.codebook.backend import BackendOptions, load_strategy_fn, make_backend
 from app.codebook.blinding import PromptBlindingGuard, study_guard
-from app.codebook.common import CodebookStageError, StageReport
+from app.codebook.common import CodebookStageError, StageReport, excluded_trajectories
+from app.codebook.exclude import exclude_trajectory
 from app.codebook.export import cycle_status, export_partition, final_labels
 from app.codebook.review import (
     CodebookFrozenError,
@@ -32,6 +33,8 @@ __all__ = [
     "cycle_status",
     "decide_extension",
     "edit_draft",
+    "exclude_trajectory",
+    "excluded_trajectories",
     "export_partition",
     "final_labels",
     "freeze_codebooks",

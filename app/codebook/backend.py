@@ -10,6 +10,7 @@ from pipeline.codebook import CodebookBackend, OpenAIBackend, OracleBackend, Str
 from pipeline.llm import LLMClient, LLMConfig, ResponseCache
 
 BACKENDS = ("openai", "oracle")
+JSON_MODES = ("json_object", "json_schema", "none")
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,16 @@ class BackendOptions:
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0
     seed: int = 0
+    """sent with every request (part of the request, hence of the cache key)"""
     json_mode: str = "json_object"
+    """``response_format``: ``json_object``, ``json_schema`` (structured output from the
+    reply's Pydantic schema) or ``none`` (endpoints without it)"""
+    base_url: str | None = None
+    """overrides ``RCEA_LLM_BASE_URL``"""
+    model: str | None = None
+    """overrides ``RCEA_LLM_MODEL``"""
+    api_key_env: str | None = None
+    """name of the environment variable holding the key (overrides ``RCEA_LLM_API_KEY``)"""
 
 
 def load_strategy_fn(spec: str) -> StrategyFn:
@@ -41,15 +51,33 @@ def load_strategy_fn(spec: str) -> StrategyFn:
 
 
 def llm_config(settings: Settings, opts: BackendOptions) -> LLMConfig:
-    if not settings.llm_base_url or not settings.llm_model:
+    """The endpoint from the options, else from the settings; the key from the variable
+    ``opts.api_key_env`` names, else ``RCEA_LLM_API_KEY``."""
+    import os
+
+    base_url = opts.base_url or settings.llm_base_url
+    model = opts.model or settings.llm_model
+    if not base_url or not model:
         raise ValueError(
-            "the openai backend needs RCEA_LLM_BASE_URL and RCEA_LLM_MODEL (and usually "
-            "RCEA_LLM_API_KEY); or use --backend oracle --oracle MODULE:FUNCTION"
+            "the openai backend needs an endpoint and a model: --base-url and --model, or "
+            "RCEA_LLM_BASE_URL and RCEA_LLM_MODEL (and usually RCEA_LLM_API_KEY or "
+            "--api-key-env VAR); or use --backend oracle --oracle MODULE:FUNCTION"
         )
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "unused"
+    if opts.json_mode not in JSON_MODES:
+        raise ValueError(
+            f"--response-format {opts.json_mode!r}: choose from {', '.join(JSON_MODES)}"
+        )
+    if opts.api_key_env:
+        key = os.environ.get(opts.api_key_env, "")
+        if not key:
+            raise ValueError(
+                f"--api-key-env {opts.api_key_env}: that environment variable is not set"
+            )
+    else:
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "unused"
     return LLMConfig(
-        base_url=settings.llm_base_url,
-        model=settings.llm_model,
+        base_url=base_url,
+        model=model,
         api_key=key,
         timeout_s=opts.timeout_s,
         concurrency=opts.concurrency,

@@ -27,17 +27,61 @@ class PromptBlindingGuard:
         self.common = {str(v) for v in common if str(v)}
         self.per_question = per_question
         self._scanners: dict[str, LeakScanner] = {}
+        self._sources: dict[str, tuple[dict[str, str], str | None]] = {}
 
-    def __call__(self, question_id: str, messages: Messages) -> None:
+    def add_sources(self, question_id: str, texts: dict[str, str], question: str | None) -> None:
+        """The trajectory texts (id → text) and question text a prompt of
+        ``question_id`` is built from: a refusal names the one holding the leak."""
+        self._sources[question_id] = (texts, question)
+
+    def _scanner(self, question_id: str) -> LeakScanner:
         scanner = self._scanners.get(question_id)
         if scanner is None:
             forbidden = self.common | self.per_question.get(question_id, set())
             scanner = self._scanners[question_id] = LeakScanner(forbidden)
-        leaks = scanner.scan([m["content"] for m in messages])
+        return scanner
+
+    def check_question(self, question_id: str, text: str) -> None:
+        """Refuse, before any prompt is sent, a question text holding a forbidden value."""
+        leaks = self._scanner(question_id).scan([text])
         if leaks:
+            raise BlindingViolation(
+                f"the question text of {question_id!r} contains provenance or ids: "
+                + "; ".join(leaks[:5])
+                + " — refusing to send it in a prompt; correct it with `rcea judge problems "
+                "--study S FILE.jsonl` (that text replaces the ingested one)"
+            )
+
+    def explain(self, question_id: str, messages: Messages) -> list[str]:
+        """Which source of the prompt holds which forbidden value: ``trajectory 'T'
+        (value ...)`` for a trajectory text shown in it, ``the question text (value
+        ...)``; empty when the leak comes from elsewhere (e.g. a mode name)."""
+        scanner = self._scanner(question_id)
+        texts, question = self._sources.get(question_id, ({}, None))
+        sent = "\n".join(m["content"] for m in messages)
+        out = []
+        if question and question.replace("</problem>", "</ problem>") in sent:
+            out += [f"the question text of {question_id!r} ({x})" for x in scanner.scan([question])]
+        for tid in sorted(texts):
+            text = texts[tid]
+            if text.replace("</solution>", "</ solution>") in sent:
+                out += [f"trajectory {tid!r} ({x})" for x in scanner.scan([text])]
+        return out
+
+    def __call__(self, question_id: str, messages: Messages) -> None:
+        leaks = self._scanner(question_id).scan([m["content"] for m in messages])
+        if leaks:
+            where = self.explain(question_id, messages)
+            hint = (
+                " — in " + "; ".join(where[:5]) + ". Exclude the trajectory from the cycle "
+                "(`rcea codebook exclude --study S --trajectory T --reason R`) or fix the text"
+                if where
+                else ""
+            )
             raise BlindingViolation(
                 f"a prompt for question {question_id!r} contains provenance or ids: "
                 + "; ".join(leaks[:5])
+                + hint
                 + " — refusing to send it"
             )
 

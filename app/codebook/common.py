@@ -9,7 +9,7 @@ from typing import Any
 from sqlmodel import Session, select
 
 from app.audit.freeze import accepted_trajectories
-from app.store.models import CodebookAssignment, CodebookExtension, CodebookVersion
+from app.store.models import CodebookAssignment, CodebookExtension, CodebookVersion, Event
 from pipeline.codebook import handles
 from pipeline.codebook.model import CodebookError
 
@@ -28,6 +28,9 @@ class StageReport:
     """planned batches already finished by an earlier run (resume)"""
     n_run: int = 0
     n_failed: int = 0
+    n_retried: int = 0
+    """batches an earlier run recorded as failed for want of an answer (endpoint
+    unreachable, retries spent) and run again by this one"""
     usage: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -35,14 +38,56 @@ class StageReport:
         return asdict(self)
 
 
+EXCLUDE_EVENT = "codebook.exclude"
+INVALID_REPLY = "invalid reply"
+"""how :class:`pipeline.llm.LLMClient` starts the error of a call the endpoint answered"""
+
+
+def transport_failed(row: Any) -> bool:
+    """A batch recorded as failed without an answer (endpoint unreachable, HTTP error,
+    retries spent): a rerun asks again. A batch failed on an invalid reply after the
+    re-asks is an answer, and stays finished."""
+    return (
+        row.status == "failed"
+        and row.reply is None
+        and not (row.error or "").startswith(INVALID_REPLY)
+    )
+
+
+def excluded_trajectories(session: Session, *, study_id: int) -> dict[str, dict[str, Any]]:
+    """trajectory_id → the ``codebook.exclude`` event payload (reason, actor, time) of
+    every trajectory a researcher excluded from the codebook cycle."""
+    rows = session.exec(
+        select(Event)
+        .where(Event.study_id == study_id, Event.kind == EXCLUDE_EVENT)
+        .order_by(Event.id)  # type: ignore[arg-type]
+    ).all()
+    return {
+        str(e.payload["trajectory_id"]): {
+            **e.payload,
+            "actor": e.actor,
+            "time": e.time.isoformat(),
+        }
+        for e in rows
+    }
+
+
 def accepted_by_question(
-    session: Session, *, study_id: int, questions: Iterable[str] | None = None
+    session: Session,
+    *,
+    study_id: int,
+    questions: Iterable[str] | None = None,
+    include_excluded: bool = False,
 ) -> dict[str, list[tuple[str, str]]]:
     """question_id → [(trajectory_id, text)] of accepted trajectories (R = 1 and
-    judge-accepted), ordered by trajectory id."""
+    judge-accepted), ordered by trajectory id; without those a researcher excluded from
+    the cycle (``rcea codebook exclude``) unless ``include_excluded``."""
     wanted = set(questions) if questions is not None else None
+    excluded = set() if include_excluded else set(excluded_trajectories(session, study_id=study_id))
     out: dict[str, list[tuple[str, str]]] = {}
     for t in accepted_trajectories(session, study_id=study_id):
+        if t.trajectory_id in excluded:
+            continue
         if wanted is None or t.question_id in wanted:
             out.setdefault(t.question_id, []).append((t.trajectory_id, t.text))
     return out

@@ -19,6 +19,7 @@ from app.codebook.common import (
     CodebookStageError,
     accepted_by_question,
     assigned_passes,
+    excluded_trajectories,
     versions_by_question,
 )
 from app.store import append_event, require_study
@@ -172,6 +173,10 @@ def export_partition(
         artifacts_dir / "codebook", study, suffix=f"-partition-{part.id}.parquet"
     )
     _write_parquet(path, labels, versions)
+    excluded = {
+        tid: {"question_id": e["question_id"], "reason": e["reason"]}
+        for tid, e in sorted(excluded_trajectories(session, study_id=st.id).items())  # type: ignore[arg-type]
+    }
     export = session.exec(
         select(CodebookExport).where(CodebookExport.partition_id == part.id)
     ).first()
@@ -193,7 +198,12 @@ def export_partition(
             actor=actor,
             kind="codebook.export",
             study_id=st.id,
-            payload={"export_id": export.id, "partition_id": part.id, "source": source},
+            payload={
+                "export_id": export.id,
+                "partition_id": part.id,
+                "source": source,
+                "excluded": excluded,
+            },
         )
     return {
         "partition_id": part.id,
@@ -208,6 +218,8 @@ def export_partition(
         "n_codebooks": len(versions),
         "uncertain_causes": dict(Counter(x.why for x in labels if x.mode is None)),
         "incomplete": blockers,
+        "n_excluded": len(excluded),
+        "excluded": excluded,
         "parquet": str(path),
     }
 
@@ -271,6 +283,7 @@ def cycle_status(session: Session, *, study: str) -> dict[str, Any]:
         "study": study,
         "n_questions": len(groups),
         "n_accepted": sum(len(v) for v in groups.values()),
+        "n_excluded": len(excluded_trajectories(session, study_id=st.id)),  # type: ignore[arg-type]
         "n_drafts": int(drafts),
         "n_frozen_codebooks": len(versions),
         "versions": {q: vs[-1].version for q, vs in sorted(versions.items())},

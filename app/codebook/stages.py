@@ -23,15 +23,18 @@ from sqlmodel import Session, select
 
 from app.codebook.blinding import study_guard
 from app.codebook.common import (
+    INVALID_REPLY,
     CodebookStageError,
     StageReport,
     accepted_by_question,
     assigned_passes,
+    excluded_trajectories,
     handle_map,
+    transport_failed,
     version_targets,
     versions_by_question,
 )
-from app.store import append_event, require_study, session_scope
+from app.store import append_event, problem_texts, require_study, session_scope
 from app.store.models import (
     CodebookAssignment,
     CodebookBatch,
@@ -148,11 +151,24 @@ def _plan(
     return out
 
 
-def _todo(report: StageReport, rows: Sequence[CodebookBatch]) -> list[CodebookBatch]:
-    """Count a plan into the report; return the batches still to run."""
-    todo = [r for r in rows if r.status == "planned"]
+def _todo(
+    report: StageReport, rows: Sequence[CodebookBatch], excluded: set[str] | frozenset[str]
+) -> list[CodebookBatch]:
+    """Count a plan into the report; return the batches still to run: the planned ones
+    and those an earlier run recorded as failed for want of an answer (counted in
+    ``n_retried``; a batch failed on an invalid reply is an answer and stays finished).
+    Trajectories excluded from the cycle since the plan are dropped from the batches
+    still to run (a batch left empty gets status ``excluded``)."""
+    for r in rows:
+        if (r.status == "planned" or transport_failed(r)) and excluded & set(r.trajectory_ids):
+            r.trajectory_ids = [t for t in r.trajectory_ids if t not in excluded]
+            if not r.trajectory_ids:
+                r.status = "excluded"
+    retried = [r for r in rows if transport_failed(r)]
+    todo = [r for r in rows if r.status == "planned" or transport_failed(r)]
     report.n_batches += len(rows)
     report.n_skipped += len(rows) - len(todo)
+    report.n_retried += len(retried)
     return todo
 
 
@@ -230,15 +246,38 @@ def _items(texts: dict[str, str], trajectory_ids: Sequence[str]) -> tuple[dict, 
     return hmap, [BlindItem(h, texts[t]) for h, t in hmap.items()]
 
 
+@dataclass(frozen=True)
+class Prepared:
+    study_id: int
+    groups: dict[str, list[tuple[str, str]]]
+    """question_id → accepted (trajectory_id, text), excluded trajectories left out"""
+    questions: dict[str, str]
+    """question_id → problem statement, where the study stores one"""
+    excluded: frozenset[str]
+    """trajectories a researcher excluded from the cycle"""
+
+
 def _prepare(
-    engine: Engine, backend: CodebookBackend, study: str
-) -> tuple[int, dict[str, list[tuple[str, str]]]]:
-    """The study id and its accepted trajectories; installs the blinding scan."""
+    engine: Engine, backend: CodebookBackend, study: str, wanted: Iterable[str] | None = None
+) -> Prepared:
+    """The study id, its accepted trajectories and question texts; installs the blinding
+    scan (told which trajectory and question texts may explain a refused prompt) and
+    refuses, before any call, a question text of the ``wanted`` questions (default: all)
+    that holds a forbidden value."""
     with session_scope(engine) as s:
         st = require_study(s, name=study)
         assert st.id is not None
-        backend.set_guard(study_guard(s, study_id=st.id))
-        return st.id, accepted_by_question(s, study_id=st.id)
+        groups = accepted_by_question(s, study_id=st.id)
+        questions = problem_texts(s, study_id=st.id)
+        guard = study_guard(s, study_id=st.id)
+        only = set(wanted) if wanted is not None else None
+        for q, rows in groups.items():
+            guard.add_sources(q, dict(rows), questions.get(q))
+            if q in questions and (only is None or q in only):
+                guard.check_question(q, questions[q])
+        backend.set_guard(guard)
+        excluded = frozenset(excluded_trajectories(s, study_id=st.id))
+        return Prepared(st.id, groups, questions, excluded)
 
 
 def _record(
@@ -283,7 +322,8 @@ def induce(
     question's trajectories are shown, drawn with ``seed``). Questions whose codebook is
     frozen are skipped: later trajectories reach them through NEW and extension review."""
     wanted = list(questions) if questions is not None else None
-    study_id, groups = _prepare(engine, backend, study)
+    prep = _prepare(engine, backend, study, wanted)
+    study_id, groups = prep.study_id, prep.groups
     report = StageReport("induce")
     usage_before = backend.usage()
     frozen: list[str] = []
@@ -305,14 +345,16 @@ def induce(
         for (q, _, _), rows in sorted(plans.items()):
             report.n_questions += 1
             texts = dict(groups[q])
-            for row in _todo(report, rows):
+            for row in _todo(report, rows, prep.excluded):
                 _, items = _items(texts, row.trajectory_ids)
                 jobs.append(
                     BatchJob(
                         row.id,  # type: ignore[arg-type]
                         q,
                         row.trajectory_ids,
-                        call=lambda q=q, items=items: backend.induce(q, items),
+                        call=lambda q=q, items=items: backend.induce(
+                            q, items, prep.questions.get(q)
+                        ),
                     )
                 )
     _execute(engine, jobs=jobs, concurrency=concurrency, persist=None, report=report)
@@ -351,7 +393,8 @@ def merge(
     draft by hand with ``edit add``).
     """
     wanted = set(questions) if questions is not None else None
-    study_id, _ = _prepare(engine, backend, study)
+    prep = _prepare(engine, backend, study, wanted)
+    study_id = prep.study_id
     report = StageReport("merge")
     usage_before = backend.usage()
     jobs = []
@@ -373,6 +416,21 @@ def merge(
         by_q: dict[str, list[CodebookBatch]] = {}
         for b in induced:
             by_q.setdefault(b.question_id, []).append(b)
+        # A question with an induction batch that got no answer is not merged yet: its
+        # draft would miss those candidates (the next induce retries the batch).
+        unanswered = sorted(
+            {
+                b.question_id
+                for b in s.exec(
+                    select(CodebookBatch).where(
+                        CodebookBatch.study_id == study_id,
+                        CodebookBatch.stage == "induce",
+                        CodebookBatch.status.in_(("planned", "failed")),  # type: ignore[attr-defined]
+                    )
+                ).all()
+                if b.status == "planned" or transport_failed(b)
+            }
+        )
         # Earlier merge rows are history of drafts already made (or being redone).
         s.execute(
             delete(CodebookBatch).where(
@@ -381,10 +439,12 @@ def merge(
                 CodebookBatch.status == "planned",  # type: ignore[arg-type]
             )
         )
-        for q in sorted(by_q):
+        for q in sorted(set(by_q) | set(unanswered)):
             if wanted is not None and q not in wanted:
                 continue
             report.n_questions += 1
+            if q in unanswered:
+                continue
             draft = drafts.get(q)
             if draft is not None and (draft.frozen_version_id is not None or not redo):
                 report.n_skipped += 1
@@ -416,15 +476,18 @@ def merge(
                     row.id,  # type: ignore[arg-type]
                     q,
                     row.trajectory_ids,
-                    call=lambda q=q, n=numbered: backend.merge(q, n),
+                    call=lambda q=q, n=numbered: backend.merge(q, n, prep.questions.get(q)),
                     context={"numbered": numbered},
                 )
             )
     made: list[str] = []
     failed: dict[str, str] = {}
+    no_answer: list[str] = []
 
     def persist(s: Session, done: Done) -> None:
         for job, result in done:
+            if _unanswered(result):
+                no_answer.append(job.question_id)
             try:
                 if not result.ok:
                     raise ValueError(result.error or "failed")
@@ -452,7 +515,13 @@ def merge(
     _execute(engine, jobs=jobs, concurrency=concurrency, persist=persist, report=report)
     report.n_failed = len(failed)
     report.usage = backend.usage().minus(usage_before).to_dict()
-    report.details = {"drafted": sorted(made), "failed": failed, "no_candidates": no_candidates}
+    report.details = {
+        "drafted": sorted(made),
+        "failed": failed,
+        "no_candidates": no_candidates,
+        "induction_unanswered": [q for q in unanswered if wanted is None or q in wanted],
+        "unanswered": sorted(no_answer),
+    }
     _record(engine, study_id=study_id, actor=actor, report=report, backend=backend.describe())
     return report
 
@@ -476,7 +545,8 @@ def assign(
     for an item (failed call, malformed, unknown id, no answer) records ``INVALID``, which
     reconciliation picks up."""
     wanted = list(questions) if questions is not None else None
-    study_id, groups = _prepare(engine, backend, study)
+    prep = _prepare(engine, backend, study, wanted)
+    study_id, groups = prep.study_id, prep.groups
     report = StageReport("assign")
     usage_before = backend.usage()
     selected = _select(groups, wanted)
@@ -501,7 +571,8 @@ def assign(
             v = latest[q]
             modes = modes_from_json(v.modes)
             mode_ids = {m.id for m in modes}
-            todo = _todo(report, rows)
+            todo = _todo(report, rows, prep.excluded)
+            _forget_unanswered(s, todo, passes)
             texts = _texts(
                 s,
                 study_id=study_id,
@@ -515,7 +586,9 @@ def assign(
                         row.id,  # type: ignore[arg-type]
                         q,
                         row.trajectory_ids,
-                        call=lambda q=q, m=modes, i=items: backend.assign(q, m, i),
+                        call=lambda q=q, m=modes, i=items: backend.assign(
+                            q, m, i, prep.questions.get(q)
+                        ),
                         version_id=vid,
                         pass_no=pass_no,
                         context={"hmap": hmap, "mode_ids": mode_ids},
@@ -564,6 +637,33 @@ def assign(
     return report
 
 
+def _unanswered(result: LLMResult[Any]) -> bool:
+    """A call that got no answer (endpoint unreachable, retries spent): not a reply."""
+    return not result.ok and not (result.error or "").startswith(INVALID_REPLY)
+
+
+def _forget_unanswered(
+    session: Session,
+    todo: Sequence[CodebookBatch],
+    passes: dict[int, dict[str, dict[int, CodebookAssignment]]],
+) -> None:
+    """Before a batch that got no answer is asked again, drop the ``INVALID`` labels its
+    failure recorded (from the store and from ``passes``), so that the retry's answer
+    becomes the pass."""
+    retried = {r.id for r in todo if r.status == "failed"}
+    if not retried:
+        return
+    session.execute(
+        delete(CodebookAssignment).where(
+            CodebookAssignment.batch_id.in_(sorted(retried))  # type: ignore[attr-defined,union-attr]
+        )
+    )
+    for by_tid in passes.values():
+        for per_pass in by_tid.values():
+            for pass_no in [n for n, a in per_pass.items() if a.batch_id in retried]:
+                del per_pass[pass_no]
+
+
 # --------------------------------------------------------------------------- reconcile
 
 
@@ -585,6 +685,19 @@ def open_disputes(
     wanted = set(questions) if questions is not None else None
     latest = {q: vs[-1] for q, vs in versions.items() if wanted is None or q in wanted}
     passes = assigned_passes(session, version_ids=[v.id for v in latest.values()])  # type: ignore[misc]
+    # An assignment recorded from a batch that got no answer is not a pass: the next
+    # assign asks again (and replaces it); until then the trajectory misses that pass.
+    unanswered = {
+        b.id
+        for b in session.exec(
+            select(CodebookBatch).where(
+                CodebookBatch.study_id == study_id,
+                CodebookBatch.stage == "assign",
+                CodebookBatch.status == "failed",
+            )
+        ).all()
+        if transport_failed(b)
+    }
     existing = {
         (d.version_id, d.trajectory_id)
         for d in session.exec(
@@ -598,7 +711,7 @@ def open_disputes(
         targets = version_targets(session, versions=versions[q], accepted_ids=accepted)[v.id]  # type: ignore[index]
         got = passes.get(v.id, {})  # type: ignore[arg-type]
         for t in targets:
-            p = got.get(t, {})
+            p = {n: a for n, a in got.get(t, {}).items() if a.batch_id not in unanswered}
             if 1 not in p or 2 not in p:
                 missing += 1
                 continue
@@ -639,7 +752,8 @@ def reconcile(
     settles a dispute, a confident NEW makes it a provisional NEW for extension review,
     anything else goes to the researcher queue."""
     wanted = list(questions) if questions is not None else None
-    study_id, groups = _prepare(engine, backend, study)
+    prep = _prepare(engine, backend, study, wanted)
+    study_id, groups = prep.study_id, prep.groups
     report = StageReport("reconcile")
     usage_before = backend.usage()
     jobs = []
@@ -657,9 +771,12 @@ def reconcile(
             )
         ).all()
         latest_ids = {vs[-1].id for vs in versions_by_question(s, study_id=study_id).values()}
+        excluded = excluded_trajectories(s, study_id=study_id)
         by_v: dict[int, list[str]] = {}
         for d in open_rows:
             # A dispute of a superseded version is settled by reassignment under the new one.
+            if d.trajectory_id in excluded:
+                continue
             if d.version_id in latest_ids and (wanted is None or d.question_id in wanted):
                 by_v.setdefault(d.version_id, []).append(d.trajectory_id)
         specs = [
@@ -671,7 +788,7 @@ def reconcile(
         )
         for (q, vid, _), rows in sorted(plans.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
             modes = modes_from_json(versions[vid].modes)  # type: ignore[index]
-            todo = _todo(report, rows)
+            todo = _todo(report, rows, prep.excluded)
             if todo:
                 report.n_questions += 1
             texts = _texts(
@@ -687,7 +804,9 @@ def reconcile(
                         row.id,  # type: ignore[arg-type]
                         q,
                         row.trajectory_ids,
-                        call=lambda q=q, m=modes, i=items: backend.arbitrate(q, m, i),
+                        call=lambda q=q, m=modes, i=items: backend.arbitrate(
+                            q, m, i, prep.questions.get(q)
+                        ),
                         version_id=vid,
                         pass_no=3,
                         context={"hmap": hmap, "mode_ids": {m.id for m in modes}},
@@ -708,6 +827,8 @@ def reconcile(
             ).all()
         }
         for job, result in done:
+            if _unanswered(result):
+                continue  # the disputes stay open: the next reconcile asks again
             for lab in labels_from_reply(
                 job.context["hmap"], result.value, job.context["mode_ids"], error=result.error
             ):

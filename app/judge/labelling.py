@@ -32,6 +32,7 @@ from app.labelling import (
     bindings,
     check_blinding,
     check_distinct_people,
+    check_question_texts,
     ensure_member,
     push_roles,
     push_tasks,
@@ -136,7 +137,7 @@ def push_check(
     if missing:
         raise JudgeError(
             f"no problem text for {len(missing)} question(s) ({', '.join(missing[:5])}): "
-            "load them with `rcea judge problems`"
+            "ingest records with a `question` field, or load them with `rcea judge problems`"
         )
     forbidden = forbidden_values(session, check, items)
     plan = _assignment(check, items, roles)
@@ -158,6 +159,7 @@ def push_check(
         }
         for role in roles
     }
+    check_question_texts({q: problems[q] for q in {i.question_id for i in items}}, forbidden)
     for role, tasks in built.items():  # checked before anything is created in Label Studio
         check_blinding([shown[role], *(t.data for t in tasks)], forbidden, what="validity tasks")
     out: dict[str, Any] = {

@@ -87,7 +87,8 @@ def load_problems(session: Session, *, study: str, source: str) -> dict[str, int
 
 
 def problems_for(session: Session, *, study_id: int) -> dict[str, str]:
-    return {
-        p.question_id: p.text
-        for p in session.exec(select(JudgeProblem).where(JudgeProblem.study_id == study_id)).all()
-    }
+    """The problem text of each question: the ingested ``question`` field, overridden by
+    a text loaded with ``rcea judge problems``."""
+    from app.store import problem_texts
+
+    return problem_texts(session, study_id=study_id)

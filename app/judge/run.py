@@ -183,7 +183,8 @@ def run_judge(
         if missing:
             raise JudgeError(
                 f"no problem text for {len(missing)} question(s) ({', '.join(missing[:5])}): "
-                "load them with `rcea judge problems --study S FILE.jsonl|MODULE:FUNCTION`"
+                "ingest records with a `question` field, or load them with "
+                "`rcea judge problems --study S FILE.jsonl|MODULE:FUNCTION`"
             )
     if impl is None:
         impl = make_judge(settings, spec, opts, guard)

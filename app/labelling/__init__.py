@@ -15,7 +15,13 @@ from app.labelling.bindings import (
     check_distinct_people,
     ensure_member,
 )
-from app.labelling.blinding import Forbidden, check_blinding, forbidden_values, study_provenance
+from app.labelling.blinding import (
+    Forbidden,
+    check_blinding,
+    check_question_texts,
+    forbidden_values,
+    study_provenance,
+)
 from app.labelling.families import FAMILIES, PAIR, VALIDITY, Family
 from app.labelling.push import BuiltTask, WebhookTarget, push_roles, push_tasks, webhook_target
 from app.labelling.record import COUNTED, STATUSES, current_labels, label_status, status_counts
@@ -39,6 +45,7 @@ __all__ = [
     "binding",
     "bindings",
     "check_blinding",
+    "check_question_texts",
     "check_distinct_people",
     "current_labels",
     "ensure_member",

@@ -94,3 +94,17 @@ def check_blinding(tasks: Iterable[dict[str, Any]], forbidden: Forbidden, *, wha
     leaks = forbidden.scanner().scan(list(tasks))
     if leaks:
         raise BlindingViolation(f"refusing to send {what} that leak: {leaks[:5]}")
+
+
+def check_question_texts(texts: dict[str, str], forbidden: Forbidden) -> None:
+    """Raise :class:`BlindingViolation` naming the question whose stored problem
+    statement holds a forbidden value (run or model name, trajectory id, ...): it would
+    reach every annotator of that question."""
+    scanner = forbidden.scanner()
+    for qid in sorted(texts):
+        leaks = scanner.scan([texts[qid]])
+        if leaks:
+            raise BlindingViolation(
+                f"the question text of question {qid!r} contains provenance: "
+                f"{'; '.join(leaks[:5])} — refusing to show it to annotators or prompts"
+            )

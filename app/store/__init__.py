@@ -8,6 +8,8 @@ from app.store.repository import (
     get_or_create_study,
     list_events,
     list_studies,
+    problem_texts,
+    question_texts,
     require_study,
     study_summary,
 )
@@ -25,6 +27,8 @@ __all__ = [
     "list_studies",
     "make_engine",
     "open_store",
+    "problem_texts",
+    "question_texts",
     "require_study",
     "session_scope",
     "study_summary",

@@ -34,6 +34,9 @@ class Question(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     study_id: int = Field(foreign_key="study.id", index=True)
     question_id: str = Field(max_length=300)
+    text: str | None = Field(
+        default=None, sa_type=Text, description="problem statement (records' `question`)"
+    )
     created_at: datetime = Field(default_factory=utcnow)
 
 

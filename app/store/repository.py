@@ -105,3 +105,26 @@ def study_summary(session: Session, *, study_id: int) -> dict[str, Any]:
         "n_ingests": int(n_ingests),
         "groups": list(groups.values()),
     }
+
+
+def question_texts(session: Session, *, study_id: int) -> dict[str, str]:
+    """question_id -> problem statement, for the study's questions ingested with one."""
+    rows = session.exec(
+        select(Question.question_id, Question.text).where(
+            Question.study_id == study_id,
+            Question.text.is_not(None),  # type: ignore[union-attr]
+        )
+    ).all()
+    return {q: t for q, t in rows if t}
+
+
+def problem_texts(session: Session, *, study_id: int) -> dict[str, str]:
+    """question_id -> the problem statement shown to annotators, the judge and the
+    codebook prompts: the ingested ``question``, overridden by a text loaded with
+    ``rcea judge problems`` (the way to correct a stored text)."""
+    from app.store.models import JudgeProblem
+
+    out = question_texts(session, study_id=study_id)
+    for p in session.exec(select(JudgeProblem).where(JudgeProblem.study_id == study_id)).all():
+        out[p.question_id] = p.text
+    return out

@@ -47,18 +47,31 @@ class CodebookBackend(Protocol):
 
     def usage(self) -> UsageSnapshot: ...
 
-    def induce(self, question_id: str, items: Sequence[BlindItem]) -> LLMResult[InduceReply]: ...
+    def induce(
+        self, question_id: str, items: Sequence[BlindItem], question: str | None = None
+    ) -> LLMResult[InduceReply]: ...
 
     def merge(
-        self, question_id: str, candidates: Sequence[tuple[str, Candidate]]
+        self,
+        question_id: str,
+        candidates: Sequence[tuple[str, Candidate]],
+        question: str | None = None,
     ) -> LLMResult[MergeReply]: ...
 
     def assign(
-        self, question_id: str, modes: Sequence[Mode], items: Sequence[BlindItem]
+        self,
+        question_id: str,
+        modes: Sequence[Mode],
+        items: Sequence[BlindItem],
+        question: str | None = None,
     ) -> LLMResult[AssignReply]: ...
 
     def arbitrate(
-        self, question_id: str, modes: Sequence[Mode], items: Sequence[BlindItem]
+        self,
+        question_id: str,
+        modes: Sequence[Mode],
+        items: Sequence[BlindItem],
+        question: str | None = None,
     ) -> LLMResult[AssignReply]: ...
 
 
@@ -91,23 +104,36 @@ class OpenAIBackend:
     def usage(self) -> UsageSnapshot:
         return self.client.usage.snapshot()
 
-    def induce(self, question_id: str, items: Sequence[BlindItem]) -> LLMResult[InduceReply]:
-        return self._ask(question_id, prompts.render_induce(items), InduceReply)
+    def induce(
+        self, question_id: str, items: Sequence[BlindItem], question: str | None = None
+    ) -> LLMResult[InduceReply]:
+        return self._ask(question_id, prompts.render_induce(items, question), InduceReply)
 
     def merge(
-        self, question_id: str, candidates: Sequence[tuple[str, Candidate]]
+        self,
+        question_id: str,
+        candidates: Sequence[tuple[str, Candidate]],
+        question: str | None = None,
     ) -> LLMResult[MergeReply]:
-        return self._ask(question_id, prompts.render_merge(candidates), MergeReply)
+        return self._ask(question_id, prompts.render_merge(candidates, question), MergeReply)
 
     def assign(
-        self, question_id: str, modes: Sequence[Mode], items: Sequence[BlindItem]
+        self,
+        question_id: str,
+        modes: Sequence[Mode],
+        items: Sequence[BlindItem],
+        question: str | None = None,
     ) -> LLMResult[AssignReply]:
-        return self._ask(question_id, prompts.render_assign(modes, items), AssignReply)
+        return self._ask(question_id, prompts.render_assign(modes, items, question), AssignReply)
 
     def arbitrate(
-        self, question_id: str, modes: Sequence[Mode], items: Sequence[BlindItem]
+        self,
+        question_id: str,
+        modes: Sequence[Mode],
+        items: Sequence[BlindItem],
+        question: str | None = None,
     ) -> LLMResult[AssignReply]:
-        return self._ask(question_id, prompts.render_arbitrate(modes, items), AssignReply)
+        return self._ask(question_id, prompts.render_arbitrate(modes, items, question), AssignReply)
 
 
 def match_mode(strategy: str, modes: Sequence[Mode]) -> Mode | None:
@@ -161,7 +187,9 @@ class OracleBackend:
         key = hashlib.sha256(canonical_json([str(p) for p in parts]).encode()).hexdigest()
         return LLMResult(value, key, attempts=1)
 
-    def induce(self, question_id: str, items: Sequence[BlindItem]) -> LLMResult[InduceReply]:
+    def induce(
+        self, question_id: str, items: Sequence[BlindItem], question: str | None = None
+    ) -> LLMResult[InduceReply]:
         groups: dict[str, list[str]] = {}
         for item in items:
             strategy = self.strategy_fn(question_id, item.text)
@@ -176,7 +204,10 @@ class OracleBackend:
         return self._result(reply, "induce", question_id, [i.text for i in items])
 
     def merge(
-        self, question_id: str, candidates: Sequence[tuple[str, Candidate]]
+        self,
+        question_id: str,
+        candidates: Sequence[tuple[str, Candidate]],
+        question: str | None = None,
     ) -> LLMResult[MergeReply]:
         groups: dict[str, list[str]] = {}
         names: dict[str, str] = {}
@@ -220,11 +251,19 @@ class OracleBackend:
         )
 
     def assign(
-        self, question_id: str, modes: Sequence[Mode], items: Sequence[BlindItem]
+        self,
+        question_id: str,
+        modes: Sequence[Mode],
+        items: Sequence[BlindItem],
+        question: str | None = None,
     ) -> LLMResult[AssignReply]:
         return self._assign("assign", question_id, modes, items)
 
     def arbitrate(
-        self, question_id: str, modes: Sequence[Mode], items: Sequence[BlindItem]
+        self,
+        question_id: str,
+        modes: Sequence[Mode],
+        items: Sequence[BlindItem],
+        question: str | None = None,
     ) -> LLMResult[AssignReply]:
         return self._assign("arbitrate", question_id, modes, items)

@@ -6,8 +6,10 @@ and the request hash that keys the response cache covers the rendered text, so a
 prompt can never be served an old reply.
 
 Prompts show trajectories only as ``<solution id="T3">`` blocks: an opaque handle valid
-inside one batch and the text. Provenance (run, model, step, seed), trajectory ids,
-question ids and automatic labels are never rendered (a test scans every rendered prompt).
+inside one batch and the text, after the problem statement they answer (``<problem>``,
+when the study stores one; version 2 of every template). Provenance (run, model, step,
+seed), trajectory ids, question ids and automatic labels are never rendered (a test scans
+every rendered prompt).
 """
 
 from __future__ import annotations
@@ -48,9 +50,9 @@ class PromptTemplate:
 
 INDUCE = PromptTemplate(
     name="codebook.induce",
-    version=1,
+    version=2,
     system="""Task: codebook.induce
-You help researchers build a codebook of solution strategies for ONE math problem.
+You help researchers build a codebook of solution strategies for ONE problem.
 All solutions below answer the same problem and were judged correct.
 $MODE_RULE
 Propose the distinct modes you see. For each: a short name, an inclusion criterion that
@@ -58,23 +60,23 @@ states the decisive method and the core sequence of operations (so that someone 
 decide membership from the criterion alone), and the ids of the solutions that use it.
 Reply with one JSON object only:
 {"modes": [{"name": "...", "criterion": "...", "examples": ["T1", "T4"]}]}""",
-    user="""Solutions ($n_items):
+    user="""${problem}Solutions ($n_items):
 
 $items""",
 )
 
 MERGE = PromptTemplate(
     name="codebook.merge",
-    version=1,
+    version=2,
     system="""Task: codebook.merge
-Candidate modes for ONE math problem were proposed independently from different samples
+Candidate modes for ONE problem were proposed independently from different samples
 of its solutions. Merge them into a codebook.
 $MODE_RULE
 Candidates that describe the same method under different names or wording are ONE mode.
 Keep genuinely different methods apart. Every candidate should end up in exactly one mode.
 Reply with one JSON object only:
 {"modes": [{"name": "...", "criterion": "...", "merged_from": ["C1", "C3"]}]}""",
-    user="""Candidate modes ($n_items):
+    user="""${problem}Candidate modes ($n_items):
 <candidates>
 $candidates
 </candidates>""",
@@ -82,16 +84,16 @@ $candidates
 
 ASSIGN = PromptTemplate(
     name="codebook.assign",
-    version=1,
+    version=2,
     system="""Task: codebook.assign
-Assign each solution of ONE math problem to a mode of the frozen codebook below.
+Assign each solution of ONE problem to a mode of the frozen codebook below.
 $MODE_RULE
 Answer with the mode id, or "NEW" if the solution clearly uses a method no mode covers
 (then add new_name and new_criterion), or "NONE" if no method can be identified.
 Give a confidence between 0 and 1.
 Reply with one JSON object only, one entry per solution:
 {"assignments": [{"item": "T1", "mode": "m1", "confidence": 0.9}]}""",
-    user="""Codebook:
+    user="""${problem}Codebook:
 <codebook>
 $codebook
 </codebook>
@@ -103,9 +105,9 @@ $items""",
 
 ARBITRATE = PromptTemplate(
     name="codebook.arbitrate",
-    version=1,
+    version=2,
     system="""Task: codebook.arbitrate
-The solutions below, all to ONE math problem, were hard to assign to the frozen codebook:
+The solutions below, all to ONE problem, were hard to assign to the frozen codebook:
 independent assignments disagreed, were unsure, or named no existing mode.
 $MODE_RULE
 Read each solution carefully and decide: a mode id, "NEW" (a method no mode covers; add
@@ -113,7 +115,7 @@ new_name and new_criterion) or "NONE" (no identifiable method). Give a confidenc
 0 and 1 (below 0.7 sends the solution to a researcher) and a one-sentence rationale.
 Reply with one JSON object only, one entry per solution:
 {"assignments": [{"item": "T1", "mode": "m2", "confidence": 0.8, "rationale": "..."}]}""",
-    user="""Codebook:
+    user="""${problem}Codebook:
 <codebook>
 $codebook
 </codebook>
@@ -134,6 +136,14 @@ def prompt_set_id() -> str:
     return f"codebook-prompts[{versions}]:{digest}"
 
 
+def _problem_block(question: str | None) -> str:
+    """The problem statement the solutions answer, or nothing when none is stored."""
+    if question is None or not question.strip():
+        return ""
+    text = question.replace("</problem>", "</ problem>")
+    return f"Problem:\n<problem>\n{text}\n</problem>\n\n"
+
+
 def _items_block(items: Sequence[BlindItem]) -> str:
     blocks = []
     for item in items:
@@ -146,24 +156,40 @@ def _codebook_block(modes: Sequence[Mode]) -> str:
     return json.dumps([m.prompt_dict() for m in modes], ensure_ascii=False, indent=1)
 
 
-def render_induce(items: Sequence[BlindItem]) -> Messages:
-    return INDUCE.render(n_items=str(len(items)), items=_items_block(items))
+def render_induce(items: Sequence[BlindItem], question: str | None = None) -> Messages:
+    return INDUCE.render(
+        problem=_problem_block(question), n_items=str(len(items)), items=_items_block(items)
+    )
 
 
-def render_merge(candidates: Sequence[tuple[str, Candidate]]) -> Messages:
+def render_merge(
+    candidates: Sequence[tuple[str, Candidate]], question: str | None = None
+) -> Messages:
     rows = [{"id": cid, "name": c.name, "criterion": c.criterion} for cid, c in candidates]
     return MERGE.render(
-        n_items=str(len(rows)), candidates=json.dumps(rows, ensure_ascii=False, indent=1)
+        problem=_problem_block(question),
+        n_items=str(len(rows)),
+        candidates=json.dumps(rows, ensure_ascii=False, indent=1),
     )
 
 
-def render_assign(modes: Sequence[Mode], items: Sequence[BlindItem]) -> Messages:
+def render_assign(
+    modes: Sequence[Mode], items: Sequence[BlindItem], question: str | None = None
+) -> Messages:
     return ASSIGN.render(
-        codebook=_codebook_block(modes), n_items=str(len(items)), items=_items_block(items)
+        problem=_problem_block(question),
+        codebook=_codebook_block(modes),
+        n_items=str(len(items)),
+        items=_items_block(items),
     )
 
 
-def render_arbitrate(modes: Sequence[Mode], items: Sequence[BlindItem]) -> Messages:
+def render_arbitrate(
+    modes: Sequence[Mode], items: Sequence[BlindItem], question: str | None = None
+) -> Messages:
     return ARBITRATE.render(
-        codebook=_codebook_block(modes), n_items=str(len(items)), items=_items_block(items)
+        problem=_problem_block(question),
+        codebook=_codebook_block(modes),
+        n_items=str(len(items)),
+        items=_items_block(items),
     )

@@ -54,6 +54,8 @@ class ProbeQuestion:
     source: str
     reference: str | None = None
     score: Callable[[str], Scores] = field(compare=False, repr=False, default=None)  # type: ignore[assignment]
+    problem: str | None = None
+    """the bare problem statement (the record's ``question``), when ``prompt`` wraps it"""
 
 
 def last_boxed(text: str) -> str | None:
@@ -185,7 +187,16 @@ def read_benchmark(
             raise DatasetError(f"{where}: {icol}: duplicate question id {qid!r}")
         seen.add(qid)
         prompt = prompt_template.replace("{question}", str(row[qcol]))
-        out.append(ProbeQuestion(qid, prompt, str(path), reference, _math_scorer(reference)))
+        out.append(
+            ProbeQuestion(
+                qid,
+                prompt,
+                str(path),
+                reference,
+                _math_scorer(reference),
+                problem=str(row[qcol]).strip() or None,
+            )
+        )
     if n is not None:
         import random
 

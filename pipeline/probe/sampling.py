@@ -95,6 +95,9 @@ def _record(
         "sampling_top_p": cfg.probe.top_p,
         "truncated": bool(truncated),
     }
+    problem = (q.problem or q.prompt).strip()  # the statement, without a prompt wrapper
+    if problem:
+        rec["question"] = problem
     if scores.answer is not None:
         rec["answer"] = scores.answer
     if scores.validity is not None:

@@ -36,7 +36,14 @@ def test_codebook_cli_cycle(tmp_path: Path) -> None:
     assert "MODULE:FUNCTION" in rcea("codebook", "induce", "--study", "s", "--backend",
                                      "oracle", code=1).output  # fmt: skip
 
-    run = rcea_json("codebook", "run", "--study", "s", *ORACLE, "--sample", "6")
+    # Items wait in the researcher queue: `run` says so and exits 3 (README).
+    run = json.loads(
+        rcea("codebook", "run", "--study", "s", *ORACLE, "--sample", "6", "--json", code=3).output
+    )
+    assert run["exit_code"] == 3 and run["researcher_queue"] == 2
+    assert "2 item(s) wait in the researcher queue" in run["waiting"]
+    plain = rcea("codebook", "run", "--study", "s", *ORACLE, "--sample", "6", code=3).output
+    assert "not finished (exit 3): 2 item(s) wait in the researcher queue" in plain
     assert [r["stage"] for r in run["stages"]] == ["induce", "merge", "assign", "reconcile"]
     assert run["n_frozen_now"] == 3
     shown = rcea_json("codebook", "show", "--study", "s")

@@ -212,7 +212,7 @@ def test_study_names_stay_inside_the_data_dir(
     recs = _records(work)
     rcea("ingest", str(recs), "--study", study)
     oracle = ["--backend", "oracle", "--oracle", "tests.fake_llm:strategy_of"]
-    rcea("codebook", "run", "--study", study, *oracle, "--sample", "6")
+    rcea("codebook", "run", "--study", study, *oracle, "--sample", "6", code=3)  # queue waits
     exported = json.loads(rcea("codebook", "export", "--study", study, "--allow-incomplete",
                                "--json"))  # fmt: skip
     bundle = rcea("report", "publish", "--study", study, "--entropy-only")

@@ -177,7 +177,7 @@ def test_prompts_show_handles_and_texts_only() -> None:
     assert '<solution id="T1">\n2+3 = 5\n5*4 = 20\n</solution>' in text
     assert "bad </ solution> text" in text  # a text cannot close its block early
     assert '"id": "m2"' in text and "examples" not in text
-    assert prompts.prompt_set_id().startswith("codebook-prompts[codebook.induce/v1,")
+    assert prompts.prompt_set_id().startswith("codebook-prompts[codebook.induce/v2,")
 
 
 def test_oracle_backend_recovers_strategies() -> None:

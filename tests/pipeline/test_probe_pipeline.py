@@ -275,6 +275,11 @@ def test_benchmark_file_as_question_source(policies: list[Path], tmp_path: Path)
     run_entropy(cfg, out, progress=False)
     cols = read_records(out / "records.jsonl").columns
     assert sorted(set(cols["question_id"])) == ["m1", "m2"]
+    # the bare problem statement, without the prompt template around it
+    assert {(q, t) for q, t in zip(cols["question_id"], cols["question"], strict=True)} == {
+        ("m1", "What is 1+1?"),
+        ("m2", "What is 2+2?"),
+    }
     assert set(cols["reward"]) <= {0, 1} and all(v is None for v in cols["validity"])
     assert all(v is None for v in cols["split"]) and all(v is not None for v in cols["seq_logprob"])
     samples = [json.loads(x) for x in (out / "samples" / "pert--tiny--step0.jsonl").open()]
