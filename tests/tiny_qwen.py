@@ -12,8 +12,9 @@ loads like a Qwen2.5-Instruct checkpoint (``AutoTokenizer``/``AutoModelForCausal
 * model: ``Qwen2ForCausalLM`` with tiny sizes and tied embeddings; ``generation_config``
   stops on ``[<|im_end|>, <|endoftext|>]`` (Qwen2.5-Instruct's list);
 * ``eos_logit``: one embedding dimension is made constant and the end-of-turn token's entry
-  in it raised, so that (with tied embeddings) the random model ends a useful share of its
-  completions with ``<|im_end|>`` instead of always running to the token limit.
+  in it raised (:func:`build_tiny_qwen`), so that (with tied embeddings) the random model
+  ends a useful share of its completions with ``<|im_end|>`` instead of always running to
+  the token limit.
 
 Used by the real-model tests (probe, entropy, training) and reusable for other fixtures,
 e.g. generating a verl-like rollout dump from a real tokenizer and chat template.
@@ -120,12 +121,16 @@ def build_tiny_qwen(
     vocab_size: int = 400,
     hidden_size: int = 64,
     layers: int = 2,
-    eos_logit: float = 2.0,
+    eos_logit: float = 3.0,
+    boost_token: str = IM_END,
     with_chat_template: bool = True,
 ) -> TinyQwen:
     """Build and ``save_pretrained`` the tokenizer and a random tiny Qwen2 in ``out_dir``.
 
-    ``with_chat_template=False`` saves the tokenizer without a template (a base model)."""
+    ``eos_logit`` raises ``boost_token`` (default the EOS ``<|im_end|>``; ``<|endoftext|>``
+    makes completions end on the generation config's other stop id, which is also the pad
+    id). ``with_chat_template=False`` saves the tokenizer without a template (a base
+    model)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -157,7 +162,7 @@ def build_tiny_qwen(
         # A constant first dimension: with tied embeddings every logit gets the same shift
         # from it except the end-of-turn token's, which is raised by ``eos_logit``.
         emb[:, 0] = 1.0
-        emb[eos, 0] = 1.0 + eos_logit
+        emb[tok.convert_tokens_to_ids(boost_token), 0] = 1.0 + eos_logit
     gc = model.generation_config
     gc.eos_token_id = [eos, pad]
     gc.pad_token_id = pad
