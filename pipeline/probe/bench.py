@@ -258,7 +258,10 @@ def run_bench(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -
             "passk_temperature": pk.temperature,
             "passk_top_p": pk.top_p,
             "passk_seed": pk.seed,
+            "chat_template": cfg.chat.template,
+            "system_prompt": cfg.chat.system,
         },
+        {"chat_template": "auto", "system_prompt": None},
     )
     result = StageResult("bench", str(out), cfg.probe.seed)
     units = _greedy_units(cfg, checkpoints, sets)

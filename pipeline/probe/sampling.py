@@ -17,7 +17,7 @@ Outputs::
                                 template applied with add_generation_prompt=True unless
                                 [chat] template = "none" or it has none; pipeline.chat),
                                 completion_ids (stop id included when it ended),
-                                truncated (no EOS within max_new_tokens), strategy (toy
+                                truncated (no stop id within max_new_tokens), strategy (toy
                                 oracle or null) — the input of `entropy` and `covariance`
     DIR/records.jsonl           every checkpoint's records, concatenated (for `rcea ingest`)
 

@@ -238,6 +238,28 @@ def test_system_prompt_and_no_chat_template_options(
     assert res.exit_code != 0 and "[chat] system: needs a chat template" in res.output
 
 
+def test_bench_runs_on_the_tiny_qwen(qwen: TinyQwen, questions: Path, tmp_path: Path) -> None:
+    """`rcea probe bench` (greedy + pass@k) through the same generator and math verifier."""
+    extra = f"""
+[bench]
+max_new_tokens = 4
+trace = false
+[[bench.sets]]
+name = "math"
+source = "{questions}"
+[bench.passk]
+n = 2
+k = [1, 2]
+"""
+    cfg = _probe_config(tmp_path / "b.toml", questions, _listed(qwen.path), extra)
+    _ok(["probe", "bench", "--config", str(cfg), "--out", str(tmp_path / "b")])
+    greedy = [json.loads(x) for x in (tmp_path / "b/bench/greedy.jsonl").read_text().splitlines()]
+    assert sorted(r["question_id"] for r in greedy) == sorted(PROBLEMS)
+    assert all(r["correct"] in (0, 1) and 1 <= r["length"] <= 4 for r in greedy)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["bench_settings"]["chat_template"] == "auto"
+
+
 def test_base_model_without_a_template_gets_raw_text(tmp_path: Path) -> None:
     from pipeline.chat import PromptFormat
     from pipeline.probe.common import Generator
