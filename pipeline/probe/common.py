@@ -248,7 +248,7 @@ class Generator:
 
     def _vllm(
         self,
-        prompts: list[str],
+        prompts: list[list[int]],
         n: int,
         *,
         seed: int,
@@ -265,6 +265,7 @@ class Generator:
                 seed=seed,
                 enable_prefix_caching=True,
             )
+        stops = self.stop_ids()
         params = SamplingParams(
             n=n,
             temperature=0.0 if greedy else temperature,
@@ -272,18 +273,17 @@ class Generator:
             top_k=-1,
             max_tokens=self.max_new_tokens,
             seed=seed,
+            stop_token_ids=stops,
         )
-        stops = self.stop_ids()
-        params.stop_token_ids = stops
         inputs = [{"prompt_token_ids": list(p)} for p in prompts]
         out = []
         for res in self._llm.generate(inputs, params, use_tqdm=False):
             row = []
             for o in res.outputs:
                 ids = list(o.token_ids)
-                n = completion_end(ids, stops)
-                text = self.tokenizer.decode(ids[:n], skip_special_tokens=True)
-                row.append(Generated(ids[:n], text, not (n and ids[n - 1] in stops)))
+                end = completion_end(ids, stops)
+                text = self.tokenizer.decode(ids[:end], skip_special_tokens=True)
+                row.append(Generated(ids[:end], text, not (end and ids[end - 1] in stops)))
             out.append(row)
         return out
 
