@@ -43,10 +43,12 @@ THREADS_OPTION = typer.Option(None, "--threads", help="override [probe] torch_th
 NO_CHAT_OPTION = typer.Option(
     False,
     "--no-chat-template",
-    help='[chat] template = "none": raw prompt text even when the tokenizer has a chat '
+    help='\\[chat] template = "none": raw prompt text even when the tokenizer has a chat '
     "template (base models)",
 )
-SYSTEM_OPTION = typer.Option(None, "--system-prompt", help="override [chat] system")
+SYSTEM_OPTION = typer.Option(
+    None, "--system-prompt", help="override \\[chat] system (the system prompt)"
+)
 
 
 def _load(config: Path, as_json: bool, **overrides: Any) -> Any:

@@ -182,7 +182,7 @@ def run_cmd(
         help="raw prompt text even when the tokenizer has a chat template (base models)",
     ),
     system_prompt: str = typer.Option(
-        None, "--system-prompt", help="override [chat] system (the system message)"
+        None, "--system-prompt", help="override \\[chat] system (the system prompt)"
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
