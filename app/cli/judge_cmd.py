@@ -76,7 +76,9 @@ def _errors() -> tuple[type[BaseException], ...]:
 def verify_cmd(
     records: Path = typer.Argument(..., help="records JSONL (trajectory_id, question_id, text)"),
     gold: Path = typer.Option(None, "--gold", help="JSONL of {question_id, answer}"),
-    domain: str = typer.Option("math", "--domain", help="math (needs --gold) | toy"),
+    domain: str = typer.Option(
+        "math", "--domain", help="math (needs --gold) | toy | python:MODULE:FUNCTION"
+    ),
     out: Path = typer.Option(None, "--out", help="write the records with reward/answer filled"),
     as_json: bool = JSON_OPTION,
 ) -> None:

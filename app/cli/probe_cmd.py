@@ -40,6 +40,15 @@ STUDY_OPTION = typer.Option(
 QUESTIONS_OPTION = typer.Option(None, "--questions", help="override [questions] n")
 SEED_OPTION = typer.Option(None, "--seed", help="override [probe] seed (the probe-set seed)")
 THREADS_OPTION = typer.Option(None, "--threads", help="override [probe] torch_threads")
+NO_CHAT_OPTION = typer.Option(
+    False,
+    "--no-chat-template",
+    help='\\[chat] template = "none": raw prompt text even when the tokenizer has a chat '
+    "template (base models)",
+)
+SYSTEM_OPTION = typer.Option(
+    None, "--system-prompt", help="override \\[chat] system (the system prompt)"
+)
 
 
 def _load(config: Path, as_json: bool, **overrides: Any) -> Any:
@@ -164,10 +173,15 @@ def sample_cmd(
     seed: int = SEED_OPTION,
     backend: str = typer.Option(None, help="override [probe] backend: auto|transformers|vllm"),
     threads: int = THREADS_OPTION,
+    no_chat_template: bool = NO_CHAT_OPTION,
+    system_prompt: str = SYSTEM_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Draw K samples per fixed-probe question at every checkpoint; write records."""
+    """Draw K samples per fixed-probe question at every checkpoint; write records.
+
+    Prompts go through each checkpoint tokenizer's chat template (add_generation_prompt)
+    when it has one, unless --no-chat-template (docs/real-models.md)."""
     _stage(
         "sample",
         config,
@@ -183,6 +197,8 @@ def sample_cmd(
             "probe.seed": seed,
             "probe.backend": backend,
             "probe.torch_threads": threads,
+            "chat.template": "none" if no_chat_template else None,
+            "chat.system": system_prompt,
         },
     )
 
@@ -266,6 +282,8 @@ def bench_cmd(
     no_trace: bool = typer.Option(False, "--no-trace", help="skip the dense accuracy trace"),
     seed: int = SEED_OPTION,
     threads: int = THREADS_OPTION,
+    no_chat_template: bool = NO_CHAT_OPTION,
+    system_prompt: str = SYSTEM_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -284,6 +302,8 @@ def bench_cmd(
             "bench.trace": False if no_trace else None,
             "probe.seed": seed,
             "probe.torch_threads": threads,
+            "chat.template": "none" if no_chat_template else None,
+            "chat.system": system_prompt,
         },
     )
 

@@ -176,9 +176,21 @@ def run_cmd(
     out: Path = typer.Option(None, "--out", help="override [training] output_dir"),
     max_steps: int = typer.Option(None, help="override [training] max_steps"),
     seed: int = typer.Option(None, help="override [training] seed"),
+    no_chat_template: bool = typer.Option(
+        False,
+        "--no-chat-template",
+        help="raw prompt text even when the tokenizer has a chat template (base models)",
+    ),
+    system_prompt: str = typer.Option(
+        None, "--system-prompt", help="override \\[chat] system (the system prompt)"
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Train one objective with the shared TRL GRPOTrainer subclass.
+
+    Works on the tiny toy base and on any local Hugging Face checkpoint ([model] path):
+    prompts go through the tokenizer's chat template unless --no-chat-template, and the
+    reward is the [verifier] (docs/real-models.md).
 
     Writes checkpoint-N/ every save_steps, curves.jsonl (progress-normalised), run.json
     and final/ under the output directory."""
@@ -190,6 +202,8 @@ def run_cmd(
         output_dir=out,
         max_steps=max_steps,
         seed=seed,
+        chat_template="none" if no_chat_template else None,
+        system_prompt=system_prompt,
     )
 
 
@@ -205,7 +219,7 @@ def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
 
     try:
         result = run_training(cfg, progress=not as_json)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ConfigError) as exc:
         fail(str(exc), as_json=as_json)
     data = {"ok": True, **result.to_dict()}
     if as_json:

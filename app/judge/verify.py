@@ -4,9 +4,11 @@ Records (JSONL, one object per line) need ``trajectory_id``, ``question_id`` and
 non-empty ``text``; ``reward`` is optional. Math text is checked against a gold file
 (JSONL ``{"question_id": ..., "answer": ...}`` per line) with ``\\boxed{}`` extraction and
 ``math-verify`` equivalence, gold first; ``domain="toy"`` uses the toy domain's own
-verifier (no gold needed). A record with a reward is *checked* (a different recomputed
-value is a disagreement); one without is *filled*. With ``out`` the records are written
-back with ``reward`` (recomputed) and ``answer`` (extracted) filled.
+verifier (no gold needed); ``python:MODULE:FUNCTION`` a pluggable verifier
+(:func:`pipeline.judge.verifier.make_verifier`; gold optional). A record with a reward is
+*checked* (a different recomputed value is a disagreement); one without is *filled*. With
+``out`` the records are written back with ``reward`` (recomputed) and ``answer``
+(extracted) filled.
 
 Bad input raises :class:`VerifyError` listing every problem as ``file:line N: field:
 message`` (a missing gold question names the record line and the gold file).
@@ -18,9 +20,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.judge import Verification, verify_math, verify_toy
+from pipeline.judge.verifier import VerifierError, make_verifier
 
-DOMAINS = ("math", "toy")
+DOMAINS = ("math", "toy", "python:MODULE:FUNCTION")
 MAX_ERRORS = 100
 
 
@@ -74,8 +76,10 @@ def verify_file(
 ) -> dict[str, Any]:
     """Recompute R for every record; see the module docstring. Returns counts and the
     disagreements (``trajectory_id``, ``line``, ``stored``, ``recomputed``, ``answer``)."""
-    if domain not in DOMAINS:
-        raise ValueError(f"--domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
+    try:
+        verifier = make_verifier(domain)
+    except VerifierError as exc:
+        raise ValueError(f"--domain: {exc}") from None
     if domain == "math" and gold is None:
         raise ValueError("math verification needs --gold GOLD.jsonl (or --domain toy)")
     answers = read_gold(gold) if gold is not None else {}
@@ -104,13 +108,11 @@ def verify_file(
     disagreements = []
     written = []
     for n, rec in rows:
-        if domain == "toy":
-            try:
-                v: Verification = verify_toy(rec["question_id"], rec["text"])
-            except ValueError as exc:
-                raise VerifyError([f"{records}:line {n}: question_id: {exc}"]) from exc
-        else:
-            v = verify_math(rec["text"], answers[rec["question_id"]])
+        try:
+            v = verifier(rec["text"], answers.get(rec["question_id"]), rec["question_id"])
+        except ValueError as exc:  # toy: not a toy id; python: not a binary reward
+            field = "question_id" if domain == "toy" else "text"
+            raise VerifyError([f"{records}:line {n}: {field}: {exc}"]) from exc
         if "reward" in rec and rec["reward"] is not None:
             n_checked += 1
             if int(rec["reward"]) != v.reward:

@@ -58,20 +58,24 @@ def sample_completions(
     """``k`` sampled completions per question (ancestral sampling at ``temperature``, no
     top-k, nucleus ``top_p``; argmax decoding when ``greedy``), with per-token entropies and
     log-probabilities of the (processed) sampling distribution, scored by ``scorer`` (default:
-    the toy oracles). ``questions`` need ``question_id`` and ``prompt``. With
+    the toy oracles). ``questions`` need ``question_id`` and ``prompt``, and may carry the
+    ``prompt_ids`` to condition on (else ``prompt`` is tokenised). A completion ends at its
+    first stop id (:func:`pipeline.chat.stop_token_ids`: the tokenizer's EOS and the model's
+    ``generation_config`` EOS ids), included. With
     ``token_scores=False`` the [batch × tokens × vocab] scores are not kept (probing computes
     them teacher-forced, chunked): ``token_entropies`` is empty and ``seq_logprob`` NaN."""
     import torch
 
+    from pipeline.chat import completion_end, stop_token_ids
+
     model.eval()
     torch.manual_seed(seed)
     prompts = [q for q in questions for _ in range(k)]
-    eos = tokenizer.eos_token_id
+    stops = stop_token_ids(tokenizer, getattr(model, "generation_config", None))
     out: list[Sample] = []
     for start in range(0, len(prompts), batch_size):
         chunk = prompts[start : start + batch_size]
-        enc = tokenizer([q.prompt for q in chunk], return_tensors="pt", padding=True)
-        enc = enc.to(model.device)
+        enc = _encode(tokenizer, chunk).to(model.device)
         with torch.no_grad():
             decoding: dict[str, Any] = (
                 {"do_sample": False}
@@ -85,7 +89,7 @@ def sample_completions(
                 output_scores=token_scores,
                 return_dict_in_generate=True,
                 pad_token_id=tokenizer.pad_token_id,
-                eos_token_id=eos,
+                eos_token_id=stops,
             )
         seqs = gen.sequences[:, enc["input_ids"].shape[1] :]
         if token_scores:
@@ -94,7 +98,7 @@ def sample_completions(
             chosen = logp.gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
         for i, q in enumerate(chunk):
             ids = seqs[i].tolist()
-            n = ids.index(eos) + 1 if eos in ids else len(ids)
+            n = completion_end(ids, stops)
             text = tokenizer.decode(ids[:n], skip_special_tokens=True)
             reward, validity, mode, answer = scorer(q, text)
             out.append(
@@ -102,7 +106,7 @@ def sample_completions(
                     question_id=q.question_id,
                     text=text,
                     n_tokens=n,
-                    truncated=eos not in ids[:n],
+                    truncated=not (n and ids[n - 1] in stops),
                     token_entropies=[float(x) for x in ent[i, :n]] if token_scores else [],
                     seq_logprob=float(chosen[i, :n].sum()) if token_scores else math.nan,
                     reward=reward,
@@ -113,6 +117,23 @@ def sample_completions(
                 )
             )
     return out
+
+
+def _encode(tokenizer: Any, items: list[Any]) -> Any:
+    """Left-padded ``input_ids``/``attention_mask``: the items' own ``prompt_ids`` when they
+    carry them (chat-templated prompts, :mod:`pipeline.chat`), else the tokenised ``prompt``."""
+    from transformers import BatchEncoding
+
+    if not all(getattr(q, "prompt_ids", None) is not None for q in items):
+        return tokenizer([q.prompt for q in items], return_tensors="pt", padding=True)
+    import torch
+
+    rows = [list(q.prompt_ids) for q in items]
+    width = max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long)
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long)
+    return BatchEncoding({"input_ids": ids, "attention_mask": mask})
 
 
 @dataclass

@@ -43,6 +43,7 @@ from pipeline.probe.common import (
     groups,
     open_manifest,
     progress_bar,
+    prompt_format,
     set_threads,
 )
 from pipeline.probe.config import (
@@ -60,7 +61,9 @@ def _set_questions(cfg: ProbeConfig, s: BenchSet) -> list[ProbeQuestion]:
     kwargs: dict[str, Any] = {}
     if cfg.questions.prompt_template is not None:
         kwargs["prompt_template"] = cfg.questions.prompt_template
-    return load_questions(s.source, split=s.split, n=s.n, seed=cfg.probe.seed, **kwargs)
+    return load_questions(
+        s.source, split=s.split, n=s.n, seed=cfg.probe.seed, verifier=cfg.verifier.kind, **kwargs
+    )
 
 
 def _sets(cfg: ProbeConfig) -> list[BenchSet]:
@@ -119,9 +122,14 @@ def _greedy(
                 batch = todo[start : start + b.batch_size]
                 if gen is None:
                     gen = Generator(
-                        ck.path, backend=cfg.probe.backend, max_new_tokens=b.max_new_tokens
+                        ck.path,
+                        backend=cfg.probe.backend,
+                        max_new_tokens=b.max_new_tokens,
+                        prompt_format=prompt_format(cfg),
                     )
-                outs = gen.generate([q.prompt for q in batch], 1, seed=0, greedy=True)
+                outs = gen.generate(
+                    [gen.prompt_ids(q.prompt) for q in batch], 1, seed=0, greedy=True
+                )
                 rows = []
                 for q, (g,) in zip(batch, outs, strict=True):
                     sc = q.score(g.text)
@@ -187,10 +195,13 @@ def _passk(
         for batch in groups(todo, cfg.bench.batch_size // pk.n):
             if gen is None:
                 gen = Generator(
-                    ck.path, backend=cfg.probe.backend, max_new_tokens=cfg.bench.max_new_tokens
+                    ck.path,
+                    backend=cfg.probe.backend,
+                    max_new_tokens=cfg.bench.max_new_tokens,
+                    prompt_format=prompt_format(cfg),
                 )
             outs = gen.generate(
-                [q.prompt for q in batch],
+                [gen.prompt_ids(q.prompt) for q in batch],
                 pk.n,
                 seed=derive_seed(pk.seed, ck.label, *(q.question_id for q in batch)),
                 temperature=pk.temperature,
@@ -247,7 +258,10 @@ def run_bench(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -
             "passk_temperature": pk.temperature,
             "passk_top_p": pk.top_p,
             "passk_seed": pk.seed,
+            "chat_template": cfg.chat.template,
+            "system_prompt": cfg.chat.system,
         },
+        {"chat_template": "auto", "system_prompt": None},
     )
     result = StageResult("bench", str(out), cfg.probe.seed)
     units = _greedy_units(cfg, checkpoints, sets)

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.probe.config import Checkpoint, ProbeConfig
+from pipeline.chat import PromptFormat, completion_end, encode_prompt, stop_token_ids
+from pipeline.probe.config import Checkpoint, ConfigError, ProbeConfig
 from pipeline.probe.manifest import Manifest
 from pipeline.probe.questions import ProbeQuestion, load_questions
 
@@ -59,7 +60,9 @@ def probe_questions(cfg: ProbeConfig) -> list[ProbeQuestion]:
     kwargs: dict[str, Any] = {}
     if q.prompt_template is not None:
         kwargs["prompt_template"] = q.prompt_template
-    return load_questions(q.source, split=q.split, n=q.n, seed=cfg.probe.seed, **kwargs)
+    return load_questions(
+        q.source, split=q.split, n=q.n, seed=cfg.probe.seed, verifier=cfg.verifier.kind, **kwargs
+    )
 
 
 def sampled_question_ids(cfg: ProbeConfig, manifest: Manifest) -> list[str]:
@@ -72,6 +75,11 @@ def sampling_temperature(cfg: ProbeConfig, manifest: Manifest) -> float:
     """The temperature the samples were drawn at (recorded by ``sample``)."""
     recorded = manifest.data.get("sample_settings", {})
     return float(recorded.get("temperature", cfg.probe.temperature))
+
+
+def prompt_format(cfg: ProbeConfig) -> PromptFormat:
+    """The ``[chat]`` settings as a :class:`pipeline.chat.PromptFormat`."""
+    return PromptFormat(cfg.chat.template, cfg.chat.system)
 
 
 def open_manifest(cfg: ProbeConfig, out_dir: str | Path) -> Manifest:
@@ -145,9 +153,17 @@ class Generator:
     """Draws completions for one checkpoint with Transformers ``generate`` (CPU path, via
     :func:`pipeline.policy.sample_completions`) or vLLM (GPU path, imported lazily)."""
 
-    def __init__(self, path: str, *, backend: str, max_new_tokens: int) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        backend: str,
+        max_new_tokens: int,
+        prompt_format: PromptFormat | None = None,
+    ) -> None:
         self.path = path
         self.max_new_tokens = max_new_tokens
+        self.prompt_format = prompt_format or PromptFormat()
         self.vllm = use_vllm(backend)
         self._llm: Any = None
         if self.vllm:
@@ -169,12 +185,32 @@ class Generator:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
+    @property
+    def uses_chat(self) -> bool:
+        """Whether prompts go through this checkpoint's chat template."""
+        return self.prompt_format.uses_chat(self.tokenizer)
+
     def prompt_ids(self, prompt: str) -> list[int]:
-        return list(self.tokenizer(prompt)["input_ids"])
+        """The ids the policy is conditioned on (:func:`pipeline.chat.encode_prompt`)."""
+        try:
+            return encode_prompt(self.tokenizer, prompt, self.prompt_format)
+        except ValueError as exc:
+            raise ConfigError(f"{self.path}: [chat] {exc}") from None
+
+    def stop_ids(self) -> list[int]:
+        from transformers import GenerationConfig
+
+        gen_config = getattr(self.model, "generation_config", None)
+        if gen_config is None:
+            try:
+                gen_config = GenerationConfig.from_pretrained(self.path)
+            except OSError:  # no generation_config.json: the tokenizer's EOS only
+                gen_config = None
+        return stop_token_ids(self.tokenizer, gen_config)
 
     def generate(
         self,
-        prompts: list[str],
+        prompts: list[list[int]],
         n: int,
         *,
         seed: int,
@@ -182,14 +218,15 @@ class Generator:
         top_p: float = 1.0,
         greedy: bool = False,
     ) -> list[list[Generated]]:
-        """``n`` completions per prompt; the whole call is seeded with ``seed``."""
+        """``n`` completions per prompt (token ids, :meth:`prompt_ids`); the whole call is
+        seeded with ``seed``."""
         if self.vllm:
             return self._vllm(
                 prompts, n, seed=seed, temperature=temperature, top_p=top_p, greedy=greedy
             )
         from pipeline.policy.sampling import sample_completions
 
-        items = [_Prompt(str(i), p) for i, p in enumerate(prompts)]
+        items = [_Prompt(str(i), "", list(p)) for i, p in enumerate(prompts)]
         samples = sample_completions(
             self.model,
             self.tokenizer,
@@ -211,7 +248,7 @@ class Generator:
 
     def _vllm(
         self,
-        prompts: list[str],
+        prompts: list[list[int]],
         n: int,
         *,
         seed: int,
@@ -228,6 +265,7 @@ class Generator:
                 seed=seed,
                 enable_prefix_caching=True,
             )
+        stops = self.stop_ids()
         params = SamplingParams(
             n=n,
             temperature=0.0 if greedy else temperature,
@@ -235,14 +273,17 @@ class Generator:
             top_k=-1,
             max_tokens=self.max_new_tokens,
             seed=seed,
+            stop_token_ids=stops,
         )
-        eos = self.tokenizer.eos_token_id
+        inputs = [{"prompt_token_ids": list(p)} for p in prompts]
         out = []
-        for res in self._llm.generate(prompts, params, use_tqdm=False):
+        for res in self._llm.generate(inputs, params, use_tqdm=False):
             row = []
             for o in res.outputs:
                 ids = list(o.token_ids)
-                row.append(Generated(ids, o.text, not (ids and ids[-1] == eos)))
+                end = completion_end(ids, stops)
+                text = self.tokenizer.decode(ids[:end], skip_special_tokens=True)
+                row.append(Generated(ids[:end], text, not (end and ids[end - 1] in stops)))
             out.append(row)
         return out
 
@@ -251,6 +292,7 @@ class Generator:
 class _Prompt:
     question_id: str
     prompt: str
+    prompt_ids: list[int]
 
 
 def _no_score(_q: Any, _text: str) -> tuple[int, None, None, None]:

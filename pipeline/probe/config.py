@@ -15,6 +15,12 @@ values are :class:`ConfigError` naming the file, the table and the key)::
                    e.g. "base": one base checkpoint, run "base", shared by the run dirs
                    that start from it), list (explicit [[checkpoints.list]] {path, run,
                    model, step})
+    [chat]         template ("auto": the checkpoint tokenizer's chat template when it has
+                   one, ``apply_chat_template(..., add_generation_prompt=True)``; "none": raw
+                   prompt text, for base models), system (system prompt; unset: the
+                   template's default) — see :mod:`pipeline.chat`
+    [verifier]     kind ("toy" | "math" | "python:MODULE:FUNCTION"; unset: "toy" for toy
+                   questions, "math" for benchmark files) — see :mod:`pipeline.judge.verifier`
     [entropy]      chunk_size (128 positions per LM-head chunk), batch_size (64 sequences)
     [covariance]   questions (40), trajectories (4), positions (64), seed (0)
     [bench]        max_new_tokens (64), batch_size (256 sequences), trace (true: greedy accuracy
@@ -77,6 +83,17 @@ class CheckpointsSection:
 
 
 @dataclass
+class ChatSection:
+    template: str = "auto"
+    system: str | None = None
+
+
+@dataclass
+class VerifierSection:
+    kind: str | None = None
+
+
+@dataclass
 class EntropySection:
     chunk_size: int = 128
     batch_size: int = 64
@@ -123,6 +140,8 @@ class ProbeConfig:
     probe: ProbeSection = field(default_factory=ProbeSection)
     questions: QuestionsSection = field(default_factory=QuestionsSection)
     checkpoints: CheckpointsSection = field(default_factory=CheckpointsSection)
+    chat: ChatSection = field(default_factory=ChatSection)
+    verifier: VerifierSection = field(default_factory=VerifierSection)
     entropy: EntropySection = field(default_factory=EntropySection)
     covariance: CovarianceSection = field(default_factory=CovarianceSection)
     bench: BenchSection = field(default_factory=BenchSection)
@@ -158,6 +177,8 @@ _SECTIONS: dict[str, type] = {
     "probe": ProbeSection,
     "questions": QuestionsSection,
     "checkpoints": CheckpointsSection,
+    "chat": ChatSection,
+    "verifier": VerifierSection,
     "entropy": EntropySection,
     "covariance": CovarianceSection,
 }
@@ -263,6 +284,15 @@ def validate(cfg: ProbeConfig) -> None:
         raise ConfigError(f"{src}: [probe] backend: must be one of {', '.join(_BACKENDS)}")
     if cfg.questions.n is not None and cfg.questions.n < 1:
         raise ConfigError(f"{src}: [questions] n: must be >= 1")
+    from pipeline.chat import CHAT_MODES
+
+    if cfg.chat.template not in CHAT_MODES:
+        raise ConfigError(
+            f"{src}: [chat] template: one of {', '.join(CHAT_MODES)}, got {cfg.chat.template!r}"
+        )
+    if cfg.chat.system is not None and cfg.chat.template == "none":
+        raise ConfigError(f'{src}: [chat] system: needs a chat template (template = "none")')
+    _check_verifier(cfg)
     ks = cfg.bench.passk.k
     if not ks or any(not isinstance(k, int) or k < 1 for k in ks):
         raise ConfigError(f"{src}: [bench.passk] k: a non-empty list of integers >= 1")
@@ -296,6 +326,25 @@ def validate(cfg: ProbeConfig) -> None:
             )
         if not isinstance(entry["step"], int) or entry["step"] < 0:
             raise ConfigError(f"{where}: step: must be an integer >= 0")
+
+
+def _check_verifier(cfg: ProbeConfig) -> None:
+    from pipeline.judge.verifier import VerifierError, make_verifier
+
+    kind = cfg.verifier.kind
+    if kind is None:
+        return
+    try:
+        make_verifier(kind)
+    except VerifierError as exc:
+        raise ConfigError(f"{cfg.source}: [verifier] kind: {exc}") from None
+    sources = [cfg.questions.source, *(s.source for s in cfg.bench.sets)]
+    if kind == "toy" and any(src != "toy" for src in sources):
+        raise ConfigError(
+            f'{cfg.source}: [verifier] kind: "toy" verifies toy questions only; '
+            f"question source(s) {sorted({s for s in sources if s != 'toy'})} need "
+            '"math" or "python:MODULE:FUNCTION"'
+        )
 
 
 def load_config(path: str | Path, **overrides: Any) -> ProbeConfig:

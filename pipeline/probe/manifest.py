@@ -72,16 +72,21 @@ class Manifest:
         cur.extend(u for u in units if u not in seen)
         self.save()
 
-    def require_settings(self, stage: str, settings: dict[str, Any]) -> None:
+    def require_settings(
+        self, stage: str, settings: dict[str, Any], legacy: dict[str, Any] | None = None
+    ) -> None:
         """Record ``settings`` of ``stage`` the first time; afterwards refuse others, so one
-        directory never mixes units computed with different settings."""
+        directory never mixes units computed with different settings. ``legacy``: the values
+        that settings added later had before they existed (a directory recorded without them
+        still resumes when they are unchanged)."""
         key = f"{stage}_settings"
         before = self.data.get(key)
         if before is None:
             self.set_info(key, settings)
             return
+        old = {**(legacy or {}), **before}
         changed = [
-            f"{k}={before.get(k)!r} (now {v!r})" for k, v in settings.items() if before.get(k) != v
+            f"{k}={old.get(k)!r} (now {v!r})" for k, v in settings.items() if old.get(k) != v
         ]
         if changed:
             raise ProbeSetMismatch(

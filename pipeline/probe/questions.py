@@ -8,6 +8,11 @@ A :class:`ProbeQuestion` carries the prompt the policy is conditioned on and a s
   last ``\\boxed{...}`` of the completion with the reference answer through ``math-verify``
   (``reward`` only; ``validity`` and ``strategy`` are ``None``).
 
+``verifier`` (the ``[verifier] kind``, :func:`pipeline.judge.verifier.make_verifier`)
+replaces the default reward of either source: ``"math"`` (toy questions: gold = the true
+answer), ``"toy"`` (toy questions only) or ``"python:MODULE:FUNCTION"``. The toy oracles'
+validity and strategy stay with toy questions whatever the verifier.
+
 Benchmark files have one question per row with a question column (``problem`` or
 ``question``) and an answer column (``answer``, or ``solution`` whose last ``\\boxed{}`` is
 the answer); an ``id``/``question_id``/``unique_id`` column names the question (default:
@@ -75,27 +80,32 @@ def last_boxed(text: str) -> str | None:
 
 
 def math_equal(reference: str, predicted: str | None) -> bool:
-    """``math-verify`` equivalence of two LaTeX answers (False when ``predicted`` is None)."""
+    """``math-verify`` equivalence of two LaTeX answers, gold first (False when
+    ``predicted`` is None or empty); :func:`pipeline.judge.verifier.math_equivalent`."""
     if predicted is None or not predicted.strip():
         return False
-    from math_verify import parse, verify
+    from pipeline.judge.verifier import math_equivalent
 
-    gold = parse(f"${reference}$")
-    pred = parse(f"${predicted}$")
-    if not gold or not pred:
-        return reference.strip() == predicted.strip()
-    return bool(verify(gold, pred))
+    return math_equivalent(reference, predicted)
 
 
-def _toy_scorer(q: Any) -> Callable[[str], Scores]:
+def _toy_scorer(q: Any, verifier: str | None = None) -> Callable[[str], Scores]:
     from pipeline import toy
 
+    custom = None if verifier in (None, "toy") else make_verifier(verifier)
+    gold = str(toy.true_answer(q))
+
     def score(text: str) -> Scores:
+        if custom is None:
+            reward, answer = toy.verify(q, text), toy.extract_answer(text)
+        else:
+            v = custom(text, gold, q.question_id)
+            reward, answer = v.reward, v.answer
         return Scores(
-            reward=toy.verify(q, text),
+            reward=reward,
             validity=toy.process_valid(q, text),
             strategy=toy.strategy(q, text),
-            answer=toy.extract_answer(text),
+            answer=answer,
         )
 
     return score
@@ -109,13 +119,35 @@ def _math_scorer(reference: str) -> Callable[[str], Scores]:
     return score
 
 
-def toy_questions(split: str, n: int | None, seed: int) -> list[ProbeQuestion]:
+def _verifier_scorer(reference: str, qid: str, verifier: str) -> Callable[[str], Scores]:
+    fn = make_verifier(verifier)
+
+    def score(text: str) -> Scores:
+        v = fn(text, reference, qid)
+        return Scores(v.reward, None, None, v.answer)
+
+    return score
+
+
+def make_verifier(kind: str) -> Any:
+    from pipeline.judge.verifier import make_verifier as make
+
+    return make(kind)
+
+
+def toy_questions(
+    split: str, n: int | None, seed: int, verifier: str | None = None
+) -> list[ProbeQuestion]:
     """``n`` toy questions of ``split`` drawn with ``seed`` (``pipeline.toy``)."""
     from pipeline import toy
 
     return [
         ProbeQuestion(
-            q.question_id, q.prompt, f"toy:{split}", str(toy.true_answer(q)), _toy_scorer(q)
+            q.question_id,
+            q.prompt,
+            f"toy:{split}",
+            str(toy.true_answer(q)),
+            _toy_scorer(q, verifier),
         )
         for q in toy.generate_questions(split, n, seed=seed)
     ]
@@ -148,6 +180,7 @@ def read_benchmark(
     n: int | None = None,
     seed: int = 0,
     prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
+    verifier: str | None = None,
 ) -> list[ProbeQuestion]:
     """Questions of a local benchmark file (see the module docstring for the columns).
 
@@ -187,14 +220,14 @@ def read_benchmark(
             raise DatasetError(f"{where}: {icol}: duplicate question id {qid!r}")
         seen.add(qid)
         prompt = prompt_template.replace("{question}", str(row[qcol]))
+        scorer = (
+            _math_scorer(reference)
+            if verifier in (None, "math")
+            else _verifier_scorer(reference, qid, verifier)
+        )
         out.append(
             ProbeQuestion(
-                qid,
-                prompt,
-                str(path),
-                reference,
-                _math_scorer(reference),
-                problem=str(row[qcol]).strip() or None,
+                qid, prompt, str(path), reference, scorer, problem=str(row[qcol]).strip() or None
             )
         )
     if n is not None:
@@ -213,11 +246,17 @@ def load_questions(
     n: int | None = None,
     seed: int = 0,
     prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
+    verifier: str | None = None,
 ) -> list[ProbeQuestion]:
-    """``source = "toy"`` (with ``split``) or a benchmark file path."""
+    """``source = "toy"`` (with ``split``) or a benchmark file path; ``verifier`` as in the
+    module docstring (None: the source's default)."""
     if source == "toy":
         try:
-            return toy_questions(split, n, seed)
+            return toy_questions(split, n, seed, verifier)
         except ValueError as exc:
             raise DatasetError(str(exc)) from None
-    return read_benchmark(source, n=n, seed=seed, prompt_template=prompt_template)
+    if verifier == "toy":
+        raise DatasetError(f"{source}: the toy verifier scores toy questions only")
+    return read_benchmark(
+        source, n=n, seed=seed, prompt_template=prompt_template, verifier=verifier
+    )

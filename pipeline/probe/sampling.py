@@ -13,8 +13,11 @@ Outputs::
                                 strategy_as_mode), sampling_temperature, sampling_top_p
                                 (the [probe] settings), truncated
     DIR/samples/<label>.jsonl   per trajectory: trajectory_id, question_id, index,
-                                prompt_ids, completion_ids (EOS included when it ended),
-                                truncated (no EOS within max_new_tokens), strategy (toy
+                                prompt_ids (the conditioning ids: the checkpoint's chat
+                                template applied with add_generation_prompt=True unless
+                                [chat] template = "none" or it has none; pipeline.chat),
+                                completion_ids (stop id included when it ended),
+                                truncated (no stop id within max_new_tokens), strategy (toy
                                 oracle or null) — the input of `entropy` and `covariance`
     DIR/records.jsonl           every checkpoint's records, concatenated (for `rcea ingest`)
 
@@ -37,6 +40,7 @@ from pipeline.probe.common import (
     open_manifest,
     probe_questions,
     progress_bar,
+    prompt_format,
     set_threads,
     trajectory_id,
 )
@@ -48,8 +52,10 @@ from pipeline.probe.manifest import (
     write_jsonl,
 )
 
-SAMPLE_SETTINGS = ("k", "temperature", "top_p", "max_new_tokens")
+SAMPLE_SETTINGS = ("k", "temperature", "top_p", "max_new_tokens", "chat_template", "system_prompt")
 """Settings every sample of one output directory shares (recorded in the manifest)."""
+LEGACY_SETTINGS = {"chat_template": "auto", "system_prompt": None}
+"""What directories sampled before the ``[chat]`` settings existed used."""
 
 
 def records_path(out: Path, ck: Checkpoint) -> Path:
@@ -124,9 +130,13 @@ def run_sample(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) 
         temperature=p.temperature,
         top_p=p.top_p,
         max_new_tokens=p.max_new_tokens,
+        chat_template=cfg.chat.template,
+        system_prompt=cfg.chat.system,
         n_questions=len(questions),
     )
-    manifest.require_settings("sample", {key: result.info[key] for key in SAMPLE_SETTINGS})
+    manifest.require_settings(
+        "sample", {key: result.info[key] for key in SAMPLE_SETTINGS}, LEGACY_SETTINGS
+    )
     sampled = list(manifest.data.get("questions", []))
     known = set(sampled)
     sampled += [q.question_id for q in questions if q.question_id not in known]
@@ -142,11 +152,19 @@ def run_sample(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) 
         result.units_skipped += len(questions) - len(todo)
         bar.update(len(questions) - len(todo))
         n_empty = n_trunc = 0
+        chat: bool | None = None
         if todo:
-            gen = Generator(ck.path, backend=p.backend, max_new_tokens=p.max_new_tokens)
+            gen = Generator(
+                ck.path,
+                backend=p.backend,
+                max_new_tokens=p.max_new_tokens,
+                prompt_format=prompt_format(cfg),
+            )
+            chat = gen.uses_chat
             for group in groups(todo, p.batch_size // p.k):
+                prompt_ids = {q.question_id: gen.prompt_ids(q.prompt) for q in group}
                 outs = gen.generate(
-                    [q.prompt for q in group],
+                    [prompt_ids[q.question_id] for q in group],
                     p.k,
                     seed=derive_seed(seed, *(q.question_id for q in group)),
                     temperature=p.temperature,
@@ -154,7 +172,6 @@ def run_sample(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) 
                 )
                 recs, smps = [], []
                 for q, completions in zip(group, outs, strict=True):
-                    prompt_ids = gen.prompt_ids(q.prompt)
                     for i, g in enumerate(completions):
                         tid = trajectory_id(p.seed, ck, q.question_id, i)
                         empty = not g.text.strip()
@@ -171,7 +188,7 @@ def run_sample(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) 
                                 "trajectory_id": tid,
                                 "question_id": q.question_id,
                                 "index": i,
-                                "prompt_ids": prompt_ids,
+                                "prompt_ids": prompt_ids[q.question_id],
                                 "completion_ids": g.completion_ids,
                                 "truncated": g.truncated,
                                 "strategy": strategy,
@@ -192,6 +209,7 @@ def run_sample(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) 
                 "units_run": len(todo),
                 "empty": n_empty,
                 "truncated": n_trunc,
+                "chat_template": chat,  # None: nothing sampled in this run
             }
         )
         result.files.append(str(rec_path))

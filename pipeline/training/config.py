@@ -1,5 +1,14 @@
 """Training configuration: a TOML file with ``[model]``, ``[objective]``, ``[objectives.NAME]``,
-``[data]``, ``[training]`` and ``[lora]`` tables.
+``[data]``, ``[chat]``, ``[verifier]``, ``[training]`` and ``[lora]`` tables.
+
+``[data] source`` is ``"toy"`` (the embedded domain's ``split``) or a local JSONL/Parquet
+question file with problem/question and answer/solution columns (as ``[questions] source``
+of a probe config; ``prompt_template`` as there); ``n_train`` questions are drawn with
+``seed``. ``[chat]`` (``template = "auto" | "none"``, ``system``) says how prompts reach the
+model (:mod:`pipeline.chat`: conversational prompts that TRL renders with the tokenizer's
+chat template, or raw text). ``[verifier] kind`` (``"toy"``, ``"math"`` or
+``"python:MODULE:FUNCTION"``; unset: ``"toy"`` for the toy source, ``"math"`` for a file)
+computes the reward R (:func:`pipeline.judge.verifier.make_verifier`).
 
 Every table is optional except ``[model]`` (its ``path``) and ``[objective]`` (its ``name``).
 Unknown tables or keys, and values of the wrong type, are errors that name the file, the
@@ -33,9 +42,25 @@ class ModelSection:
 
 @dataclass
 class DataSection:
-    split: str = "train"
-    n_train: int | None = None  # None: the whole split
+    source: str = "toy"  # "toy" or a local .jsonl/.parquet question file
+    split: str = "train"  # toy only
+    n_train: int | None = None  # None: the whole split / file
     seed: int = 42
+    prompt_template: str | None = None  # question files only; default: the probe's
+
+
+@dataclass
+class ChatSection:
+    template: str = "auto"  # auto | none
+    system: str | None = None
+
+
+@dataclass
+class VerifierSection:
+    kind: str | None = None  # toy | math | python:MODULE:FUNCTION (None: by data source)
+
+    def resolved(self, source: str) -> str:
+        return self.kind or ("toy" if source == "toy" else "math")
 
 
 @dataclass
@@ -97,6 +122,8 @@ class TrainConfig:
     objective: str
     objective_params: dict[str, Any]
     data: DataSection = field(default_factory=DataSection)
+    chat: ChatSection = field(default_factory=ChatSection)
+    verifier: VerifierSection = field(default_factory=VerifierSection)
     training: TrainingSection = field(default_factory=TrainingSection)
     lora: LoraSection = field(default_factory=LoraSection)
     objectives: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -119,6 +146,8 @@ class TrainConfig:
 _SECTIONS: dict[str, type] = {
     "model": ModelSection,
     "data": DataSection,
+    "chat": ChatSection,
+    "verifier": VerifierSection,
     "training": TrainingSection,
     "lora": LoraSection,
 }
@@ -189,7 +218,7 @@ def _check_params(name: str, params: Any, where: str) -> dict[str, Any]:
 
 def parse_config(data: dict[str, Any], source: str = "<config>") -> TrainConfig:
     """Build and validate a :class:`TrainConfig` from parsed TOML."""
-    allowed = {"model", "objective", "objectives", "data", "training", "lora"}
+    allowed = {"model", "objective", "objectives", "data", "chat", "verifier", "training", "lora"}
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise ConfigError(
@@ -264,8 +293,15 @@ def validate(cfg: TrainConfig) -> None:
             f"{src}: [model] dtype: one of float32, bfloat16, float16, auto; "
             f"got {cfg.model.dtype!r}"
         )
-    if cfg.data.split not in ("train", "probe", "eval"):
+    if cfg.data.source == "toy" and cfg.data.split not in ("train", "probe", "eval"):
         raise ConfigError(f"{src}: [data] split: one of train, probe, eval")
+    if cfg.data.n_train is not None and cfg.data.n_train < 1:
+        raise ConfigError(f"{src}: [data] n_train: must be >= 1")
+    if cfg.chat.template not in ("auto", "none"):
+        raise ConfigError(f"{src}: [chat] template: one of auto, none; got {cfg.chat.template!r}")
+    if cfg.chat.system is not None and cfg.chat.template == "none":
+        raise ConfigError(f'{src}: [chat] system: needs a chat template (template = "none")')
+    _check_verifier(cfg, src)
     from pipeline.training.objectives import make_objective
 
     try:
@@ -274,9 +310,25 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"{src}: {exc}") from None
 
 
+def _check_verifier(cfg: TrainConfig, src: str) -> None:
+    from pipeline.judge.verifier import VerifierError, make_verifier
+
+    kind = cfg.verifier.resolved(cfg.data.source)
+    if kind == "toy" and cfg.data.source != "toy":
+        raise ConfigError(
+            f'{src}: [verifier] kind: "toy" verifies toy questions only; [data] source '
+            f'{cfg.data.source!r} needs "math" or "python:MODULE:FUNCTION"'
+        )
+    try:
+        make_verifier(kind)
+    except VerifierError as exc:
+        raise ConfigError(f"{src}: [verifier] kind: {exc}") from None
+
+
 def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read a TOML config. ``overrides``: ``objective``, ``model_path``, ``output_dir``,
-    ``max_steps``, ``seed`` (the CLI's options), applied before validation."""
+    ``max_steps``, ``seed``, ``chat_template``, ``system_prompt`` (the CLI's options),
+    applied before validation."""
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"{p}: no such file")
@@ -298,6 +350,10 @@ def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
         data["objective"] = obj
     if overrides.get("model_path") is not None:
         data.setdefault("model", {})["path"] = str(overrides["model_path"])
+    if overrides.get("chat_template") is not None:
+        data.setdefault("chat", {})["template"] = overrides["chat_template"]
+    if overrides.get("system_prompt") is not None:
+        data.setdefault("chat", {})["system"] = overrides["system_prompt"]
     for key in ("output_dir", "max_steps", "seed"):
         if overrides.get(key) is not None:
             value = overrides[key]

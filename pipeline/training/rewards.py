@@ -1,4 +1,5 @@
-"""Reward functions for TRL (``reward_funcs``): the toy verifier and DAPO's overlong shaping.
+"""Reward functions for TRL (``reward_funcs``): the toy verifier, any pluggable verifier
+(``[verifier] kind``) and DAPO's overlong shaping.
 
 TRL calls ``f(prompts=..., completions=..., completion_ids=..., **dataset_columns,
 trainer_state=..., log_metric=..., log_extra=...)`` and expects one float per completion.
@@ -47,6 +48,48 @@ class ToyReward:
                 sum(1 for r, v in zip(rewards, valid, strict=True) if r and not v) / n,
             )
         return [float(r) for r in rewards]
+
+    def pop_outcomes(self) -> list[float]:
+        out, self._pending = self._pending, []
+        return out
+
+
+class VerifierReward:
+    """R from a pluggable verifier (:func:`pipeline.judge.verifier.make_verifier`) against
+    the dataset's ``answer`` column (the gold). Logs ``verifier/accuracy`` and
+    ``verifier/boxed_rate`` (share with an extracted answer) and keeps the outcomes of the
+    latest call for group-level objectives, like :class:`ToyReward`."""
+
+    __name__ = "verifier_correct"
+
+    def __init__(self, kind: str) -> None:
+        from pipeline.judge.verifier import make_verifier
+
+        self.kind = kind
+        self.verify = make_verifier(kind)
+        self._pending: list[float] = []
+
+    def __call__(
+        self,
+        prompts: list[Any],
+        completions: list[Any],
+        question_id: list[str] | None = None,
+        answer: list[str | None] | None = None,
+        log_metric: Any = None,
+        **_: Any,
+    ) -> list[float]:
+        if question_id is None:
+            raise ValueError("the training dataset needs a 'question_id' column")
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        golds = answer if answer is not None else [None] * len(texts)
+        results = [self.verify(t, g, q) for t, g, q in zip(texts, golds, question_id, strict=True)]
+        rewards = [float(v.reward) for v in results]
+        self._pending.extend(rewards)
+        if log_metric is not None and texts:
+            n = len(texts)
+            log_metric("verifier/accuracy", sum(rewards) / n)
+            log_metric("verifier/boxed_rate", sum(v.answer is not None for v in results) / n)
+        return rewards
 
     def pop_outcomes(self) -> list[float]:
         out, self._pending = self._pending, []

@@ -1,5 +1,7 @@
-"""``rcea train run``: load a local model, build the toy dataset, train one objective with
-the shared TRL trainer, write checkpoints and a progress-normalised JSONL curve.
+"""``rcea train run``: load a local model (the tiny toy base or any local Hugging Face
+checkpoint), build the dataset (toy or a question file; chat template per ``[chat]``), train
+one objective with the shared TRL trainer and the ``[verifier]`` reward, write checkpoints
+and a progress-normalised JSONL curve.
 
 Output directory layout::
 
@@ -8,7 +10,8 @@ Output directory layout::
       final/             the trained model (LoRA merged) + tokenizer, loadable with
                          AutoModelForCausalLM.from_pretrained
       curves.jsonl       one line per logged step: step, progress = step / max_steps, ...
-      run.json           resolved config, objective parameters, versions, summary
+      run.json           resolved config, objective parameters, versions, summary, and
+                         "prompt": whether the chat template was applied, the verifier
 """
 
 from __future__ import annotations
@@ -82,7 +85,9 @@ def _curve_callback(path: Path):  # type: ignore[no-untyped-def]
                 "epoch": logs.get("epoch", state.epoch),
             }
             for key, value in logs.items():
-                wanted = key in CURVE_KEYS or key.startswith(("objective/", "rewards/"))
+                wanted = key in CURVE_KEYS or key.startswith(
+                    ("objective/", "rewards/", "verifier/")
+                )
                 if wanted and isinstance(value, int | float) and math.isfinite(float(value)):
                     rec[key] = float(value)
             self.last = rec
@@ -92,13 +97,55 @@ def _curve_callback(path: Path):  # type: ignore[no-untyped-def]
     return CurveLogger()
 
 
-def build_dataset(cfg: TrainConfig):  # type: ignore[no-untyped-def]
+def training_questions(cfg: TrainConfig) -> list[tuple[str, str, str]]:
+    """(question_id, prompt text, gold answer) of the ``[data]`` source."""
+    d = cfg.data
+    if d.source == "toy":
+        qs = toy.generate_questions(d.split, d.n_train, seed=d.seed)
+        return [(q.question_id, q.prompt, str(toy.true_answer(q))) for q in qs]
+    from pipeline.probe.questions import read_benchmark
+
+    kwargs: dict[str, Any] = {}
+    if d.prompt_template is not None:
+        kwargs["prompt_template"] = d.prompt_template
+    qs = read_benchmark(d.source, n=d.n_train, seed=d.seed, **kwargs)
+    return [(q.question_id, q.prompt, q.reference or "") for q in qs]
+
+
+def build_dataset(cfg: TrainConfig, tokenizer: Any = None):  # type: ignore[no-untyped-def]
+    """The TRL dataset: ``prompt`` (a conversation when the chat template applies, see
+    :func:`pipeline.chat.training_prompt`; raw text otherwise or without a tokenizer),
+    ``question_id`` and, for a verifier other than the toy's, ``answer`` (the gold)."""
     from datasets import Dataset
 
-    qs = toy.generate_questions(cfg.data.split, cfg.data.n_train, seed=cfg.data.seed)
-    return Dataset.from_dict(
-        {"prompt": [q.prompt for q in qs], "question_id": [q.question_id for q in qs]}
-    )
+    from pipeline.chat import PromptFormat, training_prompt
+    from pipeline.probe.questions import DatasetError
+    from pipeline.training.config import ConfigError
+
+    try:
+        rows = training_questions(cfg)
+    except DatasetError as exc:
+        raise ConfigError(f"{cfg.source}: [data] source: {exc}") from None
+    fmt = PromptFormat(cfg.chat.template, cfg.chat.system)
+    try:
+        prompts = [
+            p if tokenizer is None else training_prompt(tokenizer, p, fmt) for _, p, _ in rows
+        ]
+    except ValueError as exc:
+        raise ConfigError(f"{cfg.source}: [chat] {cfg.model.path}: {exc}") from None
+    data: dict[str, Any] = {"prompt": prompts, "question_id": [q for q, _, _ in rows]}
+    if cfg.verifier.resolved(cfg.data.source) != "toy":
+        data["answer"] = [a for _, _, a in rows]
+    return Dataset.from_dict(data)
+
+
+def reward_function(cfg: TrainConfig) -> Any:
+    """The verifier reward: :class:`ToyReward` for the toy verifier, else
+    :class:`VerifierReward` of ``[verifier] kind``."""
+    from pipeline.training.rewards import ToyReward, VerifierReward
+
+    kind = cfg.verifier.resolved(cfg.data.source)
+    return ToyReward() if kind == "toy" else VerifierReward(kind)
 
 
 def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):  # type: ignore[no-untyped-def]
@@ -171,7 +218,7 @@ def build_trainer(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
-    from pipeline.training.rewards import OverlongShaping, ToyReward
+    from pipeline.training.rewards import OverlongShaping
     from pipeline.training.trainer import RceaGRPOTrainer
 
     t = cfg.training
@@ -193,7 +240,7 @@ def build_trainer(
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=_dtype(cfg.model.dtype))
     objective = make_objective(cfg.objective, **cfg.resolved_params())
     args = grpo_args(cfg, objective, progress=progress)
-    rewards: list[Any] = [ToyReward()]
+    rewards: list[Any] = [reward_function(cfg)]
     overlong = getattr(objective.params, "overlong_buffer_frac", 0.0)
     if overlong > 0:
         penalty = objective.params.overlong_penalty
@@ -215,7 +262,7 @@ def build_trainer(
         model=model,
         reward_funcs=rewards,
         args=args,
-        train_dataset=build_dataset(cfg),
+        train_dataset=build_dataset(cfg, tokenizer),
         processing_class=tokenizer,
         peft_config=peft_config,
         callbacks=[logger, *(callbacks or [])],
@@ -259,9 +306,22 @@ def run_training(
         seconds=seconds,
         last=logger.last,
     )
+    from pipeline.chat import PromptFormat
+
+    prompt = {
+        "chat_template_applied": PromptFormat(cfg.chat.template, cfg.chat.system).uses_chat(
+            tokenizer
+        ),
+        "verifier": cfg.verifier.resolved(cfg.data.source),
+    }
     (out / RUN_FILE).write_text(
         json.dumps(
-            {"config": cfg.to_dict(), "result": result.to_dict(), "versions": versions()},
+            {
+                "config": cfg.to_dict(),
+                "result": result.to_dict(),
+                "prompt": prompt,
+                "versions": versions(),
+            },
             indent=2,
             default=str,
         )
