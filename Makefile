@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 EXTRAS ?= dev,llm,train,sign
 PYTEST_ARGS ?=
 
-.PHONY: install shell chromium demo test lint bench mutation gpu-check serve view labelstudio clean
+.PHONY: install shell chromium demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve clean
 
 install: $(VENV)/.installed $(LS_VENV)/.installed chromium ## create .venv and .venv-labelstudio; Debian chromium
 
@@ -52,6 +52,13 @@ bench: install ## speed figures, as ratios against a named baseline in the same 
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 MUTANTS ?=
+docs: install ## regenerate docs/reference (commands, settings, REST API) and build the site strictly into site/
+	$(BIN)/python -m app.docs
+	$(BIN)/mkdocs build --strict
+
+docs-serve: docs ## serve the documentation site on http://127.0.0.1:8001
+	$(BIN)/mkdocs serve -a 127.0.0.1:8001
+
 mutation: install ## mutation testing of the guards and statistics (mutmut; not part of make test)
 	$(BIN)/mutmut run $(MUTANTS)
 	$(BIN)/mutmut results
