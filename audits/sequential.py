@@ -572,6 +572,8 @@ def decide_counts(
         else:
             lower, upper = est_o - c * se_o, est_p + c * se_p
         decision = _decide(comp, lower, upper, thr)
+        lo_bound = -1.0 if name == "gap" else 0.0  # shown clipped to the statistic's range
+        lower, upper = max(lower, lo_bound), min(upper, 1.0)
         needed: tuple[int | None, int | None] = (None, None)
         if decision == "undecided":
             pass_side = est_p >= thr if comp == ">=" else est_p <= thr
