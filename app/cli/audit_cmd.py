@@ -187,15 +187,22 @@ def gate(
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Preliminary (default) or final gate report; the final one is recorded as an event."""
+    """Preliminary (default) or final gate report; the final one is recorded as an event.
+
+    With a ``[sequential]`` plan in the frozen rubric: the interim decisions at the
+    current look (a ``gate.interim`` event the first time each look is reached), and
+    ``--final`` may stop early once the gate is settled (docs/sequential-gate.md)."""
     from app.audit.labels import gate_status, record_final_gate
     from app.audit.sampling import get_audit
+    from app.audit.sequential import record_interim
     from app.store import session_scope
 
     try:
         with session_scope(engine()) as s:
             a = get_audit(s, name=audit)
             result = gate_status(s, a, final=final)
+            if result.get("sequential"):
+                record_interim(s, a, result["sequential"], actor_name(actor))
             if final:
                 record_final_gate(s, a, result, actor_name(actor))
     except _domain_errors() as exc:
@@ -216,8 +223,14 @@ def _print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
         f"adjudicated {prog['adjudicator']}/{result['n_needing_adjudication']})"
     )
     typer.echo(f"rubric {result['rubric_hash'][:16]}…  partition {result['partition_hash'][:16]}…")
+    if result.get("stopped_early"):
+        typer.echo("stopped early: the sequential plan settled the gate before the last look")
     if result["report"]:
         _print_gate(result["report"])
+    elif result.get("sequential"):
+        from app.cli.stats_cmd import print_interim
+
+        print_interim(result["sequential"])
 
 
 def register(app: typer.Typer) -> None:

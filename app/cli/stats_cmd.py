@@ -459,6 +459,8 @@ def agreement(
             from app.audit.sequential import attach_interim
             from audits.sequential import interim_decisions
 
+            if scope == "disagreements":  # as the gate: adjudications of A = B ignored
+                adj = [j if x != y else None for x, y, j in zip(a, b, adj, strict=True)]
             interim = interim_decisions(
                 qids, a, b, adj, auto, coverage, thresholds, plan, n_planned, pair_ids=ids
             )

@@ -1,0 +1,131 @@
+"""The frozen rubric's ``[sequential]`` plan at store level (issue 19): interim decisions
+in ``gate_status`` and ``rcea audit gate``, one ``gate.interim`` event per look, an early
+stop that records ``gate.final``, and a final gate that follows the plan's boundary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from annotation.payloads import ParsedAnnotation
+from app.audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
+from app.audit.labels import gate_status, record_annotation
+from app.audit.sampling import audit_pairs, draw_audit
+from app.cli import app
+from app.store import list_events, session_scope
+from app.store.models import Audit
+from tests.helpers import RUBRIC, audit_study, fake_tasks, rubric_file
+
+SEQUENTIAL = '\n[sequential]\nlooks = [0.25, 0.5, 1.0]\nspending = "pocock"\n'
+
+
+def _audit(engine, tmp_path: Path, extra: str) -> int:  # type: ignore[no-untyped-def]
+    audit_study(engine, tmp_path)
+    with session_scope(engine) as s:
+        freeze_rubric(s, path=rubric_file(tmp_path, RUBRIC + extra), actor="r")
+        freeze_partition_from_modes(s, study="s", actor="r")
+        return draw_audit(s, study="s", rubric="test-rubric", actor="r").id
+
+
+def _label(engine, audit_id: int, upto: int) -> None:  # type: ignore[no-untyped-def]
+    """A and B both give the first ``upto`` pairs their automatic label (``same`` when
+    uncertain): perfect agreement."""
+    tasks = fake_tasks(engine, audit_id)
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        pairs = audit_pairs(s, audit_id=audit_id)[:upto]
+        ann = 1
+        for role, user in (("A", 11), ("B", 12)):
+            for p in pairs:
+                label = p.automatic or "same"
+                parsed = ParsedAnnotation(ann, tasks[role][p.id], None, user, label, None, False)
+                record_annotation(s, audit, parsed, source="test")
+                ann += 1
+
+
+def test_without_a_plan_nothing_changes(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    audit_id = _audit(engine, tmp_path, "")
+    _label(engine, audit_id, 18)
+    with session_scope(engine) as s:
+        res = gate_status(s, s.get(Audit, audit_id), final=True)
+    assert "sequential" not in res and "decision" not in res
+    assert "decision" not in res["report"]["requirements"][0]
+    assert res["status"] == "passed"
+
+
+def test_interim_look_and_one_event_per_look(engine, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    audit_id = _audit(engine, tmp_path, SEQUENTIAL)
+    _label(engine, audit_id, 9)  # 9 of 18 pairs: look 2 (sizes 5, 9, 18)
+    with session_scope(engine) as s:
+        res = gate_status(s, s.get(Audit, audit_id), final=False)
+    seq = res["sequential"]
+    assert (seq["look"], seq["n_looks"], seq["look_sizes"]) == (2, 3, [5, 9, 18])
+    assert res["decision"] == seq["decision"]
+    # 9 pairs cannot settle F1 (binomial floor), coverage 29/30 >= 0.95 is settled
+    by = {r["name"]: r["decision"] for r in res["report"]["requirements"]}
+    assert by["automatic_coverage"] == "settled_pass"
+    assert by["human_human_macro_f1"] == "undecided"
+    monkeypatch.setenv("RCEA_DATABASE_URL", str(engine.url))
+    from app.settings import get_settings
+
+    get_settings.cache_clear()
+    runner = CliRunner()
+    for _ in range(2):
+        out = runner.invoke(app, ["audit", "gate", "--json"])
+        assert out.exit_code == 0, out.output
+        assert json.loads(out.stdout)["sequential"]["look"] == 2
+    text = runner.invoke(app, ["audit", "gate"])
+    assert "look 2/3 at 9/18 pairs" in text.output and "settled_pass" in text.output
+    with session_scope(engine) as s:
+        events = list_events(s, kind="gate.interim")
+        assert [e.payload["look"] for e in events] == [2]
+        assert events[0].payload["decision"] == "undecided"
+    # the final gate may not stop while undecided
+    out = runner.invoke(app, ["audit", "gate", "--final"])
+    assert out.exit_code == 1 and "undecided at look 2/3" in out.output
+
+
+def test_settled_fail_stops_early(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Coverage 29/30 under a 0.97 minimum is settled_fail at the first look: the final
+    gate may stop there and is recorded as stopped early."""
+    audit_id = _audit(engine, tmp_path, "\n[gate]\nautomatic_coverage_min = 0.97\n" + SEQUENTIAL)
+    _label(engine, audit_id, 5)
+    with session_scope(engine) as s:
+        res = gate_status(s, s.get(Audit, audit_id), final=True)
+    assert res["sequential"]["look"] == 1 and res["decision"] == "settled_fail"
+    assert (res["stage"], res["status"], res["stopped_early"]) == ("final", "failed", True)
+    assert res["report"]["passed"] is False and res["report"]["n_pairs"] == 5
+
+
+def test_final_gate_follows_the_plan_boundary(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """18 perfectly agreeing pairs pass the fixed-sample rule but do not settle under the
+    plan (the binomial floor): the final gate fails, and says why."""
+    audit_id = _audit(engine, tmp_path, SEQUENTIAL)
+    _label(engine, audit_id, 18)
+    with session_scope(engine) as s:
+        res = gate_status(s, s.get(Audit, audit_id), final=True)
+    rep = res["report"]
+    assert rep["fixed_sample_passed"] is True
+    assert res["sequential"]["final_look"] and res["decision"] == "undecided"
+    assert (res["status"], rep["passed"], res["stopped_early"]) == ("failed", False, False)
+
+
+def test_missing_adjudication_blocks_a_stop(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    audit_id = _audit(engine, tmp_path, "\n[gate]\nautomatic_coverage_min = 0.97\n" + SEQUENTIAL)
+    tasks = fake_tasks(engine, audit_id)
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        pairs = audit_pairs(s, audit_id=audit_id)[:5]
+        for k, (role, user) in enumerate((("A", 11), ("B", 12))):
+            for i, p in enumerate(pairs):
+                label = "same" if (role == "A" or i) else "different"
+                parsed = ParsedAnnotation(100 * k + i + 1, tasks[role][p.id], None, user, label,
+                                          None, False)  # fmt: skip
+                record_annotation(s, audit, parsed, source="test")
+    with session_scope(engine) as s:
+        assert gate_status(s, s.get(Audit, audit_id), final=False)["decision"] == "settled_fail"
+        with pytest.raises(FreezeError, match="need adjudication"):
+            gate_status(s, s.get(Audit, audit_id), final=True)
