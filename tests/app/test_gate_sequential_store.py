@@ -129,3 +129,67 @@ def test_missing_adjudication_blocks_a_stop(engine, tmp_path: Path) -> None:  # 
         assert gate_status(s, s.get(Audit, audit_id), final=False)["decision"] == "settled_fail"
         with pytest.raises(FreezeError, match="need adjudication"):
             gate_status(s, s.get(Audit, audit_id), final=True)
+
+
+def test_api_shows_the_interim_decisions(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from fastapi.testclient import TestClient
+
+    from app.api import create_app
+    from app.settings import Settings
+
+    audit_id = _audit(engine, tmp_path, SEQUENTIAL)
+    _label(engine, audit_id, 9)
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        study_id, name = audit.study_id, audit.name
+    client = TestClient(create_app(Settings(data_dir=tmp_path / "d", api_token="t"), engine=engine))
+    url = f"/api/studies/{study_id}/audits/{name}/gate"
+    assert client.get(url).status_code == 401
+    got = client.get(url, headers={"Authorization": "Bearer t"}).json()
+    assert got["sequential"]["look"] == 2 and got["decision"] == "undecided"
+    assert all("decision" in r for r in got["report"]["requirements"])
+    missing = client.get(
+        f"/api/studies/{study_id}/audits/nope/gate", headers={"Authorization": "Bearer t"}
+    )
+    assert missing.status_code == 404
+
+
+def test_view_audit_page_shows_the_interim_decisions(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The Audit page (Streamlit ``AppTest``) on a store whose frozen rubric has a plan:
+    the interim decisions as the store computes them, and the recorded looks."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.audit.sequential import record_interim
+    from app.settings import Settings, get_settings
+    from app.store import open_store
+    from app.view.logins import add_researcher, logins_path
+
+    data = tmp_path / "data"
+    settings = Settings(data_dir=data)
+    engine = open_store(settings)
+    audit_id = _audit(engine, tmp_path, SEQUENTIAL)
+    _label(engine, audit_id, 9)
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        live = gate_status(s, audit, final=False)
+        record_interim(s, audit, live["sequential"], "r")
+    add_researcher(logins_path(settings), "tester", "correct horse battery")
+    monkeypatch.setenv("RCEA_DATA_DIR", str(data))
+    get_settings.cache_clear()
+    main = Path(__file__).resolve().parents[2] / "app" / "view" / "main.py"
+    at = AppTest.from_file(str(main), default_timeout=120)
+    at.run()
+    at.text_input(key="login_name").set_value("tester")
+    at.text_input(key="login_password").set_value("correct horse battery")
+    at.button(key="login_submit").click().run()
+    at.switch_page("audit.py").run()
+    assert not at.exception
+    assert "Sequential plan (interim decisions)" in [h.value for h in at.subheader]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["look"] == "2/3" and metrics["gate decision"] == "undecided"
+    frames = [df.value for df in at.dataframe]
+    seq = next(f for f in frames if "settles_by_look" in f.columns).set_index("name")
+    expected = {r["name"]: r["decision"] for r in live["sequential"]["requirements"]}
+    assert seq["decision"].to_dict() == expected
+    looks = next(f for f in frames if "boundary" in f.columns and "look" in f.columns)
+    assert looks["look"].tolist() == [2]
