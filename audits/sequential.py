@@ -26,7 +26,9 @@ on a grid (Armitage–McPherson–Rowe recursion, Simpson's rule).
 
 SE is the standard deviation of the statistic over ``n_boot`` question-level bootstrap
 replicates (questions drawn with replacement with all their pairs, as the paired
-bootstrap of the estimators does: pairs within a question are correlated), floored at the
+bootstrap of the estimators does: pairs within a question are correlated) times
+√(Q/(Q−1)) for Q questions (the usual few-cluster correction: the bootstrap SD of a
+mean over Q clusters is √((Q−1)/Q) of its standard error), floored at the
 binomial SE √(p̃(1−p̃)/n) with p̃ = (n·estimate + 1)/(n + 2), n the pairs (or, for the
 precision and recall, the predicted / reference ``different`` pairs) behind the
 statistic. The floor keeps a look with no observed disagreement (bootstrap SE 0) from
@@ -527,9 +529,11 @@ def decide_counts(
     reps = question_bootstrap(counts, plan.n_boot, [plan.seed, look])
     hh, pe, op = (_block_stats(counts.sum(axis=0), off) for off in (_HH, _PESS, _OPT))
     n_hh, n_auto = float(hh["n"]), float(pe["n"])
+    n_q = counts.shape[0]
+    small_q = math.sqrt(n_q / (n_q - 1)) if n_q > 1 else 1.0  # few-cluster correction
 
     def se_of(key: str, floor_n: float) -> tuple[float, float]:
-        boot = float(np.std(reps[key], ddof=1))
+        boot = float(np.std(reps[key], ddof=1)) * small_q
         if key.startswith("gap"):
             floor = max(
                 _floor_se(point["human_human_macro_f1"], n_hh),
