@@ -109,6 +109,25 @@ else:
             st.caption("Looks recorded (`gate.interim` events)")
             st.dataframe(seq["looks"], hide_index=True, width="stretch")
 
+    ann = detail.get("annotators")
+    if ann is not None and not ann["people"].empty:
+        st.subheader("Annotators")
+        st.dataframe(ann["people"], hide_index=True, width="stretch")
+        st.caption(
+            "Per person and round: Label Studio lead times (median, p90, seconds), labels "
+            "per active hour (Σ lead_time) and per wall-clock hour, agreement with the final "
+            "reference per class (`rcea audit annotators`)."
+        )
+        left, right = st.columns([2, 1])
+        line = charts.rolling_agreement(ann["rolling"])
+        if line is None:
+            left.caption("Rolling agreement needs a full window of labels with a reference.")
+        else:
+            left.altair_chart(line, width="stretch")
+        hot = ann["hotspots"]
+        right.markdown("**Disagreement hotspots (A vs B)**")
+        right.dataframe(hot.head(10), hide_index=True, width="stretch")
+
     st.subheader("Confusion matrices")
     if not detail["confusions"]:
         st.caption("No pair is labelled by both A and B yet.")

@@ -280,6 +280,41 @@ def _sequential_view(session: Session, audit: Any, gate: dict[str, Any]) -> dict
     }
 
 
+ANNOTATOR_COLUMNS = [
+    "round", "person", "labels", "lead_time_median_s", "lead_time_p90_s",
+    "labels_per_active_hour", "labels_per_hour", "accuracy", "f1_same", "f1_different",
+]  # fmt: skip
+
+
+def _annotators_view(session: Session, audit: Any) -> dict[str, pd.DataFrame]:
+    """``app.audit.annotators.annotator_quality`` as frames: ``people`` (one row per
+    person and round), ``rolling`` (round, upto, agreement) and ``hotspots``."""
+    from app.audit.annotators import annotator_quality
+
+    out = annotator_quality(session, audit)
+    people, rolling = [], []
+    for p in out["annotators"]:
+        vs = p["vs_reference"] or {}
+        pc = vs.get("per_class", {})
+        people.append(
+            {k: p[k] for k in ANNOTATOR_COLUMNS[:7]}
+            | {
+                "accuracy": vs.get("accuracy"),
+                "f1_same": pc.get("same", {}).get("f1"),
+                "f1_different": pc.get("different", {}).get("f1"),
+            }
+        )
+        rolling += [{"round": p["round"], **r} for r in p["rolling"]]
+    return {
+        "people": pd.DataFrame(people, columns=ANNOTATOR_COLUMNS),
+        "rolling": pd.DataFrame(rolling, columns=["round", "upto", "agreement"]),
+        "hotspots": pd.DataFrame(
+            out["hotspots"],
+            columns=["question_id", "pairs_both", "disagreements", "disagreement_share"],
+        ),
+    }
+
+
 def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]:
     """Everything the Audit page shows of one pair audit.
 
@@ -358,6 +393,7 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
             "overview": audit_overview(session, row),
             "gate": gate_res,
             "sequential": _sequential_view(session, row, gate_res),
+            "annotators": _annotators_view(session, row),
             "progress": pd.DataFrame(
                 progress, columns=["role", "user_id", "project_id", "labelled", "of", "share"]
             ),

@@ -193,3 +193,8 @@ def test_view_audit_page_shows_the_interim_decisions(tmp_path: Path, monkeypatch
     assert seq["decision"].to_dict() == expected
     looks = next(f for f in frames if "boundary" in f.columns and "look" in f.columns)
     assert looks["look"].tolist() == [2]
+    # the annotator section: one row per person and round, 9 labels each
+    assert "Annotators" in [h.value for h in at.subheader]
+    people = next(f for f in frames if "lead_time_median_s" in f.columns)
+    assert people.set_index("round")["labels"].to_dict() == {"A": 9, "B": 9}
+    assert next(f for f in frames if "disagreement_share" in f.columns)["pairs_both"].sum() == 9
