@@ -198,3 +198,35 @@ def test_view_audit_page_shows_the_interim_decisions(tmp_path: Path, monkeypatch
     people = next(f for f in frames if "lead_time_median_s" in f.columns)
     assert people.set_index("round")["labels"].to_dict() == {"A": 9, "B": 9}
     assert next(f for f in frames if "disagreement_share" in f.columns)["pairs_both"].sum() == 9
+
+
+def test_publish_and_verify_follow_the_plan(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A sequential gate that passes under its (deliberately lax, test-only) plan is
+    published and `rcea report verify` re-derives the same plan-based gate from the
+    bundle; the recorded report carries the interim decisions."""
+    from app.report.verify import verify_bundle
+    from tests.app.test_report_build import make_report_study
+    from tests.app.test_report_publish import JUDGE, draw, final_gate, judge, publish
+
+    lax = "\n[sequential]\nlooks = [1.0]\nalpha = 0.45\n"
+    make_report_study(engine, tmp_path)
+    judge(engine, calibrated_hash=JUDGE)
+    final_gate(engine, draw(engine, tmp_path, rubric=RUBRIC + lax), passing=True)
+    with session_scope(engine) as s:
+        final = list_events(s, kind="gate.final")[-1].payload
+    assert final["status"] == "passed" and final["report"]["decision"] == "settled_pass"
+    bundle = Path(publish(engine, tmp_path / "out")["bundle"])
+    gate = json.loads((bundle / "gate.json").read_text())
+    assert gate["gate"]["sequential"]["plan"]["alpha"] == 0.45
+    res = verify_bundle(bundle)
+    assert res.ok, res.mismatches
+    # editing a published interim decision is named
+    edited = tmp_path / "edited"
+    import shutil
+
+    shutil.copytree(bundle, edited)
+    g = json.loads((edited / "gate.json").read_text())
+    g["gate"]["requirements"][0]["decision"] = "undecided"
+    (edited / "gate.json").write_text(json.dumps(g))
+    bad = verify_bundle(edited)
+    assert not bad.ok and any("decision" in m for m in bad.mismatches)
