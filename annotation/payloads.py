@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from annotation.display import storable
@@ -34,6 +36,8 @@ class ParsedAnnotation:
     note: str | None
     cancelled: bool
     updated_by: int | None = None  # who changed it last (Label Studio's ``updated_by``)
+    lead_time: float | None = None  # seconds spent (Label Studio's ``lead_time``)
+    created_at: datetime | None = None  # Label Studio's ``created_at`` (UTC)
 
 
 def _int(value: Any, what: str) -> int:
@@ -91,6 +95,26 @@ def _strings(value: Any, what: str) -> list[str]:
 
 def _note(texts: list[str]) -> str | None:
     return storable("\n".join(texts)) or None
+
+
+def _lead_time(value: Any) -> float | None:
+    """Label Studio's ``lead_time``: a finite number ≥ 0, else ``None`` (timing is
+    informative only; a missing or odd value never blocks a label)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) and v >= 0 else None
+
+
+def _timestamp(value: Any) -> datetime | None:
+    """An ISO 8601 timestamp in UTC (naive ones are taken as UTC), else ``None``."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def parse_annotation(
@@ -160,4 +184,6 @@ def parse_annotation(
         updated_by=None
         if ann.get("updated_by") is None
         else _int(ann.get("updated_by"), "annotation.updated_by"),
+        lead_time=_lead_time(ann.get("lead_time")),
+        created_at=_timestamp(ann.get("created_at")),
     )

@@ -41,6 +41,16 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
     annotators_per_item = 2   # optional, default 1; 2: A and B label every item and
                               # their disagreements are adjudicated
 
+    [sequential]       # optional predeclared group-sequential plan (docs/sequential-gate.md)
+    looks = [0.25, 0.5, 0.75, 1.0]   # shares of the planned pairs labelled by A and B
+    alpha = 0.05                      # per requirement, per direction
+    spending = "obrien_fleming"       # or "pocock" or "bonferroni"
+    n_boot = 2000                     # question-level bootstrap replicates per look
+    seed = 0
+
+``[sequential]`` is part of the frozen content (and hash) when present; without it the
+gate is the fixed-sample gate, and rubrics frozen before it existed keep their hashes.
+
 ``[adjudication] scope`` (DESIGN.md item 10): ``disagreements`` sends only pairs where A ≠ B
 to adjudication; ``disagreements_and_automatic`` (the default) also pairs where A = B but
 the automatic label differs — arbitrating those can only move the reference toward the
@@ -64,6 +74,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from audits.sequential import SequentialPlan
 from audits.thresholds import GateThresholds
 
 __all__ = [
@@ -75,6 +86,7 @@ __all__ = [
     "EstimatorSettings",
     "PairPlan",
     "Rubric",
+    "SequentialPlan",
     "default_rubric",
     "load_rubric",
     "parse_rubric",
@@ -221,6 +233,7 @@ class Rubric:
     pairs: PairPlan = field(default_factory=PairPlan)
     calibration: CalibrationPlan | None = None
     adjudication: AdjudicationPolicy = field(default_factory=AdjudicationPolicy)
+    sequential: SequentialPlan | None = None
     source: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -241,6 +254,8 @@ class Rubric:
                 if self.adjudication != AdjudicationPolicy()
                 else {}
             ),
+            # only when declared: rubrics without a sequential plan keep their hashes
+            **({"sequential": self.sequential.to_dict()} if self.sequential else {}),
         }
 
     def canonical_json(self) -> str:
@@ -276,6 +291,7 @@ _SECTIONS: dict[str, type] = {
     "pairs": PairPlan,
     "calibration": CalibrationPlan,
     "adjudication": AdjudicationPolicy,
+    "sequential": SequentialPlan,
 }
 _RUBRIC_KEYS = ("name", "version", "description")
 
@@ -316,12 +332,14 @@ def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubr
     for sec, cls in _SECTIONS.items():
         body = data.get(sec)
         if body is None:
-            parts[sec] = None if sec == "calibration" else cls()
+            parts[sec] = None if sec in ("calibration", "sequential") else cls()
             continue
         allowed = tuple(f.name for f in fields(cls))
         body = _check_keys(sec, body, allowed)
         if cls is GateThresholds:
             body = {k: _unit("gate", k, v) for k, v in body.items()}
+        if cls is SequentialPlan and isinstance(body.get("looks"), list):
+            body = {**body, "looks": tuple(body["looks"])}
         parts[sec] = cls(**body)
     return Rubric(
         name=name,
@@ -332,6 +350,7 @@ def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubr
         pairs=parts["pairs"],
         calibration=parts["calibration"],
         adjudication=parts["adjudication"],
+        sequential=parts["sequential"],
         source=source,
     )
 

@@ -94,3 +94,24 @@ def get_study_report(
         )
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
+
+
+@router.get("/{study_id}/audits/{audit}/gate")
+def get_audit_gate(study_id: int, audit: str, session: SessionDep) -> dict[str, Any]:
+    """The live gate of a pair audit (``app.audit.labels.gate_status``, preliminary):
+    progress, the report and, with a ``[sequential]`` plan in the frozen rubric, the
+    interim decisions at the current look (``sequential``, ``decision``;
+    docs/sequential-gate.md)."""
+    from sqlmodel import select
+
+    from app.audit.freeze import FreezeError
+    from app.audit.labels import gate_status
+    from app.store.models import Audit
+
+    row = session.exec(select(Audit).where(Audit.study_id == study_id, Audit.name == audit)).first()
+    if row is None:
+        raise HTTPException(404, f"no audit {audit!r} in study {study_id}")
+    try:
+        return gate_status(session, row, final=False)
+    except (FreezeError, ValueError) as exc:
+        raise HTTPException(422, str(exc)) from exc

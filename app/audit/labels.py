@@ -11,6 +11,7 @@ from sqlmodel import Session, select
 from annotation.payloads import ParsedAnnotation
 from app.audit.freeze import FreezeError, rubric_spec
 from app.audit.sampling import audit_pairs
+from app.audit.sequential import attach_interim
 from app.labelling import PAIR
 from app.labelling import current_labels as core_current_labels
 from app.labelling import status_counts as core_status_counts
@@ -24,6 +25,7 @@ from app.store.models import (
     PartitionAssignment,
 )
 from audits.gates import evaluate_gate
+from audits.sequential import interim_decisions
 
 ROLES = ("A", "B")
 ADJUDICATOR = "adjudicator"
@@ -115,11 +117,37 @@ def gate_status(session: Session, audit: Audit, *, final: bool) -> dict[str, Any
     a = [labels["A"][p.id] for p in both]
     b = [labels["B"][p.id] for p in both]
     auto = [p.automatic for p in both]
-    if not final or not complete:
+    interim = None
+    if spec.sequential is not None:  # predeclared plan: interim decisions at the look
+        interim = interim_decisions(
+            [p.question_id for p in both],
+            a,
+            b,
+            {
+                p.pair_key: adjudicated[p.id]
+                for p, x, y in zip(both, a, b, strict=True)
+                if p.id in adjudicated and (x != y or scope != "disagreements")
+            },
+            auto,
+            overall,
+            thresholds,
+            spec.sequential,
+            n,
+            pair_ids=ids,
+        ).to_dict()
+        base["sequential"] = interim
+        base["decision"] = interim["decision"]
+    stop = interim is not None and interim["decision"] != "undecided" and not complete
+    if not final or not (complete or stop):
         if final:
+            why = (
+                f"; the sequential plan is undecided at look {interim['look']}/{interim['n_looks']}"
+                if interim is not None
+                else ""
+            )
             raise FreezeError(
                 f"labelling is incomplete (A {progress['A']}/{n}, "
-                f"B {progress['B']}/{n}): the final gate needs every pair"
+                f"B {progress['B']}/{n}): the final gate needs every pair{why}"
             )
         report = evaluate_gate(
             ids,
@@ -136,7 +164,13 @@ def gate_status(session: Session, audit: Audit, *, final: bool) -> dict[str, Any
             adjudication_scope=scope,
         )
         status = "preliminary" if complete else "pending"
-        return {**base, "status": status, "stage": "preliminary", "report": report.to_dict()}
+        data = report.to_dict()
+        if interim is not None:
+            attach_interim(data, interim)
+        return {**base, "status": status, "stage": "preliminary", "report": data}
+    if stop:  # stopping early: the labelled pairs are the audit's sample
+        labelled = {p.id for p in both}
+        to_adjudicate = [p for p in to_adjudicate if p.id in labelled]
     missing = [p.pair_key for p in to_adjudicate if p.id not in adjudicated]
     if missing:
         raise FreezeError(
@@ -158,11 +192,15 @@ def gate_status(session: Session, audit: Audit, *, final: bool) -> dict[str, Any
         stage="final",
         adjudication_scope=scope,
     )
+    data = report.to_dict()
+    if interim is not None:  # the plan's boundary, not the fixed-sample rule
+        attach_interim(data, interim)
+        base["stopped_early"] = stop
     return {
         **base,
-        "status": "passed" if report.passed else "failed",
+        "status": "passed" if data["passed"] else "failed",
         "stage": "final",
-        "report": report.to_dict(),
+        "report": data,
     }
 
 
@@ -191,5 +229,6 @@ def record_final_gate(session: Session, audit: Audit, result: dict[str, Any], ac
             "rubric_hash": audit.rubric_hash,
             "partition_hash": audit.partition_hash,
             "report": result["report"],
+            **({"stopped_early": result["stopped_early"]} if "stopped_early" in result else {}),
         },
     )

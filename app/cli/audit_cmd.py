@@ -187,15 +187,22 @@ def gate(
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Preliminary (default) or final gate report; the final one is recorded as an event."""
+    """Preliminary (default) or final gate report; the final one is recorded as an event.
+
+    With a ``[sequential]`` plan in the frozen rubric: the interim decisions at the
+    current look (a ``gate.interim`` event the first time each look is reached), and
+    ``--final`` may stop early once the gate is settled (docs/sequential-gate.md)."""
     from app.audit.labels import gate_status, record_final_gate
     from app.audit.sampling import get_audit
+    from app.audit.sequential import record_interim
     from app.store import session_scope
 
     try:
         with session_scope(engine()) as s:
             a = get_audit(s, name=audit)
             result = gate_status(s, a, final=final)
+            if result.get("sequential"):
+                record_interim(s, a, result["sequential"], actor_name(actor))
             if final:
                 record_final_gate(s, a, result, actor_name(actor))
     except _domain_errors() as exc:
@@ -216,8 +223,63 @@ def _print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
         f"adjudicated {prog['adjudicator']}/{result['n_needing_adjudication']})"
     )
     typer.echo(f"rubric {result['rubric_hash'][:16]}…  partition {result['partition_hash'][:16]}…")
+    if result.get("stopped_early"):
+        typer.echo("stopped early: the sequential plan settled the gate before the last look")
     if result["report"]:
         _print_gate(result["report"])
+    elif result.get("sequential"):
+        from app.cli.stats_cmd import print_interim
+
+        print_interim(result["sequential"])
+
+
+@audit_app.command("annotators")
+def annotators(
+    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    window: int = typer.Option(20, min=2, help="labels per rolling-agreement window"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Annotator quality per person and round: labels, throughput, Label Studio lead
+    times, agreement with the final reference per class, disagreement hotspots."""
+    from app.audit.annotators import annotator_quality
+    from app.audit.sampling import get_audit
+    from app.store import session_scope
+
+    try:
+        with session_scope(engine()) as s:
+            out = annotator_quality(s, get_audit(s, name=audit), window=window)
+    except _domain_errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json(out)
+        return
+    from app.cli.stats_cmd import _fmt
+
+    typer.echo(
+        f"audit {out['audit']}: {out['n_pairs']} pairs, {out['n_reference']} with a "
+        "final reference so far"
+    )
+    typer.echo(
+        f"{'round':<12}{'person':<28}{'labels':>8}{'median s':>10}{'p90 s':>9}"
+        f"{'/active h':>10}{'accuracy':>10}{'F1 same':>9}{'F1 diff':>9}"
+    )
+    for p in out["annotators"]:
+        vs = p["vs_reference"] or {}
+        pc = vs.get("per_class", {})
+        typer.echo(
+            f"{p['round']:<12}{(p['person'] or '-')[:27]:<28}{p['labels']:>8}"
+            f"{_fmt(p['lead_time_median_s']):>10}{_fmt(p['lead_time_p90_s']):>9}"
+            f"{_fmt(p['labels_per_active_hour']):>10}{_fmt(vs.get('accuracy')):>10}"
+            f"{_fmt(pc.get('same', {}).get('f1')):>9}{_fmt(pc.get('different', {}).get('f1')):>9}"
+        )
+    hot = [h for h in out["hotspots"] if h["disagreements"]][:10]
+    if hot:
+        typer.echo("disagreement hotspots (A vs B):")
+        for h in hot:
+            typer.echo(
+                f"  {h['question_id']:<24}{h['disagreements']:>4}/{h['pairs_both']:<4}"
+                f" {h['disagreement_share']:.0%}"
+            )
 
 
 def register(app: typer.Typer) -> None:

@@ -388,15 +388,28 @@ def agreement(
         from audits.rubric import load_rubric
         from audits.thresholds import GateThresholds
 
+        spec = load_rubric(rubric) if rubric else None
+        plan = spec.sequential if spec else None
         rows = read_csv(
             pairs, ("pair_id", "annotator_a", "annotator_b", "adjudicated", "automatic")
         )
-        ids, a, b, adj, auto = [], [], [], [], []
+        has_qid = "question_id" in rows[0][1]
+        ids, a, b, adj, auto, qids = [], [], [], [], [], []
+        n_planned = len(rows)
         for line, row in rows:
+            if plan is not None and not (row["annotator_a"] and row["annotator_b"]):
+                continue  # planned but not yet labelled by both (sequential plan)
             for col in ("annotator_a", "annotator_b"):
                 if row[col] not in LABELS:
+                    hint = (
+                        ""
+                        if plan is not None or row[col]
+                        else " (empty cells = planned, not labelled: needs a rubric "
+                        "with a [sequential] table)"
+                    )
                     raise InputError(
-                        f"{pairs}:line {line}: {col}: must be same or different, got {row[col]!r}"
+                        f"{pairs}:line {line}: {col}: must be same or different, "
+                        f"got {row[col]!r}{hint}"
                     )
             for col in ("adjudicated", "automatic"):
                 if row[col] and row[col] not in LABELS:
@@ -404,12 +417,16 @@ def agreement(
                         f"{pairs}:line {line}: {col}: must be same, different "
                         f"or empty, got {row[col]!r}"
                     )
+            if has_qid and not row["question_id"]:
+                raise InputError(f"{pairs}:line {line}: question_id: empty")
             ids.append(row["pair_id"])
             a.append(row["annotator_a"])
             b.append(row["annotator_b"])
             adj.append(row["adjudicated"] or None)
             auto.append(row["automatic"] or None)
-        spec = load_rubric(rubric) if rubric else None
+            qids.append(row["question_id"] if has_qid else row["pair_id"])
+        if not ids:
+            raise InputError(f"{pairs}: no pair is labelled by both annotators yet")
         thresholds = spec.gate if spec else GateThresholds()
         scope = spec.adjudication.scope if spec else "disagreements_and_automatic"
         if automatic_coverage is not None and partition is not None:
@@ -438,6 +455,17 @@ def agreement(
             data["stage"] = "provisional"
             data["provisional_passed"] = data["passed"]
             data["passed"] = None
+        if plan is not None:
+            from app.audit.sequential import attach_interim
+            from audits.sequential import interim_decisions
+
+            if scope == "disagreements":  # as the gate: adjudications of A = B ignored
+                adj = [j if x != y else None for x, y, j in zip(a, b, adj, strict=True)]
+            interim = interim_decisions(
+                qids, a, b, adj, auto, coverage, thresholds, plan, n_planned, pair_ids=ids
+            )
+            attach_interim(data, interim.to_dict())
+            data["resampling_unit"] = "question_id" if has_qid else "pair (no question_id column)"
         if as_json:
             print_json(data)
             return
@@ -467,6 +495,8 @@ def _print_gate(data: dict[str, Any]) -> None:
     if data["stage"] == "provisional":
         would = "pass" if data["provisional_passed"] else "fail"
         verdict = f"NOT FINAL (would {would}; automatic coverage is not from the partition)"
+    elif data["stage"] == "interim":
+        verdict = "undecided (sequential plan: keep labelling)"
     else:
         verdict = {True: "PASSED", False: "FAILED", None: "preliminary (not gated)"}[data["passed"]]
     typer.echo(f"gate ({data['stage']}): {verdict}")
@@ -477,7 +507,7 @@ def _print_gate(data: dict[str, Any]) -> None:
         f"pairs {data['n_pairs']}, evaluated {data['n_evaluated']}, excluded (uncertain) "
         f"{data['n_excluded_uncertain']}, adjudicated {data['n_adjudicated']}"
     )
-    for r in data["requirements"]:
+    for r in [] if data.get("sequential") else data["requirements"]:
         mark = {True: "pass", False: "FAIL", None: "-"}[r.get("passed")]
         typer.echo(
             f"  {r['name']:<28}{_fmt(r['value']):>10} {r['comparator']} {r['threshold']:<8} {mark}"
@@ -486,6 +516,47 @@ def _print_gate(data: dict[str, Any]) -> None:
         typer.echo(f"  {'human_human_macro_f1':<28}{_fmt(data.get('human_human_macro_f1')):>10}")
     for key in ("automatic_vs_a_macro_f1", "automatic_vs_b_macro_f1"):
         typer.echo(f"  {key:<28}{_fmt(data.get(key)):>10}")
+    if data.get("sequential"):
+        fixed = data.get("fixed_sample_passed", data.get("fixed_sample_provisional_passed"))
+        if fixed is not None:
+            typer.echo(f"  (the fixed-sample rule would {'pass' if fixed else 'fail'})")
+        print_interim(data["sequential"])
+
+
+def print_interim(seq: dict[str, Any]) -> None:
+    """The sequential plan's interim decisions (docs/sequential-gate.md)."""
+    plan = seq["plan"]
+    head = (
+        f"sequential plan ({plan['spending']}, alpha {plan['alpha']}, looks "
+        f"{'/'.join(str(t) for t in plan['looks'])}): "
+    )
+    if seq["look"] == 0:
+        typer.echo(
+            head + f"before the first look ({seq['n_labelled']}/{seq['n_planned']} pairs "
+            f"labelled by both; look 1 at {seq['look_sizes'][0]})"
+        )
+        return
+    typer.echo(
+        head + f"look {seq['look']}/{seq['n_looks']} at {seq['n_labelled']}/"
+        f"{seq['n_planned']} pairs, boundary z = {seq['boundary']:.3f}, "
+        f"{seq['n_questions']} questions, {seq['n_open']} open pair(s)"
+    )
+    gate = seq["decision"]
+    if gate == "undecided" and seq.get("pairs_needed") is not None:
+        gate += f" (about {seq['pairs_needed']} more pairs)"
+    typer.echo(f"  gate decision: {gate}")
+    for r in seq["requirements"]:
+        interval = "-" if r["lower"] is None else f"[{_fmt(r['lower'])}, {_fmt(r['upper'])}]"
+        more = ""
+        if r["decision"] == "undecided" and r.get("pairs_needed") is not None:
+            at = r.get("settles_by_look")
+            more = f"  ~{r['pairs_needed']} more pairs" + (
+                f" (look {at})" if at else " (beyond the plan)"
+            )
+        typer.echo(
+            f"  {r['name']:<28}{_fmt(r['value']):>10} {interval:>20} {r['comparator']} "
+            f"{r['threshold']:<6} {r['decision']}{more}"
+        )
 
 
 # --------------------------------------------------------------------------- pass@k

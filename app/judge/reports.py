@@ -121,9 +121,7 @@ def calibration_report(
     return out
 
 
-def _two_annotators(
-    session: Session, check: ValidityCheck, items: list[Any]
-) -> dict[str, Any]:
+def _two_annotators(session: Session, check: ValidityCheck, items: list[Any]) -> dict[str, Any]:
     """Progress of A, B and the adjudicator on ``items``, and A–B agreement before
     adjudication (adjudication cannot change it)."""
     labels = current_labels(session, check)

@@ -81,6 +81,8 @@ class Recorder:
         row = self.rows.get(ann.annotation_id)
         previous = None if row is None else (row.label, row.status, row.note, row.user_id)
         if previous == (ann.label, status, ann.note, ann.user_id):
+            if row is not None and self._timing(row, ann):  # Label Studio adds lead_time
+                self.session.add(row)
             return None
         unit = getattr(task, self.family.unit_field) if task is not None else None
         if row is None:
@@ -99,6 +101,7 @@ class Recorder:
         else:
             row.label, row.status, row.note, row.user_id = ann.label, status, ann.note, ann.user_id
             row.updated_at = utcnow()
+        self._timing(row, ann)
         self._log(
             ann.annotation_id,
             ann.task_id,
@@ -111,6 +114,18 @@ class Recorder:
         )
         self.session.add(row)
         return status
+
+    @staticmethod
+    def _timing(row: Any, ann: ParsedAnnotation) -> bool:
+        """Copy Label Studio's timing onto a label model that stores it (the pair
+        audit's); ``True`` if it changed."""
+        if not hasattr(row, "lead_time"):
+            return False
+        new = (ann.lead_time, ann.created_at)
+        if (row.lead_time, row.annotated_at) == new or new == (None, None):
+            return False
+        row.lead_time, row.annotated_at = new
+        return True
 
     def mark_deleted(self, annotation_id: int, *, source: str) -> str | None:
         """An annotation we stored is gone from Label Studio: it stops counting."""

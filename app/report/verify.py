@@ -481,12 +481,31 @@ def _check_gate(
     except ValueError as exc:
         bad.append(f"gate: cannot be re-evaluated from the audited pairs ({exc})")
         return
-    status = "passed" if rep.passed else "failed"
+    data = rep.to_dict()
+    if spec.sequential is not None:  # the plan's boundary decides (docs/sequential-gate.md)
+        from app.audit.sequential import attach_interim
+        from audits.sequential import interim_decisions
+
+        interim = interim_decisions(
+            [pairs[i]["question_id"] for i in both],
+            [pairs[i]["A"] for i in both],
+            [pairs[i]["B"] for i in both],
+            {pairs[i]["pair_key"]: pairs[i]["adjudicated"] for i in sorted(need)
+             if i in both and pairs[i]["adjudicated"] is not None},
+            [pairs[i]["automatic"] for i in both],
+            audit["automatic_coverage"],
+            spec.gate,
+            spec.sequential,
+            len(pairs),
+            pair_ids=[pairs[i]["pair_key"] for i in both],
+        )  # fmt: skip
+        attach_interim(data, interim.to_dict())
+    status = "passed" if data["passed"] else "failed"
     res.n_checked += 1
     if gate.get("status") != status:
         bad.append(f"gate.status: published {gate.get('status')}, recomputed {status}")
     lines = []
-    res.n_checked += compare(gate.get("gate"), _jsonable(rep.to_dict()), "gate.json gate", lines)
+    res.n_checked += compare(gate.get("gate"), _jsonable(data), "gate.json gate", lines)
     bad.extend(lines[:MAX_NAMED])
 
 

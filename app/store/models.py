@@ -241,6 +241,12 @@ class AuditLabel(SQLModel, table=True):
         "cancelled | no_label | deleted",
     )
     updated_at: datetime = Field(default_factory=utcnow)
+    lead_time: float | None = Field(
+        default=None, description="Label Studio's lead_time: seconds spent on the annotation"
+    )
+    annotated_at: datetime | None = Field(
+        default=None, description="Label Studio's created_at of the annotation"
+    )
 
 
 # --------------------------------------------------------------------------- codebook cycle

@@ -87,6 +87,47 @@ else:
                 "(after adjudication: `rcea audit gate --final`)."
             )
 
+    seq = detail.get("sequential")
+    if seq:
+        summ = seq["summary"]
+        plan = summ["plan"]
+        st.subheader("Sequential plan (interim decisions)")
+        cols = st.columns(4)
+        cols[0].metric("look", f"{summ['look']}/{summ['n_looks']}")
+        cols[1].metric("gate decision", summ["decision"])
+        cols[2].metric("labelled by both", f"{summ['n_labelled']}/{summ['n_planned']}")
+        more = summ.get("pairs_needed")
+        cols[3].metric("≈ more pairs to settle", "—" if more is None else more)
+        st.caption(
+            f"Predeclared in the frozen rubric: looks {plan['looks']}, alpha {plan['alpha']} "
+            f"per requirement and direction, {plan['spending']} spending; boundary at this "
+            f"look z = {_fmt(summ['boundary'])}. A settled gate may stop labelling "
+            "(`rcea audit gate --final`); see docs/sequential-gate.md."
+        )
+        st.dataframe(seq["requirements"], hide_index=True, width="stretch")
+        if not seq["looks"].empty:
+            st.caption("Looks recorded (`gate.interim` events)")
+            st.dataframe(seq["looks"], hide_index=True, width="stretch")
+
+    ann = detail.get("annotators")
+    if ann is not None and not ann["people"].empty:
+        st.subheader("Annotators")
+        st.dataframe(ann["people"], hide_index=True, width="stretch")
+        st.caption(
+            "Per person and round: Label Studio lead times (median, p90, seconds), labels "
+            "per active hour (Σ lead_time) and per wall-clock hour, agreement with the final "
+            "reference per class (`rcea audit annotators`)."
+        )
+        left, right = st.columns([2, 1])
+        line = charts.rolling_agreement(ann["rolling"])
+        if line is None:
+            left.caption("Rolling agreement needs a full window of labels with a reference.")
+        else:
+            left.altair_chart(line, width="stretch")
+        hot = ann["hotspots"]
+        right.markdown("**Disagreement hotspots (A vs B)**")
+        right.dataframe(hot.head(10), hide_index=True, width="stretch")
+
     st.subheader("Confusion matrices")
     if not detail["confusions"]:
         st.caption("No pair is labelled by both A and B yet.")

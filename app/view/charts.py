@@ -182,3 +182,20 @@ def progress_bars(df: pd.DataFrame) -> alt.Chart | None:
             tooltip=["role", "labelled", "of"],
         )
     )
+
+
+def rolling_agreement(df: pd.DataFrame) -> alt.Chart | None:
+    """Agreement with the final reference over a rolling window of labels, one line per
+    round (columns ``round``, ``upto``, ``agreement``); None without any window."""
+    if df.empty:
+        return None
+    return (
+        alt.Chart(df)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("upto:Q", title="labels so far", axis=alt.Axis(format="d")),
+            y=alt.Y("agreement:Q", title="rolling agreement", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("round:N"),
+            tooltip=["round", "upto", alt.Tooltip("agreement:Q", format=".2f")],
+        )
+    )

@@ -248,6 +248,73 @@ def task_url(base: str, project_id: int, task_id: int) -> str:
     return f"{base.rstrip('/')}/projects/{project_id}/data?task={task_id}"
 
 
+SEQUENTIAL_COLUMNS = [
+    "name", "value", "lower", "upper", "comparator", "threshold", "decision", "pairs_needed",
+    "settles_by_look",
+]  # fmt: skip
+
+
+def _sequential_view(session: Session, audit: Any, gate: dict[str, Any]) -> dict[str, Any] | None:
+    """The sequential plan's interim decisions for the Audit page (``None`` without a
+    ``[sequential]`` table): ``summary`` (look, boundary, gate decision…),
+    ``requirements`` (frame, one row per requirement) and ``looks`` (frame of the
+    ``gate.interim`` events recorded for the audit)."""
+    from app.audit.sequential import INTERIM_EVENT
+    from app.store import list_events
+
+    seq = gate.get("sequential") or (gate.get("report") or {}).get("sequential")
+    if not seq:
+        return None
+    looks = [
+        {k: e.payload.get(k) for k in ("look", "n_labelled", "n_planned", "boundary", "decision")}
+        | {"time": e.time}
+        for e in list_events(session, kind=INTERIM_EVENT, study_id=audit.study_id)
+        if e.payload.get("audit_id") == audit.id
+    ]
+    return {
+        "summary": {k: v for k, v in seq.items() if k != "requirements"},
+        "requirements": pd.DataFrame(seq["requirements"], columns=SEQUENTIAL_COLUMNS),
+        "looks": pd.DataFrame(
+            looks, columns=["look", "n_labelled", "n_planned", "boundary", "decision", "time"]
+        ),
+    }
+
+
+ANNOTATOR_COLUMNS = [
+    "round", "person", "labels", "lead_time_median_s", "lead_time_p90_s",
+    "labels_per_active_hour", "labels_per_hour", "accuracy", "f1_same", "f1_different",
+]  # fmt: skip
+
+
+def _annotators_view(session: Session, audit: Any) -> dict[str, pd.DataFrame]:
+    """``app.audit.annotators.annotator_quality`` as frames: ``people`` (one row per
+    person and round), ``rolling`` (round, upto, agreement) and ``hotspots``."""
+    from app.audit.annotators import annotator_quality
+
+    out = annotator_quality(session, audit)
+    people, rolling = [], []
+    for p in out["annotators"]:
+        vs = p["vs_reference"] or {}
+        pc = vs.get("per_class", {})
+        people.append(
+            {k: p[k] for k in ANNOTATOR_COLUMNS[:7]}
+            | {
+                "accuracy": vs.get("accuracy"),
+                "f1_same": pc.get("same", {}).get("f1"),
+                "f1_different": pc.get("different", {}).get("f1"),
+            }
+        )
+        rolling += [{"round": p["round"], **r} for r in p["rolling"]]
+    return {
+        "people": pd.DataFrame(people, columns=ANNOTATOR_COLUMNS),
+        "rolling": pd.DataFrame(rolling, columns=["round", "upto", "agreement"]),
+        "hotspots": pd.DataFrame(
+            out["hotspots"],
+            columns=["question_id", "pairs_both", "disagreements", "disagreement_share"],
+        ),
+    }
+
+
 def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]:
     """Everything the Audit page shows of one pair audit.
 
@@ -325,6 +392,8 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
         return {
             "overview": audit_overview(session, row),
             "gate": gate_res,
+            "sequential": _sequential_view(session, row, gate_res),
+            "annotators": _annotators_view(session, row),
             "progress": pd.DataFrame(
                 progress, columns=["role", "user_id", "project_id", "labelled", "of", "share"]
             ),

@@ -212,3 +212,99 @@ def test_entropy_and_retention_on_sample_study(tmp_path: Path) -> None:
     }
     for r in ret["results"]:
         assert r["n_eligible"] <= r["n_denominator"]
+
+
+# --------------------------------------------------------------------------- sequential
+
+
+_SEQ_RUBRIC = """[rubric]
+name = "seq"
+version = "1"
+
+[sequential]
+looks = [0.25, 0.5, 0.75, 1.0]
+alpha = 0.05
+spending = "obrien_fleming"
+"""
+
+
+def _seq_csv(tmp_path: Path, labelled: int, e_auto: float, seed: int = 0) -> Path:
+    """A simulated audit (12 questions x 40 pairs) written as the offline CSV with a
+    question_id column; rows past ``labelled`` have empty annotator cells."""
+    from audits.sequential_sim import World, simulate_audit
+
+    w = World(e_human=0.02, e_sd=e_auto, e_ds=e_auto, n_questions=12, pairs_per_question=40)
+    s = simulate_audit(w, np.random.default_rng(seed))
+    lab = ["same", "different"]
+    lines = ["pair_id,question_id,annotator_a,annotator_b,adjudicated,automatic"]
+    for i in range(len(s.a)):
+        done = i < labelled
+        a = lab[s.a[i]] if done else ""
+        b = lab[s.b[i]] if done else ""
+        j = lab[s.adjudicated[i]] if done and s.adjudicated[i] >= 0 else ""
+        lines.append(f"p{i},q{s.q_index[i]},{a},{b},{j},{lab[s.automatic[i]]}")
+    return _write(tmp_path / "seq.csv", "\n".join(lines) + "\n")
+
+
+def test_agreement_sequential_interim_decisions(tmp_path: Path) -> None:
+    from audits.rubric import parse_rubric
+    from audits.sequential import interim_decisions
+
+    rubric = _write(tmp_path / "r.toml", _SEQ_RUBRIC)
+    path = _seq_csv(tmp_path, labelled=150, e_auto=0.02)
+    data = _json(["stats", "agreement", str(path), "--rubric", str(rubric),
+                  "--automatic-coverage", "0.97"])  # fmt: skip
+    seq = data["sequential"]
+    assert (seq["look"], seq["n_labelled"], seq["n_planned"]) == (1, 150, 480)
+    assert seq["n_questions"] == 12 and data["resampling_unit"] == "question_id"
+    assert data["decision"] == seq["decision"]
+    assert {r["decision"] for r in data["requirements"]} <= {
+        "settled_pass", "settled_fail", "undecided"}  # fmt: skip
+    assert all("decision" in r for r in data["requirements"])
+    # the fixed-sample values are over the labelled rows only (sklearn)
+    import csv
+
+    rows = list(csv.DictReader(path.open()))[:150]
+    a, b = [r["annotator_a"] for r in rows], [r["annotator_b"] for r in rows]
+    hh = f1_score(a, b, average="macro", labels=["same", "different"], zero_division=0)
+    assert data["human_human_macro_f1"] == pytest.approx(hh)
+    # the same decisions as the library on the same rows
+    ref = interim_decisions(
+        [r["question_id"] for r in rows], a, b, [r["adjudicated"] or None for r in rows],
+        [r["automatic"] for r in rows], 0.97, parse_rubric(_SEQ_RUBRIC).gate,
+        parse_rubric(_SEQ_RUBRIC).sequential, 480, pair_ids=[r["pair_id"] for r in rows],
+    )  # fmt: skip
+    assert [r["decision"] for r in seq["requirements"]] == [r.decision for r in ref.requirements]
+    if seq["decision"] == "undecided":
+        assert data["stage"] == "interim" and data["passed"] is None
+    out = runner.invoke(app, ["stats", "agreement", str(path), "--rubric", str(rubric),
+                              "--automatic-coverage", "0.97"])  # fmt: skip
+    assert out.exit_code == 0 and "look 1/4 at 150/480 pairs" in out.output
+
+
+def test_agreement_sequential_far_below_settles_fail(tmp_path: Path) -> None:
+    rubric = _write(tmp_path / "r.toml", _SEQ_RUBRIC)
+    path = _seq_csv(tmp_path, labelled=240, e_auto=0.3)
+    data = _json(["stats", "agreement", str(path), "--rubric", str(rubric),
+                  "--automatic-coverage", "0.97"])  # fmt: skip
+    assert data["sequential"]["look"] == 2
+    assert data["decision"] == "settled_fail" and data["passed"] is False
+    assert data["stage"] == "final" and "fixed_sample_passed" in data
+
+
+def test_agreement_sequential_final_look_uses_the_boundary(tmp_path: Path) -> None:
+    rubric = _write(tmp_path / "r.toml", _SEQ_RUBRIC)
+    path = _seq_csv(tmp_path, labelled=480, e_auto=0.02)
+    data = _json(["stats", "agreement", str(path), "--rubric", str(rubric),
+                  "--automatic-coverage", "0.97"])  # fmt: skip
+    seq = data["sequential"]
+    assert seq["final_look"] and seq["look"] == 4
+    assert data["passed"] is (data["decision"] == "settled_pass")
+    assert data["fixed_sample_passed"] is True
+
+
+def test_agreement_empty_annotator_cells_need_a_sequential_plan(tmp_path: Path) -> None:
+    path = _seq_csv(tmp_path, labelled=100, e_auto=0.02)
+    out = runner.invoke(app, ["stats", "agreement", str(path)])
+    assert out.exit_code == 1
+    assert f"{path}:line 102: annotator_a" in out.output and "[sequential]" in out.output

@@ -1,7 +1,7 @@
 """incremental sync: a per-binding cursor in the server's own clock
 
 Revision ID: 0012
-Revises: 0009
+Revises: 0010
 Create Date: 2026-12-01
 
 ``labelling_project.synced_until`` is the time (the person's Label Studio server's clock,
@@ -18,7 +18,7 @@ import sqlmodel
 from alembic import op
 
 revision = "0012"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
