@@ -12,7 +12,7 @@ the prediction and y as the truth):
 * Cohen's κ = 1 − Σ_{i≠j} O_ij / Σ_{i≠j} E_ij with O the confusion counts and
   E_ij = row_i·col_j/n (sklearn ``cohen_kappa_score``); ``None`` where undefined (the
   expected disagreement is 0, i.e. both sequences use one and the same label only);
-* confusion[reference][predicted] counts (rows = y, columns = x).
+* ``confusion[reference][predicted]`` counts (rows = y, columns = x).
 
 Macro-F1 pools all audit pairs (per-question F1 is undefined for single-mode questions).
 
