@@ -62,6 +62,30 @@ def project_title(text: str) -> str:
     return text if len(text) <= TITLE_MAX else text[: TITLE_MAX - 1] + "…"
 
 
+#: Longest title shown whole on a Label Studio (1.23) project card at the default width
+#: (checked in tests/annotation/test_browser_labelling.py).
+TITLE_SHOWN = 24
+
+
+def person_role(role: str) -> str:
+    """The person's role as every project title names it: ``annotator A`` / ``annotator B``
+    (the A and B of a doubly labelled round, and the 1st, 2nd, ... annotator of a singly
+    labelled calibration alike) or ``adjudicator``."""
+    if role in ("A", "B"):
+        return f"annotator {role}"
+    if role.startswith("annotator-") and role.removeprefix("annotator-").isdigit():
+        i = int(role.removeprefix("annotator-")) - 1
+        return f"annotator {chr(ord('A') + i) if i < 26 else i + 1}"
+    return role
+
+
+def round_title(kind: str, number: int, role: str) -> str:
+    """``Pairs 3 · annotator A``, ``Validity 4 · adjudicator``: which round (``pairs`` or
+    ``validity`` and the store's number of the audit or check, never its researcher-chosen
+    name) and whose project, short enough for a project card (:data:`TITLE_SHOWN`)."""
+    return f"{kind.capitalize()} {number} · {person_role(role)}"
+
+
 def _marker(binding: LabellingProject) -> str:
     return f"[rcea:{binding.marker}]"
 
