@@ -62,9 +62,10 @@ def project_title(text: str) -> str:
     return text if len(text) <= TITLE_MAX else text[: TITLE_MAX - 1] + "…"
 
 
-#: Longest title shown whole on a Label Studio (1.23) project card at the default width
-#: (checked in tests/annotation/test_browser_labelling.py).
-TITLE_SHOWN = 24
+#: Length of the longest title :func:`round_title` makes for ids below 1000
+#: (``Validity 999 · annotator B``); a Label Studio 1.23 project card shows it whole
+#: (checked in a real browser: tests/annotation/test_browser_labelling.py).
+TITLE_SHOWN = 26
 
 
 def person_role(role: str) -> str:
