@@ -279,7 +279,7 @@ class CovarianceTransition(Section):
     transition: str = Field(description="label run:model:from->to")
     run: str = Field(description="run")
     model: str = Field(description="model (scale)")
-    from_step: int = Field(description="step before")
+    from_step: int | None = Field(description="step before")
     to_step: int = Field(description="step after")
     predicted: float | None = Field(description="mean predicted delta-H")
     observed: float | None = Field(description="mean observed delta-H")
@@ -321,7 +321,7 @@ class TailBudget(Section):
 class TailReport(Section):
     """``audits.tail`` at one endpoint."""
 
-    endpoint: str = Field(description="endpoint label")
+    endpoint: str | None = Field(description="endpoint label, when the producer named one")
     quantile: float = Field(description="the tail quantile (q99)")
     n_tokens: int = Field(description="tokens")
     n_trajectories: int = Field(description="trajectories")
@@ -372,7 +372,7 @@ class TrainingPoint(BaseModel):
     """One logged training point; the producer's own metrics are kept as extra keys."""
 
     model_config = ConfigDict(extra="allow")
-    step: int = Field(description="training step")
+    step: int | None = Field(default=None, description="training step")
     progress: float | None = Field(default=None, description="training progress in [0, 1]")
 
 
@@ -392,8 +392,8 @@ class GreedyRow(AtCheckpoint):
 
 class PassKRow(AtCheckpoint):
     benchmark: str = Field(description="benchmark")
-    n: int = Field(description="samples per question")
-    n_questions: int = Field(description="questions (its n)")
+    n: int | None = Field(description="samples per question")
+    n_questions: int | None = Field(description="questions (its n); None when not recomputed")
     pass_at_k: dict[str, float | None] = Field(
         description="pass_at_<k> -> macro pass@k (recomputed with the stable product form "
         "from the stored per-question n, c: equal to `rcea stats passk` on that CSV)"

@@ -286,21 +286,30 @@ def _grids(page: Any) -> list[dict[str, Any]]:
 
 
 def _x_labels(page: Any, title: str) -> list[str]:
-    """The drawn labels of the x axis titled ``title`` of the one chart that has it."""
-    found = [
-        ax["labels"]
-        for chart in _charts(page)
-        for ax in chart
-        if ax["aria"].startswith("X-axis") and f"'{title}'" in ax["aria"]
-    ]
-    assert len(found) == 1, (title, _charts(page))
-    return found[0]
+    """The drawn labels of the x axis titled ``title`` of the one chart that has it
+    (waiting up to 30 s for it to render)."""
+    for _ in range(60):
+        found = [
+            ax["labels"]
+            for chart in _charts(page)
+            for ax in chart
+            if ax["aria"].startswith("X-axis") and f"'{title}'" in ax["aria"]
+        ]
+        if found:
+            assert len(found) == 1, (title, _charts(page))
+            return found[0]
+        page.wait_for_timeout(500)
+    raise AssertionError((title, _charts(page)))
 
 
 def _grid_with(page: Any, header: str) -> dict[str, Any]:
-    grids = [g for g in _grids(page) if header in g["headers"]]
-    assert grids, (header, _grids(page))
-    return grids[0]
+    """The first grid with a column ``header`` (waiting up to 30 s for it to render)."""
+    for _ in range(60):
+        grids = [g for g in _grids(page) if header in g["headers"]]
+        if grids:
+            return grids[0]
+        page.wait_for_timeout(500)
+    raise AssertionError((header, [g["headers"] for g in _grids(page)]))
 
 
 def _expected_view(settings: Settings) -> dict[str, Any]:
