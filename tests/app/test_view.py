@@ -384,7 +384,9 @@ def _check_overview(page: Any, expected: dict[str, Any]) -> None:
 def _check_entropy(page: Any, expected: dict[str, Any]) -> None:
     labels = _x_labels(page, "checkpoint")
     assert labels == expected["ratio_checkpoints"], "paired-ratio chart x labels"
-    # the decomposition table is wide: scroll its grid to the right end to see the column
+    # the decomposition table is wider than the page (the measure of sideways scrolling
+    # sees it): scroll its grid to the right end to see the column
+    assert _grid_with(page, "H(R|x)")["scroll"] > 0
     page.evaluate(
         """() => document.querySelectorAll("[data-testid='stDataFrame'] .dvn-scroller")
             .forEach((s) => { s.scrollLeft = s.scrollWidth; })"""
