@@ -8,7 +8,7 @@ coverage; the checkpoint (run, model, step) it belongs to is the enclosing
 ``checkpoints[]`` entry or, for the measurement sections, the row's own ``run``,
 ``model`` and ``step`` (:class:`AtCheckpoint`). What each published number rests on
 (``depends_on``: partition, validity) is on its row of ``quantities[]``; the section
-models state it as :attr:`DEPENDS_ON`.
+models state the part that is fixed as ``DEPENDS_ON``.
 
 Floats that are undefined (no eligible question, constant inputs) are ``None``.
 """
@@ -24,7 +24,8 @@ Dependency = Literal["partition", "validity"]
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    #: the audits every number of the section rests on (as in ``quantities[].depends_on``)
+    #: the audits every number of the section rests on at least; ``quantities[].depends_on``
+    #: is exact (it adds ``validity`` to partition numbers when a verdict filters successes)
     DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ()
 
 
