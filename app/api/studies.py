@@ -67,8 +67,8 @@ def get_study_report(
     association_benchmark: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     association_k: Annotated[int | None, Query(ge=1)] = None,
     association_pooled: bool = False,
-) -> dict[str, Any]:
-    """The study report (``app.report.build.build_report``), typed as
+) -> StudyReport:
+    """The study report (``app.report.build.build_report``), validated into
     ``app.report.schema.StudyReport`` (keys: docs/report-keys.md).
     Estimator settings left out come from the gate rubric, else the defaults."""
     from app.report.build import build_report
@@ -78,7 +78,7 @@ def get_study_report(
     if study is None:
         raise HTTPException(404, f"no study with id {study_id}")
     try:
-        return build_report(
+        rep = build_report(
             session,
             study=study.name,
             seed=seed,
@@ -94,6 +94,7 @@ def get_study_report(
         )
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
+    return StudyReport.model_validate(rep)
 
 
 @router.get("/{study_id}/audits/{audit}/gate")

@@ -31,6 +31,7 @@ from app.labelling import (
     forbidden_values,
     push_roles,
     push_tasks,
+    round_title,
     sync_round,
 )
 from app.store import append_event, problem_texts
@@ -99,7 +100,7 @@ def _texts_of_round(audit: Audit, role: str, definition: str) -> dict[str, str]:
         else "do the two solutions use the same strategy?"
     )
     return {
-        "title": f"Pair audit {audit.id}: {what}",
+        "title": round_title("pairs", audit.id, role),  # type: ignore[arg-type]
         "description": f"Blinded pair audit ({what}): {lead}\n\n{definition}",
     }
 

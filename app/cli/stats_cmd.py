@@ -267,7 +267,8 @@ def retention(
     verdict are refused) and a mode other than empty/``uncertain``."""
 
     def go() -> None:
-        from app.report.estimates import retention_dict, retention_table
+        from app.report.estimates import retention_table
+        from app.report.sections import RetentionSection
 
         cols = _load_records(records)
         n = len(cols["run"])
@@ -320,7 +321,7 @@ def retention(
                     "base": _key_dict(row.base),
                     "error": row.error,
                     **(
-                        retention_dict(row.result, include_draws=draws)
+                        RetentionSection.of(row.result, row.base, include_draws=draws).to_json()
                         if row.result
                         else {"retention": None}
                     ),

@@ -34,8 +34,10 @@ from app.labelling import (
     check_distinct_people,
     check_question_texts,
     ensure_member,
+    person_role,
     push_roles,
     push_tasks,
+    round_title,
     sync_round,
 )
 from app.labelling import current_labels as core_current_labels
@@ -154,8 +156,9 @@ def push_check(
     }
     shown = {  # the check is named by its number, never by its (researcher-chosen) name
         role: {
-            "title": f"Validity {check.kind} {check.id}: {role}",
-            "description": "Blinded validity audit: is each solution process-valid?",
+            "title": round_title("validity", check.id, role),  # type: ignore[arg-type]
+            "description": f"Blinded validity audit ({check.kind} {check.id}, "
+            f"{person_role(role)}): is each solution process-valid?",
         }
         for role in roles
     }
@@ -249,8 +252,9 @@ def adjudicate_check(
         data["answer_1"], data["answer_2"] = (CHOICE_OF[x] for x in answers)
         built.append(BuiltTask(i.item_key, i.id, data))  # type: ignore[arg-type]
     shown = {
-        "title": f"Validity {check.kind} {check.id}: adjudication",
-        "description": "Adjudication: the two annotators' answers in random order, "
+        "title": round_title("validity", check.id, ADJUDICATOR),  # type: ignore[arg-type]
+        "description": f"Adjudication (validity {check.kind} {check.id}): the two annotators' "
+        "answers in random order, "
         "without who gave them.",
     }
     # The human answers are choice words by construction (the verdict words are

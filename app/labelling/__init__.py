@@ -23,7 +23,15 @@ from app.labelling.blinding import (
     study_provenance,
 )
 from app.labelling.families import FAMILIES, PAIR, VALIDITY, Family
-from app.labelling.push import BuiltTask, WebhookTarget, push_roles, push_tasks, webhook_target
+from app.labelling.push import (
+    BuiltTask,
+    WebhookTarget,
+    person_role,
+    push_roles,
+    push_tasks,
+    round_title,
+    webhook_target,
+)
 from app.labelling.record import COUNTED, STATUSES, current_labels, label_status, status_counts
 from app.labelling.sync import SyncResult, notify, sync_round
 
@@ -52,8 +60,10 @@ __all__ = [
     "forbidden_values",
     "label_status",
     "notify",
+    "person_role",
     "push_roles",
     "push_tasks",
+    "round_title",
     "status_counts",
     "study_provenance",
     "sync_round",

@@ -62,6 +62,31 @@ def project_title(text: str) -> str:
     return text if len(text) <= TITLE_MAX else text[: TITLE_MAX - 1] + "…"
 
 
+#: Length of the longest title :func:`round_title` makes for ids below 1000
+#: (``Validity 999 · annotator B``); a Label Studio 1.23 project card shows it whole
+#: (checked in a real browser: tests/annotation/test_browser_labelling.py).
+TITLE_SHOWN = 26
+
+
+def person_role(role: str) -> str:
+    """The person's role as every project title names it: ``annotator A`` / ``annotator B``
+    (the A and B of a doubly labelled round, and the 1st, 2nd, ... annotator of a singly
+    labelled calibration alike) or ``adjudicator``."""
+    if role in ("A", "B"):
+        return f"annotator {role}"
+    if role.startswith("annotator-") and role.removeprefix("annotator-").isdigit():
+        i = int(role.removeprefix("annotator-")) - 1
+        return f"annotator {chr(ord('A') + i) if i < 26 else i + 1}"
+    return role
+
+
+def round_title(kind: str, number: int, role: str) -> str:
+    """``Pairs 3 · annotator A``, ``Validity 4 · adjudicator``: which round (``pairs`` or
+    ``validity`` and the store's number of the audit or check, never its researcher-chosen
+    name) and whose project, short enough for a project card (:data:`TITLE_SHOWN`)."""
+    return f"{kind.capitalize()} {number} · {person_role(role)}"
+
+
 def _marker(binding: LabellingProject) -> str:
     return f"[rcea:{binding.marker}]"
 

@@ -28,11 +28,11 @@ from app.report.estimates import (
     UNCERTAIN,
     checkpoint_entropy,
     mode_label,
-    retention_dict,
     retention_table,
     sequence_quantity,
 )
 from app.report.schema import SCHEMA_VERSION
+from app.report.sections import ModeSummary, RetentionSection
 from app.store import list_events, require_study
 from app.store.measurements import list_measurements
 from app.store.models import Audit, Partition, Trajectory
@@ -299,10 +299,9 @@ def compute_report(
                 if row.result is None:
                     retention_errors[row.key] = str(row.error)
                     continue
-                retention[row.key] = {
-                    **retention_dict(row.result, include_draws=include_draws),
-                    "base": dict(zip(("run", "model", "step"), row.base or (), strict=True)),
-                }
+                retention[row.key] = RetentionSection.of(
+                    row.result, row.base, include_draws=include_draws
+                ).to_json()
         except ValueError as exc:
             retention_error = str(exc)
 
@@ -348,7 +347,9 @@ def compute_report(
                 "entropy_error": entropy_error,
                 "validity": judged.get(key) or (_validity(ck, k_min) if has_verdicts else None),
                 "modes": (
-                    _mode_summary(modes.get(key), n_min, outside.get(key, 0)) if modes else None
+                    _json(ModeSummary.of(modes.get(key), n_min, outside.get(key, 0)))
+                    if modes
+                    else None
                 ),
                 "retention": retention.get(key),
                 "retention_error": (
@@ -711,31 +712,8 @@ def mode_labels_from_rows(
     return {k: dict(v) for k, v in out.items()}
 
 
-def _mode_summary(
-    by_q: dict[str, list[str]] | None, n_min: int, n_not_in_partition: int = 0
-) -> dict[str, Any] | None:
-    """Item 5 at one checkpoint: per question Ĥ(Z|C_x) and N_eff = exp(Ĥ); macro means
-    over the questions with at least ``n_min`` included (non-uncertain) labels.
-    ``n_not_in_partition``: accepted successes the partition does not hold (left out of
-    every mode number and of ``coverage``, which is over the partition)."""
-    from audits.modes import mode_entropy
-
-    if not by_q:
-        return None
-    ents = [mode_entropy(labels) for labels in by_q.values()]
-    elig = [e for e in ents if e.n >= n_min and e.entropy is not None]
-    n_incl = sum(e.n for e in ents)
-    n_unc = sum(e.n_excluded for e in ents)
-    return {
-        "n_questions": len(ents),
-        "n_eligible": len(elig),
-        "mean_n_eff": sum(e.n_eff for e in elig) / len(elig) if elig else None,  # type: ignore[misc]
-        "mean_mode_entropy": sum(e.entropy for e in elig) / len(elig) if elig else None,  # type: ignore[misc]
-        "n_included": n_incl,
-        "n_uncertain": n_unc,
-        "coverage": n_incl / (n_incl + n_unc) if n_incl + n_unc else None,
-        "n_not_in_partition": n_not_in_partition,
-    }
+def _json(section: ModeSummary | None) -> dict[str, Any] | None:
+    return None if section is None else section.model_dump(mode="json")
 
 
 # --------------------------------------------------------------------------- measurements

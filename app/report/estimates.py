@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from audits.entropy import EntropyReport, entropy_report
 from audits.modes import RarefiedRetention, rarefied_retention
@@ -108,18 +107,6 @@ def retention_table(
         )
         out.append(RetentionRow(key, base, res))
     return out
-
-
-def retention_dict(res: RarefiedRetention, *, include_draws: bool = False) -> dict[str, Any]:
-    """The JSON of one retention result; with ``include_draws`` the per-question
-    rarefaction draws (``draws``: question id → ``base_draws``/``checkpoint_draws``,
-    positions in the question's label list as given), from which the result is
-    recomputable (``rarefied_retention(stored_draws=...)``)."""
-    d = res.to_dict(include_draws=False)
-    d.pop("questions", None)
-    if include_draws:
-        d["draws"] = {str(q): v for q, v in res.draws().items()}
-    return d
 
 
 def sequence_quantity(

@@ -7,10 +7,11 @@ field descriptions (:func:`key_list_markdown`; a test checks the file is current
 is no hand-kept list). ``rcea report verify`` validates a bundle's ``report.json``
 against the model before recomputing it.
 
-Typed down to the quantities, the checkpoints and the audit states; the estimator
-sections whose payload is the ``to_dict()`` of an ``audits/`` result (entropy, validity,
-retention, covariance, tail, association) are typed as JSON objects whose keys are those
-of the ``audits`` dataclasses (documented there).
+Typed all the way down: the quantities, the checkpoints, the audit states and every
+estimator section (entropy, validity, modes, retention, covariance, tail, greedy, pass@k,
+failure, association, the gate; models in :mod:`app.report.sections`, whose keys are
+those the report JSON has always had, so earlier bundles still validate). Only the
+producer's own training-curve metrics and the judge's calibration report stay open.
 """
 
 from __future__ import annotations
@@ -19,6 +20,21 @@ import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from app.report.sections import (
+    AssociationSection,
+    CovarianceSection,
+    EntropySection,
+    FailureRun,
+    GateSection,
+    GreedyRow,
+    ModeSummary,
+    PassKRow,
+    RetentionSection,
+    TailSection,
+    TrainingCurve,
+    ValiditySection,
+)
 
 #: Bumped whenever a key is added, removed or changes meaning.
 SCHEMA_VERSION = "1"
@@ -75,23 +91,34 @@ class Parameters(_Model):
     association_k: int | None = Field(description="k asked for the retention-pass@k Spearman")
     association_benchmark: str | None = Field(description="benchmark asked for the association")
     association_pooled: bool = Field(description="whether a pooled-over-models fit was asked")
-    estimators_from: str = Field(description="'defaults' or the rubric the settings come from")
+    estimators_from: str = Field(description="'defaults' or 'rubric NAME vV (HASH…)'")
     deviations_from_rubric: list[str] = Field(
         description="settings given that differ from the rubric's [estimators]"
     )
 
 
+class OtherGate(_Model):
+    audit: str | None = Field(description="the audit whose final gate passed")
+    partition_hash: str | None = Field(description="on this partition")
+
+
 class PairAudit(_Model):
     """The partition the mode numbers rest on and its pair-audit gate."""
 
-    status: str = Field(description="none | pending | preliminary | passed | failed")
+    status: str = Field(
+        description="none (no audit on the partition) | pending | preliminary | passed | "
+        "failed (the latest final gate bound to the partition)"
+    )
     audit: str | None = Field(description="name of the audit whose gate this is")
     rubric_hash: str | None = Field(description="SHA-256 of the frozen rubric")
     partition_hash: str | None = Field(description="SHA-256 of the locked partition")
     partition_id: int | None = Field(description="store id of the partition")
-    partition_source: str = Field(description="gate | latest-frozen | chosen | mode-column")
-    gate: JSONObject | None = Field(description="the gate report (audits.gates.GateReport)")
-    other_passing: list[JSONObject] = Field(description="passing gates on other partitions")
+    partition_source: str = Field(
+        description="gate (latest passing final gate) | latest-frozen | chosen (--partition) "
+        "| mode-column"
+    )
+    gate: GateSection | None = Field(description="the gate report (audits.gates.GateReport)")
+    other_passing: list[OtherGate] = Field(description="passing gates on other partitions")
     blocked_by: str | None = Field(description="why mode numbers are not publishable")
 
 
@@ -115,19 +142,6 @@ class Audits(_Model):
     validity: ValidityAudit = Field(description="validity-audit state (judge verdicts)")
 
 
-class ModeSummary(_Model):
-    """Item 5 at one checkpoint."""
-
-    n_questions: int = Field(description="questions with included labels")
-    n_eligible: int = Field(description="questions with at least n_min included labels")
-    mean_n_eff: float | None = Field(description="macro mean N_eff = exp(H(Z|C_x))")
-    mean_mode_entropy: float | None = Field(description="macro mean mode entropy")
-    n_included: int = Field(description="included (non-uncertain) labels")
-    n_uncertain: int = Field(description="uncertain labels (against coverage)")
-    coverage: float | None = Field(description="included / (included + uncertain)")
-    n_not_in_partition: int = Field(description="accepted successes the partition lacks")
-
-
 class CheckpointReport(_Model):
     """One (run, model, step)."""
 
@@ -138,20 +152,28 @@ class CheckpointReport(_Model):
     n_questions: int = Field(description="questions")
     n_success: int = Field(description="trajectories with R = 1")
     accuracy: float = Field(description="share of R = 1")
-    reported: bool = Field(description="the checkpoint this run is reported at (item 14)")
-    failed_run: bool = Field(description="its (run, model) failed (item 9)")
-    entropy: JSONObject | None = Field(
+    reported: bool = Field(description="the checkpoint this (run, model) is reported at (item 14)")
+    failed_run: bool = Field(
+        description="its (run, model) failed (item 9); the same run at another model is unaffected"
+    )
+    entropy: EntropySection | None = Field(
         description="items 1-3 (audits.entropy.EntropyReport without per-question rows)"
     )
-    entropy_error: str | None = Field(description="why entropy is None")
-    validity: JSONObject | None = Field(
-        description="item 4 (audits.validity.ValidityResult without per-question rows)"
+    entropy_error: str | None = Field(
+        description="why entropy is None (e.g. trajectories without token entropies)"
     )
-    modes: ModeSummary | None = Field(description="item 5 mode entropy")
-    retention: JSONObject | None = Field(
-        description="item 5 rarefied retention vs the same model's base, with CI"
+    validity: ValiditySection | None = Field(
+        description="item 4 (audits.validity.ValidityResult without per-question rows), "
+        "or None without verdicts"
     )
-    retention_error: str | None = Field(description="why retention is None")
+    modes: ModeSummary | None = Field(description="item 5 mode entropy, or None without modes")
+    retention: RetentionSection | None = Field(
+        description="item 5 rarefied retention vs the same model's base, with CI (the keys "
+        "of one `rcea stats retention --json` result); None at the base"
+    )
+    retention_error: str | None = Field(
+        description="why retention is None (e.g. the model has no base checkpoint)"
+    )
 
 
 class StudyReport(_Model):
@@ -161,27 +183,22 @@ class StudyReport(_Model):
     study_id: int = Field(description="store id of the study")
     generated_at: str | None = Field(default=None, description="UTC ISO 8601 time of the build")
     schema_version: str = Field(description="version of this schema")
-    record_set_hash: str = Field(description="SHA-256 of the trajectory rows used")
+    record_set_hash: str = Field(
+        description="SHA-256 of the canonical JSON of the trajectory rows (by trajectory_id; "
+        "columns trajectory_id, question_id, reward, run, model, step, seed, "
+        "mean_token_entropy, seq_logprob, validity, mode)"
+    )
     parameters: Parameters = Field(description="estimator settings")
     audits: Audits = Field(description="the audits the numbers rest on")
     checkpoints: list[CheckpointReport] = Field(description="one entry per (run, model, step)")
-    training_curves: list[JSONObject] = Field(description="[{run, model, points}]")
-    greedy: list[JSONObject] = Field(
-        description="[{run, model, step, accuracy, n, macro_accuracy}] (item 8)"
-    )
-    passk: list[JSONObject] = Field(
-        description="[{run, model, step, benchmark, n, n_questions, pass_at_k, recomputed}]"
-    )
-    covariance: JSONObject | None = Field(
-        description="item 6: {pooled, groups, transitions, excluded_runs}"
-    )
-    tail: JSONObject | None = Field(description="item 7: {endpoints, direction_counts}")
-    failure: list[JSONObject] = Field(
-        description="item 9: [{run, model, failed, checks, reported_step, reported_reason, "
-        "failure_window}]"
-    )
-    association: JSONObject | None = Field(
-        description="retention-pass@k Spearman per model (rho, p_value, n, by_model, rows)"
+    training_curves: list[TrainingCurve] = Field(description="logged training curves")
+    greedy: list[GreedyRow] = Field(description="item 8: greedy accuracy per checkpoint")
+    passk: list[PassKRow] = Field(description="macro pass@k per checkpoint and benchmark")
+    covariance: CovarianceSection | None = Field(description="item 6: the covariance fit")
+    tail: TailSection | None = Field(description="item 7: the reward-stratified tail")
+    failure: list[FailureRun] = Field(description="item 9: failure per (run, model)")
+    association: AssociationSection | None = Field(
+        description="retention-pass@k Spearman per model (exploratory)"
     )
     quantities: list[Quantity] = Field(description="every reported number, flat")
     scope: str | None = Field(
@@ -216,13 +233,15 @@ def key_list_markdown() -> str:
             lines.append(f"{'  ' * depth}* `{prefix}{name}`: {f.description or ''}")
             sub = _submodel(f.annotation)
             if sub is not None:
-                walk(sub, f"{prefix}{name}{'[]' if _is_list(f.annotation) else ''}.", depth + 1)
+                walk(sub, f"{prefix}{name}{_container(f.annotation)}.", depth + 1)
 
     walk(StudyReport, "", 0)
     return "\n".join(lines) + "\n"
 
 
 def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The model inside ``annotation`` (``M``, ``M | None``, ``list[M]``,
+    ``dict[str, M]``), if any."""
     import typing
 
     for arg in (annotation, *typing.get_args(annotation)):
@@ -234,10 +253,17 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _is_list(annotation: Any) -> bool:
+def _container(annotation: Any) -> str:
+    """``[]`` for a list of models, ``{}`` for a mapping to models (``{key}``), else ``""``."""
     import typing
 
-    return typing.get_origin(annotation) is list
+    for arg in (annotation, *typing.get_args(annotation)):
+        origin = typing.get_origin(arg)
+        if origin is list:
+            return "[]"
+        if origin is dict:
+            return "{}"
+    return ""
 
 
 DOCS = ("docs/report-keys.md", "docs/report.schema.json")

@@ -22,7 +22,7 @@ if transitions.empty:
     )
 else:
     st.altair_chart(charts.delta_h_scatter(transitions), width="stretch")
-    excluded = (rep.get("covariance") or {}).get("excluded_runs") or []
+    excluded = rep.covariance.excluded_runs if rep.covariance else []
     if excluded:
         st.warning(f"Failed runs excluded from the fit (shown above): {', '.join(excluded)}")
     st.markdown("**Fit statistics** (observed on predicted)")
@@ -75,7 +75,7 @@ else:
     )
     st.markdown("**Equal-count budgets** (tie-robust sensitivity)")
     st.dataframe(rf.budget_frame(rep), hide_index=True, width="stretch")
-    counts = (rep.get("tail") or {}).get("direction_counts")
-    if counts:
+    counts = rep.tail.direction_counts if rep.tail else None
+    if counts is not None:
         st.markdown("**Direction counts** (endpoints whose failed stratum has the larger share)")
         st.dataframe(rf.direction_counts_frame(counts), hide_index=True, width="stretch")

@@ -7,7 +7,7 @@ the domain/service functions the CLI and the API use; page scripts never touch S
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from sqlalchemy import func
@@ -16,6 +16,9 @@ from sqlmodel import Session, select
 
 from app.settings import Settings, get_settings
 from app.store import list_studies, open_store, require_study, session_scope, study_summary
+
+if TYPE_CHECKING:
+    from app.report.schema import StudyReport
 
 ROLES = ("A", "B", "adjudicator")
 AUDIT_COLUMNS = [
@@ -638,17 +641,17 @@ def report(
     n_boot: int,
     seed: int = 0,
     k_min: int = 8,
-) -> dict[str, Any]:
+) -> StudyReport:
     """``app.report.build.build_report`` of the study (the view uses a small ``n_boot``;
-    the published report uses the full B), validated against the typed report
-    ``app.report.schema.StudyReport`` that the API and the bundle use."""
+    the published report uses the full B), validated into the typed report
+    ``app.report.schema.StudyReport`` that the API returns and the bundle carries: the
+    pages read its typed sections, never the raw JSON."""
     from app.report.build import build_report
     from app.report.schema import StudyReport
 
     with session_scope(engine(settings)) as session:
         rep = build_report(session, study=study, seed=seed, n_boot=n_boot, k_min=k_min)
-    StudyReport.model_validate(rep)
-    return rep
+    return StudyReport.model_validate(rep)
 
 
 def mode_distribution(

@@ -37,14 +37,14 @@ else:
 
 st.subheader("Failed / successful token-entropy ratio")
 ratios = rf.ratio_frame(rep)
-p = rep["parameters"]
+p = rep.parameters
 if ratios.empty:
     st.caption("No checkpoint.")
 else:
     with_ci = ratios.dropna(subset=["paired_ratio"])
     if with_ci.empty:
         st.caption(
-            f"No checkpoint has a question with K₊ ≥ {p['k_min']} and K₋ ≥ {p['k_min']}: "
+            f"No checkpoint has a question with K₊ ≥ {p.k_min} and K₋ ≥ {p.k_min}: "
             "the paired ratio is undefined everywhere."
         )
     else:
@@ -65,8 +65,8 @@ else:
         },
     )
     st.caption(
-        f"Paired: geometric mean over E = questions with K₊, K₋ ≥ {p['k_min']}, 95% "
-        f"hierarchical bootstrap CI (B = {p['n_boot']}, seed {p['seed']} — set in the "
+        f"Paired: geometric mean over E = questions with K₊, K₋ ≥ {p.k_min}, 95% "
+        f"hierarchical bootstrap CI (B = {p.n_boot}, seed {p.seed} — set in the "
         "sidebar; the published report uses B = 10,000). Broad: each outcome over its own "
         "questions. Direction share and one-sided sign test over E."
     )

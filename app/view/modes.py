@@ -15,8 +15,8 @@ from app.view.state import mode_distribution, report, selected_study
 st.title("Modes")
 study = selected_study()
 rep = report(study)
-pair = rep["audits"]["pair"]
-base_step = rep["parameters"]["base_step"]
+pair = rep.audits.pair.model_dump(mode="json")  # a plain dict: the cached read's key
+base_step = rep.parameters.base_step
 
 if pair.get("blocked_by"):
     st.warning(f"Not publishable: {pair['blocked_by']}")
@@ -52,11 +52,11 @@ else:
             for c in ("retention", "ci_low", "ci_high", "mean_n_eff_base", "mean_n_eff_checkpoint")
         },
     )
-    p = rep["parameters"]
+    p = rep.parameters
     st.caption(
-        f"Ret_t = mean over eligible questions (n(x) ≥ {p['n_min']} at both checkpoints) of "
-        f"N̄_eff,t / N̄_eff,0 with {p['n_draws']} stored draws; question-bootstrap 95% CI, "
-        f"B = {p['n_boot']} (sidebar)."
+        f"Ret_t = mean over eligible questions (n(x) ≥ {p.n_min} at both checkpoints) of "
+        f"N̄_eff,t / N̄_eff,0 with {p.n_draws} stored draws; question-bootstrap 95% CI, "
+        f"B = {p.n_boot} (sidebar)."
     )
 
 st.subheader("Mode entropy per checkpoint")

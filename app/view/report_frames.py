@@ -1,7 +1,7 @@
-"""Tidy frames cut from a ``build_report`` dict (the JSON of ``app.report.schema.StudyReport``,
-validated when the view loads it; keys in docs/report-keys.md)
-for the Entropy, Modes and Covariance pages. Pure functions: no store, no Streamlit, no
-recomputation — every number is the report's own."""
+"""Tidy frames cut from the validated report (``app.report.schema.StudyReport``, the model
+the API returns and the bundle carries; keys in docs/report-keys.md) for the Entropy, Modes
+and Covariance pages. Pure functions: no store, no Streamlit, no recomputation — every
+number is the report's own, read through the typed sections."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from typing import Any
 
 import pandas as pd
 
-#: The JSON form of :class:`app.report.schema.StudyReport`.
-Report = dict[str, Any]
+from app.report.schema import CheckpointReport, StudyReport
+from app.report.sections import DirectionCounts
+
+Report = StudyReport
 
 CHECKPOINT_COLUMNS = ["checkpoint", "run", "model", "step", "reported", "failed_run"]
 
@@ -20,14 +22,14 @@ def checkpoint_label(run: str, model: str, step: int) -> str:
     return f"{run} · {model} @ {step}"
 
 
-def _ckpt(c: dict[str, Any]) -> dict[str, Any]:
+def _ckpt(c: CheckpointReport) -> dict[str, Any]:
     return {
-        "checkpoint": checkpoint_label(c["run"], c["model"], c["step"]),
-        "run": c["run"],
-        "model": c["model"],
-        "step": c["step"],
-        "reported": c["reported"],
-        "failed_run": c["failed_run"],
+        "checkpoint": checkpoint_label(c.run, c.model, c.step),
+        "run": c.run,
+        "model": c.model,
+        "step": c.step,
+        "reported": c.reported,
+        "failed_run": c.failed_run,
     }
 
 
@@ -36,9 +38,9 @@ def training_frame(report: Report) -> pd.DataFrame:
     (``run · model``: one line per (run, model), never two scales merged), ``step``,
     ``progress`` and whatever the producer logged (``entropy``, ``reward``, ``loss``, ...)."""
     rows = [
-        {"run": c["run"], "model": c["model"], "series": f"{c['run']} · {c['model']}", **p}
-        for c in report["training_curves"]
-        for p in c["points"]
+        {"run": c.run, "model": c.model, "series": f"{c.run} · {c.model}", **p.model_dump()}
+        for c in report.training_curves
+        for p in c.points
     ]
     return pd.DataFrame(
         rows, columns=None if rows else ["run", "model", "series", "step", "progress"]
@@ -58,22 +60,22 @@ def ratio_frame(report: Report) -> pd.DataFrame:
     paired geometric-mean ratio with its bootstrap CI, |E| and paired coverage, the broad
     ratio with both outcome coverages, the direction share and the sign-test p."""
     rows = []
-    for c in report["checkpoints"]:
-        e = c.get("entropy") or {}
+    for c in report.checkpoints:
+        e = c.entropy
         rows.append(
             {
                 **_ckpt(c),
-                "paired_ratio": e.get("paired_ratio"),
-                "ci_low": e.get("paired_ci_low"),
-                "ci_high": e.get("paired_ci_high"),
-                "n_paired": e.get("n_paired_questions"),
-                "coverage_paired": e.get("coverage_paired"),
-                "broad_ratio": e.get("broad_ratio"),
-                "coverage_success": e.get("coverage_success"),
-                "coverage_failure": e.get("coverage_failure"),
-                "direction_share": e.get("direction_share"),
-                "sign_test_p": e.get("sign_test_p"),
-                "note": c.get("entropy_error"),
+                "paired_ratio": e and e.paired_ratio,
+                "ci_low": e and e.paired_ci_low,
+                "ci_high": e and e.paired_ci_high,
+                "n_paired": e and e.n_paired_questions,
+                "coverage_paired": e and e.coverage_paired,
+                "broad_ratio": e and e.broad_ratio,
+                "coverage_success": e and e.coverage_success,
+                "coverage_failure": e and e.coverage_failure,
+                "direction_share": e and e.direction_share,
+                "sign_test_p": e and e.sign_test_p,
+                "note": c.entropy_error,
             }
         )
     return pd.DataFrame(
@@ -100,20 +102,20 @@ def decomposition_frame(report: Report) -> pd.DataFrame:
     Ĥ(Y|R=r,x), the reconstruction residual, mean token entropy and the Eq. 5 mixture
     residual."""
     rows = []
-    for c in report["checkpoints"]:
-        e = c.get("entropy") or {}
+    for c in report.checkpoints:
+        e = c.entropy
         rows.append(
             {
                 **_ckpt(c),
-                "n": c["n"],
-                "accuracy": c["accuracy"],
-                "H(R|x)": e.get("mean_outcome_entropy"),
-                "H(Y|x)": e.get("mean_sequence_entropy"),
-                "H(Y|R=1,x)": e.get("mean_conditional_entropy_success"),
-                "H(Y|R=0,x)": e.get("mean_conditional_entropy_failure"),
-                "max |residual|": e.get("max_abs_residual"),
-                "H_tok": e.get("mean_token_entropy"),
-                "max |mixture residual|": e.get("max_abs_token_mixture_residual"),
+                "n": c.n,
+                "accuracy": c.accuracy,
+                "H(R|x)": e and e.mean_outcome_entropy,
+                "H(Y|x)": e and e.mean_sequence_entropy,
+                "H(Y|R=1,x)": e and e.mean_conditional_entropy_success,
+                "H(Y|R=0,x)": e and e.mean_conditional_entropy_failure,
+                "max |residual|": e and e.max_abs_residual,
+                "H_tok": e and e.mean_token_entropy,
+                "max |mixture residual|": e and e.max_abs_token_mixture_residual,
             }
         )
     return pd.DataFrame(
@@ -138,22 +140,21 @@ def retention_frame(report: Report) -> pd.DataFrame:
     (DESIGN.md item 5, Table 1/A6 style): eligible count out of its denominator and the
     mean N̄_eff at base and checkpoint."""
     rows = []
-    for c in report["checkpoints"]:
-        r = c.get("retention")
-        if r is None and not c.get("retention_error"):
+    for c in report.checkpoints:
+        r = c.retention
+        if r is None and not c.retention_error:
             continue
-        r = r or {}
         rows.append(
             {
                 **_ckpt(c),
-                "retention": r.get("retention"),
-                "ci_low": r.get("ci_low"),
-                "ci_high": r.get("ci_high"),
-                "n_eligible": r.get("n_eligible"),
-                "n_denominator": r.get("n_denominator"),
-                "mean_n_eff_base": r.get("mean_n_eff_base"),
-                "mean_n_eff_checkpoint": r.get("mean_n_eff_checkpoint"),
-                "note": c.get("retention_error"),
+                "retention": r and r.retention,
+                "ci_low": r and r.ci_low,
+                "ci_high": r and r.ci_high,
+                "n_eligible": r and r.n_eligible,
+                "n_denominator": r and r.n_denominator,
+                "mean_n_eff_base": r and r.mean_n_eff_base,
+                "mean_n_eff_checkpoint": r and r.mean_n_eff_checkpoint,
+                "note": c.retention_error,
             }
         )
     return pd.DataFrame(
@@ -185,9 +186,9 @@ def mode_entropy_frame(report: Report) -> pd.DataFrame:
         "coverage",
     ]
     rows = [
-        {**_ckpt(c), **{k: (c.get("modes") or {}).get(k) for k in keys}}
-        for c in report["checkpoints"]
-        if c.get("modes")
+        {**_ckpt(c), **c.modes.model_dump(include=set(keys))}
+        for c in report.checkpoints
+        if c.modes is not None
     ]
     return pd.DataFrame(rows, columns=[*CHECKPOINT_COLUMNS, *keys])
 
@@ -195,20 +196,20 @@ def mode_entropy_frame(report: Report) -> pd.DataFrame:
 def transitions_frame(report: Report) -> pd.DataFrame:
     """Predicted vs observed mean ΔH per adjacent-checkpoint transition (DESIGN.md item 6);
     ``in_fit`` is False for failed runs (excluded from the fit, still shown)."""
-    cov = report.get("covariance") or {}
+    cov = report.covariance
     rows = [
         {
-            "transition": t["transition"],
-            "run": t["run"],
-            "model": t["model"],
-            "from_step": t["from_step"],
-            "to_step": t["to_step"],
-            "predicted": t["predicted"],
-            "observed": t["observed"],
-            "n_positions": t.get("n_positions"),
-            "in_fit": not t.get("failed_run", False),
+            "transition": t.transition,
+            "run": t.run,
+            "model": t.model,
+            "from_step": t.from_step,
+            "to_step": t.to_step,
+            "predicted": t.predicted,
+            "observed": t.observed,
+            "n_positions": t.n_positions,
+            "in_fit": not t.failed_run,
         }
-        for t in cov.get("transitions", [])
+        for t in (cov.transitions if cov else [])
     ]
     return pd.DataFrame(
         rows,
@@ -242,39 +243,36 @@ FIT_COLUMNS = [
 def fit_frame(report: Report) -> pd.DataFrame:
     """Fit statistics (Table A7 style): the pooled fit over non-failed runs, then one row
     per model group."""
-    cov = report.get("covariance") or {}
+    cov = report.covariance
     rows = []
-    if cov.get("pooled"):
-        rows.append({"scope": "pooled (non-failed)", **_pick(cov["pooled"], FIT_COLUMNS)})
-    for name, fit in sorted((cov.get("groups") or {}).items()):
-        rows.append({"scope": name, **_pick(fit, FIT_COLUMNS)})
+    if cov is not None:
+        rows.append({"scope": "pooled (non-failed)", **cov.pooled.model_dump(include=_FIT)})
+        for name, fit in sorted(cov.groups.items()):
+            rows.append({"scope": name, **fit.model_dump(include=_FIT)})
     return pd.DataFrame(rows, columns=["scope", *FIT_COLUMNS])
 
 
-def _pick(d: dict[str, Any], keys: list[str]) -> dict[str, Any]:
-    return {k: d.get(k) for k in keys}
+_FIT = set(FIT_COLUMNS)
 
 
 def q99_frame(report: Report) -> pd.DataFrame:
     """The reward-stratified tail per endpoint (DESIGN.md item 7, q99 table): share of
     positive covariance mass in each stratum's tail, the selected fraction (ties kept),
     the gap in percentage points; failed runs kept and marked."""
-    tail = report.get("tail") or {}
     rows = []
-    for ep in tail.get("endpoints", []):
-        rep = ep["report"]
-        s, f = rep.get("success", {}), rep.get("failure", {})
+    for ep in report.tail.endpoints if report.tail else []:
+        rep, s, f = ep.report, ep.report.success, ep.report.failure
         rows.append(
             {
-                "endpoint": checkpoint_label(ep["run"], ep["model"], ep["step"]),
-                "failed_run": ep["failed_run"],
-                "quantile": rep.get("quantile"),
-                "success_share": s.get("share"),
-                "success_selected_fraction": s.get("selected_fraction"),
-                "failure_share": f.get("share"),
-                "failure_selected_fraction": f.get("selected_fraction"),
-                "gap_pp": rep.get("gap_failure_minus_success_pp"),
-                "n_tokens": rep.get("n_tokens"),
+                "endpoint": checkpoint_label(ep.run, ep.model, ep.step),
+                "failed_run": ep.failed_run,
+                "quantile": rep.quantile,
+                "success_share": s.share,
+                "success_selected_fraction": s.selected_fraction,
+                "failure_share": f.share,
+                "failure_selected_fraction": f.selected_fraction,
+                "gap_pp": rep.gap_failure_minus_success_pp,
+                "n_tokens": rep.n_tokens,
             }
         )
     return pd.DataFrame(
@@ -295,15 +293,14 @@ def q99_frame(report: Report) -> pd.DataFrame:
 
 def budget_frame(report: Report) -> pd.DataFrame:
     """Equal-count budget sensitivity per endpoint (Table A8 style)."""
-    tail = report.get("tail") or {}
     rows = [
         {
-            "endpoint": checkpoint_label(ep["run"], ep["model"], ep["step"]),
-            "failed_run": ep["failed_run"],
-            **b,
+            "endpoint": checkpoint_label(ep.run, ep.model, ep.step),
+            "failed_run": ep.failed_run,
+            **b.model_dump(),
         }
-        for ep in tail.get("endpoints", [])
-        for b in ep["report"].get("budgets", [])
+        for ep in (report.tail.endpoints if report.tail else [])
+        for b in ep.report.budgets
     ]
     return pd.DataFrame(
         rows,
@@ -324,18 +321,18 @@ def failure_frame(report: Report) -> pd.DataFrame:
     """The failure verdict per (run, model) (DESIGN.md items 9, 13, 14): the reported
     checkpoint and, next to a failure, the failure-window shares from the training curve."""
     rows = []
-    for f in report["failure"]:
-        w = f.get("failure_window") or {}
+    for f in report.failure:
+        w = f.failure_window
         rows.append(
             {
-                "run": f["run"],
-                "model": f["model"],
-                "failed": f["failed"],
-                "reported_step": f["reported_step"],
-                "reported_reason": f["reported_reason"],
-                "collapse_step": w.get("collapse_step"),
-                "nonzero_variance_share": w.get("nonzero_variance_share"),
-                "empty_mask_share": w.get("empty_mask_share"),
+                "run": f.run,
+                "model": f.model,
+                "failed": f.failed,
+                "reported_step": f.reported_step,
+                "reported_reason": f.reported_reason,
+                "collapse_step": w and w.collapse_step,
+                "nonzero_variance_share": w and w.nonzero_variance_share,
+                "empty_mask_share": w and w.empty_mask_share,
             }
         )
     return pd.DataFrame(
@@ -356,21 +353,21 @@ def failure_frame(report: Report) -> pd.DataFrame:
 def association_frame(report: Report) -> pd.DataFrame:
     """The retention–pass@k Spearman per model scale (and pooled only when requested,
     labelled), on the report's one named benchmark and k."""
-    a = report.get("association")
-    if not a:
+    a = report.association
+    if a is None:
         return pd.DataFrame(columns=["scope", "metric", "rho", "p_value", "n", "excluded"])
-    fits = [(m, fit) for m, fit in a["by_model"].items()]
-    if a.get("pooled"):
-        fits.append((a["pooled"]["label"], a["pooled"]))
+    fits: list[tuple[str, Any]] = list(a.by_model.items())
+    if a.pooled is not None:
+        fits.append((a.pooled.label, a.pooled))
     return pd.DataFrame(
         [
             {
                 "scope": scope,
-                "metric": a["metric"],
-                "rho": fit["rho"],
-                "p_value": fit["p_value"],
-                "n": fit["n"],
-                "excluded": ", ".join(fit["excluded"]),
+                "metric": a.metric,
+                "rho": fit.rho,
+                "p_value": fit.p_value,
+                "n": fit.n,
+                "excluded": ", ".join(fit.excluded),
             }
             for scope, fit in fits
         ],
@@ -378,13 +375,15 @@ def association_frame(report: Report) -> pd.DataFrame:
     )
 
 
-def direction_counts_frame(counts: dict[str, Any]) -> pd.DataFrame:
+def direction_counts_frame(counts: DirectionCounts) -> pd.DataFrame:
     """The report's ``tail.direction_counts`` (the q99 tail, then each equal-count
     budget) as one row per selection; lists are joined for display."""
-    rows = [counts.get("quantile_tail") or {}, *(counts.get("budgets") or [])]
+    rows = [counts.quantile_tail, *counts.budgets]
     flat = [
-        {k: ", ".join(map(str, v)) if isinstance(v, list | tuple) else v for k, v in r.items()}
+        {
+            k: ", ".join(map(str, v)) if isinstance(v, list | tuple) else v
+            for k, v in r.model_dump().items()
+        }
         for r in rows
-        if r
     ]
     return pd.DataFrame(flat)

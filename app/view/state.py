@@ -12,6 +12,7 @@ from typing import Any
 
 import streamlit as st
 
+from app.report.schema import StudyReport
 from app.view import data
 
 CACHE_TTL_S = 60
@@ -42,13 +43,14 @@ def report_settings() -> dict[str, int]:
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner="Computing the report…")
 def _report(
     db: str, study: str, stamp: tuple[int, ...], n_boot: int, seed: int, k_min: int
-) -> dict[str, Any]:
+) -> StudyReport:
     return data.report(study, n_boot=n_boot, seed=seed, k_min=k_min)
 
 
-def report(study: str) -> dict[str, Any]:
-    """``build_report`` of the study at the sidebar's settings, cached. A report the store
-    cannot support stops the page with the reason (not a traceback)."""
+def report(study: str) -> StudyReport:
+    """``build_report`` of the study at the sidebar's settings as the validated
+    ``StudyReport``, cached. A report the store cannot support stops the page with the
+    reason (not a traceback)."""
     stamp = data.version_stamp(study)
     try:
         return _report(data.database_key(), study, stamp, **report_settings())

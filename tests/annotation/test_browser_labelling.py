@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from annotation.tasks import PAIR_CHOICE
+from app.labelling.push import TITLE_SHOWN, round_title
 from app.store import session_scope
 from app.store.models import AuditLabel, AuditTask
 from tests.helpers import chromium_executable
@@ -88,11 +89,27 @@ def test_annotator_labels_in_the_browser(
 
                 # A's project list: A's projects only (B's live on B's server)
                 page.goto(f"{a_url}/projects/")
-                mine = f"Pair audit {study.audit_id}: annotator A"
+                mine = f"Pairs {study.audit_id} · annotator A"
                 expect(page.get_by_text(mine).first).to_be_visible()
-                expect(page.get_by_text(f"Pair audit {study.audit_id}: annotator B")).to_have_count(
-                    0
-                )
+                expect(page.get_by_text(f"Pairs {study.audit_id} · annotator B")).to_have_count(0)
+                # the card shows the whole title (not cut with an ellipsis): the title
+                # element and its two parents are not narrower than their text; and so
+                # does the longest title rcea makes for ids below 1000 (TITLE_SHOWN chars)
+                clipped = """(el) => {
+                    const out = [];
+                    for (let e = el, i = 0; e && i < 3; e = e.parentElement, i++)
+                        if (e.scrollWidth > e.clientWidth + 1)
+                            out.push([e.className, e.scrollWidth, e.clientWidth]);
+                    return out;
+                }"""
+                card = page.get_by_text(mine).first.element_handle()
+                assert card.evaluate(clipped) == []
+                longest = round_title("validity", 999, "annotator-2")
+                assert len(longest) == TITLE_SHOWN
+                card.evaluate("(el, t) => { el.textContent = t; }", longest)
+                assert card.evaluate(clipped) == [], f"{longest!r} is cut on the card"
+                page.screenshot(path=str(tmp_path / "a-projects-longest.png"))
+                page.reload()
                 page.screenshot(path=str(tmp_path / "a-projects.png"))
                 titles = page.request.get(f"{a_url}/api/projects/?page_size=1000").json()
                 titles = [p["title"] for p in titles.get("results", titles)]

@@ -119,6 +119,10 @@ def test_weak_judge_has_worse_held_out_precision(
     assert scan_for_leaks(sent, forbidden, forbidden_exact=exact) == []
     titles = [p.title for p in client.projects.list()]
     assert not any(v in t for v in (RUN, MODEL, "weak", "oracle") for t in titles)
+    # one annotator per item: named like a pair round's annotator A, not "annotator-1"
+    ids = [_check(engine, f"cal-{j}") for j in ("weak", "oracle")]
+    assert {f"Validity {i} · annotator A" for i in ids} <= set(titles)
+    assert not any("annotator-" in t for t in titles)
 
     # --- the oracle labels as the annotator; the admin's extra label is not counted
     with session_scope(engine) as s:

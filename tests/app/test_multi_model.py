@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from app.cli import app as cli
 from app.ingest import ingest_file
 from app.report.build import build_report
+from app.report.schema import StudyReport
 from app.store import require_study, session_scope
 from app.store.measurements import record_measurement
 from app.view import report_frames as rf
@@ -335,14 +336,15 @@ def test_report_per_model_equals_single_model_reports(engine, tmp_path: Path, fi
     assert pooled["label"] == "pooled over models 3B, 7B" and pooled["n"] == 3
 
     # the view's frames: the two-model report's rows of one model equal that model's
+    typed = StudyReport.model_validate(rep)  # the view reads the validated model
     for frame in (rf.ratio_frame, rf.retention_frame, rf.mode_entropy_frame, rf.failure_frame):
-        got = frame(rep)
+        got = frame(typed)
         for m in MODELS:
             mine = _plain(got[got["model"] == m])
-            ref = _plain(frame(single[m]))
+            ref = _plain(frame(StudyReport.model_validate(single[m])))
             assert len(mine) == len(ref) > 0, frame.__name__
             pd.testing.assert_frame_equal(mine, ref, check_dtype=False)
-    training = rf.training_frame(rep)
+    training = rf.training_frame(typed)
     assert training.groupby("series").size().to_dict() == {
         f"{r} · {m}": 21 for r in RUNS for m in MODELS
     }

@@ -418,73 +418,70 @@ def test_malformed_measurement_names_itself(engine, tmp_path: Path, kind, payloa
     assert f"measurement {kind} (run='grpo' model='tiny' step=10" in str(err.value)
 
 
-# --------------------------------------------------------------------------- README keys
+# --------------------------------------------------------------------------- report keys
+
+
+KEYS_DOC = README_PART.parent / "docs" / "report-keys.md"
+#: objects whose keys are open (the producer's logged metrics, the calibration report)
+OPEN = ("training_curves[].points[]", "audits.validity.report")
 
 
 def _documented() -> set[str]:
-    """Every backticked key path of the README's "Report JSON keys" section that starts
-    with one of its top-level keys (the first token of each "Top level" bullet)."""
-    text = README_PART.read_text(encoding="utf-8")
-    section = text.split("#### Report JSON keys", 1)[1].split("#### Tests", 1)[0]
-    top_block = section.split("Top level:", 1)[1].split("`parameters`:", 1)[0]
-    top = set(re.findall(r"^- `([a-z_]+)`", top_block, flags=re.M))
-    tokens = set(re.findall(r"`([a-z_]+(?:\[\])?(?:\.[a-z_]+(?:\[\])?)*)`", section))
-    return {t for t in tokens if t.split(".")[0].removesuffix("[]") in top}
+    """Every key path of the generated docs/report-keys.md (``[]``: list items,
+    ``{}``: the values of a mapping)."""
+    text = KEYS_DOC.read_text(encoding="utf-8")
+    return set(re.findall(r"^\s*\* `([^`]+)`:", text, flags=re.M))
 
 
-def _paths(obj: Any, prefix: str, depth: int) -> set[str]:
+def _paths(obj: Any, prefix: str, documented: set[str]) -> set[str]:
+    """The key paths of ``obj`` spelled as in the docs: a dict whose children the docs
+    list under ``prefix{}`` is a mapping (its keys are data: benchmarks, models, questions)."""
     out: set[str] = set()
-    if depth == 0:
+    if prefix in OPEN:
         return out
     if isinstance(obj, dict):
+        mapping = any(d.startswith(f"{prefix}{{}}.") for d in documented)
         for k, v in obj.items():
-            p = f"{prefix}.{k}" if prefix else k
-            out.add(p)
-            out |= _paths(v, p, depth - 1)
-    elif isinstance(obj, list) and obj and isinstance(obj[0], dict):
+            p = f"{prefix}{{}}" if mapping else (f"{prefix}.{k}" if prefix else k)
+            if not mapping:
+                out.add(p)
+            if any(
+                d.startswith(f"{p}.") or d.startswith(f"{p}[]") or d.startswith(f"{p}{{}}")
+                for d in documented
+            ):
+                out |= _paths(v, p, documented)
+    elif isinstance(obj, list):
         for item in obj:
-            out |= _paths(item, f"{prefix}[]", depth)
+            out |= _paths(item, f"{prefix}[]", documented)
     return out
 
 
-# Sections whose keys are documented one by one (both directions); the other nested
-# objects are estimator results documented with `rcea stats` / `audits`.
-FULLY_DOCUMENTED = (
-    "",
-    "parameters",
-    "audits.pair",
-    "audits.validity",
-    "checkpoints[]",
-    "checkpoints[].validity",
-    "checkpoints[].modes",
-    "training_curves[]",
-    "greedy[]",
-    "passk[]",
-    "covariance",
-    "covariance.transitions[]",
-    "tail",
-    "tail.endpoints[]",
-    "failure[]",
-    "association",
-    "association.rows[]",
-    "quantities[]",
-)
-
-
-def test_readme_documents_every_report_key(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_generated_key_list_documents_every_report_key(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """docs/report-keys.md (generated from the models; the README only links to it)
+    names every key a real report has, at every depth, and nothing the report lacks at
+    a level it fills."""
     make_report_study(engine, tmp_path)
     rep = build(engine)
-    actual = _paths(rep, "", 3) | {"scope"}
     documented = _documented()
-    assert len(documented) > 100
-    missing = sorted(p for p in documented if p not in actual and not p.endswith("[]"))
-    assert not missing, f"documented but absent from the report: {missing}"
-    for parent in FULLY_DOCUMENTED:
-        keys = {
-            p
-            for p in actual
-            if (p.rsplit(".", 1)[0] if "." in p else "") == parent
-            and p.count(".") == (parent.count(".") + 1 if parent else 0)
-        }
-        undocumented = sorted(keys - documented)
-        assert not undocumented, f"report keys missing from the README: {undocumented}"
+    assert len(documented) > 300
+    actual = _paths(rep, "", documented)
+    assert len(actual) > 250
+    undocumented = sorted(actual - documented)
+    assert not undocumented, f"report keys missing from docs/report-keys.md: {undocumented}"
+    # the other direction: at every object the report fills, each documented key is there
+    # (optional ones excepted: draws, scope, simulated; gate fields of older events)
+    parents = {p.rsplit(".", 1)[0] for p in actual if "." in p}
+    optional = {"scope", "simulated", "checkpoints[].retention.draws"}
+    absent = sorted(
+        d
+        for d in documented
+        if "." in d
+        and d.rsplit(".", 1)[0] in parents
+        and d not in actual | optional
+        and not d.rsplit(".", 1)[0].startswith(OPEN)
+    )
+    assert not absent, f"documented but absent from the report: {absent}"
+    readme = README_PART.read_text(encoding="utf-8")
+    section = readme.split("#### Report JSON keys", 1)[1].split("####", 1)[0]
+    assert "docs/report-keys.md" in section
+    assert not re.search(r"^- `", section, flags=re.M), "the README keeps its own key list"

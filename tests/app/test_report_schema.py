@@ -95,11 +95,55 @@ def test_the_report_is_a_study_report(engine, tmp_path: Path) -> None:  # type: 
         create_app(Settings(data_dir=tmp_path / "d", api_token="tok"), engine=engine)
     )
     spec = client.get("/openapi.json").json()
-    assert "StudyReport" in spec["components"]["schemas"]
-    assert "Quantity" in spec["components"]["schemas"]
+    schemas = spec["components"]["schemas"]
+    assert "StudyReport" in schemas and "Quantity" in schemas
+    # the estimator sections are typed there, down to their numbers
+    for name in (
+        "EntropySection",
+        "PairedRatio",
+        "ValiditySection",
+        "ModeSummary",
+        "RetentionSection",
+        "CovarianceSection",
+        "TailSection",
+        "AssociationSection",
+        "GateSection",
+        "FailureRun",
+        "PassKRow",
+        "GreedyRow",
+    ):
+        assert name in schemas, name
+    ck = schemas["CheckpointReport"]["properties"]
+    assert {"$ref": "#/components/schemas/EntropySection"} in ck["entropy"]["anyOf"]
+    assert {"$ref": "#/components/schemas/RetentionSection"} in ck["retention"]["anyOf"]
+    ret = schemas["RetentionSection"]["properties"]
+    assert {"retention", "ci_low", "ci_high", "n_eligible", "eligible_share"} <= set(ret)
+    assert ret["base"]["$ref"] == "#/components/schemas/CheckpointRef"
+    assert schemas["PairedRatio"]["properties"]["ci_low"]["anyOf"][0]["type"] == "number"
+    assert schemas["PassKRow"]["properties"]["step"]["type"] == "integer"
     route = spec["paths"]["/api/studies/{study_id}/report"]["get"]
     ok = route["responses"]["200"]["content"]["application/json"]["schema"]
     assert ok == {"$ref": "#/components/schemas/StudyReport"}
     r = client.get(f"/api/studies/{sid}/report?n_boot=50", headers={"Authorization": "Bearer tok"})
     assert r.status_code == 200 and r.json()["schema_version"] == SCHEMA_VERSION
     assert "scope" not in r.json()
+    # the route hands FastAPI a validated model (not a dict), which serialises to the
+    # same JSON as the report
+    from app.api.studies import get_study_report
+
+    with session_scope(engine) as s:
+        typed = get_study_report(sid, s, n_boot=50, base_step=0, base_run="base")
+    assert isinstance(typed, StudyReport)
+    assert typed.checkpoints[0].entropy is not None
+    assert typed.checkpoints[0].entropy.paired.k_min == 8
+    got = r.json()
+    assert {k: v for k, v in got.items() if k != "generated_at"} == {
+        k: v
+        for k, v in json.loads(json.dumps(build_report_again(engine))).items()
+        if k != "generated_at"
+    }
+
+
+def build_report_again(engine):  # type: ignore[no-untyped-def]
+    with session_scope(engine) as s:
+        return build_report(s, study="rep", n_boot=50)

@@ -4,9 +4,11 @@ port) in a real headless Debian chromium (Playwright), every page."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,11 +138,19 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
     """`rcea view` on a free port in chromium: before logging in, every page shows the
     login form only (no data grid, no chart); a wrong password is refused; logged in
     (the account made with `rcea view add-researcher`), every page's title and its charts
-    render, and no exception block appears. Screenshots under tmp."""
+    render, and no exception block appears. Then what a reader sees (issue 17 item 8), read
+    from the rendered SVG charts and the grids' accessible tables: every checkpoint has its
+    x label on the paired-ratio and retention charts; the mode bars name the codebook's
+    modes; max|residual| is in scientific notation; the Covariance page has no bare JSON
+    widget; the Audit page has validity-calibration progress, no "pairs labelled" chart
+    before any label (an audit without labels) and an integer axis after, a pair-audit
+    summary and a disagreement table that do not scroll sideways, and "need adjudication"
+    drops to 0 once the adjudication is recorded. Screenshots under tmp."""
     chromium = chromium_executable()  # fails instead of skipping when CI requires it
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
-    full_store(tmp_path)
+    settings = full_store(tmp_path)
+    expected = _expected_view(settings)
     port = free_port()
     env = {**os.environ, "RCEA_DATA_DIR": str(tmp_path / "data")}
     exe = Path(sys.executable).parent / "rcea"
@@ -176,6 +186,7 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
                 ],
             )
             page = browser.new_page(viewport={"width": 1400, "height": 3000})
+            page.add_init_script(RECORD_CANVAS_TEXT)
             for path in PAGES:
                 page.goto(f"{url}/{path}")
                 page.get_by_role("heading", name="RCEA Audit — log in").wait_for(timeout=60_000)
@@ -213,7 +224,222 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
                 # Streamlit renders a failing page as an exception block, not as a crash.
                 assert page.locator("[data-testid='stException']").count() == 0, path
                 assert "Traceback" not in page.content(), path
+                PAGE_CHECKS[path](page, expected)
+            # "need adjudication" follows the store: the adjudication is recorded, the
+            # page is opened again
+            _adjudicate(settings)
+            nav.get_by_role("link", name="Overview", exact=True).click()
+            page.wait_for_url(f"{url}/", timeout=60_000)
+            nav.get_by_role("link", name="Audit", exact=True).click()
+            page.wait_for_url(f"{url}/audit", timeout=60_000)
+            metric = page.locator("[data-testid='stMetric']").filter(has_text="need adjudication")
+            expect(metric.locator("[data-testid='stMetricValue']")).to_have_text(
+                "0", timeout=60_000
+            )
+            # a new audit without any label (shown first: newest first): no "pairs
+            # labelled" chart, a caption instead
+            _draw_unlabelled(settings)
+            nav.get_by_role("link", name="Overview", exact=True).click()
+            page.wait_for_url(f"{url}/", timeout=60_000)
+            nav.get_by_role("link", name="Audit", exact=True).click()
+            page.wait_for_url(f"{url}/audit", timeout=60_000)
+            page.get_by_text("No pair is labelled yet.").wait_for(timeout=60_000)
+            page.wait_for_timeout(1000)
+            assert not [a for c in _charts(page) for a in c if "pairs labelled" in a["aria"]]
+            page.screenshot(path=str(tmp_path / "view-audit-empty.png"), full_page=True)
             browser.close()
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+# --------------------------------------------------------------------------- what a reader sees
+
+#: the axes of every Vega chart on the page (Streamlit renders them as SVG): for each
+#: axis its ARIA description and the text of its labels as drawn (a label cut to the
+#: label limit ends in "…"; one hidden on overlap is not drawn)
+CHART_AXES = """() => [...document.querySelectorAll("[data-testid='stVegaLiteChart']")].map(
+    (chart) => [...chart.querySelectorAll("g.role-axis")].map((ax) => ({
+        aria: ax.getAttribute("aria-label") || "",
+        labels: [...ax.querySelectorAll("g.role-axis-label text")]
+            .filter((t) => (t.getAttribute("opacity") ?? "1") !== "0")
+            .map((t) => t.textContent),
+    })))"""
+
+#: records every string drawn on a canvas (the data grids draw their cells there), so a
+#: test sees the formatted text a reader sees
+RECORD_CANVAS_TEXT = """(() => {
+    const drawn = new Set();
+    window.__drawn = drawn;
+    const fill = CanvasRenderingContext2D.prototype.fillText;
+    CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+        drawn.add(String(text));
+        return fill.call(this, text, ...rest);
+    };
+})()"""
+
+#: every data grid: its column headers and cell texts (the grid's accessible table) and
+#: whether it scrolls sideways
+GRIDS = """() => [...document.querySelectorAll("[data-testid='stDataFrame']")].map((g) => {
+    const scroller = g.querySelector(".dvn-scroller");
+    return {
+        headers: [...g.querySelectorAll("table th")].map((t) => t.textContent),
+        cells: [...g.querySelectorAll("table td")].map((t) => t.textContent),
+        scroll: scroller ? scroller.scrollWidth - scroller.clientWidth : null,
+    };
+})"""
+
+
+def _charts(page: Any) -> list[list[dict[str, Any]]]:
+    return page.evaluate(CHART_AXES)
+
+
+def _grids(page: Any) -> list[dict[str, Any]]:
+    return page.evaluate(GRIDS)
+
+
+def _x_labels(page: Any, title: str) -> list[str]:
+    """The drawn labels of the x axis titled ``title`` of the one chart that has it
+    (waiting up to 30 s for it to render)."""
+    for _ in range(60):
+        found = [
+            ax["labels"]
+            for chart in _charts(page)
+            for ax in chart
+            if ax["aria"].startswith("X-axis") and f"'{title}'" in ax["aria"]
+        ]
+        if found:
+            assert len(found) == 1, (title, _charts(page))
+            return found[0]
+        page.wait_for_timeout(500)
+    raise AssertionError((title, _charts(page)))
+
+
+def _grid_with(page: Any, header: str) -> dict[str, Any]:
+    """The first grid with a column ``header`` (waiting up to 30 s for it to render)."""
+    for _ in range(60):
+        grids = [g for g in _grids(page) if header in g["headers"]]
+        if grids:
+            return grids[0]
+        page.wait_for_timeout(500)
+    raise AssertionError((header, [g["headers"] for g in _grids(page)]))
+
+
+def _expected_view(settings: Settings) -> dict[str, Any]:
+    """What the pages must show, from the report model the view reads (checkpoints of the
+    ratio and retention charts)."""
+    from app.view import report_frames as rf
+
+    rep = data.report("s", settings, n_boot=50)
+    ratio = rf.ratio_frame(rep).dropna(subset=["paired_ratio"])
+    retention = rf.retention_frame(rep).dropna(subset=["retention"])
+    out = {
+        "ratio_checkpoints": list(dict.fromkeys(ratio["checkpoint"])),
+        "retention_checkpoints": list(dict.fromkeys(retention["checkpoint"])),
+        # what a mode bar may be labelled: a codebook name ("name (m1)" when the partition
+        # labels by id) or a mode-column value of the records — never a bare id
+        "mode_labels": {
+            lab
+            for names in data.mode_names("s", settings).values()
+            for i, n in names.items()
+            for lab in (n, f"{n} ({i})")
+        }
+        | set(data.mode_distribution("s", rep.audits.pair.model_dump(), settings)["mode"]),
+    }
+    assert {"direct", "distribute"} <= out["mode_labels"]
+    assert len(out["ratio_checkpoints"]) >= 3 and len(out["retention_checkpoints"]) >= 2
+    return out
+
+
+def _draw_unlabelled(settings: Settings) -> None:
+    from app.audit.sampling import draw_audit
+
+    with session_scope(open_store(settings)) as s:
+        draw_audit(s, study="s", rubric="view-rubric", name="unlabelled", actor="r")
+
+
+def _adjudicate(settings: Settings) -> None:
+    """The adjudicator decides the one pair that went to adjudication (as sync would
+    record it)."""
+    import sqlalchemy as sa
+
+    from app.store.models import AuditTask
+
+    with session_scope(open_store(settings)) as s:
+        audit = get_audit(s, study="s", name="s-audit-1")
+        task = s.exec(
+            sa.select(AuditTask).where(
+                AuditTask.audit_id == audit.id, AuditTask.role == "adjudicator"
+            )
+        ).scalar_one()
+        ann = ParsedAnnotation(9001, task.task_id, task.project_id, 13, "same", None, False)
+        record_annotation(s, audit, ann, source="test")
+
+
+def _check_overview(page: Any, expected: dict[str, Any]) -> None:
+    summary = _grid_with(page, "A–B F1")
+    assert summary["scroll"] == 0, f"the pair-audit summary scrolls sideways: {summary}"
+
+
+def _check_entropy(page: Any, expected: dict[str, Any]) -> None:
+    labels = _x_labels(page, "checkpoint")
+    assert labels == expected["ratio_checkpoints"], "paired-ratio chart x labels"
+    # the decomposition table is wider than the page (the measure of sideways scrolling
+    # sees it): scroll its grid to the right end to see the column
+    assert _grid_with(page, "H(R|x)")["scroll"] > 0
+    page.evaluate(
+        """() => document.querySelectorAll("[data-testid='stDataFrame'] .dvn-scroller")
+            .forEach((s) => { s.scrollLeft = s.scrollWidth; })"""
+    )
+    decomp = _grid_with(page, "max |residual|")
+    col = decomp["headers"].index("max |residual|")
+    width = len(decomp["headers"])
+    values = [float(decomp["cells"][i]) for i in range(col, len(decomp["cells"]), width)]
+    assert values and all(0 < v < 1e-9 for v in values), values  # tiny, not zero
+    # what the grid draws: scientific notation, never a run of zeros
+    page.wait_for_timeout(1000)
+    drawn = page.evaluate("() => [...window.__drawn]")
+    missing = [f"{v:.2e}" for v in values if f"{v:.2e}" not in drawn]
+    assert not missing, (missing, [t for t in drawn if "e-" in t or t.startswith("0.0")])
+    assert not [t for t in drawn if re.fullmatch(r"0\.0{6,}", t)]
+
+
+def _check_modes(page: Any, expected: dict[str, Any]) -> None:
+    assert _x_labels(page, "checkpoint") == expected["retention_checkpoints"]
+    mode_labels = [
+        lab
+        for chart in _charts(page)
+        for ax in chart
+        if "'mode'" in ax["aria"]
+        for lab in ax["labels"]
+    ]
+    assert mode_labels, _charts(page)
+    assert not [m for m in mode_labels if re.fullmatch(r"m\d+", m)], mode_labels
+    assert set(mode_labels) <= expected["mode_labels"], mode_labels
+
+
+def _check_covariance(page: Any, expected: dict[str, Any]) -> None:
+    assert page.locator("[data-testid='stJson']").count() == 0
+    page.get_by_text("Direction counts").wait_for(timeout=10_000)
+    assert _grid_with(page, "selection")["cells"]
+
+
+def _check_audit(page: Any, expected: dict[str, Any]) -> None:
+    labels = _x_labels(page, "pairs labelled")
+    assert labels and all(re.fullmatch(r"\d+", v) for v in labels), labels
+    assert labels[0] == "0" and int(labels[-1]) == 12, labels
+    metric = page.locator("[data-testid='stMetric']").filter(has_text="need adjudication")
+    assert metric.locator("[data-testid='stMetricValue']").inner_text() == "1"
+    page.get_by_role("heading", name="Validity calibration").wait_for(timeout=10_000)
+    page.get_by_text("No validity calibration yet").wait_for(timeout=10_000)
+    dis = _grid_with(page, "pair_key")
+    assert dis["scroll"] == 0, f"the disagreement table scrolls sideways: {dis}"
+
+
+PAGE_CHECKS = {
+    "": _check_overview,
+    "entropy": _check_entropy,
+    "modes": _check_modes,
+    "covariance": _check_covariance,
+    "audit": _check_audit,
+}

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from annotation.payloads import ParsedAnnotation
 from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.audit.labels import record_annotation, record_final_gate
+from app.audit.labels import gate_status, record_annotation, record_final_gate
 from app.audit.sampling import audit_pairs, draw_audit, get_audit
 from app.cli import app as cli_app
 from app.codebook import (
@@ -646,7 +646,16 @@ def test_modes_page_says_audited_after_a_passing_final_gate(
     data = _copy_full(stores, tmp_path, "gated")
     use_store(monkeypatch, data)
     with session_scope(open_store(get_settings())) as s:
-        record_final_gate(s, get_audit(s, study="s"), {"status": "passed", "report": {}}, "r")
+        audit = get_audit(s, study="s")
+        # the adjudicator decides the one disputed pair; the final gate's own report (the
+        # report types it), recorded as passed
+        task = s.exec(
+            select(AuditTask).where(AuditTask.audit_id == audit.id, AuditTask.role == "adjudicator")
+        ).one()
+        ann = ParsedAnnotation(9001, task.task_id, task.project_id, 13, "same", None, False)
+        record_annotation(s, audit, ann, source="test")
+        gate = gate_status(s, audit, final=True)
+        record_final_gate(s, audit, {**gate, "status": "passed"}, "r")
     at = app_at("modes.py")
     no_exception(at)
     assert not at.warning
