@@ -88,7 +88,6 @@ def cli_page() -> str:
         if _is_group(cmd):
             subs = [n for n in sorted(cmd.commands) if not cmd.commands[n].hidden]
             out.append("Subcommands: " + ", ".join(f"`{n}`" for n in subs) + ".\n\n")
-            continue
         rows = []
         for param in cmd.params:
             if param.param_type_name == "argument":

@@ -522,7 +522,22 @@ class Requirement(Section):
     value: float | None = Field(description="its value")
     threshold: float = Field(description="the rubric's threshold")
     comparator: str = Field(description=">= or <=")
-    passed: bool = Field(description="value <comparator> threshold")
+    passed: bool | None = Field(
+        description="value <comparator> threshold (None: interim under a sequential plan)"
+    )
+    decision: str | None = Field(
+        default=None,
+        description="sequential plan only: settled_pass | settled_fail | undecided at the look",
+    )
+    lower: float | None = Field(default=None, description="sequential: interval lower bound")
+    upper: float | None = Field(default=None, description="sequential: interval upper bound")
+    se: float | None = Field(default=None, description="sequential: standard error")
+    pairs_needed: int | None = Field(
+        default=None, description="sequential: pairs estimated to settle an undecided one"
+    )
+    settles_by_look: int | None = Field(
+        default=None, description="sequential: the look by which it is expected to settle"
+    )
 
 
 class GateThresholds(Section):
@@ -569,3 +584,15 @@ class GateSection(Section):
     automatic_vs_reference: Agreement | None = Field(description="automatic vs reference")
     automatic_vs_a: Agreement | None = Field(default=None, description="automatic vs A")
     automatic_vs_b: Agreement | None = Field(default=None, description="automatic vs B")
+    sequential: dict[str, Any] | None = Field(
+        default=None,
+        description="the interim report under the rubric's [sequential] plan "
+        "(docs/sequential-gate.md)",
+    )
+    decision: str | None = Field(
+        default=None, description="sequential: the gate's settled_pass | settled_fail | undecided"
+    )
+    gate_rule: str | None = Field(default=None, description="sequential when a plan decides")
+    fixed_sample_passed: bool | None = Field(
+        default=None, description="sequential: what the fixed-sample rule would have said"
+    )
