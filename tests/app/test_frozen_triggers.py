@@ -1,6 +1,6 @@
-"""Every table the README names as frozen (and the append-only ``event`` log) rejects
+"""Every table the docs (docs/store.md) name as frozen (and the append-only ``event`` log) rejects
 UPDATE and DELETE in the database itself, on SQLite and PostgreSQL, with the trigger's own
-message (issue #23, item 6). The list is read from the README, so README, migrations and
+message (issue #23, item 6). The list is read from docs/store.md, so the docs, migrations and
 this test cannot drift apart."""
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ MIGRATIONS = "app.store.migrations.versions"
 
 
 def readme_frozen_tables() -> list[str]:
-    """The backticked names in the README's sentence on database triggers."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The backticked names in the store page's sentence on database triggers."""
+    text = (REPO / "docs" / "store.md").read_text(encoding="utf-8")
     m = re.search(r"Database triggers reject `UPDATE` and `DELETE` on `event` and on every "
                   r"frozen table\s*\(([^)]*)\)", text)  # fmt: skip
-    assert m, "README.md: the sentence listing the frozen tables is gone"
+    assert m, "docs/store.md: the sentence listing the frozen tables is gone"
     names = re.findall(r"`([a-z_]+)`", m.group(1).split(";")[0])
     assert len(names) >= 9, names
     return names
