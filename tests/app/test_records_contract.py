@@ -300,3 +300,23 @@ def test_parquet_float32_tokens_stay_float32(tmp_path: Path) -> None:
     assert batch.token_values.dtype == np.float32
     assert batch.token_values.tolist() == [0.25, 0.75, 1.0]
     assert batch.columns["mean_token_entropy"] == [0.5, 1.0]
+
+
+def test_parquet_errors_sorted_by_row(tmp_path: Path) -> None:
+    """Fields are checked column by column (reward before step), the errors come out by
+    row."""
+    recs = [make_record(i) for i in range(3)]
+    recs[2]["reward"] = 5
+    recs[0]["step"] = -4
+    path = _parquet(tmp_path, pa.Table.from_pylist(recs))
+    assert _errors(path) == [
+        f"{path}:row 0: step: must be >= 0, got -4",
+        f"{path}:row 2: reward: must be 0 or 1, got 5",
+    ]
+
+
+def test_one_error_past_twenty_is_counted(tmp_path: Path) -> None:
+    recs = [make_record(i, reward=7) for i in range(21)]
+    with pytest.raises(RecordValidationError) as info:
+        read_records(write_jsonl(tmp_path / "m.jsonl", recs))
+    assert str(info.value).split("\n")[-1] == "... and 1 more"

@@ -1,0 +1,90 @@
+"""The publish refusal rule pinned exactly on report dictionaries (docs/mutation.md):
+which blocked quantities name which missing gate, in which order, the refusal's wording,
+and when the recorded audits are recomputed at all. The store-level refusals (a missing,
+failed or stale gate; an uncalibrated judge) are in ``test_report_publish.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.report.publish import PublishRefused, recompute_audits, refusal_reasons
+
+PAIR_BLOCK = "modes rest on partition p1 without a passing final gate"
+VAL_BLOCK = "validity rests on judge j1 with no completed calibration"
+
+
+def _report(
+    quantities: list[tuple[bool, list[str]]],
+    pair: str | None = PAIR_BLOCK,
+    val: str | None = VAL_BLOCK,
+    pair_status: str = "failed",
+    val_status: str = "uncalibrated",
+) -> dict[str, Any]:
+    return {
+        "study_id": 1,
+        "quantities": [{"publishable": p, "depends_on": d} for p, d in quantities],
+        "audits": {
+            "pair": {"blocked_by": pair, "status": pair_status, "audit": "a1"},
+            "validity": {"blocked_by": val, "status": val_status},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("quantities", "pair", "val", "expected"),
+    [
+        ([(False, ["partition"])], PAIR_BLOCK, VAL_BLOCK, [PAIR_BLOCK]),
+        ([(False, ["validity"])], PAIR_BLOCK, VAL_BLOCK, [VAL_BLOCK]),
+        (
+            [(False, ["validity"]), (False, ["partition"])],
+            PAIR_BLOCK,
+            VAL_BLOCK,
+            [PAIR_BLOCK, VAL_BLOCK],
+        ),
+        ([(False, ["partition", "validity"])], PAIR_BLOCK, VAL_BLOCK, [PAIR_BLOCK, VAL_BLOCK]),
+        # a publishable quantity never refuses, whatever it depends on
+        ([(True, ["partition", "validity"]), (False, [])], PAIR_BLOCK, VAL_BLOCK, []),
+        # a blocked quantity whose gate names no blocker refuses nothing
+        ([(False, ["partition", "validity"])], None, VAL_BLOCK, [VAL_BLOCK]),
+        ([(False, ["partition", "validity"])], PAIR_BLOCK, None, [PAIR_BLOCK]),
+        ([(False, ["partition", "validity"])], "", "", []),
+        ([], PAIR_BLOCK, VAL_BLOCK, []),
+    ],
+)
+def test_refusal_reasons(
+    quantities: list[tuple[bool, list[str]]], pair: str | None, val: str | None, expected: list[str]
+) -> None:
+    assert refusal_reasons(_report(quantities, pair, val)) == expected
+
+
+def test_refusal_message() -> None:
+    exc = PublishRefused([PAIR_BLOCK, VAL_BLOCK])
+    assert exc.reasons == [PAIR_BLOCK, VAL_BLOCK]
+    assert str(exc) == f"refusing to publish: {PAIR_BLOCK}; {VAL_BLOCK}"
+    assert isinstance(exc, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("quantities", "pair_status", "val_status"),
+    [
+        ([(True, [])], "passed", "calibrated"),  # nothing rests on an audit
+        ([(True, ["partition"])], "failed", "calibrated"),  # the gate did not pass
+        ([(True, ["validity"])], "passed", "uncalibrated"),  # no calibration to recompute
+        ([(True, ["partition", "validity"])], "not-drawn", "none"),
+    ],
+)
+def test_nothing_to_recompute(
+    quantities: list[tuple[bool, list[str]]], pair_status: str, val_status: str
+) -> None:
+    """No store access at all (``session`` None) when nothing published rests on a
+    passed gate or a completed calibration."""
+    report = _report(quantities, None, None, pair_status, val_status)
+    assert recompute_audits(None, report) == []  # type: ignore[arg-type]
+
+
+def test_recompute_needs_a_named_audit() -> None:
+    report = _report([(True, ["partition"])], None, None, "passed", "none")
+    report["audits"]["pair"]["audit"] = None
+    assert recompute_audits(None, report) == []  # type: ignore[arg-type]
