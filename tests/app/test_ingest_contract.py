@@ -92,6 +92,13 @@ def test_token_artifact_links(engine, tmp_path: Path) -> None:  # type: ignore[n
         ("t00001", None, None, None, res.ingest_id),
         ("t00002", res.token_artifact, 2, 3, res.ingest_id),
     ]
+    with engine.connect() as conn:
+        ing = conn.execute(sa.select(Ingest)).one()
+        created = {q.created_at for q in conn.execute(sa.select(Question)).all()}
+    assert ing.token_artifact == res.token_artifact
+    assert created == {ing.created_at}  # questions are dated by their ingest
+    again = _ingest(engine, tmp_path / "t.jsonl", tmp_path)
+    assert again.already_ingested and again.token_artifact == res.token_artifact
 
 
 def test_store_duplicates_refused_exactly(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
