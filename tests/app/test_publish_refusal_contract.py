@@ -88,3 +88,44 @@ def test_recompute_needs_a_named_audit() -> None:
     report = _report([(True, ["partition"])], None, None, "passed", "none")
     report["audits"]["pair"]["audit"] = None
     assert recompute_audits(None, report) == []  # type: ignore[arg-type]
+
+
+def test_a_calibration_is_recomputed_against_its_stored_check(engine) -> None:  # type: ignore[no-untyped-def]
+    """Validity numbers resting on a completed calibration: the check the event names
+    is looked up in the report's study, and a judge hash that differs from the one the
+    check binds refuses; a check of another study, or none, has nothing to recompute."""
+    from app.store import get_or_create_study, session_scope
+    from app.store.models import JudgeVersion, ValidityCheck
+
+    with session_scope(engine) as s:
+        a = get_or_create_study(s, name="a")
+        b = get_or_create_study(s, name="b")
+        judge = JudgeVersion(name="j", version=1, content_hash="h1" * 32, content={}, frozen_by="x")
+        s.add(judge)
+        s.flush()
+        s.add(
+            ValidityCheck(
+                study_id=a.id,
+                kind="calibration",
+                name="c1",
+                judge_id=judge.id,
+                judge_hash="h1" * 32,
+                seed=1,
+                created_by="x",
+            )
+        )
+        ids = (a.id, b.id)
+
+    def report(study_id: int, name: str) -> dict[str, Any]:
+        rep = _report([(True, ["validity"])], None, None, "none", "calibrated")
+        rep["study_id"] = study_id
+        rep["audits"]["validity"].update(calibration=name, judge_hash="h2" * 32)
+        return rep
+
+    with session_scope(engine) as s:
+        assert recompute_audits(s, report(ids[0], "c1")) == [
+            f"judge.calibration.completed (c1): judge_hash recorded {'h2' * 32}, "
+            f"the check binds {'h1' * 32}"
+        ]
+        assert recompute_audits(s, report(ids[1], "c1")) == []  # another study's check
+        assert recompute_audits(s, report(ids[0], "c9")) == []  # no such check
