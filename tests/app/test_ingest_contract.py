@@ -36,6 +36,9 @@ def test_results_and_summaries_exactly(engine, tmp_path: Path) -> None:  # type:
     assert ing.sha256 == file_sha256(first) and ing.n_records == 4 and ing.source == str(first)
     assert res == IngestResult("s", str(first), 4, 3, 3, False, ing.id, None)
     assert res.summary() == "ingested 4 trajectories, 3 questions, study s"
+    with engine.connect() as conn:  # no token entropies in the file: no token links
+        links = conn.execute(sa.select(Trajectory.token_artifact, Trajectory.token_row)).all()
+    assert [tuple(r) for r in links] == [(None, None)] * 4
     assert res.to_dict() == {
         "study": "s",
         "source": str(first),
