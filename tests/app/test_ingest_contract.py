@@ -132,3 +132,26 @@ def test_store_duplicates_capped_at_100(engine, tmp_path: Path) -> None:  # type
 def test_missing_file(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(FileNotFoundError, match=f"^{tmp_path / 'no.jsonl'}: no such file$"):
         _ingest(engine, tmp_path / "no.jsonl", tmp_path)
+
+
+def test_unknown_fields_refused_unless_allowed(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = write_jsonl(tmp_path / "x.jsonl", [make_record(0, colour="red")])
+    with pytest.raises(RecordValidationError) as info:
+        _ingest(engine, path, tmp_path)
+    assert [str(e) for e in info.value.errors] == [
+        f"{path}:line 1: colour: unknown field (see the record schema in README)"
+    ]
+    res = ingest_file(
+        engine, path, study="s", artifacts_dir=tmp_path / "a", data_dir=tmp_path, allow_extra=True
+    )
+    assert res.n_trajectories == 1
+
+
+def test_repeat_is_per_study(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A file ingested into study s is new to study t, even once t has ingests of its own."""
+    a = write_jsonl(tmp_path / "a.jsonl", [make_record(0)])
+    b = write_jsonl(tmp_path / "b.jsonl", [make_record(1)])
+    _ingest(engine, a, tmp_path, study="s")
+    _ingest(engine, b, tmp_path, study="t")
+    res = _ingest(engine, a, tmp_path, study="t")
+    assert not res.already_ingested and res.n_trajectories == 1

@@ -117,19 +117,21 @@ def test_edges_and_normalised_values(tmp_path: Path) -> None:
         make_record(3, sampling_temperature=1e-300, logprob_temperature=1e-300, split="eval"),
         make_record(4, text="\t\n\r ok", mode="", split="probe", truncated=False),
         make_record(5, token_entropies=[1.0, 2.0], mean_token_entropy=1.50001, n_tokens=2.0),
+        make_record(6, step=0.0, seed=200.0),  # whole floats at the edge and past 2 * 63
     ]
     cols = read_records(write_jsonl(tmp_path / "ok.jsonl", recs)).columns
-    assert cols["reward"] == [1, 1, 0, 1, 0, 1]
-    assert [type(v) for v in cols["reward"]] == [int] * 6
-    assert cols["validity"] == [0, None, None, None, None, None]
+    assert cols["reward"] == [1, 1, 0, 1, 0, 1, 0]
+    assert [type(v) for v in cols["reward"]] == [int] * 7
+    assert cols["validity"] == [0, None, None, None, None, None, None]
     assert type(cols["validity"][0]) is int
-    assert cols["step"] == [2, 0, 2**63 - 1, 0, 0, 0]
+    assert cols["step"] == [2, 0, 2**63 - 1, 0, 0, 0, 0]
     assert type(cols["step"][0]) is int
-    assert cols["seed"] == [0, -(2**63), 2**63 - 1, 3, 4, 5]
-    assert cols["truncated"] == [True, False, None, None, False, None]
+    assert cols["seed"] == [0, -(2**63), 2**63 - 1, 3, 4, 5, 200]
+    assert type(cols["step"][6]) is int and type(cols["seed"][6]) is int
+    assert cols["truncated"] == [True, False, None, None, False, None, None]
     assert [type(v) for v in cols["truncated"][:2]] == [bool, bool]
-    assert cols["n_tokens"] == [0, None, None, None, None, 2.0]
-    assert cols["mean_token_entropy"] == [None, None, 0, None, None, 1.50001]
+    assert cols["n_tokens"] == [0, None, None, None, None, 2.0, None]
+    assert cols["mean_token_entropy"] == [None, None, 0, None, None, 1.50001, None]
 
 
 def test_derived_token_summaries(tmp_path: Path) -> None:
