@@ -595,7 +595,9 @@ def _validate_tokens(batch: RecordBatch, errs: _Collector) -> None:
     for r in np.flatnonzero(present & (lengths == 0)):
         errs.add(locs[r], "token_entropies", "empty list (omit the field instead)")
     with np.errstate(invalid="ignore", divide="ignore"):
-        sums = np.add.reduceat(values, offsets[:-1]) if values.size else np.zeros(len(lengths))
+        # A trailing 0 keeps every start index in range: rows without tokens at the end
+        # of the file start at ``values.size`` (their sums are masked below).
+        sums = np.add.reduceat(np.append(values, values.dtype.type(0)), offsets[:-1])
         means = np.where(lengths > 0, sums / np.maximum(lengths, 1), np.nan)
     n_col, m_col = cols["n_tokens"], cols["mean_token_entropy"]
     has = present & (lengths > 0)

@@ -106,3 +106,83 @@ def test_frozen_table_rejects_update_and_delete(engine, table_name: str, verb: s
         conn.execute(stmt)
     with engine.connect() as conn:  # the row is still there, unchanged
         assert conn.execute(sa.select(table)).all() == before
+
+
+# --------------------------------------------------------------- the catalog, exactly
+# Written from the mutants of app/store/migrations/triggers.py that `make mutation` left
+# alive (docs/mutation.md): every trigger and trigger function by name after an upgrade,
+# and none left behind by a downgrade (a leftover PostgreSQL function survives its table).
+
+
+def _catalog(engine: sa.Engine) -> tuple[set[str], set[str]]:
+    """(trigger names, trigger function names) of the store's schema."""
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            rows = conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            return {r[0] for r in rows}, set()
+        triggers = conn.exec_driver_sql(
+            "SELECT t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND NOT t.tgisinternal"
+        )
+        functions = conn.exec_driver_sql(
+            "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = current_schema()"
+        )
+        return {r[0] for r in triggers}, {r[0] for r in functions}
+
+
+def _expected(dialect: str, *, bound: bool) -> tuple[set[str], set[str]]:
+    if dialect == "sqlite":
+        trig = {f"{t}_no_{v}" for t in [*FROZEN, "event"] for v in ("update", "delete")}
+        return trig | ({"audit_bound_no_update"} if bound else set()), set()
+    trig = {f"{t}_frozen" for t in FROZEN} | {"event_append_only"}
+    func = {f"rcea_{t}_frozen" for t in FROZEN} | {"rcea_event_append_only"}
+    if bound:  # 0008: TRUNCATE guards and the audit's bound columns
+        trig |= {f"{t}_no_truncate" for t in [*FROZEN, "event"]} | {"audit_bound"}
+        func |= {"rcea_audit_bound"}
+    return trig, func
+
+
+def test_catalog_after_upgrade_and_each_downgrade(store_url: str) -> None:
+    from app.store import make_engine, upgrade
+    from app.store.db import current_revision, downgrade
+
+    eng = make_engine(store_url)
+    dialect = eng.dialect.name
+    try:
+        upgrade(eng)
+        assert _catalog(eng) == _expected(dialect, bound=True)
+        downgrade(eng, "0007")  # 0008's guards go, the frozen-table triggers stay
+        assert current_revision(eng) == "0007"
+        assert _catalog(eng) == _expected(dialect, bound=False)
+        upgrade(eng)
+        assert _catalog(eng) == _expected(dialect, bound=True)
+        downgrade(eng, "base")  # nothing left behind, functions included
+        assert _catalog(eng) == (set(), set())
+    finally:
+        eng.dispose()
+
+
+def test_downgrade_0008_lifts_only_the_bound_columns_rule(engine) -> None:  # type: ignore[no-untyped-def]
+    """After 0008's downgrade the audit's bound columns are writable again and TRUNCATE
+    is no longer refused by a guard of 0008 (rows of frozen tables still are)."""
+    from app.store.db import downgrade
+
+    table = SQLModel.metadata.tables["audit"]
+    pg = engine.dialect.name == "postgresql"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "SET session_replication_role = replica" if pg else "PRAGMA foreign_keys=OFF"
+        )
+        _insert_one(conn, table)
+        if pg:
+            conn.exec_driver_sql("SET session_replication_role = origin")
+    bound = "audit rows bind their rubric and partition: draw a new audit instead of changing them"
+    with pytest.raises(DBAPIError, match=re.escape(bound)), engine.begin() as conn:
+        conn.execute(table.update().values(rubric_hash="changed"))
+    downgrade(engine, "0007")
+    with engine.begin() as conn:
+        conn.execute(table.update().values(rubric_hash="changed"))
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(table.c.rubric_hash)).scalar_one() == "changed"

@@ -96,7 +96,13 @@ def test_failure_mid_transaction_rolls_back(
     # Pretend the duplicate check ran before the other writer committed.
     monkeypatch.setattr(ingest_mod, "_refuse_store_duplicates", lambda *a, **k: None)
     recs = [make_record(i, token_entropies=[0.5], question_id=f"new{i}") for i in range(10)]
-    with pytest.raises(RecordValidationError, match="conflicts with records written meanwhile"):
-        _ingest(engine, write_jsonl(tmp_path / "a.jsonl", recs), tmp_path)
+    path = write_jsonl(tmp_path / "a.jsonl", recs)
+    with pytest.raises(
+        RecordValidationError, match="conflicts with records written meanwhile"
+    ) as info:
+        _ingest(engine, path, tmp_path)
+    (err,) = info.value.errors
+    assert (err.source, err.location, err.field) == (str(path), "file", "trajectory_id")
+    assert err.message.startswith("conflicts with records written meanwhile: ")
     assert _counts(engine) == before
     assert sorted((tmp_path / "artifacts").rglob("*.parquet*")) == artifacts_before

@@ -132,6 +132,12 @@ def test_a_store_refusal_never_prints_the_rows(engine, tmp_path: Path) -> None: 
         )
     message = str(info.value)
     assert "the store refused the records of line 1 to line 3: DataError" in message
+    (err,) = info.value.errors
+    assert (err.location, err.field) == ("file", None)
+    assert err.message == (  # the driver's first line, never the rows
+        "the store refused the records of line 1 to line 3: "
+        "DataError: PostgreSQL text fields cannot contain NUL (0x00) bytes"
+    )
     assert SECRET_TEXT not in message and "grpo" not in message
     assert info.value.__cause__ is None and info.value.__suppress_context__
     assert _counts(engine) == {"study": 0, "question": 0, "ingest": 0, "trajectory": 0}
