@@ -8,8 +8,9 @@ starts itself in a temp dir on a free loopback port; its first boot is printed a
 * sync: ``sync_audit`` exporting both projects and recording their 9,052 annotations
   (one AuditLabel row and one event each, commit) — the first sync of a round is full;
 * incremental sync: then each annotator changes 2.5 % of their own annotations (2.5 % of
-  all: 2 x 113 of 9,052, through their own login session, not measured) and ``sync_audit`` reads only the
-  tasks changed since the first sync (Data Manager task list filtered by ``updated_at``);
+  all: 2 x 113 of 9,052, through their own login session, not measured) and
+  ``sync_audit`` reads only the tasks changed since the first sync (Data Manager task
+  list filtered by ``updated_at``);
   the same sync with ``full=True`` (export of both projects, nothing to record) is
   measured after it, as the full-reconciliation figure.
 
