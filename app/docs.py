@@ -163,13 +163,9 @@ def api_page(schema: dict[str, Any]) -> str:
     for path, item in sorted(schema.get("paths", {}).items()):
         for method, op in sorted(item.items()):
             ok = op.get("responses", {}).get("200", {})
-            ref = (
-                ok.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref")
-            )
+            ref = ok.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref")
             model = f"`{ref.rsplit('/', 1)[-1]}`" if ref else ""
-            out.append(
-                f"| {method.upper()} | `{path}` | {_cell(op.get('summary'))} | {model} |\n"
-            )
+            out.append(f"| {method.upper()} | `{path}` | {_cell(op.get('summary'))} | {model} |\n")
     out.append("\n## Models\n\n")
     for name in sorted(schema.get("components", {}).get("schemas", {})):
         out.append(f"* `{name}`\n")

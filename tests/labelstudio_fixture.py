@@ -64,9 +64,7 @@ def labelstudio_pool(
             for fut in [pool.submit(s.start, 300) for s in servers]:
                 fut.result()
         BOOT_SECONDS[f"first boot of {POOL_SIZE} servers"] = time.monotonic() - began
-        yield [
-            LabelStudioHandle(s.url, s.credentials().token, s.data_dir, s) for s in servers
-        ]
+        yield [LabelStudioHandle(s.url, s.credentials().token, s.data_dir, s) for s in servers]
     finally:
         for s in servers:
             s.stop()
@@ -78,9 +76,7 @@ def labelstudio(labelstudio_pool: list[LabelStudioHandle]) -> LabelStudioHandle:
     return labelstudio_pool[0]
 
 
-def register_people(
-    data_dir: Path, pool: list[LabelStudioHandle], emails: list[str]
-) -> People:
+def register_people(data_dir: Path, pool: list[LabelStudioHandle], emails: list[str]) -> People:
     """The people registry of an rcea data dir, with person i on pool server i (as an
     external server: the pool is started by the fixture, not by rcea)."""
     people = People(data_dir, "http://127.0.0.1:1")
