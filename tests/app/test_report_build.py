@@ -31,7 +31,7 @@ N_Q = 8
 PER_Q = 16
 N_BOOT = 200
 FAILED_RUN = "ppo"
-README_PART = Path(__file__).resolve().parents[2] / "README.md"
+README_PART = Path(__file__).resolve().parents[2] / "docs" / "reports.md"
 
 
 # --------------------------------------------------------------------------- study
@@ -421,7 +421,7 @@ def test_malformed_measurement_names_itself(engine, tmp_path: Path, kind, payloa
 # --------------------------------------------------------------------------- report keys
 
 
-KEYS_DOC = README_PART.parent / "docs" / "report-keys.md"
+KEYS_DOC = README_PART.parent / "report-keys.md"
 #: objects whose keys are open (the producer's logged metrics, the calibration report)
 OPEN = ("training_curves[].points[]", "audits.validity.report")
 
@@ -481,7 +481,7 @@ def test_generated_key_list_documents_every_report_key(engine, tmp_path: Path) -
         and not d.rsplit(".", 1)[0].startswith(OPEN)
     )
     assert not absent, f"documented but absent from the report: {absent}"
-    readme = README_PART.read_text(encoding="utf-8")
-    section = readme.split("#### Report JSON keys", 1)[1].split("####", 1)[0]
-    assert "docs/report-keys.md" in section
-    assert not re.search(r"^- `", section, flags=re.M), "the README keeps its own key list"
+    guide = README_PART.read_text(encoding="utf-8")
+    section = guide.split("## Report JSON keys", 1)[1].split("\n## ", 1)[0]
+    assert "(report-keys.md)" in section
+    assert not re.search(r"^- `", section, flags=re.M), "the reports guide keeps its own key list"
