@@ -233,8 +233,10 @@ def reward_stratified_tail(
 
     adv, n_groups, n_zero_var = _advantages(group_ids, r, eps)
     a_tok = adv[traj]
-    mean_logp = float(logp.mean())
-    mean_adv = float(a_tok.mean())
+    # Exactly rounded sums (math.fsum): the means, hence every c, do not depend on the
+    # order of the tokens, so neither do the tail's ties at the cutoff.
+    mean_logp = math.fsum(logp.tolist()) / logp.size
+    mean_adv = math.fsum(a_tok.tolist()) / a_tok.size
     c = (logp - mean_logp) * (a_tok - mean_adv)
     success_mask = r[traj] == 1
     c_s = c[success_mask]
