@@ -15,6 +15,13 @@ confidence. Every request is logged under the server's own content hash of its b
 a fingerprint bug in the client cannot hide a repeated call. :func:`expected_fingerprint`
 re-implements the client's documented cache key from a logged body, for tests that
 compare what the client stored with what it sent.
+
+``POST /v1/completions`` (the probe's server backend) answers ``n`` choices whose token
+ids, stop and per-token log-probs are drawn from a generator seeded with the request's
+own :func:`body_key` (:func:`fake_completion_choices`): the same request always gets the
+same reply, and nothing of the production code computes it. Faults come from ``script``
+or ``completion_fault(body, attempt)``: 429, 500, a hang, a body that is not JSON, choices
+without log-probs, too few choices, tokens not in ``token_id:N`` form.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import random
 import re
 import threading
 import time
@@ -283,6 +291,53 @@ def policy(task: str, messages: list[dict[str, str]], key: str, faults: Faults) 
     return {"ok": True, "n_messages": len(messages)}
 
 
+COMPLETION_VOCAB = tuple(range(4, 40))
+"""Token ids the fake completions draw from (printable characters of the tiny char
+tokenizer, :func:`pipeline.policy.build_char_tokenizer`)."""
+
+
+def fake_completion_choices(
+    body: dict[str, Any], vocab: tuple[int, ...] = COMPLETION_VOCAB
+) -> list[dict[str, Any]]:
+    """The ``n`` choices the fake server returns for ``body``: choice i draws, from
+    ``Random(sha256(body_key | i))``, a length in [1, max_tokens + 3]; up to max_tokens
+    it is ``length - 1`` ids from ``vocab`` then the first stop id (finish "stop"), beyond
+    it ``max_tokens`` ids (finish "length"); every token gets a log-prob in [-5, -0.001]."""
+    key = body_key(body)
+    n = int(body.get("n") or 1)
+    max_tokens = int(body["max_tokens"])
+    stops = list(body.get("stop_token_ids") or [])
+    as_ids = bool(body.get("return_tokens_as_token_ids"))
+    out = []
+    for i in range(n):
+        rng = random.Random(int(hashlib.sha256(f"{key}|{i}".encode()).hexdigest()[:16], 16))
+        length = rng.randint(1, max_tokens + 3)
+        if length > max_tokens or not stops:
+            ids, finish = [rng.choice(vocab) for _ in range(max_tokens)], "length"
+        else:
+            ids, finish = [rng.choice(vocab) for _ in range(length - 1)] + [stops[0]], "stop"
+        lps = [-rng.uniform(0.001, 5.0) for _ in ids]
+        tokens = [f"token_id:{t}" if as_ids else f"<{t}>" for t in ids]
+        logprobs = None
+        if body.get("logprobs") is not None:
+            logprobs = {
+                "tokens": tokens,
+                "token_logprobs": lps,
+                "top_logprobs": [{t: lp} for t, lp in zip(tokens, lps, strict=True)],
+                "text_offset": list(range(len(ids))),
+            }
+        out.append(
+            {
+                "index": i,
+                "text": "".join(chr(0x41 + t % 26) for t in ids),
+                "logprobs": logprobs,
+                "finish_reason": finish,
+                "stop_reason": None,
+            }
+        )
+    return out
+
+
 class FakeLLM:
     """``with FakeLLM(latency_s=0.05, faults=Faults(...)) as llm: llm.base_url ...``"""
 
@@ -305,6 +360,10 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         self.bodies: dict[str, dict[str, Any]] = {}
         """request body by :func:`body_key`"""
+        self.completion_fault: Any = None
+        """optional ``completion_fault(body, attempt) -> kind | None`` for /v1/completions:
+        "429", "500", "400", "hang", "malformed" (not JSON), "no_logprobs", "few_choices",
+        "text_tokens" (tokens not as token_id:N)"""
         self.responder: Any = None
         """optional ``responder(task, messages) -> reply text``: answers every request it
         returns a string for (the validity-judge tests script their replies with it)"""
@@ -345,6 +404,88 @@ class FakeLLM:
             finally:
                 with self._lock:
                     self.in_flight -= 1
+
+        @api.post("/v1/completions")
+        async def completions(request: Request):  # type: ignore[no-untyped-def]
+            with self._lock:
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                return await complete(request)
+            finally:
+                with self._lock:
+                    self.in_flight -= 1
+
+        async def complete(request: Request):  # type: ignore[no-untyped-def]
+            from fastapi.responses import Response
+
+            body = await request.json()
+            key = body_key(body)
+            n = int(body.get("n") or 1)
+            with self._lock:
+                attempt = self._attempts[key] = self._attempts.get(key, 0) + 1
+                forced = self.script.popleft() if self.script else None
+                self.requests.append(body)
+                self.bodies[key] = body
+            kind = forced[0] if forced else None
+            if kind is None and self.completion_fault is not None:
+                kind = self.completion_fault(body, attempt)
+
+            def log(status: int) -> None:
+                with self._lock:
+                    self.calls.append(Call(key, "completions", status, time.time(), attempt, n))
+
+            if kind == "429":
+                log(429)
+                after = forced[1] if forced else self.faults.retry_after_s
+                return JSONResponse(
+                    {"error": {"message": "rate limited", "type": "rate_limit_error"}},
+                    status_code=429,
+                    headers={"Retry-After": str(after)},
+                )
+            if kind == "400":
+                log(400)
+                return JSONResponse(
+                    {"error": {"message": f"The model `{body['model']}` does not exist."}},
+                    status_code=400,
+                )
+            if kind == "500":
+                log(500)
+                return JSONResponse({"error": {"message": "boom"}}, status_code=500)
+            if kind == "hang":
+                await asyncio.sleep(forced[1] if forced else self.faults.hang_s)
+                log(599)
+                return JSONResponse({"error": {"message": "too late"}}, status_code=500)
+            if self.latency_s:
+                await asyncio.sleep(self.latency_s)
+            log(200)
+            if kind == "malformed":
+                return Response(
+                    '{"choices": [{"index": 0, "logprobs": ', media_type="application/json"
+                )
+            choices = fake_completion_choices(body)
+            if kind == "no_logprobs":
+                choices = [{**c, "logprobs": None} for c in choices]
+            elif kind == "few_choices":
+                choices = choices[:-1]
+            elif kind == "text_tokens":
+                for c in choices:
+                    c["logprobs"]["tokens"] = [f"<{t}>" for t in c["logprobs"]["tokens"]]
+            n_out = sum(len(c["logprobs"]["tokens"]) for c in choices if c["logprobs"])
+            return JSONResponse(
+                {
+                    "id": f"cmpl-{key[:12]}",
+                    "object": "text_completion",
+                    "created": int(time.time()),
+                    "model": body["model"],
+                    "choices": choices,
+                    "usage": {
+                        "prompt_tokens": len(body["prompt"]),
+                        "completion_tokens": n_out,
+                        "total_tokens": len(body["prompt"]) + n_out,
+                    },
+                }
+            )
 
         async def answer(request: Request):  # type: ignore[no-untyped-def]
             body = await request.json()

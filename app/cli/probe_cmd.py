@@ -171,7 +171,15 @@ def sample_cmd(
     max_new_tokens: int = typer.Option(None, help="override [probe] max_new_tokens"),
     temperature: float = typer.Option(None, help="override [probe] temperature"),
     seed: int = SEED_OPTION,
-    backend: str = typer.Option(None, help="override [probe] backend: auto|transformers|vllm"),
+    backend: str = typer.Option(
+        None, help="override [probe] backend: auto|transformers|vllm|server"
+    ),
+    base_url: str = typer.Option(
+        None,
+        "--base-url",
+        help="override \\[server] base_url (backend server: the OpenAI-compatible endpoint, "
+        "e.g. http://gpu-node:8000/v1)",
+    ),
     threads: int = THREADS_OPTION,
     no_chat_template: bool = NO_CHAT_OPTION,
     system_prompt: str = SYSTEM_OPTION,
@@ -181,7 +189,9 @@ def sample_cmd(
     """Draw K samples per fixed-probe question at every checkpoint; write records.
 
     Prompts go through each checkpoint tokenizer's chat template (add_generation_prompt)
-    when it has one, unless --no-chat-template (docs/real-models.md)."""
+    when it has one, unless --no-chat-template (docs/real-models.md). With backend
+    "server" the samples come from an OpenAI-compatible server (vllm serve) through its
+    completions endpoint with sampled-token log-probs (docs/probing.md)."""
     _stage(
         "sample",
         config,
@@ -196,6 +206,7 @@ def sample_cmd(
             "probe.temperature": temperature,
             "probe.seed": seed,
             "probe.backend": backend,
+            "server.base_url": base_url,
             "probe.torch_threads": threads,
             "chat.template": "none" if no_chat_template else None,
             "chat.system": system_prompt,

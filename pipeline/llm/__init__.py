@@ -9,6 +9,7 @@
 
 from pipeline.llm.cache import ResponseCache, canonical_json, request_fingerprint
 from pipeline.llm.client import (
+    EndpointError,
     LLMClient,
     LLMConfig,
     LLMResult,
@@ -21,6 +22,7 @@ from pipeline.llm.runner import run_jobs
 from pipeline.llm.usage import UsageCounter, UsageSnapshot
 
 __all__ = [
+    "EndpointError",
     "LLMClient",
     "LLMConfig",
     "LLMResult",

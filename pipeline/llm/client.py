@@ -91,6 +91,16 @@ class LLMResult(Generic[T]):
         }
 
 
+class EndpointError(RuntimeError):
+    """A request that failed for good (:meth:`LLMClient.post_json`): retries spent on
+    429/5xx/timeouts, or a failure that is not retried (4xx, a body that is not JSON)."""
+
+    def __init__(self, message: str, *, attempts: int, retryable: bool) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.retryable = retryable
+
+
 class ReplyFormatError(ValueError):
     """The reply text holds no JSON object."""
 
@@ -311,6 +321,37 @@ class LLMClient:
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
             )
+
+    def post_json(self, path: str, body: dict[str, Any]) -> tuple[Any, int]:
+        """POST ``body`` to ``path`` (e.g. ``"/completions"``) with the transport retries of
+        :meth:`complete_json` (429 honouring ``Retry-After``, 5xx, timeouts, connection
+        errors; same backoff and counters); returns (the parsed reply, attempts). No cache
+        and no reply validation here: the caller owns both. Raises :class:`EndpointError`
+        when the retries are spent or the failure is not retryable (4xx, a body that is not
+        JSON)."""
+        transport_failures = attempts = 0
+        while True:
+            attempts += 1
+            try:
+                with self._slots:
+                    self.usage.add(requests=1)
+                    response = self.openai_client.post(path, cast_to=object, body=body)
+            except Exception as exc:  # noqa: BLE001 - classified below
+                kind, delay, retryable = self._classify(exc, transport_failures)
+                error = mask_urls_in(f"{kind}: {exc}")[:500]
+                if not retryable or transport_failures >= self.config.max_retries:
+                    self.usage.add(failures=1)
+                    raise EndpointError(error, attempts=attempts, retryable=retryable) from exc
+                transport_failures += 1
+                self.usage.add(retries=1)
+                self.sleep(delay)
+                continue
+            if not isinstance(response, dict) and hasattr(response, "model_dump"):
+                response = response.model_dump()
+            _, p_tok, c_tok = _unpack(response) if isinstance(response, dict) else (None, 0, 0)
+            self.usage.add_tokens(p_tok, c_tok)
+            self.usage.add(completed=1)
+            return response, attempts
 
     def _store(
         self,

@@ -5,7 +5,7 @@ values are :class:`ConfigError` naming the file, the table and the key)::
 
     [probe]        seed (probe-set seed, 2027), k (8), temperature (1.0), top_p (1.0),
                    max_new_tokens (64), batch_size (256 sequences per generate call),
-                   backend ("auto" | "transformers" | "vllm"), torch_threads,
+                   backend ("auto" | "transformers" | "vllm" | "server"), torch_threads,
                    strategy_as_mode (false: also write the toy oracle's strategy as `mode`)
     [questions]    source ("toy" or a .jsonl/.parquet benchmark file), split ("probe"),
                    n (all), prompt_template
@@ -15,6 +15,14 @@ values are :class:`ConfigError` naming the file, the table and the key)::
                    e.g. "base": one base checkpoint, run "base", shared by the run dirs
                    that start from it), list (explicit [[checkpoints.list]] {path, run,
                    model, step})
+    [server]       backend = "server" only (docs/probing.md, "Sampling through a server"):
+                   base_url (OpenAI-compatible, e.g. "http://gpu-node:8000/v1"), model
+                   (served model name template, "{path}": fields path, label, run, model,
+                   step), models (per-label overrides: "<label>" = "name" or {model,
+                   base_url}), api_key_env (name of the environment variable holding the
+                   key; unset: none), logprobs_mode (required: "raw_logprobs" |
+                   "processed_logprobs", the server's ``--logprobs-mode``), concurrency (8
+                   requests in flight), timeout_s (600), max_retries (5)
     [chat]         template ("auto": the checkpoint tokenizer's chat template when it has
                    one, ``apply_chat_template(..., add_generation_prompt=True)``; "none": raw
                    prompt text, for base models), system (system prompt; unset: the
@@ -83,6 +91,19 @@ class CheckpointsSection:
 
 
 @dataclass
+class ServerSection:
+    base_url: str | None = None
+    model: str = "{path}"
+    models: Any = field(default_factory=dict)
+    api_key_env: str | None = None
+    logprobs_mode: str | None = None
+    concurrency: int = 8
+    timeout_s: float = 600.0
+    max_retries: int = 5
+    backoff_base_s: float = 0.5
+
+
+@dataclass
 class ChatSection:
     template: str = "auto"
     system: str | None = None
@@ -140,6 +161,7 @@ class ProbeConfig:
     probe: ProbeSection = field(default_factory=ProbeSection)
     questions: QuestionsSection = field(default_factory=QuestionsSection)
     checkpoints: CheckpointsSection = field(default_factory=CheckpointsSection)
+    server: ServerSection = field(default_factory=ServerSection)
     chat: ChatSection = field(default_factory=ChatSection)
     verifier: VerifierSection = field(default_factory=VerifierSection)
     entropy: EntropySection = field(default_factory=EntropySection)
@@ -177,12 +199,16 @@ _SECTIONS: dict[str, type] = {
     "probe": ProbeSection,
     "questions": QuestionsSection,
     "checkpoints": CheckpointsSection,
+    "server": ServerSection,
     "chat": ChatSection,
     "verifier": VerifierSection,
     "entropy": EntropySection,
     "covariance": CovarianceSection,
 }
-_BACKENDS = ("auto", "transformers", "vllm")
+_BACKENDS = ("auto", "transformers", "vllm", "server")
+LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
+"""What the server's sampled-token log-probs are (vLLM ``--logprobs-mode``)."""
+_SERVER_FIELDS = ("path", "label", "run", "model", "step")
 
 
 def _check_type(where: str, value: Any, annotation: Any) -> Any:
@@ -282,6 +308,7 @@ def validate(cfg: ProbeConfig) -> None:
         raise ConfigError(f"{src}: top_p must be in (0, 1]")
     if p.backend not in _BACKENDS:
         raise ConfigError(f"{src}: [probe] backend: must be one of {', '.join(_BACKENDS)}")
+    _check_server(cfg)
     if cfg.questions.n is not None and cfg.questions.n < 1:
         raise ConfigError(f"{src}: [questions] n: must be >= 1")
     from pipeline.chat import CHAT_MODES
@@ -326,6 +353,69 @@ def validate(cfg: ProbeConfig) -> None:
             )
         if not isinstance(entry["step"], int) or entry["step"] < 0:
             raise ConfigError(f"{where}: step: must be an integer >= 0")
+
+
+def _check_server(cfg: ProbeConfig) -> None:
+    src, sv = cfg.source, cfg.server
+    if not isinstance(sv.models, dict):
+        raise ConfigError(f"{src}: [server] models: a table of checkpoint label = served name")
+    for label, entry in sv.models.items():
+        if isinstance(entry, str) and entry:
+            continue
+        if (
+            not isinstance(entry, dict)
+            or not entry
+            or set(entry) - {"model", "base_url"}
+            or not all(isinstance(v, str) and v for v in entry.values())
+        ):
+            raise ConfigError(
+                f"{src}: [server.models] {label}: a served model name, or a table with "
+                "model and/or base_url (strings)"
+            )
+    try:
+        sv.model.format(**{f: "" for f in _SERVER_FIELDS})
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(
+            f"{src}: [server] model: bad template {sv.model!r} ({exc!r}; fields: "
+            f"{', '.join('{' + f + '}' for f in _SERVER_FIELDS)})"
+        ) from None
+    for key, value in (("concurrency", sv.concurrency), ("timeout_s", sv.timeout_s)):
+        if value <= 0:
+            raise ConfigError(f"{src}: [server] {key}: must be > 0, got {value}")
+    if sv.max_retries < 0 or sv.backoff_base_s < 0:
+        raise ConfigError(f"{src}: [server] max_retries and backoff_base_s: must be >= 0")
+    if cfg.probe.backend != "server":
+        return
+    if sv.logprobs_mode not in LOGPROBS_MODES:
+        raise ConfigError(
+            f'{src}: [server] logprobs_mode: backend = "server" needs it, one of '
+            f"{', '.join(LOGPROBS_MODES)} (the server's --logprobs-mode; vLLM's default is "
+            f"raw_logprobs), got {sv.logprobs_mode!r}"
+        )
+    if not sv.base_url and not (
+        sv.models and all(isinstance(e, dict) and e.get("base_url") for e in sv.models.values())
+    ):
+        raise ConfigError(
+            f'{src}: [server] base_url: backend = "server" needs the endpoint '
+            '(e.g. "http://gpu-node:8000/v1")'
+        )
+
+
+def served_model(cfg: ProbeConfig, ck: Checkpoint) -> tuple[str, str]:
+    """(base URL, served model name) of checkpoint ``ck`` under ``[server]``: its
+    ``[server.models]`` entry, else the ``model`` template and ``base_url``."""
+    sv = cfg.server
+    entry = sv.models.get(ck.label)
+    if isinstance(entry, str):
+        entry = {"model": entry}
+    entry = entry or {}
+    base_url = entry.get("base_url") or sv.base_url
+    if not base_url:
+        raise ConfigError(f"{cfg.source}: [server] base_url: none for checkpoint {ck.label}")
+    name = entry.get("model") or sv.model.format(
+        path=ck.path, label=ck.label, run=ck.run, model=ck.model, step=ck.step
+    )
+    return base_url, name
 
 
 def _check_verifier(cfg: ProbeConfig) -> None:

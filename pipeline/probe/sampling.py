@@ -21,12 +21,19 @@ Outputs::
                                 oracle or null) — the input of `entropy` and `covariance`
     DIR/records.jsonl           every checkpoint's records, concatenated (for `rcea ingest`)
 
+With ``[probe] backend = "server"`` (:mod:`pipeline.probe.server`) one completions request
+per unit draws the K samples; ``samples`` rows add ``server_logprobs`` (the server's log-prob
+of every completion id, EOS included) and records add ``seq_logprob``/``logprob_temperature``
+from them where the record schema can say what they are (:func:`server_logprob_fields`);
+``probe entropy`` later replaces both with the teacher-forced values.
+
 A completion whose text is empty (EOS first) cannot be a record (the schema needs text):
 it is kept in ``samples`` with ``empty: true`` and counted, not written as a record.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +59,19 @@ from pipeline.probe.manifest import (
     write_jsonl,
 )
 
-SAMPLE_SETTINGS = ("k", "temperature", "top_p", "max_new_tokens", "chat_template", "system_prompt")
-"""Settings every sample of one output directory shares (recorded in the manifest)."""
-LEGACY_SETTINGS = {"chat_template": "auto", "system_prompt": None}
+SAMPLE_SETTINGS = (
+    "k",
+    "temperature",
+    "top_p",
+    "max_new_tokens",
+    "chat_template",
+    "system_prompt",
+    "server_logprobs_mode",
+)
+"""Settings every sample of one output directory shares (recorded in the manifest);
+``server_logprobs_mode`` is None for the local backends (no ℓ at sampling time) and the
+server's ``logprobs_mode`` for ``backend = "server"`` (records carry the server's ℓ)."""
+LEGACY_SETTINGS = {"chat_template": "auto", "system_prompt": None, "server_logprobs_mode": None}
 """What directories sampled before the ``[chat]`` settings existed used."""
 
 
@@ -115,6 +132,99 @@ def _record(
     return rec, scores.strategy
 
 
+def _unit_rows(
+    cfg: ProbeConfig,
+    ck: Checkpoint,
+    seed: int,
+    group: list[Any],
+    prompt_ids: dict[str, list[int]],
+    outs: list[list[Any]],
+    counts: dict[str, int],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Records and samples rows of a group of finished units (``outs``: per question, its
+    K completions; a completion with ``logprobs`` came from the server backend)."""
+    p = cfg.probe
+    recs, smps = [], []
+    for q, completions in zip(group, outs, strict=True):
+        for i, g in enumerate(completions):
+            tid = trajectory_id(p.seed, ck, q.question_id, i)
+            empty = not g.text.strip()
+            strategy = None
+            server_lp = getattr(g, "logprobs", None)
+            if not empty:
+                rec, strategy = _record(cfg, ck, seed, q, tid, g.text, truncated=g.truncated)
+                if server_lp is not None:
+                    rec.update(server_logprob_fields(cfg, server_lp))
+                recs.append(rec)
+            counts["empty"] += empty
+            counts["truncated"] += g.truncated
+            row = {
+                "trajectory_id": tid,
+                "question_id": q.question_id,
+                "index": i,
+                "prompt_ids": prompt_ids[q.question_id],
+                "completion_ids": g.completion_ids,
+                "truncated": g.truncated,
+                "strategy": strategy,
+                "empty": empty,
+            }
+            if server_lp is not None:
+                row["server_logprobs"] = list(server_lp)
+            smps.append(row)
+    return recs, smps
+
+
+def server_logprob_fields(cfg: ProbeConfig, logprobs: list[float]) -> dict[str, Any]:
+    """``seq_logprob`` (ℓ = the float64 sum of the server's sampled-token log-probs, EOS
+    included) and ``logprob_temperature`` for a record, where the record schema can say
+    what ℓ is (docs/probing.md, "Sampling through a server"):
+
+    * ``raw_logprobs``: log-softmax of the unmodified logits, i.e. the policy at
+      temperature 1 over the full vocabulary → ``logprob_temperature`` = 1;
+    * ``processed_logprobs`` with top_p = 1: log-softmax of logits / τ → the probe's own
+      ℓ at τ (what ``probe entropy`` computes teacher-forced) → ``logprob_temperature`` = τ;
+    * ``processed_logprobs`` with top_p < 1: the log-prob under the nucleus-truncated,
+      renormalised distribution, which no ``logprob_temperature`` describes → nothing
+      (the values stay in ``samples/``; ``probe entropy`` gives the record its ℓ).
+    """
+    p, mode = cfg.probe, cfg.server.logprobs_mode
+    if mode == "raw_logprobs":
+        temperature = 1.0
+    elif mode == "processed_logprobs" and p.top_p == 1.0:
+        temperature = p.temperature
+    else:
+        return {}
+    return {"seq_logprob": math.fsum(logprobs), "logprob_temperature": temperature}
+
+
+def _sample_server(
+    cfg: ProbeConfig,
+    ck: Checkpoint,
+    out: Path,
+    seed: int,
+    todo: list[Any],
+    write: Any,
+    result: StageResult,
+) -> bool:
+    """The server backend for one checkpoint (:mod:`pipeline.probe.server`); returns
+    whether prompts went through the chat template."""
+    from pipeline.probe.server import ServerSampler
+
+    sampler = ServerSampler(cfg, ck, out, prompt_format=prompt_format(cfg))
+    units = [(q, sampler.prompt_ids(q.prompt), derive_seed(seed, q.question_id)) for q in todo]
+    ids = {q.question_id: pids for q, pids, _ in units}
+    try:
+        sampler.run(
+            units, lambda q, comps: write([q], {q.question_id: ids[q.question_id]}, [comps])
+        )
+    finally:
+        sampler.close()
+        info = result.info.setdefault("server", {"calls": 0, "cache_hits": 0})
+        info["calls"] += sampler.calls
+        info["cache_hits"] += sampler.cache_hits
+    return sampler.uses_chat
+
+
 def run_sample(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -> StageResult:
     """Sample every checkpoint × question unit not yet done; returns a summary."""
     out = Path(out_dir)
@@ -132,6 +242,7 @@ def run_sample(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) 
         max_new_tokens=p.max_new_tokens,
         chat_template=cfg.chat.template,
         system_prompt=cfg.chat.system,
+        server_logprobs_mode=cfg.server.logprobs_mode if p.backend == "server" else None,
         n_questions=len(questions),
     )
     manifest.require_settings(
@@ -151,9 +262,29 @@ def run_sample(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) 
         todo = [q for q in questions if q.question_id not in done]
         result.units_skipped += len(questions) - len(todo)
         bar.update(len(questions) - len(todo))
-        n_empty = n_trunc = 0
+        counts = {"empty": 0, "truncated": 0}
         chat: bool | None = None
-        if todo:
+
+        def write(
+            group: list[Any],
+            prompt_ids: dict[str, list[int]],
+            outs: list[list[Any]],
+            ck: Checkpoint = ck,
+            seed: int = seed,
+            rec_path: Path = rec_path,
+            smp_path: Path = smp_path,
+            counts: dict[str, int] = counts,
+        ) -> None:
+            recs, smps = _unit_rows(cfg, ck, seed, group, prompt_ids, outs, counts)
+            append_jsonl(smp_path, smps)
+            append_jsonl(rec_path, recs)
+            manifest.mark("sample", ck.label, [q.question_id for q in group])
+            result.units_run += len(group)
+            bar.update(len(group))
+
+        if todo and p.backend == "server":
+            chat = _sample_server(cfg, ck, out, seed, todo, write, result)
+        elif todo:
             gen = Generator(
                 ck.path,
                 backend=p.backend,
@@ -170,37 +301,9 @@ def run_sample(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) 
                     temperature=p.temperature,
                     top_p=p.top_p,
                 )
-                recs, smps = [], []
-                for q, completions in zip(group, outs, strict=True):
-                    for i, g in enumerate(completions):
-                        tid = trajectory_id(p.seed, ck, q.question_id, i)
-                        empty = not g.text.strip()
-                        strategy = None
-                        if not empty:
-                            rec, strategy = _record(
-                                cfg, ck, seed, q, tid, g.text, truncated=g.truncated
-                            )
-                            recs.append(rec)
-                        n_empty += empty
-                        n_trunc += g.truncated
-                        smps.append(
-                            {
-                                "trajectory_id": tid,
-                                "question_id": q.question_id,
-                                "index": i,
-                                "prompt_ids": prompt_ids[q.question_id],
-                                "completion_ids": g.completion_ids,
-                                "truncated": g.truncated,
-                                "strategy": strategy,
-                                "empty": empty,
-                            }
-                        )
-                append_jsonl(smp_path, smps)
-                append_jsonl(rec_path, recs)
-                manifest.mark("sample", ck.label, [q.question_id for q in group])
-                result.units_run += len(group)
-                bar.update(len(group))
+                write(group, prompt_ids, outs)
             gen.close()
+        n_empty, n_trunc = counts["empty"], counts["truncated"]
         result.checkpoints.append(
             {
                 **ck.to_dict(),
