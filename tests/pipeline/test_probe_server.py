@@ -433,3 +433,47 @@ def test_served_model_names(policy: Path) -> None:
     assert served_model(cfg, ck) == ("http://a/v1", "r-1")
     assert served_model(cfg, Checkpoint("p", "r", "m", 5)) == ("http://a/v1", "special")
     assert served_model(cfg, Checkpoint("p", "r", "m", 9)) == ("http://b/v1", "r-9")
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_without_repeating_finished_calls(policy: Path, tmp_path: Path) -> None:
+    """``rcea probe sample`` is SIGKILLed mid-run; the resumed run sends no request whose
+    reply had been received (written, or cached by its worker) before the kill, and ends
+    with the files of an uninterrupted run."""
+    from tests.pipeline.test_probe_pipeline import _run_until_killed
+
+    with FakeLLM() as clean_fake:
+        clean = tmp_path / "clean"
+        run_sample(
+            load_config(write_config(tmp_path / "a.toml", policy, clean_fake.base_url)),
+            clean,
+            progress=False,
+        )
+    with FakeLLM(latency_s=0.15) as fake:
+        cfg_path = write_config(tmp_path / "b.toml", policy, fake.base_url)
+        out = tmp_path / "resumed"
+        args = ["probe", "sample", "--config", str(cfg_path), "--out", str(out)]
+        killed_at = _run_until_killed(args, out / "manifest.json", "sample", 2)
+        assert 2 <= killed_at < 2 * N_Q
+        received = set()  # (checkpoint, question) whose reply the killed run had
+        for seg in (out / "server-cache").glob("*.jsonl"):
+            for line in seg.read_text().splitlines():
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line
+                received.add((e["checkpoint"], e["question_id"]))
+        assert len(received) >= killed_at
+        sent_before = len(fake.requests)
+        res = run_sample(load_config(cfg_path), out, progress=False)
+        assert res.units_skipped == killed_at and res.units_run == 2 * N_Q - killed_at
+        assert res.info["server"]["cache_hits"] == len(received) - killed_at
+        prompts = {
+            s["question_id"]: tuple(s["prompt_ids"])
+            for s in _rows(out / "samples" / "srv--tiny--step0.jsonl")
+        }
+        after = [(b["model"], tuple(b["prompt"])) for b in fake.requests[sent_before:]]
+        for label, qid in received:
+            assert (label, prompts[qid]) not in after, (label, qid)
+        assert len(after) == 2 * N_Q - len(received)
+    assert _files(out) == _files(clean)
