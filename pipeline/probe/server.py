@@ -181,7 +181,12 @@ class ServerSampler:
         kwargs: dict[str, Any] = {"openai_client": openai_client}
         if sleep is not None:
             kwargs["sleep"] = sleep
-        self.client = LLMClient(config, **kwargs)
+        try:
+            self.client = LLMClient(config, **kwargs)
+        except ImportError:
+            raise RuntimeError(
+                "backend 'server' needs the openai package (the llm extra: pip install -e '.[llm]')"
+            ) from None
         self.cache = ResponseCache(out / CACHE_DIR)
         self.calls = 0
         self.cache_hits = 0
