@@ -236,6 +236,49 @@ def test_what_the_records_say_l_is(
         )
 
 
+def test_entropy_after_server_sampling_replaces_l_with_the_teacher_forced_one(
+    policy: Path, fake: FakeLLM, tmp_path: Path
+) -> None:
+    """`probe entropy` runs on server samples unchanged: it scores the server's ids under
+    the local weights, and its ℓ (at τ, full vocabulary) replaces the server's in the
+    records; the server's values stay in samples/."""
+    from pipeline.probe import run_entropy
+    from pipeline.probe.entropy import naive_token_stats
+
+    cfg = load_config(
+        write_config(
+            tmp_path / "c.toml",
+            policy,
+            fake.base_url,
+            probe={"temperature": 0.7},
+            questions={"n": 2},
+        )
+    )
+    out = tmp_path / "out"
+    run_sample(cfg, out, progress=False)
+    before = {r["trajectory_id"]: r for r in _rows(out / "records.jsonl")}
+    assert {r["logprob_temperature"] for r in before.values()} == {1.0}  # raw_logprobs
+    run_entropy(cfg, out, progress=False)
+    after = {r["trajectory_id"]: r for r in _rows(out / "records.jsonl")}
+    assert after.keys() == before.keys()
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(policy)
+    samples = {s["trajectory_id"]: s for s in _rows(out / "samples" / "srv--tiny--step0.jsonl")}
+    checked = 0
+    for tid, rec in after.items():
+        assert rec["logprob_temperature"] == 0.7
+        assert rec["seq_logprob"] != before[tid]["seq_logprob"]
+        s = samples.get(tid)
+        if s is None:
+            continue
+        ref = naive_token_stats(model, s["prompt_ids"], s["completion_ids"], temperature=0.7)
+        assert rec["seq_logprob"] == pytest.approx(ref.seq_logprob, abs=1e-4)
+        assert rec["n_tokens"] == len(s["completion_ids"]) == len(s["server_logprobs"])
+        checked += 1
+    assert checked > 0
+
+
 def test_429_500_and_timeouts_are_retried(policy: Path, tmp_path: Path) -> None:
     """Each unit's first attempt fails (429 with Retry-After, 500, or a hang past the
     timeout); the output equals a fault-free run's, and every unit got one good reply."""
