@@ -93,3 +93,29 @@ def test_benchmarks_page_is_rendered_from_the_stored_results() -> None:
     from benchmarks.figures import main as figures_main
 
     assert figures_main(["--check"]) == 0, "docs/benchmarks.md: run `python -m benchmarks.figures`"
+
+
+def test_screenshots_are_shrunk_only_above_the_limit(tmp_path: Path) -> None:
+    """A small PNG is written as it is; one above the limit is re-encoded with a palette
+    (same size in pixels, fewer bytes, at most 256 colours)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from app.docs_screenshots import save_png
+
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(200, 320, 3), dtype=np.uint8)  # noise: a big PNG
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, format="PNG")
+    png = buf.getvalue()
+    small = tmp_path / "small.png"
+    assert save_png(png, small, max_bytes=len(png)) == len(png)
+    assert small.read_bytes() == png
+    big = tmp_path / "big.png"
+    size = save_png(png, big, max_bytes=len(png) - 1)
+    assert size == big.stat().st_size < len(png)
+    out = Image.open(big)
+    assert out.mode == "P" and out.size == (320, 200)
+    assert len(out.getcolors(maxcolors=257) or []) <= 256
