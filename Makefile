@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 EXTRAS ?= dev,llm,train,sign
 PYTEST_ARGS ?=
 
-.PHONY: install shell chromium demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve clean
+.PHONY: install shell chromium demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve screenshots clean
 
 install: $(VENV)/.installed $(LS_VENV)/.installed chromium ## create .venv and .venv-labelstudio; Debian chromium
 
@@ -48,13 +48,18 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-bench: install ## speed figures, as ratios against a named baseline in the same run
-	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+bench: install ## speed figures (ratios against a named baseline in the same run) → docs/benchmarks.md
+	@for b in benchmarks/bench_*.py; do n=$$(basename $$b .py); echo "== $$b"; \
+	  $(BIN)/python $$b --json-out benchmarks/results/$${n#bench_}.json || exit 1; done
+	$(BIN)/python -m benchmarks.figures
 
 MUTANTS ?=
 docs: install ## regenerate docs/reference (commands, settings, REST API) and build the site strictly into site/
 	$(BIN)/python -m app.docs
 	$(BIN)/mkdocs build --strict
+
+screenshots: install ## docs/img/*.png from the real pages (quick SIMULATED demo, view, Label Studio; minutes)
+	$(BIN)/python -m app.docs_screenshots
 
 docs-serve: docs ## serve the documentation site on http://127.0.0.1:8001
 	$(BIN)/mkdocs serve -a 127.0.0.1:8001

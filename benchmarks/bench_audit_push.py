@@ -56,6 +56,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from common import add_json_out, emit  # benchmarks/common.py
+
 T = TypeVar("T")
 
 TARGET_S = 30.0
@@ -309,6 +311,7 @@ def main() -> None:
         help="twice: the running Label Studio of annotator A, then of B (one per person)",
     )
     ap.add_argument("--labelstudio-token", action="append", default=[], help="their tokens")
+    add_json_out(ap)
     args = ap.parse_args()
     if args.smoke:
         args.pairs, args.questions, args.n_baseline = 58, 30, 10
@@ -527,30 +530,29 @@ def main() -> None:
         f"(target < {TARGET_S:.0f} s each; store built in {store_s:.1f} s, "
         f"Label Studio first boot {boot_s:.1f} s, annotation set-up {annotate_s:.1f} s)"
     )
-    print(
-        json.dumps(
-            {
-                "bench": "audit_push",
-                "n_pairs": len(pairs),
-                "n_tasks": n_tasks,
-                "n_annotations": n_ann,
-                "push_s": round(push_s, 2),
-                "sync_s": round(sync_s, 2),
-                "target_s": TARGET_S,
-                "baseline_push_tasks_per_s": round(base_push_rate, 1),
-                "push_ratio_vs_baseline": round(push_rate / base_push_rate, 2),
-                "baseline_sync_annotations_per_s": round(base_sync_rate, 1),
-                "sync_ratio_vs_baseline": round(sync_rate / base_sync_rate, 2),
-                "n_changed": n_changed,
-                "incremental_sync_s": round(inc_s, 2),
-                "incremental_tasks_read": inc["tasks_read"],
-                "full_sync_unchanged_s": round(full_s, 2),
-                "full_vs_incremental": round(full_s / inc_s, 2),
-                "labelstudio_boot_s": round(boot_s, 1),
-                "profiled": args.profile,
-                "smoke": args.smoke,
-            }
-        )
+    emit(
+        {
+            "bench": "audit_push",
+            "n_pairs": len(pairs),
+            "n_tasks": n_tasks,
+            "n_annotations": n_ann,
+            "push_s": round(push_s, 2),
+            "sync_s": round(sync_s, 2),
+            "target_s": TARGET_S,
+            "baseline_push_tasks_per_s": round(base_push_rate, 1),
+            "push_ratio_vs_baseline": round(push_rate / base_push_rate, 2),
+            "baseline_sync_annotations_per_s": round(base_sync_rate, 1),
+            "sync_ratio_vs_baseline": round(sync_rate / base_sync_rate, 2),
+            "n_changed": n_changed,
+            "incremental_sync_s": round(inc_s, 2),
+            "incremental_tasks_read": inc["tasks_read"],
+            "full_sync_unchanged_s": round(full_s, 2),
+            "full_vs_incremental": round(full_s / inc_s, 2),
+            "labelstudio_boot_s": round(boot_s, 1),
+            "profiled": args.profile,
+            "smoke": args.smoke,
+        },
+        args.json_out,
     )
 
 

@@ -18,13 +18,13 @@ Prints a table and one JSON line (``{"bench": "audits_covariance", ...}``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
 import tracemalloc
 
 import numpy as np
+from common import add_json_out, emit  # benchmarks/common.py
 
 from audits.covariance import (
     N_WORK_BUFFERS,
@@ -70,6 +70,7 @@ def main() -> None:
     parser.add_argument("--max-chunk-mb", type=float, default=64.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
+    add_json_out(parser)
     args = parser.parse_args()
     if args.smoke:
         args.positions, args.vocab, args.max_chunk_mb = "16,48", 2_000, 0.125
@@ -123,22 +124,21 @@ def main() -> None:
             f"{r['kernel']:<10} {r['positions']:>9} {r['seconds']:>8.2f} "
             f"{r['positions_per_s']:>8.1f} {r['peak_extra_mb']:>8.1f} {r['input_mb']:>8.1f}"
         )
-    print(
-        json.dumps(
-            {
-                "bench": "audits_covariance",
-                "smoke": args.smoke,
-                "vocab": args.vocab,
-                "dtype": "float32",
-                "max_chunk_mb": args.max_chunk_mb,
-                "chunk_rows": rows,
-                "peak_bound_mb": N_WORK_BUFFERS * args.max_chunk_mb,
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "numpy": np.__version__,
-                "results": rows_out,
-            }
-        )
+    emit(
+        {
+            "bench": "audits_covariance",
+            "smoke": args.smoke,
+            "vocab": args.vocab,
+            "dtype": "float32",
+            "max_chunk_mb": args.max_chunk_mb,
+            "chunk_rows": rows,
+            "peak_bound_mb": N_WORK_BUFFERS * args.max_chunk_mb,
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "results": rows_out,
+        },
+        args.json_out,
     )
 
 

@@ -14,12 +14,12 @@ The last line of output is one JSON object with all figures.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
 
 import numpy as np
+from common import add_json_out, emit  # benchmarks/common.py
 
 from audits.entropy import _paired_bootstrap, _paired_bootstrap_loop
 from audits.modes import rarefied_retention
@@ -63,6 +63,7 @@ def main() -> None:
     ap.add_argument("--loop-boot", type=int, default=200, help="B for the slow loop baseline")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
+    add_json_out(ap)
     args = ap.parse_args()
     n_questions = 200
     if args.smoke:
@@ -102,23 +103,22 @@ def main() -> None:
         f"(paired 95% CI {ci[0]:.4f}–{ci[1]:.4f}; retention {ret.retention:.4f} "
         f"[{ret.ci_low:.4f}, {ret.ci_high:.4f}], eligible {ret.n_eligible})"
     )
-    print(
-        json.dumps(
-            {
-                "bench": "audits_entropy",
-                "smoke": args.smoke,
-                "cpus": os.cpu_count(),
-                "n_boot": b,
-                "paired_vectorised_s": round(t_vec, 4),
-                "paired_vectorised_1thread_s": round(t_vec_1, 4),
-                "paired_loop_s_scaled": round(t_loop, 2),
-                "paired_loop_n_boot_measured": args.loop_boot,
-                "paired_speed_ratio": round(t_loop / t_vec, 1),
-                "retention_s": round(t_ret, 4),
-                "retention_questions": 125,
-                "retention_draws": 20,
-            }
-        )
+    emit(
+        {
+            "bench": "audits_entropy",
+            "smoke": args.smoke,
+            "cpus": os.cpu_count(),
+            "n_boot": b,
+            "paired_vectorised_s": round(t_vec, 4),
+            "paired_vectorised_1thread_s": round(t_vec_1, 4),
+            "paired_loop_s_scaled": round(t_loop, 2),
+            "paired_loop_n_boot_measured": args.loop_boot,
+            "paired_speed_ratio": round(t_loop / t_vec, 1),
+            "retention_s": round(t_ret, 4),
+            "retention_questions": 125,
+            "retention_draws": 20,
+        },
+        args.json_out,
     )
 
 

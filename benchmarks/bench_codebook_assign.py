@@ -33,6 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+from common import add_json_out, emit  # benchmarks/common.py
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -193,6 +194,7 @@ def main() -> None:
     ap.add_argument("--n-serial", type=int, default=2_000, help="prefix for concurrency 1")
     ap.add_argument("--latency", type=float, default=0.05)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
+    add_json_out(ap)
     args = ap.parse_args()
     if args.smoke:  # slow calls, so that the kill still lands halfway through the run
         args.n, args.n_serial, args.latency = 200, 40, 0.3
@@ -235,24 +237,23 @@ def main() -> None:
             f"resume after {label} at {r['served_before_kill']}/{r['planned_calls']} calls: "
             f"{r['repeated']} repeated ({sh:.2%}; target < 1%), {r['distinct']} distinct calls"
         )
-    print(
-        json.dumps(
-            {
-                "bench": "codebook_assign",
-                "smoke": args.smoke,
-                "n": sixteen["n"],
-                "latency_ms": args.latency * 1000,
-                "traj_per_s_c1": round(rate1, 1),
-                "traj_per_s_c16": round(rate16, 1),
-                "speedup": round(rate16 / rate1, 2),
-                "client_cpu_ms_per_call_c16": round(sixteen["client_cpu_ms_per_call"], 2),
-                "server_cpu_ms_per_call_c16": round(sixteen["server_cpu_ms_per_call"], 2),
-                "resume_planned_calls": killed["planned_calls"],
-                "sigkill_repeated_calls": killed["repeated"],
-                "sigkill_repeated_share": round(share, 5),
-                "sigterm_repeated_calls": stopped["repeated"],
-            }
-        )
+    emit(
+        {
+            "bench": "codebook_assign",
+            "smoke": args.smoke,
+            "n": sixteen["n"],
+            "latency_ms": args.latency * 1000,
+            "traj_per_s_c1": round(rate1, 1),
+            "traj_per_s_c16": round(rate16, 1),
+            "speedup": round(rate16 / rate1, 2),
+            "client_cpu_ms_per_call_c16": round(sixteen["client_cpu_ms_per_call"], 2),
+            "server_cpu_ms_per_call_c16": round(sixteen["server_cpu_ms_per_call"], 2),
+            "resume_planned_calls": killed["planned_calls"],
+            "sigkill_repeated_calls": killed["repeated"],
+            "sigkill_repeated_share": round(share, 5),
+            "sigterm_repeated_calls": stopped["repeated"],
+        },
+        args.json_out,
     )
 
 

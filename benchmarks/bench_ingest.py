@@ -12,7 +12,6 @@ tiny sizes in seconds (``make test`` runs it so that the script cannot rot).
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import resource
 import tempfile
@@ -23,6 +22,7 @@ from queue import Empty
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from common import add_json_out, emit  # benchmarks/common.py
 
 
 def generate(path: Path, n: int, n_tokens: int, seed: int = 0) -> None:
@@ -126,6 +126,7 @@ def main() -> None:
     ap.add_argument("--n-baseline", type=int, default=10_000)
     ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
+    add_json_out(ap)
     args = ap.parse_args()
     if args.smoke:
         args.n, args.n_baseline, args.tokens = 200, 50, 16
@@ -153,19 +154,18 @@ def main() -> None:
         f"speed ratio bulk / baseline: {bulk_rate / naive_rate:.1f}x "
         f"(target >= 20,000 records/s, peak RSS < 1,500 MB)"
     )
-    print(
-        json.dumps(
-            {
-                "bench": "ingest",
-                "smoke": args.smoke,
-                "n": bulk["n"],
-                "tokens_per_record": args.tokens,
-                "records_per_s": round(bulk_rate),
-                "peak_rss_mb": round(bulk["peak_rss_mb"]),
-                "baseline_records_per_s": round(naive_rate),
-                "ratio_vs_baseline": round(bulk_rate / naive_rate, 2),
-            }
-        )
+    emit(
+        {
+            "bench": "ingest",
+            "smoke": args.smoke,
+            "n": bulk["n"],
+            "tokens_per_record": args.tokens,
+            "records_per_s": round(bulk_rate),
+            "peak_rss_mb": round(bulk["peak_rss_mb"]),
+            "baseline_records_per_s": round(naive_rate),
+            "ratio_vs_baseline": round(bulk_rate / naive_rate, 2),
+        },
+        args.json_out,
     )
 
 

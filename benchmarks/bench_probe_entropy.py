@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from common import add_json_out, emit  # benchmarks/common.py
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHAPE = {  # a small decoder with Qwen2.5's vocabulary: the LM head dominates on CPU
@@ -130,6 +132,7 @@ def main() -> None:
     ap.add_argument("--method", choices=["forward", "full", "chunked"], help=argparse.SUPPRESS)
     ap.add_argument("--timing", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
+    add_json_out(ap)
     args = ap.parse_args()
     if args.smoke:  # the children get these values through their explicit arguments
         args.tokens, args.vocab, args.chunk, args.reps, args.threads = 32, 512, 8, 1, 1
@@ -171,17 +174,16 @@ def main() -> None:
         f"target: chunked peak <= forward peak + one chunk: {ours['peak_extra_mb']:.0f} MB <= "
         f"{fwd['peak_extra_mb'] + chunk_mb:.0f} MB ({'met' if mem_ok else 'NOT met'})"
     )
-    print(
-        json.dumps(
-            {
-                "bench": "probe_entropy",
-                **{k: v for k, v in vars(args).items() if k not in ("method", "timing")},
-                "results": res,
-                "throughput_vs_forward": ratio,
-                "full_vs_forward": full["tokens_per_s"] / fwd["tokens_per_s"],
-                "memory_target_met": mem_ok,
-            }
-        )
+    emit(
+        {
+            "bench": "probe_entropy",
+            **{k: v for k, v in vars(args).items() if k not in ("method", "timing", "json_out")},
+            "results": res,
+            "throughput_vs_forward": ratio,
+            "full_vs_forward": full["tokens_per_s"] / fwd["tokens_per_s"],
+            "memory_target_met": mem_ok,
+        },
+        args.json_out,
     )
 
 

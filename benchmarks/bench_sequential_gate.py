@@ -29,12 +29,12 @@ The last line of output is one JSON object with all figures.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from dataclasses import replace
 
 import numpy as np
+from common import add_json_out, emit  # benchmarks/common.py
 from scipy import optimize
 
 from audits.sequential import SequentialPlan
@@ -106,6 +106,7 @@ def main() -> None:
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--smoke", action="store_true", help="a few small audits: does it run?")
+    add_json_out(ap)
     args = ap.parse_args()
     plan = SequentialPlan(alpha=args.alpha, spending=args.spending, n_boot=args.n_boot)
     if args.smoke:
@@ -186,30 +187,29 @@ def main() -> None:
     for name, sc in per_scenario.items():
         print(f"  {name:<28} target settled {sc['target_settled']:>3}, wrong "
               f"{sc['target_wrong']:>3}, pairs {sc['mean_share_of_plan']:.0%}")  # fmt: skip
-    print(
-        json.dumps(
-            {
-                "bench": "sequential_gate",
-                "smoke": args.smoke,
-                "cpus": os.cpu_count(),
-                "plan": plan.to_dict(),
-                "boundaries": [round(c, 4) for c in cs],
-                "n_audits": n_audits,
-                "n_planned_pairs": n_planned,
-                "seconds": round(elapsed, 1),
-                "wrong_settled_share": {r: round(wrong[r] / n_audits, 4) for r, _, _ in REQ},
-                "wrong_among_settled": {
-                    r: round(wrong[r] / settled[r], 4) if settled[r] else None for r, _, _ in REQ
-                },
-                "gate_settled": gate_settled,
-                "gate_wrong": gate_wrong,
-                "expected_share_of_plan": {
-                    k: round(float(np.mean(v)), 4) if v else None for k, v in clear_pairs.items()
-                },
-                "clear_audits": {k: len(v) for k, v in clear_pairs.items()},
-                "scenarios": per_scenario,
-            }
-        )
+    emit(
+        {
+            "bench": "sequential_gate",
+            "smoke": args.smoke,
+            "cpus": os.cpu_count(),
+            "plan": plan.to_dict(),
+            "boundaries": [round(c, 4) for c in cs],
+            "n_audits": n_audits,
+            "n_planned_pairs": n_planned,
+            "seconds": round(elapsed, 1),
+            "wrong_settled_share": {r: round(wrong[r] / n_audits, 4) for r, _, _ in REQ},
+            "wrong_among_settled": {
+                r: round(wrong[r] / settled[r], 4) if settled[r] else None for r, _, _ in REQ
+            },
+            "gate_settled": gate_settled,
+            "gate_wrong": gate_wrong,
+            "expected_share_of_plan": {
+                k: round(float(np.mean(v)), 4) if v else None for k, v in clear_pairs.items()
+            },
+            "clear_audits": {k: len(v) for k, v in clear_pairs.items()},
+            "scenarios": per_scenario,
+        },
+        args.json_out,
     )
 
 

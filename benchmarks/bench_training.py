@@ -18,12 +18,13 @@ rot); its figures mean nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
 import warnings
 from pathlib import Path
+
+from common import add_json_out, emit  # benchmarks/common.py
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -109,6 +110,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=15, help="loss timing repetitions")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
+    add_json_out(ap)
     args = ap.parse_args()
     global BATCH, GENERATIONS, COMPLETION
     if args.smoke:
@@ -152,20 +154,19 @@ def main() -> None:
         f"loss overhead vs grpo (prepare/{iters} + loss fwd/bwd), worst {worst:.2f}x "
         f"(target <= 1.3x); {args.threads} torch thread(s), {BATCH} completions/step"
     )
-    print(
-        json.dumps(
-            {
-                "bench": "training",
-                "smoke": args.smoke,
-                "threads": args.threads,
-                "steps": args.steps,
-                "steps_per_s": {k: round(v, 3) for k, v in speed.items()},
-                "loss_ms": {k: round(v["loss_ms"], 2) for k, v in timings.items()},
-                "prepare_ms": {k: round(v["prepare_ms"], 2) for k, v in timings.items()},
-                "overhead_vs_grpo": {k: round(v, 3) for k, v in ratio.items()},
-                "target_overhead": 1.3,
-            }
-        )
+    emit(
+        {
+            "bench": "training",
+            "smoke": args.smoke,
+            "threads": args.threads,
+            "steps": args.steps,
+            "steps_per_s": {k: round(v, 3) for k, v in speed.items()},
+            "loss_ms": {k: round(v["loss_ms"], 2) for k, v in timings.items()},
+            "prepare_ms": {k: round(v["prepare_ms"], 2) for k, v in timings.items()},
+            "overhead_vs_grpo": {k: round(v, 3) for k, v in ratio.items()},
+            "target_overhead": 1.3,
+        },
+        args.json_out,
     )
 
 

@@ -1,6 +1,8 @@
 """Every benchmark runs in ``make test`` in its smoke mode (tiny sizes, seconds), so that a
 refactor cannot break one unnoticed (``make bench`` runs the full sizes). Each script must
-exit 0 and end with its one JSON line of figures, marked ``"smoke": true``."""
+exit 0 and end with its one JSON line of figures, marked ``"smoke": true``; the same figures
+go to its ``--json-out`` file, and the benchmarks page's row renders from them (so a renamed
+figure breaks here, not in the next ``make bench``)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from benchmarks.figures import FORMATS, rows_of
 from tests.labelstudio_fixture import LabelStudioHandle
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,21 +27,35 @@ NEEDS_LABELSTUDIO = {"bench_audit_push.py"}
 def run_smoke(script: str, *extra: str) -> dict:  # type: ignore[type-arg]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RCEA_")}
     env["PYTHONPATH"] = str(REPO)
-    out = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / script), "--smoke", *extra],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, (
-        f"{script} --smoke failed:\n{out.stdout[-3000:]}{out.stderr[-3000:]}"
-    )
+    name = script.removeprefix("bench_").removesuffix(".py")
+    with tempfile.TemporaryDirectory() as tmp:
+        stored = Path(tmp) / "results" / f"{name}.json"
+        out = subprocess.run(
+            [sys.executable, str(REPO / "benchmarks" / script), "--smoke", *extra,
+             "--json-out", str(stored)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )  # fmt: skip
+        assert out.returncode == 0, (
+            f"{script} --smoke failed:\n{out.stdout[-3000:]}{out.stderr[-3000:]}"
+        )
+        result = json.loads(stored.read_text())
     last = out.stdout.strip().splitlines()[-1]
     figures = json.loads(last)
-    assert figures["bench"] == script.removeprefix("bench_").removesuffix(".py")
+    assert figures["bench"] == name
     assert figures["smoke"] is True
+    # the stored result: the same figures, with when and under what load
+    assert result["figures"] == figures and result["source"] == "make bench"
+    assert result["bench"] == name and result["measured_at"].endswith(" UTC")
+    # a smoke result is refused by the page; its figures still render the page's row
+    with pytest.raises(ValueError, match="smoke"):
+        rows_of(result)
+    rows = FORMATS[name]({**figures, "smoke": False})
+    assert rows and all(len(r) == 4 and all(isinstance(c, str) and c for c in r) for r in rows)
+    assert rows[0][0].startswith(f"`{script}`")
     return figures
 
 

@@ -1,0 +1,92 @@
+"""The benchmarks page's table, rendered from stored results (``python -m benchmarks.figures``):
+measured results through each benchmark's row, carried-over ones verbatim, the notes around
+the table kept, smoke results refused, a stale page found by ``--check``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.figures import BEGIN, END, FORMATS, RESULTS, load_results, main, render, table
+
+INGEST = {
+    "bench": "ingest",
+    "smoke": False,
+    "n": 100_000,
+    "tokens_per_record": 512,
+    "records_per_s": 19_500,
+    "peak_rss_mb": 1_100,
+    "baseline_records_per_s": 2_500,
+    "ratio_vs_baseline": 7.8,
+}
+MEASURED = {
+    "bench": "ingest",
+    "source": "make bench",
+    "measured_at": "2026-12-02 10:00 UTC",
+    "load": 0.4,
+    "cpus": 2,
+    "python": "3.11.7",
+    "figures": INGEST,
+}
+CARRIED = {
+    "bench": "training",
+    "source": "carried over",
+    "measured": "on or before 2026-12-01",
+    "load": "≈ 2–3",
+    "rows": [["`bench_training.py`: x", "3 steps/s", "≤ 1.1× | a", "≤ 1.3× (met)"]],
+}
+
+
+def test_a_measured_result_renders_its_row() -> None:
+    text = table([MEASURED])
+    assert text.splitlines()[2] == (
+        "| `bench_ingest.py`: 100,000 records with 512-float token arrays (Parquet) into SQLite"
+        " | 19,500 records/s; peak RSS 1.07 GB"
+        " | row-by-row `session.add`: 2,500 records/s → **7.8×**"
+        " | ≥ 20,000 records/s (**not met**), RSS < 1.5 GB (met)"
+        " | 2026-12-02 10:00 UTC, load 0.4, 2 CPUs |"
+    )
+    fast = {**MEASURED, "figures": {**INGEST, "records_per_s": 20_000, "peak_rss_mb": 1_600}}
+    assert "≥ 20,000 records/s (met), RSS < 1.5 GB (**not met**)" in table([fast])
+
+
+def test_a_carried_over_result_renders_verbatim_and_missing_ones_are_named() -> None:
+    lines = table([CARRIED]).splitlines()
+    assert lines[2] == (
+        "| `bench_training.py`: x | 3 steps/s | ≤ 1.1× \\| a | ≤ 1.3× (met)"
+        " | *carried over*: on or before 2026-12-01; load ≈ 2–3 |"
+    )
+    assert lines[-1].startswith("No stored result yet: `bench_ingest.py`, ")
+    assert "`bench_training.py`" not in lines[-1]
+
+
+def test_a_smoke_result_is_refused() -> None:
+    smoke = {**MEASURED, "figures": {**INGEST, "smoke": True}}
+    with pytest.raises(ValueError, match="--smoke"):
+        table([smoke])
+
+
+def test_render_keeps_the_notes_and_check_finds_a_stale_page(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "ingest.json").write_text(json.dumps(MEASURED))
+    page = tmp_path / "bench.md"
+    page.write_text(f"# B\n\nbefore\n\n{BEGIN}\nold table\n{END}\n\nafter\n")
+    assert main(["--check", "--results", str(results), "--page", str(page)]) == 1
+    assert main(["--results", str(results), "--page", str(page)]) == 0
+    new = page.read_text()
+    assert new.startswith("# B\n\nbefore\n\n" + BEGIN + "\n\n| bench |")
+    assert new.endswith(END + "\n\nafter\n") and "old table" not in new
+    assert "19,500 records/s" in new
+    assert main(["--check", "--results", str(results), "--page", str(page)]) == 0
+    assert render(new, load_results(results)) == new
+    with pytest.raises(ValueError, match="markers"):
+        render("no markers", [])
+
+
+def test_every_benchmark_has_a_row_and_a_stored_result() -> None:
+    scripts = {p.stem.removeprefix("bench_") for p in RESULTS.parent.glob("bench_*.py")}
+    assert set(FORMATS) == scripts
+    assert {r["bench"] for r in load_results()} == scripts
