@@ -129,10 +129,15 @@ def _stage(
     as_json: bool,
     overrides: dict[str, Any],
 ) -> None:
+    import os
+
     import pipeline.probe as probe
 
     cfg = _load(config, as_json, **overrides)
-    if study:
+    # under accelerate launch (entropy, covariance: pipeline.probe.shard) rank 0 alone
+    # touches the store and reports; the other ranks compute their share and stay quiet
+    main = int(os.environ.get("RANK", "0") or 0) == 0
+    if study and main:
         _bind_study(study, cfg, actor, as_json)
     fn = {
         "sample": probe.run_sample,
@@ -144,6 +149,8 @@ def _stage(
         result = fn(cfg, out, progress=(not as_json and is_tty()) or progress_forced())
     except _errors() as exc:
         fail(str(exc), as_json=as_json)
+    if not (main and result.main_process):
+        return
     data = {"ok": True, **result.to_dict()}
     if study and result.measurements:
         data["recorded"] = _record(study, result.measurements, f"probe {name}: {out}")
@@ -213,7 +220,10 @@ def entropy_cmd(
     threads: int = THREADS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Teacher-forced token entropies and log-probs of every sample (Parquet + records)."""
+    """Teacher-forced token entropies and log-probs of every sample (Parquet + records).
+
+    Sharded: `accelerate launch --num_processes N $(which rcea) probe entropy ...` splits
+    the checkpoint × question units over N ranks; rank 0 merges (docs/scaling-out.md)."""
     _stage(
         "entropy",
         config,
@@ -244,7 +254,10 @@ def covariance_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Predicted vs observed entropy change per adjacent transition (TRANSITIONS.csv) and
-    the endpoint reward-stratified tail."""
+    the endpoint reward-stratified tail.
+
+    Sharded: `accelerate launch --num_processes N $(which rcea) probe covariance ...` splits
+    the transition × question units over N ranks; rank 0 merges and records --study once."""
     _stage(
         "covariance",
         config,
