@@ -137,6 +137,12 @@ def _stage(
     # under accelerate launch (entropy, covariance: pipeline.probe.shard) rank 0 alone
     # touches the store and reports; the other ranks compute their share and stay quiet
     main = int(os.environ.get("RANK", "0") or 0) == 0
+    if name in ("sample", "bench") and int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        fail(
+            f"probe {name} does not shard over processes (every rank would redo and rewrite "
+            "the same units); run it without accelerate launch — entropy and covariance shard",
+            as_json=as_json,
+        )
     if study and main:
         _bind_study(study, cfg, actor, as_json)
     fn = {
@@ -222,8 +228,9 @@ def entropy_cmd(
 ) -> None:
     """Teacher-forced token entropies and log-probs of every sample (Parquet + records).
 
-    Sharded: `accelerate launch --num_processes N $(which rcea) probe entropy ...` splits
-    the checkpoint × question units over N ranks; rank 0 merges (docs/scaling-out.md)."""
+    Sharded: `accelerate launch --multi_gpu --num_processes N $(which rcea) probe entropy`
+    splits the checkpoint × question units over N ranks (GPUs, or gloo CPU processes);
+    rank 0 merges (docs/scaling-out.md)."""
     _stage(
         "entropy",
         config,
@@ -256,8 +263,9 @@ def covariance_cmd(
     """Predicted vs observed entropy change per adjacent transition (TRANSITIONS.csv) and
     the endpoint reward-stratified tail.
 
-    Sharded: `accelerate launch --num_processes N $(which rcea) probe covariance ...` splits
-    the transition × question units over N ranks; rank 0 merges and records --study once."""
+    Sharded: `accelerate launch --multi_gpu --num_processes N $(which rcea) probe covariance`
+    splits the transition × question units over N ranks (GPUs, or gloo CPU processes);
+    rank 0 merges and records --study once."""
     _stage(
         "covariance",
         config,

@@ -219,3 +219,21 @@ def _normalised(files: dict[str, Any]) -> dict[str, Any]:
     head, *lines = files["TRANSITIONS.csv"].splitlines()  # the header stays first
     files["TRANSITIONS.csv"] = (head, sorted(lines))
     return files
+
+
+@pytest.mark.parametrize("stage", ["sample", "bench"])
+def test_unsharded_stages_refuse_a_launch(
+    sampled: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
+) -> None:
+    """`sample` and `bench` do not shard: under a launch every rank would rewrite the same
+    units, so they refuse (on every rank) before doing anything."""
+    from typer.testing import CliRunner
+
+    from app.cli import app
+
+    cfg, _ = sampled
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["probe", stage, "--config", str(cfg), "--out", str(out)])
+    assert res.exit_code == 1
+    assert f"probe {stage} does not shard" in res.output and not out.exists()
