@@ -59,11 +59,13 @@ def accelerate_launch(args: list[str], *, processes: int = 2, timeout: int = 300
 
 
 @pytest.mark.slow
-def test_two_cpu_ranks_write_one_output_set(small_base: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_two_cpu_ranks_write_one_output_set(small_base: Path, tmp_path: Path, lora: bool) -> None:
     out = tmp_path / "run"
     cfg = tmp_path / "train.toml"
     # GTPO: its entropy term gives a gradient even when no completion is correct (the
     # 5-step base), and it uses both cross-rank paths (H0, rank-averaged metrics)
+    lora_table = "\n[lora]\nenabled = true\nr = 4\nalpha = 8\n" if lora else ""
     cfg.write_text(
         f"""
 [model]
@@ -84,6 +86,7 @@ logging_steps = 1
 torch_threads = 1
 progress_bar = false
 """
+        + lora_table
     )
     res = accelerate_launch(["train", "run", "--config", str(cfg), "--json"])
     assert res.returncode == 0, res.stderr[-4000:]
@@ -123,8 +126,15 @@ progress_bar = false
         "backend": "gloo",
         "per_device_train_batch_size": 8,
     }
+    # final/: a full model (LoRA merged on rank 0), loadable as such
     assert (out / "final" / "config.json").exists()
     assert (out / "final" / "tokenizer_config.json").exists()
+    assert not (out / "final" / "adapter_config.json").exists()
+    from transformers import AutoModelForCausalLM
+
+    final = AutoModelForCausalLM.from_pretrained(out / "final")
+    base = AutoModelForCausalLM.from_pretrained(small_base)
+    assert {n for n, _ in final.named_parameters()} == {n for n, _ in base.named_parameters()}
 
 
 def test_shipped_accelerate_configs_load() -> None:
