@@ -237,3 +237,32 @@ def test_unsharded_stages_refuse_a_launch(
     res = CliRunner().invoke(app, ["probe", stage, "--config", str(cfg), "--out", str(out)])
     assert res.exit_code == 1
     assert f"probe {stage} does not shard" in res.output and not out.exists()
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 8])
+def test_split_gives_contiguous_blocks_in_rank_order(world: int) -> None:
+    units = list(range(7))
+    blocks = [shard_mod.Shard(rank=r, world=world).split(units) for r in range(world)]
+    assert [u for b in blocks for u in b] == units  # concatenated in rank order
+    sizes = [len(b) for b in blocks]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_fold_logs_in_rank_order_and_a_cut_line(tmp_path: Path) -> None:
+    """Rank 0 folds every rank's log (rank 10 after rank 2: numeric order), keeps units
+    already done once, drops a last line cut short by a kill, and deletes the logs."""
+    from pipeline.probe.manifest import Manifest
+
+    m = Manifest(tmp_path, probe_seed=1, question_source="toy:probe")
+    m.mark("entropy", "ck", ["q0"])
+    shard_mod.log_units(tmp_path, "entropy", 10, "ck", ["q3"])
+    shard_mod.log_units(tmp_path, "entropy", 2, "ck", ["q1", "q0"])
+    shard_mod.log_units(tmp_path, "entropy", 2, "ck", ["q2"])
+    with shard_mod.log_path(tmp_path, "entropy", 10).open("a") as fh:
+        fh.write('{"group": "ck", "units": ["q4"')  # killed mid-write
+    shard_mod.log_units(tmp_path, "covariance", 1, "t", ["q9"])  # another stage: kept
+    assert shard_mod.fold_logs(tmp_path, m, "entropy") == 3
+    assert m.data["done"]["entropy"]["ck"] == ["q0", "q1", "q2", "q3"]
+    reread = Manifest(tmp_path, probe_seed=1, question_source="toy:probe")
+    assert reread.done("entropy", "ck") == {"q0", "q1", "q2", "q3"}
+    assert [p.name for p in (tmp_path / "shards").iterdir()] == ["covariance-rank1.jsonl"]
