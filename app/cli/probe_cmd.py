@@ -129,10 +129,21 @@ def _stage(
     as_json: bool,
     overrides: dict[str, Any],
 ) -> None:
+    import os
+
     import pipeline.probe as probe
 
     cfg = _load(config, as_json, **overrides)
-    if study:
+    # under accelerate launch (entropy, covariance: pipeline.probe.shard) rank 0 alone
+    # touches the store and reports; the other ranks compute their share and stay quiet
+    main = int(os.environ.get("RANK", "0") or 0) == 0
+    if name in ("sample", "bench") and int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        fail(
+            f"probe {name} does not shard over processes (every rank would redo and rewrite "
+            "the same units); run it without accelerate launch — entropy and covariance shard",
+            as_json=as_json,
+        )
+    if study and main:
         _bind_study(study, cfg, actor, as_json)
     fn = {
         "sample": probe.run_sample,
@@ -144,6 +155,8 @@ def _stage(
         result = fn(cfg, out, progress=(not as_json and is_tty()) or progress_forced())
     except _errors() as exc:
         fail(str(exc), as_json=as_json)
+    if not (main and result.main_process):
+        return
     data = {"ok": True, **result.to_dict()}
     if study and result.measurements:
         data["recorded"] = _record(study, result.measurements, f"probe {name}: {out}")
@@ -224,7 +237,11 @@ def entropy_cmd(
     threads: int = THREADS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Teacher-forced token entropies and log-probs of every sample (Parquet + records)."""
+    """Teacher-forced token entropies and log-probs of every sample (Parquet + records).
+
+    Sharded: `accelerate launch --multi_gpu --num_processes N $(which rcea) probe entropy`
+    splits the checkpoint × question units over N ranks (GPUs, or gloo CPU processes);
+    rank 0 merges (docs/scaling-out.md)."""
     _stage(
         "entropy",
         config,
@@ -255,7 +272,11 @@ def covariance_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Predicted vs observed entropy change per adjacent transition (TRANSITIONS.csv) and
-    the endpoint reward-stratified tail."""
+    the endpoint reward-stratified tail.
+
+    Sharded: `accelerate launch --multi_gpu --num_processes N $(which rcea) probe covariance`
+    splits the transition × question units over N ranks (GPUs, or gloo CPU processes);
+    rank 0 merges and records --study once."""
     _stage(
         "covariance",
         config,

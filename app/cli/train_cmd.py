@@ -193,7 +193,11 @@ def run_cmd(
     reward is the [verifier] (docs/real-models.md).
 
     Writes checkpoint-N/ every save_steps, curves.jsonl (progress-normalised), run.json
-    and final/ under the output directory."""
+    and final/ under the output directory.
+
+    Multi-GPU: `accelerate launch --config_file CONFIG.yaml $(which rcea) train run ...`
+    (DDP or DeepSpeed, pipeline/training/configs/accelerate/; docs/scaling-out.md): rank 0
+    writes the outputs, the other ranks print nothing."""
     _run(
         config,
         as_json=as_json,
@@ -221,6 +225,8 @@ def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
         result = run_training(cfg, progress=not as_json)
     except (FileNotFoundError, ConfigError) as exc:
         fail(str(exc), as_json=as_json)
+    if not result.main_process:
+        return  # under accelerate launch, rank 0 reports (one JSON document)
     data = {"ok": True, **result.to_dict()}
     if as_json:
         print_json(data)

@@ -328,6 +328,8 @@ class StageResult:
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     measurements: list[MeasurementRow] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    processes: int = 1  # ranks of an accelerate launch (pipeline.probe.shard)
+    main_process: bool = True  # False on ranks > 0: their files are merged by rank 0
 
     def to_dict(self, *, with_measurements: bool = False) -> dict[str, Any]:
         d = asdict(self)

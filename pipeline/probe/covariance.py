@@ -29,6 +29,14 @@ per-token proxy c_{i,t} = (log π − L̄)(A_i − Ā) is written with its strat
                                          advantage, c, stratum (success | failure)
 
 Resume unit: (transition, question); the tail is recomputed from the artifacts each run.
+
+Sharded (``accelerate launch --num_processes N ... rcea probe covariance``,
+:mod:`pipeline.probe.shard`): the open (transition, question) units are split into N
+contiguous blocks; each rank appends its rows to ``covariance/positions.rank<R>.jsonl`` and
+logs its units in ``shards/covariance-rank<R>.jsonl``; rank 0 folds the logs, appends the
+rank files to ``positions.jsonl`` in rank order (the single-process order) and writes
+TRANSITIONS.csv, the tails and the measurements once. Each unit is computed from the same
+inputs as in one process, so every file equals the single-process one.
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ from pipeline.probe.config import Checkpoint, ProbeConfig, resolve_checkpoints
 from pipeline.probe.entropy import decoder_and_head, hidden_states, padded_batch
 from pipeline.probe.manifest import append_jsonl, keep_done_rows, read_jsonl
 from pipeline.probe.sampling import records_path, samples_path
+from pipeline.probe.shard import current_shard, fold_logs, log_units, rank_files
 from pipeline.probe.tokens import StageOrderError, read_tokens, require_samples, tokens_path
 
 
@@ -213,19 +222,52 @@ def endpoint_tail(out: Path, ck: Checkpoint) -> tuple[dict[str, Any], Path]:
     return data, base.with_suffix(".json")
 
 
+def _rank_positions(out: Path, rank: int) -> Path:
+    return out / "covariance" / f"positions.rank{rank}.jsonl"
+
+
+def _fold(out: Path, manifest: Any, pos_path: Path) -> None:
+    """Rank 0: fold the ranks' logs into the manifest, append the ranks' position rows of
+    finished units to ``positions.jsonl`` (rank order = single-process order; rows of a
+    unit a killed rank wrote but never logged are dropped) and delete the rank files;
+    then drop rows of unfinished units from ``positions.jsonl`` itself."""
+    fold_logs(out, manifest, "covariance")
+    recorded = manifest.data["done"].get("covariance", {})
+    done_sets = {label: set(units) for label, units in recorded.items()}
+
+    def done(r: dict[str, Any]) -> bool:
+        return r["question_id"] in done_sets.get(r["transition"], set())
+
+    files = rank_files(out, "covariance/positions.rank{rank}.jsonl")
+    if files:
+        have = {(r["transition"], r["question_id"]) for r in read_jsonl(pos_path) if done(r)}
+        for path in files:
+            rows = [r for r in read_jsonl(path) if done(r)]
+            # defensive: a unit already merged is never appended twice
+            rows = [r for r in rows if (r["transition"], r["question_id"]) not in have]
+            append_jsonl(pos_path, rows)
+            have |= {(r["transition"], r["question_id"]) for r in rows}
+        for path in files:
+            path.unlink()
+    keep_done_rows(pos_path, done)
+
+
 def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -> StageResult:
     """Per-position predicted/observed Δh for every transition × question unit not yet
     done, TRANSITIONS.csv, and the endpoint tails."""
     out = Path(out_dir)
     timer = Timer()
     require_samples(out)
+    shard = current_shard()
     manifest = open_manifest(cfg, out)
     cv = cfg.covariance
     qids = sampled_question_ids(cfg, manifest)[: cv.questions]
     checkpoints = resolve_checkpoints(cfg)
     set_threads(cfg)
     pairs = transitions(checkpoints, cfg.checkpoints.base_run)
-    result = StageResult("covariance", str(out), cfg.probe.seed)
+    result = StageResult(
+        "covariance", str(out), cfg.probe.seed, processes=shard.world, main_process=shard.is_main
+    )
     result.info.update(
         questions=len(qids),
         trajectories=cv.trajectories,
@@ -237,15 +279,19 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
         raise StageOrderError(
             f"[covariance] trajectories = {cv.trajectories} exceeds [probe] k = {cfg.probe.k}"
         )
-    manifest.require_settings(
-        "covariance", {"trajectories": cv.trajectories, "positions": cv.positions, "seed": cv.seed}
-    )
+    settings = {"trajectories": cv.trajectories, "positions": cv.positions, "seed": cv.seed}
     pos_path = out / "covariance" / "positions.jsonl"
+    if shard.is_main:
+        manifest.require_settings("covariance", settings)
+        _fold(out, manifest, pos_path)  # an interrupted sharded run, and half-written units
+    shard.barrier()
+    if not shard.is_main:
+        manifest = open_manifest(cfg, out)
+        manifest.require_settings("covariance", settings)  # recorded by rank 0: checks only
     recorded = manifest.data["done"].get("covariance", {})
     done_sets = {label: set(units) for label, units in recorded.items()}
-    keep_done_rows(pos_path, lambda r: r["question_id"] in done_sets.get(r["transition"], set()))
-    bar = progress_bar(len(pairs) * len(qids), "covariance", progress)
-    for old, new in pairs:
+    plan: list[tuple[int, str]] = []
+    for i, (old, new) in enumerate(pairs):
         label = transition_label(old, new)
         missing = set(qids) - manifest.done("sample", old.label)
         if missing:
@@ -254,9 +300,15 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
             )
         todo = [q for q in qids if q not in done_sets.get(label, set())]
         result.units_skipped += len(qids) - len(todo)
-        bar.update(len(qids) - len(todo))
-        if not todo:
-            continue
+        plan += [(i, q) for q in todo]
+    mine = shard.split(plan)
+    my_path = pos_path if shard.world == 1 else _rank_positions(out, shard.rank)
+    bar = progress_bar(len(mine), "covariance", progress and shard.is_main)
+    units_run = 0
+    for i in sorted({p for p, _ in mine}):
+        old, new = pairs[i]
+        label = transition_label(old, new)
+        todo = [q for p, q in mine if p == i]
         from audits.covariance import entropy_change_pair
 
         m_old, tok = load_policy(old.path)
@@ -297,12 +349,22 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
                             }
                         )
                         j += 1
-            append_jsonl(pos_path, rows)
-            manifest.mark("covariance", label, [qid])
-            result.units_run += 1
+            append_jsonl(my_path, rows)
+            if shard.world == 1:
+                manifest.mark("covariance", label, [qid])
+            else:
+                log_units(out, "covariance", shard.rank, label, [qid])
+            units_run += 1
             bar.update(1)
         del m_old, m_new
     bar.close()
+    shard.barrier()
+    result.units_run = shard.total(units_run)
+    if not shard.is_main:
+        result.units_run = units_run  # this rank's share; rank 0 reports the total
+        result.seconds = timer()
+        return result
+    _fold(out, manifest, pos_path)
     current = {transition_label(a, b) for a, b in pairs}
     rows_now = [r for r in read_jsonl(pos_path) if r["transition"] in current]
     csv_path, table = _write_transitions(out, rows_now)

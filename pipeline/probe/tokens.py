@@ -17,6 +17,13 @@ Outputs::
 While a checkpoint is in progress, finished units live in ``tokens/<label>.parts/`` (one
 Parquet file per unit); they are merged into ``tokens/<label>.parquet`` when the
 checkpoint's units are all done. Empty completions (no record) are skipped.
+
+Sharded (``accelerate launch --num_processes N ... rcea probe entropy``,
+:mod:`pipeline.probe.shard`): the (checkpoint, question group) units — the groups of the
+single-process run — are split into N contiguous blocks; each rank writes its units' parts
+and logs them in ``shards/entropy-rank<R>.jsonl``; rank 0 folds the logs into the manifest
+and merges parts, records and ``records.jsonl`` once. A unit is scored by one rank on the
+same batch as in one process, so the artifacts equal the single-process ones.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from pipeline.probe.config import Checkpoint, ProbeConfig, resolve_checkpoints
 from pipeline.probe.entropy import token_stats
 from pipeline.probe.manifest import MANIFEST_FILE, read_jsonl, write_jsonl
 from pipeline.probe.sampling import records_path, samples_path, write_combined_records
+from pipeline.probe.shard import current_shard, fold_logs, log_units
 
 
 class StageOrderError(RuntimeError):
@@ -131,19 +139,30 @@ def _update_records(
 
 
 def run_entropy(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -> StageResult:
-    """Teacher-forced entropies for every sampled unit not yet done."""
+    """Teacher-forced entropies for every sampled unit not yet done.
+
+    Under ``accelerate launch`` the open (checkpoint, question group) units are split over
+    the ranks (:mod:`pipeline.probe.shard`); rank 0 merges and writes the shared files."""
     out = Path(out_dir)
     timer = Timer()
     require_samples(out)
+    shard = current_shard()
+    if shard.is_main:
+        fold_logs(out, open_manifest(cfg, out), "entropy")  # an interrupted sharded run
+    shard.barrier()
     manifest = open_manifest(cfg, out)
     qids = sampled_question_ids(cfg, manifest)
     temperature = sampling_temperature(cfg, manifest)
     checkpoints = resolve_checkpoints(cfg)
     set_threads(cfg)
     e = cfg.entropy
-    result = StageResult("entropy", str(out), cfg.probe.seed)
+    result = StageResult(
+        "entropy", str(out), cfg.probe.seed, processes=shard.world, main_process=shard.is_main
+    )
     result.info.update(chunk_size=e.chunk_size, temperature=temperature)
-    bar = progress_bar(len(checkpoints) * len(qids), "entropy", progress)
+    k = int(manifest.data.get("sample_settings", {}).get("k", cfg.probe.k))
+    plan: list[tuple[Checkpoint, list[str]]] = []
+    todo_by_label: dict[str, int] = {}
     for ck in checkpoints:
         sampled = manifest.done("sample", ck.label)
         missing = [q for q in qids if q not in sampled]
@@ -154,55 +173,81 @@ def run_entropy(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True)
             )
         done = manifest.done("entropy", ck.label)
         todo = [q for q in qids if q not in done]
+        todo_by_label[ck.label] = len(todo)
         result.units_skipped += len(qids) - len(todo)
-        bar.update(len(qids) - len(todo))
-        if todo:
-            model, tok = load_policy(ck.path)
-            by_q: dict[str, list[dict[str, Any]]] = {}
-            for s in read_jsonl(samples_path(out, ck)):
-                if not s["empty"]:
-                    by_q.setdefault(s["question_id"], []).append(s)
-            parts = _parts_dir(out, ck)
-            k = int(manifest.data.get("sample_settings", {}).get("k", cfg.probe.k))
-            for group in groups(todo, e.batch_size // k):
-                smps = [s for q in group for s in by_q.get(q, [])]
-                stats = (
-                    token_stats(
-                        model,
-                        [s["prompt_ids"] for s in smps],
-                        [s["completion_ids"] for s in smps],
-                        temperature=temperature,
-                        chunk_size=e.chunk_size,
-                        batch_size=e.batch_size,
-                        pad_id=tok.pad_token_id,
-                    )
-                    if smps
-                    else []
+        # the single-process grouping, so a unit's batch does not depend on the ranks
+        plan += [(ck, group) for group in groups(todo, e.batch_size // k)]
+    mine = shard.split(plan)
+    bar = progress_bar(sum(len(g) for _, g in mine), "entropy", progress and shard.is_main)
+    units_run = 0
+    i = 0
+    while i < len(mine):
+        ck = mine[i][0]
+        ck_groups = []
+        while i < len(mine) and mine[i][0].label == ck.label:
+            ck_groups.append(mine[i][1])
+            i += 1
+        model, tok = load_policy(ck.path)
+        by_q: dict[str, list[dict[str, Any]]] = {}
+        for s in read_jsonl(samples_path(out, ck)):
+            if not s["empty"]:
+                by_q.setdefault(s["question_id"], []).append(s)
+        parts = _parts_dir(out, ck)
+        for group in ck_groups:
+            smps = [s for q in group for s in by_q.get(q, [])]
+            stats = (
+                token_stats(
+                    model,
+                    [s["prompt_ids"] for s in smps],
+                    [s["completion_ids"] for s in smps],
+                    temperature=temperature,
+                    chunk_size=e.chunk_size,
+                    batch_size=e.batch_size,
+                    pad_id=tok.pad_token_id,
                 )
-                rows: dict[str, list[dict[str, Any]]] = {q: [] for q in group}
-                for s, st in zip(smps, stats, strict=True):
-                    rows[s["question_id"]].append(
-                        {
-                            "trajectory_id": s["trajectory_id"],
-                            "question_id": s["question_id"],
-                            "truncated": s["truncated"],
-                            "token_entropies": st.entropies.tolist(),
-                            "token_logprobs": st.logprobs.tolist(),
-                        }
-                    )
-                for q in group:
-                    _write_parquet(parts / _part_name(q), rows[q])
+                if smps
+                else []
+            )
+            rows: dict[str, list[dict[str, Any]]] = {q: [] for q in group}
+            for s, st in zip(smps, stats, strict=True):
+                rows[s["question_id"]].append(
+                    {
+                        "trajectory_id": s["trajectory_id"],
+                        "question_id": s["question_id"],
+                        "truncated": s["truncated"],
+                        "token_entropies": st.entropies.tolist(),
+                        "token_logprobs": st.logprobs.tolist(),
+                    }
+                )
+            for q in group:
+                _write_parquet(parts / _part_name(q), rows[q])
+            if shard.world == 1:
                 manifest.mark("entropy", ck.label, group)
-                result.units_run += len(group)
-                bar.update(len(group))
-            del model
+            else:
+                log_units(out, "entropy", shard.rank, ck.label, group)
+            units_run += len(group)
+            bar.update(len(group))
+        del model
+    bar.close()
+    shard.barrier()
+    result.units_run = shard.total(units_run)
+    if not shard.is_main:
+        result.units_run = units_run  # this rank's share; rank 0 reports the total
+        result.seconds = timer()
+        return result
+    fold_logs(out, manifest, "entropy")
+    for ck in checkpoints:
         rows = _merge(out, ck)
         n = _update_records(out, ck, rows, temperature)
         result.checkpoints.append(
-            {**ck.to_dict(), "label": ck.label, "units_run": len(todo), "records_with_entropy": n}
+            {
+                **ck.to_dict(),
+                "label": ck.label,
+                "units_run": todo_by_label[ck.label],
+                "records_with_entropy": n,
+            }
         )
         result.files.append(str(tokens_path(out, ck)))
-    bar.close()
     result.files.append(str(write_combined_records(out, checkpoints)))
     result.seconds = timer()
     return result

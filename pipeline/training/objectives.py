@@ -20,6 +20,7 @@ unless an objective makes it token-level), ``mask`` the completion-token mask.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -63,6 +64,9 @@ class LossBatch:
     seq_scale: float = 1.0  # SEQ_MEAN multiplier (1 / gradient accumulation steps)
     is_ratio: Tensor | None = None  # vLLM importance-sampling correction, multiplies the PG term
     generator: torch.Generator | None = None  # Clip-Cov's random selection
+    # mean of a scalar over the data-parallel ranks (None: one process); GTPO's H0 uses it
+    # so every rank filters against the same calibrated entropy
+    all_mean: Callable[[Tensor], Tensor] | None = None
 
 
 @dataclass
@@ -475,7 +479,10 @@ class GTPO(Objective):
         ent = batch.entropy.detach()
         seq_ent = (ent * batch.mask).sum(-1) / batch.mask.sum(-1).clamp(min=1.0)
         if self.h0 is None:
-            self.h0 = float(seq_ent.mean())
+            first = seq_ent.mean()
+            # under data parallelism: the mean over the ranks' first micro-batches (equal
+            # sizes), i.e. the first on-policy batch of the whole run
+            self.h0 = float(first if batch.all_mean is None else batch.all_mean(first))
         keep = (seq_ent <= p.entropy_threshold * self.h0).to(batch.mask.dtype)
         mask_kept = batch.mask * keep.unsqueeze(1)
         per_token, low, high = ppo_clip(

@@ -11,7 +11,14 @@ Output directory layout::
                          AutoModelForCausalLM.from_pretrained
       curves.jsonl       one line per logged step: step, progress = step / max_steps, ...
       run.json           resolved config, objective parameters, versions, summary, and
-                         "prompt": whether the chat template was applied, the verifier
+                         "prompt": whether the chat template was applied, the verifier;
+                         "distributed": processes, distributed type, backend
+
+Under ``accelerate launch`` (DDP or DeepSpeed, docs/scaling-out.md) the same command runs
+on every rank; Transformers' Trainer shards the batches and saves checkpoints from the main
+process, and only the main process (rank 0) writes ``curves.jsonl``, ``final/`` and
+``run.json``. ``per_device_train_batch_size`` stays per rank, so N processes train on N
+times the prompts per optimizer step; ``max_steps`` counts optimizer steps either way.
 """
 
 from __future__ import annotations
@@ -62,6 +69,8 @@ class TrainResult:
     steps: int
     seconds: float
     last: dict[str, float]
+    processes: int = 1  # data-parallel ranks of the launch
+    main_process: bool = True  # False on the other ranks (they write nothing)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -77,6 +86,7 @@ def _curve_callback(path: Path):  # type: ignore[no-untyped-def]
             self.last: dict[str, float] = {}
 
         def on_log(self, args, state, control, logs=None, **kwargs):  # type: ignore[no-untyped-def]
+            # on_log runs on every rank; the metrics TRL logs are already gathered
             if not logs or "train_runtime" in logs:
                 return
             rec: dict[str, Any] = {
@@ -91,6 +101,8 @@ def _curve_callback(path: Path):  # type: ignore[no-untyped-def]
                 if wanted and isinstance(value, int | float) and math.isfinite(float(value)):
                     rec[key] = float(value)
             self.last = rec
+            if not state.is_world_process_zero:
+                return  # one curve: rank 0 writes it
             with path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(rec) + "\n")
 
@@ -148,7 +160,15 @@ def reward_function(cfg: TrainConfig) -> Any:
     return ToyReward() if kind == "toy" else VerifierReward(kind)
 
 
+def world_size() -> int:
+    """Processes of this launch (``WORLD_SIZE``, set by ``accelerate launch`` / torchrun)."""
+    import os
+
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
 def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):  # type: ignore[no-untyped-def]
+    import torch
     from trl import GRPOConfig
 
     t = cfg.training
@@ -197,6 +217,10 @@ def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):  # ty
         log_completions=False,
         shuffle_dataset=True,
     )
+    if world_size() > 1 and not torch.cuda.is_available():
+        # several CPU processes (tests, CPU clusters): gloo; without this flag
+        # Transformers would not initialise torch.distributed and every rank would train alone
+        kwargs["use_cpu"] = True
     return GRPOConfig(**kwargs)
 
 
@@ -233,13 +257,16 @@ def build_trainer(
     out = Path(t.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     curves = out / CURVES_FILE
-    curves.write_text("")
     set_seed(t.seed)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=_dtype(cfg.model.dtype))
     objective = make_objective(cfg.objective, **cfg.resolved_params())
-    args = grpo_args(cfg, objective, progress=progress)
+    args = grpo_args(cfg, objective, progress=progress)  # initialises torch.distributed
+    if t.torch_threads:
+        torch.set_num_threads(t.torch_threads)  # accelerate may have set its own per rank
+    if args.process_index == 0:
+        curves.write_text("")
     rewards: list[Any] = [reward_function(cfg)]
     overlong = getattr(objective.params, "overlong_buffer_frac", 0.0)
     if overlong > 0:
@@ -292,11 +319,8 @@ def run_training(
         trainer.train()
         seconds = time.perf_counter() - t0
     final = out / "final"
-    trained = trainer.model
-    if cfg.lora.enabled:
-        trained = trained.merge_and_unload()
-    trained.save_pretrained(final)
-    tokenizer.save_pretrained(final)
+    save_final(trainer, cfg, tokenizer, final)
+    acc = trainer.accelerator
     result = TrainResult(
         output_dir=str(out),
         final_dir=str(final),
@@ -305,35 +329,83 @@ def run_training(
         steps=trainer.state.global_step,
         seconds=seconds,
         last=logger.last,
+        processes=acc.num_processes,
+        main_process=acc.is_main_process,
     )
-    from pipeline.chat import PromptFormat
+    if acc.is_main_process:
+        from pipeline.chat import PromptFormat
 
-    prompt = {
-        "chat_template_applied": PromptFormat(cfg.chat.template, cfg.chat.system).uses_chat(
-            tokenizer
-        ),
-        "verifier": cfg.verifier.resolved(cfg.data.source),
-    }
-    (out / RUN_FILE).write_text(
-        json.dumps(
-            {
-                "config": cfg.to_dict(),
-                "result": result.to_dict(),
-                "prompt": prompt,
-                "versions": versions(),
-            },
-            indent=2,
-            default=str,
+        prompt = {
+            "chat_template_applied": PromptFormat(cfg.chat.template, cfg.chat.system).uses_chat(
+                tokenizer
+            ),
+            "verifier": cfg.verifier.resolved(cfg.data.source),
+        }
+        distributed = {
+            "processes": acc.num_processes,
+            "distributed_type": str(acc.distributed_type.value),
+            "backend": acc.state.backend,
+            "per_device_train_batch_size": cfg.training.per_device_train_batch_size,
+        }
+        (out / RUN_FILE).write_text(
+            json.dumps(
+                {
+                    "config": cfg.to_dict(),
+                    "result": result.to_dict(),
+                    "prompt": prompt,
+                    "distributed": distributed,
+                    "versions": versions(),
+                },
+                indent=2,
+                default=str,
+            )
         )
-    )
+    acc.wait_for_everyone()  # every rank returns after rank 0 has written everything
     return result
+
+
+def save_final(trainer: Any, cfg: TrainConfig, tokenizer: Any, final: Path) -> None:
+    """Write the trained model (LoRA merged) + tokenizer to ``final`` from the main process.
+
+    Without LoRA, ``Trainer.save_model`` (main process only; gathers DeepSpeed ZeRO-3
+    shards when ``zero3_save_16bit_model`` is on). With LoRA the adapter is merged into the
+    base: in memory on rank 0 (single process, DDP, ZeRO-2: every rank holds the full
+    weights); under ZeRO-3 the gathered adapter is saved first and merged from disk."""
+    acc = trainer.accelerator
+    if not cfg.lora.enabled:
+        trainer.save_model(str(final))
+        if acc.is_main_process:
+            tokenizer.save_pretrained(final)
+        return
+    zero3 = bool(
+        getattr(trainer, "is_deepspeed_enabled", False)
+        and acc.state.deepspeed_plugin is not None
+        and acc.state.deepspeed_plugin.zero_stage == 3
+    )
+    if zero3:
+        adapter = final.parent / "final-adapter"
+        trainer.save_model(str(adapter))
+        if acc.is_main_process:
+            from peft import PeftModel
+            from transformers import AutoModelForCausalLM
+
+            base = AutoModelForCausalLM.from_pretrained(
+                cfg.model.path, dtype=_dtype(cfg.model.dtype)
+            )
+            merged = PeftModel.from_pretrained(base, adapter).merge_and_unload()
+            merged.save_pretrained(final)
+            tokenizer.save_pretrained(final)
+    elif acc.is_main_process:
+        trainer.model.merge_and_unload().save_pretrained(final)
+        tokenizer.save_pretrained(final)
+    acc.wait_for_everyone()
 
 
 def versions() -> dict[str, str]:
     import importlib.metadata as md
 
     out = {}
-    for pkg in ("torch", "transformers", "trl", "peft", "datasets", "accelerate"):
+    for pkg in ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "deepspeed"):
         try:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:

@@ -11,6 +11,13 @@ Only two methods are overridden:
   aggregation, vLLM's importance-sampling ratio) and returns the objective's loss.
 
 Generation, rewards, advantages, logging, checkpoints, LoRA and vLLM are TRL's.
+
+Under ``accelerate launch`` (DDP, DeepSpeed) every rank holds whole groups of its own
+prompts (TRL's repeat sampler, per-device batches that are multiples of
+``num_generations``): ``prepare`` runs per rank on the rank's groups, ``loss`` on the rank's
+micro-batch (Clip-Cov's and KL-Cov's covariance selection is per rank, as in verl), the
+token normaliser is the global token count, GTPO's H0 the mean over the ranks' first
+micro-batches, and the objective's metrics are averaged over the ranks before logging.
 """
 
 from __future__ import annotations
@@ -63,7 +70,23 @@ class RceaGRPOTrainer(GRPOTrainer):
         if ref is not None:
             add_fused_lm_head(ref, temperature=self.temperature)
             self._rcea_ref = ref.to(self.accelerator.device)
-        self._rcea_generator = torch.Generator().manual_seed(int(self.args.seed))
+        # one random stream per rank (rank 0 = the single-process stream)
+        seed = int(self.args.seed) + self.accelerator.process_index
+        self._rcea_generator = torch.Generator().manual_seed(seed)
+
+    def _rank_mean(self, metrics: dict[str, float]) -> dict[str, float]:
+        """``metrics`` averaged over the data-parallel ranks (same keys on every rank)."""
+        if self.accelerator.num_processes == 1 or not metrics:
+            return metrics
+        names = sorted(metrics)
+        local = torch.tensor(
+            [float(metrics[n]) for n in names], dtype=torch.float64, device=self.accelerator.device
+        )
+        total = self.accelerator.reduce(local, reduction="mean")
+        return dict(zip(names, total.tolist(), strict=True))
+
+    def _all_mean(self, value: torch.Tensor) -> torch.Tensor:
+        return self.accelerator.reduce(value.detach().reshape(1).float(), reduction="mean")[0]
 
     # ------------------------------------------------------------------ generation side
 
@@ -126,7 +149,7 @@ class RceaGRPOTrainer(GRPOTrainer):
         if "rcea_keep" in extras:
             kept = (mask * extras["rcea_keep"].unsqueeze(1)).sum()
             out["num_items_in_batch"] = self.accelerator.gather(kept).sum()
-        for name, value in metrics.items():
+        for name, value in self._rank_mean(metrics).items():
             self._metrics[mode][name].append(value)
         return out
 
@@ -178,12 +201,13 @@ class RceaGRPOTrainer(GRPOTrainer):
             seq_scale=1.0 / ga,
             is_ratio=is_ratio,
             generator=self._rcea_generator,
+            all_mean=self._all_mean if self.accelerator.num_processes > 1 else None,
         )
         result = self.objective.loss(batch)
         fmask = mask.float()
         local = torch.stack([(entropies.detach() * fmask).sum(), fmask.sum()])
         totals = self.accelerator.reduce(local, reduction="sum")
         self._metrics[mode]["entropy"].append((totals[0] / totals[1].clamp(min=1.0)).item())
-        for name, value in result.metrics.items():
+        for name, value in self._rank_mean(result.metrics).items():
             self._metrics[mode][name].append(value)
         return result.loss

@@ -260,6 +260,32 @@ def test_gtpo_entropy_filter_penalty_and_weights() -> None:
     assert obj.h0 == pytest.approx(0.75)
 
 
+def test_gtpo_h0_is_the_mean_over_ranks_under_data_parallelism() -> None:
+    """With ``all_mean`` (the trainer's reduction over ranks), H0 is the ranks' mean: here
+    this rank's first micro-batch has mean completion entropy 0.75 and the other rank's
+    1.25, so H0 = 1.0 and 1.2 <= 1.5 H0 is no longer filtered."""
+    seen = []
+
+    def all_mean(x: torch.Tensor) -> torch.Tensor:
+        seen.append(float(x))
+        return (x + 1.25) / 2
+
+    obj = make_objective("gtpo")
+    batch = LossBatch(
+        logp=leaf(LOGP),
+        old_logp=t(LOGP),
+        entropy=leaf([[0.2, 0.4], [1.0, 1.4]]),
+        mask=torch.ones(2, 2, dtype=torch.float64),
+        advantages=t([1.0, -1.0]),
+        all_mean=all_mean,
+    )
+    out = obj.loss(batch)
+    assert seen == [pytest.approx(0.75)] and obj.h0 == pytest.approx(1.0)
+    assert out.metrics["objective/filtered_frac"] == 0.0
+    obj.loss(batch)
+    assert len(seen) == 1  # calibrated once: no further collective
+
+
 def test_ep_grpo_gate_and_buckets_by_hand() -> None:
     gate = ob.entropy_gate(t([[0.5, 1.5]]), t([[1.0, 1.0]]), coef=3.0)
     sig = 1 / (1 + math.exp(-1.5))
