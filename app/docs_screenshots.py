@@ -193,7 +193,7 @@ def pair_task(data: Path) -> tuple[str, str, str, str]:
     import sqlalchemy as sa
 
     from annotation.people import People
-    from app.audit.sampling import get_audit
+    from app.pair_audit.sampling import get_audit
     from app.settings import Settings
     from app.store import open_store, session_scope
     from app.store.models import AuditTask

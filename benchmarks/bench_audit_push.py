@@ -90,9 +90,9 @@ def solution_text(rng: random.Random, n_steps: int) -> str:
 def build_store(root: Path, n_questions: int, n_pairs: int):  # type: ignore[no-untyped-def]
     """A SQLite store with one study, a frozen rubric and partition, and a drawn audit of
     exactly ``n_pairs`` pairs over 29 questions."""
-    from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
-    from app.audit.sampling import draw_audit
     from app.ingest import ingest_file
+    from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+    from app.pair_audit.sampling import draw_audit
     from app.store import make_engine, session_scope, upgrade
 
     per_question = math.ceil(n_pairs / N_AUDIT_QUESTIONS)
@@ -326,9 +326,9 @@ def main() -> None:
     from annotation.people import People
     from annotation.server import LabelStudioServer, default_executable
     from annotation.tasks import pair_label_config
-    from app.audit.labels import audit_rubric, status_counts
-    from app.audit.push import push_audit, sync_audit
-    from app.audit.sampling import audit_pairs
+    from app.pair_audit.labels import audit_rubric, status_counts
+    from app.pair_audit.push import push_audit, sync_audit
+    from app.pair_audit.sampling import audit_pairs
     from app.store import make_engine, session_scope
     from app.store.models import Audit, AuditLabel, AuditTask
 

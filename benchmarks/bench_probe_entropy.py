@@ -5,7 +5,7 @@ Methods, each on the same random Qwen2-shaped model and the same token sequences
 * ``forward``  — the floor: one plain forward pass that produces the [B, L, V] logits;
 * ``full``     — full-matrix entropy: forward, then ``log_softmax`` over all positions,
                  entropy and chosen log-probs (the naive reference);
-* ``chunked``  — ``pipeline.probe.entropy.token_stats`` (decoder once, LM head +
+* ``chunked``  — ``pipeline.probe.entropy_kernel.token_stats`` (decoder once, LM head +
                  log_softmax over ``chunk`` positions at a time).
 
 Throughput = completion tokens scored per second (median of ``--reps`` rounds after one
@@ -63,7 +63,7 @@ def _setup(args: argparse.Namespace) -> dict:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from pipeline.probe.entropy import token_stats
+    from pipeline.probe.entropy_kernel import token_stats
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -11,7 +11,7 @@ With CUDA it
    projection, gradient checkpointing, and vLLM colocated for the rollouts (without the
    ``gpu`` extra it says so and generates with Transformers instead);
 4. prints steps/s (excluding model build and vLLM start-up) and peak GPU memory;
-5. times the probe's teacher-forced entropy pass (``pipeline.probe.entropy.token_stats``)
+5. times the probe's teacher-forced entropy pass (``pipeline.probe.entropy_kernel.token_stats``)
    on a randomly initialised Qwen2.5-1.5B-shaped model (hidden 1,536, 28 layers, 12/2
    heads, MLP 8,960, vocab 151,936; bf16) over one 2,048-token completion, against a plain
    forward pass (logits only) and full-matrix ``log_softmax`` entropy: tokens/s and peak
@@ -93,7 +93,7 @@ def entropy_throughput(
     allocated GiB of the plain forward (floor), full-matrix log_softmax and the chunked pass."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from pipeline.probe.entropy import token_stats
+    from pipeline.probe.entropy_kernel import token_stats
 
     torch.manual_seed(0)
     with torch.device("cuda"):

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from annotation.people import Person, person_slug
-from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.audit.sampling import audit_pairs, draw_audit
 from app.ingest import ingest_file
+from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from app.pair_audit.sampling import audit_pairs, draw_audit
 from app.store import session_scope
 from app.store.models import Audit, AuditTask
 

@@ -18,9 +18,9 @@ import sqlalchemy as sa
 from annotation.accounts import login_session
 from annotation.people import People
 from app.api import create_app
-from app.audit.labels import gate_status
-from app.audit.push import push_audit, sync_audit
 from app.labelling import WebhookTarget
+from app.pair_audit.labels import gate_status
+from app.pair_audit.push import push_audit, sync_audit
 from app.settings import Settings
 from app.store import make_engine, session_scope, upgrade
 from app.store.models import Audit, AuditLabel, AuditTask

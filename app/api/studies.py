@@ -99,14 +99,14 @@ def get_study_report(
 
 @router.get("/{study_id}/audits/{audit}/gate")
 def get_audit_gate(study_id: int, audit: str, session: SessionDep) -> dict[str, Any]:
-    """The live gate of a pair audit (``app.audit.labels.gate_status``, preliminary):
+    """The live gate of a pair audit (``app.pair_audit.labels.gate_status``, preliminary):
     progress, the report and, with a ``[sequential]`` plan in the frozen rubric, the
     interim decisions at the current look (``sequential``, ``decision``;
     docs/sequential-gate.md)."""
     from sqlmodel import select
 
-    from app.audit.freeze import FreezeError
-    from app.audit.labels import gate_status
+    from app.pair_audit.freeze import FreezeError
+    from app.pair_audit.labels import gate_status
     from app.store.models import Audit
 
     row = session.exec(select(Audit).where(Audit.study_id == study_id, Audit.name == audit)).first()

@@ -26,7 +26,7 @@ ACTOR_OPTION = typer.Option(
 
 
 def _domain_errors() -> tuple[type[Exception], ...]:
-    from app.audit.freeze import FreezeError
+    from app.pair_audit.freeze import FreezeError
     from app.store import StoreError
 
     return (FreezeError, StoreError, ValueError, FileNotFoundError)
@@ -39,7 +39,7 @@ def rubric_freeze(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Store a rubric frozen with its content hash (a change needs a new version)."""
-    from app.audit.freeze import freeze_rubric
+    from app.pair_audit.freeze import freeze_rubric
     from app.store import session_scope
 
     try:
@@ -98,7 +98,7 @@ def partition_freeze(
 ) -> None:
     """Freeze the study's `mode` column as the automatic partition of its accepted
     trajectories (until the codebook cycle exports one)."""
-    from app.audit.freeze import freeze_partition_from_modes
+    from app.pair_audit.freeze import freeze_partition_from_modes
     from app.store import session_scope
 
     try:
@@ -130,7 +130,7 @@ def dev_questions(
     actor: str = ACTOR_OPTION,
 ) -> None:
     """Record the questions used to develop codebook prompts: audits never draw them."""
-    from app.audit.sampling import record_dev_questions
+    from app.pair_audit.sampling import record_dev_questions
     from app.store import session_scope
 
     try:
@@ -153,7 +153,7 @@ def sample(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Draw the audit pairs and lock the current partition into the audit."""
-    from app.audit.sampling import audit_overview, draw_audit
+    from app.pair_audit.sampling import audit_overview, draw_audit
     from app.store import session_scope
 
     try:
@@ -192,9 +192,9 @@ def gate(
     With a ``[sequential]`` plan in the frozen rubric: the interim decisions at the
     current look (a ``gate.interim`` event the first time each look is reached), and
     ``--final`` may stop early once the gate is settled (docs/sequential-gate.md)."""
-    from app.audit.labels import gate_status, record_final_gate
-    from app.audit.sampling import get_audit
-    from app.audit.sequential import record_interim
+    from app.pair_audit.labels import gate_status, record_final_gate
+    from app.pair_audit.sampling import get_audit
+    from app.pair_audit.sequential import record_interim
     from app.store import session_scope
 
     try:
@@ -241,8 +241,8 @@ def annotators(
 ) -> None:
     """Annotator quality per person and round: labels, throughput, Label Studio lead
     times, agreement with the final reference per class, disagreement hotspots."""
-    from app.audit.annotators import annotator_quality
-    from app.audit.sampling import get_audit
+    from app.pair_audit.annotators import annotator_quality
+    from app.pair_audit.sampling import get_audit
     from app.store import session_scope
 
     try:
@@ -322,9 +322,9 @@ def push(
 
     Servers and accounts that do not exist yet are created; new passwords are printed
     once, for handing to the annotators."""
-    from app.audit.push import push_audit
-    from app.audit.sampling import audit_pairs, get_audit
     from app.cli.common import LazyBar
+    from app.pair_audit.push import push_audit
+    from app.pair_audit.sampling import audit_pairs, get_audit
     from app.store import session_scope
 
     try:
@@ -397,8 +397,8 @@ def sync(
 
     After the first sync only the tasks changed since the last one are read; `--full`
     reads every project whole (and notices tasks deleted from Label Studio)."""
-    from app.audit.push import sync_audit
-    from app.audit.sampling import get_audit
+    from app.pair_audit.push import sync_audit
+    from app.pair_audit.sampling import get_audit
     from app.store import session_scope
 
     try:
@@ -425,8 +425,8 @@ def adjudicate_cmd(
     It holds every pair where A and B disagree and every pair whose agreed label differs
     from the automatic one; adjudicators never see the automatic label or who answered
     what. The adjudicator is neither annotator."""
-    from app.audit.push import adjudicate
-    from app.audit.sampling import get_audit
+    from app.pair_audit.push import adjudicate
+    from app.pair_audit.sampling import get_audit
     from app.store import session_scope
 
     try:

@@ -331,8 +331,8 @@ def _draw_sample_audit(eng: Any, study: str) -> str:
     """Freeze the sample rubric and the partition, and draw the audit once (idempotent)."""
     from sqlmodel import select
 
-    from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
-    from app.audit.sampling import audit_overview, draw_audit
+    from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+    from app.pair_audit.sampling import audit_overview, draw_audit
     from app.store import session_scope
     from app.store.models import Audit
 
@@ -355,12 +355,12 @@ def _draw_sample_audit(eng: Any, study: str) -> str:
 def _serve_sample(cfg: Any, audit_name: str) -> None:
     """Push the sample audit to two people and serve everything until Ctrl-C."""
     from annotation.people import people_from_settings
-    from app.audit.push import push_audit
-    from app.audit.sampling import get_audit
     from app.demo.audits import people_accounts
     from app.demo.config import QUICK
     from app.demo.context import DemoContext
     from app.demo.state import DemoState
+    from app.pair_audit.push import push_audit
+    from app.pair_audit.sampling import get_audit
     from app.store import session_scope
 
     ctx = DemoContext(

@@ -84,7 +84,7 @@ def verify_cmd(
 ) -> None:
     """Recompute R (boxed answer, math-verify gold-first equivalence, or the toy
     verifier); fill missing rewards and report disagreements with stored ones."""
-    from app.judge.verify import VerifyError, verify_file
+    from app.validity_audit.verify import VerifyError, verify_file
 
     try:
         res = verify_file(records, gold=gold, domain=domain, out=out)
@@ -118,8 +118,8 @@ def problems_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Store the problem statements the judge and the annotators are shown."""
-    from app.judge.problems import load_problems
     from app.store import session_scope
+    from app.validity_audit.problems import load_problems
 
     try:
         with session_scope(engine()) as s:
@@ -157,8 +157,8 @@ def freeze_cmd(
     content-hashed judge version (a changed one becomes version n+1 with its parent;
     identical content is a no-op)."""
     from app.codebook.backend import load_strategy_fn
-    from app.judge.versions import describe, freeze_judge
     from app.store import session_scope
+    from app.validity_audit.versions import describe, freeze_judge
     from pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, load_template
 
     try:
@@ -197,8 +197,8 @@ def freeze_cmd(
 @judge_app.command("list")
 def list_cmd(as_json: bool = JSON_OPTION) -> None:
     """Frozen judge versions with their hashes."""
-    from app.judge.versions import describe, list_judges
     from app.store import session_scope
+    from app.validity_audit.versions import describe, list_judges
 
     with session_scope(engine()) as s:
         rows = [describe(r) for r in list_judges(s)]
@@ -237,7 +237,7 @@ def run_cmd(
     write the study's `validity` column; records a `judge.run` event."""
     from tqdm import tqdm
 
-    from app.judge.run import RunOptions, run_judge
+    from app.validity_audit.run import RunOptions, run_judge
 
     bar = tqdm(unit="traj", desc="judge", disable=as_json)
     try:
@@ -290,9 +290,9 @@ def run_cmd(
 
 def _push(kind: str, name: str | None, annotators: list[str], actor: str | None, as_json: bool):  # type: ignore[no-untyped-def]
     from app.cli.common import LazyBar
-    from app.judge.checks import check_items, get_check
-    from app.judge.labelling import push_check
     from app.store import session_scope
+    from app.validity_audit.checks import check_items, get_check
+    from app.validity_audit.labelling import push_check
 
     try:
         people = _people()
@@ -324,9 +324,9 @@ def _push(kind: str, name: str | None, annotators: list[str], actor: str | None,
 
 
 def _sync(kind: str, name: str | None, as_json: bool, full: bool = False) -> None:
-    from app.judge.checks import get_check
-    from app.judge.labelling import sync_check
     from app.store import session_scope
+    from app.validity_audit.checks import get_check
+    from app.validity_audit.labelling import sync_check
 
     try:
         people = _people()
@@ -359,8 +359,8 @@ def calibrate_sample(
 ) -> None:
     """Draw a blinded calibration set balanced between judge-accepted and not accepted
     verdicts, split into development and held-out parts; binds the judge hash."""
-    from app.judge.checks import sample_calibration
     from app.store import session_scope
+    from app.validity_audit.checks import sample_calibration
 
     try:
         with session_scope(engine()) as s:
@@ -411,9 +411,9 @@ def calibrate_adjudicate(
 ) -> None:
     """Items A and B labelled differently (two-annotator plans) go to the adjudicator's own
     server, with both answers in random order; never who gave them, never the verdict."""
-    from app.judge.checks import get_check
-    from app.judge.labelling import adjudicate_check
     from app.store import session_scope
+    from app.validity_audit.checks import get_check
+    from app.validity_audit.labelling import adjudicate_check
 
     try:
         people = _people()
@@ -452,9 +452,9 @@ def calibrate_report(
     """Accuracy, macro-F1, accepted-valid precision, valid recall and coverage on the
     held-out split (complete → `judge.calibration.completed`); development is labelled as
     such and never recorded."""
-    from app.judge.checks import get_check
-    from app.judge.reports import calibration_report
     from app.store import session_scope
+    from app.validity_audit.checks import get_check
+    from app.validity_audit.reports import calibration_report
 
     try:
         with session_scope(engine()) as s:
@@ -508,8 +508,8 @@ def accepted_sample(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Sample judge-accepted trajectories at random, outside every calibration set."""
-    from app.judge.checks import sample_accepted
     from app.store import session_scope
+    from app.validity_audit.checks import sample_accepted
 
     try:
         with session_scope(engine()) as s:
@@ -565,9 +565,9 @@ def accepted_report_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Accepted-valid precision against each annotator with exact binomial intervals."""
-    from app.judge.checks import get_check
-    from app.judge.reports import accepted_report
     from app.store import session_scope
+    from app.validity_audit.checks import get_check
+    from app.validity_audit.reports import accepted_report
 
     try:
         with session_scope(engine()) as s:
@@ -606,9 +606,9 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Validity status of the study (no-judge | uncalibrated | calibrated), its checks."""
     from sqlmodel import select
 
-    from app.judge.status import validity_status
     from app.store import require_study, session_scope
     from app.store.models import ValidityCheck
+    from app.validity_audit.status import validity_status
 
     try:
         with session_scope(engine()) as s:
@@ -643,8 +643,8 @@ def validity_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """v̂₊(x) and h_b(v̂₊) per run/model/step from the production judge's verdicts."""
-    from app.judge.validity import validity_by_checkpoint
     from app.store import require_study, session_scope
+    from app.validity_audit.validity import validity_by_checkpoint
 
     try:
         with session_scope(engine()) as s:

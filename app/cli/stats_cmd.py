@@ -457,7 +457,7 @@ def agreement(
             data["provisional_passed"] = data["passed"]
             data["passed"] = None
         if plan is not None:
-            from app.audit.sequential import attach_interim
+            from app.pair_audit.sequential import attach_interim
             from audits.sequential import interim_decisions
 
             if scope == "disagreements":  # as the gate: adjudications of A = B ignored

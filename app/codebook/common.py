@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from app.audit.freeze import accepted_trajectories
+from app.pair_audit.freeze import accepted_trajectories
 from app.store.models import CodebookAssignment, CodebookExtension, CodebookVersion, Event
 from pipeline.codebook import handles
 from pipeline.codebook.model import CodebookError

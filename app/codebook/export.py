@@ -14,7 +14,6 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from app.audit.freeze import store_partition
 from app.codebook.common import (
     CodebookStageError,
     accepted_by_question,
@@ -22,6 +21,7 @@ from app.codebook.common import (
     excluded_trajectories,
     versions_by_question,
 )
+from app.pair_audit.freeze import store_partition
 from app.store import append_event, require_study
 from app.store.models import (
     CodebookBatch,

@@ -25,8 +25,8 @@ def step_audit(ctx: DemoContext) -> dict[str, Any]:
     """Freeze the demo rubric and draw the pair audit (binds rubric + partition hashes)."""
     from sqlmodel import select
 
-    from app.audit.freeze import freeze_rubric
-    from app.audit.sampling import audit_overview, draw_audit
+    from app.pair_audit.freeze import freeze_rubric
+    from app.pair_audit.sampling import audit_overview, draw_audit
     from app.store import session_scope
     from app.store.models import Audit
 
@@ -133,9 +133,9 @@ def annotators(ctx: DemoContext) -> dict[str, tuple[int, str]]:
 def step_push(ctx: DemoContext) -> dict[str, Any]:
     """Push the blinded pair tasks to A's and B's projects, each on their own server."""
     from annotation.people import people_from_settings
-    from app.audit.push import push_audit
-    from app.audit.sampling import get_audit
     from app.labelling import webhook_target
+    from app.pair_audit.push import push_audit
+    from app.pair_audit.sampling import get_audit
     from app.store import session_scope
 
     accts = annotators(ctx)
@@ -221,13 +221,13 @@ def step_simulate_pairs(ctx: DemoContext) -> dict[str, Any]:
 
 def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
     """SIMULATED: the oracle validity annotators label the calibration sample through
-    Label Studio (``app.judge.simulate``), then sync and the held-out report (which
+    Label Studio (``app.validity_audit.simulate``), then sync and the held-out report (which
     records ``judge.calibration.completed`` once every held-out item is labelled)."""
     from annotation.people import people_from_settings
     from app.codebook import load_strategy_fn
     from app.demo.simulate import SIM_ACTOR, SIM_EVENT
-    from app.judge.simulate import simulate_validity_labels
     from app.store import append_event, require_study, session_scope
+    from app.validity_audit.simulate import simulate_validity_labels
 
     if "sim_accounts" not in ctx.notes:
         annotators(ctx)
@@ -270,8 +270,8 @@ def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
 
 def step_gate(ctx: DemoContext) -> dict[str, Any]:
     """The final pair gate over the (SIMULATED) labels, recorded as a gate.final event."""
-    from app.audit.labels import gate_status, record_final_gate
-    from app.audit.sampling import get_audit
+    from app.pair_audit.labels import gate_status, record_final_gate
+    from app.pair_audit.sampling import get_audit
     from app.store import session_scope
 
     with session_scope(ctx.engine()) as s:

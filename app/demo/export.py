@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlmodel import select
 
-from app.audit.freeze import partition_modes
+from app.pair_audit.freeze import partition_modes
 from app.store import require_study, session_scope
 from app.store.models import Trajectory
 

@@ -95,7 +95,7 @@ def pair_truth(
     engine: Any, audit_name: str, strategy_fn: Callable[[str, str], str | None]
 ) -> dict[str, str]:
     """pair key → the oracle's ``same``/``different`` for every pair of the audit."""
-    from app.audit.sampling import audit_pairs, get_audit
+    from app.pair_audit.sampling import audit_pairs, get_audit
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
@@ -118,8 +118,8 @@ def pair_truth(
 
 def _todo(engine: Any, audit_name: str, role: str) -> dict[str, int]:
     """pair key → Label Studio task id of ``role``'s tasks that have no counted label."""
-    from app.audit.labels import current_labels
-    from app.audit.sampling import audit_pairs, get_audit
+    from app.pair_audit.labels import current_labels
+    from app.pair_audit.sampling import audit_pairs, get_audit
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
@@ -158,8 +158,8 @@ def _post_labels(cfg: Any, account: SimAccount, labels: dict[int, str]) -> None:
 
 def _sync(engine: Any, cfg: Any, audit_name: str) -> dict[str, Any]:
     from annotation.people import people_from_settings
-    from app.audit.push import sync_audit
-    from app.audit.sampling import get_audit
+    from app.pair_audit.push import sync_audit
+    from app.pair_audit.sampling import get_audit
 
     with session_scope(engine) as s:
         return sync_audit(s, get_audit(s, name=audit_name), people_from_settings(cfg))
@@ -179,8 +179,8 @@ def simulate_pair_audit(
     """Label every pair as the two SIMULATED annotators, sync, open the adjudication round,
     settle it as the SIMULATED adjudicator and sync again. Resumable: pairs a role has a
     counted label for are not labelled again (the store is synced first)."""
-    from app.audit.push import adjudicate
-    from app.audit.sampling import get_audit
+    from app.pair_audit.push import adjudicate
+    from app.pair_audit.sampling import get_audit
 
     truth = pair_truth(engine, audit_name, strategy_fn)
     _sync(engine, cfg, audit_name)

@@ -114,9 +114,9 @@ def _missing(step: Step) -> str | None:
         if not cli_has(*path):
             return f"`rcea {' '.join(path)}` is not in this build"
     if step.name == "simulate-validity" and not module_has(
-        "app.judge.simulate", "simulate_validity_labels"
+        "app.validity_audit.simulate", "simulate_validity_labels"
     ):
-        return "app.judge.simulate.simulate_validity_labels is not in this build"
+        return "app.validity_audit.simulate.simulate_validity_labels is not in this build"
     return None
 
 

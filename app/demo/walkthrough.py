@@ -220,9 +220,9 @@ def _latest_payload(session: Session, kind: str, study_id: int, **match: Any) ->
 def read_pair(session: Session, audit_name: str) -> PairProgress | None:
     from sqlmodel import select
 
-    from app.audit.labels import ADJUDICATOR, audit_rubric, current_labels, needs_adjudication
-    from app.audit.sampling import audit_pairs
     from app.labelling import PAIR
+    from app.pair_audit.labels import ADJUDICATOR, audit_rubric, current_labels, needs_adjudication
+    from app.pair_audit.sampling import audit_pairs
     from app.store.models import Audit
 
     audit = session.exec(select(Audit).where(Audit.name == audit_name)).first()
@@ -252,17 +252,17 @@ def read_pair(session: Session, audit_name: str) -> PairProgress | None:
 def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     from sqlmodel import select
 
-    from app.judge.checks import HELD_OUT, check_items
-    from app.judge.labelling import (
+    from app.labelling import VALIDITY
+    from app.store.models import ValidityCheck
+    from app.validity_audit.checks import HELD_OUT, check_items
+    from app.validity_audit.labelling import (
         ADJUDICATOR,
         current_labels,
         double_labelled,
         human_reference,
         needs_adjudication,
     )
-    from app.judge.status import CALIBRATION_COMPLETED_EVENT
-    from app.labelling import VALIDITY
-    from app.store.models import ValidityCheck
+    from app.validity_audit.status import CALIBRATION_COMPLETED_EVENT
 
     check = session.exec(
         select(ValidityCheck).where(ValidityCheck.name == name, ValidityCheck.kind == "calibration")

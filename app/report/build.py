@@ -21,8 +21,7 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from app.audit.freeze import partition_modes
-from app.judge.status import validity_status
+from app.pair_audit.freeze import partition_modes
 from app.report.estimates import (
     BASE_RUN,
     UNCERTAIN,
@@ -36,6 +35,7 @@ from app.report.sections import ModeSummary, RetentionSection
 from app.store import list_events, require_study
 from app.store.measurements import list_measurements
 from app.store.models import Audit, Partition, Trajectory
+from app.validity_audit.status import validity_status
 
 ENTROPY_ONLY_LABEL = "entropy-only (no audit)"
 AUDITED_LABEL = "audited"
@@ -179,8 +179,8 @@ def gather_inputs(
     vstat = validity_status(session, study_id=st.id)
     verdicts: dict[str, str] | None = None
     if vstat["status"] != "no-judge":
-        from app.judge.validity import production_verdicts
-        from app.judge.versions import JudgeError
+        from app.validity_audit.validity import production_verdicts
+        from app.validity_audit.versions import JudgeError
 
         try:
             verdicts = production_verdicts(session, study_id=st.id)
@@ -250,7 +250,7 @@ def compute_report(
     # and not-yet-judged successes count against coverage (DESIGN 4), not as invalid.
     judged: dict[Key, dict[str, Any]] = {}
     if vstat["status"] != "no-judge" and inputs.get("judge_verdicts") is not None:
-        from app.judge.validity import validity_groups
+        from app.validity_audit.validity import validity_groups
 
         for g in validity_groups(rows, inputs["judge_verdicts"], k_min=k_min):
             judged[(g["run"], g["model"], g["step"])] = {
@@ -423,7 +423,7 @@ def study_trajectories(session: Session, study_id: int) -> list[dict[str, Any]]:
 def _estimator_settings(session: Session, rubric_hash: str | None) -> tuple[Any, str]:
     """The ``[estimators]`` of the frozen rubric with ``rubric_hash`` and a description of
     where they come from (``rubric NAME vV (HASH…)``), else the defaults."""
-    from app.audit.freeze import rubric_spec
+    from app.pair_audit.freeze import rubric_spec
     from app.store.models import Rubric
     from audits.rubric import EstimatorSettings
 
@@ -605,7 +605,7 @@ def _resolve_partition(parts: list[Partition], spec: str) -> Partition:
 
 
 def _preliminary_status(session: Session, audit: Audit) -> str:
-    from app.audit.labels import gate_status
+    from app.pair_audit.labels import gate_status
 
     try:
         return str(gate_status(session, audit, final=False)["status"])

@@ -355,8 +355,8 @@ def recompute_audits(session: Session, report: dict[str, Any]) -> list[str]:
 def _recompute_gate(
     session: Session, study_id: int, pair: dict[str, Any], compare: Any
 ) -> list[str]:
-    from app.audit.freeze import FreezeError, partition_modes
-    from app.audit.labels import gate_status
+    from app.pair_audit.freeze import FreezeError, partition_modes
+    from app.pair_audit.labels import gate_status
     from app.store.models import Audit, Partition
     from audits.partition import partition_hash
     from audits.rubric import parse_rubric
@@ -428,8 +428,8 @@ def _recompute_gate(
 def _recompute_calibration(
     session: Session, study_id: int, val: dict[str, Any], compare: Any
 ) -> list[str]:
-    from app.judge.reports import calibration_report
     from app.store.models import ValidityCheck
+    from app.validity_audit.reports import calibration_report
 
     name = val.get("calibration")
     check = session.exec(
@@ -458,8 +458,8 @@ def _recompute_calibration(
 def _audit_inputs(session: Session, study_id: int, pair: dict[str, Any]) -> dict[str, Any] | None:
     """The audited pairs of the gate's audit with A, B, adjudicated and automatic labels,
     and the coverages the gate used (what ``rcea report verify`` re-evaluates it from)."""
-    from app.audit.labels import ADJUDICATOR, coverage, current_labels
-    from app.audit.sampling import audit_pairs
+    from app.pair_audit.labels import ADJUDICATOR, coverage, current_labels
+    from app.pair_audit.sampling import audit_pairs
     from app.store.models import Audit
 
     if not pair.get("audit"):
@@ -510,7 +510,7 @@ def _inputs_json(
     partition = None
     codebook = None
     if pid is not None:
-        from app.audit.freeze import partition_modes
+        from app.pair_audit.freeze import partition_modes
 
         partition = sorted(
             [q, t, m] for t, (q, m) in partition_modes(session, partition_id=pid).items()
@@ -541,9 +541,9 @@ def _calibration_items(
 ) -> list[dict[str, Any]] | None:
     """Held-out items (human label, judge verdict) of the completed calibration, when the
     check is stored."""
-    from app.judge.checks import HELD_OUT, check_items
-    from app.judge.labelling import current_labels
     from app.store.models import ValidityCheck
+    from app.validity_audit.checks import HELD_OUT, check_items
+    from app.validity_audit.labelling import current_labels
 
     check = session.exec(
         select(ValidityCheck).where(
@@ -564,7 +564,7 @@ def _human_reference(session: Session, check: Any, current_labels: Any) -> dict[
     """item id → the human label the calibration counts: ``human_reference`` of the
     judge labelling module where it exists (agreed or adjudicated label with two
     annotators per item), else the single annotator's label."""
-    import app.judge.labelling as jl
+    import app.validity_audit.labelling as jl
 
     ref = getattr(jl, "human_reference", None)
     if ref is not None:

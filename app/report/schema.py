@@ -123,7 +123,7 @@ class PairAudit(_Model):
 
 
 class ValidityAudit(BaseModel):
-    """The judge behind the validity numbers (``app.judge.status.validity_status``)."""
+    """The judge behind the validity numbers (``app.validity_audit.status.validity_status``)."""
 
     model_config = ConfigDict(extra="allow")
     status: str = Field(description="no-judge | uncalibrated | calibrated")

@@ -449,7 +449,7 @@ def _check_gate(
     res: Verification,
 ) -> None:
     """Re-evaluate the final gate from the audited pairs."""
-    from app.audit.labels import needs_adjudication
+    from app.pair_audit.labels import needs_adjudication
     from audits.gates import evaluate_gate
 
     bad = res.mismatches
@@ -491,7 +491,7 @@ def _check_gate(
         return
     data = rep.to_dict()
     if spec.sequential is not None:  # the plan's boundary decides (docs/sequential-gate.md)
-        from app.audit.sequential import attach_interim
+        from app.pair_audit.sequential import attach_interim
         from audits.sequential import interim_decisions
 
         interim = interim_decisions(

@@ -118,8 +118,8 @@ def _final_gates(session: Session, study_id: int) -> dict[int, dict[str, Any]]:
 def _gate(session: Session, audit: Any, finals: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """The recorded final gate of ``audit`` if one exists, else its live preliminary gate
     (``status`` pending / preliminary); a broken binding becomes ``status: error: ...``."""
-    from app.audit.freeze import FreezeError
-    from app.audit.labels import gate_status
+    from app.pair_audit.freeze import FreezeError
+    from app.pair_audit.labels import gate_status
 
     try:
         return finals.get(audit.id) or gate_status(session, audit, final=False)
@@ -140,7 +140,7 @@ def audits_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
     """One row per pair audit of the study: gate status (pending / preliminary / passed /
     failed) and the gate values of the recorded final gate, else of the live preliminary
     gate."""
-    from app.audit.sampling import audit_pairs
+    from app.pair_audit.sampling import audit_pairs
 
     rows = []
     with session_scope(engine(settings)) as session:
@@ -175,8 +175,8 @@ def _requirements(session: Session, audit: Any, gate: dict[str, Any]) -> list[di
     """The final gate's requirement rows as recorded; before that, the same rows with the
     values computed so far, the frozen rubric's thresholds and ``passed = None`` (the
     preliminary stage is reported, not gated)."""
-    from app.audit.freeze import FreezeError
-    from app.audit.labels import audit_rubric
+    from app.pair_audit.freeze import FreezeError
+    from app.pair_audit.labels import audit_rubric
 
     report = gate.get("report") or {}
     if report.get("requirements"):
@@ -223,8 +223,8 @@ def gate_requirements_frame(study: str, settings: Settings | None = None) -> pd.
 
 
 def validity_frame(study: str, settings: Settings | None = None) -> dict[str, Any]:
-    """The validity audit's state (``app.judge.status.validity_status``)."""
-    from app.judge.status import validity_status
+    """The validity audit's state (``app.validity_audit.status.validity_status``)."""
+    from app.validity_audit.status import validity_status
 
     with session_scope(engine(settings)) as session:
         return validity_status(session, study_id=require_study(session, name=study).id)
@@ -262,7 +262,7 @@ def _sequential_view(session: Session, audit: Any, gate: dict[str, Any]) -> dict
     ``[sequential]`` table): ``summary`` (look, boundary, gate decision…),
     ``requirements`` (frame, one row per requirement) and ``looks`` (frame of the
     ``gate.interim`` events recorded for the audit)."""
-    from app.audit.sequential import INTERIM_EVENT
+    from app.pair_audit.sequential import INTERIM_EVENT
     from app.store import list_events
 
     seq = gate.get("sequential") or (gate.get("report") or {}).get("sequential")
@@ -290,9 +290,9 @@ ANNOTATOR_COLUMNS = [
 
 
 def _annotators_view(session: Session, audit: Any) -> dict[str, pd.DataFrame]:
-    """``app.audit.annotators.annotator_quality`` as frames: ``people`` (one row per
+    """``app.pair_audit.annotators.annotator_quality`` as frames: ``people`` (one row per
     person and round), ``rolling`` (round, upto, agreement) and ``hotspots``."""
-    from app.audit.annotators import annotator_quality
+    from app.pair_audit.annotators import annotator_quality
 
     out = annotator_quality(session, audit)
     people, rolling = [], []
@@ -330,15 +330,15 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
     automatic_vs_a / _b, and automatic_vs_reference once final), ``disagreements``
     (frame, one row per pair needing adjudication, with Label Studio links).
     """
-    from app.audit.labels import (
+    from app.labelling import PAIR, bindings
+    from app.pair_audit.labels import (
         ADJUDICATOR,
         audit_rubric,
         current_labels,
         needs_adjudication,
         status_counts,
     )
-    from app.audit.sampling import audit_overview, audit_pairs, get_audit
-    from app.labelling import PAIR, bindings
+    from app.pair_audit.sampling import audit_overview, audit_pairs, get_audit
     from app.store.models import AuditTask
 
     with session_scope(engine(settings)) as session:

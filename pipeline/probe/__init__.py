@@ -13,7 +13,6 @@ checkpoint × question units and returns a :class:`StageResult`):
 Torch/Transformers/vLLM are imported inside the functions that need them.
 """
 
-from pipeline.probe.bench import run_bench
 from pipeline.probe.common import MeasurementRow, StageResult, derive_seed
 from pipeline.probe.config import (
     Checkpoint,
@@ -25,11 +24,12 @@ from pipeline.probe.config import (
 )
 from pipeline.probe.covariance import run_covariance
 from pipeline.probe.curves import training_curve
-from pipeline.probe.entropy import TokenStats, naive_token_stats, token_stats
+from pipeline.probe.entropy_kernel import TokenStats, naive_token_stats, token_stats
+from pipeline.probe.entropy_run import StageOrderError, run_entropy
+from pipeline.probe.evaluate import run_bench
 from pipeline.probe.manifest import ProbeSetMismatch
 from pipeline.probe.questions import DatasetError, ProbeQuestion, load_questions, read_benchmark
 from pipeline.probe.sampling import run_sample
-from pipeline.probe.tokens import StageOrderError, run_entropy
 
 __all__ = [
     "Checkpoint",

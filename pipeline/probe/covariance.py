@@ -61,11 +61,11 @@ from pipeline.probe.common import (
     set_threads,
 )
 from pipeline.probe.config import Checkpoint, ProbeConfig, resolve_checkpoints
-from pipeline.probe.entropy import decoder_and_head, hidden_states, padded_batch
+from pipeline.probe.entropy_kernel import decoder_and_head, hidden_states, padded_batch
+from pipeline.probe.entropy_run import StageOrderError, read_tokens, require_samples, tokens_path
 from pipeline.probe.manifest import append_jsonl, keep_done_rows, read_jsonl
 from pipeline.probe.sampling import records_path, samples_path
 from pipeline.probe.shard import current_shard, fold_logs, log_units, rank_files
-from pipeline.probe.tokens import StageOrderError, read_tokens, require_samples, tokens_path
 
 
 def transitions(

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from annotation.client import http_client
 from annotation.people import person_webhook_secret
 from annotation.projects import WEBHOOK_SECRET_HEADER
-from app.audit.sampling import audit_pairs
+from app.pair_audit.sampling import audit_pairs
 from app.store import list_events, session_scope
 from tests.labelling_study import SECRET, Study, choice, wait_for
 

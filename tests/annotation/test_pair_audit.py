@@ -16,10 +16,10 @@ from sklearn.metrics import f1_score
 
 from annotation.projects import export_tasks
 from annotation.tasks import scan_for_leaks
-from app.audit.labels import gate_status
-from app.audit.push import adjudicate
-from app.audit.sampling import audit_pairs
 from app.labelling import PAIR, WebhookTarget, bindings, forbidden_values
+from app.pair_audit.labels import gate_status
+from app.pair_audit.push import adjudicate
+from app.pair_audit.sampling import audit_pairs
 from app.store import list_events, session_scope
 from app.store.models import Audit, LabellingProject, Trajectory
 from tests.labelling_study import PASSWORD, SECRET, Study, choice, wait_for
@@ -114,7 +114,7 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
     assert sorted([data["answer_1"], data["answer_2"]]) == ["different", "same"]
     assert forbidden.scanner().scan([data]) == []
     with session_scope(study.engine) as s:
-        from app.audit.freeze import FreezeError
+        from app.pair_audit.freeze import FreezeError
 
         with pytest.raises(FreezeError, match="need adjudication"):
             gate_status(s, s.get(Audit, study.audit_id), final=True)
@@ -128,7 +128,7 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
     assert len(study.labels()) == 2 * n + 2
     with session_scope(study.engine) as s:
         res = gate_status(s, s.get(Audit, study.audit_id), final=True)
-        from app.audit.labels import record_final_gate
+        from app.pair_audit.labels import record_final_gate
 
         record_final_gate(s, s.get(Audit, study.audit_id), res, "test")
     # deterministic: B disagrees with A (= the automatic labels) on one pair, adjudicated

@@ -13,10 +13,10 @@ import pytest
 from annotation.display import visible
 from annotation.projects import export_tasks
 from annotation.tasks import BlindingViolation
-from app.audit.push import adjudicate
-from app.audit.sampling import audit_pairs
 from app.ingest import ingest_file
 from app.labelling import PAIR, bindings
+from app.pair_audit.push import adjudicate
+from app.pair_audit.sampling import audit_pairs
 from app.store import session_scope
 from app.store.models import Audit
 from tests.helpers import make_record, write_jsonl
@@ -102,13 +102,13 @@ def test_validity_tasks_show_the_ingested_question(
 ) -> None:
     """No `rcea judge problems`: the records' question texts are the problems annotators
     see in the validity calibration tasks."""
-    from app.judge.checks import sample_calibration
-    from app.judge.labelling import push_check
-    from app.judge.run import run_judge
     from app.labelling import ensure_member
     from app.settings import Settings
     from app.store import make_engine, upgrade
     from app.store.models import ValidityCheck
+    from app.validity_audit.checks import sample_calibration
+    from app.validity_audit.labelling import push_check
+    from app.validity_audit.run import run_judge
     from pipeline.toy import problem_by_id
     from tests.app.test_judge_run import ORACLE, freeze, toy_records
     from tests.labelstudio_fixture import register_people

@@ -20,17 +20,17 @@ from annotation.projects import export_tasks
 from annotation.tasks import scan_for_leaks
 from annotation.validity_tasks import choice_result
 from app.cli import app
-from app.judge.checks import HELD_OUT, check_items, sample_calibration
-from app.judge.labelling import push_check, sync_check
-from app.judge.problems import load_problems
-from app.judge.reports import calibration_report
-from app.judge.run import run_judge
-from app.judge.simulate import simulate_validity_labels
-from app.judge.status import validity_status
 from app.labelling import ensure_member
 from app.settings import Settings, get_settings
 from app.store import list_events, make_engine, require_study, session_scope, upgrade
 from app.store.models import JudgeVerdict, ValidityCheck
+from app.validity_audit.checks import HELD_OUT, check_items, sample_calibration
+from app.validity_audit.labelling import push_check, sync_check
+from app.validity_audit.problems import load_problems
+from app.validity_audit.reports import calibration_report
+from app.validity_audit.run import run_judge
+from app.validity_audit.simulate import simulate_validity_labels
+from app.validity_audit.status import validity_status
 from audits.calibration import clopper_pearson
 from pipeline.judge import DEFAULT_TEMPLATE, JudgeTemplate
 from pipeline.toy import process_valid, question_from_id, validity_by_id
@@ -242,8 +242,8 @@ def test_two_annotators_per_item_with_adjudication(
     servers, B errs on purpose; the report waits for adjudication, reports A–B agreement
     (equal to the agreement recomputed from Label Studio's own exports), and completes once
     the adjudicator (neither A nor B) settles every disagreement."""
-    from app.audit.freeze import freeze_rubric
-    from app.judge.labelling import adjudicate_check, needs_adjudication
+    from app.pair_audit.freeze import freeze_rubric
+    from app.validity_audit.labelling import adjudicate_check, needs_adjudication
     from audits.calibration import validity_agreement
 
     engine = make_engine(f"sqlite:///{tmp_path / 'v2.db'}")

@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from annotation.payloads import parse_annotation
 from annotation.tasks import PAIR_CHOICE
-from app.audit.annotators import annotator_quality
-from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.audit.labels import record_annotation
-from app.audit.sampling import audit_pairs, draw_audit
 from app.cli import app
 from app.labelling import PAIR, bind_existing
+from app.pair_audit.annotators import annotator_quality
+from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from app.pair_audit.labels import record_annotation
+from app.pair_audit.sampling import audit_pairs, draw_audit
 from app.store import session_scope
 from app.store.models import Audit, AuditTask
 from tests.helpers import RUBRIC, audit_study, fake_person, fake_tasks, rubric_file

@@ -92,9 +92,9 @@ def _demo_run_and_checks(env: dict[str, str], data: Path, tmp_path: Path) -> Non
     assert (bundle.parent / "SIMULATED.txt").read_text().startswith("SIMULATED")
 
     # --- the store agrees: gate.final passed, calibration completed, simulation recorded
-    from app.judge.status import validity_status
     from app.settings import Settings
     from app.store import list_events, open_store, require_study, session_scope
+    from app.validity_audit.status import validity_status
 
     eng = open_store(Settings(data_dir=data))
     with session_scope(eng) as s:

@@ -46,9 +46,9 @@ def _label(data: Path, after: str, command: str) -> str:
     from app.demo.config import ORACLE, QUICK
     from app.demo.simulate import SimAccount, _post_labels, _todo, flip, pair_truth
     from app.demo.study import VALIDITY_ORACLE
-    from app.judge.simulate import simulate_validity_labels
     from app.settings import Settings
     from app.store import open_store, session_scope
+    from app.validity_audit.simulate import simulate_validity_labels
 
     cfg = Settings(data_dir=data)
     eng = open_store(cfg)

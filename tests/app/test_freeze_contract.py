@@ -1,4 +1,4 @@
-"""app.audit.freeze's contract pinned exactly, written from the mutants `make mutation`
+"""app.pair_audit.freeze's contract pinned exactly, written from the mutants `make mutation`
 left alive (docs/mutation.md): which rubric is the parent and which one a lookup returns,
 the refusals' exact messages, the freeze events' payloads, the uncertain modes, and the
 partition no-op being per study and against the latest partition only."""
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.audit.freeze import (
+from app.ingest import ingest_file
+from app.pair_audit.freeze import (
     FreezeError,
     accepted_trajectories,
     freeze_partition_from_modes,
@@ -21,7 +22,6 @@ from app.audit.freeze import (
     rubric_spec,
     store_partition,
 )
-from app.ingest import ingest_file
 from app.store import list_events, require_study, session_scope
 from app.store.models import Rubric
 from audits.rubric import load_rubric

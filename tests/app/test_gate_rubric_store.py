@@ -10,10 +10,10 @@ import pytest
 from sklearn.metrics import f1_score, precision_score, recall_score
 
 from annotation.payloads import ParsedAnnotation
-from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.audit.labels import gate_status, record_annotation
-from app.audit.sampling import audit_pairs, draw_audit
 from app.labelling import PAIR, bind_existing
+from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from app.pair_audit.labels import gate_status, record_annotation
+from app.pair_audit.sampling import audit_pairs, draw_audit
 from app.store import session_scope
 from app.store.models import Audit, AuditTask
 from audits.thresholds import GateThresholds

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from annotation.payloads import ParsedAnnotation
-from app.audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
-from app.audit.labels import gate_status, record_annotation
-from app.audit.sampling import audit_pairs, draw_audit
 from app.cli import app
+from app.pair_audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
+from app.pair_audit.labels import gate_status, record_annotation
+from app.pair_audit.sampling import audit_pairs, draw_audit
 from app.store import list_events, session_scope
 from app.store.models import Audit
 from tests.helpers import RUBRIC, audit_study, fake_tasks, rubric_file
@@ -159,7 +159,7 @@ def test_view_audit_page_shows_the_interim_decisions(tmp_path: Path, monkeypatch
     the interim decisions as the store computes them, and the recorded looks."""
     from streamlit.testing.v1 import AppTest
 
-    from app.audit.sequential import record_interim
+    from app.pair_audit.sequential import record_interim
     from app.settings import Settings, get_settings
     from app.store import open_store
     from app.view.logins import add_researcher, logins_path

@@ -15,12 +15,12 @@ import pytest
 from sqlmodel import select
 
 from annotation.tasks import BlindingViolation, scan_for_leaks
-from app.judge.problems import load_problems
-from app.judge.run import RunOptions, run_judge
-from app.judge.versions import freeze_judge
 from app.settings import Settings
 from app.store import make_engine, require_study, session_scope, upgrade
 from app.store.models import JudgeVerdict, Trajectory
+from app.validity_audit.problems import load_problems
+from app.validity_audit.run import RunOptions, run_judge
+from app.validity_audit.versions import freeze_judge
 from pipeline.judge import JudgeSpec
 from pipeline.toy import process_valid, question_from_id
 from pipeline.toy.domain import _all_questions

@@ -15,20 +15,20 @@ from sqlalchemy.exc import DBAPIError
 from sqlmodel import select
 
 from app.ingest import ingest_file
-from app.judge.checks import (
+from app.settings import Settings
+from app.store import list_events, require_study, session_scope
+from app.store.models import JudgeVerdict, JudgeVersion, Trajectory, ValidityItem
+from app.validity_audit.checks import (
     DEVELOPMENT,
     HELD_OUT,
     check_items,
     sample_accepted,
     sample_calibration,
 )
-from app.judge.run import run_judge
-from app.judge.status import validity_status
-from app.judge.validity import validity_by_checkpoint
-from app.judge.versions import JudgeError, freeze_judge
-from app.settings import Settings
-from app.store import list_events, require_study, session_scope
-from app.store.models import JudgeVerdict, JudgeVersion, Trajectory, ValidityItem
+from app.validity_audit.run import run_judge
+from app.validity_audit.status import validity_status
+from app.validity_audit.validity import validity_by_checkpoint
+from app.validity_audit.versions import JudgeError, freeze_judge
 from pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, JudgeTemplate
 from pipeline.toy import (
     VARIANTS,
@@ -173,7 +173,7 @@ def test_run_is_resumable_and_writes_validity(engine, tmp_path: Path) -> None:  
 
 
 def test_run_refuses_a_contradicting_backend(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from app.judge.run import RunOptions
+    from app.validity_audit.run import RunOptions
 
     ingest_toy(engine, tmp_path, n_questions=2, per_question=4)
     freeze(engine, "oracle", ORACLE)

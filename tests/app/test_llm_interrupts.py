@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from app.judge.problems import load_problems
-from app.judge.versions import freeze_judge
 from app.store import make_engine, require_study, session_scope, upgrade
 from app.store.models import CodebookBatch, JudgeVerdict
+from app.validity_audit.problems import load_problems
+from app.validity_audit.versions import freeze_judge
 from pipeline.judge import JudgeSpec
 from tests.app.test_codebook_resume import ASSIGN, QUESTIONS, _env, _prepared_store
 from tests.app.test_judge_run import ingest_toy

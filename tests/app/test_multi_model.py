@@ -428,7 +428,7 @@ def test_no_negative_zero_in_json() -> None:
 
 
 def test_trajectories_missing_from_the_partition_are_counted(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from app.audit.freeze import freeze_partition_from_modes
+    from app.pair_audit.freeze import freeze_partition_from_modes
 
     recs = [r for r in model_records("3B", seed=0) if r["run"] in ("base", "grpo")]
     first = write_jsonl(tmp_path / "a.jsonl", recs)

@@ -223,8 +223,8 @@ def _calibration(engine, *, labelled: int, n_items: int = 4) -> dict[str, Any]: 
     """A calibration check of ``n_items`` held-out items (and one development item) with
     ``labelled`` of the held-out ones labelled by its single annotator: the judge says
     valid for all; the human says invalid for the first."""
-    from app.judge.versions import freeze_judge
     from app.store.models import ValidityCheck, ValidityItem, ValidityLabel
+    from app.validity_audit.versions import freeze_judge
     from pipeline.judge.backends import JudgeSpec
 
     with session_scope(engine) as s:
@@ -278,8 +278,8 @@ def _cal(engine, study_id: int, val: dict[str, Any]) -> list[str]:  # type: igno
 
 
 def _true_report(engine, study_id: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    from app.judge.reports import calibration_report
     from app.store.models import ValidityCheck
+    from app.validity_audit.reports import calibration_report
 
     with session_scope(engine) as s:
         check = s.exec(sa.select(ValidityCheck).where(ValidityCheck.study_id == study_id)).one()[0]

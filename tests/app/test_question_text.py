@@ -15,10 +15,10 @@ from annotation.tasks import BlindingViolation, build_pair_task, pair_label_conf
 from app.codebook import BackendOptions, freeze_codebooks, induce, make_backend, merge
 from app.codebook import assign as assign_stage
 from app.ingest import ingest_file
-from app.judge.problems import problems_for
 from app.settings import Settings
 from app.store import question_texts, session_scope
 from app.store.models import Question, Study, Trajectory
+from app.validity_audit.problems import problems_for
 from pipeline.codebook import BlindItem, prompts
 from pipeline.codebook.model import Mode
 from pipeline.records import RecordValidationError
@@ -188,8 +188,8 @@ def test_pair_task_and_config_show_the_question() -> None:
 def test_judge_prompt_shows_the_ingested_question(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from app.judge.run import RunOptions, run_judge
-    from app.judge.versions import freeze_judge
+    from app.validity_audit.run import RunOptions, run_judge
+    from app.validity_audit.versions import freeze_judge
     from pipeline.judge import JudgeSpec
 
     recs = records()

@@ -146,9 +146,9 @@ def test_a_store_refusal_never_prints_the_rows(engine, tmp_path: Path) -> None: 
 def test_problem_files_with_nul_are_refused(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Problem statements reach annotators and the store too (`rcea judge problems`)."""
     from app.ingest import ingest_file
-    from app.judge.problems import load_problems
     from app.store import session_scope
     from app.store.models import JudgeProblem
+    from app.validity_audit.problems import load_problems
 
     recs = write_jsonl(tmp_path / "s.jsonl", [make_record(i) for i in range(3)])
     ingest_file(engine, recs, study="s", artifacts_dir=tmp_path / "a", data_dir=tmp_path)

@@ -3,7 +3,7 @@ without a passing final gate or a validity number on an uncalibrated judge (the 
 names the gate); ``--entropy-only``; the success bundle; the CLI and the API route.
 
 Gates are produced by the real functions (draw, record annotations, ``gate_status``,
-``record_final_gate``); judge events follow the ``app.judge.status`` contract."""
+``record_final_gate``); judge events follow the ``app.validity_audit.status`` contract."""
 
 from __future__ import annotations
 
@@ -18,17 +18,17 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from annotation.payloads import ParsedAnnotation
-from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.audit.labels import gate_status, record_annotation, record_final_gate
-from app.audit.sampling import audit_pairs, draw_audit
 from app.cli import app as cli
 from app.ingest import ingest_file
-from app.judge.status import CALIBRATION_COMPLETED_EVENT, JUDGE_RUN_EVENT
 from app.labelling import PAIR, bind_existing
+from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from app.pair_audit.labels import gate_status, record_annotation, record_final_gate
+from app.pair_audit.sampling import audit_pairs, draw_audit
 from app.report.build import ENTROPY_ONLY_LABEL, build_report
 from app.report.publish import PublishRefused, publish_report
 from app.store import append_event, list_events, require_study, session_scope
 from app.store.models import Audit, AuditTask, Trajectory
+from app.validity_audit.status import CALIBRATION_COMPLETED_EVENT, JUDGE_RUN_EVENT
 from audits.modes import rarefied_retention
 from tests.app.test_report_build import N_BOOT, make_report_study, report_records
 from tests.helpers import RUBRIC, fake_person, fake_tasks, rubric_file, write_jsonl

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from annotation.payloads import ParsedAnnotation
-from app.audit.labels import record_annotation, record_final_gate
-from app.audit.sampling import audit_pairs, get_audit
 from app.ingest import ingest_file
+from app.pair_audit.labels import record_annotation, record_final_gate
+from app.pair_audit.sampling import audit_pairs, get_audit
 from app.settings import Settings
 from app.store import open_store, session_scope
 from app.view import data
@@ -352,7 +352,7 @@ def _expected_view(settings: Settings) -> dict[str, Any]:
 
 
 def _draw_unlabelled(settings: Settings) -> None:
-    from app.audit.sampling import draw_audit
+    from app.pair_audit.sampling import draw_audit
 
     with session_scope(open_store(settings)) as s:
         draw_audit(s, study="s", rubric="view-rubric", name="unlabelled", actor="r")

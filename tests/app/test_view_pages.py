@@ -22,9 +22,6 @@ from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 from annotation.payloads import ParsedAnnotation
-from app.audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.audit.labels import gate_status, record_annotation, record_final_gate
-from app.audit.sampling import audit_pairs, draw_audit, get_audit
 from app.cli import app as cli_app
 from app.codebook import (
     assign,
@@ -35,6 +32,9 @@ from app.codebook import (
 )
 from app.ingest import ingest_file
 from app.labelling import PAIR, bind_existing
+from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from app.pair_audit.labels import gate_status, record_annotation, record_final_gate
+from app.pair_audit.sampling import audit_pairs, draw_audit, get_audit
 from app.settings import Settings, get_settings
 from app.store import list_events, open_store, require_study, session_scope
 from app.store.measurements import record_measurement

@@ -59,9 +59,9 @@ def test_final_stands_in_for_an_unsaved_last_step(tmp_path: Path) -> None:
 
 
 def test_a_shared_base_is_probed_once_and_starts_every_run(tmp_path: Path) -> None:
-    from pipeline.probe.bench import _passk_checkpoints
     from pipeline.probe.config import resolve_checkpoints
     from pipeline.probe.covariance import transition_label, transitions
+    from pipeline.probe.evaluate import _passk_checkpoints
 
     first = _fake_run(tmp_path, [50, 100], 100)
     second = tmp_path / "run2"

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from pipeline.probe.entropy import naive_token_stats, token_stats  # noqa: E402
+from pipeline.probe.entropy_kernel import naive_token_stats, token_stats  # noqa: E402
 
 TEXTS = [
     ("(3+4)*5\n", "3+4=7\n7*5=35\n\\boxed{35}", True),
@@ -113,7 +113,7 @@ def test_lm_head_never_sees_more_rows_than_the_chunk(
 ) -> None:
     """Memory contract: logits exist for at most ``chunk_size`` positions at a time (the
     two reused [chunk × vocab] buffers), and every completion position is scored once."""
-    from pipeline.probe import entropy as entropy_mod
+    from pipeline.probe import entropy_kernel as entropy_mod
 
     model, tok = policy
     prompts, comps = _ids(tok)
@@ -170,7 +170,7 @@ def test_chunk_statistics_with_masked_logits_match_float64(bias: bool) -> None:
     log_softmax reference, with -inf logits (masked vocabulary entries: 0 · log 0 = 0)."""
     import torch
 
-    from pipeline.probe.entropy import _ChunkBuffers
+    from pipeline.probe.entropy_kernel import _ChunkBuffers
 
     torch.manual_seed(0)
     head = torch.nn.Linear(16, 50, bias=bias)

@@ -243,7 +243,7 @@ def test_entropy_after_server_sampling_replaces_l_with_the_teacher_forced_one(
     the local weights, and its ℓ (at τ, full vocabulary) replaces the server's in the
     records; the server's values stay in samples/."""
     from pipeline.probe import run_entropy
-    from pipeline.probe.entropy import naive_token_stats
+    from pipeline.probe.entropy_kernel import naive_token_stats
 
     cfg = load_config(
         write_config(

@@ -173,7 +173,7 @@ def test_interrupted_launch_resumes_from_a_ranks_log(
     process folds rank 1's log, skips those units, and ends with the same files as an
     uninterrupted single-process run."""
     import pipeline.probe.covariance as cov_mod
-    import pipeline.probe.tokens as tok_mod
+    import pipeline.probe.entropy_run as tok_mod
 
     cfg_path, base = sampled
     cfg = load_config(cfg_path)

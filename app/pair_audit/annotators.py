@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session, select
 
-from app.audit.labels import ADJUDICATOR, ROLES
-from app.audit.sampling import audit_pairs
 from app.labelling import PAIR, bindings
 from app.labelling.record import COUNTED
+from app.pair_audit.labels import ADJUDICATOR, ROLES
+from app.pair_audit.sampling import audit_pairs
 from app.store.models import Audit, AuditLabel
 from audits.agreement import pair_agreement
 

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import insert
 from sqlmodel import Session, select
 
-from app.audit.freeze import (
+from app.pair_audit.freeze import (
     FreezeError,
     get_rubric,
     latest_partition,

@@ -24,8 +24,10 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from app.judge.checks import ACCEPTED, CALIBRATION, DEVELOPMENT, HELD_OUT, check_items
-from app.judge.labelling import (
+from app.store import append_event, list_events
+from app.store.models import JudgeVersion, ValidityCheck
+from app.validity_audit.checks import ACCEPTED, CALIBRATION, DEVELOPMENT, HELD_OUT, check_items
+from app.validity_audit.labelling import (
     ADJUDICATOR,
     current_labels,
     double_labelled,
@@ -33,9 +35,7 @@ from app.judge.labelling import (
     human_reference,
     status_counts,
 )
-from app.judge.status import CALIBRATION_COMPLETED_EVENT
-from app.store import append_event, list_events
-from app.store.models import JudgeVersion, ValidityCheck
+from app.validity_audit.status import CALIBRATION_COMPLETED_EVENT
 from audits.calibration import accepted_set_precision, judge_calibration, validity_agreement
 
 ACCEPTED_COMPLETED_EVENT = "judge.accepted.completed"

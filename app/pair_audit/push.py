@@ -16,8 +16,6 @@ from sqlmodel import Session
 
 from annotation.people import People
 from annotation.tasks import NO_QUESTION, build_pair_task, pair_label_config
-from app.audit.labels import ADJUDICATOR, audit_rubric, current_labels, needs_adjudication
-from app.audit.sampling import audit_pairs
 from app.labelling import (
     PAIR,
     BuiltTask,
@@ -34,6 +32,8 @@ from app.labelling import (
     round_title,
     sync_round,
 )
+from app.pair_audit.labels import ADJUDICATOR, audit_rubric, current_labels, needs_adjudication
+from app.pair_audit.sampling import audit_pairs
 from app.store import append_event, problem_texts
 from app.store.models import Audit, AuditPair, Trajectory
 

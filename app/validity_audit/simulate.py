@@ -19,9 +19,9 @@ from sqlmodel import Session, select
 from annotation.accounts import login_session
 from annotation.people import People
 from annotation.validity_tasks import choice_result
-from app.judge.versions import JudgeError
 from app.labelling import VALIDITY, bindings
 from app.store.models import Trajectory, ValidityCheck, ValidityItem, ValidityTask
+from app.validity_audit.versions import JudgeError
 
 SIMULATION_NOTE = (
     "SIMULATION: these labels were produced by a domain oracle posing as annotators "

@@ -2,7 +2,7 @@
 
 For each checkpoint × question unit not yet done, the unit's completions (exact sampled
 ids from ``samples/<label>.jsonl``, EOS included) are scored under that checkpoint at the
-sampling temperature (:func:`pipeline.probe.entropy.token_stats`, chunked over positions),
+sampling temperature (:func:`pipeline.probe.entropy_kernel.token_stats`, chunked over positions),
 ``[entropy] batch_size // K`` consecutive unfinished questions per call (marked done
 together, so a resumed run regroups as the uninterrupted run did).
 Outputs::
@@ -45,7 +45,7 @@ from pipeline.probe.common import (
     set_threads,
 )
 from pipeline.probe.config import Checkpoint, ProbeConfig, resolve_checkpoints
-from pipeline.probe.entropy import token_stats
+from pipeline.probe.entropy_kernel import token_stats
 from pipeline.probe.manifest import MANIFEST_FILE, read_jsonl, write_jsonl
 from pipeline.probe.sampling import records_path, samples_path, write_combined_records
 from pipeline.probe.shard import current_shard, fold_logs, log_units

@@ -7,7 +7,7 @@ is asked again by the next run. When the run ends, the study's ``validity`` colu
 rewritten for every R = 1 trajectory from this judge's verdicts: ``valid`` → 1, and
 ``invalid``, ``unparseable`` or still pending → 0 (never accepted without a verdict), and
 a ``judge.run`` event records the judge hash, name and counts (the contract of
-:mod:`app.judge.status`).
+:mod:`app.validity_audit.status`).
 
 Every prompt passes the study's provenance scan (run/model names, the question's
 trajectory ids) before it is sent; a hit stops the run.
@@ -26,12 +26,12 @@ from sqlmodel import Session, func, select
 
 from app.codebook.backend import BackendOptions, llm_config, load_strategy_fn
 from app.codebook.blinding import study_guard
-from app.judge.problems import problems_for
-from app.judge.status import JUDGE_RUN_EVENT
-from app.judge.versions import JudgeError, get_judge, judge_spec
 from app.settings import Settings
 from app.store import append_event, require_study, session_scope
 from app.store.models import JudgeVerdict, JudgeVersion, Trajectory
+from app.validity_audit.problems import problems_for
+from app.validity_audit.status import JUDGE_RUN_EVENT
+from app.validity_audit.versions import JudgeError, get_judge, judge_spec
 from pipeline.judge import (
     UNPARSEABLE,
     VALID,

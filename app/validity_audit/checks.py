@@ -25,11 +25,11 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from app.audit.freeze import get_rubric, rubric_spec
-from app.judge.status import JUDGE_RUN_EVENT
-from app.judge.versions import JudgeError, get_judge
+from app.pair_audit.freeze import get_rubric, rubric_spec
 from app.store import append_event, list_events, require_study
 from app.store.models import JudgeVerdict, JudgeVersion, ValidityCheck, ValidityItem
+from app.validity_audit.status import JUDGE_RUN_EVENT
+from app.validity_audit.versions import JudgeError, get_judge
 from audits.rubric import CalibrationPlan
 from pipeline.judge import VALID
 

@@ -6,5 +6,5 @@ and accepted-set sampling), ``labelling`` (Label Studio push/sync), ``reports``
 (calibration and accepted-set reports, completed events), ``simulate`` (SIMULATED
 annotators for the demo and tests), ``validity`` (v̂₊ per checkpoint), ``status`` (the
 event contract read by reports and publishing). The package imports nothing itself, so
-``app.judge.status`` stays cheap to import.
+``app.validity_audit.status`` stays cheap to import.
 """

@@ -21,9 +21,6 @@ from sqlmodel import Session, select
 
 from annotation.people import People
 from annotation.validity_tasks import CHOICES, build_validity_task, validity_label_config
-from app.judge.checks import ACCEPTED, CALIBRATION, check_items
-from app.judge.problems import problems_for
-from app.judge.versions import JudgeError, judge_spec
 from app.labelling import (
     VALIDITY,
     BuiltTask,
@@ -51,6 +48,9 @@ from app.store.models import (
     ValidityCheck,
     ValidityItem,
 )
+from app.validity_audit.checks import ACCEPTED, CALIBRATION, check_items
+from app.validity_audit.problems import problems_for
+from app.validity_audit.versions import JudgeError, judge_spec
 from pipeline.judge import INVALID, UNPARSEABLE, VALID
 
 CHOICE_OF = {label: choice for choice, label in CHOICES.items()}  # valid → "valid", ...

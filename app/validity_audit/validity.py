@@ -5,7 +5,7 @@ The production judge is the judge of the latest ``judge.run`` event. For each
 (run, model, step) group, :func:`audits.validity.validity_rate` gets every trajectory with
 its reward and the judge's verdict: ``valid`` → 1, ``invalid`` → 0, ``unparseable`` →
 ``"unparseable"``, and no verdict yet → ``None`` (both count against judge coverage and
-never as acceptances). The result carries :func:`app.judge.status.validity_status` so a
+never as acceptances). The result carries :func:`app.validity_audit.status.validity_status` so a
 reader knows whether the numbers are backed by a completed calibration.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from app.judge.checks import production_judge
-from app.judge.status import validity_status
 from app.store.models import JudgeVerdict, Trajectory
+from app.validity_audit.checks import production_judge
+from app.validity_audit.status import validity_status
 from audits.validity import validity_rate
 
 _CODE = {"valid": 1, "invalid": 0, "unparseable": "unparseable"}

@@ -9,13 +9,13 @@ from typing import Any
 from sqlmodel import Session, select
 
 from annotation.payloads import ParsedAnnotation
-from app.audit.freeze import FreezeError, rubric_spec
-from app.audit.sampling import audit_pairs
-from app.audit.sequential import attach_interim
 from app.labelling import PAIR
 from app.labelling import current_labels as core_current_labels
 from app.labelling import status_counts as core_status_counts
 from app.labelling.record import record_for_project
+from app.pair_audit.freeze import FreezeError, rubric_spec
+from app.pair_audit.sampling import audit_pairs
+from app.pair_audit.sequential import attach_interim
 from app.store import append_event
 from app.store.models import (
     Audit,
