@@ -262,6 +262,14 @@ def test_repeats_never_count_and_self_consistency_is_exact(engine, pushed) -> No
     assert sc["B"] == {"n": 2, "same": 1, "share": 0.5, "planned": 4,
                        "changed": [key[rep_pairs[0]]]}  # fmt: skip
 
+    # the view's Annotators table carries the same figures
+    from app.view.data import _annotators_view
+
+    with session_scope(engine) as s:
+        people = _annotators_view(s, s.get(Audit, audit_id))["people"].set_index("round")
+    assert people.loc["A", "self_consistency"] == 0.75
+    assert people.loc["B", "self_consistency_n"] == 2
+
     # From Label Studio's own export alone: tasks showing the same two texts are one
     # pair shown twice; the first-created annotation is the first showing.
     for role in ("A", "B"):
