@@ -19,8 +19,8 @@ unless a running server is reused.
 
 Why the simulated pair gate passes: the codebook runs with the toy domain's oracle, so the
 automatic partition equals the true strategies; each simulated annotator flips a label
-with probability ``annotator_error`` (2 %; 1 % in the quick size), which keeps
-human–human macro-F1 near 0.95 (0.98); the oracle adjudicator settles every disagreement
+with probability ``annotator_error`` (2 %; 0.5 % in the quick size), which keeps
+human–human macro-F1 near 0.95 (0.97); the oracle adjudicator settles every disagreement
 (and every agreed label that differs from the automatic one) with the truth, so the
 automatic labels match the final reference.
 
@@ -172,7 +172,7 @@ QUICK = DemoSizes(
     n_pair_questions=6,
     calibration_size=40,
     calibration_held_out=20,
-    annotator_error=0.01,  # the sequential gate settles at the first look
+    annotator_error=0.005,  # the sequential gate settles at the first look
     validity_error=0.02,
     scales=(TINY_S,),
     n_min=4,

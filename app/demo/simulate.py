@@ -308,7 +308,7 @@ def simulate_pair_audit(
                 echo(
                     f"{SIMULATED} annotator {role} ({accounts[role].email}): labelling "
                     f"{len(labels)} task(s) through the Label Studio API ({n_rep} hidden "
-                    f"repeat(s)), {n_wrong} deliberately wrong (error rate {error_rate:.0%})"
+                    f"repeat(s)), {n_wrong} deliberately wrong (error rate {error_rate:.1%})"
                 )
                 _post_labels(cfg, accounts[role], labels)
         synced = _sync(engine, cfg, audit_name)
