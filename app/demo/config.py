@@ -25,10 +25,12 @@ human–human macro-F1 near 0.95 (0.97); the oracle adjudicator settles every di
 automatic labels match the final reference.
 
 Why the quick simulated gate settles early: its rubric predeclares a sequential plan
-(looks at half and all of its 144 pairs, Pocock spending); the annotators label in task
-order and the adjudicator settles disagreements look by look, so at the first look (72
-pairs) every requirement's interval already lies on the passing side (a ``gate.interim``
-event, a SIMULATED line of the demo and the view's Audit page show it).
+(looks at half, three quarters and all of its 144 pairs, Pocock spending); the
+annotators label in task order (question by question) and the adjudicator settles
+disagreements look by look. On the quick demo's data the first look (72 pairs, three
+questions with few ``different`` pairs) is undecided and the second (108 pairs) is
+settled (``settled_pass``): a ``gate.interim`` event, a SIMULATED line of the demo and the
+view's Audit page show it.
 """
 
 from __future__ import annotations
@@ -176,7 +178,7 @@ QUICK = DemoSizes(
     validity_error=0.02,
     scales=(TINY_S,),
     n_min=4,
-    looks=(0.5, 1.0),
+    looks=(0.5, 0.75, 1.0),
     repeat_share=0.1,
 )
 
@@ -186,8 +188,9 @@ SIZES: dict[str, DemoSizes] = {s.name: s for s in (DEFAULT, QUICK)}
 def rubric_toml(sizes: DemoSizes) -> str:
     """The rubric the demo freezes: the paper's gate thresholds and estimator settings,
     with a pair plan and a calibration plan small enough to label in minutes; the quick
-    size also predeclares a sequential plan (two looks, Pocock spending: the SIMULATED
-    annotators' gate settles at the first) and hidden repeats (docs/sequential-gate.md)."""
+    size also predeclares a sequential plan (three looks, Pocock spending: the SIMULATED
+    annotators' gate settles before the last) and hidden repeats
+    (docs/sequential-gate.md)."""
     return (
         f"# Frozen by `rcea demo` ({sizes.name} size) for the embedded toy study.\n"
         "[rubric]\n"

@@ -1,11 +1,12 @@
 """The quick demo's SIMULATED pair audit exercises the sequential gate and the hidden
 repeats (issue 19, item 6), fast: the demo's own quick rubric (6 × 24 pairs, looks
-[0.5, 1.0], Pocock, repeat share 0.1) on a small store study, the real push (task
+[0.5, 0.75, 1.0], Pocock, repeat share 0.1) on a small store study, the real push (task
 building, repeats, leak scan) into fake Label Studio projects, and the real simulation
 loop (:func:`app.demo.simulate.simulate_pair_audit`) whose HTTP posts and syncs are
 replaced by recording the same annotations in the store. The gate settles
-(``settled_pass``) at look 1 of 2, a ``gate.interim`` event records it, the output says
-so, the final gate passes, and each annotator gets self-consistency figures."""
+(``settled_pass``) at look 1 of 3 here (on the real quick demo's data: at look 2 of 3),
+a ``gate.interim`` event records each look, the output says so, the final gate passes,
+and each annotator gets self-consistency figures."""
 
 from __future__ import annotations
 
@@ -135,11 +136,12 @@ def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-
         echo=said.append,
     )
 
-    # settled_pass at look 1 of 2, recorded and shown
+    # settled_pass at look 1 of 3, recorded and shown
     assert out["settled_at_look"] == 1
     assert [(x["look"], x["n_labelled"], x["decision"]) for x in out["looks"]] == [
         (1, 72, "settled_pass"),
-        (2, 144, "settled_pass"),
+        (2, 108, "settled_pass"),
+        (3, 144, "settled_pass"),
     ]
     with session_scope(engine) as s:
         audit = s.exec(select(Audit).where(Audit.name == name)).one()
@@ -149,8 +151,9 @@ def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-
     assert [(e["look"], e["decision"]) for e in events] == [
         (1, "settled_pass"),
         (2, "settled_pass"),
+        (3, "settled_pass"),
     ]
-    shown = [line for line in said if "settled (settled_pass) at look 1 of 2" in line]
+    shown = [line for line in said if "settled (settled_pass) at look 1 of 3" in line]
     assert len(shown) == 1 and shown[0].startswith("SIMULATED")
     assert final["status"] == "passed" and final["report"]["gate_rule"] == "sequential"
     # every hidden repeat was labelled, after look 1 (they sit in the later half)
