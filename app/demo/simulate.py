@@ -322,7 +322,8 @@ def simulate_pair_audit(
                 f"sequential plan: {look['n_labelled']} of {look['n_planned']} pairs labelled "
                 f"by A and B → gate {look['decision']}"
             )
-            if look["decision"] != "undecided" and look["look"] < look["n_looks"]:
+            first = all(x["decision"] == "undecided" for x in looks[:-1])
+            if first and look["decision"] != "undecided" and look["look"] < look["n_looks"]:
                 echo(
                     f"{SIMULATED} the gate is settled ({look['decision']}) at look "
                     f"{look['look']} of {look['n_looks']}, before the last look: the plan "

@@ -153,8 +153,9 @@ def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-
         (2, "settled_pass"),
         (3, "settled_pass"),
     ]
-    shown = [line for line in said if "settled (settled_pass) at look 1 of 3" in line]
+    shown = [line for line in said if "before the last look" in line]  # said once
     assert len(shown) == 1 and shown[0].startswith("SIMULATED")
+    assert "settled (settled_pass) at look 1 of 3" in shown[0]
     assert final["status"] == "passed" and final["report"]["gate_rule"] == "sequential"
     # every hidden repeat was labelled, after look 1 (they sit in the later half)
     assert out["hidden_repeats_labelled"] == {"A": 14, "B": 14}
