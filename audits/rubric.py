@@ -48,8 +48,14 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
     n_boot = 2000                     # question-level bootstrap replicates per look
     seed = 0
 
+    [annotators]       # optional; annotator quality (docs/sequential-gate.md)
+    repeat_share = 0.05   # in [0, 0.5]; share of pairs shown a second time to A and B
+                          # (hidden repeats: self-consistency, never counted in the gate)
+
 ``[sequential]`` is part of the frozen content (and hash) when present; without it the
 gate is the fixed-sample gate, and rubrics frozen before it existed keep their hashes.
+``[annotators]`` likewise enters the content (and hash) only when ``repeat_share`` is not
+its default 0 (no hidden repeats).
 
 ``[adjudication] scope`` (DESIGN.md item 10): ``disagreements`` sends only pairs where A ≠ B
 to adjudication; ``disagreements_and_automatic`` (the default) also pairs where A = B but
@@ -82,6 +88,7 @@ __all__ = [
     "DEFAULT_ADJUDICATION_SCOPE",
     "DEFAULT_RUBRIC_PATH",
     "AdjudicationPolicy",
+    "AnnotatorPlan",
     "CalibrationPlan",
     "EstimatorSettings",
     "PairPlan",
@@ -198,6 +205,27 @@ class AdjudicationPolicy:
 
 
 @dataclass(frozen=True)
+class AnnotatorPlan:
+    """The rubric's ``[annotators]`` table: ``repeat_share`` of the pairs (rounded half
+    up, chosen from the audit's seed) is shown a second time to annotators A and B as
+    separate, indistinguishable blinded tasks; their second labels measure each person's
+    self-consistency and never count in the gate (docs/sequential-gate.md)."""
+
+    repeat_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        v = self.repeat_share
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ValueError(f"[annotators] repeat_share must be a number, got {v!r}")
+        if not 0.0 <= float(v) <= 0.5:
+            raise ValueError(f"[annotators] repeat_share must be in [0, 0.5], got {v!r}")
+        object.__setattr__(self, "repeat_share", float(v))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class CalibrationPlan:
     """Judge-calibration plan: ``size`` labelled items of which ``held_out`` are held out."""
 
@@ -234,6 +262,7 @@ class Rubric:
     calibration: CalibrationPlan | None = None
     adjudication: AdjudicationPolicy = field(default_factory=AdjudicationPolicy)
     sequential: SequentialPlan | None = None
+    annotators: AnnotatorPlan = field(default_factory=AnnotatorPlan)
     source: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -256,6 +285,12 @@ class Rubric:
             ),
             # only when declared: rubrics without a sequential plan keep their hashes
             **({"sequential": self.sequential.to_dict()} if self.sequential else {}),
+            # only when not the default (no repeats): earlier rubrics keep their hashes
+            **(
+                {"annotators": self.annotators.to_dict()}
+                if self.annotators != AnnotatorPlan()
+                else {}
+            ),
         }
 
     def canonical_json(self) -> str:
@@ -292,6 +327,7 @@ _SECTIONS: dict[str, type] = {
     "calibration": CalibrationPlan,
     "adjudication": AdjudicationPolicy,
     "sequential": SequentialPlan,
+    "annotators": AnnotatorPlan,
 }
 _RUBRIC_KEYS = ("name", "version", "description")
 
@@ -351,6 +387,7 @@ def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubr
         calibration=parts["calibration"],
         adjudication=parts["adjudication"],
         sequential=parts["sequential"],
+        annotators=parts["annotators"],
         source=source,
     )
 

@@ -240,7 +240,8 @@ def annotators(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Annotator quality per person and round: labels, throughput, Label Studio lead
-    times, agreement with the final reference per class, disagreement hotspots."""
+    times, agreement with the final reference per class, disagreement hotspots, and
+    self-consistency on the rubric's hidden repeats ([annotators] repeat_share)."""
     from app.pair_audit.annotators import annotator_quality
     from app.pair_audit.sampling import get_audit
     from app.store import session_scope
@@ -272,6 +273,15 @@ def annotators(
             f"{_fmt(p['labels_per_active_hour']):>10}{_fmt(vs.get('accuracy')):>10}"
             f"{_fmt(pc.get('same', {}).get('f1')):>9}{_fmt(pc.get('different', {}).get('f1')):>9}"
         )
+    repeated = [p for p in out["annotators"] if (p.get("self_consistency") or {}).get("planned")]
+    if repeated:
+        typer.echo("self-consistency on hidden repeats (same label both times):")
+        for p in repeated:
+            sc = p["self_consistency"]
+            typer.echo(
+                f"  {p['round']:<10}{(p['person'] or '-')[:27]:<28}{sc['same']:>4}/{sc['n']:<4}"
+                f" {_fmt(sc['share'])} ({sc['planned']} repeats planned)"
+            )
     hot = [h for h in out["hotspots"] if h["disagreements"]][:10]
     if hot:
         typer.echo("disagreement hotspots (A vs B):")

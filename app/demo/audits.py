@@ -284,6 +284,13 @@ def step_gate(ctx: DemoContext) -> dict[str, Any]:
         f"{rep['human_human_macro_f1']:.3f}, automatic {rep['automatic_macro_f1']:.3f}, "
         f"gap {rep['gap']:+.3f}, coverage {rep['automatic_coverage']:.3f}"
     )
+    settled = (ctx.state.result("simulate-pairs") or {}).get("settled_at_look")
+    if rep.get("sequential") and settled:
+        ctx.say(
+            f"{SIMULATED} sequential plan: the gate was settled at look {settled} of "
+            f"{rep['sequential']['n_looks']} (see the gate.interim events and the view's "
+            "Audit page)"
+        )
     return {"status": res["status"], "report": rep}
 
 

@@ -19,10 +19,18 @@ unless a running server is reused.
 
 Why the simulated pair gate passes: the codebook runs with the toy domain's oracle, so the
 automatic partition equals the true strategies; each simulated annotator flips a label
-with probability ``annotator_error`` (2 %), which keeps human–human macro-F1 near 0.95;
-the oracle adjudicator settles every disagreement (and every agreed label that differs
-from the automatic one) with the truth, so the automatic labels match the final
-reference.
+with probability ``annotator_error`` (2 %; 0.5 % in the quick size), which keeps
+human–human macro-F1 near 0.95 (0.97); the oracle adjudicator settles every disagreement
+(and every agreed label that differs from the automatic one) with the truth, so the
+automatic labels match the final reference.
+
+Why the quick simulated gate settles early: its rubric predeclares a sequential plan
+(looks at half, three quarters and all of its 144 pairs, Pocock spending); the
+annotators label in task order (question by question) and the adjudicator settles
+disagreements look by look. On the quick demo's data the first look (72 pairs, three
+questions with few ``different`` pairs) is undecided and the second (108 pairs) is
+settled (``settled_pass``): a ``gate.interim`` event, a SIMULATED line of the demo and the
+view's Audit page show it.
 """
 
 from __future__ import annotations
@@ -92,6 +100,10 @@ class DemoSizes:
     annotator_error: float  # label-flip rate of each simulated annotator
     validity_error: float  # label-flip rate of simulated validity annotators
     scales: tuple[PolicyScale, ...] = (TINY_S,)  # policy scales, each with the six objectives
+    # predeclared sequential plan ([sequential] looks; () = none) and hidden repeats
+    # ([annotators] repeat_share) of the pair audit
+    looks: tuple[float, ...] = ()
+    repeat_share: float = 0.0
     n_min: int = 8  # retention eligibility (rubric [estimators] n_min)
     torch_threads: int = 1  # per training/probing process
     train_workers: int = 2  # objectives trained at the same time (2 cores)
@@ -119,6 +131,7 @@ class DemoSizes:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["passk_k"] = list(self.passk_k)
+        out["looks"] = list(self.looks)
         out["scales"] = [asdict(sc) for sc in self.scales]
         out["milestones"] = self.milestones
         return out
@@ -157,14 +170,16 @@ QUICK = DemoSizes(
     bench_questions=12,
     passk_n=8,
     passk_k=(1, 4, 8),
-    pairs_per_question=12,
-    n_pair_questions=4,
+    pairs_per_question=24,  # 144 pairs: enough for the sequential plan to settle early
+    n_pair_questions=6,
     calibration_size=40,
     calibration_held_out=20,
-    annotator_error=0.02,
+    annotator_error=0.005,  # the sequential gate settles at the first look
     validity_error=0.02,
     scales=(TINY_S,),
     n_min=4,
+    looks=(0.5, 0.75, 1.0),
+    repeat_share=0.1,
 )
 
 SIZES: dict[str, DemoSizes] = {s.name: s for s in (DEFAULT, QUICK)}
@@ -172,7 +187,10 @@ SIZES: dict[str, DemoSizes] = {s.name: s for s in (DEFAULT, QUICK)}
 
 def rubric_toml(sizes: DemoSizes) -> str:
     """The rubric the demo freezes: the paper's gate thresholds and estimator settings,
-    with a pair plan and a calibration plan small enough to label in minutes."""
+    with a pair plan and a calibration plan small enough to label in minutes; the quick
+    size also predeclares a sequential plan (three looks, Pocock spending: the SIMULATED
+    annotators' gate settles before the last) and hidden repeats
+    (docs/sequential-gate.md)."""
     return (
         f"# Frozen by `rcea demo` ({sizes.name} size) for the embedded toy study.\n"
         "[rubric]\n"
@@ -190,4 +208,17 @@ def rubric_toml(sizes: DemoSizes) -> str:
         f"size = {sizes.calibration_size}\n"
         f"held_out = {sizes.calibration_held_out}\n"
         f"seed = {sizes.seed}\n"
+        + (
+            "\n[sequential]  # predeclared looks: the gate may settle before every pair\n"
+            f"looks = [{', '.join(str(t) for t in sizes.looks)}]\n"
+            'spending = "pocock"\n'
+            if sizes.looks
+            else ""
+        )
+        + (
+            "\n[annotators]  # hidden repeats: each annotator's self-consistency\n"
+            f"repeat_share = {sizes.repeat_share}\n"
+            if sizes.repeat_share
+            else ""
+        )
     )

@@ -14,6 +14,13 @@ where a seeded draw ``u(seed, r, pair_key) < error_rate`` flips it; the draws ar
 independent per annotator and pair and do not depend on the order of labelling. The
 adjudicator answers the truth.
 
+They label in task order, look by look when the frozen rubric predeclares a sequential
+plan (``[sequential]``): after each look the labels are synced, the interim gate is
+computed and a ``gate.interim`` event recorded; a gate settled before the last look is
+said so (the plan would allow stopping there; the simulation labels the rest anyway).
+Hidden repeats (``[annotators] repeat_share``) are answered afresh, with their own draw
+(``u(seed, "A:repeat", pair_key)``), so the annotators' self-consistency is not perfect.
+
 Every line this module prints and every event it records says SIMULATED.
 """
 
@@ -116,19 +123,50 @@ def pair_truth(
         }
 
 
-def _todo(engine: Any, audit_name: str, role: str) -> dict[str, int]:
-    """pair key → Label Studio task id of ``role``'s tasks that have no counted label."""
+def _tasks(engine: Any, audit_name: str, role: str) -> list[tuple[int, str, bool, bool]]:
+    """``role``'s tasks in task order (Label Studio's: the import order): (task id, pair
+    key, whether it is a hidden repeat, whether it has a counted label already)."""
+    from app.labelling import PAIR
+    from app.labelling import current_labels as core_labels
     from app.pair_audit.labels import current_labels
     from app.pair_audit.sampling import audit_pairs, get_audit
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
         done = current_labels(s, audit).get(role, {})
+        again = core_labels(s, PAIR, audit.id, repeats=True).get(role, {})  # type: ignore[arg-type]
         keys = {p.id: p.pair_key for p in audit_pairs(s, audit_id=audit.id)}
         tasks = s.exec(
-            select(AuditTask).where(AuditTask.audit_id == audit.id, AuditTask.role == role)
+            select(AuditTask)
+            .where(AuditTask.audit_id == audit.id, AuditTask.role == role)
+            .order_by(AuditTask.task_id)  # type: ignore[arg-type]
         ).all()
-        return {keys[t.pair_id]: t.task_id for t in tasks if t.pair_id not in done}
+        return [
+            (t.task_id, keys[t.pair_id], t.repeat, t.pair_id in (again if t.repeat else done))
+            for t in tasks
+        ]
+
+
+def _todo(engine: Any, audit_name: str, role: str) -> dict[str, int]:
+    """pair key → task id of ``role``'s first showings that have no counted label."""
+    return {k: t for t, k, rep, done in _tasks(engine, audit_name, role) if not rep and not done}
+
+
+def upto_look(
+    tasks: list[tuple[int, str, bool, bool]], n_pairs: int
+) -> list[tuple[int, str, bool]]:
+    """What a person labelling in task order still has to label for the first
+    ``n_pairs`` pairs to be done: every unlabelled task up to the ``n_pairs``-th first
+    showing (hidden repeats placed before it included)."""
+    seen, out = 0, []
+    for task_id, key, repeat, done in tasks:
+        if not repeat:
+            if seen == n_pairs:
+                break
+            seen += 1
+        if not done:
+            out.append((task_id, key, repeat))
+    return out
 
 
 def _post_labels(cfg: Any, account: SimAccount, labels: dict[int, str]) -> None:
@@ -156,6 +194,68 @@ def _post_labels(cfg: Any, account: SimAccount, labels: dict[int, str]) -> None:
                 )
 
 
+def look_plan(engine: Any, audit_name: str, n_pairs: int) -> tuple[int, ...]:
+    """Pairs labelled by both annotators at each predeclared look of the audit's frozen
+    rubric (``[sequential]``), or just all of them without a plan."""
+    from app.pair_audit.labels import audit_rubric
+    from app.pair_audit.sampling import get_audit
+    from audits.sequential import look_sizes
+
+    with session_scope(engine) as s:
+        plan = audit_rubric(s, get_audit(s, name=audit_name)).sequential
+    return (n_pairs,) if plan is None else look_sizes(plan.looks, n_pairs)
+
+
+def _interim(engine: Any, audit_name: str) -> dict[str, Any] | None:
+    """The gate at the current look under the sequential plan (``None`` without one),
+    recorded as a ``gate.interim`` event the first time the look is reached."""
+    from app.pair_audit.labels import gate_status
+    from app.pair_audit.sampling import get_audit
+    from app.pair_audit.sequential import record_interim
+
+    with session_scope(engine) as s:
+        audit = get_audit(s, name=audit_name)
+        seq = gate_status(s, audit, final=False).get("sequential")
+        if seq is None:
+            return None
+        record_interim(s, audit, seq, f"{SIM_ACTOR} ({SIMULATED} labels)")
+        return {k: seq[k] for k in ("look", "n_looks", "n_labelled", "n_planned", "decision")}
+
+
+def _adjudicate(
+    engine: Any,
+    cfg: Any,
+    audit_name: str,
+    accounts: dict[str, SimAccount],
+    truth: dict[str, str],
+    echo: Callable[[str], None],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Open (or extend) the adjudication round with every pair that needs it so far,
+    settle the new ones as the SIMULATED oracle adjudicator and sync: (round, sync)."""
+    from annotation.people import people_from_settings
+    from app.pair_audit.push import adjudicate
+    from app.pair_audit.sampling import get_audit
+
+    with session_scope(engine) as s:
+        audit = get_audit(s, name=audit_name)
+        round_ = adjudicate(
+            s,
+            audit,
+            people_from_settings(cfg),
+            adjudicator=accounts["adjudicator"].email,
+            actor=SIM_ACTOR,
+        )
+    todo = _todo(engine, audit_name, "adjudicator")
+    echo(
+        f"{SIMULATED} adjudicator ({accounts['adjudicator'].email}): settling "
+        f"{len(todo)} pair(s) with the oracle"
+    )
+    _post_labels(
+        cfg, accounts["adjudicator"], {task_id: truth[key] for key, task_id in todo.items()}
+    )
+    return round_, _sync(engine, cfg, audit_name)
+
+
 def _sync(engine: Any, cfg: Any, audit_name: str) -> dict[str, Any]:
     from annotation.people import people_from_settings
     from app.pair_audit.push import sync_audit
@@ -176,54 +276,61 @@ def simulate_pair_audit(
     seed: int,
     echo: Callable[[str], None],
 ) -> dict[str, Any]:
-    """Label every pair as the two SIMULATED annotators, sync, open the adjudication round,
-    settle it as the SIMULATED adjudicator and sync again. Resumable: pairs a role has a
-    counted label for are not labelled again (the store is synced first)."""
-    from app.pair_audit.push import adjudicate
-    from app.pair_audit.sampling import get_audit
-
+    """Label every pair as the two SIMULATED annotators, look by look (all at once
+    without a sequential plan): after each look sync, open or extend the adjudication
+    round, settle it as the SIMULATED adjudicator, sync again and record the interim gate.
+    Resumable: pairs a role has a counted label for are not labelled again (the store is
+    synced first)."""
     truth = pair_truth(engine, audit_name, strategy_fn)
     _sync(engine, cfg, audit_name)
-    flipped: dict[str, int] = {}
-    for role in ("A", "B"):
-        todo = _todo(engine, audit_name, role)
-        labels: dict[int, str] = {}
-        flipped[role] = 0
-        for key, task_id in todo.items():
-            label = truth[key]
-            if flip(seed, role, key, error_rate):
-                label = "different" if label == "same" else "same"
-                flipped[role] += 1
-            labels[task_id] = label
-        echo(
-            f"{SIMULATED} annotator {role} ({accounts[role].email}): labelling "
-            f"{len(labels)} pair(s) through the Label Studio API, {flipped[role]} "
-            f"deliberately wrong (error rate {error_rate:.0%})"
-        )
-        _post_labels(cfg, accounts[role], labels)
-    synced = _sync(engine, cfg, audit_name)
-    from annotation.people import people_from_settings
-
-    with session_scope(engine) as s:
-        audit = get_audit(s, name=audit_name)
-        round_ = adjudicate(
-            s,
-            audit,
-            people_from_settings(cfg),
-            adjudicator=accounts["adjudicator"].email,
-            actor=SIM_ACTOR,
-        )
-    todo = _todo(engine, audit_name, "adjudicator")
-    echo(
-        f"{SIMULATED} adjudicator ({accounts['adjudicator'].email}): settling "
-        f"{len(todo)} pair(s) with the oracle"
-    )
-    _post_labels(
-        cfg,
-        accounts["adjudicator"],
-        {task_id: truth[key] for key, task_id in todo.items()},
-    )
-    final_sync = _sync(engine, cfg, audit_name)
+    flipped: dict[str, int] = {"A": 0, "B": 0}
+    repeated: dict[str, int] = {"A": 0, "B": 0}
+    looks: list[dict[str, Any]] = []
+    synced: dict[str, Any] = {}
+    round_: dict[str, Any] = {"n_pairs": 0}
+    final_sync: dict[str, Any] = {"annotations_seen": 0}
+    for size in look_plan(engine, audit_name, len(truth)):
+        for role in ("A", "B"):
+            labels: dict[int, str] = {}
+            n_wrong = n_rep = 0
+            for task_id, key, repeat in upto_look(_tasks(engine, audit_name, role), size):
+                # a hidden repeat is answered afresh: its own seeded draw
+                who = f"{role}:repeat" if repeat else role
+                label = truth[key]
+                if flip(seed, who, key, error_rate):
+                    label = "different" if label == "same" else "same"
+                    n_wrong += 1
+                n_rep += repeat
+                labels[task_id] = label
+            flipped[role] += n_wrong
+            repeated[role] += n_rep
+            if labels:
+                echo(
+                    f"{SIMULATED} annotator {role} ({accounts[role].email}): labelling "
+                    f"{len(labels)} task(s) through the Label Studio API ({n_rep} hidden "
+                    f"repeat(s)), {n_wrong} deliberately wrong (error rate {error_rate:.1%})"
+                )
+                _post_labels(cfg, accounts[role], labels)
+        synced = _sync(engine, cfg, audit_name)
+        # the adjudicator settles what needs it so far (the round grows look by look)
+        round_, final_sync = _adjudicate(engine, cfg, audit_name, accounts, truth, echo)
+        look = _interim(engine, audit_name)
+        if look is not None:
+            looks.append(look)
+            echo(
+                f"{SIMULATED} look {look['look']}/{look['n_looks']} of the predeclared "
+                f"sequential plan: {look['n_labelled']} of {look['n_planned']} pairs labelled "
+                f"by A and B → gate {look['decision']}"
+            )
+            first = all(x["decision"] == "undecided" for x in looks[:-1])
+            if first and look["decision"] != "undecided" and look["look"] < look["n_looks"]:
+                echo(
+                    f"{SIMULATED} the gate is settled ({look['decision']}) at look "
+                    f"{look['look']} of {look['n_looks']}, before the last look: the plan "
+                    "allows stopping here (`rcea audit gate --final`); the simulated "
+                    "annotators label the rest anyway (labelling beyond a settled look "
+                    "stays allowed)"
+                )
     summary = {
         "simulated": True,
         "audit": audit_name,
@@ -232,6 +339,9 @@ def simulate_pair_audit(
         "seed": seed,
         "n_pairs": len(truth),
         "deliberate_errors": flipped,
+        "hidden_repeats_labelled": repeated,
+        "looks": looks,
+        "settled_at_look": next((x["look"] for x in looks if x["decision"] != "undecided"), None),
         "n_adjudication_pairs": round_["n_pairs"],
         "annotations_seen": final_sync["annotations_seen"],
         "first_sync": synced,

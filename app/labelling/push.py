@@ -39,7 +39,8 @@ class BuiltTask:
     key: str  # the opaque unit key (pair key / item key), also in ``data``
     unit_id: int  # AuditPair.id / ValidityItem.id
     data: dict[str, Any]
-    row: dict[str, Any] = field(default_factory=dict)  # extra task-row fields (left_is_a)
+    row: dict[str, Any] = field(default_factory=dict)  # extra task-row fields (left_is_a,
+    # repeat: a hidden repeat of the unit, pair audit)
 
 
 @dataclass(frozen=True)
@@ -186,8 +187,9 @@ def push_tasks(
     )
     by_key = {t.key: t for t in tasks}
     owner_col = getattr(family.task_model, family.owner_field)
+    # a unit may have a second, hidden-repeat task (pair audit): (unit, repeat) is the key
     have = {
-        getattr(t, family.unit_field)
+        (getattr(t, family.unit_field), bool(getattr(t, "repeat", False)))
         for t in session.exec(
             select(family.task_model).where(owner_col == owner.id, family.task_model.role == role)
         ).all()
@@ -195,7 +197,7 @@ def push_tasks(
     new = 0
     for key, task_id in mapping.items():
         built = by_key.get(key)
-        if built is None or built.unit_id in have:
+        if built is None or (built.unit_id, bool(built.row.get("repeat", False))) in have:
             continue
         session.add(
             family.task_model(

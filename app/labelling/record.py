@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Any
 
+from sqlalchemy import false
 from sqlmodel import Session, select
 
 from annotation.payloads import ParsedAnnotation
@@ -86,8 +87,11 @@ class Recorder:
             return None
         unit = getattr(task, self.family.unit_field) if task is not None else None
         if row is None:
+            # a hidden repeat's label stays marked as one (never counted in the gate)
+            repeat = {"repeat": bool(task.repeat)} if hasattr(task, "repeat") else {}
             row = self.family.label_model(
                 **{self.family.owner_field: self.owner.id, self.family.unit_field: unit},
+                **repeat,
                 annotation_id=ann.annotation_id,
                 task_id=ann.task_id,
                 project_id=ann.project_id or self.binding.project_id or 0,
@@ -182,12 +186,25 @@ class Recorder:
         )
 
 
-def current_labels(session: Session, family: Family, owner_id: int) -> dict[str, dict[int, str]]:
-    """role → unit id (pair / item) → the label of that role's latest counted annotation."""
+def _originals(family: Family) -> list[Any]:
+    """The condition leaving out hidden repeats' labels (families that have them)."""
     m = family.label_model
+    return [m.repeat == False] if hasattr(m, "repeat") else []  # noqa: E712
+
+
+def current_labels(
+    session: Session, family: Family, owner_id: int, *, repeats: bool = False
+) -> dict[str, dict[int, str]]:
+    """role → unit id (pair / item) → the label of that role's latest counted annotation.
+    Hidden repeats (pair audit) are left out; with ``repeats`` only they are read."""
+    m = family.label_model
+    if repeats:
+        only = [m.repeat == True] if hasattr(m, "repeat") else [false()]  # noqa: E712
+    else:
+        only = _originals(family)
     rows = session.exec(
         select(m)
-        .where(getattr(m, family.owner_field) == owner_id, m.status == COUNTED)
+        .where(getattr(m, family.owner_field) == owner_id, m.status == COUNTED, *only)
         .order_by(m.updated_at, m.annotation_id)
     ).all()
     out: dict[str, dict[int, str]] = defaultdict(dict)
@@ -199,9 +216,11 @@ def current_labels(session: Session, family: Family, owner_id: int) -> dict[str,
 
 
 def status_counts(session: Session, family: Family, owner_id: int) -> dict[str, int]:
+    """Labels per status (hidden repeats left out: they never count)."""
     m = family.label_model
     counts: dict[str, int] = defaultdict(int)
-    for status in session.exec(select(m.status).where(getattr(m, family.owner_field) == owner_id)):
+    owner = getattr(m, family.owner_field) == owner_id
+    for status in session.exec(select(m.status).where(owner, *_originals(family))):
         counts[status] += 1
     return dict(counts)
 

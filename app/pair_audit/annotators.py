@@ -13,7 +13,14 @@ from the counted labels and Label Studio's own timing.
 * ``rolling`` — agreement with the reference over a window of ``window`` consecutive
   labels in ``created_at`` order (agreement over time);
 * ``hotspots`` — per question, pairs labelled by both A and B and the share where they
-  disagree, highest first.
+  disagree, highest first;
+* ``self_consistency`` (A and B) — with hidden repeats (rubric ``[annotators]
+  repeat_share``, :mod:`app.pair_audit.repeats`): ``n`` repeated pairs the person labelled
+  both times, ``same`` of them labelled alike, ``share`` = same / n (``None`` while n is
+  0), ``planned`` repeat tasks and ``changed`` (the pair keys labelled differently).
+
+Everything else is computed over the first showing only: a repeat's label never counts
+twice.
 """
 
 from __future__ import annotations
@@ -27,8 +34,9 @@ from sqlmodel import Session, select
 from app.labelling import PAIR, bindings
 from app.labelling.record import COUNTED
 from app.pair_audit.labels import ADJUDICATOR, ROLES
+from app.pair_audit.repeats import self_consistency
 from app.pair_audit.sampling import audit_pairs
-from app.store.models import Audit, AuditLabel
+from app.store.models import Audit, AuditLabel, AuditTask
 from audits.agreement import pair_agreement
 
 __all__ = ["annotator_quality"]
@@ -58,9 +66,15 @@ def annotator_quality(session: Session, audit: Audit, *, window: int = 20) -> di
         select(AuditLabel).where(AuditLabel.audit_id == audit.id, AuditLabel.status == COUNTED)
     ).all()
     by_role: dict[str, list[AuditLabel]] = defaultdict(list)
+    again: dict[str, list[AuditLabel]] = defaultdict(list)  # labels of hidden repeats
     for r in rows:
         if r.role:
-            by_role[r.role].append(r)
+            (again if r.repeat else by_role)[r.role].append(r)
+    planned: dict[str, int] = defaultdict(int)
+    for role in session.exec(
+        select(AuditTask.role).where(AuditTask.audit_id == audit.id, AuditTask.repeat == True)  # noqa: E712
+    ).all():
+        planned[role] += 1
     latest = {role: _latest(rs) for role, rs in by_role.items()}
     labels = {role: {p: r.label for p, r in rs.items()} for role, rs in latest.items()}
     a, b = labels.get("A", {}), labels.get("B", {})
@@ -113,6 +127,19 @@ def annotator_quality(session: Session, audit: Audit, *, window: int = 20) -> di
                 "rolling": rolling,
             }
         )
+        if role in ROLES:
+            second = {p: r.label for p, r in _latest(again.get(role, [])).items()}
+            sc = self_consistency(labels.get(role, {}), second)
+            changed = [
+                pairs[p].pair_key
+                for p in sorted(set(labels.get(role, {})) & set(second))
+                if p in pairs and labels[role][p] != second[p]
+            ]
+            persons[-1]["self_consistency"] = {
+                **sc,
+                "planned": planned.get(role, 0),
+                "changed": sorted(changed),
+            }
 
     per_q: dict[str, dict[str, int]] = defaultdict(lambda: {"both": 0, "disagree": 0})
     for pid, la in a.items():

@@ -33,6 +33,7 @@ from app.labelling import (
     sync_round,
 )
 from app.pair_audit.labels import ADJUDICATOR, audit_rubric, current_labels, needs_adjudication
+from app.pair_audit.repeats import n_repeats, repeat_key, repeat_positions, with_repeats
 from app.pair_audit.sampling import audit_pairs
 from app.store import append_event, problem_texts
 from app.store.models import Audit, AuditPair, Trajectory
@@ -62,10 +63,12 @@ def build_pair_tasks(
     role: str,
     *,
     answers: dict[int, tuple[str, str]] | None = None,
+    repeat_share: float = 0.0,
 ) -> list[BuiltTask]:
     """The blinded tasks of ``role``; left/right drawn from a per-(audit, role) seed.
     When the study stores problem statements, every task carries its pair's (see
-    :func:`shows_questions`)."""
+    :func:`shows_questions`). With ``repeat_share`` (rubric ``[annotators]``), the hidden
+    repeats are placed among them (:mod:`app.pair_audit.repeats`)."""
     texts = _texts(session, audit, pairs)
     problems = problem_texts(session, study_id=audit.study_id)
     show = shows_questions(session, audit)
@@ -81,7 +84,31 @@ def build_pair_tasks(
             question=problems.get(p.question_id, NO_QUESTION) if show else None,
         )
         out.append(BuiltTask(p.pair_key, p.id, task.data, {"left_is_a": task.left_is_a}))
-    return out
+    positions = repeat_positions(len(pairs), repeat_share, repeat_seed(audit))
+    if not positions:
+        return out
+    # the repeats draw their own left/right: the originals' draws stay as without them
+    rng = random.Random(f"{repeat_seed(audit)}:{role}:left")
+    taken = {p.pair_key for p in pairs}
+    repeats: dict[int, BuiltTask] = {}
+    for i in positions:
+        p = pairs[i]
+        key = repeat_key(repeat_seed(audit), p.pair_key, taken)
+        taken.add(key)
+        task = build_pair_task(
+            key,
+            texts[p.trajectory_a],
+            texts[p.trajectory_b],
+            rng=rng,
+            question=problems.get(p.question_id, NO_QUESTION) if show else None,
+        )
+        repeats[i] = BuiltTask(key, p.id, task.data, {"left_is_a": task.left_is_a, "repeat": True})
+    return with_repeats(out, repeats)
+
+
+def repeat_seed(audit: Audit) -> str:
+    """The seed of the audit's hidden repeats (which pairs, their keys and sides)."""
+    return f"{audit.seed}:{audit.id}"
 
 
 def shows_questions(session: Session, audit: Audit) -> bool:
@@ -131,18 +158,27 @@ def push_audit(
 ) -> dict[str, Any]:
     """Serve the audit to annotators A and B (``annotators``: role → e-mail): each gets
     an account on their own server (created when missing; new passwords are returned
-    once under ``new_accounts``) and a project with every pair. Idempotent and
-    crash-safe (see :mod:`app.labelling.push`)."""
+    once under ``new_accounts``) and a project with every pair, plus the rubric's hidden
+    repeats (``n_repeats``; :mod:`app.pair_audit.repeats`). Idempotent and crash-safe (see
+    :mod:`app.labelling.push`)."""
     check_distinct_people({r: annotators[r] for r in ("A", "B")})
     spec = audit_rubric(session, audit)
     pairs = audit_pairs(session, audit_id=audit.id)
     shown = {r: _texts_of_round(audit, r, spec.pairs.strategy_definition) for r in ("A", "B")}
-    built = {  # checked before anything exists in Label Studio
-        r: _checked(session, audit, pairs, build_pair_tasks(session, audit, pairs, r), shown[r])
+    share = spec.annotators.repeat_share
+    built = {  # checked before anything exists in Label Studio (hidden repeats too)
+        r: _checked(
+            session,
+            audit,
+            pairs,
+            build_pair_tasks(session, audit, pairs, r, repeat_share=share),
+            shown[r],
+        )
         for r in ("A", "B")
     }
     out: dict[str, Any] = {
         "audit": audit.name,
+        "n_repeats": n_repeats(len(pairs), share),
         **push_roles(
             session,
             people,
@@ -162,7 +198,12 @@ def push_audit(
         actor=actor,
         kind="audit.push",
         study_id=audit.study_id,
-        payload={"audit_id": audit.id, "audit": audit.name, "projects": out["projects"]},
+        payload={
+            "audit_id": audit.id,
+            "audit": audit.name,
+            "n_repeats": out["n_repeats"],
+            "projects": out["projects"],
+        },
     )
     return out
 

@@ -203,7 +203,9 @@ class AuditTask(SQLModel, table=True):
 
     __tablename__ = "audit_task"
     __table_args__ = (
-        UniqueConstraint("audit_id", "role", "pair_id", name="uq_task_audit_role_pair"),
+        UniqueConstraint(
+            "audit_id", "role", "pair_id", "repeat", name="uq_task_audit_role_pair_repeat"
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -213,6 +215,11 @@ class AuditTask(SQLModel, table=True):
     project_id: int
     task_id: int = Field(index=True)
     left_is_a: bool = Field(description="whether trajectory_a is shown on the left")
+    repeat: bool = Field(
+        default=False,
+        description="a hidden repeat: the pair shown a second time to the same person "
+        "(rubric [annotators] repeat_share); its labels never count in the gate",
+    )
 
 
 class AuditLabel(SQLModel, table=True):
@@ -246,6 +253,11 @@ class AuditLabel(SQLModel, table=True):
     )
     annotated_at: datetime | None = Field(
         default=None, description="Label Studio's created_at of the annotation"
+    )
+    repeat: bool = Field(
+        default=False,
+        description="the label of a hidden repeat task: self-consistency only, never "
+        "counted in the gate, the reference, agreement or the sequential looks",
     )
 
 

@@ -116,7 +116,9 @@ else:
         st.caption(
             "Per person and round: Label Studio lead times (median, p90, seconds), labels "
             "per active hour (Σ lead_time) and per wall-clock hour, agreement with the final "
-            "reference per class (`rcea audit annotators`)."
+            "reference per class (`rcea audit annotators`). Self-consistency: share of the "
+            "hidden repeats (rubric `[annotators] repeat_share`) labelled the same both "
+            "times, over n repeated pairs; repeats never count in the gate."
         )
         left, right = st.columns([2, 1])
         line = charts.rolling_agreement(ann["rolling"])

@@ -286,12 +286,14 @@ def _sequential_view(session: Session, audit: Any, gate: dict[str, Any]) -> dict
 ANNOTATOR_COLUMNS = [
     "round", "person", "labels", "lead_time_median_s", "lead_time_p90_s",
     "labels_per_active_hour", "labels_per_hour", "accuracy", "f1_same", "f1_different",
+    "self_consistency", "self_consistency_n",
 ]  # fmt: skip
 
 
 def _annotators_view(session: Session, audit: Any) -> dict[str, pd.DataFrame]:
     """``app.pair_audit.annotators.annotator_quality`` as frames: ``people`` (one row per
-    person and round), ``rolling`` (round, upto, agreement) and ``hotspots``."""
+    person and round, with ``self_consistency`` / ``self_consistency_n`` on hidden
+    repeats), ``rolling`` (round, upto, agreement) and ``hotspots``."""
     from app.pair_audit.annotators import annotator_quality
 
     out = annotator_quality(session, audit)
@@ -305,6 +307,9 @@ def _annotators_view(session: Session, audit: Any) -> dict[str, pd.DataFrame]:
                 "accuracy": vs.get("accuracy"),
                 "f1_same": pc.get("same", {}).get("f1"),
                 "f1_different": pc.get("different", {}).get("f1"),
+                # hidden repeats (rubric [annotators] repeat_share): same label both times
+                "self_consistency": (p.get("self_consistency") or {}).get("share"),
+                "self_consistency_n": (p.get("self_consistency") or {}).get("n"),
             }
         )
         rolling += [{"round": p["round"], **r} for r in p["rolling"]]
@@ -349,6 +354,7 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
         tasks = {
             (t.role, t.pair_id): t
             for t in session.exec(select(AuditTask).where(AuditTask.audit_id == row.id)).all()
+            if not t.repeat  # a hidden repeat is not the pair's task
         }
         to_adj = needs_adjudication(pairs, labels, audit_rubric(session, row).adjudication.scope)
         roles = {b.role: b for b in bindings(session, PAIR, row.id)}  # type: ignore[arg-type]
