@@ -79,6 +79,8 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"seq_logprob": True}, "seq_logprob: must be a finite number, got True"),
     ({"answer": 5}, "answer: must be a string, got 5"),
     ({"mode": 1}, "mode: must be a string, got 1"),
+    ({"question": 5}, "question: must be a string, got 5"),
+    ({"question": " \n"}, "question: must be a non-empty string (omit the field instead)"),
     ({"truncated": "yes"}, "truncated: must be true, false, 0, 1 or null, got 'yes'"),
     ({"truncated": 2}, "truncated: must be true, false, 0, 1 or null, got 2"),
     ({"sampling_temperature": 0}, "sampling_temperature: must be a finite number > 0, got 0"),
@@ -322,3 +324,162 @@ def test_one_error_past_twenty_is_counted(tmp_path: Path) -> None:
     with pytest.raises(RecordValidationError) as info:
         read_records(write_jsonl(tmp_path / "m.jsonl", recs))
     assert str(info.value).split("\n")[-1] == "... and 1 more"
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def test_reading_stops_at_the_cap_and_still_raises(tmp_path: Path) -> None:
+    """Parse errors fill the cap while reading: reading stops there, and the file is
+    still refused (not returned half-read)."""
+    path = write_jsonl(tmp_path / "c.jsonl", ["[1]", "[2]", "[3]", make_record(0)])
+    with pytest.raises(RecordValidationError) as info:
+        read_records(path, max_errors=2)
+    assert [str(e) for e in info.value.errors] == [
+        f"{path}:line 1: expected a JSON object, got list",
+        f"{path}:line 2: expected a JSON object, got list",
+    ]
+    assert info.value.truncated
+
+
+def test_only_the_line_end_is_stripped(tmp_path: Path) -> None:
+    """A JSON line ends at ``\\n``: trailing characters other than JSON whitespace (here a
+    unit separator and an ``X``) are invalid JSON, not stripped."""
+    good = json.dumps(make_record(0))
+    path = write_jsonl(tmp_path / "s.jsonl", [good + "\x1f", good + "X", good + " \t"])
+    n = len(good) + 1
+    assert _errors(path) == [
+        f"{path}:line 1: invalid JSON (Extra data at column {n})",
+        f"{path}:line 2: invalid JSON (Extra data at column {n})",
+    ]
+
+
+def test_token_lists_after_a_record_without_tokens(tmp_path: Path) -> None:
+    recs = [
+        make_record(0),
+        make_record(1, token_entropies=[0.5, 1.5]),
+        make_record(2),
+        make_record(3, token_entropies=[2.0]),
+    ]
+    batch = read_records(write_jsonl(tmp_path / "t.jsonl", recs))
+    assert batch.token_present.tolist() == [False, True, False, True]
+    assert batch.token_offsets.tolist() == [0, 0, 2, 2, 3]
+    assert batch.token_offsets.dtype == np.int64
+    assert batch.token_values.tolist() == [0.5, 1.5, 2.0]
+    assert batch.columns["n_tokens"] == [None, 2, None, 1]
+    assert batch.columns["mean_token_entropy"] == [None, 1.0, None, 2.0]
+    bad = write_jsonl(tmp_path / "b.jsonl", [make_record(0), make_record(1, token_entropies="x")])
+    assert _errors(bad) == [f"{bad}:line 2: token_entropies: expected a list of floats, got str"]
+
+
+def test_parquet_integer_tokens_become_float64(tmp_path: Path) -> None:
+    recs = [make_record(0, token_entropies=[1, 2]), make_record(1, token_entropies=[3])]
+    path = _parquet(tmp_path, pa.Table.from_pylist(recs))
+    batch = read_records(path)
+    assert batch.source == str(path)
+    assert batch.token_values.dtype == np.float64
+    assert batch.token_values.tolist() == [1.0, 2.0, 3.0]
+    assert batch.columns["mean_token_entropy"] == [1.5, 3.0]
+    recs[1]["token_entropies"] = [3, -1]
+    neg = _parquet(tmp_path, pa.Table.from_pylist(recs), "n.parquet")
+    assert _errors(neg) == [
+        f"{neg}:row 1: token_entropies: entry 1 is np.float64(-1.0): entropies must be finite and >= 0"
+    ]
+
+
+def test_finite_without_bounds_takes_every_finite_number() -> None:
+    """``_finite``'s defaults: no minimum and no maximum means any finite number."""
+    from pipeline.records import _Collector, _finite
+
+    errs = _Collector("f", 10)
+    col = [-1e308, 0, 1e308, None, math.inf, -math.inf]
+    _finite(col, "x", [f"line {i}" for i in range(6)], errs, what="must be finite")
+    assert [str(e) for e in errs.errors] == [
+        "f:line 4: x: must be finite, got inf",
+        "f:line 5: x: must be finite, got -inf",
+    ]
+
+
+def test_one_question_id_one_question_text(tmp_path: Path) -> None:
+    """Records without a question text, or without a question id, are skipped (not
+    compared, and they do not end the scan)."""
+    recs = [
+        make_record(9),  # q0 without a text
+        make_record(0, question="What is 2+3?"),
+        make_record(3, question="What is 2+3?"),  # q0 again, the same text
+        make_record(6, question="What is 2+4?"),  # q0, another text
+        make_record(1, question="What is 1+1?"),
+        make_record(10, question="A"),
+        make_record(11, question="B"),
+    ]
+    del recs[5]["question_id"], recs[6]["question_id"]
+    path = write_jsonl(tmp_path / "q.jsonl", recs)
+    assert _errors(path) == [
+        f"{path}:line 4: question: question_id 'q0' already has a different question text "
+        "(first at line 2); one question id, one problem statement",
+        f"{path}:line 6: question_id: missing required field",
+        f"{path}:line 7: question_id: missing required field",
+    ]
+
+
+def test_duplicates_past_a_missing_trajectory_id(tmp_path: Path) -> None:
+    recs = [make_record(0), make_record(1), make_record(1)]
+    del recs[0]["trajectory_id"]
+    path = write_jsonl(tmp_path / "d.jsonl", recs)
+    assert _errors(path) == [
+        f"{path}:line 1: trajectory_id: missing required field",
+        f"{path}:line 3: trajectory_id: duplicate trajectory_id 't00001' (first at line 2)",
+    ]
+
+
+def test_token_entropy_edges(tmp_path: Path) -> None:
+    """0 is a valid entropy; a bad first entry is reported on its own line, also after
+    a record without tokens (the row is found from the offsets)."""
+    ok = read_records(write_jsonl(tmp_path / "z.jsonl", [make_record(0, token_entropies=[0.0, 0])]))
+    assert ok.columns["mean_token_entropy"] == [0.0]
+    recs = [
+        make_record(0, token_entropies=[0.5]),
+        make_record(1),
+        make_record(2, token_entropies=[-1.0, 0.5]),
+        make_record(3, token_entropies=[math.inf]),
+    ]
+    path = write_jsonl(tmp_path / "b.jsonl", recs)
+    assert _errors(path) == [
+        f"{path}:line 3: token_entropies: entry 0 is np.float64(-1.0): entropies must be finite and >= 0",
+        f"{path}:line 4: token_entropies: entry 0 is np.float64(inf): entropies must be finite and >= 0",
+    ]
+
+
+def test_every_bad_token_list_is_reported(tmp_path: Path) -> None:
+    """A refused token list does not stop the packing of the next ones."""
+    recs = [
+        make_record(0, token_entropies="x"),
+        make_record(1, token_entropies=["a"]),
+        make_record(2, token_entropies=[[1.0]]),
+        make_record(3, token_entropies=[-1.0]),
+        make_record(4, token_entropies=5),
+    ]
+    path = write_jsonl(tmp_path / "b.jsonl", recs)
+    assert _errors(path) == [
+        f"{path}:line 1: token_entropies: expected a list of floats, got str",
+        f"{path}:line 2: token_entropies: expected a list of numbers",
+        f"{path}:line 3: token_entropies: expected a flat list of numbers",
+        f"{path}:line 4: token_entropies: entry 0 is np.float64(-1.0): entropies must be finite and >= 0",
+        f"{path}:line 5: token_entropies: expected a list of floats, got int",
+    ]
+
+
+def test_token_summaries_only_where_tokens_are(tmp_path: Path) -> None:
+    """``n_tokens``/``mean_token_entropy`` are compared with the tokens only on rows that
+    have tokens: a token-less row keeps its own, an empty list reports only itself."""
+    recs = [
+        make_record(0, token_entropies=[0.5]),
+        make_record(1, n_tokens=5, mean_token_entropy=2.5),
+        make_record(2, token_entropies=[0.0, 1e-6], mean_token_entropy=0.0, n_tokens=2),
+    ]
+    batch = read_records(write_jsonl(tmp_path / "ok.jsonl", recs))
+    assert batch.columns["n_tokens"] == [1, 5, 2]
+    assert batch.columns["mean_token_entropy"] == [0.5, 2.5, 0.0]
+    recs[1] = make_record(1, token_entropies=[], n_tokens=3, mean_token_entropy=1.0)
+    path = write_jsonl(tmp_path / "e.jsonl", recs)
+    assert _errors(path) == [f"{path}:line 2: token_entropies: empty list (omit the field instead)"]
