@@ -68,7 +68,7 @@ def test_quick_simulated_demo_publishes_and_resumes(tmp_path: Path) -> None:
 
 def _demo_run_and_checks(env: dict[str, str], data: Path, tmp_path: Path) -> None:
     began = time.monotonic()
-    run = _rcea(env, "demo", "--quick", "--simulate-annotators", "--no-serve", timeout=900)
+    run = _rcea(env, "demo", "--quick", "--simulate-annotators", "--no-serve", timeout=1800)
     first_seconds = time.monotonic() - began
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     out = run.stdout
