@@ -16,7 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.records import RecordError, RecordValidationError, read_records
+from pipeline.records import (
+    RecordBatch,
+    RecordError,
+    RecordValidationError,
+    question_texts,
+    read_records,
+    records_from_rows,
+)
 from tests.helpers import make_record, write_jsonl
 
 CTRL = "only tab, line feed and carriage return are allowed"
@@ -483,3 +490,69 @@ def test_token_summaries_only_where_tokens_are(tmp_path: Path) -> None:
     recs[1] = make_record(1, token_entropies=[], n_tokens=3, mean_token_entropy=1.0)
     path = write_jsonl(tmp_path / "e.jsonl", recs)
     assert _errors(path) == [f"{path}:line 2: token_entropies: empty list (omit the field instead)"]
+
+
+# --------------------------------------------------------------------------- in memory
+
+
+def _rows_errors(rows: list[dict[str, Any]], locs: list[str], **kw: Any) -> list[str]:
+    with pytest.raises(RecordValidationError) as info:
+        records_from_rows("mem.csv", rows, locs, **kw)
+    return [str(e) for e in info.value.errors]
+
+
+def test_records_from_rows_messages_exactly() -> None:
+    """An importer's rows are refused like a file's lines: an unknown key at its row and
+    field, no rows at ``file``, a bad token list at its row (the importers map only
+    known fields, so only a direct caller reaches the first)."""
+    rows = [make_record(0), make_record(1, extra=1), make_record(2, token_entropies="x")]
+    assert _rows_errors(rows, ["row 2", "row 3", "row 4"]) == [
+        "mem.csv:row 3: extra: unknown field (see the record schema in README)",
+        "mem.csv:row 4: token_entropies: expected a list of floats, got str",
+    ]
+    assert _rows_errors([], []) == ["mem.csv:file: no records in file"]
+    with pytest.raises(RecordValidationError) as info:
+        records_from_rows("mem.csv", [], [])
+    assert info.value.errors[0].location == "file" and info.value.errors[0].field is None
+
+
+def test_records_from_rows_lengths_must_match() -> None:
+    """One location per row: a missing one is an error, not a silently dropped row."""
+    with pytest.raises(ValueError, match="zip"):
+        records_from_rows("mem.csv", [make_record(0), make_record(1)], ["row 2"])
+    with pytest.raises(ValueError, match="zip"):
+        records_from_rows("mem.csv", [make_record(0)], ["row 2", "row 3"])
+
+
+def test_records_from_rows_batch() -> None:
+    locs = ["row 2", "row 3"]
+    batch = records_from_rows(
+        "mem.csv", [make_record(0, token_entropies=[0.5, 1.5]), make_record(1)], locs
+    )
+    assert batch.source == "mem.csv" and batch.locations == locs
+    assert batch.token_offsets is not None and batch.token_offsets.tolist() == [0, 2, 2]
+    assert batch.token_present is not None and batch.token_present.tolist() == [True, False]
+    assert batch.columns["n_tokens"] == [2, None]
+
+
+def test_question_texts_first_text_per_question() -> None:
+    """question id -> (its first non-blank text, that record's location); records
+    without a string text are skipped (a batch built by hand, as validation refuses
+    blank texts)."""
+    qids = ["q0", "q0", "q0", "q0", "q1", "q2"]
+    texts = [None, "  ", 5, "What is 2+3?", "What is 1+1?", "\n"]
+    batch = RecordBatch(
+        "mem.csv",
+        {"question_id": qids, "question": texts},
+        [f"line {i}" for i in range(1, 7)],
+    )
+    batch.columns["question_id"].insert(4, "q0")
+    batch.columns["question"].insert(4, "Another")
+    batch.locations.append("line 7")
+    assert question_texts(batch) == {
+        "q0": ("What is 2+3?", "line 4"),
+        "q1": ("What is 1+1?", "line 6"),
+    }
+    batch.locations.pop()
+    with pytest.raises(ValueError, match="zip"):
+        question_texts(batch)
