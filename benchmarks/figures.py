@@ -195,6 +195,41 @@ def _sequential_gate(f: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _streaming(f: dict[str, Any]) -> list[Row]:
+    sizes = f["sizes"]
+    small, big = sizes[0], sizes[-1]
+    labels = {
+        "ingest": "`rcea ingest` (JSONL)",
+        "judge": f"`rcea judge run` (fake endpoint, concurrency {f['concurrency']})",
+        "assign": f"`rcea codebook assign` (fake endpoint, concurrency {f['concurrency']})",
+        "report": f"`rcea report build` (`--n-boot {f['n_boot']}`)",
+    }
+    rows: list[Row] = []
+    for i, (stage, label) in enumerate(labels.items()):
+        ratio = f[f"{stage}_rss_ratio"]
+        figure = "; ".join(
+            f"{n:,} records: {f[f'{stage}_records_per_s_{n}']:,.0f}/s, "
+            f"peak RSS {f[f'{stage}_peak_rss_mb_{n}']:,} MB"
+            for n in sizes
+        )
+        head = (
+            f"`bench_streaming.py`: {label}, synthetic short-text records, SQLite, one "
+            "process per stage"
+            if i == 0
+            else f"same: {label}"
+        )
+        if big >= 10 * small:
+            target = f"flat: ratio ≤ 1.3 at 10× records ({_met(ratio <= 1.3)})"
+        else:
+            target = f"flat: ratio ≤ 1.3 at 10× records (not judged: {big / small:.0f}× records)"
+        if big < 1_000_000:
+            target += f"; 10^6 not measured (largest {big:,})"
+        rows.append(
+            (head, figure, f"peak RSS {big:,} / {small:,} records: **{ratio:.2f}×**", target)
+        )
+    return rows
+
+
 FORMATS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "ingest": _ingest,
     "audits_entropy": _audits_entropy,
@@ -204,6 +239,7 @@ FORMATS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "training": _training,
     "probe_entropy": _probe_entropy,
     "sequential_gate": _sequential_gate,
+    "streaming": _streaming,
 }
 
 

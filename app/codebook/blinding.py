@@ -41,6 +41,14 @@ class PromptBlindingGuard:
             scanner = self._scanners[question_id] = LeakScanner(forbidden)
         return scanner
 
+    def retain(self, questions: Iterable[str]) -> None:
+        """Forget every question but ``questions`` (ids, scanners and sources): a
+        streaming run keeps only the questions it is working on."""
+        keep = set(questions)
+        for store in (self.per_question, self._scanners, self._sources):
+            for q in [q for q in store if q not in keep]:
+                del store[q]
+
     def check_question(self, question_id: str, text: str) -> None:
         """Refuse, before any prompt is sent, a question text holding a forbidden value."""
         leaks = self._scanner(question_id).scan([text])
@@ -86,15 +94,54 @@ class PromptBlindingGuard:
             )
 
 
-def study_guard(session: Session, *, study_id: int) -> PromptBlindingGuard:
+def study_guard(
+    session: Session, *, study_id: int, questions: Iterable[str] | None = None
+) -> PromptBlindingGuard:
     """Forbidden: every run and model name of the study and, per question, the ids of its
     trajectories. (Step and seed numbers occur naturally in arithmetic and the automatic
-    ``mode`` column holds ordinary words; prompts never render either field.)"""
-    from app.labelling.blinding import study_provenance  # the one provenance query
+    ``mode`` column holds ordinary words; prompts never render either field.) With
+    ``questions``, only those questions' ids are loaded (a streaming caller adds the others
+    with :func:`extend_guard` as it reaches them); every run and model name always is."""
+    if questions is None:
+        from app.labelling.blinding import study_provenance  # the one provenance query
 
-    common: set[str] = set()
-    per_question: dict[str, set[str]] = {}
-    for r in study_provenance(session, study_id):
-        common.update((r.run, r.model))
-        per_question.setdefault(r.question_id, set()).add(r.trajectory_id)
-    return PromptBlindingGuard(common, per_question)
+        common: set[str] = set()
+        per_question: dict[str, set[str]] = {}
+        for r in study_provenance(session, study_id):
+            common.update((r.run, r.model))
+            per_question.setdefault(r.question_id, set()).add(r.trajectory_id)
+        return PromptBlindingGuard(common, per_question)
+    from sqlmodel import select
+
+    from app.store.models import Trajectory
+
+    names = session.exec(
+        select(Trajectory.run, Trajectory.model).where(Trajectory.study_id == study_id).distinct()
+    ).all()
+    guard = PromptBlindingGuard({v for pair in names for v in pair}, {})
+    extend_guard(session, guard, study_id=study_id, questions=questions)
+    return guard
+
+
+def extend_guard(
+    session: Session, guard: PromptBlindingGuard, *, study_id: int, questions: Iterable[str]
+) -> None:
+    """Load the trajectory ids of ``questions`` into ``guard`` (a scanner compiled
+    before for one of them is rebuilt on next use)."""
+    from sqlmodel import select
+
+    from app.store.models import Trajectory
+
+    wanted = sorted(set(questions))
+    for i in range(0, len(wanted), 500):
+        chunk = wanted[i : i + 500]
+        rows = session.exec(
+            select(Trajectory.question_id, Trajectory.trajectory_id).where(
+                Trajectory.study_id == study_id,
+                Trajectory.question_id.in_(chunk),  # type: ignore[attr-defined]
+            )
+        )
+        for q, t in rows:
+            guard.per_question.setdefault(q, set()).add(t)
+        for q in chunk:
+            guard._scanners.pop(q, None)

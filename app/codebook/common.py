@@ -9,7 +9,13 @@ from typing import Any
 from sqlmodel import Session, select
 
 from app.pair_audit.freeze import accepted_trajectories
-from app.store.models import CodebookAssignment, CodebookExtension, CodebookVersion, Event
+from app.store.models import (
+    CodebookAssignment,
+    CodebookExtension,
+    CodebookVersion,
+    Event,
+    Trajectory,
+)
 from pipeline.codebook import handles
 from pipeline.codebook.model import CodebookError
 
@@ -85,12 +91,54 @@ def accepted_by_question(
     wanted = set(questions) if questions is not None else None
     excluded = set() if include_excluded else set(excluded_trajectories(session, study_id=study_id))
     out: dict[str, list[tuple[str, str]]] = {}
+    if wanted is not None:  # only those questions' rows leave the store (bounded memory)
+        ordered = sorted(wanted)
+        for i in range(0, len(ordered), 500):
+            rows = session.exec(
+                _accepted_stmt(
+                    study_id, Trajectory.question_id, Trajectory.trajectory_id, Trajectory.text
+                ).where(Trajectory.question_id.in_(ordered[i : i + 500]))  # type: ignore[attr-defined]
+            )
+            for q, tid, text in rows:
+                if tid not in excluded:
+                    out.setdefault(q, []).append((tid, text))
+        return out
     for t in accepted_trajectories(session, study_id=study_id):
         if t.trajectory_id in excluded:
             continue
         if wanted is None or t.question_id in wanted:
             out.setdefault(t.question_id, []).append((t.trajectory_id, t.text))
     return out
+
+
+def _accepted_stmt(study_id: int, *columns: Any) -> Any:
+    """``accepted_trajectories``' rows (R = 1, judge-accepted), only ``columns``, in
+    (question, trajectory) order."""
+    return (
+        select(*columns)
+        .where(Trajectory.study_id == study_id, Trajectory.reward == 1)
+        .where((Trajectory.validity.is_(None)) | (Trajectory.validity == 1))  # type: ignore[union-attr]
+        .order_by(Trajectory.question_id, Trajectory.trajectory_id)
+    )
+
+
+def accepted_sizes(session: Session, *, study_id: int) -> dict[str, int]:
+    """question_id → its number of accepted trajectories a researcher did not exclude from
+    the cycle (questions with none left out): the keys of :func:`accepted_by_question`
+    without reading a text."""
+    from sqlalchemy import func
+
+    counted = _accepted_stmt(study_id, Trajectory.question_id, func.count()).order_by(None)
+    sizes = dict(session.exec(counted.group_by(Trajectory.question_id)).all())
+    excluded = sorted(excluded_trajectories(session, study_id=study_id))
+    for i in range(0, len(excluded), 500):
+        for q in session.exec(
+            _accepted_stmt(study_id, Trajectory.question_id).where(
+                Trajectory.trajectory_id.in_(excluded[i : i + 500])  # type: ignore[attr-defined]
+            )
+        ):
+            sizes[q] -= 1
+    return {q: int(n) for q, n in sizes.items() if n > 0}
 
 
 def versions_by_question(session: Session, *, study_id: int) -> dict[str, list[CodebookVersion]]:

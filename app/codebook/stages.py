@@ -27,6 +27,7 @@ from app.codebook.common import (
     CodebookStageError,
     StageReport,
     accepted_by_question,
+    accepted_sizes,
     assigned_passes,
     excluded_trajectories,
     handle_map,
@@ -65,6 +66,11 @@ from pipeline.llm import LLMResult, run_jobs
 
 FLUSH_EVERY_S = 0.3
 FLUSH_EVERY_N = 32
+ASSIGN_CHUNK = 10_000
+"""accepted trajectories per chunk of questions that ``assign`` plans and runs at once
+(its memory is bounded by the chunk, not by the study)"""
+PLAN_IN_CHUNK = 500
+"""question ids per query when a plan reads their earlier batches"""
 
 
 @dataclass
@@ -105,11 +111,18 @@ def _plan(
     """The batches of each (question, version, pass) of ``specs``: those planned before,
     plus new ones for targets no earlier batch covers (one query, one flush)."""
     existing: dict[tuple[str, int | None, int], list[CodebookBatch]] = {}
-    rows = session.exec(
-        select(CodebookBatch)
-        .where(CodebookBatch.study_id == study_id, CodebookBatch.stage == stage)
-        .order_by(CodebookBatch.id)  # type: ignore[arg-type]
-    ).all()
+    asked = sorted({spec.question_id for spec in specs})
+    rows: list[CodebookBatch] = []
+    for i in range(0, len(asked), PLAN_IN_CHUNK):  # only the asked questions' batches
+        rows += session.exec(
+            select(CodebookBatch)
+            .where(
+                CodebookBatch.study_id == study_id,
+                CodebookBatch.stage == stage,
+                CodebookBatch.question_id.in_(asked[i : i + PLAN_IN_CHUNK]),  # type: ignore[attr-defined]
+            )
+            .order_by(CodebookBatch.id)  # type: ignore[arg-type]
+        ).all()
     # Every batch order already planned for a (question, version), in any pass: a batch
     # of another pass must not repeat one (same ids in the same order is the same prompt,
     # so the "independent" second pass would be the first pass's cached reply).
@@ -258,18 +271,23 @@ class Prepared:
 
 
 def _prepare(
-    engine: Engine, backend: CodebookBackend, study: str, wanted: Iterable[str] | None = None
+    engine: Engine,
+    backend: CodebookBackend,
+    study: str,
+    wanted: Iterable[str] | None = None,
+    load: Sequence[str] | None = None,
 ) -> Prepared:
     """The study id, its accepted trajectories and question texts; installs the blinding
     scan (told which trajectory and question texts may explain a refused prompt) and
     refuses, before any call, a question text of the ``wanted`` questions (default: all)
-    that holds a forbidden value."""
+    that holds a forbidden value. With ``load``, only those questions' trajectories are
+    read (and scanned for): a chunk of a streaming stage."""
     with session_scope(engine) as s:
         st = require_study(s, name=study)
         assert st.id is not None
-        groups = accepted_by_question(s, study_id=st.id)
+        groups = accepted_by_question(s, study_id=st.id, questions=load)
         questions = problem_texts(s, study_id=st.id)
-        guard = study_guard(s, study_id=st.id)
+        guard = study_guard(s, study_id=st.id, questions=load)
         only = set(wanted) if wanted is not None else None
         for q, rows in groups.items():
             guard.add_sources(q, dict(rows), questions.get(q))
@@ -545,18 +563,68 @@ def assign(
     for an item (failed call, malformed, unknown id, no answer) records ``INVALID``, which
     reconciliation picks up."""
     wanted = list(questions) if questions is not None else None
-    prep = _prepare(engine, backend, study, wanted)
-    study_id, groups = prep.study_id, prep.groups
     report = StageReport("assign")
     usage_before = backend.usage()
-    selected = _select(groups, wanted)
+    with session_scope(engine) as s:
+        study_id = require_study(s, name=study).id
+        assert study_id is not None
+        sizes = accepted_sizes(s, study_id=study_id)
+        versions = versions_by_question(s, study_id=study_id)
+    selected = _select(sizes, wanted)
+    missing = [q for q in selected if q not in versions]
+    if wanted is not None and missing:
+        raise CodebookStageError(f"no frozen codebook for question(s) {missing}: run freeze")
+    chunks: list[list[str]] = [[]]
+    n_chunk = 0
+    for q in selected:
+        if chunks[-1] and n_chunk + sizes[q] > ASSIGN_CHUNK:
+            chunks.append([])
+            n_chunk = 0
+        chunks[-1].append(q)
+        n_chunk += sizes[q]
+    if len(chunks) > 1:  # every question text is scanned before the first call
+        with session_scope(engine) as s:
+            texts = problem_texts(s, study_id=study_id)
+            for chunk in chunks:
+                guard = study_guard(s, study_id=study_id, questions=chunk)
+                for q in chunk:
+                    if q in texts and (wanted is None or q in wanted):
+                        guard.check_question(q, texts[q])
+    for chunk in chunks:
+        _assign_chunk(engine, backend, study, wanted, chunk, report, seed, batch_size, concurrency)
+    report.details["missing_codebook"] = missing
+    report.usage = backend.usage().minus(usage_before).to_dict()
+    _record(
+        engine,
+        study_id=study_id,
+        actor=actor,
+        report=report,
+        backend=backend.describe(),
+        seed=seed,
+        batch_size=batch_size,
+    )
+    return report
+
+
+def _assign_chunk(
+    engine: Engine,
+    backend: CodebookBackend,
+    study: str,
+    wanted: list[str] | None,
+    chunk: list[str],
+    report: StageReport,
+    seed: int,
+    batch_size: int,
+    concurrency: int,
+) -> None:
+    """Plan and run the assignment of the questions of ``chunk`` that have a frozen
+    codebook, counting into ``report``."""
+    prep = _prepare(engine, backend, study, wanted, load=chunk)
+    study_id, groups = prep.study_id, prep.groups
     jobs = []
     with session_scope(engine) as s:
         versions = versions_by_question(s, study_id=study_id)
-        missing = [q for q in selected if q not in versions]
-        if wanted is not None and missing:
-            raise CodebookStageError(f"no frozen codebook for question(s) {missing}: run freeze")
-        latest = {q: versions[q][-1] for q in selected if q in versions}
+        latest = {q: versions[q][-1] for q in chunk if q in versions}
         passes = assigned_passes(s, version_ids=[v.id for v in latest.values()])  # type: ignore[misc]
         specs = []
         for q, v in latest.items():
@@ -594,8 +662,7 @@ def assign(
                         context={"hmap": hmap, "mode_ids": mode_ids},
                     )
                 )
-        report.n_questions = len(latest)
-    report.details["missing_codebook"] = missing
+        report.n_questions += len(latest)
 
     def persist(s: Session, done: Done) -> None:
         rows = []
@@ -624,17 +691,6 @@ def assign(
             s.execute(insert(CodebookAssignment), rows)
 
     _execute(engine, jobs=jobs, concurrency=concurrency, persist=persist, report=report)
-    report.usage = backend.usage().minus(usage_before).to_dict()
-    _record(
-        engine,
-        study_id=study_id,
-        actor=actor,
-        report=report,
-        backend=backend.describe(),
-        seed=seed,
-        batch_size=batch_size,
-    )
-    return report
 
 
 def _unanswered(result: LLMResult[Any]) -> bool:

@@ -16,16 +16,16 @@ trajectory ids) before it is sent; a hit stops the run.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy import select as sa_select
-from sqlalchemy import update
+from sqlalchemy import tuple_, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
 from app.codebook.backend import BackendOptions, llm_config, load_strategy_fn
-from app.codebook.blinding import study_guard
+from app.codebook.blinding import PromptBlindingGuard, extend_guard, study_guard
 from app.settings import Settings
 from app.store import append_event, require_study, session_scope
 from app.store.models import JudgeVerdict, JudgeVersion, Trajectory
@@ -43,6 +43,8 @@ from pipeline.judge import (
 from pipeline.llm import LLMClient, ResponseCache, run_jobs
 
 COMMIT_EVERY = 200
+PAGE = 10_000
+"""successes read per store query (bounded memory at 10^6 trajectories)"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +145,60 @@ def write_validity(session: Session, *, judge_id: int, study_id: int) -> None:
     )
 
 
+def _targets(study_id: int, *, pending_for: int | None = None) -> Any:
+    """The study's verifier successes (``trajectory_id, question_id, text``); with
+    ``pending_for`` only those without a verdict of that judge version."""
+    stmt = sa_select(Trajectory.trajectory_id, Trajectory.question_id, Trajectory.text).where(
+        Trajectory.study_id == study_id, Trajectory.reward == 1
+    )
+    if pending_for is not None:
+        judged = (
+            sa_select(JudgeVerdict.id)
+            .where(
+                JudgeVerdict.judge_id == pending_for,
+                JudgeVerdict.study_id == study_id,
+                JudgeVerdict.trajectory_id == Trajectory.trajectory_id,
+            )
+            .exists()
+        )
+        stmt = stmt.where(~judged)
+    return stmt
+
+
+def _count(session: Session, stmt: Any) -> int:
+    return int(session.execute(sa_select(func.count()).select_from(stmt.subquery())).scalar_one())
+
+
+def _pending(
+    engine: Engine, *, study_id: int, judge_id: int, guard: PromptBlindingGuard | None
+) -> Iterator[tuple[str, str, str]]:
+    """The successes without a verdict of ``judge_id``, in (question, trajectory) order,
+    read in keyset pages of ``PAGE`` rows (memory bounded by the page, not the study).
+    Before a page's jobs are handed out, ``guard`` learns the trajectory ids of the page's
+    questions and forgets those of questions two pages back (their calls are done: the
+    jobs in flight are far fewer than a page)."""
+    after: tuple[str, str] | None = None
+    previous: set[str] = set()
+    while True:
+        stmt = _targets(study_id, pending_for=judge_id)
+        if after is not None:
+            stmt = stmt.where(
+                tuple_(Trajectory.question_id, Trajectory.trajectory_id) > tuple_(*after)
+            )
+        stmt = stmt.order_by(Trajectory.question_id, Trajectory.trajectory_id).limit(PAGE)
+        with session_scope(engine) as s:
+            page = [(t, q, x) for t, q, x in s.execute(stmt).all()]
+            current = {q for _, q, _ in page}
+            if guard is not None and page:
+                guard.retain(current | previous)
+                extend_guard(s, guard, study_id=study_id, questions=current - previous)
+        if not page:
+            return
+        yield from page
+        previous = current
+        after = (page[-1][1], page[-1][0])
+
+
 def run_judge(
     engine: Engine,
     *,
@@ -162,36 +218,40 @@ def run_judge(
         st = require_study(s, name=study)
         row = get_judge(s, name=judge, version=version)
         spec = judge_spec(row)
-        targets = s.exec(
-            select(Trajectory.trajectory_id, Trajectory.question_id, Trajectory.text)
-            .where(Trajectory.study_id == st.id, Trajectory.reward == 1)
-            .order_by(Trajectory.question_id, Trajectory.trajectory_id)
-        ).all()
-        done = set(
-            s.exec(
-                select(JudgeVerdict.trajectory_id).where(
-                    JudgeVerdict.judge_id == row.id, JudgeVerdict.study_id == st.id
-                )
-            ).all()
-        )
-        problems = problems_for(s, study_id=st.id)
-        guard = study_guard(s, study_id=st.id) if spec.backend == "openai" else None
         study_id = st.id
-    todo = [(t, q, x) for t, q, x in targets if t not in done]
-    if spec.backend == "openai":
-        missing = sorted({q for _, q, _ in todo if q not in problems})
-        if missing:
-            raise JudgeError(
-                f"no problem text for {len(missing)} question(s) ({', '.join(missing[:5])}): "
-                "ingest records with a `question` field, or load them with "
-                "`rcea judge problems --study S FILE.jsonl|MODULE:FUNCTION`"
-            )
+        assert study_id is not None and row.id is not None
+        n_targets = _count(s, _targets(study_id))
+        n_done = _count(
+            s,
+            sa_select(JudgeVerdict.id).where(
+                JudgeVerdict.judge_id == row.id, JudgeVerdict.study_id == study_id
+            ),
+        )
+        n_todo = _count(s, _targets(study_id, pending_for=row.id))
+        problems = problems_for(s, study_id=study_id)
+        guard = (
+            study_guard(s, study_id=study_id, questions=()) if spec.backend == "openai" else None
+        )
+        if spec.backend == "openai":
+            todo_questions = s.execute(
+                _targets(study_id, pending_for=row.id)
+                .with_only_columns(Trajectory.question_id)
+                .distinct()
+            ).scalars()
+            missing = sorted({q for q in todo_questions if q not in problems})
+            if missing:
+                raise JudgeError(
+                    f"no problem text for {len(missing)} question(s) ({', '.join(missing[:5])}): "
+                    "ingest records with a `question` field, or load them with "
+                    "`rcea judge problems --study S FILE.jsonl|MODULE:FUNCTION`"
+                )
     if impl is None:
         impl = make_judge(settings, spec, opts, guard)
     if on_total:
-        on_total(len(todo))
+        on_total(n_todo)
     buffer: list[Any] = []
     failed: list[str] = []
+    todo = _pending(engine, study_id=study_id, judge_id=row.id, guard=guard)
 
     def flush() -> None:
         if buffer:
@@ -214,7 +274,7 @@ def run_judge(
             progress(1)
 
     try:
-        run_jobs(todo, work, concurrency=opts.concurrency, on_result=on_result)
+        n_delivered = run_jobs(todo, work, concurrency=opts.concurrency, on_result=on_result)
     finally:
         flush()
     with session_scope(engine) as s:
@@ -231,9 +291,9 @@ def run_judge(
             "model": spec.model,
             "seed": spec.seed,
             "temperature": spec.temperature,
-            "n_successes": len(targets),
-            "n_already_judged": len(done),
-            "n_new": len(todo) - len(failed),
+            "n_successes": n_targets,
+            "n_already_judged": n_done,
+            "n_new": n_delivered - len(failed),
             "n_failed": len(failed),
             "failed_trajectory_ids": failed[:20],
             "n_judged": n_judged,
@@ -241,7 +301,7 @@ def run_judge(
             "n_invalid": counts.get("invalid", 0),
             "n_unparseable": counts.get(UNPARSEABLE, 0),
             "coverage": parseable / n_judged if n_judged else None,
-            "complete": not failed and n_judged == len(targets),
+            "complete": not failed and n_judged == n_targets,
             "usage": impl.usage(),
         }
         append_event(s, actor=actor, kind=JUDGE_RUN_EVENT, study_id=study_id, payload=out)

@@ -50,48 +50,73 @@ class ResponseCache:
     """Append-only JSON-lines segments under ``root``: one segment per process, one
     ``write`` per entry (so an entry is in the kernel, safe from ``kill -9``, the moment
     ``put`` returns), an in-memory index loaded from every segment on first use. A torn
-    last line (a crash mid-write) is ignored. Later entries for a key win."""
+    last line (a crash mid-write) is ignored. Later entries for a key win.
+
+    The index holds where each entry lies (segment, byte offset), not the entry: ``get``
+    reads it back from disk, so memory grows by a key per reply, not by the replies
+    (10^6 judge calls stay well under the size of their texts)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
-        self._index: dict[str, dict[str, Any]] | None = None
+        self._index: dict[str, tuple[int, int]] | None = None
+        self._paths: list[Path] = []
         self._lock = threading.Lock()
-        self._segment: Any = None
+        self._segment: int | None = None
+        """this process's segment (a raw file descriptor, opened append-only)"""
+        self._segment_path: Path | None = None
+        self._offset = 0
 
-    def _load(self) -> dict[str, dict[str, Any]]:
+    def _load(self) -> dict[str, tuple[int, int]]:
         if self._index is None:
-            index: dict[str, dict[str, Any]] = {}
-            for path in sorted(self.root.glob("*.jsonl")):
-                with path.open(encoding="utf-8") as fh:
+            index: dict[str, tuple[int, int]] = {}
+            paths = sorted(self.root.glob("*.jsonl"))
+            for no, path in enumerate(paths):
+                with path.open("rb") as fh:
+                    offset = 0
                     for line in fh:
+                        at, offset = offset, offset + len(line)
                         try:
                             entry = json.loads(line)
                         except ValueError:
                             continue  # torn write
                         if isinstance(entry, dict) and "key" in entry:
-                            entry.pop("messages", None)  # on disk for audit; not needed here
-                            index[entry["key"]] = entry
+                            index[entry["key"]] = (no, at)
+            self._paths = paths
             self._index = index
         return self._index
 
+    def _read(self, where: tuple[int, int]) -> dict[str, Any]:
+        no, offset = where
+        with self._paths[no].open("rb") as fh:
+            fh.seek(offset)
+            entry: dict[str, Any] = json.loads(fh.readline())
+        entry.pop("messages", None)  # on disk for audit; not needed here
+        return entry
+
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            return self._load().get(key)
+            where = self._load().get(key)
+            return None if where is None else self._read(where)
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        line = canonical_json({**entry, "key": key}) + "\n"
+        line = (canonical_json({**entry, "key": key}) + "\n").encode("utf-8")
         with self._lock:
             index = self._load()
             if self._segment is None:
                 private_dir(self.root)
                 name = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+                path = self.root / f"{name}.jsonl"
                 # owner-only (0600): the cache holds every prompt and reply
-                fd = os.open(self.root / f"{name}.jsonl", os.O_WRONLY | os.O_CREAT, 0o600)
-                self._segment = open(  # noqa: SIM115 - held open for the cache's lifetime
-                    fd, "a", encoding="utf-8", buffering=1
-                )
-            self._segment.write(line)  # line-buffered: one write(2) per entry
-            index[key] = {k: v for k, v in entry.items() if k != "messages"} | {"key": key}
+                self._segment = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                self._segment_path = path
+                self._paths.append(path)
+                self._offset = 0
+            assert self._segment_path is not None
+            view = memoryview(line)
+            while view:  # one write(2) per entry (a regular file takes it whole)
+                view = view[os.write(self._segment, view) :]
+            index[key] = (self._paths.index(self._segment_path), self._offset)
+            self._offset += len(line)
 
     def keys(self) -> set[str]:
         """Every key on disk now (re-read: other processes may have written)."""
@@ -102,5 +127,5 @@ class ResponseCache:
     def close(self) -> None:
         with self._lock:
             if self._segment is not None:
-                self._segment.close()
+                os.close(self._segment)
                 self._segment = None

@@ -297,3 +297,60 @@ def test_second_pass_never_repeats_a_first_pass_batch(engine, tmp_path: Path, se
     for q, passes in by_q.items():
         assert set(passes) == {1, 2}, q
         assert not set(passes[1]) & set(passes[2]), (q, passes)
+
+
+def test_assign_in_chunks_equals_one_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``assign`` plans and runs bounded chunks of questions (memory flat in the study's
+    size): chunks of one question give the same batches, labels and report as one chunk,
+    and a rerun in chunks plans and asks nothing new."""
+    import app.codebook.stages as stages
+    from app.store import make_engine, upgrade
+
+    questions = {
+        **PHASE1,
+        "q03": ["factor", "direct"] * 4,
+        "q04": ["distribute", "factor", None, "direct"] * 2,
+    }
+    seen = []
+    calls: list[list[str]] = []
+    run_chunk = stages._assign_chunk
+
+    def counted(*args, **kw):  # type: ignore[no-untyped-def]
+        calls.append(list(args[4]))
+        return run_chunk(*args, **kw)
+
+    monkeypatch.setattr(stages, "_assign_chunk", counted)
+    for chunk in (10_000, 9):
+        monkeypatch.setattr(stages, "ASSIGN_CHUNK", chunk)
+        root = tmp_path / f"c{chunk}"
+        root.mkdir()
+        eng = make_engine(f"sqlite:///{root / 'store.db'}")
+        upgrade(eng)
+        ingest(eng, root, questions, step=0, name="chunks")
+        oracle = OracleBackend(strategy_of)
+        kw = {"study": "s", "backend": oracle, "actor": "alice"}
+        induce(eng, batch_size=4, **kw)
+        merge(eng, **kw)
+        with session_scope(eng) as s:
+            freeze_codebooks(s, study="s", actor="alice")
+        report = assign(eng, batch_size=3, seed=5, **kw).to_dict()
+        again = assign(eng, batch_size=3, seed=5, **kw).to_dict()
+        with session_scope(eng) as s:
+            batches = sorted(
+                (b.question_id, b.pass_no, tuple(b.trajectory_ids), b.status, b.batch_key)
+                for b in s.exec(select(CodebookBatch).where(CodebookBatch.stage == "assign"))
+            )
+            labels = sorted(
+                (a.question_id, a.trajectory_id, a.pass_no, a.label, a.confidence)
+                for a in s.exec(select(CodebookAssignment))
+            )
+        eng.dispose()
+        report.pop("usage", None)
+        seen.append((report, batches, labels, again))
+    (one, b1, l1, _), (many, b2, l2, rerun) = seen
+    assert one == many and one["n_questions"] == len(questions)
+    assert b1 == b2 and l1 == l2
+    assert len(l1) == 2 * sum(len(v) for v in questions.values())  # every success, twice
+    assert rerun["n_run"] == 0 and rerun["n_skipped"] == rerun["n_batches"] == len(b2)
+    # one chunk per assign call at first, then one chunk per question
+    assert calls == [sorted(questions)] * 2 + [[q] for q in sorted(questions)] * 2

@@ -25,7 +25,7 @@ from pipeline.judge import JudgeSpec
 from pipeline.toy import process_valid, question_from_id
 from pipeline.toy.domain import _all_questions
 from tests.app.test_judge_run import MODEL, RUN, ingest_toy
-from tests.fake_llm import FakeLLM
+from tests.fake_llm import FakeLLM, expected_fingerprint
 
 QUESTIONS = {q.expression: q for q in _all_questions()}
 
@@ -149,3 +149,107 @@ def test_openai_judge_refuses_leaking_prompt(sqlite_engine, tmp_path: Path) -> N
         with pytest.raises(BlindingViolation, match="refusing to send"):
             run_judge(sqlite_engine, study="leaky", judge="llm", settings=settings, actor="r")
         assert llm.requests == []
+
+
+def test_paged_run_equals_one_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Successes are read in keyset pages (bounded memory): pages of 3 rows give the same
+    verdicts, validity column and summary as one page, sending the same prompts."""
+    import app.validity_audit.run as judge_run
+
+    outs, stores, served = [], [], []
+    for page in (10_000, 3):
+        monkeypatch.setattr(judge_run, "PAGE", page)
+        root = tmp_path / f"p{page}"
+        root.mkdir()
+        engine = make_engine(f"sqlite:///{root / 'store.db'}")
+        upgrade(engine)
+        recs = ingest_toy(engine, root, n_questions=5, per_question=8)
+        with session_scope(engine) as s:
+            load_problems(s, study="toy", source="pipeline.toy:problem_by_id")
+            freeze_judge(s, name="llm", spec=JudgeSpec("openai", "judge-model-x"), actor="r")
+        with FakeLLM() as llm:
+            llm.responder = fake_judge
+            settings = Settings(
+                data_dir=root / "d", llm_base_url=llm.base_url, llm_model="m", llm_api_key="k"
+            )
+            opts = RunOptions(concurrency=2, max_retries=0, timeout_s=5)
+            out = run_judge(
+                engine, study="toy", judge="llm", settings=settings, actor="r", options=opts
+            )
+            served.append(sorted(expected_fingerprint(b) for b in llm.requests))
+        with session_scope(engine) as s:
+            stores.append(
+                sorted(
+                    (v.trajectory_id, v.verdict, t.validity)
+                    for v, t in s.exec(
+                        select(JudgeVerdict, Trajectory).where(
+                            JudgeVerdict.trajectory_id == Trajectory.trajectory_id
+                        )
+                    ).all()
+                )
+            )
+        engine.dispose()
+        outs.append({k: v for k, v in out.items() if k != "usage"})
+    n_success = sum(r["reward"] == 1 for r in recs)
+    assert n_success > 3 * 3  # several pages
+    assert outs[0] == outs[1] and outs[1]["n_new"] == n_success and outs[1]["complete"]
+    assert stores[0] == stores[1] and len(stores[1]) == n_success
+    # the same prompts (identical toy solutions share one; concurrent twins may both go out)
+    texts = {(r["question_id"], r["text"]) for r in recs if r["reward"] == 1}
+    assert set(served[0]) == set(served[1]) and len(set(served[1])) == len(texts)
+
+
+def test_paged_run_scans_a_later_page(
+    sqlite_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The provenance scan knows the trajectory ids of the questions of every page: a
+    solution on the third page naming a sibling trajectory's id is refused there, after
+    the calls of the first two pages."""
+    import app.validity_audit.run as judge_run
+    from app.ingest import ingest_file
+    from tests.helpers import write_jsonl
+
+    monkeypatch.setattr(judge_run, "PAGE", 2)
+    recs = []
+    for q in ("st-1-2-3", "st-2-3-4", "st-3-4-5"):
+        for k in (1, 2):
+            recs.append(
+                {
+                    "trajectory_id": f"traj-{q}-{k}",
+                    "question_id": q,
+                    "text": f"1+2=3\n3*3=9\ncheck {k}\n\\boxed{{9}}",
+                    "reward": 1,
+                    "run": RUN,
+                    "model": MODEL,
+                    "step": 0,
+                    "seed": k,
+                }
+            )
+    recs[-1]["text"] = "as in traj-st-3-4-5-1: 1+2=3\n\\boxed{9}"
+    ingest_file(
+        sqlite_engine,
+        write_jsonl(tmp_path / "p.jsonl", recs),
+        study="paged",
+        artifacts_dir=tmp_path / "a",
+        data_dir=tmp_path,
+    )
+    with session_scope(sqlite_engine) as s:
+        load_problems(s, study="paged", source="pipeline.toy:problem_by_id")
+        freeze_judge(s, name="llm", spec=JudgeSpec("openai", "m"), actor="r")
+    with FakeLLM() as llm:
+        llm.responder = fake_judge
+        settings = Settings(data_dir=tmp_path / "d", llm_base_url=llm.base_url, llm_model="m")
+        opts = RunOptions(concurrency=1, max_retries=0, timeout_s=5)
+        with pytest.raises(BlindingViolation, match="traj-st-3-4-5-1"):
+            run_judge(
+                sqlite_engine, study="paged", judge="llm", settings=settings, actor="r",
+                options=opts,
+            )  # fmt: skip
+        sent = {
+            re.search(
+                r"<solution>\n(.*?)\n</solution>", b["messages"][-1]["content"], re.DOTALL
+            ).group(1)  # type: ignore[union-attr]
+            for b in llm.requests
+        }
+        # pages 1 and 2 and the clean first row of page 3 were asked; the leak never left
+        assert sent == {r["text"] for r in recs[:5]}

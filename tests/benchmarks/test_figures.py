@@ -90,3 +90,32 @@ def test_every_benchmark_has_a_row_and_a_stored_result() -> None:
     scripts = {p.stem.removeprefix("bench_") for p in RESULTS.parent.glob("bench_*.py")}
     assert set(FORMATS) == scripts
     assert {r["bench"] for r in load_results()} == scripts
+
+
+def test_the_streaming_rows_name_both_sizes_and_the_ratio() -> None:
+    from benchmarks.figures import _streaming
+
+    f = {"bench": "streaming", "smoke": False, "sizes": [100_000, 200_000], "concurrency": 32}
+    f["n_boot"] = 20
+    for i, stage in enumerate(("ingest", "judge", "assign", "report")):
+        for n in f["sizes"]:
+            f[f"{stage}_records_per_s_{n}"] = 1000.0 * (i + 1)
+            f[f"{stage}_peak_rss_mb_{n}"] = 200 + (n // 100_000) * 10 * i
+        f[f"{stage}_rss_ratio"] = [1.0, 1.05, 1.29, 1.31][i]
+    rows = _streaming(f)
+    assert [r[0].split(":")[0] for r in rows] == ["`bench_streaming.py`", "same", "same", "same"]
+    assert rows[1][1] == (
+        "100,000 records: 2,000/s, peak RSS 210 MB; 200,000 records: 2,000/s, peak RSS 220 MB"
+    )
+    assert rows[1][2] == "peak RSS 200,000 / 100,000 records: **1.05×**"
+    assert rows[2][3] == (
+        "flat: ratio ≤ 1.3 at 10× records (not judged: 2× records); "
+        "10^6 not measured (largest 200,000)"
+    )
+    f["sizes"] = [100_000, 1_000_000]
+    for stage in ("ingest", "judge", "assign", "report"):
+        f[f"{stage}_records_per_s_1000000"] = 1.0
+        f[f"{stage}_peak_rss_mb_1000000"] = 1
+    rows = _streaming(f)
+    assert rows[0][3] == "flat: ratio ≤ 1.3 at 10× records (met)"
+    assert rows[3][3] == "flat: ratio ≤ 1.3 at 10× records (**not met**)"

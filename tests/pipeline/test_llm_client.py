@@ -228,3 +228,17 @@ def test_cache_segments_survive_a_torn_write_and_new_processes(tmp_path: Path) -
     assert '"messages"' in segment.read_text()  # prompts stay on disk for audit
     fresh.put("k4", {"content": "d"})
     assert len(list((tmp_path / "c").glob("*.jsonl"))) == 2  # one segment per writer
+
+
+def test_cache_index_holds_offsets_not_replies(tmp_path: Path) -> None:
+    """Memory flat in the replies: the index maps a key to (segment, byte offset) and
+    ``get`` reads the entry back from disk, in this process and in a fresh one."""
+    cache = ResponseCache(tmp_path / "c")
+    for i in range(50):
+        cache.put(f"k{i}", {"content": "é" * i, "messages": [{"role": "user", "content": "x"}]})
+    assert cache.get("k49") == {"content": "é" * 49, "key": "k49"}
+    assert all(isinstance(v, tuple) and len(v) == 2 for v in cache._index.values())  # type: ignore[union-attr]
+    fresh = ResponseCache(tmp_path / "c")
+    assert [fresh.get(f"k{i}")["content"] for i in range(50)] == ["é" * i for i in range(50)]  # type: ignore[index]
+    cache.put("k7", {"content": "new"})  # a later entry wins, in the writer's index too
+    assert cache.get("k7")["content"] == "new" and cache.get("k8")["content"] == "é" * 8  # type: ignore[index]
