@@ -321,7 +321,9 @@ def main() -> None:
     from pipeline.probe.entropy import default_vocab_block  # numpy only: no torch here
 
     rows = min(args.chunk, args.tokens)
-    tile = min(args.vocab, args.vocab_block or default_vocab_block(args.vocab, rows))
+    tile = min(
+        args.vocab, args.vocab_block or default_vocab_block(args.vocab, rows, "cpu", args.threads)
+    )
     emit(
         {
             "bench": "probe_entropy",
@@ -332,6 +334,15 @@ def main() -> None:
             "load_before": timing["load_before"],
             "load_after": timing["load_after"],
             "throughput_vs_forward": ratio,
+            # chunked / forward within each round (the pair ran back to back): its median
+            "paired_vs_forward_median": statistics.median(
+                c / f
+                for c, f in zip(
+                    timing["rounds_tokens_per_s"]["chunked"],
+                    timing["rounds_tokens_per_s"]["forward"],
+                    strict=True,
+                )
+            ),
             "vs_trl": ours["tokens_per_s"] / res["trl"]["tokens_per_s"],
             "trl_vs_forward": res["trl"]["tokens_per_s"] / fwd["tokens_per_s"],
             "full_vs_forward": res["full"]["tokens_per_s"] / fwd["tokens_per_s"],

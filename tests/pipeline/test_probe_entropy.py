@@ -206,19 +206,30 @@ def test_chunk_statistics_with_masked_logits_match_float64(
 
 
 def test_default_vocabulary_tile() -> None:
-    """On CPU a [chunk × block] tile holds 2**18 float32 (1 MiB, so the logits tile and its
-    shifted copy stay in L2 between the matmul and the reductions), at least 256 columns and
-    never more than the vocabulary; elsewhere one tile of the whole vocabulary."""
+    """On CPU with one thread a [chunk × block] tile holds 2**18 float32 (1 MiB, so the
+    logits tile and its shifted copy stay in L2 between the matmul and the reductions), at
+    least 256 columns and never more than the vocabulary; with several threads (a parallel
+    region per small op) and off CPU one tile of the whole vocabulary."""
     import torch
 
-    from pipeline.probe.entropy import _ChunkBuffers
+    from pipeline.probe.entropy import _ChunkBuffers, default_vocab_block
 
+    assert default_vocab_block(151_936, 128, "cpu", 1) == 2048
+    assert default_vocab_block(151_936, 1, "cpu", 1) == 151_936
+    assert default_vocab_block(151_936, 4096, "cpu", 1) == 256
+    assert default_vocab_block(151_936, 300, "cpu", 1) == 873
+    assert default_vocab_block(151_936, 128, "cpu", 2) == 151_936
+    assert default_vocab_block(151_936, 128, "cuda", 1) == 151_936
     head = torch.nn.Linear(8, 151_936, bias=False, device="meta")
-    assert _ChunkBuffers(head, 128, "cpu").block == 2048
-    assert _ChunkBuffers(head, 1, "cpu").block == 151_936
-    assert _ChunkBuffers(head, 4096, "cpu").block == 256
-    assert _ChunkBuffers(head, 300, "cpu").block == 873
-    assert _ChunkBuffers(head, 128, "meta").block == 151_936
-    assert tuple(_ChunkBuffers(head, 128, "meta").z.shape) == (128, 151_936)
-    small = torch.nn.Linear(8, 300, bias=False, device="meta")
-    assert _ChunkBuffers(small, 1, "cpu").block == 300
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert _ChunkBuffers(head, 128, "cpu").block == 2048
+        assert _ChunkBuffers(head, 128, "meta").block == 151_936
+        assert tuple(_ChunkBuffers(head, 128, "meta").z.shape) == (128, 151_936)
+        small = torch.nn.Linear(8, 300, bias=False, device="meta")
+        assert _ChunkBuffers(small, 1, "cpu").block == 300
+        torch.set_num_threads(2)
+        assert _ChunkBuffers(head, 128, "cpu").block == 151_936
+    finally:
+        torch.set_num_threads(before)
