@@ -160,15 +160,22 @@ def _training(f: dict[str, Any]) -> list[Row]:
 
 def _probe_entropy(f: dict[str, Any]) -> list[Row]:
     res = f["results"]
-    ours, fwd = res["chunked"], res["forward"]
+    ours, fwd, trl = res["chunked"], res["forward"], res["trl"]
     ratio = f["throughput_vs_forward"]
+    threads = f"{f['threads']} thread" + ("s" if f["threads"] != 1 else "")
     return [
         (
             f"`bench_probe_entropy.py`: teacher-forced entropy, {f['tokens']:,} tokens, "
-            f"vocab {f['vocab']:,}, chunk {f['chunk']}",
+            f"vocab {f['vocab']:,}, chunk {f['chunk']} × vocabulary tile {f['tile']:,}, "
+            f"{threads}, median of {f['reps']} interleaved rounds "
+            f"(load {f['load_before']} → {f['load_after']})",
             f"{ours['tokens_per_s']:,.0f} tokens/s; peak extra {ours['peak_extra_mb']:.0f} MB",
-            f"plain forward (logits only): {fwd['tokens_per_s']:,.0f} tokens/s → "
-            f"**{ratio:.2f}×**; full-matrix `log_softmax`: {f['full_vs_forward']:.2f}×",
+            f"forward, logits of the scored positions only: {fwd['tokens_per_s']:,.0f} tokens/s"
+            f" → **{ratio:.2f}×**; TRL (`entropy_from_logits` + `selective_log_softmax`): "
+            f"{trl['tokens_per_s']:,.0f} tokens/s ({f['trl_vs_forward']:.2f}× forward) → "
+            f"chunked **{f['vs_trl']:.2f}×** TRL; full-matrix `log_softmax`: "
+            f"{f['full_vs_forward']:.2f}×; forward with logits at every position: "
+            f"{f['forward_all_vs_forward']:.2f}×",
             f"≥ 0.8× forward ({_met(ratio >= 0.8)}), peak ≤ forward + one chunk "
             f"({_met(bool(f['memory_target_met']))})",
         )

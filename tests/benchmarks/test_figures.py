@@ -119,3 +119,48 @@ def test_the_streaming_rows_name_both_sizes_and_the_ratio() -> None:
     rows = _streaming(f)
     assert rows[0][3] == "flat: ratio ≤ 1.3 at 10× records (met)"
     assert rows[3][3] == "flat: ratio ≤ 1.3 at 10× records (**not met**)"
+
+
+def test_the_probe_entropy_row_names_the_forward_floor_and_trl() -> None:
+    res = {"tokens_per_s": 0.0, "peak_extra_mb": 0.0}
+    figures = {
+        "bench": "probe_entropy",
+        "smoke": False,
+        "tokens": 1024,
+        "vocab": 151_936,
+        "chunk": 128,
+        "tile": 1024,
+        "threads": 1,
+        "reps": 7,
+        "load_before": 9.6,
+        "load_after": 10.2,
+        "results": {
+            "forward": {**res, "tokens_per_s": 1_000.4},
+            "forward_all": {**res, "tokens_per_s": 950.0},
+            "trl": {**res, "tokens_per_s": 400.0},
+            "full": {**res, "tokens_per_s": 450.0},
+            "chunked": {"tokens_per_s": 850.2, "peak_extra_mb": 170.4},
+        },
+        "throughput_vs_forward": 0.8498,
+        "vs_trl": 2.1255,
+        "trl_vs_forward": 0.3998,
+        "full_vs_forward": 0.4498,
+        "forward_all_vs_forward": 0.9496,
+        "memory_target_met": True,
+    }
+    (row,) = FORMATS["probe_entropy"](figures)
+    assert row == (
+        "`bench_probe_entropy.py`: teacher-forced entropy, 1,024 tokens, vocab 151,936, "
+        "chunk 128 × vocabulary tile 1,024, 1 thread, median of 7 interleaved rounds "
+        "(load 9.6 → 10.2)",
+        "850 tokens/s; peak extra 170 MB",
+        "forward, logits of the scored positions only: 1,000 tokens/s → **0.85×**; TRL "
+        "(`entropy_from_logits` + `selective_log_softmax`): 400 tokens/s (0.40× forward) → "
+        "chunked **2.13×** TRL; full-matrix `log_softmax`: 0.45×; forward with logits at "
+        "every position: 0.95×",
+        "≥ 0.8× forward (met), peak ≤ forward + one chunk (met)",
+    )
+    slow = {**figures, "throughput_vs_forward": 0.66, "memory_target_met": False, "threads": 2}
+    (row,) = FORMATS["probe_entropy"](slow)
+    assert "2 threads" in row[0] and "→ **0.66×**" in row[2]
+    assert row[3] == "≥ 0.8× forward (**not met**), peak ≤ forward + one chunk (**not met**)"

@@ -63,10 +63,16 @@ def _ids(tok: Any) -> tuple[list[list[int]], list[list[int]]]:
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-@pytest.mark.parametrize(("chunk", "batch"), [(1, 1), (7, 3), (4096, 16)])
+@pytest.mark.parametrize(
+    ("chunk", "batch", "block"),
+    [(1, 1, None), (7, 3, None), (4096, 16, None), (7, 3, 16), (5, 2, 1)],
+)
 def test_matches_full_log_softmax_reference(
-    policy: tuple[Any, Any], temperature: float, chunk: int, batch: int
+    policy: tuple[Any, Any], temperature: float, chunk: int, batch: int, block: int | None
 ) -> None:
+    """``block``: vocabulary tiles of that many columns merged online (16 does not divide
+    the vocabulary: a narrower last tile; 1: every column its own tile); None: the default
+    (one tile for this small vocabulary)."""
     model, tok = policy
     prompts, comps = _ids(tok)
     got = token_stats(
@@ -77,6 +83,7 @@ def test_matches_full_log_softmax_reference(
         chunk_size=chunk,
         batch_size=batch,
         pad_id=tok.pad_token_id,
+        vocab_block=block,
     )
     for p, c, st in zip(prompts, comps, got, strict=True):
         ref = naive_token_stats(model, p, c, temperature=temperature)
@@ -164,26 +171,65 @@ def test_gpu_entropy_throughput_figures() -> None:
     assert fig["entropy_chunked_peak_gib"] <= fig["entropy_full_peak_gib"]
 
 
+@pytest.mark.parametrize("block", [None, 4, 12])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("bias", [False, True])
-def test_chunk_statistics_with_masked_logits_match_float64(bias: bool) -> None:
-    """The in-buffer kernel (fast bias-free path and the called-head path) against a float64
-    log_softmax reference, with -inf logits (masked vocabulary entries: 0 · log 0 = 0)."""
+def test_chunk_statistics_with_masked_logits_match_float64(
+    bias: bool, dtype: str, block: int | None
+) -> None:
+    """The in-buffer kernel (float32 matmul/addmm path; a float64 head is called per tile and
+    copied) against a float64 log_softmax reference, with -inf logits (masked vocabulary
+    entries: 0 · log 0 = 0). Tiles of 4 columns: the first tile is all -inf, the second
+    partly; of 12: the first partly; None: one tile of all 50."""
     import torch
 
     from pipeline.probe.entropy_kernel import _ChunkBuffers
 
     torch.manual_seed(0)
-    head = torch.nn.Linear(16, 50, bias=bias)
+    head = torch.nn.Linear(16, 50, bias=bias).to(getattr(torch, dtype))
     with torch.no_grad():
         head.weight.mul_(8.0)  # large logits: the shifted form must keep float32 accurate
         if bias:
             head.bias[:5] = -float("inf")
-    rows, targets = torch.randn(7, 16), torch.randint(5, 50, (7,))
+    rows, targets = torch.randn(7, 16, dtype=head.weight.dtype), torch.randint(5, 50, (7,))
+    targets[:3] = torch.tensor([5, 49, 48])  # first and last live columns, in the last tile
     with torch.no_grad():
-        h, lp = _ChunkBuffers(head, 7, "cpu").stats(rows, targets, 0.7)
+        buffers = _ChunkBuffers(head, 7, "cpu", block)
+        assert buffers.block == (50 if block is None else block)
+        h, lp = buffers.stats(rows, targets, 0.7)
         logp = torch.log_softmax(head(rows).double() / 0.7, -1)
     ref_h = -(logp.exp() * logp).nan_to_num(0.0).sum(-1)
     ref_lp = logp.gather(-1, targets[:, None]).squeeze(-1)
     assert torch.isfinite(h).all()
     assert (h.double() - ref_h).abs().max() < 1e-5
     assert (lp.double() - ref_lp).abs().max() < 1e-5
+
+
+def test_default_vocabulary_tile() -> None:
+    """On CPU with one thread a [chunk × block] tile holds 2**18 float32 (1 MiB, so the
+    logits tile and its shifted copy stay in L2 between the matmul and the reductions), at
+    least 256 columns and never more than the vocabulary; with several threads (a parallel
+    region per small op) and off CPU one tile of the whole vocabulary."""
+    import torch
+
+    from pipeline.probe.entropy_kernel import _ChunkBuffers, default_vocab_block
+
+    assert default_vocab_block(151_936, 128, "cpu", 1) == 2048
+    assert default_vocab_block(151_936, 1, "cpu", 1) == 151_936
+    assert default_vocab_block(151_936, 4096, "cpu", 1) == 256
+    assert default_vocab_block(151_936, 300, "cpu", 1) == 873
+    assert default_vocab_block(151_936, 128, "cpu", 2) == 151_936
+    assert default_vocab_block(151_936, 128, "cuda", 1) == 151_936
+    head = torch.nn.Linear(8, 151_936, bias=False, device="meta")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert _ChunkBuffers(head, 128, "cpu").block == 2048
+        assert _ChunkBuffers(head, 128, "meta").block == 151_936
+        assert tuple(_ChunkBuffers(head, 128, "meta").z.shape) == (128, 151_936)
+        small = torch.nn.Linear(8, 300, bias=False, device="meta")
+        assert _ChunkBuffers(small, 1, "cpu").block == 300
+        torch.set_num_threads(2)
+        assert _ChunkBuffers(head, 128, "cpu").block == 151_936
+    finally:
+        torch.set_num_threads(before)
