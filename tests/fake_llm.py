@@ -394,27 +394,24 @@ class FakeLLM:
             with self._lock:
                 return [c.__dict__ for c in self.calls]
 
-        @api.post("/v1/chat/completions")
-        async def chat(request: Request):  # type: ignore[no-untyped-def]
+        async def counted(handler, request: Request):  # type: ignore[no-untyped-def]
+            """Run ``handler`` while counting requests in flight (and their maximum)."""
             with self._lock:
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
             try:
-                return await answer(request)
+                return await handler(request)
             finally:
                 with self._lock:
                     self.in_flight -= 1
 
+        @api.post("/v1/chat/completions")
+        async def chat(request: Request):  # type: ignore[no-untyped-def]
+            return await counted(answer, request)
+
         @api.post("/v1/completions")
         async def completions(request: Request):  # type: ignore[no-untyped-def]
-            with self._lock:
-                self.in_flight += 1
-                self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            try:
-                return await complete(request)
-            finally:
-                with self._lock:
-                    self.in_flight -= 1
+            return await counted(complete, request)
 
         async def complete(request: Request):  # type: ignore[no-untyped-def]
             from fastapi.responses import Response
