@@ -8,6 +8,8 @@ database transaction fails, and re-ingesting an identical file is a reported no-
 from __future__ import annotations
 
 import hashlib
+import itertools
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +25,16 @@ from pipeline.records import (
     RecordBatch,
     RecordError,
     RecordValidationError,
+    iter_jsonl_batches,
     question_texts,
     read_records,
 )
 
 INSERT_CHUNK = 5_000
+# A JSONL file is read, validated and written this many records at a time (one
+# transaction for the whole file), so an ingest's memory does not grow with the file.
+STREAM_CHUNK = 50_000
+ID_LOOKUP_CHUNK = 900  # under SQLite's oldest limit of 999 bound variables
 
 
 @dataclass(frozen=True)
@@ -111,7 +118,23 @@ def ingest_file(
                         prior.id,
                         prior.token_artifact,
                     )
-        batch = read_records(path, allow_extra=allow_extra)
+        if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+            chunks = iter_jsonl_batches(path, chunk_records=STREAM_CHUNK, allow_extra=allow_extra)
+            batch = next(chunks)
+            following = next(chunks, None)
+            if following is not None:
+                return _write_stream(
+                    engine,
+                    [batch, following],
+                    chunks,
+                    study=study,
+                    sha=pending_sha.result(),
+                    artifacts_dir=artifacts_dir,
+                    data_dir=data_dir,
+                    progress=progress,
+                )
+        else:
+            batch = read_records(path, allow_extra=allow_extra)
         sha = pending_sha.result()
     return _write_batch(
         engine,
@@ -246,6 +269,112 @@ def _write_batches(
         raise
     pool.shutdown(wait=True)
     return results
+
+
+def _write_stream(
+    engine: Engine,
+    head: list[RecordBatch],
+    rest: Iterator[RecordBatch],
+    *,
+    study: str,
+    sha: str,
+    artifacts_dir: Path,
+    data_dir: Path,
+    progress: bool,
+) -> IngestResult:
+    """Write a file that spans several chunks: every chunk inside ONE transaction (all or
+    nothing), each validated as it is read; ids and question texts that span chunks are
+    checked against the rows this transaction already wrote. One ingest row for the file;
+    each chunk with token entropies gets its own artifact (rows point at theirs)."""
+    from app.store.artifacts import new_artifact_path, write_token_artifact
+
+    artifacts: list[Path] = []
+    n_records = 0
+    n_new_questions = 0
+    question_ids: set[str] = set()
+    bar = tqdm(unit="rec", desc="ingest (streamed)", disable=not progress)
+    try:
+        with session_scope(engine) as session:
+            st = get_or_create_study(session, name=study)
+            ing = Ingest(
+                study_id=st.id, source=head[0].source, sha256=sha, n_records=0, token_artifact=None
+            )
+            session.add(ing)
+            session.flush()
+            first_artifact: str | None = None
+            for batch in itertools.chain(head, rest):
+                _refuse_stored_ids(session, batch, st.id, ing.id)
+                n_new_questions += len(_write_questions(session, batch, st.id, ing.created_at))
+                rel = None
+                if batch.token_present is not None and batch.token_present.any():
+                    artifact = new_artifact_path(artifacts_dir, study)
+                    artifacts.append(artifact)
+                    write_token_artifact(
+                        artifact,
+                        batch.columns["trajectory_id"],
+                        batch.token_values,
+                        batch.token_offsets,
+                        batch.token_present,
+                    )
+                    rel = str(artifact.relative_to(data_dir))
+                    first_artifact = first_artifact or rel
+                _insert_trajectories(session, batch, st.id, ing.id, rel, False)
+                n_records += len(batch)
+                question_ids.update(batch.columns["question_id"])
+                bar.update(len(batch))
+            ing.n_records = n_records
+            ing.token_artifact = first_artifact
+            session.add(ing)
+            session.flush()
+            result = IngestResult(
+                study,
+                head[0].source,
+                n_records,
+                len(question_ids),
+                n_new_questions,
+                False,
+                ing.id,
+                first_artifact,
+            )
+    except BaseException:
+        for artifact in artifacts:
+            artifact.unlink(missing_ok=True)
+            artifact.with_suffix(".parquet.tmp").unlink(missing_ok=True)
+        raise
+    finally:
+        bar.close()
+    return result
+
+
+def _refuse_stored_ids(session: Any, batch: RecordBatch, study_id: int, ingest_id: int) -> None:
+    """The chunk's records whose trajectory id the study already holds, looked up by id
+    (memory bounded by the chunk): written earlier by this same file, or by another."""
+    tids = batch.columns["trajectory_id"]
+    found: dict[str, int] = {}
+    for start in range(0, len(tids), ID_LOOKUP_CHUNK):
+        part = tids[start : start + ID_LOOKUP_CHUNK]
+        found.update(
+            session.execute(
+                select(Trajectory.trajectory_id, Trajectory.ingest_id).where(
+                    Trajectory.study_id == study_id, Trajectory.trajectory_id.in_(part)
+                )
+            ).all()
+        )
+    if not found:
+        return
+    errors = [
+        RecordError(
+            batch.source,
+            loc,
+            "trajectory_id",
+            f"duplicate trajectory_id {tid!r} (earlier in this file)"
+            if found[tid] == ingest_id
+            else f"trajectory_id {tid!r} already exists in the store",
+        )
+        for tid, loc in zip(tids, batch.locations, strict=True)
+        if tid in found
+    ]
+    raise RecordValidationError(errors[:100], truncated=len(errors) > 100)
 
 
 def _refuse_cross_batch_duplicates(batches: list[RecordBatch]) -> None:

@@ -126,7 +126,7 @@ def run_child(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, f
     return dt, usage.ru_maxrss / 1024, out_path.read_text()
 
 
-def chain(root: Path, n: int, port: int, concurrency: int, n_boot: int) -> dict:  # type: ignore[type-arg]
+def chain(root: Path, n: int, port: int, concurrency: int, n_boot: int, until: str) -> dict:  # type: ignore[type-arg]
     root.mkdir(parents=True)
     src = root / "records.jsonl"
     n = generate(src, n)
@@ -146,6 +146,8 @@ def chain(root: Path, n: int, port: int, concurrency: int, n_boot: int) -> dict:
     out: dict = {"n": n, "n_successes": n_success}  # type: ignore[type-arg]
     sec, rss, _ = run_child([*rcea, "ingest", str(src), "--study", "bench"], env, root)
     out["ingest"] = {"seconds": sec, "peak_rss_mb": rss, "records": n}
+    if until == "ingest":
+        return _rates(out, until)
     run_child([*rcea, "judge", "freeze", "--name", "bench-judge", "--model", "fake"], env, root)
     sec, rss, text = run_child(
         [*rcea, "judge", "run", "--study", "bench", "--judge", "bench-judge",
@@ -156,6 +158,8 @@ def chain(root: Path, n: int, port: int, concurrency: int, n_boot: int) -> dict:
     if judged["n_valid"] != n_success:
         raise SystemExit(f"judge: {judged['n_valid']} valid of {n_success}")
     out["judge"] = {"seconds": sec, "peak_rss_mb": rss, "records": n_success}
+    if until == "judge":
+        return _rates(out, until)
     t0 = time.perf_counter()
     run_child([sys.executable, "-c", SETUP, db], env, root)
     out["codebook_setup_s"] = time.perf_counter() - t0
@@ -168,12 +172,18 @@ def chain(root: Path, n: int, port: int, concurrency: int, n_boot: int) -> dict:
     if assigned.get("n_failed"):
         raise SystemExit(f"assign: {assigned['n_failed']} failed calls")
     out["assign"] = {"seconds": sec, "peak_rss_mb": rss, "records": n_success}
+    if until == "assign":
+        return _rates(out, until)
     sec, rss, _ = run_child(
         [*rcea, "report", "build", "--study", "bench", "--n-boot", str(n_boot), "--json"],
         env, root,
     )  # fmt: skip
     out["report"] = {"seconds": sec, "peak_rss_mb": rss, "records": n}
-    for stage in STAGES:
+    return _rates(out, until)
+
+
+def _rates(out: dict, until: str) -> dict:  # type: ignore[type-arg]
+    for stage in STAGES[: STAGES.index(until) + 1]:
         m = out[stage]
         m["records_per_s"] = m["records"] / m["seconds"]
     return out
@@ -186,8 +196,12 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--n-boot", type=int, default=20)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
+    ap.add_argument(
+        "--until", choices=STAGES, default="report", help="last stage to run (each needs the last)"
+    )
     add_json_out(ap)
     args = ap.parse_args()
+    stages = STAGES[: STAGES.index(args.until) + 1]
     sizes = [args.records] if args.records else [int(s) for s in args.sizes.split(",")]
     if args.smoke:
         sizes = [200, 600]
@@ -199,24 +213,27 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for n in sizes:
-                runs.append(chain(Path(tmp) / f"n{n}", n, port, args.concurrency, args.n_boot))
+                runs.append(
+                    chain(Path(tmp) / f"n{n}", n, port, args.concurrency, args.n_boot, args.until)
+                )
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
     print(f"{'stage':<10}{'records':>10}{'seconds':>10}{'records/s':>12}{'peak RSS MB':>13}")
     for r in runs:
-        for stage in STAGES:
+        for stage in stages:
             m = r[stage]
             print(
                 f"{stage:<10}{m['records']:>10}{m['seconds']:>10.1f}"
                 f"{m['records_per_s']:>12.0f}{m['peak_rss_mb']:>13.0f}"
             )
-        print(f"(codebook setup, not measured: {r['codebook_setup_s']:.0f} s)")
+        if "codebook_setup_s" in r:
+            print(f"(codebook setup, not measured: {r['codebook_setup_s']:.0f} s)")
     small, big = runs[0], runs[-1]
-    ratio = {s: big[s]["peak_rss_mb"] / small[s]["peak_rss_mb"] for s in STAGES}
+    ratio = {s: big[s]["peak_rss_mb"] / small[s]["peak_rss_mb"] for s in stages}
     print(
         f"peak RSS ratio {big['n']:,} / {small['n']:,} records: "
-        + ", ".join(f"{s} {ratio[s]:.2f}" for s in STAGES)
+        + ", ".join(f"{s} {ratio[s]:.2f}" for s in stages)
     )
     figures: dict = {  # type: ignore[type-arg]
         "bench": "streaming",
@@ -224,12 +241,13 @@ def main() -> None:
         "sizes": [r["n"] for r in runs],
         "concurrency": args.concurrency,
         "n_boot": args.n_boot,
+        "until": args.until,
     }
     for r in runs:
-        for stage in STAGES:
+        for stage in stages:
             figures[f"{stage}_records_per_s_{r['n']}"] = round(r[stage]["records_per_s"], 1)
             figures[f"{stage}_peak_rss_mb_{r['n']}"] = round(r[stage]["peak_rss_mb"])
-    for stage in STAGES:
+    for stage in stages:
         figures[f"{stage}_rss_ratio"] = round(ratio[stage], 2)
     emit(figures, args.json_out)
 

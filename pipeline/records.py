@@ -247,6 +247,75 @@ def _read_jsonl(path: Path, *, max_errors: int, allow_extra: bool) -> RecordBatc
     return batch
 
 
+_UNKNOWN_FIELD = "unknown field (see the record schema in README)"
+
+
+def iter_jsonl_batches(
+    path: str | Path,
+    *,
+    chunk_records: int,
+    max_errors: int = MAX_ERRORS,
+    allow_extra: bool = False,
+) -> Iterator[RecordBatch]:
+    """Read and validate a JSONL file ``chunk_records`` records at a time, so memory is
+    bounded by the chunk, not the file. Each yielded batch is validated exactly as
+    ``read_records`` validates a file (locations are the file's own line numbers); a chunk
+    with problems raises ``RecordValidationError`` for that chunk. Checks that span chunks
+    (a trajectory id or question text seen in an earlier chunk) are the caller's: the
+    streaming ingest makes them against the rows it already wrote in its transaction."""
+    if chunk_records < 1:
+        raise ValueError("chunk_records must be at least 1")
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    source = str(path)
+    first = True
+    with path.open("r", encoding="utf-8") as fh:
+        lines = enumerate(fh, start=1)
+        while True:
+            errs = _Collector(source, max_errors)
+            columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
+            locations: list[str] = []
+            token_lists: list[Any] = []
+            exhausted = True
+            for lineno, line in lines:
+                if not line.strip():
+                    continue
+                loc = f"line {lineno}"
+                try:
+                    obj = json.loads(line.rstrip("\r\n"))
+                except json.JSONDecodeError as exc:
+                    errs.add(loc, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
+                    obj = None
+                if obj is not None and not isinstance(obj, dict):
+                    errs.add(loc, None, f"expected a JSON object, got {type(obj).__name__}")
+                elif isinstance(obj, dict):
+                    if not allow_extra:
+                        for key in obj:
+                            if key not in ALL_FIELDS:
+                                errs.add(loc, key, _UNKNOWN_FIELD)
+                    for name in SCALAR_FIELDS:
+                        columns[name].append(obj.get(name))
+                    token_lists.append(obj.get("token_entropies"))
+                    locations.append(loc)
+                if len(locations) >= chunk_records or errs.full:
+                    exhausted = False
+                    break
+            if not locations and not errs.errors:
+                if first:
+                    errs.add("file", None, "no records in file")
+                    errs.raise_if_any()
+                return
+            first = False
+            values, offsets, present = _pack_token_lists(token_lists, locations, errs)
+            batch = RecordBatch(source, columns, locations, values, offsets, present)
+            _validate(batch, errs)
+            errs.raise_if_any()
+            yield batch
+            if exhausted:
+                return
+
+
 def _pack_token_lists(
     token_lists: list[Any], locations: list[str], errs: _Collector
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:

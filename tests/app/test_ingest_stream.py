@@ -1,0 +1,142 @@
+"""A JSONL file larger than one chunk is read, validated and written chunk by chunk in
+ONE transaction: same rows as a one-chunk ingest, all or nothing, ids and question texts
+checked across chunks, artifacts removed on failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+import app.ingest as ingest_mod
+from app.ingest import ingest_file
+from app.store import Ingest, Question, Study, Trajectory
+from app.store.artifacts import read_token_entropies
+from pipeline.records import RecordValidationError, iter_jsonl_batches
+from tests.helpers import make_record, write_jsonl
+
+
+def _counts(engine) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    with engine.connect() as conn:
+        return {
+            t.__tablename__: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
+            for t in (Study, Question, Ingest, Trajectory)
+        }
+
+
+def _ingest(engine, path: Path, data: Path, study: str = "s"):  # type: ignore[no-untyped-def]
+    return ingest_file(engine, path, study=study, artifacts_dir=data / "artifacts", data_dir=data)
+
+
+def _records(n: int) -> list[dict]:
+    recs = [make_record(i, token_entropies=[0.01 * i, 0.5, 1.0 + i]) for i in range(n)]
+    recs[4].pop("token_entropies")  # a row without tokens inside a chunk that has some
+    return recs
+
+
+def _stored(engine, data: Path) -> list[tuple]:  # type: ignore[no-untyped-def]
+    cols = [c for c in Trajectory.__table__.columns if c.name not in ("id", "ingest_id")]
+    keep = [c for c in cols if c.name not in ("token_artifact", "token_row")]
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(*keep, Trajectory.token_artifact, Trajectory.token_row).order_by(
+                Trajectory.trajectory_id
+            )
+        ).all()
+    out = []
+    for r in rows:
+        scalars = tuple(r[: len(keep)])
+        art, row = r[len(keep)], r[len(keep) + 1]
+        tokens = None if art is None else tuple(read_token_entropies(data / art, [row])[0].tolist())
+        out.append((*scalars, tokens))
+    return out
+
+
+def test_reader_yields_bounded_chunks_with_file_line_numbers(tmp_path: Path) -> None:
+    recs = _records(11)
+    path = write_jsonl(tmp_path / "a.jsonl", recs)
+    batches = list(iter_jsonl_batches(path, chunk_records=4))
+    assert [len(b) for b in batches] == [4, 4, 3]
+    assert batches[2].locations == ["line 9", "line 10", "line 11"]
+    assert [t for b in batches for t in b.columns["trajectory_id"]] == [
+        r["trajectory_id"] for r in recs
+    ]
+    exact = list(iter_jsonl_batches(path, chunk_records=11))
+    assert [len(b) for b in exact] == [11]
+    with pytest.raises(ValueError, match="at least 1"):
+        list(iter_jsonl_batches(path, chunk_records=0))
+
+
+def test_streamed_ingest_equals_one_chunk_ingest(
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    recs = _records(23)
+    one = tmp_path / "one"
+    path = write_jsonl(tmp_path / "a.jsonl", recs)
+    whole = _ingest(engine, path, one)
+    expected = _stored(engine, one)
+    with engine.begin() as conn:
+        conn.execute(sa.delete(Trajectory))
+        conn.execute(sa.delete(Question))
+        conn.execute(sa.delete(Ingest))
+    monkeypatch.setattr(ingest_mod, "STREAM_CHUNK", 5)
+    streamed_dir = tmp_path / "streamed"
+    res = _ingest(engine, path, streamed_dir)
+    assert (res.n_trajectories, res.n_questions, res.n_new_questions) == (
+        whole.n_trajectories,
+        whole.n_questions,
+        whole.n_new_questions,
+    )
+    assert _stored(engine, streamed_dir) == expected
+    # One ingest row for the file, its hash makes a second ingest a no-op.
+    assert _counts(engine)["ingest"] == 1
+    assert len(list((streamed_dir / "artifacts").rglob("*.parquet"))) == 5
+    again = _ingest(engine, path, streamed_dir)
+    assert again.already_ingested and again.ingest_id == res.ingest_id
+    assert _counts(engine)["trajectory"] == 23
+
+
+def test_duplicate_across_chunks_writes_nothing(
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(ingest_mod, "STREAM_CHUNK", 4)
+    recs = _records(12)
+    recs[10]["trajectory_id"] = recs[1]["trajectory_id"]
+    with pytest.raises(RecordValidationError, match=r"line 11: trajectory_id: duplicate .*earlier"):
+        _ingest(engine, write_jsonl(tmp_path / "a.jsonl", recs), tmp_path)
+    assert _counts(engine) == {"study": 0, "question": 0, "ingest": 0, "trajectory": 0}
+    assert not list((tmp_path / "artifacts").rglob("*.parquet*"))
+
+
+def test_bad_record_in_a_late_chunk_writes_nothing(
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(ingest_mod, "STREAM_CHUNK", 4)
+    recs = _records(12)
+    recs[9]["reward"] = 3
+    with pytest.raises(RecordValidationError, match="line 10: reward"):
+        _ingest(engine, write_jsonl(tmp_path / "a.jsonl", recs), tmp_path)
+    assert _counts(engine) == {"study": 0, "question": 0, "ingest": 0, "trajectory": 0}
+    assert not list((tmp_path / "artifacts").rglob("*.parquet*"))
+
+
+def test_store_duplicate_and_question_conflict_across_chunks(
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    _ingest(engine, write_jsonl(tmp_path / "a.jsonl", [make_record(100)]), tmp_path)
+    monkeypatch.setattr(ingest_mod, "STREAM_CHUNK", 3)
+    clash = [make_record(i) for i in range(95, 101)]  # t00100 is stored, in chunk 2
+    with pytest.raises(RecordValidationError, match=r"line 6: trajectory_id: .*already exists"):
+        _ingest(engine, write_jsonl(tmp_path / "b.jsonl", clash), tmp_path)
+    assert _counts(engine)["trajectory"] == 1
+    texts = [make_record(i, question="What is 2+2?") for i in range(6)]
+    for r in texts:
+        r["question_id"] = "q-same"
+    for r in texts[3:]:  # chunk 2 agrees with itself, not with chunk 1 (already written)
+        r["question"] = "What is 3+3?"
+    with pytest.raises(RecordValidationError, match="line 4: question: .*different question text"):
+        _ingest(engine, write_jsonl(tmp_path / "c.jsonl", texts), tmp_path)
+    assert _counts(engine)["trajectory"] == 1
+    np.testing.assert_equal(_counts(engine)["ingest"], 1)
