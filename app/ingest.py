@@ -3,6 +3,8 @@
 An ingest either writes every record of the file or nothing: validation happens before
 the transaction, the token artifact is written atomically and removed again if the
 database transaction fails, and re-ingesting an identical file is a reported no-op.
+A JSONL file of more than ``STREAM_CHUNK`` records is validated and written chunk by
+chunk inside that one transaction (``_write_stream``), so memory does not grow with it.
 """
 
 from __future__ import annotations
