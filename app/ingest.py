@@ -3,7 +3,7 @@
 An ingest either writes every record of the file or nothing: validation happens before
 the transaction, the token artifact is written atomically and removed again if the
 database transaction fails, and re-ingesting an identical file is a reported no-op.
-A JSONL file of more than ``STREAM_CHUNK`` records is validated and written chunk by
+A JSONL or Parquet file of more than ``STREAM_CHUNK`` records is validated and written chunk by
 chunk inside that one transaction (``_write_stream``), so memory does not grow with it.
 """
 
@@ -28,6 +28,7 @@ from pipeline.records import (
     RecordError,
     RecordValidationError,
     iter_jsonl_batches,
+    iter_parquet_batches,
     question_texts,
     read_records,
 )
@@ -120,8 +121,14 @@ def ingest_file(
                         prior.id,
                         prior.token_artifact,
                     )
-        if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-            chunks = iter_jsonl_batches(path, chunk_records=STREAM_CHUNK, allow_extra=allow_extra)
+        suffix = path.suffix.lower()
+        if suffix in (".jsonl", ".json", ".ndjson", ".parquet", ".pq"):
+            reader = (
+                iter_jsonl_batches
+                if suffix in (".jsonl", ".json", ".ndjson")
+                else (iter_parquet_batches)
+            )
+            chunks = reader(path, chunk_records=STREAM_CHUNK, allow_extra=allow_extra)
             batch = next(chunks)
             following = next(chunks, None)
             if following is not None:

@@ -353,8 +353,6 @@ def _pack_token_lists(
 
 
 def _read_parquet(path: Path, *, max_errors: int, allow_extra: bool) -> RecordBatch:
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     source = str(path)
@@ -365,15 +363,71 @@ def _read_parquet(path: Path, *, max_errors: int, allow_extra: bool) -> RecordBa
         errs.add("file", None, f"cannot read Parquet: {exc}")
         errs.raise_if_any()
         raise  # unreachable
-    n = table.num_rows
-    locations = [f"row {i}" for i in range(n)]
-    if n == 0:
+    if table.num_rows == 0:
         errs.add("file", None, "no records in file")
+    _parquet_columns(table.column_names, errs, allow_extra)
+    return _parquet_batch(table, source, errs, 0)
+
+
+def iter_parquet_batches(
+    path: str | Path,
+    *,
+    chunk_records: int,
+    max_errors: int = MAX_ERRORS,
+    allow_extra: bool = False,
+) -> Iterator[RecordBatch]:
+    """``iter_jsonl_batches`` for Parquet: row groups read ``chunk_records`` rows at a time,
+    each chunk validated as ``read_records`` validates a file (``row N`` of the file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if chunk_records < 1:
+        raise ValueError("chunk_records must be at least 1")
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    source = str(path)
+    errs = _Collector(source, max_errors)
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
+        errs.add("file", None, f"cannot read Parquet: {exc}")
+        errs.raise_if_any()
+        raise  # unreachable
+    if pf.metadata.num_rows == 0:
+        errs.add("file", None, "no records in file")
+    _parquet_columns(pf.schema_arrow.names, errs, allow_extra)
+    row0 = 0
+    batches = pf.iter_batches(batch_size=chunk_records, use_threads=False)
+    while True:
+        try:
+            rb = next(batches, None)
+        except Exception as exc:  # noqa: BLE001 - a corrupt row group deep in the file
+            errs.add(f"row {row0}", None, f"cannot read Parquet: {exc}")
+            errs.raise_if_any()
+            raise  # unreachable
+        if rb is None:
+            return
+        table = pa.Table.from_batches([rb])
+        yield _parquet_batch(table, source, _Collector(source, max_errors), row0)
+        row0 += table.num_rows
+
+
+def _parquet_columns(names: list[str], errs: _Collector, allow_extra: bool) -> None:
     if not allow_extra:
-        for name in table.column_names:
+        for name in names:
             if name not in ALL_FIELDS:
                 errs.add("file", name, "unknown column (see the record schema in README)")
     errs.raise_if_any()
+
+
+def _parquet_batch(table: Any, source: str, errs: _Collector, row0: int) -> RecordBatch:
+    """Validate a table of Parquet rows ``row0 …`` of the file as one batch."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    locations = [f"row {i}" for i in range(row0, row0 + n)]
     columns: dict[str, list[Any]] = {}
     for name in SCALAR_FIELDS:
         if name in table.column_names:

@@ -14,7 +14,7 @@ import app.ingest as ingest_mod
 from app.ingest import ingest_file
 from app.store import Ingest, Question, Study, Trajectory
 from app.store.artifacts import read_token_entropies
-from pipeline.records import RecordValidationError, iter_jsonl_batches
+from pipeline.records import RecordValidationError, iter_jsonl_batches, iter_parquet_batches
 from tests.helpers import make_record, write_jsonl
 
 
@@ -140,3 +140,51 @@ def test_store_duplicate_and_question_conflict_across_chunks(
         _ingest(engine, write_jsonl(tmp_path / "c.jsonl", texts), tmp_path)
     assert _counts(engine)["trajectory"] == 1
     np.testing.assert_equal(_counts(engine)["ingest"], 1)
+
+
+def _write_parquet(path: Path, recs: list[dict]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(recs), path, row_group_size=4)
+    return path
+
+
+def test_parquet_reader_chunks_keep_file_row_numbers(tmp_path: Path) -> None:
+    recs = _records(11)
+    path = _write_parquet(tmp_path / "a.parquet", recs)
+    batches = list(iter_parquet_batches(path, chunk_records=5))
+    assert [len(b) for b in batches] == [5, 5, 1]
+    assert batches[1].locations == [f"row {i}" for i in range(5, 10)]
+    assert [t for b in batches for t in b.columns["trajectory_id"]] == [
+        r["trajectory_id"] for r in recs
+    ]
+
+
+def test_streamed_parquet_ingest_equals_one_chunk_and_is_all_or_nothing(
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    recs = _records(17)
+    path = _write_parquet(tmp_path / "a.parquet", recs)
+    one = tmp_path / "one"
+    _ingest(engine, path, one)
+    expected = _stored(engine, one)
+    with engine.begin() as conn:
+        conn.execute(sa.delete(Trajectory))
+        conn.execute(sa.delete(Question))
+        conn.execute(sa.delete(Ingest))
+    monkeypatch.setattr(ingest_mod, "STREAM_CHUNK", 5)
+    streamed_dir = tmp_path / "streamed"
+    res = _ingest(engine, path, streamed_dir)
+    assert res.n_trajectories == 17 and _stored(engine, streamed_dir) == expected
+    with engine.begin() as conn:
+        conn.execute(sa.delete(Trajectory))
+        conn.execute(sa.delete(Question))
+        conn.execute(sa.delete(Ingest))
+    bad = _records(17)
+    bad[12]["reward"] = 3
+    bad_dir = tmp_path / "bad"
+    with pytest.raises(RecordValidationError, match="row 12: reward"):
+        _ingest(engine, _write_parquet(tmp_path / "bad.parquet", bad), bad_dir)
+    assert _counts(engine)["trajectory"] == 0 and _counts(engine)["ingest"] == 0
+    assert not list((bad_dir / "artifacts").rglob("*.parquet*"))
