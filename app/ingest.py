@@ -27,14 +27,12 @@ from pipeline.records import (
     RecordBatch,
     RecordError,
     RecordValidationError,
-    iter_jsonl_batches,
-    iter_parquet_batches,
+    iter_record_batches,
     question_texts,
-    read_records,
 )
 
 INSERT_CHUNK = 5_000
-# A JSONL file is read, validated and written this many records at a time (one
+# A JSONL or Parquet file is read, validated and written this many records at a time (one
 # transaction for the whole file), so an ingest's memory does not grow with the file.
 STREAM_CHUNK = 50_000
 ID_LOOKUP_CHUNK = 900  # under SQLite's oldest limit of 999 bound variables
@@ -121,29 +119,20 @@ def ingest_file(
                         prior.id,
                         prior.token_artifact,
                     )
-        suffix = path.suffix.lower()
-        if suffix in (".jsonl", ".json", ".ndjson", ".parquet", ".pq"):
-            reader = (
-                iter_jsonl_batches
-                if suffix in (".jsonl", ".json", ".ndjson")
-                else (iter_parquet_batches)
+        chunks = iter_record_batches(path, chunk_records=STREAM_CHUNK, allow_extra=allow_extra)
+        batch = next(chunks)
+        following = next(chunks, None)
+        if following is not None:
+            return _write_stream(
+                engine,
+                [batch, following],
+                chunks,
+                study=study,
+                sha=pending_sha.result(),
+                artifacts_dir=artifacts_dir,
+                data_dir=data_dir,
+                progress=progress,
             )
-            chunks = reader(path, chunk_records=STREAM_CHUNK, allow_extra=allow_extra)
-            batch = next(chunks)
-            following = next(chunks, None)
-            if following is not None:
-                return _write_stream(
-                    engine,
-                    [batch, following],
-                    chunks,
-                    study=study,
-                    sha=pending_sha.result(),
-                    artifacts_dir=artifacts_dir,
-                    data_dir=data_dir,
-                    progress=progress,
-                )
-        else:
-            batch = read_records(path, allow_extra=allow_extra)
         sha = pending_sha.result()
     return _write_batch(
         engine,
@@ -272,9 +261,7 @@ def _write_batches(
                 )
     except BaseException:
         pool.shutdown(wait=True)
-        for artifact in artifacts:
-            artifact.unlink(missing_ok=True)
-            artifact.with_suffix(".parquet.tmp").unlink(missing_ok=True)
+        _remove_artifacts(artifacts)
         raise
     pool.shutdown(wait=True)
     return results
@@ -333,7 +320,6 @@ def _write_stream(
                 bar.update(len(batch))
             ing.n_records = n_records
             ing.token_artifact = first_artifact
-            session.add(ing)
             session.flush()
             result = IngestResult(
                 study,
@@ -346,13 +332,18 @@ def _write_stream(
                 first_artifact,
             )
     except BaseException:
-        for artifact in artifacts:
-            artifact.unlink(missing_ok=True)
-            artifact.with_suffix(".parquet.tmp").unlink(missing_ok=True)
+        _remove_artifacts(artifacts)
         raise
     finally:
         bar.close()
     return result
+
+
+def _remove_artifacts(artifacts: list[Path]) -> None:
+    """Undo the token artifacts of a failed ingest (and a half-written temporary file)."""
+    for artifact in artifacts:
+        artifact.unlink(missing_ok=True)
+        artifact.with_suffix(".parquet.tmp").unlink(missing_ok=True)
 
 
 def _refuse_stored_ids(session: Any, batch: RecordBatch, study_id: int, ingest_id: int) -> None:

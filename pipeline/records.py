@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +129,11 @@ class RecordBatch:
 # --------------------------------------------------------------------------- reading
 
 
+_UNKNOWN_FIELD = "unknown field (see the record schema in README)"
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
 def read_records(
     path: str | Path, *, max_errors: int = MAX_ERRORS, allow_extra: bool = False
 ) -> RecordBatch:
@@ -140,11 +146,38 @@ def read_records(
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
+    if suffix in JSONL_SUFFIXES:
         return _read_jsonl(path, max_errors=max_errors, allow_extra=allow_extra)
-    if suffix in (".parquet", ".pq"):
+    if suffix in PARQUET_SUFFIXES:
         return _read_parquet(path, max_errors=max_errors, allow_extra=allow_extra)
-    raise RecordValidationError(
+    raise _unsupported(path)
+
+
+def iter_record_batches(
+    path: str | Path,
+    *,
+    chunk_records: int,
+    max_errors: int = MAX_ERRORS,
+    allow_extra: bool = False,
+) -> Iterator[RecordBatch]:
+    """``read_records`` in chunks of at most ``chunk_records`` records (JSONL or Parquet by
+    suffix), each validated as a file is; checks across chunks are the caller's."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix in JSONL_SUFFIXES:
+        reader = iter_jsonl_batches
+    elif suffix in PARQUET_SUFFIXES:
+        reader = iter_parquet_batches
+    else:
+        raise _unsupported(path)
+    return reader(path, chunk_records=chunk_records, max_errors=max_errors, allow_extra=allow_extra)
+
+
+def _unsupported(path: Path) -> RecordValidationError:
+    suffix = path.suffix.lower()
+    return RecordValidationError(
         [
             RecordError(
                 str(path), "file", None, f"unsupported file type {suffix!r}: use .jsonl or .parquet"
@@ -169,7 +202,7 @@ def records_from_rows(
     for obj, loc in zip(rows, locations, strict=True):
         for key in obj:
             if key not in ALL_FIELDS:
-                errs.add(loc, key, "unknown field (see the record schema in README)")
+                errs.add(loc, key, _UNKNOWN_FIELD)
         for name in SCALAR_FIELDS:
             columns[name].append(obj.get(name))
         token_lists.append(obj.get("token_entropies"))
@@ -208,46 +241,13 @@ def _location_key(err: RecordError) -> int:
 
 
 def _read_jsonl(path: Path, *, max_errors: int, allow_extra: bool) -> RecordBatch:
-    source = str(path)
-    errs = _Collector(source, max_errors)
-    columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
-    locations: list[str] = []
-    token_lists: list[Any] = []
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if errs.full:
-                break
-            if not line.strip():
-                continue
-            loc = f"line {lineno}"
-            try:
-                obj = json.loads(line.rstrip("\r\n"))
-            except json.JSONDecodeError as exc:
-                errs.add(loc, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
-                continue
-            if not isinstance(obj, dict):
-                errs.add(loc, None, f"expected a JSON object, got {type(obj).__name__}")
-                continue
-            if not allow_extra:
-                for key in obj:
-                    if key not in ALL_FIELDS:
-                        errs.add(loc, key, "unknown field (see the record schema in README)")
-            for name in SCALAR_FIELDS:
-                columns[name].append(obj.get(name))
-            token_lists.append(obj.get("token_entropies"))
-            locations.append(loc)
-    if not locations and not errs.errors:
-        errs.add("file", None, "no records in file")
-    # Parse errors do not stop field validation of the lines that did parse: the user
-    # gets every problem of the file in one run.
-    values, offsets, present = _pack_token_lists(token_lists, locations, errs)
-    batch = RecordBatch(source, columns, locations, values, offsets, present)
-    _validate(batch, errs)
-    errs.raise_if_any()
-    return batch
-
-
-_UNKNOWN_FIELD = "unknown field (see the record schema in README)"
+    # The whole file as one chunk: one reader for both (parse errors do not stop field
+    # validation of the lines that did parse: the user gets every problem in one run).
+    return next(
+        iter_jsonl_batches(
+            path, chunk_records=sys.maxsize, max_errors=max_errors, allow_extra=allow_extra
+        )
+    )
 
 
 def iter_jsonl_batches(

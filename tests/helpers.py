@@ -101,6 +101,24 @@ def make_record(i: int = 0, **overrides: Any) -> dict[str, Any]:
     return rec
 
 
+def store_counts(engine) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Rows in the study, question, ingest and trajectory tables."""
+    import sqlalchemy as sa
+
+    from app.store import Ingest, Question, Study, Trajectory
+
+    with engine.connect() as conn:
+        return {
+            t.__tablename__: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
+            for t in (Study, Question, Ingest, Trajectory)
+        }
+
+
+def ingest_into(engine, path: Path, data: Path, study: str = "s"):  # type: ignore[no-untyped-def]
+    """``ingest_file`` with artifacts under ``data/artifacts``."""
+    return ingest_file(engine, path, study=study, artifacts_dir=data / "artifacts", data_dir=data)
+
+
 def write_jsonl(path: Path, records: list[dict[str, Any]] | list[str]) -> Path:
     with path.open("w", encoding="utf-8") as fh:
         for rec in records:

@@ -8,23 +8,13 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from app.ingest import ingest_file
-from app.store import Ingest, Question, Study, Trajectory
+from app.store import Trajectory
 from app.store.artifacts import read_token_entropies
 from pipeline.records import RecordValidationError
-from tests.helpers import make_record, write_jsonl
+from tests.helpers import ingest_into, make_record, store_counts, write_jsonl
 
-
-def _counts(engine) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    with engine.connect() as conn:
-        return {
-            t.__tablename__: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
-            for t in (Study, Question, Ingest, Trajectory)
-        }
-
-
-def _ingest(engine, path: Path, data: Path, study: str = "s"):  # type: ignore[no-untyped-def]
-    return ingest_file(engine, path, study=study, artifacts_dir=data / "artifacts", data_dir=data)
+_counts = store_counts
+_ingest = ingest_into
 
 
 def test_ingest_valid_file(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -6,28 +6,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 import sqlalchemy as sa
 
 import app.ingest as ingest_mod
-from app.ingest import ingest_file
-from app.store import Ingest, Question, Study, Trajectory
+from app.store import Ingest, Question, Trajectory
 from app.store.artifacts import read_token_entropies
 from pipeline.records import RecordValidationError, iter_jsonl_batches, iter_parquet_batches
-from tests.helpers import make_record, write_jsonl
+from tests.helpers import ingest_into, make_record, store_counts, write_jsonl
+
+_counts = store_counts
+_ingest = ingest_into
 
 
-def _counts(engine) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    with engine.connect() as conn:
-        return {
-            t.__tablename__: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
-            for t in (Study, Question, Ingest, Trajectory)
-        }
-
-
-def _ingest(engine, path: Path, data: Path, study: str = "s"):  # type: ignore[no-untyped-def]
-    return ingest_file(engine, path, study=study, artifacts_dir=data / "artifacts", data_dir=data)
+def _empty_store(engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        conn.execute(sa.delete(Trajectory))
+        conn.execute(sa.delete(Question))
+        conn.execute(sa.delete(Ingest))
 
 
 def _records(n: int) -> list[dict]:
@@ -77,10 +73,7 @@ def test_streamed_ingest_equals_one_chunk_ingest(
     path = write_jsonl(tmp_path / "a.jsonl", recs)
     whole = _ingest(engine, path, one)
     expected = _stored(engine, one)
-    with engine.begin() as conn:
-        conn.execute(sa.delete(Trajectory))
-        conn.execute(sa.delete(Question))
-        conn.execute(sa.delete(Ingest))
+    _empty_store(engine)
     monkeypatch.setattr(ingest_mod, "STREAM_CHUNK", 5)
     streamed_dir = tmp_path / "streamed"
     res = _ingest(engine, path, streamed_dir)
@@ -139,7 +132,7 @@ def test_store_duplicate_and_question_conflict_across_chunks(
     with pytest.raises(RecordValidationError, match="line 4: question: .*different question text"):
         _ingest(engine, write_jsonl(tmp_path / "c.jsonl", texts), tmp_path)
     assert _counts(engine)["trajectory"] == 1
-    np.testing.assert_equal(_counts(engine)["ingest"], 1)
+    assert _counts(engine)["ingest"] == 1
 
 
 def _write_parquet(path: Path, recs: list[dict]) -> Path:
@@ -169,18 +162,12 @@ def test_streamed_parquet_ingest_equals_one_chunk_and_is_all_or_nothing(
     one = tmp_path / "one"
     _ingest(engine, path, one)
     expected = _stored(engine, one)
-    with engine.begin() as conn:
-        conn.execute(sa.delete(Trajectory))
-        conn.execute(sa.delete(Question))
-        conn.execute(sa.delete(Ingest))
+    _empty_store(engine)
     monkeypatch.setattr(ingest_mod, "STREAM_CHUNK", 5)
     streamed_dir = tmp_path / "streamed"
     res = _ingest(engine, path, streamed_dir)
     assert res.n_trajectories == 17 and _stored(engine, streamed_dir) == expected
-    with engine.begin() as conn:
-        conn.execute(sa.delete(Trajectory))
-        conn.execute(sa.delete(Question))
-        conn.execute(sa.delete(Ingest))
+    _empty_store(engine)
     bad = _records(17)
     bad[12]["reward"] = 3
     bad_dir = tmp_path / "bad"
