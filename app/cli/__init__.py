@@ -50,6 +50,7 @@ def main() -> None:
     import sys
 
     from app.cli.common import service_error
+    from pipeline.launch import close_process_group
     from pipeline.safety import PRIVATE_UMASK, install_log_masking
 
     os.umask(PRIVATE_UMASK)
@@ -62,3 +63,7 @@ def main() -> None:
             raise
         typer.echo(f"error: {line}", err=True)
         sys.exit(3)
+    finally:
+        # a rank of `accelerate launch` must not leave its process group to the
+        # interpreter's teardown (SIGABRT in gloo's threads: pipeline/launch.py)
+        close_process_group()

@@ -20,21 +20,16 @@ any number of processes, or none — from every unit any rank finished.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pipeline.launch import close_process_group_at_exit, world_size
 from pipeline.probe.manifest import Manifest, append_jsonl
 
 T = TypeVar("T")
 SHARDS_DIR = "shards"
-
-
-def world_size() -> int:
-    """Processes of this launch (``WORLD_SIZE``, set by accelerate launch / torchrun)."""
-    return int(os.environ.get("WORLD_SIZE", "1") or 1)
 
 
 @dataclass
@@ -77,6 +72,7 @@ def current_shard() -> Shard:
     from accelerate import PartialState
 
     state = PartialState(cpu=not torch.cuda.is_available())
+    close_process_group_at_exit()  # before the interpreter's teardown (pipeline.launch)
     if state.num_processes != world:
         raise RuntimeError(
             f"WORLD_SIZE={world} but accelerate initialised {state.num_processes} process(es)"

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import toy
+from pipeline.launch import close_process_group_at_exit, world_size
 from pipeline.training.config import TrainConfig
 from pipeline.training.objectives import make_objective
 
@@ -160,13 +161,6 @@ def reward_function(cfg: TrainConfig) -> Any:
     return ToyReward() if kind == "toy" else VerifierReward(kind)
 
 
-def world_size() -> int:
-    """Processes of this launch (``WORLD_SIZE``, set by ``accelerate launch`` / torchrun)."""
-    import os
-
-    return int(os.environ.get("WORLD_SIZE", "1") or 1)
-
-
 def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):  # type: ignore[no-untyped-def]
     import torch
     from trl import GRPOConfig
@@ -263,6 +257,7 @@ def build_trainer(
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=_dtype(cfg.model.dtype))
     objective = make_objective(cfg.objective, **cfg.resolved_params())
     args = grpo_args(cfg, objective, progress=progress)  # initialises torch.distributed
+    close_process_group_at_exit()  # see pipeline.launch
     if t.torch_threads:
         torch.set_num_threads(t.torch_threads)  # accelerate may have set its own per rank
     if args.process_index == 0:
