@@ -10,7 +10,6 @@ chunk inside that one transaction (``_write_stream``), so memory does not grow w
 from __future__ import annotations
 
 import hashlib
-import itertools
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -123,9 +122,11 @@ def ingest_file(
         batch = next(chunks)
         following = next(chunks, None)
         if following is not None:
+            head = [batch, following]
+            del batch, following  # _write_stream lets each chunk go once written
             return _write_stream(
                 engine,
-                [batch, following],
+                head,
                 chunks,
                 study=study,
                 sha=pending_sha.result(),
@@ -288,17 +289,18 @@ def _write_stream(
     n_records = 0
     n_new_questions = 0
     question_ids: set[str] = set()
+    source = head[0].source
     bar = tqdm(unit="rec", desc="ingest (streamed)", disable=not progress)
     try:
         with session_scope(engine) as session:
             st = get_or_create_study(session, name=study)
             ing = Ingest(
-                study_id=st.id, source=head[0].source, sha256=sha, n_records=0, token_artifact=None
+                study_id=st.id, source=source, sha256=sha, n_records=0, token_artifact=None
             )
             session.add(ing)
             session.flush()
             first_artifact: str | None = None
-            for batch in itertools.chain(head, rest):
+            for batch in _drain(head, rest):
                 _refuse_stored_ids(session, batch, st.id, ing.id)
                 n_new_questions += len(_write_questions(session, batch, st.id, ing.created_at))
                 rel = None
@@ -318,12 +320,13 @@ def _write_stream(
                 n_records += len(batch)
                 question_ids.update(batch.columns["question_id"])
                 bar.update(len(batch))
+                del batch  # held no longer than it is written: memory stays one chunk
             ing.n_records = n_records
             ing.token_artifact = first_artifact
             session.flush()
             result = IngestResult(
                 study,
-                head[0].source,
+                source,
                 n_records,
                 len(question_ids),
                 n_new_questions,
@@ -337,6 +340,13 @@ def _write_stream(
     finally:
         bar.close()
     return result
+
+
+def _drain(head: list[RecordBatch], rest: Iterator[RecordBatch]) -> Iterator[RecordBatch]:
+    """``head``'s chunks (popped, so the list no longer holds them), then ``rest``."""
+    while head:
+        yield head.pop(0)
+    yield from rest
 
 
 def _remove_artifacts(artifacts: list[Path]) -> None:

@@ -1,7 +1,9 @@
 """Streaming at scale: records/s and peak RSS of each store-bound stage against N.
 
-Synthetic records with short texts (no token arrays; 20 per question, 10 verifier
-successes with distinct texts and 10 failures, one problem statement per question) go
+Synthetic records shaped like a study: a probe set of ``PROBE_QUESTIONS`` questions
+sampled at every checkpoint (two runs per step, steps 0, 10, 20, …; N grows by adding
+steps, as a longer study does), 20 records per question and checkpoint (10 verifier
+successes, 10 failures), short texts distinct at every step, no token arrays. They go
 through the four stages that read or write every record, each in its own ``rcea``
 process on a SQLite store in a temporary directory, so that its peak RSS is its own
 (``os.wait4``'s ``ru_maxrss`` of that child):
@@ -40,6 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PER_QUESTION = 20
+#: Questions of the probe set sampled at every checkpoint (a 640-question probe).
+PROBE_QUESTIONS = 640
 N_FAILED = 10
 STRATEGIES = (["direct", "distribute", "factor", "direct"] * 5)[: PER_QUESTION - N_FAILED]
 STAGES = ("ingest", "judge", "assign", "report")
@@ -77,22 +81,28 @@ with session_scope(engine) as s:
 
 
 def generate(path: Path, n: int) -> int:
-    """``n`` records (rounded down to whole questions), written line by line."""
+    """About ``n`` records, rounded to whole probe sets (``PROBE_QUESTIONS`` questions ×
+    ``PER_QUESTION`` at each of two runs per step), written line by line."""
     from tests.fake_llm import domain_records
 
-    n_q = max(1, n // PER_QUESTION)
+    n_q = max(1, min(PROBE_QUESTIONS, n // PER_QUESTION))
+    n_steps = max(1, round(n / (n_q * PER_QUESTION)))
     written = 0
     with path.open("w", encoding="utf-8") as fh:
-        for qi in range(n_q):
-            q = f"q{qi:07d}"
-            a, b, c = 2 + qi % 50, 3 + 2 * (qi % 50), 4 + qi % 7
-            for r in domain_records(questions={q: list(STRATEGIES)}, n_failed=N_FAILED):
-                r["text"] += f"\nCheck: {qi} and {r['seed']}, fine."  # every text distinct
-                r["question"] = f"Compute ({a}+{b})*{c}. [{qi}]"
-                r.pop("validity", None)
-                r.pop("mode", None)
-                fh.write(json.dumps(r) + "\n")
-                written += 1
+        for si in range(n_steps):
+            step = 10 * si
+            for qi in range(n_q):
+                q = f"q{qi:07d}"
+                a, b, c = 2 + qi % 50, 3 + 2 * (qi % 50), 4 + qi % 7
+                recs = domain_records(questions={q: list(STRATEGIES)}, n_failed=N_FAILED, step=step)
+                for r in recs:
+                    # every text distinct, at every step
+                    r["text"] += f"\nCheck: {qi}, {step} and {r['seed']}, fine."
+                    r["question"] = f"Compute ({a}+{b})*{c}. [{qi}]"
+                    r.pop("validity", None)
+                    r.pop("mode", None)
+                    fh.write(json.dumps(r) + "\n")
+                    written += 1
     return written
 
 

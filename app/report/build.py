@@ -13,8 +13,6 @@ when there is one, else the latest frozen partition (unpublishable), else the tr
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
@@ -30,34 +28,23 @@ from app.report.estimates import (
     retention_table,
     sequence_quantity,
 )
+from app.report.rows import (
+    CheckpointRows,
+    MemoryRows,
+    StoreRows,
+    study_trajectories,
+)
 from app.report.schema import SCHEMA_VERSION
 from app.report.sections import ModeSummary, RetentionSection
 from app.store import list_events, require_study
 from app.store.measurements import list_measurements
-from app.store.models import Audit, Partition, Trajectory
+from app.store.models import Audit, Partition
 from app.validity_audit.status import validity_status
 
 ENTROPY_ONLY_LABEL = "entropy-only (no audit)"
 AUDITED_LABEL = "audited"
 
 Key = tuple[str, str, int]
-
-_COLUMNS = (
-    "trajectory_id",
-    "question_id",
-    "reward",
-    "run",
-    "model",
-    "step",
-    "seed",
-    "mean_token_entropy",
-    "seq_logprob",
-    "validity",
-    "mode",
-)
-#: Sampling provenance (DESIGN.md item 2): hashed only when a row has one (so record-set
-#: hashes of studies without them are unchanged).
-_SAMPLING_COLUMNS = ("truncated", "sampling_temperature", "sampling_top_p", "logprob_temperature")
 
 
 def build_report(
@@ -94,7 +81,7 @@ def build_report(
     adds a labelled pooled fit. ``include_draws`` keeps the rarefaction draws in each
     retention result (the bundle does).
     """
-    inputs = gather_inputs(
+    meta, source = _gather_meta(
         session,
         study=study,
         seed=seed,
@@ -110,7 +97,9 @@ def build_report(
         association_benchmark=association_benchmark,
         association_pooled=association_pooled,
     )
-    return with_time(compute_report(inputs, include_draws=include_draws, progress=progress))
+    return with_time(
+        compute_report_from(meta, source, include_draws=include_draws, progress=progress)
+    )
 
 
 def with_time(report: dict[str, Any]) -> dict[str, Any]:
@@ -157,9 +146,70 @@ def gather_inputs(
     ``partition_mode`` when the mode numbers rest on a frozen partition), ``pair`` and
     ``validity_status`` (the audit states), ``judge_verdicts`` (trajectory id → verdict
     of the production judge, ``None`` when validity comes from the column) and
-    ``measurements`` (the producer measurements the report reads)."""
+    ``measurements`` (the producer measurements the report reads). Unlike
+    ``build_report`` this holds every row (a bundle carries them all)."""
+    meta, source = _gather_meta(
+        session,
+        study=study,
+        seed=seed,
+        n_boot=n_boot,
+        k_min=k_min,
+        n_min=n_min,
+        n_draws=n_draws,
+        confidence=confidence,
+        base_step=base_step,
+        base_run=base_run,
+        partition=partition,
+        association_k=association_k,
+        association_benchmark=association_benchmark,
+        association_pooled=association_pooled,
+    )
+    rows = study_trajectories(session, meta["study_id"])
+    if source.partition_id is not None:
+        assigned = partition_modes(session, partition_id=source.partition_id)
+        for r in rows:
+            hit = assigned.get(r["trajectory_id"])
+            r["in_partition"] = hit is not None
+            r["partition_mode"] = hit[1] if hit is not None else None
+    verdicts: dict[str, str] | None = None
+    if source.judge_id is not None:
+        from app.store.models import JudgeVersion
+        from app.validity_audit.validity import production_verdicts
+
+        judge = session.get(JudgeVersion, source.judge_id)
+        verdicts = production_verdicts(session, study_id=meta["study_id"], judge=judge)
+    return {
+        "study": meta["study"],
+        "study_id": meta["study_id"],
+        "parameters": meta["parameters"],
+        "rows": rows,
+        "pair": meta["pair"],
+        "validity_status": meta["validity_status"],
+        "judge_verdicts": verdicts,
+        "measurements": meta["measurements"],
+    }
+
+
+def _gather_meta(
+    session: Session,
+    *,
+    study: str,
+    seed: int | None,
+    n_boot: int | None,
+    k_min: int | None,
+    n_min: int | None,
+    n_draws: int | None,
+    confidence: float | None,
+    base_step: int,
+    base_run: str,
+    partition: str | None,
+    association_k: int | None,
+    association_benchmark: str | None,
+    association_pooled: bool,
+) -> tuple[dict[str, Any], StoreRows]:
+    """:func:`gather_inputs` without ``rows`` and ``judge_verdicts``, and the store
+    source that reads those one checkpoint at a time."""
     st = require_study(session, name=study)
-    rows = study_trajectories(session, st.id)
     pair = pair_audit_state(session, study_id=st.id, partition=partition)
     given = {
         "seed": seed,
@@ -177,21 +227,15 @@ def gather_inputs(
         else []
     )
     vstat = validity_status(session, study_id=st.id)
-    verdicts: dict[str, str] | None = None
+    judge_id: int | None = None
     if vstat["status"] != "no-judge":
-        from app.validity_audit.validity import production_verdicts
+        from app.validity_audit.checks import production_judge
         from app.validity_audit.versions import JudgeError
 
         try:
-            verdicts = production_verdicts(session, study_id=st.id)
+            judge_id = production_judge(session, study_id=st.id).id
         except JudgeError:  # a judge.run event naming no stored judge version: the column
-            verdicts = None
-    if pair["partition_id"] is not None:
-        assigned = partition_modes(session, partition_id=pair["partition_id"])
-        for r in rows:
-            hit = assigned.get(r["trajectory_id"])
-            r["in_partition"] = hit is not None
-            r["partition_mode"] = hit[1] if hit is not None else None
+            judge_id = None
     measurements = [
         {
             "kind": m.kind,
@@ -204,7 +248,7 @@ def gather_inputs(
         for m in list_measurements(session, study_id=st.id)
         if m.kind in REPORT_MEASUREMENTS
     ]
-    return {
+    meta = {
         "study": st.name,
         "study_id": st.id,
         "parameters": {
@@ -218,12 +262,14 @@ def gather_inputs(
             "estimators_from": est_source,
             "deviations_from_rubric": deviations,
         },
-        "rows": rows,
         "pair": pair,
         "validity_status": vstat,
-        "judge_verdicts": verdicts,
         "measurements": measurements,
     }
+    source = StoreRows(
+        session, study_id=st.id, partition_id=pair["partition_id"], judge_id=judge_id
+    )
+    return meta, source
 
 
 def compute_report(
@@ -232,39 +278,48 @@ def compute_report(
     """The report (keys in the module docstring, without ``generated_at``) from
     :func:`gather_inputs`' dict alone — no store: ``rcea report verify`` calls this on a
     bundle's ``inputs.json``."""
+    source = MemoryRows(
+        inputs["rows"],
+        inputs.get("judge_verdicts"),
+        judged=inputs["validity_status"]["status"] != "no-judge",
+    )
+    return compute_report_from(inputs, source, include_draws=include_draws, progress=progress)
+
+
+def compute_report_from(
+    inputs: dict[str, Any],
+    source: CheckpointRows,
+    *,
+    include_draws: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """The report from ``inputs`` (:func:`gather_inputs`' dict; ``rows`` and
+    ``judge_verdicts`` unused) and the trajectory rows of ``source``, read one checkpoint
+    at a time: per-checkpoint numbers are computed as each checkpoint is read, then
+    retention (which compares checkpoints) from the mode labels kept meanwhile."""
     par = inputs["parameters"]
-    rows = inputs["rows"]
     pair = inputs["pair"]
     seed, n_boot, k_min = par["seed"], par["n_boot"], par["k_min"]
     n_min, n_draws, conf = par["n_min"], par["n_draws"], par["confidence"]
     base_step, base_run = par["base_step"], par["base_run"]
     vstat = inputs["validity_status"]
-    has_verdicts = any(r["reward"] == 1 and r["validity"] is not None for r in rows)
+    has_verdicts = source.has_verdicts()
     validity = {
         "judge_name": None,
         **vstat,
         "filter": "judge" if has_verdicts else "none",
         "blocked_by": _validity_blocker(vstat),
     }
-    # With a production judge, verdicts come from its verdict table so that `unparseable`
-    # and not-yet-judged successes count against coverage (DESIGN 4), not as invalid.
-    judged: dict[Key, dict[str, Any]] = {}
-    if vstat["status"] != "no-judge" and inputs.get("judge_verdicts") is not None:
-        from app.validity_audit.validity import validity_groups
-
-        for g in validity_groups(rows, inputs["judge_verdicts"], k_min=k_min):
-            judged[(g["run"], g["model"], g["step"])] = {
-                k: v for k, v in g.items() if k not in ("run", "model", "step")
-            }
+    keys = source.checkpoint_keys()
     measurements = _measurements(inputs["measurements"])
-    failure = _failure(measurements["accuracy_trace"], rows, measurements["training_curve"])
+    failure = _failure(measurements["accuracy_trace"], keys, measurements["training_curve"])
     # A failure is a property of one (run, model): the same run name at another scale
     # is unaffected (DESIGN.md item 14).
     failed: set[tuple[str, str]] = {(f["run"], f["model"]) for f in failure if f["failed"]}
     reported = {(f["run"], f["model"]): f["reported_step"] for f in failure}
     models_of_run: dict[str, set[str]] = defaultdict(set)
-    for r in rows:
-        models_of_run[r["run"]].add(r["model"])
+    for run, model, _ in keys:
+        models_of_run[run].add(model)
     for m in (x for rows_ in measurements.values() for x in rows_):
         if m["run"] and m["model"]:
             models_of_run[m["run"]].add(m["model"])
@@ -272,15 +327,73 @@ def compute_report(
     def label(run: str, model: str) -> str:
         return run if len(models_of_run[run]) <= 1 else f"{run}:{model}"
 
-    by_ckpt: dict[Key, list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        by_ckpt[(r["run"], r["model"], r["step"])].append(r)
-    last_step = {}
-    for run, model, step in by_ckpt:
+    last_step: dict[tuple[str, str], int] = {}
+    for run, model, step in keys:
         last_step[(run, model)] = max(step, last_step.get((run, model), step))
 
+    use_partition = pair["partition_id"] is not None
     outside: dict[Key, int] = {}
-    modes = mode_labels_from_rows(rows, pair, has_verdicts, outside)
+    modes: dict[Key, dict[str, list[str]]] = {}
+    any_mode = False
+    interned: dict[str, str] = {}
+    checkpoints = []
+    for key in _progress(keys, progress, "checkpoints"):
+        run, model, step = key
+        ck, verdicts = source.checkpoint(key)
+        if not ck:
+            continue
+        entropy, entropy_error = None, None
+        try:
+            entropy = checkpoint_entropy(
+                [r["question_id"] for r in ck],
+                [r["reward"] for r in ck],
+                [r["mean_token_entropy"] for r in ck],
+                [r["seq_logprob"] for r in ck],
+                seed=seed,
+                k_min=k_min,
+                n_boot=n_boot,
+                confidence=conf,
+                truncated=[r["truncated"] for r in ck],
+                quantities=[
+                    sequence_quantity(
+                        r["sampling_temperature"], r["sampling_top_p"], r["logprob_temperature"]
+                    )
+                    for r in ck
+                ],
+            ).to_dict(include_questions=False)
+        except ValueError as exc:
+            entropy_error = str(exc)
+        judged = None
+        if source.judged and verdicts is not None:
+            from app.validity_audit.validity import validity_groups
+
+            (group,) = validity_groups(ck, verdicts, k_min=k_min)
+            judged = {k: v for k, v in group.items() if k not in ("run", "model", "step")}
+        any_mode = any_mode or use_partition or any(mode_label(r["mode"]) != UNCERTAIN for r in ck)
+        ck_modes = _checkpoint_mode_labels(ck, use_partition, has_verdicts, outside, interned)
+        if ck_modes:
+            modes[key] = ck_modes
+        n_success = sum(r["reward"] for r in ck)
+        checkpoints.append(
+            {
+                "run": run,
+                "model": model,
+                "step": step,
+                "n": len(ck),
+                "n_questions": len({r["question_id"] for r in ck}),
+                "n_success": n_success,
+                "accuracy": n_success / len(ck),
+                "reported": step == reported.get((run, model), last_step[(run, model)]),
+                "failed_run": (run, model) in failed,
+                "entropy": entropy,
+                "entropy_error": entropy_error,
+                "validity": judged or (_validity(ck, k_min) if has_verdicts else None),
+            }
+        )
+        del ck, verdicts
+    if not any_mode:  # no partition and no trajectory has a mode: no mode data
+        modes, outside = {}, {}
+
     retention: dict[Key, dict[str, Any]] = {}
     retention_errors: dict[Key, str] = {}
     retention_error = None
@@ -304,58 +417,14 @@ def compute_report(
                 ).to_json()
         except ValueError as exc:
             retention_error = str(exc)
-
-    checkpoints = []
-    keys = sorted(by_ckpt, key=lambda k: (k[0], k[1], k[2]))
-    for key in _progress(keys, progress, "checkpoints"):
-        run, model, step = key
-        ck = by_ckpt[key]
-        entropy, entropy_error = None, None
-        try:
-            entropy = checkpoint_entropy(
-                [r["question_id"] for r in ck],
-                [r["reward"] for r in ck],
-                [r["mean_token_entropy"] for r in ck],
-                [r["seq_logprob"] for r in ck],
-                seed=seed,
-                k_min=k_min,
-                n_boot=n_boot,
-                confidence=conf,
-                truncated=[r["truncated"] for r in ck],
-                quantities=[
-                    sequence_quantity(
-                        r["sampling_temperature"], r["sampling_top_p"], r["logprob_temperature"]
-                    )
-                    for r in ck
-                ],
-            ).to_dict(include_questions=False)
-        except ValueError as exc:
-            entropy_error = str(exc)
-        n_success = sum(r["reward"] for r in ck)
-        checkpoints.append(
-            {
-                "run": run,
-                "model": model,
-                "step": step,
-                "n": len(ck),
-                "n_questions": len({r["question_id"] for r in ck}),
-                "n_success": n_success,
-                "accuracy": n_success / len(ck),
-                "reported": step == reported.get((run, model), last_step[(run, model)]),
-                "failed_run": (run, model) in failed,
-                "entropy": entropy,
-                "entropy_error": entropy_error,
-                "validity": judged.get(key) or (_validity(ck, k_min) if has_verdicts else None),
-                "modes": (
-                    _json(ModeSummary.of(modes.get(key), n_min, outside.get(key, 0)))
-                    if modes
-                    else None
-                ),
-                "retention": retention.get(key),
-                "retention_error": (
-                    retention_errors.get(key, retention_error) if step != base_step else None
-                ),
-            }
+    for c in checkpoints:
+        key = (c["run"], c["model"], c["step"])
+        c["modes"] = (
+            _json(ModeSummary.of(modes.get(key), n_min, outside.get(key, 0))) if modes else None
+        )
+        c["retention"] = retention.get(key)
+        c["retention_error"] = (
+            retention_errors.get(key, retention_error) if c["step"] != base_step else None
         )
 
     passk = _passk(measurements["passk"])
@@ -363,7 +432,7 @@ def compute_report(
         "study": inputs["study"],
         "study_id": inputs["study_id"],
         "schema_version": SCHEMA_VERSION,
-        "record_set_hash": record_set_hash(rows),
+        "record_set_hash": source.record_set_hash(),
         "parameters": {
             k: par[k]
             for k in (
@@ -411,15 +480,6 @@ def compute_report(
 # --------------------------------------------------------------------------- store reads
 
 
-def study_trajectories(session: Session, study_id: int) -> list[dict[str, Any]]:
-    names = (*_COLUMNS, *_SAMPLING_COLUMNS)
-    cols = [getattr(Trajectory, c) for c in names]
-    # Ingest order (row id): the within-question order fixes the bootstrap and
-    # rarefaction draws, so the numbers equal `rcea stats` on the ingested file(s).
-    stmt = select(*cols).where(Trajectory.study_id == study_id).order_by(Trajectory.id)  # type: ignore[arg-type]
-    return [dict(zip(names, row, strict=True)) for row in session.exec(stmt).all()]
-
-
 def _estimator_settings(session: Session, rubric_hash: str | None) -> tuple[Any, str]:
     """The ``[estimators]`` of the frozen rubric with ``rubric_hash`` and a description of
     where they come from (``rubric NAME vV (HASH…)``), else the defaults."""
@@ -435,24 +495,6 @@ def _estimator_settings(session: Session, rubric_hash: str | None) -> tuple[Any,
     if row is None:
         return EstimatorSettings(), "defaults"
     return rubric_spec(row).estimators, f"rubric {row.name} v{row.version} ({rubric_hash[:12]}…)"
-
-
-def record_set_hash(rows: list[dict[str, Any]]) -> str:
-    """SHA-256 of the canonical JSON of the trajectory rows (ordered by trajectory id,
-    columns ``trajectory_id, question_id, reward, run, model, step, seed,
-    mean_token_entropy, seq_logprob, validity, mode``, then ``truncated,
-    sampling_temperature, sampling_top_p, logprob_temperature`` for a row that has any of
-    them): what every number is computed from. Texts are not part of it (no number
-    depends on them)."""
-    h = hashlib.sha256()
-    for r in sorted(rows, key=lambda r: r["trajectory_id"]):
-        values = [r[c] for c in _COLUMNS]
-        extra = [r.get(c) for c in _SAMPLING_COLUMNS]
-        if any(v is not None for v in extra):
-            values += extra
-        h.update(json.dumps(values, separators=(",", ":")).encode())
-        h.update(b"\n")
-    return h.hexdigest()
 
 
 #: Payload fields each measurement kind needs here, and the fields of its list items.
@@ -658,25 +700,23 @@ def _validity(ck: list[dict[str, Any]], k_min: int) -> dict[str, Any]:
 
 
 def mode_labels(
-    session: Session,
-    rows: list[dict[str, Any]],
-    pair: dict[str, Any],
-    has_verdicts: bool,
-    not_in_partition: dict[Key, int] | None = None,
+    session: Session, *, study_id: int, pair: dict[str, Any]
 ) -> dict[Key, dict[str, list[str]]]:
-    """:func:`mode_labels_from_rows` after reading the chosen partition's assignments
-    from the store into ``rows`` (``in_partition``, ``partition_mode``)."""
-    if pair["partition_id"] is not None:
-        assigned = partition_modes(session, partition_id=pair["partition_id"])
-        rows = [
-            {
-                **r,
-                "in_partition": r["trajectory_id"] in assigned,
-                "partition_mode": (assigned.get(r["trajectory_id"]) or (None, None))[1],
-            }
-            for r in rows
-        ]
-    return mode_labels_from_rows(rows, pair, has_verdicts, not_in_partition)
+    """Checkpoint → question → mode labels of the study's included trajectories (as in
+    the report), read from the store one checkpoint at a time."""
+    source = StoreRows(session, study_id=study_id, partition_id=pair["partition_id"], judge_id=None)
+    has_verdicts = source.has_verdicts()
+    use_partition = pair["partition_id"] is not None
+    out: dict[Key, dict[str, list[str]]] = {}
+    any_mode = use_partition
+    interned: dict[str, str] = {}
+    for key in source.checkpoint_keys():
+        ck, _ = source.checkpoint(key)
+        any_mode = any_mode or any(mode_label(r["mode"]) != UNCERTAIN for r in ck)
+        labels = _checkpoint_mode_labels(ck, use_partition, has_verdicts, None, interned)
+        if labels:
+            out[key] = labels
+    return out if any_mode else {}
 
 
 def mode_labels_from_rows(
@@ -685,18 +725,43 @@ def mode_labels_from_rows(
     has_verdicts: bool,
     not_in_partition: dict[Key, int] | None = None,
 ) -> dict[Key, dict[str, list[str]]]:
-    """Checkpoint → question → mode labels of the included trajectories (R = 1, accepted,
-    in the chosen partition; ``uncertain`` kept so that it counts against coverage).
-    With a partition (``pair["partition_id"]``) each row carries ``in_partition`` and
-    ``partition_mode``; without one the ``mode`` column is used. Empty when there is no
-    partition and no trajectory has a mode (no mode data). Accepted successes absent from
-    the partition (e.g. ingested after its freeze) have no mode in it: they are left out
-    and, when ``not_in_partition`` is given, counted there per checkpoint."""
+    """Checkpoint → question → mode labels of the included rows (see
+    :func:`_checkpoint_mode_labels`); with a partition (``pair["partition_id"]``) each
+    row carries ``in_partition`` and ``partition_mode``. Empty when there is no partition
+    and no trajectory has a mode (no mode data)."""
     use_partition = pair["partition_id"] is not None
     if not use_partition and all(mode_label(r["mode"]) == UNCERTAIN for r in rows):
         return {}
-    out: dict[Key, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    by_ckpt: dict[Key, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
+        by_ckpt[(r["run"], r["model"], r["step"])].append(r)
+    out: dict[Key, dict[str, list[str]]] = {}
+    interned: dict[str, str] = {}
+    for key, ck in by_ckpt.items():
+        labels = _checkpoint_mode_labels(
+            ck, use_partition, has_verdicts, not_in_partition, interned
+        )
+        if labels:
+            out[key] = labels
+    return out
+
+
+def _checkpoint_mode_labels(
+    ck: list[dict[str, Any]],
+    use_partition: bool,
+    has_verdicts: bool,
+    not_in_partition: dict[Key, int] | None,
+    interned: dict[str, str],
+) -> dict[str, list[str]]:
+    """Question → mode labels of one checkpoint's included rows: R = 1 and accepted
+    (when ``has_verdicts``), labelled by the partition (rows carry ``in_partition`` and
+    ``partition_mode``) or else the ``mode`` column; ``uncertain`` kept so that it counts
+    against coverage. Accepted successes absent from the partition (e.g. ingested after
+    its freeze) have no mode in it: they are left out and, when ``not_in_partition`` is
+    given, counted there per checkpoint. Equal labels share one string (``interned``),
+    so the labels kept for retention cost a pointer per trajectory."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for r in ck:
         if r["reward"] != 1 or (has_verdicts and r["validity"] != 1):
             continue
         if not use_partition:
@@ -708,8 +773,9 @@ def mode_labels_from_rows(
                 key = (r["run"], r["model"], r["step"])
                 not_in_partition[key] = not_in_partition.get(key, 0) + 1
             continue
-        out[(r["run"], r["model"], r["step"])][r["question_id"]].append(mode_label(mode))
-    return {k: dict(v) for k, v in out.items()}
+        lab = mode_label(mode)
+        out[r["question_id"]].append(interned.setdefault(lab, lab))
+    return dict(out)
 
 
 def _json(section: ModeSummary | None) -> dict[str, Any] | None:
@@ -869,7 +935,7 @@ FAILURE_WINDOW_HALF_WIDTH = 0.05
 
 def _failure(
     traces: list[dict[str, Any]],
-    rows: list[dict[str, Any]],
+    keys: list[Key],
     curves: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Item 9 per (run, model) from its accuracy traces (one per benchmark; the pair
@@ -886,8 +952,8 @@ def _failure(
     from audits.failure import detect_training_failure, last_milestone_before_failure
 
     steps: dict[tuple[str, str], set[int]] = defaultdict(set)
-    for r in rows:
-        steps[(r["run"], r["model"])].add(r["step"])
+    for run, model, step in keys:
+        steps[(run, model)].add(step)
     checks: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     objs: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for m in traces:

@@ -197,8 +197,9 @@ def verify_bundle(bundle: Path, *, public_key: Path | None = None) -> Verificati
 
 
 def _verify(bundle: Path, public_key: Path | None) -> Verification:
-    from app.report.build import ENTROPY_ONLY_LABEL, compute_report, record_set_hash
+    from app.report.build import ENTROPY_ONLY_LABEL, compute_report
     from app.report.publish import FULL_SCOPE, strip_audited
+    from app.report.rows import record_set_hash
 
     bundle = Path(bundle)
     if not bundle.is_dir():

@@ -19,8 +19,8 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sqlalchemy import case, tuple_, update
 from sqlalchemy import select as sa_select
-from sqlalchemy import tuple_, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
@@ -123,25 +123,25 @@ def verdict_counts(session: Session, *, judge_id: int, study_id: int) -> dict[st
 
 
 def write_validity(session: Session, *, judge_id: int, study_id: int) -> None:
-    """validity = 1 for this judge's ``valid`` verdicts, 0 for every other R = 1 row."""
+    """validity = 1 for this judge's ``valid`` verdicts, 0 for every other R = 1 row.
+
+    One UPDATE with a correlated ``EXISTS`` on the verdict's unique index: the database
+    never materialises the set of valid ids (an ``IN (subquery)`` did, ≈ 270 MB at 10^6
+    successes on SQLite)."""
+    is_valid = (
+        sa_select(JudgeVerdict.id)
+        .where(
+            JudgeVerdict.judge_id == judge_id,
+            JudgeVerdict.study_id == study_id,
+            JudgeVerdict.trajectory_id == Trajectory.trajectory_id,
+            JudgeVerdict.verdict == VALID,
+        )
+        .exists()
+    )
     session.execute(
         update(Trajectory)
         .where(Trajectory.study_id == study_id, Trajectory.reward == 1)
-        .values(validity=0)
-    )
-    valid_ids = sa_select(JudgeVerdict.trajectory_id).where(
-        JudgeVerdict.judge_id == judge_id,
-        JudgeVerdict.study_id == study_id,
-        JudgeVerdict.verdict == VALID,
-    )
-    session.execute(
-        update(Trajectory)
-        .where(
-            Trajectory.study_id == study_id,
-            Trajectory.reward == 1,
-            Trajectory.trajectory_id.in_(valid_ids),  # type: ignore[attr-defined]
-        )
-        .values(validity=1)
+        .values(validity=case((is_valid, 1), else_=0))
     )
 
 

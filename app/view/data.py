@@ -671,14 +671,12 @@ def mode_distribution(
 
     Reads through the report's own selection (``app.report.build``), so the bars are of
     exactly the labels its retention and mode entropy are computed from."""
-    from app.report.build import mode_labels, study_trajectories
+    from app.report.build import mode_labels
     from app.report.estimates import UNCERTAIN
     from app.view.report_frames import checkpoint_label
 
     with session_scope(engine(settings)) as session:
-        rows = study_trajectories(session, require_study(session, name=study).id)
-        has_verdicts = any(r["reward"] == 1 and r["validity"] is not None for r in rows)
-        modes = mode_labels(session, rows, pair, has_verdicts)
+        modes = mode_labels(session, study_id=require_study(session, name=study).id, pair=pair)
     out = []
     for (run, model, step), by_q in sorted(modes.items(), key=lambda kv: kv[0]):
         for q, labels in sorted(by_q.items()):

@@ -46,19 +46,30 @@ def request_fingerprint(
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
+#: Bits of a packed index value that hold the byte offset (the rest: the segment number).
+_OFFSET_BITS = 40
+
+
+def _digest(key: str) -> int:
+    """64-bit digest of a cache key: the index's key (an int, not the 64-char string)."""
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
+
+
 class ResponseCache:
     """Append-only JSON-lines segments under ``root``: one segment per process, one
     ``write`` per entry (so an entry is in the kernel, safe from ``kill -9``, the moment
     ``put`` returns), an in-memory index loaded from every segment on first use. A torn
     last line (a crash mid-write) is ignored. Later entries for a key win.
 
-    The index holds where each entry lies (segment, byte offset), not the entry: ``get``
-    reads it back from disk, so memory grows by a key per reply, not by the replies
-    (10^6 judge calls stay well under the size of their texts)."""
+    The index holds where each entry lies, not the entry: a 64-bit digest of the key →
+    segment number and byte offset packed in one int (≈ 100 bytes per reply in a dict,
+    where the key string and a tuple cost ≈ 220). ``get`` reads the entry back from disk
+    and checks its stored key, so two keys with the same digest cost a repeated call
+    (a miss), never a wrong reply."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
-        self._index: dict[str, tuple[int, int]] | None = None
+        self._index: dict[int, int] | None = None
         self._paths: list[Path] = []
         self._lock = threading.Lock()
         self._segment: int | None = None
@@ -66,37 +77,45 @@ class ResponseCache:
         self._segment_path: Path | None = None
         self._offset = 0
 
-    def _load(self) -> dict[str, tuple[int, int]]:
+    def _scan(self, keys: set[str] | None = None) -> dict[int, int]:
+        """The index of every segment on disk (and every key into ``keys``)."""
+        index: dict[int, int] = {}
+        paths = sorted(self.root.glob("*.jsonl"))
+        for no, path in enumerate(paths):
+            with path.open("rb") as fh:
+                offset = 0
+                for line in fh:
+                    at, offset = offset, offset + len(line)
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue  # torn write
+                    if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+                        index[_digest(entry["key"])] = (no << _OFFSET_BITS) | at
+                        if keys is not None:
+                            keys.add(entry["key"])
+        self._paths = paths
+        return index
+
+    def _load(self) -> dict[int, int]:
         if self._index is None:
-            index: dict[str, tuple[int, int]] = {}
-            paths = sorted(self.root.glob("*.jsonl"))
-            for no, path in enumerate(paths):
-                with path.open("rb") as fh:
-                    offset = 0
-                    for line in fh:
-                        at, offset = offset, offset + len(line)
-                        try:
-                            entry = json.loads(line)
-                        except ValueError:
-                            continue  # torn write
-                        if isinstance(entry, dict) and "key" in entry:
-                            index[entry["key"]] = (no, at)
-            self._paths = paths
-            self._index = index
+            self._index = self._scan()
         return self._index
 
-    def _read(self, where: tuple[int, int]) -> dict[str, Any]:
-        no, offset = where
+    def _read(self, where: int, key: str) -> dict[str, Any] | None:
+        no, offset = where >> _OFFSET_BITS, where & ((1 << _OFFSET_BITS) - 1)
         with self._paths[no].open("rb") as fh:
             fh.seek(offset)
             entry: dict[str, Any] = json.loads(fh.readline())
+        if entry.get("key") != key:  # another key with the same digest: a miss
+            return None
         entry.pop("messages", None)  # on disk for audit; not needed here
         return entry
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            where = self._load().get(key)
-            return None if where is None else self._read(where)
+            where = self._load().get(_digest(key))
+            return None if where is None else self._read(where, key)
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
         line = (canonical_json({**entry, "key": key}) + "\n").encode("utf-8")
@@ -115,14 +134,16 @@ class ResponseCache:
             view = memoryview(line)
             while view:  # one write(2) per entry (a regular file takes it whole)
                 view = view[os.write(self._segment, view) :]
-            index[key] = (self._paths.index(self._segment_path), self._offset)
+            no = self._paths.index(self._segment_path)
+            index[_digest(key)] = (no << _OFFSET_BITS) | self._offset
             self._offset += len(line)
 
     def keys(self) -> set[str]:
         """Every key on disk now (re-read: other processes may have written)."""
         with self._lock:
-            self._index = None
-            return set(self._load())
+            keys: set[str] = set()
+            self._index = self._scan(keys)
+            return keys
 
     def close(self) -> None:
         with self._lock:

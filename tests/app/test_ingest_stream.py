@@ -175,3 +175,33 @@ def test_streamed_parquet_ingest_equals_one_chunk_and_is_all_or_nothing(
         _ingest(engine, _write_parquet(tmp_path / "bad.parquet", bad), bad_dir)
     assert _counts(engine)["trajectory"] == 0 and _counts(engine)["ingest"] == 0
     assert not list((bad_dir / "artifacts").rglob("*.parquet*"))
+
+
+def test_a_written_chunk_is_let_go(engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Memory stays one chunk: when chunk k is written, no earlier chunk is still
+    referenced (by the caller, the head list or the loop)."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(ingest_mod, "STREAM_CHUNK", 4)
+    refs: list[weakref.ref] = []
+    real_iter, real_insert = ingest_mod.iter_record_batches, ingest_mod._insert_trajectories
+
+    def tracked(*a, **kw):  # type: ignore[no-untyped-def]
+        for b in real_iter(*a, **kw):
+            refs.append(weakref.ref(b))
+            yield b
+
+    alive_before: list[int] = []
+
+    def insert(session, batch, *a, **kw):  # type: ignore[no-untyped-def]
+        gc.collect()
+        k = next(i for i, r in enumerate(refs) if r() is batch)
+        alive_before.append(sum(r() is not None for r in refs[:k]))
+        return real_insert(session, batch, *a, **kw)
+
+    monkeypatch.setattr(ingest_mod, "iter_record_batches", tracked)
+    monkeypatch.setattr(ingest_mod, "_insert_trajectories", insert)
+    res = _ingest(engine, write_jsonl(tmp_path / "a.jsonl", _records(18)), tmp_path)
+    assert res.n_trajectories == 18 and len(alive_before) == 5
+    assert alive_before == [0, 0, 0, 0, 0]

@@ -258,3 +258,45 @@ def test_report_validity_uses_the_verdicts(engine, tmp_path: Path) -> None:  # t
     assert ck["validity"]["judge_coverage"] == pytest.approx(1 - n_unparseable / len(successes))
     assert ck["validity"]["judge_coverage"] == group["judge_coverage"] < 1.0
     assert ck["validity"]["mean_validity_rate"] == group["mean_validity_rate"]
+
+
+def test_write_validity_counts_only_this_judges_valid_verdicts(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The column follows the named judge's verdicts alone: with two judges' verdicts
+    stored, switching between them rewrites every success (and never a failure)."""
+    from app.validity_audit.run import write_validity
+
+    ingest_toy(engine, tmp_path)
+    oracle_id = freeze(engine, "oracle", ORACLE)[0]
+    weak_id = freeze(engine, "weak", WEAK)[0]
+    settings = Settings(data_dir=tmp_path / "d")
+    run_judge(engine, study="toy", judge="weak", settings=settings, actor="r")
+    run_judge(engine, study="toy", judge="oracle", settings=settings, actor="r")
+
+    def column_and_verdicts(judge_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        with session_scope(engine) as s:
+            sid = require_study(s, name="toy").id
+            write_validity(s, judge_id=judge_id, study_id=sid)
+        with session_scope(engine) as s:
+            col = {
+                t.trajectory_id: (t.reward, t.validity)
+                for t in s.exec(select(Trajectory).where(Trajectory.study_id == sid)).all()
+            }
+            ver = dict(
+                s.exec(
+                    select(JudgeVerdict.trajectory_id, JudgeVerdict.verdict).where(
+                        JudgeVerdict.judge_id == judge_id
+                    )
+                ).all()
+            )
+        return col, ver
+
+    seen = []
+    for judge_id in (weak_id, oracle_id, weak_id):
+        col, ver = column_and_verdicts(judge_id)
+        for tid, (reward, validity) in col.items():
+            if reward == 1:
+                assert validity == int(ver[tid] == "valid"), (judge_id, tid)
+            else:
+                assert validity is None
+        seen.append(col)
+    assert seen[0] == seen[2] and seen[0] != seen[1]

@@ -231,14 +231,58 @@ def test_cache_segments_survive_a_torn_write_and_new_processes(tmp_path: Path) -
 
 
 def test_cache_index_holds_offsets_not_replies(tmp_path: Path) -> None:
-    """Memory flat in the replies: the index maps a key to (segment, byte offset) and
-    ``get`` reads the entry back from disk, in this process and in a fresh one."""
+    """Memory flat in the replies: the index maps a key's digest to a packed (segment,
+    byte offset) int and ``get`` reads the entry back from disk, in this process and in
+    a fresh one."""
     cache = ResponseCache(tmp_path / "c")
     for i in range(50):
         cache.put(f"k{i}", {"content": "é" * i, "messages": [{"role": "user", "content": "x"}]})
     assert cache.get("k49") == {"content": "é" * 49, "key": "k49"}
-    assert all(isinstance(v, tuple) and len(v) == 2 for v in cache._index.values())  # type: ignore[union-attr]
+    index = cache._index
+    assert index is not None and len(index) == 50
+    assert all(type(k) is int and type(v) is int for k, v in index.items())
     fresh = ResponseCache(tmp_path / "c")
     assert [fresh.get(f"k{i}")["content"] for i in range(50)] == ["é" * i for i in range(50)]  # type: ignore[index]
     cache.put("k7", {"content": "new"})  # a later entry wins, in the writer's index too
     assert cache.get("k7")["content"] == "new" and cache.get("k8")["content"] == "é" * 8  # type: ignore[index]
+
+
+def test_cache_digest_collision_is_a_miss_not_a_wrong_reply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two keys with one digest: the index keeps the later, ``get`` of the other reads a
+    stored key that differs and answers a miss (the call is repeated, never mixed up)."""
+    import pipeline.llm.cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "_digest", lambda key: 7)
+    cache = ResponseCache(tmp_path / "c")
+    cache.put("a", {"content": "for a"})
+    cache.put("b", {"content": "for b"})
+    assert cache.get("b") == {"content": "for b", "key": "b"}
+    assert cache.get("a") is None
+    assert ResponseCache(tmp_path / "c").get("a") is None
+    assert cache.keys() == {"a", "b"}
+
+
+def test_cache_index_costs_about_a_hundred_bytes_a_key(tmp_path: Path) -> None:
+    """The index of 20,000 replies (64-char hex keys, as the LLM client's) costs under
+    130 bytes a key: a dict of ints, not of key strings and tuples (≈ 220)."""
+    import hashlib
+    import tracemalloc
+
+    root = tmp_path / "c"
+    writer = ResponseCache(root)
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(20_000)]
+    for k in keys:
+        writer.put(k, {"content": "x"})
+    writer.close()
+    fresh = ResponseCache(root)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        assert fresh.get(keys[123]) == {"content": "x", "key": keys[123]}
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    assert grown / len(keys) < 130, grown / len(keys)
