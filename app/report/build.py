@@ -2,8 +2,11 @@
 
 The keys are those of the typed report ``app.report.schema.StudyReport`` (its field
 descriptions generate docs/report-keys.md and the JSON Schema docs/report.schema.json).
-:func:`gather_inputs` reads everything from the store; :func:`compute_report` computes the
-report from those inputs alone (``rcea report verify`` reruns it on a bundle).
+:func:`build_report` (``rcea report build``) reads the store one checkpoint at a time
+(:class:`app.report.rows.StoreRows`) and computes with :func:`compute_report_from`;
+:func:`gather_inputs` reads everything at once (a bundle's ``inputs.json``) and
+:func:`compute_report` computes the same report from those inputs alone, through the same
+:func:`compute_report_from` (``rcea report verify`` reruns it on a bundle).
 
 Mode numbers use the partition of the latest passing final gate (``gate.final`` event)
 when there is one, else the latest frozen partition (unpublishable), else the trajectory

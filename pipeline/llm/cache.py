@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pipeline.safety import private_dir
 
 
@@ -55,6 +57,55 @@ def _digest(key: str) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
 
 
+class _Index:
+    """Key digest → packed location, compact: two sorted numpy arrays (16 bytes an entry)
+    for what was loaded or merged, plus a dict of the latest puts (≈ 100 bytes an entry)
+    merged into the arrays every :data:`MERGE_AT` puts. A later entry for a digest wins."""
+
+    MERGE_AT = 65_536
+
+    def __init__(self) -> None:
+        self.digests = np.empty(0, dtype=np.uint64)
+        self.where = np.empty(0, dtype=np.int64)
+        self.recent: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        self.merge()
+        return len(self.digests)
+
+    def get(self, digest: int) -> int | None:
+        hit = self.recent.get(digest)
+        if hit is not None:
+            return hit
+        d = np.uint64(digest)
+        i = int(np.searchsorted(self.digests, d))
+        if i < len(self.digests) and self.digests[i] == d:
+            return int(self.where[i])
+        return None
+
+    def set(self, digest: int, where: int) -> None:
+        self.recent[digest] = where
+        if len(self.recent) >= self.MERGE_AT:
+            self.merge()
+
+    def merge(self) -> None:
+        """Fold the recent puts into the sorted arrays (the later entry of a digest wins)."""
+        if not self.recent:
+            return
+        n = len(self.recent)
+        digests = np.concatenate(
+            [self.digests, np.fromiter(self.recent.keys(), dtype=np.uint64, count=n)]
+        )
+        where = np.concatenate([self.where, np.fromiter(self.recent.values(), np.int64, n)])
+        self.recent = {}
+        order = np.argsort(digests, kind="stable")  # equal digests keep their order
+        digests, where = digests[order], where[order]
+        del order
+        last = np.ones(len(digests), dtype=bool)
+        last[:-1] = digests[1:] != digests[:-1]
+        self.digests, self.where = digests[last], where[last]
+
+
 class ResponseCache:
     """Append-only JSON-lines segments under ``root``: one segment per process, one
     ``write`` per entry (so an entry is in the kernel, safe from ``kill -9``, the moment
@@ -62,14 +113,14 @@ class ResponseCache:
     last line (a crash mid-write) is ignored. Later entries for a key win.
 
     The index holds where each entry lies, not the entry: a 64-bit digest of the key →
-    segment number and byte offset packed in one int (≈ 100 bytes per reply in a dict,
-    where the key string and a tuple cost ≈ 220). ``get`` reads the entry back from disk
-    and checks its stored key, so two keys with the same digest cost a repeated call
-    (a miss), never a wrong reply."""
+    segment number and byte offset packed in one int, kept in sorted arrays
+    (:class:`_Index`: ≈ 16 bytes per reply, where a dict of key strings and tuples cost
+    ≈ 220). ``get`` reads the entry back from disk and checks its stored key, so two keys
+    with the same digest cost a repeated call (a miss), never a wrong reply."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
-        self._index: dict[int, int] | None = None
+        self._index: _Index | None = None
         self._paths: list[Path] = []
         self._lock = threading.Lock()
         self._segment: int | None = None
@@ -77,9 +128,9 @@ class ResponseCache:
         self._segment_path: Path | None = None
         self._offset = 0
 
-    def _scan(self, keys: set[str] | None = None) -> dict[int, int]:
+    def _scan(self, keys: set[str] | None = None) -> _Index:
         """The index of every segment on disk (and every key into ``keys``)."""
-        index: dict[int, int] = {}
+        index = _Index()
         paths = sorted(self.root.glob("*.jsonl"))
         for no, path in enumerate(paths):
             with path.open("rb") as fh:
@@ -91,13 +142,14 @@ class ResponseCache:
                     except ValueError:
                         continue  # torn write
                     if isinstance(entry, dict) and isinstance(entry.get("key"), str):
-                        index[_digest(entry["key"])] = (no << _OFFSET_BITS) | at
+                        index.set(_digest(entry["key"]), (no << _OFFSET_BITS) | at)
                         if keys is not None:
                             keys.add(entry["key"])
+        index.merge()
         self._paths = paths
         return index
 
-    def _load(self) -> dict[int, int]:
+    def _load(self) -> _Index:
         if self._index is None:
             self._index = self._scan()
         return self._index
@@ -135,7 +187,7 @@ class ResponseCache:
             while view:  # one write(2) per entry (a regular file takes it whole)
                 view = view[os.write(self._segment, view) :]
             no = self._paths.index(self._segment_path)
-            index[_digest(key)] = (no << _OFFSET_BITS) | self._offset
+            index.set(_digest(key), (no << _OFFSET_BITS) | self._offset)
             self._offset += len(line)
 
     def keys(self) -> set[str]:

@@ -109,7 +109,7 @@ def test_the_streaming_rows_name_both_sizes_and_the_ratio() -> None:
     )
     assert rows[1][2] == "peak RSS 200,000 / 100,000 records: **1.05×**"
     assert rows[2][3] == (
-        "flat: ratio ≤ 1.3 at 10× records (not judged: 2× records); "
+        "flat: ratio ≤ 1.3 at ≈ 10× records (not judged: 2× records); "
         "10^6 not measured (largest 200,000)"
     )
     f["sizes"] = [100_000, 1_000_000]
@@ -117,8 +117,23 @@ def test_the_streaming_rows_name_both_sizes_and_the_ratio() -> None:
         f[f"{stage}_records_per_s_1000000"] = 1.0
         f[f"{stage}_peak_rss_mb_1000000"] = 1
     rows = _streaming(f)
-    assert rows[0][3] == "flat: ratio ≤ 1.3 at 10× records (met)"
-    assert rows[3][3] == "flat: ratio ≤ 1.3 at 10× records (**not met**)"
+    assert rows[0][3] == "flat: ratio ≤ 1.3 at ≈ 10× records (met)"
+    assert rows[3][3] == "flat: ratio ≤ 1.3 at ≈ 10× records (**not met**)"
+    # sizes rounded to whole probe sets (102,400 / 998,400: 9.75×) count as 10× and 10^6
+    f["sizes"] = [102_400, 998_400]
+    for stage in ("ingest", "judge", "assign", "report"):
+        for n in f["sizes"]:
+            f[f"{stage}_records_per_s_{n}"] = 1.0
+            f[f"{stage}_peak_rss_mb_{n}"] = 1
+    assert _streaming(f)[0][3] == "flat: ratio ≤ 1.3 at ≈ 10× records (met)"
+    f["sizes"] = [102_400, 512_000]
+    for stage in ("ingest", "judge", "assign", "report"):
+        f[f"{stage}_records_per_s_512000"] = 1.0
+        f[f"{stage}_peak_rss_mb_512000"] = 1
+    assert _streaming(f)[0][3] == (
+        "flat: ratio ≤ 1.3 at ≈ 10× records (not judged: 5× records); "
+        "10^6 not measured (largest 512,000)"
+    )
 
 
 def test_the_probe_entropy_row_names_the_forward_floor_and_trl() -> None:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pydantic import BaseModel
 
@@ -239,8 +240,8 @@ def test_cache_index_holds_offsets_not_replies(tmp_path: Path) -> None:
         cache.put(f"k{i}", {"content": "é" * i, "messages": [{"role": "user", "content": "x"}]})
     assert cache.get("k49") == {"content": "é" * 49, "key": "k49"}
     index = cache._index
-    assert index is not None and len(index) == 50
-    assert all(type(k) is int and type(v) is int for k, v in index.items())
+    assert index is not None and len(index) == 50  # 50 locations, no reply in memory
+    assert index.digests.dtype == np.uint64 and index.where.dtype == np.int64
     fresh = ResponseCache(tmp_path / "c")
     assert [fresh.get(f"k{i}")["content"] for i in range(50)] == ["é" * i for i in range(50)]  # type: ignore[index]
     cache.put("k7", {"content": "new"})  # a later entry wins, in the writer's index too
@@ -264,9 +265,10 @@ def test_cache_digest_collision_is_a_miss_not_a_wrong_reply(
     assert cache.keys() == {"a", "b"}
 
 
-def test_cache_index_costs_about_a_hundred_bytes_a_key(tmp_path: Path) -> None:
+def test_cache_index_costs_under_forty_bytes_a_key(tmp_path: Path) -> None:
     """The index of 20,000 replies (64-char hex keys, as the LLM client's) costs under
-    130 bytes a key: a dict of ints, not of key strings and tuples (≈ 220)."""
+    40 bytes a key: sorted arrays of digests and locations (16), not a dict of key
+    strings and tuples (≈ 220) nor of ints (≈ 100)."""
     import hashlib
     import tracemalloc
 
@@ -285,4 +287,28 @@ def test_cache_index_costs_about_a_hundred_bytes_a_key(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
-    assert grown / len(keys) < 130, grown / len(keys)
+    assert grown / len(keys) < 40, grown / len(keys)
+
+
+def test_cache_index_equals_a_dict_through_merges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compact index answers as a plain dict would (later entry wins, misses are
+    misses) across many merges, with digests above 2**63 (the uint64 high bit)."""
+    import random
+
+    import pipeline.llm.cache as cache_mod
+
+    monkeypatch.setattr(cache_mod._Index, "MERGE_AT", 7)
+    rng = random.Random(3)
+    pool = [rng.getrandbits(64) for _ in range(120)] + [2**64 - 1, 2**63, 0, 1]
+    index, ref = cache_mod._Index(), {}
+    for step in range(2_000):
+        d = rng.choice(pool)
+        if rng.random() < 0.5:
+            index.set(d, step)
+            ref[d] = step
+        else:
+            assert index.get(d) == ref.get(d), (step, d)
+    index.merge()
+    assert len(index) == len(ref)
+    assert all(index.get(d) == ref.get(d) for d in pool)
+    assert list(index.digests) == sorted(ref)
