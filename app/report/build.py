@@ -366,6 +366,9 @@ def compute_report_from(
             ).to_dict(include_questions=False)
         except ValueError as exc:
             entropy_error = str(exc)
+        # With a production judge, verdicts come from its verdict table so that
+        # `unparseable` and not-yet-judged successes count against coverage (DESIGN 4),
+        # not as invalid.
         judged = None
         if source.judged and verdicts is not None:
             from app.validity_audit.validity import validity_groups
