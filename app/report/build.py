@@ -334,17 +334,12 @@ def compute_report_from(
     for run, model, step in keys:
         last_step[(run, model)] = max(step, last_step.get((run, model), step))
 
-    use_partition = pair["partition_id"] is not None
     outside: dict[Key, int] = {}
-    modes: dict[Key, dict[str, list[str]]] = {}
-    any_mode = False
-    interned: dict[str, str] = {}
+    labels = ModeLabels(pair, has_verdicts, outside)
     checkpoints = []
     for key in _progress(keys, progress, "checkpoints"):
         run, model, step = key
         ck, verdicts = source.checkpoint(key)
-        if not ck:
-            continue
         entropy, entropy_error = None, None
         try:
             entropy = checkpoint_entropy(
@@ -375,10 +370,7 @@ def compute_report_from(
 
             (group,) = validity_groups(ck, verdicts, k_min=k_min)
             judged = {k: v for k, v in group.items() if k not in ("run", "model", "step")}
-        any_mode = any_mode or use_partition or any(mode_label(r["mode"]) != UNCERTAIN for r in ck)
-        ck_modes = _checkpoint_mode_labels(ck, use_partition, has_verdicts, outside, interned)
-        if ck_modes:
-            modes[key] = ck_modes
+        labels.add(key, ck)
         n_success = sum(r["reward"] for r in ck)
         checkpoints.append(
             {
@@ -397,8 +389,7 @@ def compute_report_from(
             }
         )
         del ck, verdicts
-    if not any_mode:  # no partition and no trajectory has a mode: no mode data
-        modes, outside = {}, {}
+    modes = labels.result()
 
     retention: dict[Key, dict[str, Any]] = {}
     retention_errors: dict[Key, str] = {}
@@ -711,18 +702,10 @@ def mode_labels(
     """Checkpoint → question → mode labels of the study's included trajectories (as in
     the report), read from the store one checkpoint at a time."""
     source = StoreRows(session, study_id=study_id, partition_id=pair["partition_id"], judge_id=None)
-    has_verdicts = source.has_verdicts()
-    use_partition = pair["partition_id"] is not None
-    out: dict[Key, dict[str, list[str]]] = {}
-    any_mode = use_partition
-    interned: dict[str, str] = {}
+    labels = ModeLabels(pair, source.has_verdicts())
     for key in source.checkpoint_keys():
-        ck, _ = source.checkpoint(key)
-        any_mode = any_mode or any(mode_label(r["mode"]) != UNCERTAIN for r in ck)
-        labels = _checkpoint_mode_labels(ck, use_partition, has_verdicts, None, interned)
-        if labels:
-            out[key] = labels
-    return out if any_mode else {}
+        labels.add(key, source.checkpoint(key)[0])
+    return labels.result()
 
 
 def mode_labels_from_rows(
@@ -731,57 +714,62 @@ def mode_labels_from_rows(
     has_verdicts: bool,
     not_in_partition: dict[Key, int] | None = None,
 ) -> dict[Key, dict[str, list[str]]]:
-    """Checkpoint → question → mode labels of the included rows (see
-    :func:`_checkpoint_mode_labels`); with a partition (``pair["partition_id"]``) each
-    row carries ``in_partition`` and ``partition_mode``. Empty when there is no partition
-    and no trajectory has a mode (no mode data)."""
-    use_partition = pair["partition_id"] is not None
-    if not use_partition and all(mode_label(r["mode"]) == UNCERTAIN for r in rows):
-        return {}
+    """:class:`ModeLabels` of ``rows`` (all of them in memory)."""
     by_ckpt: dict[Key, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_ckpt[(r["run"], r["model"], r["step"])].append(r)
-    out: dict[Key, dict[str, list[str]]] = {}
-    interned: dict[str, str] = {}
+    labels = ModeLabels(pair, has_verdicts, not_in_partition)
     for key, ck in by_ckpt.items():
-        labels = _checkpoint_mode_labels(
-            ck, use_partition, has_verdicts, not_in_partition, interned
-        )
-        if labels:
-            out[key] = labels
-    return out
+        labels.add(key, ck)
+    return labels.result()
 
 
-def _checkpoint_mode_labels(
-    ck: list[dict[str, Any]],
-    use_partition: bool,
-    has_verdicts: bool,
-    not_in_partition: dict[Key, int] | None,
-    interned: dict[str, str],
-) -> dict[str, list[str]]:
-    """Question → mode labels of one checkpoint's included rows: R = 1 and accepted
-    (when ``has_verdicts``), labelled by the partition (rows carry ``in_partition`` and
+class ModeLabels:
+    """Checkpoint → question → mode labels of the included trajectories, collected one
+    checkpoint at a time: R = 1 and accepted (when ``has_verdicts``), labelled by the
+    partition of ``pair["partition_id"]`` (rows carry ``in_partition`` and
     ``partition_mode``) or else the ``mode`` column; ``uncertain`` kept so that it counts
     against coverage. Accepted successes absent from the partition (e.g. ingested after
     its freeze) have no mode in it: they are left out and, when ``not_in_partition`` is
-    given, counted there per checkpoint. Equal labels share one string (``interned``),
+    given, counted there per checkpoint. :meth:`result` is empty when there is no
+    partition and no trajectory has a mode (no mode data). Equal labels share one string,
     so the labels kept for retention cost a pointer per trajectory."""
-    out: dict[str, list[str]] = defaultdict(list)
-    for r in ck:
-        if r["reward"] != 1 or (has_verdicts and r["validity"] != 1):
-            continue
-        if not use_partition:
-            mode = r["mode"]
-        elif r["in_partition"]:
-            mode = r["partition_mode"]
-        else:
-            if not_in_partition is not None:
-                key = (r["run"], r["model"], r["step"])
-                not_in_partition[key] = not_in_partition.get(key, 0) + 1
-            continue
-        lab = mode_label(mode)
-        out[r["question_id"]].append(interned.setdefault(lab, lab))
-    return dict(out)
+
+    def __init__(
+        self,
+        pair: dict[str, Any],
+        has_verdicts: bool,
+        not_in_partition: dict[Key, int] | None = None,
+    ) -> None:
+        self.use_partition = pair["partition_id"] is not None
+        self.has_verdicts = has_verdicts
+        self.not_in_partition = not_in_partition
+        self.any_mode = self.use_partition
+        self.modes: dict[Key, dict[str, list[str]]] = {}
+        self._interned: dict[str, str] = {}
+
+    def add(self, key: Key, ck: list[dict[str, Any]]) -> None:
+        """Take one checkpoint's rows (every row, failures included)."""
+        self.any_mode = self.any_mode or any(mode_label(r["mode"]) != UNCERTAIN for r in ck)
+        out: dict[str, list[str]] = defaultdict(list)
+        for r in ck:
+            if r["reward"] != 1 or (self.has_verdicts and r["validity"] != 1):
+                continue
+            if not self.use_partition:
+                mode = r["mode"]
+            elif r["in_partition"]:
+                mode = r["partition_mode"]
+            else:
+                if self.not_in_partition is not None:
+                    self.not_in_partition[key] = self.not_in_partition.get(key, 0) + 1
+                continue
+            lab = mode_label(mode)
+            out[r["question_id"]].append(self._interned.setdefault(lab, lab))
+        if out:
+            self.modes[key] = dict(out)
+
+    def result(self) -> dict[Key, dict[str, list[str]]]:
+        return self.modes if self.any_mode else {}
 
 
 def _json(section: ModeSummary | None) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
-from sqlalchemy import and_, literal
+from sqlalchemy import and_
 from sqlmodel import Session, select
 
 from app.store.models import JudgeVerdict, PartitionAssignment, Trajectory
@@ -152,8 +152,7 @@ class StoreRows:
     def checkpoint(self, key: Key) -> tuple[list[dict[str, Any]], dict[str, str] | None]:
         run, model, step = key
         names = (*COLUMNS, *SAMPLING_COLUMNS)
-        cols: list[Any] = [getattr(Trajectory, c) for c in names]
-        stmt = select(*cols)
+        stmt = select(*(getattr(Trajectory, c) for c in names))
         if self.partition_id is not None:
             stmt = stmt.add_columns(
                 PartitionAssignment.id.label("pa_id"),  # type: ignore[union-attr]
@@ -165,8 +164,6 @@ class StoreRows:
                     PartitionAssignment.trajectory_id == Trajectory.trajectory_id,
                 ),
             )
-        else:
-            stmt = stmt.add_columns(literal(None).label("pa_id"), literal(None).label("pa_mode"))
         if self.judge_id is not None:
             stmt = stmt.add_columns(JudgeVerdict.verdict.label("jv")).outerjoin(
                 JudgeVerdict,
@@ -176,8 +173,6 @@ class StoreRows:
                     JudgeVerdict.trajectory_id == Trajectory.trajectory_id,
                 ),
             )
-        else:
-            stmt = stmt.add_columns(literal(None).label("jv"))
         stmt = stmt.where(
             Trajectory.study_id == self.study_id,
             Trajectory.run == run,
@@ -189,12 +184,13 @@ class StoreRows:
         n = len(names)
         for rec in self.session.exec(stmt):
             row = dict(zip(names, rec[:n], strict=True))
-            pa_id, pa_mode, jv = rec[n], rec[n + 1], rec[n + 2]
+            extra = rec[n:]  # (pa_id, pa_mode) with a partition, then jv with a judge
             if self.partition_id is not None:
-                row["in_partition"] = pa_id is not None
-                row["partition_mode"] = pa_mode
-            if verdicts is not None and jv is not None:
-                verdicts[row["trajectory_id"]] = jv
+                row["in_partition"] = extra[0] is not None
+                row["partition_mode"] = extra[1]
+                extra = extra[2:]
+            if verdicts is not None and extra[0] is not None:
+                verdicts[row["trajectory_id"]] = extra[0]
             rows.append(row)
         return rows, verdicts
 

@@ -126,8 +126,7 @@ def write_validity(session: Session, *, judge_id: int, study_id: int) -> None:
     """validity = 1 for this judge's ``valid`` verdicts, 0 for every other R = 1 row.
 
     One UPDATE with a correlated ``EXISTS`` on the verdict's unique index: the database
-    never materialises the set of valid ids (an ``IN (subquery)`` did: +274 MB on a SQLite
-    store of 10^6 records)."""
+    never materialises the set of valid ids (an ``IN (subquery)`` did on SQLite)."""
     is_valid = (
         sa_select(JudgeVerdict.id)
         .where(
