@@ -44,6 +44,7 @@ import httpx
 import psutil
 from pydantic import SecretStr
 
+from annotation import server_template
 from annotation.client import http_client, is_healthy
 
 
@@ -67,7 +68,7 @@ CREDENTIALS_FILE = "credentials.json"
 LOCK_FILE = ".start.lock"
 BIN_ENV = "RCEA_LABELSTUDIO_BIN"
 DEFAULT_ADMIN = "admin@rcea.local"
-DEFAULT_START_TIMEOUT = 300.0  # first boot runs ~90 s of migrations on a 2-core machine
+DEFAULT_START_TIMEOUT = 300.0  # an installation's first boot migrates (≈ 90 s on 2 busy cores)
 TOKEN_MIN, TOKEN_MAX = 6, 40  # LS ignores tokens of 5 chars or fewer; DRF keys are varchar(40)
 PASSWORD_MIN = 8  # LS password validator
 
@@ -332,6 +333,7 @@ class LabelStudioServer:
         with self._start_lock():
             proc = self._recorded_process(remove_stale=True)
             if proc is None:
+                self._seed_database(deadline)
                 proc = self._launch()
                 try:
                     self._wait_ready(proc, deadline, timeout)
@@ -450,6 +452,24 @@ class LabelStudioServer:
         proc = psutil.Process(self._proc.pid)
         self._write_pid_record(proc)
         return proc
+
+    def _seed_database(self, deadline: float) -> None:
+        """A data dir without a database starts from the installation's migrated template
+        (``annotation.server_template``): the first boot then skips Label Studio's ≈ 90 s of
+        migrations. On any failure the server migrates its own database; the log says why."""
+        if (self.home / server_template.DB_FILE).exists():
+            return
+        try:
+            template = server_template.migrated_database(
+                self.executable(), server_env(self.home), max(30.0, deadline - time.monotonic())
+            )
+            server_template.seed_data_dir(self.home, template)
+            note = f"database copied from the migrated template {template}"
+        except (OSError, server_template.TemplateError) as exc:
+            note = f"no migrated template ({exc}); Label Studio migrates this database itself"
+        fd = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a") as log:
+            log.write(f"=== rcea: {note} ===\n")
 
     def _refuse_busy_port(self) -> None:
         with socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET) as sock:
