@@ -26,7 +26,6 @@ Why it is launched the way it is (Label Studio 1.23.2, read from its ``server.py
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import ipaddress
 import json
 import os
@@ -34,7 +33,7 @@ import secrets
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -568,13 +567,6 @@ class LabelStudioServer:
         if self._proc is not None:
             self._proc.poll()
 
-    @contextlib.contextmanager
-    def _start_lock(self) -> Iterator[None]:
+    def _start_lock(self) -> contextlib.AbstractContextManager[None]:
         """Serialise concurrent ``start`` calls for one data dir (two would race for the port)."""
-        fd = os.open(self.home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        return server_template.file_lock(self.home / LOCK_FILE)

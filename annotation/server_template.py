@@ -63,7 +63,8 @@ def template_dir(executable: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created 0600) for the ``with`` block."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -87,7 +88,7 @@ def migrated_database(executable: Path, env: dict[str, str], timeout: float) -> 
     if db.exists():
         return db
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with _locked(where / ".lock"):
+    with file_lock(where / ".lock"):
         if db.exists():  # made by the process we waited for
             return db
         with tempfile.TemporaryDirectory(dir=where, prefix="migrating-") as tmp:
