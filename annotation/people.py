@@ -26,13 +26,10 @@ for another person's endpoint.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import hmac
 import json
-import os
 import re
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +38,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from annotation.client import http_client, is_healthy, make_client
+from annotation.file_lock import file_lock
 from annotation.server import (
     LS_SUBDIR,
     LabelStudioError,
@@ -152,16 +150,9 @@ class People:
         return self.root / PEOPLE_FILE
 
     # registry file
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.root / ".people.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        return file_lock(self.root / ".people.lock")
 
     def _load(self) -> dict[str, dict[str, Any]]:
         if not self.path.exists():

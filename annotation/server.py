@@ -45,6 +45,7 @@ from pydantic import SecretStr
 
 from annotation import server_template
 from annotation.client import http_client, is_healthy
+from annotation.file_lock import file_lock
 
 
 class LabelStudioConfig(Protocol):
@@ -454,7 +455,7 @@ class LabelStudioServer:
 
     def _seed_database(self, deadline: float) -> None:
         """A data dir without a database starts from the installation's migrated template
-        (``annotation.server_template``): the first boot then skips Label Studio's ≈ 90 s of
+        (``annotation.server_template``): the first boot then skips Label Studio's
         migrations. On any failure the server migrates its own database; the log says why."""
         if (self.home / server_template.DB_FILE).exists():
             return
@@ -569,4 +570,4 @@ class LabelStudioServer:
 
     def _start_lock(self) -> contextlib.AbstractContextManager[None]:
         """Serialise concurrent ``start`` calls for one data dir (two would race for the port)."""
-        return server_template.file_lock(self.home / LOCK_FILE)
+        return file_lock(self.home / LOCK_FILE)

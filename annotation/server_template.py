@@ -1,7 +1,7 @@
 """A migrated, empty Label Studio database to start new data dirs from.
 
 Label Studio's first boot of a data dir runs every Django migration of its database
-(≈ 90 s on 2 busy cores for 1.23.2) before it creates the admin; later boots find the
+(396 in 1.23.2) before it creates the admin; later boots find the
 database in step and skip them. rcea gives every person a server of their own, so a demo
 or a new team boots several fresh data dirs: this module runs the migrations **once per
 Label Studio installation** and copies the result into each new data dir before its first
@@ -13,7 +13,7 @@ What the template holds: the state right after ``label_studio.server``'s own
 ``_apply_database_migrations()`` in an empty temporary data dir, under the same allow-listed
 environment as a server (``server_env`` without credentials) — tables, content types,
 permissions; **no user, organisation, token or project** (checked in
-``tests/annotation/test_server.py``). Only ``label_studio.sqlite3`` is copied: the
+``tests/annotation/test_server_template.py``). Only ``label_studio.sqlite3`` is copied: the
 Django secret key (``.env``), media and exports are each server's own.
 
 Where: ``$XDG_CACHE_HOME/rcea/labelstudio-db/<key>/`` (default ``~/.cache``), ``<key>`` a
@@ -26,15 +26,14 @@ server migrates its own database, as without a template; the reason goes to the 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
+
+from annotation.file_lock import file_lock
 
 DB_FILE = "label_studio.sqlite3"
 CREDENTIAL_ENV = ("LABEL_STUDIO_USERNAME", "LABEL_STUDIO_PASSWORD", "LABEL_STUDIO_USER_TOKEN")
@@ -60,18 +59,6 @@ def template_dir(executable: Path) -> Path:
     st = executable.stat()
     key = f"{executable.resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode()
     return cache_root() / hashlib.sha256(key).hexdigest()[:16]
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (created 0600) for the ``with`` block."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def migrated_database(executable: Path, env: dict[str, str], timeout: float) -> Path:
