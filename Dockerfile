@@ -4,6 +4,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /srv/rcea
 COPY pyproject.toml README.md ./
 COPY app ./app
+COPY study ./study
 COPY annotation ./annotation
 COPY pipeline ./pipeline
 COPY audits ./audits

@@ -40,9 +40,9 @@ demo: install ## the embedded study end to end, then serve Label Studio, API, vi
 	@echo "rcea is $(BIN)/rcea: \`source $(VENV)/bin/activate\` (or \`make shell\`) puts it on PATH"
 	$(BIN)/rcea demo --serve $(DEMO_ARGS)
 
-test: install ## ruff + the whole test suite (PostgreSQL and browser tests included)
+test: install ## ruff + the whole test suite (PostgreSQL and browser tests included); the 30 slowest tests and the total
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

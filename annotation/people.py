@@ -18,7 +18,7 @@ to their server:
   talks to them.
 
 Nothing here trusts anything a person can write: labels are read back with the admin
-token (:mod:`app.labelling`), and each person's webhook carries its own secret, derived
+token (:mod:`study.labelling`), and each person's webhook carries its own secret, derived
 from the master secret and the person's slug, so a secret read on one server is useless
 for another person's endpoint.
 """
@@ -295,7 +295,7 @@ class People:
 
 
 def people_from_settings(settings: Any) -> People:
-    """The registry of the configured data dir (``app.settings.Settings`` fits)."""
+    """The registry of the configured data dir (``study.settings.Settings`` fits)."""
     return People(
         settings.data_dir,
         settings.labelstudio_url,

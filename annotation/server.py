@@ -36,7 +36,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -46,19 +46,6 @@ from pydantic import SecretStr
 from annotation import server_template
 from annotation.client import http_client, is_healthy
 from annotation.file_lock import file_lock
-
-
-class LabelStudioConfig(Protocol):
-    """What this module needs of the application's settings (``app.settings.Settings``
-    satisfies it); a protocol so that ``annotation`` does not import ``app``."""
-
-    data_dir: Path
-    labelstudio_url: str
-    labelstudio_user: str
-    labelstudio_password: SecretStr | None
-    labelstudio_token: SecretStr | None
-    labelstudio_bin: Path | None
-
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LS_SUBDIR = "labelstudio"

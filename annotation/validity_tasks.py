@@ -4,7 +4,7 @@ A task holds exactly three data fields: an opaque item key, the problem statemen
 solution text. Annotators answer ``valid`` or ``fatal error`` (stored as ``invalid``) and
 may note where the first fatal error is. No run, model, step, seed, trajectory id,
 question id, judge verdict or rationale ever goes into a task: every batch is scanned
-(:func:`app.labelling.check_blinding`) before anything is created in Label Studio.
+(:func:`study.labelling.check_blinding`) before anything is created in Label Studio.
 """
 
 from __future__ import annotations

@@ -1,3 +1,6 @@
-"""RCEA Audit application shell: settings, store, CLI, service, view."""
+"""RCEA Audit's shell: the CLI, the REST API, the Streamlit view and the demo, each a thin
+layer over the domain in ``study``."""
 
-__version__ = "0.1.0"
+from study import __version__
+
+__all__ = ["__version__"]

@@ -4,7 +4,7 @@
 
 * ``cli.md``: every ``rcea`` command from the Typer app (usage, help, every option with
   its type and default) — the same text as ``--help``;
-* ``settings.md``: every field of :class:`app.settings.Settings` with its environment
+* ``settings.md``: every field of :class:`study.settings.Settings` with its environment
   variable, default and description;
 * ``api.md`` and ``openapi.json``: every REST route from the FastAPI app's OpenAPI schema.
 
@@ -108,12 +108,12 @@ def cli_page() -> str:
 def settings_page() -> str:
     from pydantic import SecretStr
 
-    from app.settings import Settings
+    from study.settings import Settings
 
     out = [
         HEADER,
         "# Settings reference\n\n",
-        "Every setting of `app.settings.Settings`, generated from the class. Each is read "
+        "Every setting of `study.settings.Settings`, generated from the class. Each is read "
         "from the environment variable `RCEA_<NAME>` or from a `.env` file in the working "
         "directory; secrets are never printed (`rcea config` shows them as `<set>`).\n\n",
         "| environment variable | default | secret | meaning |\n|---|---|---|---|\n",
@@ -134,8 +134,8 @@ def settings_page() -> str:
 
 def openapi_schema() -> dict[str, Any]:
     from app.api import create_app
-    from app.settings import Settings
-    from app.store import make_engine
+    from study.settings import Settings
+    from study.store import make_engine
 
     with tempfile.TemporaryDirectory() as tmp:
         engine = make_engine(f"sqlite:///{tmp}/docs.db")

@@ -193,10 +193,10 @@ def pair_task(data: Path) -> tuple[str, str, str, str]:
     import sqlalchemy as sa
 
     from annotation.people import People
-    from app.pair_audit.sampling import get_audit
-    from app.settings import Settings
-    from app.store import open_store, session_scope
-    from app.store.models import AuditTask
+    from study.pair_audit.sampling import get_audit
+    from study.settings import Settings
+    from study.store import open_store, session_scope
+    from study.store.models import AuditTask
 
     logins = json.loads((data / "demo-logins.json").read_text())["simulated"]["A"]
     email, password = logins["email"], logins["password"]

@@ -1,7 +1,7 @@
 """Pure RCEA statistics: estimators, agreement metrics, gates, rubrics.
 
-numpy/scipy in, typed results out; no database, HTTP or Label Studio. DESIGN.md
-("Estimators") is the specification; item numbers refer to it.
+numpy/scipy in, typed results out; no database, HTTP or Label Studio. The estimators are
+numbered as in docs/estimators.md ("The estimators by number"); item numbers refer to it.
 """
 
 from audits.agreement import final_reference, pair_agreement

@@ -1,4 +1,4 @@
-"""Partition-audit pair agreement (DESIGN.md item 10).
+"""Partition-audit pair agreement (docs/estimators.md item 10).
 
 Labels are ``"same"`` / ``"different"`` (same or different solution strategy). For
 labels x compared against reference labels y, per class ℓ (TP, FP, FN counted with x as

@@ -1,5 +1,5 @@
 """Correlation helpers and the exploratory retention–pass@k association
-(DESIGN.md items 6 and 14).
+(docs/estimators.md items 6 and 14).
 
 Pearson's r = Σ (x−x̄)(y−ȳ) / sqrt(Σ (x−x̄)² · Σ (y−ȳ)²); Spearman's ρ is Pearson's r of
 the average ranks (ties share the mean of their ranks). Both two-sided p-values use
@@ -141,7 +141,7 @@ def retention_passk_spearman(
     passk: Sequence[float | None],
     excluded: Sequence[str] = (),
 ) -> RetentionPasskAssociation:
-    """Spearman's ρ between per-method mode retention and pass@k (DESIGN.md item 14).
+    """Spearman's ρ between per-method mode retention and pass@k (docs/estimators.md item 14).
 
     ``methods`` label the rows (unique). Methods named in ``excluded`` (runs flagged by
     the failure detector) are dropped and listed; rows whose retention or pass@k is

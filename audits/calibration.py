@@ -1,4 +1,4 @@
-"""Validity-judge calibration (DESIGN.md item 12).
+"""Validity-judge calibration (docs/estimators.md item 12).
 
 ``judge_calibration`` — on a held-out, blinded, human-labelled calibration split
 (human ∈ {valid, invalid}; judge ∈ {valid, invalid, unparseable}), n items:

@@ -1,4 +1,4 @@
-"""Exact full-vocabulary covariance fit between adjacent checkpoints (DESIGN.md item 6).
+"""Exact full-vocabulary covariance fit between adjacent checkpoints (docs/estimators.md item 6).
 
 For one prefix s with old logits z and new logits z′ (both over the full vocabulary):
 
@@ -533,7 +533,7 @@ def covariance_fit(
     """Fit of observed on predicted Δh across transitions (one row per transition).
 
     ``runs`` gives the run of each transition; transitions of runs named in
-    ``excluded_runs`` (failed runs, DESIGN.md item 9) are left out and listed. See
+    ``excluded_runs`` (failed runs, docs/estimators.md item 9) are left out and listed. See
     ``CovarianceFit`` for the statistics; they are ``None`` where undefined (e.g. n < 2,
     constant predicted values, or nothing left after exclusion).
     """

@@ -1,4 +1,4 @@
-"""Outcome, sequence and reward-conditioned token entropy (DESIGN.md items 1–3).
+"""Outcome, sequence and reward-conditioned token entropy (docs/estimators.md items 1–3).
 
 Natural logs throughout. For one question x at one checkpoint there are K samples with
 rewards R_i ∈ {0, 1}, mean token entropies h̄_i and sequence log-probabilities ℓ_i.

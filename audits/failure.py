@@ -1,4 +1,4 @@
-"""Training-failure detector on a dense accuracy trace (DESIGN.md items 9 and 14).
+"""Training-failure detector on a dense accuracy trace (docs/estimators.md items 9 and 14).
 
 For an accuracy trace a(s) at strictly increasing steps s_1 < … < s_T:
 

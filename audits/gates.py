@@ -1,4 +1,4 @@
-"""Predeclared partition-audit gate (DESIGN.md items 10 and 11).
+"""Predeclared partition-audit gate (docs/estimators.md items 10 and 11).
 
 Inputs are the audit pairs: ids, the labels of annotators A and B, adjudicated labels,
 and the automatic label of each pair (``"same"``/``"different"``, or ``None`` /
@@ -7,7 +7,7 @@ and the automatic label of each pair (``"same"``/``"different"``, or ``None`` /
 Uncertain pairs have no automatic label. They are excluded from the *automatic* F1s
 (automatic vs reference, vs A, vs B), counted (``n_excluded_uncertain``) and listed. The
 human–human macro-F1 is over **every** pair both annotators labelled: it never depends on
-the automatic partition (DESIGN.md item 10); ``human_human_macro_f1_evaluated`` reports
+the automatic partition (docs/estimators.md item 10); ``human_human_macro_f1_evaluated`` reports
 it on the automatically labelled subset, for information only. The cost of uncertainty
 is carried by ``automatic_coverage`` (non-uncertain / judge-accepted trajectories over
 the whole locked partition), which the caller computes and passes in.
@@ -60,7 +60,7 @@ from audits.agreement import (
     pair_agreement,
     resolve_adjudication,
 )
-from audits.thresholds import GateThresholds
+from audits.thresholds import GATE_REQUIREMENTS, GateThresholds
 
 __all__ = [
     "GATE_TOLERANCE",
@@ -201,6 +201,38 @@ def _subset(values: Sequence[Any], keep: list[bool]) -> list[Any]:
     return [v for v, k in zip(values, keep, strict=True) if k]
 
 
+SCOPES = ("disagreements", "disagreements_and_automatic")
+
+
+def needs_adjudication(a: Any, b: Any, automatic: Any, scope: str) -> bool:
+    """Whether a pair both annotators labelled goes to adjudication under the rubric's
+    ``[adjudication] scope``: A ≠ B always; with ``disagreements_and_automatic`` also an
+    agreed label that differs from the pair's automatic label (when it has one)."""
+    if scope not in SCOPES:
+        raise ValueError(f"adjudication scope must be one of {SCOPES}, got {scope!r}")
+    if a != b:
+        return True
+    return scope == "disagreements_and_automatic" and automatic is not None and a != automatic
+
+
+def counted_adjudications(
+    pair_ids: Sequence[Any],
+    annotator_a: Sequence[Any],
+    annotator_b: Sequence[Any],
+    automatic: Sequence[Any],
+    adjudicated: Mapping[Any, Any],
+    scope: str,
+) -> dict[Any, Any]:
+    """The adjudicated labels a gate counts: those given, on pairs that need adjudication
+    under ``scope`` (:func:`needs_adjudication`). The final gate, the interim decisions of
+    a sequential plan and the bundle verifier all take adjudications through this rule."""
+    return {
+        p: adjudicated[p]
+        for p, x, y, z in zip(pair_ids, annotator_a, annotator_b, automatic, strict=True)
+        if adjudicated.get(p) is not None and needs_adjudication(x, y, z, scope)
+    }
+
+
 def evaluate_gate(
     pair_ids: Sequence[Any],
     annotator_a: Sequence[Any],
@@ -313,14 +345,17 @@ def evaluate_gate(
     gap = None if hh_f1 is None or auto_f1 is None else hh_f1 - auto_f1
     d_prec = None if vs_ref is None else vs_ref.different_precision
     d_rec = None if vs_ref is None else vs_ref.different_recall
-    t = thresholds
-    requirements = (
-        _requirement("human_human_macro_f1", hh_f1, t.human_human_macro_f1_min, ">="),
-        _requirement("automatic_macro_f1", auto_f1, t.automatic_macro_f1_min, ">="),
-        _requirement("gap", gap, t.gap_max, "<="),
-        _requirement("different_precision", d_prec, t.different_precision_min, ">="),
-        _requirement("different_recall", d_rec, t.different_recall_min, ">="),
-        _requirement("automatic_coverage", coverage, t.automatic_coverage_min, ">="),
+    values = {
+        "human_human_macro_f1": hh_f1,
+        "automatic_macro_f1": auto_f1,
+        "gap": gap,
+        "different_precision": d_prec,
+        "different_recall": d_rec,
+        "automatic_coverage": coverage,
+    }
+    requirements = tuple(
+        _requirement(name, values[name], getattr(thresholds, key), comparator)
+        for name, key, comparator in GATE_REQUIREMENTS
     )
     return GateReport(
         stage=stage,

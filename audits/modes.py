@@ -1,4 +1,4 @@
-"""Mode entropy and rarefied effective-mode retention (DESIGN.md item 5).
+"""Mode entropy and rarefied effective-mode retention (docs/estimators.md item 5).
 
 Inputs are the mode labels (from a frozen codebook) of the verifier-successful,
 judge-accepted trajectories of one question. Labels listed in ``exclude`` (default

@@ -1,4 +1,4 @@
-"""pass@k and greedy benchmark accuracy (DESIGN.md item 8).
+"""pass@k and greedy benchmark accuracy (docs/estimators.md item 8).
 
 Unbiased pass@k from n samples with c correct (Chen et al., 2021):
 

@@ -1,5 +1,5 @@
 """Audit rubric: a TOML file that predeclares the gate thresholds, estimator settings and
-sampling plans before any audit data are seen (DESIGN.md items 11 and "Freeze semantics").
+sampling plans before any audit data are seen (docs/estimators.md items 11 and "Freeze semantics").
 
 Format (every section but ``[rubric]`` may be omitted; missing keys get the defaults)::
 
@@ -57,12 +57,12 @@ gate is the fixed-sample gate, and rubrics frozen before it existed keep their h
 ``[annotators]`` likewise enters the content (and hash) only when ``repeat_share`` is not
 its default 0 (no hidden repeats).
 
-``[adjudication] scope`` (DESIGN.md item 10): ``disagreements`` sends only pairs where A ≠ B
-to adjudication; ``disagreements_and_automatic`` (the default) also pairs where A = B but
-the automatic label differs — arbitrating those can only move the reference toward the
-automatic label, so the gate records which scope was used. The section is left out of
-``to_dict()`` (and so of the hash) while it holds the default, so rubrics frozen before
-it existed keep their hashes.
+``[adjudication] scope`` (docs/estimators.md item 10): ``disagreements`` sends only pairs
+where A ≠ B to adjudication; ``disagreements_and_automatic`` (the default) also pairs where
+A = B but the automatic label differs — arbitrating those can only move the reference
+toward the automatic label, so the gate records which scope was used. The section is left
+out of ``to_dict()`` (and so of the hash) while it holds the default, so rubrics frozen
+before it existed keep their hashes.
 
 Unknown sections or keys and out-of-range values raise ``ValueError`` naming the section
 and key. ``content_hash()`` is the SHA-256 of the canonical JSON (sorted keys, compact
@@ -104,7 +104,7 @@ DEFAULT_RUBRIC_PATH = Path(__file__).with_name("default_rubric.toml")
 
 _MAX_SEED = 2**63 - 1
 
-#: What annotators and adjudicators are told a "strategy" is (DESIGN.md, codebook cycle).
+#: What annotators and adjudicators are told a "strategy" is (docs/codebook.md).
 DEFAULT_STRATEGY_DEFINITION = (
     "Two solutions use the same strategy when they share the decisive method and the core "
     "sequence of operations. Wording, notation, arithmetic detail or the order of "

@@ -1,5 +1,5 @@
 """Seeded, reproducible within-question pair sampling for the partition audit, and the
-automatic pair label of DESIGN.md item 10."""
+automatic pair label of docs/estimators.md item 10."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Predeclared group-sequential partition-audit gate (issue 19; docs/sequential-gate.md).
+"""Predeclared group-sequential partition-audit gate (docs/sequential-gate.md).
 
 A rubric's ``[sequential]`` table predeclares *looks* — shares t₁ < … < t_K = 1 of the
 planned pairs labelled by both annotators — an error rate ``alpha`` and an alpha-spending
@@ -53,8 +53,8 @@ import numpy as np
 from scipy import optimize, stats
 
 from audits.agreement import DIFFERENT, SAME, check_labels, resolve_adjudication
-from audits.gates import GATE_TOLERANCE, UNCERTAIN
-from audits.thresholds import GateThresholds
+from audits.gates import GATE_TOLERANCE, UNCERTAIN, counted_adjudications, evaluate_gate
+from audits.thresholds import AGREEMENT_REQUIREMENTS, GateThresholds
 
 __all__ = [
     "DECISIONS",
@@ -62,10 +62,13 @@ __all__ = [
     "InterimReport",
     "RequirementDecision",
     "SequentialPlan",
+    "attach_interim",
     "boundaries",
     "current_look",
     "interim_decisions",
     "look_sizes",
+    "plan_passed",
+    "planned_gate",
     "question_bootstrap",
     "spent_alpha",
 ]
@@ -270,14 +273,6 @@ def question_bootstrap(
 
 
 # --------------------------------------------------------------------------- decisions
-
-_REQUIREMENTS: tuple[tuple[str, str, str], ...] = (
-    ("human_human_macro_f1", "human_human_macro_f1_min", ">="),
-    ("automatic_macro_f1", "automatic_macro_f1_min", ">="),
-    ("gap", "gap_max", "<="),
-    ("different_precision", "different_precision_min", ">="),
-    ("different_recall", "different_recall_min", ">="),
-)
 
 
 @dataclass(frozen=True)
@@ -521,7 +516,7 @@ def decide_counts(
     if look == 0:
         reqs = tuple(
             RequirementDecision(name, None, t[key], comp, None, None, None, None, "undecided")
-            for name, key, comp in _REQUIREMENTS
+            for name, key, comp in AGREEMENT_REQUIREMENTS
         ) + (cov,)
         return InterimReport(boundary=None, decision="undecided", requirements=reqs, **base)
     c = cs[look - 1]
@@ -553,7 +548,7 @@ def decide_counts(
         return n_auto
 
     reqs_list: list[RequirementDecision] = []
-    for name, key, comp in _REQUIREMENTS:
+    for name, key, comp in AGREEMENT_REQUIREMENTS:
         thr = t[key]
         if name == "human_human_macro_f1":
             se, boot = se_of(name, n_hh) if n_hh else (math.inf, math.inf)
@@ -630,3 +625,116 @@ def gate_decision(decisions: Sequence[str]) -> str:
     if decisions and all(d == "settled_pass" for d in decisions):
         return "settled_pass"
     return "undecided"
+
+
+# --------------------------------------------------------------------------- outcome
+
+
+def plan_passed(interim: dict[str, Any]) -> bool | None:
+    """The gate outcome under the plan: ``None`` while undecided before the last look."""
+    if interim["decision"] == "settled_pass":
+        return True
+    if interim["decision"] == "settled_fail":
+        return False
+    return False if interim["final_look"] else None
+
+
+def attach_interim(data: dict[str, Any], interim: dict[str, Any]) -> dict[str, Any]:
+    """Merge an interim report (``InterimReport.to_dict()``) into a gate dict, in place."""
+    data["sequential"] = interim
+    data["decision"] = interim["decision"]
+    data["gate_rule"] = "sequential"
+    by_name = {r["name"]: r for r in interim["requirements"]}
+    extra = ("decision", "lower", "upper", "se", "pairs_needed", "settles_by_look")
+    if data.get("requirements"):
+        for r in data["requirements"]:
+            seq = by_name.get(r["name"])
+            if seq is not None:
+                r.update({k: seq[k] for k in extra})
+    else:
+        data["requirements"] = [
+            {
+                "name": r["name"],
+                "value": r["value"],
+                "threshold": r["threshold"],
+                "comparator": r["comparator"],
+                "passed": None,
+                **{k: r[k] for k in extra},
+            }
+            for r in interim["requirements"]
+        ]
+    outcome = plan_passed(interim)
+    if data.get("stage") == "final":
+        data["fixed_sample_passed"] = data.get("passed")
+        data["passed"] = outcome
+        if outcome is None:
+            data["stage"] = "interim"
+    elif data.get("stage") == "provisional":
+        data["fixed_sample_provisional_passed"] = data.get("provisional_passed")
+        data["provisional_passed"] = outcome
+    return data
+
+
+def planned_gate(
+    pair_ids: Sequence[Any],
+    question_ids: Sequence[Hashable],
+    annotator_a: Sequence[Any],
+    annotator_b: Sequence[Any],
+    adjudicated: Mapping[Any, Any],
+    automatic: Sequence[Any],
+    automatic_coverage: float,
+    thresholds: GateThresholds,
+    *,
+    scope: str,
+    stage: str,
+    plan: SequentialPlan | None = None,
+    n_planned: int | None = None,
+    audited_coverage: float | None = None,
+    rubric_hash: str | None = None,
+    partition_hash: str | None = None,
+    provisional: bool = False,
+) -> dict[str, Any]:
+    """The pair gate as a dict, from label arrays — the one assembly the bundle verifier
+    and ``rcea stats agreement`` share with the store's gate: :func:`audits.gates.
+    evaluate_gate` at ``stage``; ``provisional`` (a final gate whose automatic coverage is
+    not from the locked partition) keeps the outcome as ``provisional_passed`` and
+    ``passed = None``; with a sequential ``plan`` the interim decisions over the
+    adjudications the scope counts (:func:`audits.gates.counted_adjudications`) are
+    merged in (:func:`attach_interim`)."""
+    data = evaluate_gate(
+        pair_ids,
+        annotator_a,
+        annotator_b,
+        adjudicated,
+        automatic,
+        automatic_coverage,
+        thresholds,
+        audited_coverage=audited_coverage,
+        rubric_hash=rubric_hash,
+        partition_hash=partition_hash,
+        stage=stage,  # type: ignore[arg-type]
+        adjudication_scope=scope,
+    ).to_dict()
+    if provisional and data["stage"] == "final":
+        # docs/estimators.md item 11: coverage is over the locked partition; without it
+        # the gate is not final, whatever the other requirements say.
+        data["stage"] = "provisional"
+        data["provisional_passed"] = data["passed"]
+        data["passed"] = None
+    if plan is not None:
+        interim = interim_decisions(
+            question_ids,
+            annotator_a,
+            annotator_b,
+            counted_adjudications(
+                pair_ids, annotator_a, annotator_b, automatic, adjudicated, scope
+            ),
+            automatic,
+            automatic_coverage,
+            thresholds,
+            plan,
+            n_planned if n_planned is not None else len(pair_ids),
+            pair_ids=pair_ids,
+        )
+        attach_interim(data, interim.to_dict())
+    return data

@@ -1,4 +1,4 @@
-"""Reward-stratified covariance tail at one endpoint (DESIGN.md item 7).
+"""Reward-stratified covariance tail at one endpoint (docs/estimators.md item 7).
 
 Pooled over questions (an explicit exception to macro-averaging). Inputs are
 per-trajectory ``group_ids`` (question) and 0/1 ``rewards``, and per eligible completion

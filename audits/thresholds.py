@@ -1,4 +1,4 @@
-"""Gate thresholds (DESIGN.md item 11). Defaults are the paper's; a frozen rubric
+"""Gate thresholds (docs/estimators.md item 11). Defaults are the paper's; a frozen rubric
 supplies the values actually used."""
 
 from __future__ import annotations
@@ -24,3 +24,18 @@ class GateThresholds:
 
     def to_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items()}
+
+
+#: The gate's requirements in report order: (report field, threshold field of
+#: :class:`GateThresholds`, comparator). The gate, the sequential plan (the first five:
+#: the agreement requirements; coverage is checked once, not per look) and every reader
+#: of a gate use this one table.
+GATE_REQUIREMENTS: tuple[tuple[str, str, str], ...] = (
+    ("human_human_macro_f1", "human_human_macro_f1_min", ">="),
+    ("automatic_macro_f1", "automatic_macro_f1_min", ">="),
+    ("gap", "gap_max", "<="),
+    ("different_precision", "different_precision_min", ">="),
+    ("different_recall", "different_recall_min", ">="),
+    ("automatic_coverage", "automatic_coverage_min", ">="),
+)
+AGREEMENT_REQUIREMENTS = GATE_REQUIREMENTS[:5]

@@ -1,4 +1,4 @@
-"""Process validity of verifier successes (DESIGN.md item 4).
+"""Process validity of verifier successes (docs/estimators.md item 4).
 
 Only verifier successes (R = 1) are judged. For question x with K₊(x) successes:
 

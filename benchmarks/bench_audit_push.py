@@ -90,10 +90,10 @@ def solution_text(rng: random.Random, n_steps: int) -> str:
 def build_store(root: Path, n_questions: int, n_pairs: int):  # type: ignore[no-untyped-def]
     """A SQLite store with one study, a frozen rubric and partition, and a drawn audit of
     exactly ``n_pairs`` pairs over 29 questions."""
-    from app.ingest import ingest_file
-    from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-    from app.pair_audit.sampling import draw_audit
-    from app.store import make_engine, session_scope, upgrade
+    from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+    from study.pair_audit.sampling import draw_audit
+    from study.records.ingest import ingest_file
+    from study.store import make_engine, session_scope, upgrade
 
     per_question = math.ceil(n_pairs / N_AUDIT_QUESTIONS)
     if math.comb(PER_Q, 2) < per_question:
@@ -252,8 +252,8 @@ def pair_texts(engine, audit_id: int, pairs) -> dict[str, str]:  # type: ignore[
     """The texts of the pairs' trajectories, read from the store (the push sends these)."""
     from sqlmodel import select
 
-    from app.store import session_scope
-    from app.store.models import Audit, Trajectory
+    from study.store import session_scope
+    from study.store.models import Audit, Trajectory
 
     ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
     with session_scope(engine) as s:
@@ -276,10 +276,10 @@ def baseline_sync(url: str, token: str, engine, audit_id: int, tasks: list[tuple
     """One ``GET /api/tasks/{id}/annotations/`` per task (annotator A's server), then the
     same parse and the same recorder as the sync."""
     from annotation.payloads import parse_annotation
-    from app.labelling import PAIR, binding
-    from app.labelling.record import Recorder
-    from app.store import session_scope
-    from app.store.models import Audit
+    from study.labelling import PAIR, binding
+    from study.labelling.record import Recorder
+    from study.store import session_scope
+    from study.store.models import Audit
 
     n = 0
     with (
@@ -326,11 +326,11 @@ def main() -> None:
     from annotation.people import People
     from annotation.server import LabelStudioServer, default_executable
     from annotation.tasks import pair_label_config
-    from app.pair_audit.labels import audit_rubric, status_counts
-    from app.pair_audit.push import push_audit, sync_audit
-    from app.pair_audit.sampling import audit_pairs
-    from app.store import make_engine, session_scope
-    from app.store.models import Audit, AuditLabel, AuditTask
+    from study.pair_audit.labels import audit_rubric, status_counts
+    from study.pair_audit.push import push_audit, sync_audit
+    from study.pair_audit.sampling import audit_pairs
+    from study.store import make_engine, session_scope
+    from study.store.models import Audit, AuditLabel, AuditTask
 
     with tempfile.TemporaryDirectory(prefix="rcea-bench-push-") as tmp:
         root = Path(tmp)
@@ -370,7 +370,7 @@ def main() -> None:
             client = make_client(server.url, token, timeout=600.0)
 
             # ---- push (measured): accounts made first, as an operator does
-            from app.labelling import ensure_member
+            from study.labelling import ensure_member
 
             members = {role: ensure_member(people, e, PASSWORD) for role, e in emails.items()}
 

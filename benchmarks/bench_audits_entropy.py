@@ -1,6 +1,6 @@
 """Benchmark of the audits bootstraps (not a test).
 
-1. Hierarchical paired bootstrap of the token-entropy ratio (DESIGN.md item 3),
+1. Hierarchical paired bootstrap of the token-entropy ratio (docs/estimators.md item 3),
    200 questions × 64 samples, all 200 questions paired (worst case), B = 10,000:
    vectorised implementation vs the plain Python-loop reference. The loop runs a smaller
    B and its time is scaled linearly to B = 10,000 (said so in the output).

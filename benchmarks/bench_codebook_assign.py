@@ -44,10 +44,10 @@ STRATEGIES = ["direct", "distribute", "factor", "direct", "distribute"] * 4
 
 def prepare(root: Path, n: int) -> tuple[Path, list[str]]:
     """A SQLite store with n accepted trajectories and frozen (oracle-built) codebooks."""
-    from app.codebook import freeze_codebooks, induce, merge
-    from app.ingest import ingest_file
-    from app.store import make_engine, session_scope, upgrade
     from pipeline.codebook import OracleBackend
+    from study.codebook import freeze_codebooks, induce, merge
+    from study.records.ingest import ingest_file
+    from study.store import make_engine, session_scope, upgrade
     from tests.fake_llm import domain_records, strategy_of
 
     questions = {f"q{i:04d}": STRATEGIES[:PER_QUESTION] for i in range(n // PER_QUESTION)}
@@ -108,9 +108,9 @@ def measure(
 ) -> dict:  # type: ignore[type-arg]
     import openai  # noqa: F401  (imported before the clock starts)
 
-    from app.codebook import BackendOptions, assign, make_backend
-    from app.settings import Settings
-    from app.store import make_engine
+    from study.codebook import BackendOptions, assign, make_backend
+    from study.settings import Settings
+    from study.store import make_engine
 
     name = f"c{concurrency}"
     db = root / f"{name}.db"

@@ -1,4 +1,4 @@
-"""Simulation benchmark of the predeclared sequential gate (issue 19; not a test).
+"""Simulation benchmark of the predeclared sequential gate (not a test).
 
 Simulated partition audits (``audits.sequential_sim``: question-level heterogeneity of
 the share of "different" pairs and of the automatic error rates, two annotators, a

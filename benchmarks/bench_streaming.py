@@ -66,8 +66,8 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 SETUP = """
 import sys
 from pathlib import Path
-from app.codebook import freeze_codebooks, induce, merge
-from app.store import make_engine, session_scope
+from study.codebook import freeze_codebooks, induce, merge
+from study.store import make_engine, session_scope
 from pipeline.codebook import OracleBackend
 from tests.fake_llm import strategy_of
 

@@ -1,4 +1,4 @@
-"""The interchange record (DESIGN.md): one sampled trajectory per row, JSONL or Parquet.
+"""The interchange record (docs/record-schema.md): one sampled trajectory per row, JSONL or Parquet.
 
 Validation is hand-written rather than a per-row Pydantic model so that every error names
 the file, the line (JSONL, 1-based) or row (Parquet, 0-based) and the field, and so that

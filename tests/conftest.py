@@ -67,14 +67,14 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("RCEA_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
-    from app.settings import get_settings
+    from study.settings import get_settings
 
     get_settings.cache_clear()
 
 
 @pytest.fixture
 def settings(tmp_path: Path):  # type: ignore[no-untyped-def]
-    from app.settings import Settings
+    from study.settings import Settings
 
     return Settings(data_dir=tmp_path / "data")
 
@@ -105,7 +105,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def engine(store_url: str):  # type: ignore[no-untyped-def]
-    from app.store import make_engine, upgrade
+    from study.store import make_engine, upgrade
 
     eng = make_engine(store_url)
     upgrade(eng)

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from annotation.people import Person, person_slug
-from app.ingest import ingest_file
-from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.pair_audit.sampling import audit_pairs, draw_audit
-from app.store import session_scope
-from app.store.models import Audit, AuditTask
+from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.sampling import audit_pairs, draw_audit
+from study.records.ingest import ingest_file
+from study.store import session_scope
+from study.store.models import Audit, AuditTask
 
 # Read once, when the test session imports this module: the autouse ``_isolated_env``
 # fixture clears every RCEA_* variable before each test runs.
@@ -105,7 +105,7 @@ def store_counts(engine) -> dict[str, int]:  # type: ignore[no-untyped-def]
     """Rows in the study, question, ingest and trajectory tables."""
     import sqlalchemy as sa
 
-    from app.store import Ingest, Question, Study, Trajectory
+    from study.store import Ingest, Question, Study, Trajectory
 
     with engine.connect() as conn:
         return {
@@ -183,7 +183,7 @@ def fake_person(role: str) -> Person:
 
 def bind_fake(engine, audit_id: int, role: str, *, project_id: int, user_id: int) -> None:  # type: ignore[no-untyped-def]
     """Bind ``role`` of the audit as `audit push` would (no Label Studio involved)."""
-    from app.labelling import PAIR, bind_existing
+    from study.labelling import PAIR, bind_existing
 
     with session_scope(engine) as s:
         bind_existing(

@@ -18,12 +18,12 @@ import sqlalchemy as sa
 from annotation.accounts import login_session
 from annotation.people import People
 from app.api import create_app
-from app.labelling import WebhookTarget
-from app.pair_audit.labels import gate_status
-from app.pair_audit.push import push_audit, sync_audit
-from app.settings import Settings
-from app.store import make_engine, session_scope, upgrade
-from app.store.models import Audit, AuditLabel, AuditTask
+from study.labelling import WebhookTarget
+from study.pair_audit.gate import gate_status
+from study.pair_audit.push import push_audit, sync_audit
+from study.settings import Settings
+from study.store import make_engine, session_scope, upgrade
+from study.store.models import Audit, AuditLabel, AuditTask
 from tests.helpers import audit_study, draw_test_audit, free_port
 from tests.labelstudio_fixture import LabelStudioHandle, register_people
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from app.docs import _commands, cli_page, main, settings_page
-from app.settings import Settings
+from study.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

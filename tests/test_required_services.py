@@ -1,4 +1,4 @@
-"""A required service that is missing fails the run instead of skipping it (issue #23):
+"""A required service that is missing fails the run instead of skipping it:
 under ``CI`` or ``RCEA_REQUIRE_POSTGRES=1`` a PostgreSQL test with no server fails; without
 them it skips, and the terminal summary names the skipped test and why."""
 

@@ -8,11 +8,11 @@ from sqlalchemy import text
 from app import __version__
 from app.api import studies, webhooks
 from app.api.deps import require_token
-from app.settings import Settings
+from study.settings import Settings
 
 
 def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # type: ignore[no-untyped-def]
-    from app.store import open_store
+    from study.store import open_store
 
     settings = settings or Settings()
     token = settings.ensure_api_token().get_secret_value()

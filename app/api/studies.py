@@ -9,8 +9,8 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
 from app.api.deps import SessionDep
-from app.report.schema import StudyReport
-from app.store import StoreError, list_studies, study_summary
+from study.report.schema import StudyReport
+from study.store import StoreError, list_studies, study_summary
 
 router = APIRouter(prefix="/api/studies", tags=["studies"])
 
@@ -68,11 +68,11 @@ def get_study_report(
     association_k: Annotated[int | None, Query(ge=1)] = None,
     association_pooled: bool = False,
 ) -> StudyReport:
-    """The study report (``app.report.build.build_report``), validated into
-    ``app.report.schema.StudyReport`` (keys: docs/report-keys.md).
+    """The study report (``study.report.build.build_report``), validated into
+    ``study.report.schema.StudyReport`` (keys: docs/report-keys.md).
     Estimator settings left out come from the gate rubric, else the defaults."""
-    from app.report.build import build_report
-    from app.store.models import Study
+    from study.report.build import build_report
+    from study.store.models import Study
 
     study = session.get(Study, study_id)
     if study is None:
@@ -99,20 +99,21 @@ def get_study_report(
 
 @router.get("/{study_id}/audits/{audit}/gate")
 def get_audit_gate(study_id: int, audit: str, session: SessionDep) -> dict[str, Any]:
-    """The live gate of a pair audit (``app.pair_audit.labels.gate_status``, preliminary):
-    progress, the report and, with a ``[sequential]`` plan in the frozen rubric, the
-    interim decisions at the current look (``sequential``, ``decision``;
-    docs/sequential-gate.md)."""
+    """The gate of a pair audit (``study.pair_audit.gate.audit_gate``): the recorded final
+    gate when there is one (``stage: final``), with the live preliminary gate beside it under
+    ``preliminary``; else the live preliminary gate: progress, the report and, with a
+    ``[sequential]`` plan in the frozen rubric, the interim decisions at the current look
+    (``sequential``, ``decision``; docs/sequential-gate.md)."""
     from sqlmodel import select
 
-    from app.pair_audit.freeze import FreezeError
-    from app.pair_audit.labels import gate_status
-    from app.store.models import Audit
+    from study.pair_audit.freeze import FreezeError
+    from study.pair_audit.gate import audit_gate
+    from study.store.models import Audit
 
     row = session.exec(select(Audit).where(Audit.study_id == study_id, Audit.name == audit)).first()
     if row is None:
         raise HTTPException(404, f"no audit {audit!r} in study {study_id}")
     try:
-        return gate_status(session, row, final=False)
+        return audit_gate(session, row)
     except (FreezeError, ValueError) as exc:
         raise HTTPException(422, str(exc)) from exc

@@ -4,7 +4,7 @@ Each person's server posts to its own path with its own secret (HMAC of the mast
 secret and the person's slug: a secret read on one server opens no other person's
 endpoint). The body is a notification only: each named annotation is read back from
 that person's server with rcea's admin token and recorded through the one status rule
-(:mod:`app.labelling`) — a forged or replayed body can at most make rcea look again at
+(:mod:`study.labelling`) — a forged or replayed body can at most make rcea look again at
 what the server really holds. Malformed bodies get 422, oversized ones 413; replays
 change nothing and add no events.
 """
@@ -22,7 +22,7 @@ from annotation.notifications import parse_notification
 from annotation.payloads import PayloadError, decode_body
 from annotation.people import People, person_webhook_secret
 from annotation.projects import WEBHOOK_SECRET_HEADER
-from app.labelling import LabellingError, notify
+from study.labelling import LabellingError, notify
 
 router = APIRouter(tags=["webhooks"])
 MAX_BODY = 1 << 20  # 1 MiB; Label Studio's annotation notifications are a few kB

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import typer
 
-from app.cli.common import FULL_SYNC_OPTION, JSON_OPTION, engine, fail, print_json
-from app.settings import actor_name
+from app.cli.common import FULL_SYNC_OPTION, engine, fail, print_json
+from app.cli.options import ACTOR_OPTION, JSON_OPTION, STUDY_OPTION
+from study.settings import actor_name
 
 audit_app = typer.Typer(
     help="The blinded same/different-strategy pair audit.", no_args_is_help=True
@@ -18,16 +19,10 @@ partition_app = typer.Typer(help="Frozen automatic partitions.", no_args_is_help
 audit_app.add_typer(rubric_app, name="rubric")
 audit_app.add_typer(partition_app, name="partition")
 
-ACTOR_OPTION = typer.Option(
-    None,
-    "--actor",
-    help="who does this (default: $RCEA_ACTOR or the login name); recorded in the event log",
-)
-
 
 def _domain_errors() -> tuple[type[Exception], ...]:
-    from app.pair_audit.freeze import FreezeError
-    from app.store import StoreError
+    from study.pair_audit.freeze import FreezeError
+    from study.store import StoreError
 
     return (FreezeError, StoreError, ValueError, FileNotFoundError)
 
@@ -39,8 +34,8 @@ def rubric_freeze(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Store a rubric frozen with its content hash (a change needs a new version)."""
-    from app.pair_audit.freeze import freeze_rubric
-    from app.store import session_scope
+    from study.pair_audit.freeze import freeze_rubric
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -66,8 +61,8 @@ def rubric_list(as_json: bool = JSON_OPTION) -> None:
     """Frozen rubrics with their hashes."""
     from sqlmodel import select
 
-    from app.store import session_scope
-    from app.store.models import Rubric
+    from study.store import session_scope
+    from study.store.models import Rubric
 
     with session_scope(engine()) as s:
         rows = [
@@ -92,14 +87,14 @@ def rubric_list(as_json: bool = JSON_OPTION) -> None:
 
 @partition_app.command("freeze")
 def partition_freeze(
-    study: str = typer.Option(..., "--study", help="study name"),
+    study: str = STUDY_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Freeze the study's `mode` column as the automatic partition of its accepted
     trajectories (until the codebook cycle exports one)."""
-    from app.pair_audit.freeze import freeze_partition_from_modes
-    from app.store import session_scope
+    from study.pair_audit.freeze import freeze_partition_from_modes
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -126,12 +121,12 @@ def partition_freeze(
 @audit_app.command("dev-questions")
 def dev_questions(
     file: Path = typer.Argument(..., help="one question id per line"),
-    study: str = typer.Option(..., "--study"),
+    study: str = STUDY_OPTION,
     actor: str = ACTOR_OPTION,
 ) -> None:
     """Record the questions used to develop codebook prompts: audits never draw them."""
-    from app.pair_audit.sampling import record_dev_questions
-    from app.store import session_scope
+    from study.pair_audit.sampling import record_dev_questions
+    from study.store import session_scope
 
     try:
         questions = file.read_text(encoding="utf-8").splitlines()
@@ -144,7 +139,7 @@ def dev_questions(
 
 @audit_app.command("sample")
 def sample(
-    study: str = typer.Option(..., "--study", help="study name"),
+    study: str = STUDY_OPTION,
     rubric: str = typer.Option(..., "--rubric", help="frozen rubric name"),
     rubric_version: str = typer.Option(None, help="rubric version (default: latest)"),
     name: str = typer.Option(None, help="audit name (default: <study>-audit-<n>)"),
@@ -153,8 +148,8 @@ def sample(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Draw the audit pairs and lock the current partition into the audit."""
-    from app.pair_audit.sampling import audit_overview, draw_audit
-    from app.store import session_scope
+    from study.pair_audit.sampling import audit_overview, draw_audit
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -192,19 +187,13 @@ def gate(
     With a ``[sequential]`` plan in the frozen rubric: the interim decisions at the
     current look (a ``gate.interim`` event the first time each look is reached), and
     ``--final`` may stop early once the gate is settled (docs/sequential-gate.md)."""
-    from app.pair_audit.labels import gate_status, record_final_gate
-    from app.pair_audit.sampling import get_audit
-    from app.pair_audit.sequential import record_interim
-    from app.store import session_scope
+    from study.pair_audit.gate import decide_gate
+    from study.pair_audit.sampling import get_audit
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
-            a = get_audit(s, name=audit)
-            result = gate_status(s, a, final=final)
-            if result.get("sequential"):
-                record_interim(s, a, result["sequential"], actor_name(actor))
-            if final:
-                record_final_gate(s, a, result, actor_name(actor))
+            result = decide_gate(s, get_audit(s, name=audit), final=final, actor=actor_name(actor))
     except _domain_errors() as exc:
         fail(str(exc), as_json=as_json)
     if as_json:
@@ -242,9 +231,9 @@ def annotators(
     """Annotator quality per person and round: labels, throughput, Label Studio lead
     times, agreement with the final reference per class, disagreement hotspots, and
     self-consistency on the rubric's hidden repeats ([annotators] repeat_share)."""
-    from app.pair_audit.annotators import annotator_quality
-    from app.pair_audit.sampling import get_audit
-    from app.store import session_scope
+    from study.pair_audit.annotators import annotator_quality
+    from study.pair_audit.sampling import get_audit
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -308,7 +297,7 @@ def _people():  # type: ignore[no-untyped-def]
 
 def _webhook(enabled: bool = True):  # type: ignore[no-untyped-def]
     from app.cli.common import settings
-    from app.labelling import webhook_target
+    from study.labelling import webhook_target
 
     return webhook_target(settings()) if enabled else None
 
@@ -333,9 +322,9 @@ def push(
     Servers and accounts that do not exist yet are created; new passwords are printed
     once, for handing to the annotators."""
     from app.cli.common import LazyBar
-    from app.pair_audit.push import push_audit
-    from app.pair_audit.sampling import audit_pairs, get_audit
-    from app.store import session_scope
+    from study.pair_audit.push import push_audit
+    from study.pair_audit.sampling import audit_pairs, get_audit
+    from study.store import session_scope
 
     try:
         people = _people()
@@ -407,9 +396,9 @@ def sync(
 
     After the first sync only the tasks changed since the last one are read; `--full`
     reads every project whole (and notices tasks deleted from Label Studio)."""
-    from app.pair_audit.push import sync_audit
-    from app.pair_audit.sampling import get_audit
-    from app.store import session_scope
+    from study.pair_audit.push import sync_audit
+    from study.pair_audit.sampling import get_audit
+    from study.store import session_scope
 
     try:
         people = _people()
@@ -435,9 +424,9 @@ def adjudicate_cmd(
     It holds every pair where A and B disagree and every pair whose agreed label differs
     from the automatic one; adjudicators never see the automatic label or who answered
     what. The adjudicator is neither annotator."""
-    from app.pair_audit.push import adjudicate
-    from app.pair_audit.sampling import get_audit
-    from app.store import session_scope
+    from study.pair_audit.push import adjudicate
+    from study.pair_audit.sampling import get_audit
+    from study.store import session_scope
 
     try:
         people = _people()

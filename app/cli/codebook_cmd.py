@@ -11,16 +11,28 @@ from typing import Any
 
 import typer
 
-from app.cli.audit_cmd import ACTOR_OPTION
 from app.cli.common import (
-    JSON_OPTION,
     engine,
     fail,
     print_json,
     settings,
     warn_if_llm_unreachable,
 )
-from app.settings import actor_name
+from app.cli.options import (
+    ACTOR_OPTION,
+    API_KEY_ENV_OPTION,
+    BASE_URL_OPTION,
+    CONCURRENCY_OPTION,
+    JSON_OPTION,
+    MODEL_OPTION,
+    PRICE_IN_OPTION,
+    PRICE_OUT_OPTION,
+    RESPONSE_FORMAT_OPTION,
+    RETRIES_OPTION,
+    STUDY_OPTION,
+    TIMEOUT_OPTION,
+)
+from study.settings import actor_name
 
 codebook_app = typer.Typer(
     help="Question-local codebooks: induction, merge, freeze, double assignment, "
@@ -32,7 +44,6 @@ edit_app = typer.Typer(
 )
 codebook_app.add_typer(edit_app, name="edit")
 
-STUDY_OPTION = typer.Option(..., "--study", help="study name")
 QUESTION_OPTION = typer.Option(None, "--question", help="only this question (repeatable)")
 BACKEND_OPTION = typer.Option(
     "openai", "--backend", envvar="RCEA_CODEBOOK_BACKEND", help="openai | oracle"
@@ -43,38 +54,8 @@ ORACLE_OPTION = typer.Option(
     envvar="RCEA_CODEBOOK_ORACLE",
     help="MODULE:FUNCTION, the domain's strategy_fn(question_id, text) (--backend oracle)",
 )
-CONCURRENCY_OPTION = typer.Option(
-    8, "--concurrency", envvar="RCEA_LLM_CONCURRENCY", min=1, help="requests in flight"
-)
-TIMEOUT_OPTION = typer.Option(
-    60.0, "--timeout", envvar="RCEA_LLM_TIMEOUT", help="seconds per request"
-)
-RETRIES_OPTION = typer.Option(
-    5, "--max-retries", envvar="RCEA_LLM_MAX_RETRIES", help="retries on 429/5xx/timeouts"
-)
-PRICE_IN_OPTION = typer.Option(
-    0.0, "--price-input", envvar="RCEA_LLM_PRICE_INPUT", help="USD per 1M prompt tokens"
-)
-PRICE_OUT_OPTION = typer.Option(
-    0.0, "--price-output", envvar="RCEA_LLM_PRICE_OUTPUT", help="USD per 1M completion tokens"
-)
 SEED_OPTION = typer.Option(
     0, "--seed", envvar="RCEA_CODEBOOK_SEED", help="shuffles and batching (recorded)"
-)
-BASE_URL_OPTION = typer.Option(
-    None, "--base-url", help="OpenAI-compatible endpoint (default: RCEA_LLM_BASE_URL)"
-)
-MODEL_OPTION = typer.Option(None, "--model", help="model name (default: RCEA_LLM_MODEL)")
-API_KEY_ENV_OPTION = typer.Option(
-    None,
-    "--api-key-env",
-    help="name of the environment variable holding the API key (default: RCEA_LLM_API_KEY)",
-)
-RESPONSE_FORMAT_OPTION = typer.Option(
-    "json_object",
-    "--response-format",
-    envvar="RCEA_LLM_RESPONSE_FORMAT",
-    help="json_object | json_schema (structured output) | none (endpoint without it)",
 )
 #: ``rcea codebook run`` exit codes (README "Codebook cycle").
 EXIT_UNANSWERED = 4
@@ -105,8 +86,8 @@ def _graceful_sigterm(ctx: typer.Context) -> None:
 
 def _errors() -> tuple[type[BaseException], ...]:
     from annotation.tasks import BlindingViolation
-    from app.store import StoreError
     from pipeline.codebook import CodebookError
+    from study.store import StoreError
 
     return (CodebookError, StoreError, ValueError, BlindingViolation, FileNotFoundError)
 
@@ -126,7 +107,7 @@ def _backend(
     api_key_env: str | None,
     response_format: str,
 ):  # type: ignore[no-untyped-def]
-    from app.codebook import BackendOptions, make_backend
+    from study.codebook import BackendOptions, make_backend
 
     return make_backend(
         settings(),
@@ -197,7 +178,7 @@ def induce_cmd(
 ) -> None:
     """Candidate modes from blinded, shuffled chunks of each question's accepted
     trajectories (questions are never mixed)."""
-    from app.codebook import induce
+    from study.codebook import induce
 
     try:
         be = _backend(
@@ -242,7 +223,7 @@ def merge_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Merge each question's candidates into a draft codebook."""
-    from app.codebook import merge
+    from study.codebook import merge
 
     try:
         be = _backend(
@@ -267,9 +248,9 @@ def merge_cmd(
 def _codebooks(study: str, questions: list[str] | None) -> list[dict[str, Any]]:
     from sqlmodel import select
 
-    from app.codebook.common import versions_by_question
-    from app.store import require_study, session_scope
-    from app.store.models import CodebookDraft
+    from study.codebook.common import versions_by_question
+    from study.store import require_study, session_scope
+    from study.store.models import CodebookDraft
 
     with session_scope(engine()) as s:
         st = require_study(s, name=study)
@@ -328,8 +309,8 @@ def show_cmd(
 
 
 def _edit(study: str, question: str, op: str, actor: str | None, **args: Any) -> None:
-    from app.codebook import edit_draft
-    from app.store import session_scope
+    from study.codebook import edit_draft
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -428,8 +409,8 @@ def freeze_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Freeze every unfrozen draft as version 1 (content-hashed; immutable afterwards)."""
-    from app.codebook import freeze_codebooks
-    from app.store import session_scope
+    from study.codebook import freeze_codebooks
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -471,7 +452,7 @@ def assign_cmd(
 ) -> None:
     """Assign every accepted trajectory twice (independent shuffles and batchings) against
     its question's latest frozen codebook."""
-    from app.codebook import assign
+    from study.codebook import assign
 
     try:
         be = _backend(
@@ -517,7 +498,7 @@ def reconcile_cmd(
 ) -> None:
     """Disputes (passes disagree, NEW/NONE/invalid, low confidence) → LLM arbitration →
     researcher queue for what arbitration cannot settle."""
-    from app.codebook import reconcile
+    from study.codebook import reconcile
 
     try:
         be = _backend(
@@ -544,7 +525,7 @@ def reconcile_cmd(
 def _texts(study: str, ids: list[str]) -> dict[str, str]:
     from sqlmodel import select
 
-    from app.store import Trajectory, require_study, session_scope
+    from study.store import Trajectory, require_study, session_scope
 
     with session_scope(engine()) as s:
         st = require_study(s, name=study)
@@ -565,8 +546,8 @@ def _indent(text: str, prefix: str = "    | ") -> str:
 def queue_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """The researcher queue: disputes arbitration could not settle (texts only — no
     trajectory ids or provenance)."""
-    from app.codebook import researcher_queue
-    from app.store import session_scope
+    from study.codebook import researcher_queue
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -615,8 +596,8 @@ def resolve_cmd(
     actor: str = ACTOR_OPTION,
 ) -> None:
     """Settle one queued trajectory."""
-    from app.codebook import resolve_dispute
-    from app.store import session_scope
+    from study.codebook import resolve_dispute
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -664,8 +645,8 @@ def extend_cmd(
 ) -> None:
     """Group provisional NEW assignments into question-level extension requests and list
     the pending ones for review."""
-    from app.codebook import request_extensions
-    from app.store import session_scope
+    from study.codebook import request_extensions
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -716,34 +697,33 @@ def approve_cmd(
 ) -> None:
     """Approve a request: refreeze the question's codebook as a new version (parent and
     reason recorded), then reassign only that question's affected trajectories."""
-    from app.codebook import assign, decide_extension, reconcile
-    from app.store import session_scope
+    from study.codebook.approval import approve_extensions
 
-    who = actor_name(actor)
     try:
-        with session_scope(engine()) as s:
-            ext, v = decide_extension(
-                s, study=study, extension_id=extension, approve=True, actor=who, reason=reason
+        be = (
+            _backend(
+                backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
+                seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
+                response_format=response_format,
             )
-            out: dict[str, Any] = {
-                "extension_id": ext.id,
-                "question_id": ext.question_id,
-                "version": v.version if v else None,
-                "content_hash": v.content_hash if v else None,
-                "n_affected": len(ext.affected_trajectory_ids),
-            }
-        if reassign:
-            be = _backend(
-            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-            response_format=response_format,
+            if reassign
+            else None
         )  # fmt: skip
-            q = [out["question_id"]]
-            kw = {"study": study, "backend": be, "actor": who, "concurrency": concurrency}
-            out["assign"] = assign(engine(), seed=seed, questions=q, **kw).to_dict()
-            out["reconcile"] = reconcile(
-                engine(), seed=seed, threshold=threshold, questions=q, **kw
-            ).to_dict()
+        res = approve_extensions(
+            engine(),
+            study=study,
+            extension_ids=[extension],
+            actor=actor_name(actor),
+            reason=reason,
+            backend=be,
+            seed=seed,
+            threshold=threshold,
+            concurrency=concurrency,
+        )
+        out: dict[str, Any] = {
+            **{k: v for k, v in res["approved"][0].items() if k != "status"},
+            **{k: res[k] for k in ("assign", "reconcile") if k in res},
+        }
     except _errors() as exc:
         fail(str(exc), as_json=as_json)
     if as_json:
@@ -764,8 +744,8 @@ def reject_cmd(
     actor: str = ACTOR_OPTION,
 ) -> None:
     """Reject a request: its trajectories go to the researcher queue."""
-    from app.codebook import decide_extension
-    from app.store import session_scope
+    from study.codebook import decide_extension
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -796,8 +776,8 @@ def export_cmd(
 ) -> None:
     """The final partition (mode per accepted trajectory, or uncertain), frozen in the
     store for the pair audit and written as Parquet."""
-    from app.codebook import export_partition
-    from app.store import session_scope
+    from study.codebook import export_partition
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -829,8 +809,8 @@ def export_cmd(
 @codebook_app.command("status")
 def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Progress of every stage."""
-    from app.codebook import cycle_status
-    from app.store import session_scope
+    from study.codebook import cycle_status
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -874,101 +854,55 @@ def run_cmd(
     """Every automatic stage in order — induce, merge, freeze (drafts as they are),
     assign, reconcile, extend — stopping where a researcher decides (queue, extension
     review). For unattended runs such as the oracle demo; resumable like each stage."""
-    from app.codebook import (
-        assign,
-        freeze_codebooks,
-        induce,
-        merge,
-        reconcile,
-        request_extensions,
-        researcher_queue,
-    )
-    from app.store import session_scope
+    from study.codebook.cycle import run_cycle
 
-    who = actor_name(actor)
-    reports: list[Any] = []
     try:
         be = _backend(
             backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
             seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
             response_format=response_format,
         )  # fmt: skip
-        kw = {"study": study, "backend": be, "actor": who, "concurrency": concurrency}
-        eng = engine()
-        reports.append(
-            induce(eng, seed=seed, batch_size=induce_batch_size, sample_per_question=sample, **kw)
+        res = run_cycle(
+            engine(),
+            study=study,
+            backend=be,
+            actor=actor_name(actor),
+            seed=seed,
+            induce_batch_size=induce_batch_size,
+            sample_per_question=sample,
+            assign_batch_size=assign_batch_size,
+            threshold=threshold,
+            concurrency=concurrency,
         )
-        reports.append(merge(eng, **kw))
-        with session_scope(eng) as s:
-            n_frozen = len(freeze_codebooks(s, study=study, actor=who))
-        reports.append(assign(eng, seed=seed, batch_size=assign_batch_size, **kw))
-        reports.append(reconcile(eng, seed=seed, threshold=threshold, **kw))
-        with session_scope(eng) as s:
-            n_ext = len(request_extensions(s, study=study, actor=who))
-            n_queue = len(researcher_queue(s, study=study))
     except _errors() as exc:
         fail(str(exc), as_json=as_json)
-    # merge keeps no batch row for a failed call: its unanswered ones are in its report
-    n_unanswered = _unanswered(study) + sum(
-        len(r.details.get("unanswered", [])) for r in reports if r.stage == "merge"
-    )
     code, why = 0, ""
-    if n_unanswered:
-        code, why = (
-            EXIT_UNANSWERED,
-            (
-                f"{n_unanswered} batch(es) got no answer from the endpoint (unreachable or "
-                "retries spent): rerun `rcea codebook run` to retry them"
-            ),
+    if res.waiting == "unanswered":
+        code = EXIT_UNANSWERED
+        why = (
+            f"{res.n_unanswered} batch(es) got no answer from the endpoint (unreachable or "
+            "retries spent): rerun `rcea codebook run` to retry them"
         )
-    elif n_queue or n_ext:
-        code, why = (
-            EXIT_RESEARCHER,
-            (
-                f"{n_queue} item(s) wait in the researcher queue (`rcea codebook queue`) and "
-                f"{n_ext} extension request(s) wait for review (`rcea codebook extend`): "
-                "the cycle is not finished"
-            ),
+    elif res.waiting == "researcher":
+        code = EXIT_RESEARCHER
+        why = (
+            f"{res.n_queue} item(s) wait in the researcher queue (`rcea codebook queue`) and "
+            f"{res.n_extensions} extension request(s) wait for review (`rcea codebook "
+            "extend`): the cycle is not finished"
         )
     if as_json:
-        print_json(
-            {
-                "stages": [r.to_dict() for r in reports],
-                "n_frozen_now": n_frozen,
-                "pending_extensions": n_ext,
-                "researcher_queue": n_queue,
-                "unanswered_batches": n_unanswered,
-                "exit_code": code,
-                "waiting": why or None,
-            }
-        )
+        print_json({**res.to_dict(), "exit_code": code, "waiting": why or None})
     else:
-        for r in reports:
+        for r in res.reports:
             _print_report(r, False)
-        typer.echo(f"froze {n_frozen} codebook(s) now; {n_ext} pending extension request(s)")
-        typer.echo("next: rcea codebook queue / extend / approve / export")
+        typer.echo(
+            f"froze {res.n_frozen} codebook(s) now; {res.n_extensions} pending extension request(s)"
+        )
+        typer.echo("next: " + "; ".join(res.next_steps()))
         if why:
             typer.echo(f"not finished (exit {code}): {why}", err=True)
     if code:
         raise typer.Exit(code)
-
-
-def _unanswered(study: str) -> int:
-    """Batches of the study recorded as failed without an answer (a rerun retries them)."""
-    from sqlmodel import select
-
-    from app.codebook.common import transport_failed
-    from app.store import require_study, session_scope
-    from app.store.models import CodebookBatch
-
-    with session_scope(engine()) as s:
-        st = require_study(s, name=study)
-        rows = s.exec(
-            select(CodebookBatch).where(
-                CodebookBatch.study_id == st.id, CodebookBatch.status == "failed"
-            )
-        ).all()
-        return sum(1 for r in rows if transport_failed(r))
 
 
 @codebook_app.command("exclude")
@@ -982,8 +916,8 @@ def exclude_cmd(
     """Exclude one trajectory from the codebook cycle (e.g. its text leaks provenance):
     left out of every later plan, prompt and export (listed there as excluded); recorded
     as a ``codebook.exclude`` event. Idempotent."""
-    from app.codebook import exclude_trajectory
-    from app.store import session_scope
+    from study.codebook import exclude_trajectory
+    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:

@@ -9,10 +9,9 @@ from typing import Any, NoReturn
 
 import typer
 
-from app.settings import Settings, get_settings
 from pipeline.safety import mask_url, mask_urls_in
+from study.settings import Settings, get_settings
 
-JSON_OPTION = typer.Option(False, "--json", help="print machine-readable JSON")
 FULL_SYNC_OPTION = typer.Option(
     False, "--full", help="read every project whole (default: tasks changed since the last sync)"
 )
@@ -23,7 +22,7 @@ def settings() -> Settings:
 
 
 def engine():  # type: ignore[no-untyped-def]
-    from app.store import open_store
+    from study.store import open_store
 
     return open_store(settings())
 

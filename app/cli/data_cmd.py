@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from app.cli.common import JSON_OPTION, engine, fail, is_tty, print_json, settings
+from app.cli.common import engine, fail, is_tty, print_json, settings
+from app.cli.options import JSON_OPTION
 from pipeline.records import RecordValidationError, read_records
 
 
@@ -57,7 +58,7 @@ def ingest(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Validate and store a records file in one transaction (all or nothing)."""
-    from app.ingest import ingest_file
+    from study.records.ingest import ingest_file
 
     cfg = settings()
     name = study or file.stem
@@ -97,7 +98,7 @@ def ingest(
 
 def studies(as_json: bool = JSON_OPTION) -> None:
     """List the studies in the store."""
-    from app.store import list_studies, session_scope
+    from study.store import list_studies, session_scope
 
     with session_scope(engine()) as session:
         rows = [
@@ -117,7 +118,7 @@ def summary(
     study: str = typer.Argument(..., help="study name"), as_json: bool = JSON_OPTION
 ) -> None:
     """Counts of trajectories by run, model, step and reward."""
-    from app.store import StoreError, require_study, session_scope, study_summary
+    from study.store import StoreError, require_study, session_scope, study_summary
 
     try:
         with session_scope(engine()) as session:
@@ -146,8 +147,8 @@ db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_he
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Migrate the configured database to the latest schema."""
-    from app.store.db import current_revision
     from pipeline.safety import mask_url
+    from study.store.db import current_revision
 
     eng = engine()  # open_store migrates
     typer.echo(
@@ -158,8 +159,8 @@ def db_upgrade() -> None:
 @db_app.command("current")
 def db_current() -> None:
     """Print the schema revision of the configured database."""
-    from app.store import make_engine
-    from app.store.db import current_revision
+    from study.store import make_engine
+    from study.store.db import current_revision
 
     typer.echo(current_revision(make_engine(settings().resolved_database_url)) or "empty")
 

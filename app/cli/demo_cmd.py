@@ -118,8 +118,8 @@ def _context(cfg: Any, sizes: Any, *, simulate: bool, serve: bool, fresh: bool) 
     """The state of this size/simulation (new, resumed, or fresh under a new name)."""
     from app.demo.context import DemoContext
     from app.demo.state import DemoState
-    from app.store import open_store, session_scope
-    from app.store.repository import get_study
+    from study.store import open_store, session_scope
+    from study.store.repository import get_study
 
     base = sizes.study_name(simulate=simulate)
     work = cfg.data_dir / "demo" / base
@@ -253,8 +253,8 @@ def _view_login(cfg: Any) -> str:
     import json
     import secrets
 
-    from app.view.logins import add_researcher, logins_path, researchers
     from pipeline.safety import write_private
+    from study.logins import add_researcher, logins_path, researchers
 
     saved = cfg.data_dir / "demo-view-login.json"
     if saved.exists():
@@ -296,9 +296,9 @@ def _stop(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
 
 def _sample_demo(*, seed: int, serve: bool) -> None:
     """The bundled sample study (1,920 generated records) and its 48-pair audit."""
-    from app.ingest import ingest_file
-    from app.store import require_study, session_scope, study_summary
     from pipeline.sample_study import write_sample_study
+    from study.records.ingest import ingest_file
+    from study.store import require_study, session_scope, study_summary
 
     study = "sample"
     cfg = settings()
@@ -331,10 +331,10 @@ def _draw_sample_audit(eng: Any, study: str) -> str:
     """Freeze the sample rubric and the partition, and draw the audit once (idempotent)."""
     from sqlmodel import select
 
-    from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-    from app.pair_audit.sampling import audit_overview, draw_audit
-    from app.store import session_scope
-    from app.store.models import Audit
+    from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+    from study.pair_audit.sampling import audit_overview, draw_audit
+    from study.store import session_scope
+    from study.store.models import Audit
 
     name = f"{study}-demo-audit"
     with session_scope(eng) as s:
@@ -359,9 +359,9 @@ def _serve_sample(cfg: Any, audit_name: str) -> None:
     from app.demo.config import QUICK
     from app.demo.context import DemoContext
     from app.demo.state import DemoState
-    from app.pair_audit.push import push_audit
-    from app.pair_audit.sampling import get_audit
-    from app.store import session_scope
+    from study.pair_audit.push import push_audit
+    from study.pair_audit.sampling import get_audit
+    from study.store import session_scope
 
     ctx = DemoContext(
         cfg=cfg,
@@ -380,7 +380,7 @@ def _serve_sample(cfg: Any, audit_name: str) -> None:
     )
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        from app.labelling import webhook_target
+        from study.labelling import webhook_target
 
         accounts = people_accounts(ctx)
         with session_scope(engine()) as s:
@@ -434,12 +434,12 @@ def status_cmd(
 
 
 def _print_walkthrough(cfg: Any, state: Any) -> None:
-    """The walkthrough of ``state``'s study (see :mod:`app.demo.walkthrough`)."""
+    """The walkthrough of ``state``'s study (see :mod:`study.progress`)."""
     from annotation.people import people_from_settings
     from app.demo.audits import PEOPLE
     from app.demo.simulate import SIM_ROLES
-    from app.demo.walkthrough import Where, read_progress, walkthrough
-    from app.store import open_store, session_scope
+    from study.progress import Where, read_progress, walkthrough
+    from study.store import open_store, session_scope
 
     roles = SIM_ROLES if state.simulate else PEOPLE
     people = people_from_settings(cfg)

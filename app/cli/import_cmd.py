@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from app.cli.common import JSON_OPTION, engine, fail, is_tty, print_json, progress_forced, settings
+from app.cli.common import engine, fail, is_tty, print_json, progress_forced, settings
+from app.cli.options import JSON_OPTION
 from pipeline.records import RecordValidationError
 
 import_app = typer.Typer(
@@ -79,8 +80,8 @@ def import_verl(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import verl `{global_step}.jsonl` dumps; files already imported are skipped."""
-    from app.imports import import_verl as run_import
     from pipeline.importers.verl import VerlOptions
+    from study.records.imports import import_verl as run_import
 
     try:
         opts = VerlOptions(
@@ -138,8 +139,8 @@ def import_table(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import any table whose columns are named differently from the record schema."""
-    from app.imports import import_table as run_import
     from pipeline.importers.table import TableSpec, TableSpecError, kind_of, parse_pairs
+    from study.records.imports import import_table as run_import
 
     try:
         spec = TableSpec(parse_pairs(mapping, "--map"), parse_pairs(consts, "--const"))
@@ -177,9 +178,9 @@ def export(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Write a study's trajectories back in the interchange schema (`rcea ingest` reads it)."""
-    from app.export import FORMATS, export_study
-    from app.store import StoreError
     from pipeline.safety import path_under
+    from study.records.export import FORMATS, export_study
+    from study.store import StoreError
 
     suffix_fmt = None
     if out is not None:

@@ -11,7 +11,6 @@ from typing import Any
 import typer
 
 from app.cli.audit_cmd import (
-    ACTOR_OPTION,
     _people,
     _print_logins,
     _webhook,
@@ -20,14 +19,23 @@ from app.cli.audit_cmd import (
 )
 from app.cli.common import (
     FULL_SYNC_OPTION,
-    JSON_OPTION,
     engine,
     fail,
     print_json,
     settings,
     warn_if_llm_unreachable,
 )
-from app.settings import actor_name
+from app.cli.options import (
+    ACTOR_OPTION,
+    CONCURRENCY_OPTION,
+    JSON_OPTION,
+    PRICE_IN_OPTION,
+    PRICE_OUT_OPTION,
+    RETRIES_OPTION,
+    STUDY_OPTION,
+    TIMEOUT_OPTION,
+)
+from study.settings import actor_name
 
 judge_app = typer.Typer(
     help="The validity audit: verifier, frozen judge, judge runs, calibration, accepted-set check.",
@@ -43,8 +51,6 @@ accepted_app = typer.Typer(
 )
 judge_app.add_typer(calibrate_app, name="calibrate")
 judge_app.add_typer(accepted_app, name="accepted")
-
-STUDY_OPTION = typer.Option(..., "--study", help="study name")
 
 
 @judge_app.callback()
@@ -64,7 +70,7 @@ def _graceful_sigterm(ctx: typer.Context) -> None:
 def _errors() -> tuple[type[BaseException], ...]:
     from annotation.accounts import AccountError
     from annotation.tasks import BlindingViolation
-    from app.store import StoreError
+    from study.store import StoreError
 
     return (StoreError, ValueError, BlindingViolation, FileNotFoundError, AccountError)
 
@@ -84,7 +90,7 @@ def verify_cmd(
 ) -> None:
     """Recompute R (boxed answer, math-verify gold-first equivalence, or the toy
     verifier); fill missing rewards and report disagreements with stored ones."""
-    from app.validity_audit.verify import VerifyError, verify_file
+    from study.validity_audit.verify import VerifyError, verify_file
 
     try:
         res = verify_file(records, gold=gold, domain=domain, out=out)
@@ -118,8 +124,8 @@ def problems_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Store the problem statements the judge and the annotators are shown."""
-    from app.store import session_scope
-    from app.validity_audit.problems import load_problems
+    from study.store import session_scope
+    from study.validity_audit.problems import load_problems
 
     try:
         with session_scope(engine()) as s:
@@ -156,10 +162,10 @@ def freeze_cmd(
     """Freeze template + model + decoding (temperature 0, --seed, --max-tokens) as a
     content-hashed judge version (a changed one becomes version n+1 with its parent;
     identical content is a no-op)."""
-    from app.codebook.backend import load_strategy_fn
-    from app.store import session_scope
-    from app.validity_audit.versions import describe, freeze_judge
     from pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, load_template
+    from study.codebook.backend import load_strategy_fn
+    from study.store import session_scope
+    from study.validity_audit.versions import describe, freeze_judge
 
     try:
         tmpl = load_template(template) if template else DEFAULT_TEMPLATE
@@ -197,8 +203,8 @@ def freeze_cmd(
 @judge_app.command("list")
 def list_cmd(as_json: bool = JSON_OPTION) -> None:
     """Frozen judge versions with their hashes."""
-    from app.store import session_scope
-    from app.validity_audit.versions import describe, list_judges
+    from study.store import session_scope
+    from study.validity_audit.versions import describe, list_judges
 
     with session_scope(engine()) as s:
         rows = [describe(r) for r in list_judges(s)]
@@ -219,17 +225,11 @@ def run_cmd(
     version: int = typer.Option(None, "--version", help="judge version (default: latest)"),
     backend: str = typer.Option(None, "--backend", help="openai | oracle (must match the judge)"),
     oracle: str = typer.Option(None, "--oracle", help="MODULE:FUNCTION (must match the judge)"),
-    concurrency: int = typer.Option(
-        8, "--concurrency", envvar="RCEA_LLM_CONCURRENCY", min=1, help="requests in flight"
-    ),
-    timeout: float = typer.Option(
-        60.0, "--timeout", envvar="RCEA_LLM_TIMEOUT", help="seconds per request"
-    ),
-    max_retries: int = typer.Option(
-        5, "--max-retries", envvar="RCEA_LLM_MAX_RETRIES", help="retries on 429/5xx/timeouts"
-    ),
-    price_in: float = typer.Option(0.0, "--price-input", help="USD per 1M prompt tokens"),
-    price_out: float = typer.Option(0.0, "--price-output", help="USD per 1M completion tokens"),
+    concurrency: int = CONCURRENCY_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    max_retries: int = RETRIES_OPTION,
+    price_in: float = PRICE_IN_OPTION,
+    price_out: float = PRICE_OUT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -237,7 +237,7 @@ def run_cmd(
     write the study's `validity` column; records a `judge.run` event."""
     from tqdm import tqdm
 
-    from app.validity_audit.run import RunOptions, run_judge
+    from study.validity_audit.run import RunOptions, run_judge
 
     bar = tqdm(unit="traj", desc="judge", disable=as_json)
     try:
@@ -290,9 +290,9 @@ def run_cmd(
 
 def _push(kind: str, name: str | None, annotators: list[str], actor: str | None, as_json: bool):  # type: ignore[no-untyped-def]
     from app.cli.common import LazyBar
-    from app.store import session_scope
-    from app.validity_audit.checks import check_items, get_check
-    from app.validity_audit.labelling import push_check
+    from study.store import session_scope
+    from study.validity_audit.checks import check_items, get_check
+    from study.validity_audit.labelling import push_check
 
     try:
         people = _people()
@@ -324,9 +324,9 @@ def _push(kind: str, name: str | None, annotators: list[str], actor: str | None,
 
 
 def _sync(kind: str, name: str | None, as_json: bool, full: bool = False) -> None:
-    from app.store import session_scope
-    from app.validity_audit.checks import get_check
-    from app.validity_audit.labelling import sync_check
+    from study.store import session_scope
+    from study.validity_audit.checks import get_check
+    from study.validity_audit.labelling import sync_check
 
     try:
         people = _people()
@@ -359,8 +359,8 @@ def calibrate_sample(
 ) -> None:
     """Draw a blinded calibration set balanced between judge-accepted and not accepted
     verdicts, split into development and held-out parts; binds the judge hash."""
-    from app.store import session_scope
-    from app.validity_audit.checks import sample_calibration
+    from study.store import session_scope
+    from study.validity_audit.checks import sample_calibration
 
     try:
         with session_scope(engine()) as s:
@@ -411,9 +411,9 @@ def calibrate_adjudicate(
 ) -> None:
     """Items A and B labelled differently (two-annotator plans) go to the adjudicator's own
     server, with both answers in random order; never who gave them, never the verdict."""
-    from app.store import session_scope
-    from app.validity_audit.checks import get_check
-    from app.validity_audit.labelling import adjudicate_check
+    from study.store import session_scope
+    from study.validity_audit.checks import get_check
+    from study.validity_audit.labelling import adjudicate_check
 
     try:
         people = _people()
@@ -452,9 +452,9 @@ def calibrate_report(
     """Accuracy, macro-F1, accepted-valid precision, valid recall and coverage on the
     held-out split (complete → `judge.calibration.completed`); development is labelled as
     such and never recorded."""
-    from app.store import session_scope
-    from app.validity_audit.checks import get_check
-    from app.validity_audit.reports import calibration_report
+    from study.store import session_scope
+    from study.validity_audit.checks import get_check
+    from study.validity_audit.reports import calibration_report
 
     try:
         with session_scope(engine()) as s:
@@ -508,8 +508,8 @@ def accepted_sample(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Sample judge-accepted trajectories at random, outside every calibration set."""
-    from app.store import session_scope
-    from app.validity_audit.checks import sample_accepted
+    from study.store import session_scope
+    from study.validity_audit.checks import sample_accepted
 
     try:
         with session_scope(engine()) as s:
@@ -565,9 +565,9 @@ def accepted_report_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Accepted-valid precision against each annotator with exact binomial intervals."""
-    from app.store import session_scope
-    from app.validity_audit.checks import get_check
-    from app.validity_audit.reports import accepted_report
+    from study.store import session_scope
+    from study.validity_audit.checks import get_check
+    from study.validity_audit.reports import accepted_report
 
     try:
         with session_scope(engine()) as s:
@@ -606,9 +606,9 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Validity status of the study (no-judge | uncalibrated | calibrated), its checks."""
     from sqlmodel import select
 
-    from app.store import require_study, session_scope
-    from app.store.models import ValidityCheck
-    from app.validity_audit.status import validity_status
+    from study.store import require_study, session_scope
+    from study.store.models import ValidityCheck
+    from study.validity_audit.status import validity_status
 
     try:
         with session_scope(engine()) as s:
@@ -643,8 +643,8 @@ def validity_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """v̂₊(x) and h_b(v̂₊) per run/model/step from the production judge's verdicts."""
-    from app.store import require_study, session_scope
-    from app.validity_audit.validity import validity_by_checkpoint
+    from study.store import require_study, session_scope
+    from study.validity_audit.validity import validity_by_checkpoint
 
     try:
         with session_scope(engine()) as s:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
-from app.cli.common import JSON_OPTION, fail, print_json, settings
+from app.cli.common import fail, print_json, settings
+from app.cli.options import JSON_OPTION
 
 if TYPE_CHECKING:
     from annotation.people import People, Person

@@ -9,7 +9,7 @@
 
 ``--study S`` binds the study to the probe-set seed (event ``probe.probe_set``, refused
 when the study was probed with another seed) and records the stage's measurements
-(``app.store.measurements``) in one transaction. Torch/Transformers are imported inside
+(``study.store.measurements``) in one transaction. Torch/Transformers are imported inside
 the commands.
 """
 
@@ -21,11 +21,9 @@ from typing import Any
 
 import typer
 
-from app.cli.audit_cmd import ACTOR_OPTION
-from app.cli.common import JSON_OPTION, engine, fail, is_tty, print_json, progress_forced
-from app.settings import actor_name
-
-PROBE_SET_EVENT = "probe.probe_set"
+from app.cli.common import engine, fail, is_tty, print_json, progress_forced
+from app.cli.options import ACTOR_OPTION, JSON_OPTION
+from study.settings import actor_name
 
 probe_app = typer.Typer(
     help="Probe checkpoints: sampling, teacher-forced entropy, covariance, benchmarks.",
@@ -75,33 +73,26 @@ def _errors() -> tuple[type[Exception], ...]:
 
 def _bind_study(study: str, cfg: Any, actor: str | None, as_json: bool) -> None:
     """First use: record the probe set; later: refuse another probe-set seed."""
-    from app.store import append_event, get_or_create_study, list_events, session_scope
     from pipeline.probe.common import question_source
+    from study.probe_set import ProbeSetMismatch, bind_probe_set
+    from study.store import session_scope
 
-    with session_scope(engine()) as s:
-        st = get_or_create_study(s, name=study)
-        events = list_events(s, kind=PROBE_SET_EVENT, study_id=st.id)
-        if events:
-            bound = events[0].payload
-            if bound.get("probe_seed") != cfg.probe.seed:
-                fail(
-                    f"study {study!r} was probed with probe-set seed {bound.get('probe_seed')}; "
-                    f"refusing to mix in records of seed {cfg.probe.seed}",
-                    as_json=as_json,
-                )
-            return
-        append_event(
-            s,
-            actor=actor_name(actor),
-            kind=PROBE_SET_EVENT,
-            study_id=st.id,
-            payload={"probe_seed": cfg.probe.seed, "question_source": question_source(cfg)},
-        )
+    try:
+        with session_scope(engine()) as s:
+            bind_probe_set(
+                s,
+                study=study,
+                probe_seed=cfg.probe.seed,
+                question_source=question_source(cfg),
+                actor=actor_name(actor),
+            )
+    except ProbeSetMismatch as exc:
+        fail(str(exc), as_json=as_json)
 
 
 def _record(study: str, measurements: list[Any], source: str) -> int:
-    from app.store import get_or_create_study, session_scope
-    from app.store.measurements import record_measurement
+    from study.store import get_or_create_study, session_scope
+    from study.store.measurements import record_measurement
 
     with session_scope(engine()) as s:
         st = get_or_create_study(s, name=study)

@@ -9,13 +9,13 @@ from typing import Any
 
 import typer
 
-from app.cli.common import JSON_OPTION, engine, fail, is_tty, print_json, settings
+from app.cli.common import engine, fail, is_tty, print_json, settings
+from app.cli.options import JSON_OPTION, STUDY_OPTION
 
 report_app = typer.Typer(
     help="Study reports and the publish gate (audited numbers only).", no_args_is_help=True
 )
 
-STUDY_OPTION = typer.Option(..., "--study", help="study name")
 _RUBRIC = "default: the gate rubric's estimators section, else "
 SEED_OPTION = typer.Option(None, help=f"seed of every bootstrap and rarefaction draw ({_RUBRIC}0)")
 N_BOOT_OPTION = typer.Option(None, help=f"bootstrap resamples for every CI ({_RUBRIC}10000)")
@@ -117,8 +117,8 @@ def build(
 ) -> None:
     """Every RCEA quantity the store supports, per run and checkpoint, with the audit
     each depends on and whether it is publishable."""
-    from app.report.build import build_report
-    from app.store import StoreError, session_scope
+    from study.report.build import build_report
+    from study.store import StoreError, session_scope
 
     params = _params(**locals())
     try:
@@ -179,9 +179,10 @@ def publish(
     hashes). Refused (exit 2) while a retention/mode number rests on a partition without
     a passing final gate or a validity number on a judge without a completed calibration,
     unless --entropy-only."""
-    from app.report.publish import PublishRefused, publish_report
-    from app.settings import actor_name
-    from app.store import StoreError, session_scope
+    from study.report.publication import PublishRefused
+    from study.report.publish import publish_report
+    from study.settings import actor_name
+    from study.store import StoreError, session_scope
 
     params = _params(**locals())
     target = out if out is not None else settings().data_dir / "reports"
@@ -222,7 +223,7 @@ def verify(
     Label Studio) with the same audits/ functions and seeds, and compare: exact for
     counts and hashes, 1e-9 relative for floats. Exit 0 with a one-line summary, or 1
     naming every mismatch (2: not a readable bundle)."""
-    from app.report.verify import BundleError, verify_bundle
+    from study.report.verify import BundleError, verify_bundle
 
     try:
         res = verify_bundle(bundle, public_key=key)
@@ -244,7 +245,7 @@ def keygen(
     public: Path = typer.Option(..., "--public", help="where to write the public key (PEM)"),
 ) -> None:
     """Make an ed25519 key pair for `rcea report publish --sign` / `verify --key`."""
-    from app.report.signing import SignatureError, generate_keypair
+    from study.report.signing import SignatureError, generate_keypair
 
     for path in (private, public):
         if path.exists():

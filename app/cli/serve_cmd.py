@@ -21,8 +21,7 @@ def serve(
     (RCEA_DB_POOL_SIZE + RCEA_DB_MAX_OVERFLOW connections at most)."""
     import uvicorn
 
-    from app.api import create_app
-    from app.store import open_store
+    from study.store import open_store
 
     cfg = settings()
     host = host or cfg.api_host
@@ -37,12 +36,10 @@ def serve(
     if token_file.exists() and token_file.read_text().strip() == token:
         typer.echo(f"bearer token: see {cfg.data_dir / 'api-token'}")
     typer.echo(f"serving on http://{host}:{port} (OpenAPI at /docs), {workers} worker(s)")
-    if workers == 1:
-        uvicorn.run(create_app(cfg, engine=engine), host=host, port=port, log_level="info")
-        return
-    engine.dispose()
-    if cfg.resolved_database_url.startswith("sqlite"):
+    engine.dispose()  # the schema is migrated; each worker opens its own pool
+    if workers > 1 and cfg.resolved_database_url.startswith("sqlite"):
         typer.echo("  note: several workers on SQLite serialise their writes; use PostgreSQL")
+    # By import string, so that the CLI does not import the API package (app/ layering).
     uvicorn.run(
         "app.api.main:app_from_settings",
         factory=True,

@@ -13,11 +13,12 @@ from typing import Any
 
 import typer
 
-from app.cli.common import JSON_OPTION, fail, print_json
+from app.cli.common import fail, print_json
+from app.cli.options import JSON_OPTION
 from pipeline.records import RecordValidationError, read_records
 
 stats_app = typer.Typer(
-    help="RCEA estimators on files (items 1-11 of DESIGN.md).", no_args_is_help=True
+    help="RCEA estimators on files (items 1-11 of docs/estimators.md).", no_args_is_help=True
 )
 
 
@@ -116,7 +117,7 @@ def entropy(
     A file with several models needs ``--model`` (or ``--pool-models``, labelled)."""
 
     def go() -> None:
-        from app.report.estimates import checkpoint_entropy, sequence_quantity
+        from study.report.estimates import checkpoint_entropy, sequence_quantity
 
         cols = _load_records(records)
         if pool_models and model is not None:
@@ -267,8 +268,8 @@ def retention(
     verdict are refused) and a mode other than empty/``uncertain``."""
 
     def go() -> None:
-        from app.report.estimates import retention_table
-        from app.report.sections import RetentionSection
+        from study.report.estimates import retention_table
+        from study.report.sections import RetentionSection
 
         cols = _load_records(records)
         n = len(cols["run"])
@@ -368,7 +369,7 @@ def agreement(
     automatic_coverage: float = typer.Option(
         None,
         help="non-uncertain / judge-accepted trajectories of the whole locked partition "
-        "(DESIGN.md item 11); needed, or --partition, for a final gate",
+        "(docs/estimators.md item 11); needed, or --partition, for a final gate",
     ),
     partition: Path = typer.Option(
         None,
@@ -385,8 +386,8 @@ def agreement(
     and never called final)."""
 
     def go() -> None:
-        from audits.gates import evaluate_gate
         from audits.rubric import load_rubric
+        from audits.sequential import planned_gate
         from audits.thresholds import GateThresholds
 
         spec = load_rubric(rubric) if rubric else None
@@ -444,28 +445,23 @@ def agreement(
                 "over the locked partition (give --automatic-coverage or --partition)"
             )
         unresolved = [p for p, x, y, j in zip(ids, a, b, adj, strict=True) if x != y and j is None]
-        stage = "preliminary" if unresolved else "final"
-        report = evaluate_gate(
-            ids, a, b, adj, auto, coverage, thresholds, stage=stage, adjudication_scope=scope
+        data = planned_gate(
+            ids,
+            qids,
+            a,
+            b,
+            dict(zip(ids, adj, strict=True)),
+            auto,
+            coverage,
+            thresholds,
+            scope=scope,
+            stage="preliminary" if unresolved else "final",
+            plan=plan,
+            n_planned=n_planned,
+            provisional=automatic_coverage is None and partition is None,
         )
-        data = report.to_dict()
         data["automatic_coverage_source"] = coverage_source
-        if stage == "final" and automatic_coverage is None and partition is None:
-            # DESIGN.md item 11: the coverage requirement is over the locked partition;
-            # without it the gate is not final, whatever the other requirements say.
-            data["stage"] = "provisional"
-            data["provisional_passed"] = data["passed"]
-            data["passed"] = None
         if plan is not None:
-            from app.pair_audit.sequential import attach_interim
-            from audits.sequential import interim_decisions
-
-            if scope == "disagreements":  # as the gate: adjudications of A = B ignored
-                adj = [j if x != y else None for x, y, j in zip(a, b, adj, strict=True)]
-            interim = interim_decisions(
-                qids, a, b, adj, auto, coverage, thresholds, plan, n_planned, pair_ids=ids
-            )
-            attach_interim(data, interim.to_dict())
             data["resampling_unit"] = "question_id" if has_qid else "pair (no question_id column)"
         if as_json:
             print_json(data)
@@ -620,7 +616,7 @@ def covfit(
 
     With a ``model`` column the fit is pooled and per model, and an exclusion applies to
     one (run, model): ``--exclude-run clipcov:7B`` leaves ``clipcov`` at other scales in
-    the fit (DESIGN.md item 14)."""
+    the fit (docs/estimators.md item 14)."""
 
     def go() -> None:
         from audits.covariance import covariance_fit, covariance_fit_by_group

@@ -17,7 +17,8 @@ from typing import Any
 
 import typer
 
-from app.cli.common import JSON_OPTION, fail, print_json, progress_forced
+from app.cli.common import fail, print_json, progress_forced
+from app.cli.options import JSON_OPTION
 
 train_app = typer.Typer(
     help="Embedded RLVR study: build the tiny base policy, train objectives (TRL GRPO).",

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from app.cli.common import fail, print_json, settings
-from app.settings import is_loopback
+from study.settings import is_loopback
 
 MAIN = Path(__file__).resolve().parents[1] / "view" / "main.py"
 
@@ -73,7 +73,7 @@ def view(
             "loopback, or RCEA_VIEW_AUTH=password with `rcea view add-researcher NAME`)"
         )
     if cfg.view_auth == "password":
-        from app.view.logins import logins_path, researchers
+        from study.logins import logins_path, researchers
 
         if not researchers(logins_path(cfg)):
             typer.echo(
@@ -104,7 +104,7 @@ def add_researcher_cmd(
 ) -> None:
     """Create a researcher account of the view (scrypt hash in <data_dir>/researchers.json,
     mode 0600); the password is prompted for twice."""
-    from app.view.logins import LoginError, add_researcher, logins_path
+    from study.logins import LoginError, add_researcher, logins_path
 
     path = logins_path(settings())
     try:
@@ -117,7 +117,7 @@ def add_researcher_cmd(
 @view_app.command("remove-researcher")
 def remove_researcher_cmd(name: str = typer.Argument(...)) -> None:
     """Delete a researcher account of the view."""
-    from app.view.logins import LoginError, logins_path, remove_researcher
+    from study.logins import LoginError, logins_path, remove_researcher
 
     try:
         remove_researcher(logins_path(settings()), name)
@@ -129,7 +129,7 @@ def remove_researcher_cmd(name: str = typer.Argument(...)) -> None:
 @view_app.command("researchers")
 def researchers_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
     """List the researcher accounts of the view (names only)."""
-    from app.view.logins import logins_path, researchers
+    from study.logins import logins_path, researchers
 
     names = researchers(logins_path(settings()))
     if as_json:

@@ -13,6 +13,7 @@ from app.demo.config import ORACLE, rubric_toml
 from app.demo.context import DEMO_ACTOR, DemoContext, DemoStepError, brief
 from app.demo.simulate import SIMULATED
 from app.demo.study import JUDGE_NAME, VALIDITY_ORACLE
+from pipeline.safety import write_private
 
 PEOPLE = {
     "A": "annotator-a@rcea.local",
@@ -25,10 +26,10 @@ def step_audit(ctx: DemoContext) -> dict[str, Any]:
     """Freeze the demo rubric and draw the pair audit (binds rubric + partition hashes)."""
     from sqlmodel import select
 
-    from app.pair_audit.freeze import freeze_rubric
-    from app.pair_audit.sampling import audit_overview, draw_audit
-    from app.store import session_scope
-    from app.store.models import Audit
+    from study.pair_audit.freeze import freeze_rubric
+    from study.pair_audit.sampling import audit_overview, draw_audit
+    from study.store import session_scope
+    from study.store.models import Audit
 
     path = ctx.work / "rubric.toml"
     path.write_text(rubric_toml(ctx.sizes), encoding="utf-8")
@@ -94,7 +95,7 @@ def people_accounts(ctx: DemoContext) -> dict[str, tuple[int, str, str | None]]:
     import secrets
 
     from annotation.people import people_from_settings
-    from app.labelling import ensure_member
+    from study.labelling import ensure_member
 
     ensure_people(ctx, list(PEOPLE.values()))
     people = people_from_settings(ctx.cfg)
@@ -107,15 +108,9 @@ def people_accounts(ctx: DemoContext) -> dict[str, tuple[int, str, str | None]]:
         if member.new_password:
             saved[email] = password
         out[role] = (member.user_id, email, saved.get(email))
-    write_private_json(path, saved)
-    return out
-
-
-def write_private_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.chmod(0o600)
-    path.write_text(json.dumps(data, indent=2))
+    write_private(path, json.dumps(saved, indent=2).encode())
+    return out
 
 
 def annotators(ctx: DemoContext) -> dict[str, tuple[int, str]]:
@@ -133,10 +128,10 @@ def annotators(ctx: DemoContext) -> dict[str, tuple[int, str]]:
 def step_push(ctx: DemoContext) -> dict[str, Any]:
     """Push the blinded pair tasks to A's and B's projects, each on their own server."""
     from annotation.people import people_from_settings
-    from app.labelling import webhook_target
-    from app.pair_audit.push import push_audit
-    from app.pair_audit.sampling import get_audit
-    from app.store import session_scope
+    from study.labelling import webhook_target
+    from study.pair_audit.push import push_audit
+    from study.pair_audit.sampling import get_audit
+    from study.store import session_scope
 
     accts = annotators(ctx)
     # People label while the API serves (now or in a later `rcea demo --serve`): webhooks
@@ -202,8 +197,8 @@ def step_calibration_push(ctx: DemoContext) -> dict[str, Any]:
 def step_simulate_pairs(ctx: DemoContext) -> dict[str, Any]:
     """SIMULATED: the two noisy oracle annotators and the oracle adjudicator label the
     pair audit through the Label Studio API (see :mod:`app.demo.simulate`)."""
-    from app.codebook import load_strategy_fn
     from app.demo.simulate import simulate_pair_audit
+    from study.codebook import load_strategy_fn
 
     if "sim_accounts" not in ctx.notes:
         annotators(ctx)
@@ -221,13 +216,13 @@ def step_simulate_pairs(ctx: DemoContext) -> dict[str, Any]:
 
 def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
     """SIMULATED: the oracle validity annotators label the calibration sample through
-    Label Studio (``app.validity_audit.simulate``), then sync and the held-out report (which
+    Label Studio (``study.validity_audit.simulate``), then sync and the held-out report (which
     records ``judge.calibration.completed`` once every held-out item is labelled)."""
     from annotation.people import people_from_settings
-    from app.codebook import load_strategy_fn
     from app.demo.simulate import SIM_ACTOR, SIM_EVENT
-    from app.store import append_event, require_study, session_scope
-    from app.validity_audit.simulate import simulate_validity_labels
+    from study.codebook import load_strategy_fn
+    from study.store import append_event, require_study, session_scope
+    from study.validity_audit.simulate import simulate_validity_labels
 
     if "sim_accounts" not in ctx.notes:
         annotators(ctx)
@@ -270,14 +265,13 @@ def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
 
 def step_gate(ctx: DemoContext) -> dict[str, Any]:
     """The final pair gate over the (SIMULATED) labels, recorded as a gate.final event."""
-    from app.pair_audit.labels import gate_status, record_final_gate
-    from app.pair_audit.sampling import get_audit
-    from app.store import session_scope
+    from study.pair_audit.gate import decide_gate
+    from study.pair_audit.sampling import get_audit
+    from study.store import session_scope
 
     with session_scope(ctx.engine()) as s:
         audit = get_audit(s, name=ctx.audit_name)
-        res = gate_status(s, audit, final=True)
-        record_final_gate(s, audit, res, f"{DEMO_ACTOR} ({SIMULATED} labels)")
+        res = decide_gate(s, audit, final=True, actor=f"{DEMO_ACTOR} ({SIMULATED} labels)")
     rep = res["report"]
     ctx.say(
         f"{SIMULATED} labels → final gate {res['status'].upper()}: human–human macro-F1 "

@@ -55,7 +55,7 @@ class DemoContext:
         self.echo(f"      {line}")
 
     def engine(self) -> Any:
-        from app.store import open_store
+        from study.store import open_store
 
         return open_store(self.cfg)
 
@@ -215,32 +215,7 @@ class Step:
     name: str
     title: str
     run: Callable[[DemoContext], dict[str, Any]]
-    needs_cli: tuple[tuple[str, ...], ...] = ()
     after: tuple[str, ...] = ()
-
-
-def cli_has(*path: str) -> bool:
-    """Whether ``rcea PATH...`` exists in this build (e.g. ``cli_has("probe", "sample")``)."""
-    import typer
-
-    from app.cli import app
-
-    cmd: Any = typer.main.get_command(app)
-    for name in path:
-        commands = getattr(cmd, "commands", None)
-        if not commands or name not in commands:
-            return False
-        cmd = commands[name]
-    return True
-
-
-def module_has(module: str, attr: str) -> bool:
-    import importlib
-
-    try:
-        return hasattr(importlib.import_module(module), attr)
-    except ImportError:
-        return False
 
 
 BRIEF_SKIP = frozenset({"ok", "stage", "out_dir", "seconds", "judge_hash", "note", "study"})

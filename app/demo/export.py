@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlmodel import select
 
-from app.pair_audit.freeze import partition_modes
-from app.store import require_study, session_scope
-from app.store.models import Trajectory
+from study.pair_audit.freeze import partition_modes
+from study.store import require_study, session_scope
+from study.store.models import Trajectory
 
 FIELDS = (
     "trajectory_id",

@@ -38,9 +38,9 @@ from typing import Any
 from sqlmodel import select
 
 from annotation.tasks import PAIR_CHOICE
-from app.report.publish import SIMULATED_EVENT
-from app.store import append_event, session_scope
-from app.store.models import Audit, AuditTask, Trajectory
+from study.report.publication import SIMULATED_EVENT
+from study.store import append_event, session_scope
+from study.store.models import Audit, AuditTask, Trajectory
 
 SIMULATED = "SIMULATED"
 SIM_ACTOR = "rcea-demo-simulation"
@@ -76,7 +76,7 @@ def sim_accounts(
     given a new one (rcea runs that server)."""
     from annotation.accounts import set_password
     from annotation.people import people_from_settings
-    from app.labelling import ensure_member
+    from study.labelling import ensure_member
 
     people = people_from_settings(cfg)
     saved: dict[str, Any] = json.loads(logins_path.read_text()) if logins_path.exists() else {}
@@ -92,9 +92,10 @@ def sim_accounts(
             set_password(people.server(member.person), entry["email"], entry["password"])
         sim[role] = entry
         out[role] = SimAccount(role, entry["email"], entry["password"], member.user_id)
-    from app.demo.audits import write_private_json
+    from pipeline.safety import write_private
 
-    write_private_json(logins_path, saved)
+    logins_path.parent.mkdir(parents=True, exist_ok=True)
+    write_private(logins_path, json.dumps(saved, indent=2).encode())
     return out
 
 
@@ -102,7 +103,7 @@ def pair_truth(
     engine: Any, audit_name: str, strategy_fn: Callable[[str, str], str | None]
 ) -> dict[str, str]:
     """pair key → the oracle's ``same``/``different`` for every pair of the audit."""
-    from app.pair_audit.sampling import audit_pairs, get_audit
+    from study.pair_audit.sampling import audit_pairs, get_audit
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
@@ -126,10 +127,10 @@ def pair_truth(
 def _tasks(engine: Any, audit_name: str, role: str) -> list[tuple[int, str, bool, bool]]:
     """``role``'s tasks in task order (Label Studio's: the import order): (task id, pair
     key, whether it is a hidden repeat, whether it has a counted label already)."""
-    from app.labelling import PAIR
-    from app.labelling import current_labels as core_labels
-    from app.pair_audit.labels import current_labels
-    from app.pair_audit.sampling import audit_pairs, get_audit
+    from study.labelling import PAIR
+    from study.labelling import current_labels as core_labels
+    from study.pair_audit.labels import current_labels
+    from study.pair_audit.sampling import audit_pairs, get_audit
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
@@ -197,9 +198,9 @@ def _post_labels(cfg: Any, account: SimAccount, labels: dict[int, str]) -> None:
 def look_plan(engine: Any, audit_name: str, n_pairs: int) -> tuple[int, ...]:
     """Pairs labelled by both annotators at each predeclared look of the audit's frozen
     rubric (``[sequential]``), or just all of them without a plan."""
-    from app.pair_audit.labels import audit_rubric
-    from app.pair_audit.sampling import get_audit
     from audits.sequential import look_sizes
+    from study.pair_audit.labels import audit_rubric
+    from study.pair_audit.sampling import get_audit
 
     with session_scope(engine) as s:
         plan = audit_rubric(s, get_audit(s, name=audit_name)).sequential
@@ -209,9 +210,9 @@ def look_plan(engine: Any, audit_name: str, n_pairs: int) -> tuple[int, ...]:
 def _interim(engine: Any, audit_name: str) -> dict[str, Any] | None:
     """The gate at the current look under the sequential plan (``None`` without one),
     recorded as a ``gate.interim`` event the first time the look is reached."""
-    from app.pair_audit.labels import gate_status
-    from app.pair_audit.sampling import get_audit
-    from app.pair_audit.sequential import record_interim
+    from study.pair_audit.gate import gate_status
+    from study.pair_audit.sampling import get_audit
+    from study.pair_audit.sequential import record_interim
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
@@ -233,8 +234,8 @@ def _adjudicate(
     """Open (or extend) the adjudication round with every pair that needs it so far,
     settle the new ones as the SIMULATED oracle adjudicator and sync: (round, sync)."""
     from annotation.people import people_from_settings
-    from app.pair_audit.push import adjudicate
-    from app.pair_audit.sampling import get_audit
+    from study.pair_audit.push import adjudicate
+    from study.pair_audit.sampling import get_audit
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
@@ -258,8 +259,8 @@ def _adjudicate(
 
 def _sync(engine: Any, cfg: Any, audit_name: str) -> dict[str, Any]:
     from annotation.people import people_from_settings
-    from app.pair_audit.push import sync_audit
-    from app.pair_audit.sampling import get_audit
+    from study.pair_audit.push import sync_audit
+    from study.pair_audit.sampling import get_audit
 
     with session_scope(engine) as s:
         return sync_audit(s, get_audit(s, name=audit_name), people_from_settings(cfg))

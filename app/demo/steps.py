@@ -4,11 +4,9 @@ resumable steps (:func:`plan`) and the runner that executes them (:func:`run_ste
 Each step is idempotent on its own (it looks at what exists: a trained objective, an
 ingested file, a frozen rubric, a pushed task …) and is recorded in the state file
 (:mod:`app.demo.state`) when it finishes, so a re-run skips finished steps outright and an
-interrupted step resumes where its own resumability allows. Steps that need a command
-another part of the project provides (``rcea probe``, ``rcea judge``, ``rcea report``) check
-that it exists first and, if not, print ``not available`` and leave the step unfinished;
-steps after it that need its results are skipped with the reason. The steps themselves are
-in :mod:`app.demo.study` and :mod:`app.demo.audits`.
+interrupted step resumes where its own resumability allows. A step whose predecessors did
+not finish is skipped with the reason. The steps themselves are in :mod:`app.demo.study` and
+:mod:`app.demo.audits`.
 
 Every line printed about the simulation carries ``SIMULATED``.
 """
@@ -26,7 +24,7 @@ from app.demo.audits import (
     step_simulate_pairs,
     step_simulate_validity,
 )
-from app.demo.context import DemoContext, DemoStepError, Step, cli_has, module_has
+from app.demo.context import DemoContext, DemoStepError, Step
 from app.demo.simulate import SIMULATED
 from app.demo.study import (
     step_base,
@@ -42,38 +40,19 @@ from app.demo.study import (
 def plan(*, simulate: bool) -> list[Step]:
     """The ordered steps for these options."""
     steps = [
-        Step("base", "build the tiny base policy", step_base, (("train", "build-base"),)),
-        Step("train", "train the six objectives", step_train, (("train", "run"),), ("base",)),
-        Step(
-            "probe",
-            "probe base + milestones",
-            step_probe,
-            (("probe", "sample"), ("probe", "entropy")),
-            ("train",),
-        ),
-        Step("ingest", "ingest the probe records", step_ingest, (), ("probe",)),
-        Step(
-            "measure",
-            "curves, pass@k, covariance",
-            step_measure,
-            (("probe", "curves"), ("probe", "bench"), ("probe", "covariance")),
-            ("ingest",),
-        ),
-        Step(
-            "judge",
-            "judge validity (oracle backend)",
-            step_judge,
-            (("judge", "problems"), ("judge", "freeze"), ("judge", "run")),
-            ("ingest",),
-        ),
-        Step("codebook", "codebook cycle (oracle backend)", step_codebook, (), ("judge",)),
-        Step("audit", "freeze the rubric, draw the pair audit", step_audit, (), ("codebook",)),
-        Step("push", "push the pair audit to Label Studio", step_push, (), ("audit",)),
+        Step("base", "build the tiny base policy", step_base),
+        Step("train", "train the six objectives", step_train, ("base",)),
+        Step("probe", "probe base + milestones", step_probe, ("train",)),
+        Step("ingest", "ingest the probe records", step_ingest, ("probe",)),
+        Step("measure", "curves, pass@k, covariance", step_measure, ("ingest",)),
+        Step("judge", "judge validity (oracle backend)", step_judge, ("ingest",)),
+        Step("codebook", "codebook cycle (oracle backend)", step_codebook, ("judge",)),
+        Step("audit", "freeze the rubric, draw the pair audit", step_audit, ("codebook",)),
+        Step("push", "push the pair audit to Label Studio", step_push, ("audit",)),
         Step(
             "calibration",
             "push the validity calibration sample",
             step_calibration_push,
-            (("judge", "calibrate", "sample"), ("judge", "calibrate", "push")),
             ("judge", "audit"),
         ),
     ]
@@ -83,17 +62,13 @@ def plan(*, simulate: bool) -> list[Step]:
                 "simulate-pairs",
                 f"{SIMULATED} annotators label the pair audit",
                 step_simulate_pairs,
-                (),
                 ("push",),
             ),
-            Step(
-                "gate", f"final pair gate ({SIMULATED} labels)", step_gate, (), ("simulate-pairs",)
-            ),
+            Step("gate", f"final pair gate ({SIMULATED} labels)", step_gate, ("simulate-pairs",)),
             Step(
                 "simulate-validity",
                 f"{SIMULATED} validity calibration",
                 step_simulate_validity,
-                (("judge", "calibrate", "sync"), ("judge", "calibrate", "report")),
                 ("calibration",),
             ),
         ]
@@ -102,27 +77,15 @@ def plan(*, simulate: bool) -> list[Step]:
             "report",
             "build" + (" and publish" if simulate else "") + " the report",
             step_report,
-            (("report", "build"),) + ((("report", "publish"),) if simulate else ()),
             ("ingest",) + (("gate", "simulate-validity") if simulate else ()),
         )
     )
     return steps
 
 
-def _missing(step: Step) -> str | None:
-    for path in step.needs_cli:
-        if not cli_has(*path):
-            return f"`rcea {' '.join(path)}` is not in this build"
-    if step.name == "simulate-validity" and not module_has(
-        "app.validity_audit.simulate", "simulate_validity_labels"
-    ):
-        return "app.validity_audit.simulate.simulate_validity_labels is not in this build"
-    return None
-
-
 def run_steps(ctx: DemoContext, steps: list[Step]) -> dict[str, str]:
-    """Run the steps in order; returns step name → done | done-earlier | not-available |
-    skipped. A failing step raises DemoStepError (its state stays unfinished)."""
+    """Run the steps in order; returns step name → done | done-earlier | skipped. A failing
+    step raises DemoStepError (its state stays unfinished)."""
     status: dict[str, str] = {}
     n = len(steps)
     for i, step in enumerate(steps, 1):
@@ -135,11 +98,6 @@ def run_steps(ctx: DemoContext, steps: list[Step]) -> dict[str, str]:
         if blocked:
             ctx.echo(f"{head} skipped: needs {', '.join(blocked)}")
             status[step.name] = "skipped"
-            continue
-        missing = _missing(step)
-        if missing:
-            ctx.echo(f"{head} not available: {missing}")
-            status[step.name] = "not-available"
             continue
         ctx.echo(head)
         began = time.monotonic()

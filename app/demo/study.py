@@ -200,19 +200,16 @@ def bind_probe_set(ctx: DemoContext) -> None:
     """Record the study's probe set (event ``probe.probe_set``) once, before the scales
     are sampled in parallel: every ``rcea probe sample --study`` then finds it and only
     checks its seed, instead of two processes racing to record it."""
-    from app.cli.probe_cmd import PROBE_SET_EVENT
-    from app.store import append_event, get_or_create_study, list_events, session_scope
+    from study.probe_set import bind_probe_set
+    from study.store import session_scope
 
     with session_scope(ctx.engine()) as s:
-        st = get_or_create_study(s, name=ctx.study)
-        if list_events(s, kind=PROBE_SET_EVENT, study_id=st.id):
-            return  # an earlier run bound it; each sample command checks the seed
-        append_event(
+        bind_probe_set(
             s,
+            study=ctx.study,
+            probe_seed=PROBE_SEED,
+            question_source=f"toy:{PROBE_SPLIT}",
             actor=DEMO_ACTOR,
-            kind=PROBE_SET_EVENT,
-            study_id=st.id,
-            payload={"probe_seed": PROBE_SEED, "question_source": f"toy:{PROBE_SPLIT}"},
         )
 
 
@@ -263,7 +260,7 @@ def step_probe(ctx: DemoContext) -> dict[str, Any]:
 def step_ingest(ctx: DemoContext) -> dict[str, Any]:
     """Ingest every scale's probe records into the demo study, in scale order (a
     byte-identical file is a no-op)."""
-    from app.ingest import ingest_file
+    from study.records.ingest import ingest_file
 
     records = ctx.state.result("probe")["records"]
     for label in ctx.sizes.models:
@@ -338,7 +335,7 @@ def step_codebook(ctx: DemoContext) -> dict[str, Any]:
     researcher: it approves every extension the oracle proposes, marks what is left in the
     researcher queue uncertain, and exports with trajectories of questions without a
     codebook counted as uncertain (recorded as events, actor ``rcea-demo``)."""
-    from app.codebook import (
+    from study.codebook import (
         BackendOptions,
         assign,
         decide_extension,
@@ -352,7 +349,7 @@ def step_codebook(ctx: DemoContext) -> dict[str, Any]:
         researcher_queue,
         resolve_dispute,
     )
-    from app.store import session_scope
+    from study.store import session_scope
 
     eng = ctx.engine()
     backend = make_backend(ctx.cfg, BackendOptions(kind="oracle", oracle=ORACLE))

@@ -1,15 +1,15 @@
 """Audit page: pair-audit progress per annotator, the gate with its thresholds, confusion
 matrices, the disagreement list with links to the Label Studio tasks, and the codebook
 extension requests to approve or reject (the same domain calls as ``rcea codebook
-approve --no-reassign`` / ``reject``)."""
+approve`` / ``reject``: approval reassigns the affected trajectories)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.codebook import CodebookStageError
 from app.view import auth, charts, data
 from app.view.state import audit_detail, selected_study
+from study.codebook import CodebookStageError
 
 # report key → (columns = compared labels, rows = reference, title); the gate report's
 # ``confusion[reference][compared]`` comes from ``pair_agreement(compared, reference)``.
@@ -200,9 +200,9 @@ done = st.session_state.pop("decided", None)
 if done and done["status"] == "approved":
     st.success(
         f"approved #{done['extension_id']}: {done['question_id']} refrozen as "
-        f"v{done['version']} (sha256 {done['content_hash'][:12]}…); reassign its "
-        f"{done['n_affected']} affected trajectories with `rcea codebook assign` then "
-        "`rcea codebook reconcile`."
+        f"v{done['version']} (sha256 {done['content_hash'][:12]}…); its "
+        f"{done['n_affected']} affected trajectories were reassigned and reconciled "
+        f"({done.get('assign', {}).get('n_run', 0)} assignment batch(es) run)."
     )
 elif done:
     st.success(
@@ -245,7 +245,7 @@ for req in requests:
                     actor=auth.current_researcher(),
                     reason=reason,
                 )
-            except CodebookStageError as exc:
+            except (CodebookStageError, ValueError) as exc:  # a backend not configured too
                 st.error(str(exc))
             else:
                 st.session_state["decided"] = out

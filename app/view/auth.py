@@ -19,8 +19,8 @@ import time
 
 import streamlit as st
 
-from app.settings import actor_name, get_settings, is_loopback
-from app.view import logins
+from study import logins
+from study.settings import actor_name, get_settings, is_loopback
 
 SESSION_KEY = "_rcea_researcher"
 AUTH_MODES = ("password", "oidc", "none")

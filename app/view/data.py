@@ -14,11 +14,11 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from app.settings import Settings, get_settings
-from app.store import list_studies, open_store, require_study, session_scope, study_summary
+from study.settings import Settings, get_settings
+from study.store import list_studies, open_store, require_study, session_scope, study_summary
 
 if TYPE_CHECKING:
-    from app.report.schema import StudyReport
+    from study.report.schema import StudyReport
 
 ROLES = ("A", "B", "adjudicator")
 AUDIT_COLUMNS = [
@@ -59,7 +59,7 @@ def version_stamp(study: str | None, settings: Settings | None = None) -> tuple[
     changed: the latest event id (freezes, labels, codebook decisions, ingests), the
     trajectory count, and the measurement count and latest id. A measurement replaced in
     place keeps its id, so cached reads also expire after a short TTL."""
-    from app.store.models import Event, Measurement, Study, Trajectory
+    from study.store.models import Event, Measurement, Study, Trajectory
 
     with session_scope(engine(settings)) as s:
         last_event = s.exec(select(func.max(Event.id))).one() or 0
@@ -105,42 +105,21 @@ def checkpoints_frame(study: str, settings: Settings | None = None) -> pd.DataFr
     return df
 
 
-def _final_gates(session: Session, study_id: int) -> dict[int, dict[str, Any]]:
-    """audit id → the latest recorded final gate (``gate.final`` event payload)."""
-    from app.store import list_events
-
-    return {
-        e.payload.get("audit_id"): {**e.payload, "stage": "final"}
-        for e in list_events(session, kind="gate.final", study_id=study_id)
-    }
-
-
-def _gate(session: Session, audit: Any, finals: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """The recorded final gate of ``audit`` if one exists, else its live preliminary gate
-    (``status`` pending / preliminary); a broken binding becomes ``status: error: ...``."""
-    from app.pair_audit.freeze import FreezeError
-    from app.pair_audit.labels import gate_status
-
-    try:
-        return finals.get(audit.id) or gate_status(session, audit, final=False)
-    except (FreezeError, ValueError) as exc:
-        return {"status": f"error: {exc}", "stage": None, "report": None}
-
-
 def _audit_gates(session: Session, study_id: int) -> list[tuple[Any, dict[str, Any]]]:
-    """(audit, gate) per audit of the study, oldest first."""
-    from app.store.models import Audit
+    """(audit, gate) per audit of the study, oldest first (``audit_gate``: the recorded
+    final gate, else the live preliminary one)."""
+    from study.pair_audit.gate import audit_gate
+    from study.store.models import Audit
 
-    finals = _final_gates(session, study_id)
     audits = session.exec(select(Audit).where(Audit.study_id == study_id).order_by(Audit.id))
-    return [(a, _gate(session, a, finals)) for a in audits.all()]
+    return [(a, audit_gate(session, a, with_preliminary=False)) for a in audits.all()]
 
 
 def audits_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
     """One row per pair audit of the study: gate status (pending / preliminary / passed /
     failed) and the gate values of the recorded final gate, else of the live preliminary
     gate."""
-    from app.pair_audit.sampling import audit_pairs
+    from study.pair_audit.sampling import audit_pairs
 
     rows = []
     with session_scope(engine(settings)) as session:
@@ -161,22 +140,13 @@ def audits_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
 
 
-GATE_REQUIREMENTS = (
-    ("human_human_macro_f1", "human_human_macro_f1_min", ">="),
-    ("automatic_macro_f1", "automatic_macro_f1_min", ">="),
-    ("gap", "gap_max", "<="),
-    ("different_precision", "different_precision_min", ">="),
-    ("different_recall", "different_recall_min", ">="),
-    ("automatic_coverage", "automatic_coverage_min", ">="),
-)
-
-
 def _requirements(session: Session, audit: Any, gate: dict[str, Any]) -> list[dict[str, Any]]:
     """The final gate's requirement rows as recorded; before that, the same rows with the
     values computed so far, the frozen rubric's thresholds and ``passed = None`` (the
     preliminary stage is reported, not gated)."""
-    from app.pair_audit.freeze import FreezeError
-    from app.pair_audit.labels import audit_rubric
+    from audits.thresholds import GATE_REQUIREMENTS
+    from study.pair_audit.freeze import FreezeError
+    from study.pair_audit.labels import audit_rubric
 
     report = gate.get("report") or {}
     if report.get("requirements"):
@@ -223,8 +193,8 @@ def gate_requirements_frame(study: str, settings: Settings | None = None) -> pd.
 
 
 def validity_frame(study: str, settings: Settings | None = None) -> dict[str, Any]:
-    """The validity audit's state (``app.validity_audit.status.validity_status``)."""
-    from app.validity_audit.status import validity_status
+    """The validity audit's state (``study.validity_audit.status.validity_status``)."""
+    from study.validity_audit.status import validity_status
 
     with session_scope(engine(settings)) as session:
         return validity_status(session, study_id=require_study(session, name=study).id)
@@ -235,7 +205,7 @@ def validity_frame(study: str, settings: Settings | None = None) -> dict[str, An
 
 def audit_names(study: str, settings: Settings | None = None) -> list[str]:
     """The study's pair audits, newest first."""
-    from app.store.models import Audit
+    from study.store.models import Audit
 
     with session_scope(engine(settings)) as session:
         st = require_study(session, name=study)
@@ -262,8 +232,8 @@ def _sequential_view(session: Session, audit: Any, gate: dict[str, Any]) -> dict
     ``[sequential]`` table): ``summary`` (look, boundary, gate decision…),
     ``requirements`` (frame, one row per requirement) and ``looks`` (frame of the
     ``gate.interim`` events recorded for the audit)."""
-    from app.pair_audit.sequential import INTERIM_EVENT
-    from app.store import list_events
+    from study.pair_audit.sequential import INTERIM_EVENT
+    from study.store import list_events
 
     seq = gate.get("sequential") or (gate.get("report") or {}).get("sequential")
     if not seq:
@@ -291,10 +261,10 @@ ANNOTATOR_COLUMNS = [
 
 
 def _annotators_view(session: Session, audit: Any) -> dict[str, pd.DataFrame]:
-    """``app.pair_audit.annotators.annotator_quality`` as frames: ``people`` (one row per
+    """``study.pair_audit.annotators.annotator_quality`` as frames: ``people`` (one row per
     person and round, with ``self_consistency`` / ``self_consistency_n`` on hidden
     repeats), ``rolling`` (round, upto, agreement) and ``hotspots``."""
-    from app.pair_audit.annotators import annotator_quality
+    from study.pair_audit.annotators import annotator_quality
 
     out = annotator_quality(session, audit)
     people, rolling = [], []
@@ -335,20 +305,21 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
     automatic_vs_a / _b, and automatic_vs_reference once final), ``disagreements``
     (frame, one row per pair needing adjudication, with Label Studio links).
     """
-    from app.labelling import PAIR, bindings
-    from app.pair_audit.labels import (
+    from study.labelling import PAIR, bindings
+    from study.pair_audit.gate import audit_gate
+    from study.pair_audit.labels import (
         ADJUDICATOR,
         audit_rubric,
         current_labels,
         needs_adjudication,
         status_counts,
     )
-    from app.pair_audit.sampling import audit_overview, audit_pairs, get_audit
-    from app.store.models import AuditTask
+    from study.pair_audit.sampling import audit_overview, audit_pairs, get_audit
+    from study.store.models import AuditTask
 
     with session_scope(engine(settings)) as session:
         row = get_audit(session, name=audit)
-        gate_res = _gate(session, row, _final_gates(session, row.study_id))
+        gate_res = audit_gate(session, row, with_preliminary=False)
         pairs = audit_pairs(session, audit_id=row.id)
         labels = current_labels(session, row)
         tasks = {
@@ -446,7 +417,7 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
 
 def _trajectory_rows(session: Session, study_id: int, ids: list[str]) -> dict[str, Any]:
     """trajectory_id → row (with provenance: this is the researcher's view)."""
-    from app.store.models import Trajectory
+    from study.store.models import Trajectory
 
     if not ids:
         return {}
@@ -478,7 +449,7 @@ def extension_requests(
 ) -> list[dict[str, Any]]:
     """Every extension request of the study (pending first, then by id): proposals with
     their criterion, trajectory count and up to ``n_examples`` example trajectories."""
-    from app.codebook import list_extensions
+    from study.codebook import list_extensions
 
     out = []
     with session_scope(engine(settings)) as session:
@@ -524,13 +495,29 @@ def decide_extension_request(
     reason: str = "",
     settings: Settings | None = None,
 ) -> dict[str, Any]:
-    """Approve or reject a pending extension request in one transaction — the domain call
-    of ``rcea codebook approve --no-reassign`` / ``rcea codebook reject``. Approval refreezes
-    the question's codebook as a new version (the affected trajectories are reassigned by
-    ``rcea codebook assign`` + ``reconcile``). Raises ``CodebookStageError`` for a request
-    that is unknown, stale or already decided."""
-    from app.codebook import decide_extension
+    """Approve or reject a pending extension request — the domain calls of ``rcea codebook
+    approve`` / ``rcea codebook reject``. Approval refreezes the question's codebook as a
+    new version and reassigns the affected trajectories like the CLI does, with the
+    codebook backend of the ``RCEA_CODEBOOK_*`` variables (``backend_from_environment``);
+    a backend that cannot be built refuses the approval before anything is written.
+    Raises ``CodebookStageError`` (or ``ValueError`` for the backend) otherwise."""
+    from study.codebook import decide_extension
+    from study.codebook.approval import approve_extensions, backend_from_environment
 
+    if approve:
+        cfg = settings or get_settings()
+        backend, seed, threshold = backend_from_environment(cfg)
+        res = approve_extensions(
+            engine(settings),
+            study=study,
+            extension_ids=[extension_id],
+            actor=actor,
+            reason=reason,
+            backend=backend,
+            seed=seed,
+            threshold=threshold,
+        )
+        return {**res["approved"][0], **{k: res[k] for k in ("assign", "reconcile") if k in res}}
     with session_scope(engine(settings)) as session:
         ext, v = decide_extension(
             session,
@@ -553,8 +540,8 @@ def decide_extension_request(
 def codebooks_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
     """One row per question with a codebook: the latest frozen version (or ``draft``),
     its hash, how many versions and modes."""
-    from app.codebook.common import versions_by_question
-    from app.store.models import CodebookDraft
+    from study.codebook.common import versions_by_question
+    from study.store.models import CodebookDraft
 
     rows = []
     with session_scope(engine(settings)) as session:
@@ -597,8 +584,8 @@ def codebook_versions(
     """The versions of one question's codebook, newest first (the draft alone when none is
     frozen): hash, parent version, reason, who froze it, and each mode's definition with
     its example trajectories (text and provenance)."""
-    from app.codebook import get_draft
-    from app.codebook.common import versions_by_question
+    from study.codebook import get_draft
+    from study.codebook.common import versions_by_question
 
     with session_scope(engine(settings)) as session:
         st = require_study(session, name=study)
@@ -648,12 +635,12 @@ def report(
     seed: int = 0,
     k_min: int = 8,
 ) -> StudyReport:
-    """``app.report.build.build_report`` of the study (the view uses a small ``n_boot``;
+    """``study.report.build.build_report`` of the study (the view uses a small ``n_boot``;
     the published report uses the full B), validated into the typed report
-    ``app.report.schema.StudyReport`` that the API returns and the bundle carries: the
+    ``study.report.schema.StudyReport`` that the API returns and the bundle carries: the
     pages read its typed sections, never the raw JSON."""
-    from app.report.build import build_report
-    from app.report.schema import StudyReport
+    from study.report.build import build_report
+    from study.report.schema import StudyReport
 
     with session_scope(engine(settings)) as session:
         rep = build_report(session, study=study, seed=seed, n_boot=n_boot, k_min=k_min)
@@ -669,11 +656,11 @@ def mode_distribution(
     excluded from ``share``. Columns: question_id, checkpoint, run, model, step, mode,
     count, share.
 
-    Reads through the report's own selection (``app.report.build``), so the bars are of
+    Reads through the report's own selection (``study.report.build``), so the bars are of
     exactly the labels its retention and mode entropy are computed from."""
-    from app.report.build import mode_labels
-    from app.report.estimates import UNCERTAIN
     from app.view.report_frames import checkpoint_label
+    from study.report.build import mode_labels
+    from study.report.estimates import UNCERTAIN
 
     with session_scope(engine(settings)) as session:
         modes = mode_labels(session, study_id=require_study(session, name=study).id, pair=pair)
@@ -705,9 +692,9 @@ def calibration_progress(study: str, settings: Settings | None = None) -> pd.Dat
     """One row per validity calibration of the study: held-out items with a human
     reference (``labelled`` of ``of``), A–B disagreements still waiting for adjudication
     (two-annotator plans) and whether it is recorded as completed (the same reading as
-    ``rcea demo status``, :func:`app.demo.walkthrough.read_calibration`)."""
-    from app.demo.walkthrough import read_calibration
-    from app.store.models import ValidityCheck
+    ``rcea demo status``, :func:`study.progress.read_calibration`)."""
+    from study.progress import read_calibration
+    from study.store.models import ValidityCheck
 
     rows = []
     with session_scope(engine(settings)) as session:
@@ -741,7 +728,7 @@ def calibration_progress(study: str, settings: Settings | None = None) -> pd.Dat
 def mode_names(study: str, settings: Settings | None = None) -> dict[str, dict[str, str]]:
     """question id → mode id → the mode's name in the question's latest frozen codebook
     (the partition labels trajectories by id: ``m1``, ``m2`` …)."""
-    from app.codebook.common import versions_by_question
+    from study.codebook.common import versions_by_question
 
     with session_scope(engine(settings)) as session:
         st = require_study(session, name=study)

@@ -1,4 +1,4 @@
-"""Tidy frames cut from the validated report (``app.report.schema.StudyReport``, the model
+"""Tidy frames cut from the validated report (``study.report.schema.StudyReport``, the model
 the API returns and the bundle carries; keys in docs/report-keys.md) for the Entropy, Modes
 and Covariance pages. Pure functions: no store, no Streamlit, no recomputation — every
 number is the report's own, read through the typed sections."""
@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from app.report.schema import CheckpointReport, StudyReport
-from app.report.sections import DirectionCounts
+from study.report.schema import CheckpointReport, StudyReport
+from study.report.sections import DirectionCounts
 
 Report = StudyReport
 
@@ -56,7 +56,7 @@ def training_metrics(frame: pd.DataFrame) -> list[str]:
 
 
 def ratio_frame(report: Report) -> pd.DataFrame:
-    """Failed/successful token-entropy ratios per checkpoint (DESIGN.md item 3): the
+    """Failed/successful token-entropy ratios per checkpoint (docs/estimators.md item 3): the
     paired geometric-mean ratio with its bootstrap CI, |E| and paired coverage, the broad
     ratio with both outcome coverages, the direction share and the sign-test p."""
     rows = []
@@ -98,7 +98,7 @@ def ratio_frame(report: Report) -> pd.DataFrame:
 
 
 def decomposition_frame(report: Report) -> pd.DataFrame:
-    """Prop. 1 per checkpoint (DESIGN.md items 1–2), macro over questions: H(R|x), Ĥ(Y|x),
+    """Prop. 1 per checkpoint (docs/estimators.md items 1–2), macro over questions: H(R|x), Ĥ(Y|x),
     Ĥ(Y|R=r,x), the reconstruction residual, mean token entropy and the Eq. 5 mixture
     residual."""
     rows = []
@@ -137,7 +137,7 @@ def decomposition_frame(report: Report) -> pd.DataFrame:
 
 def retention_frame(report: Report) -> pd.DataFrame:
     """Rarefied retention per non-base checkpoint with its question-bootstrap CI
-    (DESIGN.md item 5, Table 1/A6 style): eligible count out of its denominator and the
+    (docs/estimators.md item 5, Table 1/A6 style): eligible count out of its denominator and the
     mean N̄_eff at base and checkpoint."""
     rows = []
     for c in report.checkpoints:
@@ -174,7 +174,7 @@ def retention_frame(report: Report) -> pd.DataFrame:
 
 
 def mode_entropy_frame(report: Report) -> pd.DataFrame:
-    """Mode entropy per checkpoint (DESIGN.md item 5): eligible questions, mean N_eff and
+    """Mode entropy per checkpoint (docs/estimators.md item 5): eligible questions, mean N_eff and
     Ĥ(Z|C_x), included and uncertain counts, coverage."""
     keys = [
         "n_questions",
@@ -194,7 +194,7 @@ def mode_entropy_frame(report: Report) -> pd.DataFrame:
 
 
 def transitions_frame(report: Report) -> pd.DataFrame:
-    """Predicted vs observed mean ΔH per adjacent-checkpoint transition (DESIGN.md item 6);
+    """Predicted vs observed mean ΔH per adjacent-checkpoint transition (docs/estimators.md item 6);
     ``in_fit`` is False for failed runs (excluded from the fit, still shown)."""
     cov = report.covariance
     rows = [
@@ -256,7 +256,7 @@ _FIT = set(FIT_COLUMNS)
 
 
 def q99_frame(report: Report) -> pd.DataFrame:
-    """The reward-stratified tail per endpoint (DESIGN.md item 7, q99 table): share of
+    """The reward-stratified tail per endpoint (docs/estimators.md item 7, q99 table): share of
     positive covariance mass in each stratum's tail, the selected fraction (ties kept),
     the gap in percentage points; failed runs kept and marked."""
     rows = []
@@ -318,7 +318,7 @@ def budget_frame(report: Report) -> pd.DataFrame:
 
 
 def failure_frame(report: Report) -> pd.DataFrame:
-    """The failure verdict per (run, model) (DESIGN.md items 9, 13, 14): the reported
+    """The failure verdict per (run, model) (docs/estimators.md items 9, 13, 14): the reported
     checkpoint and, next to a failure, the failure-window shares from the training curve."""
     rows = []
     for f in report.failure:

@@ -12,8 +12,8 @@ from typing import Any
 
 import streamlit as st
 
-from app.report.schema import StudyReport
 from app.view import data
+from study.report.schema import StudyReport
 
 CACHE_TTL_S = 60
 DEFAULT_N_BOOT = 1000

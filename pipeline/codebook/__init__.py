@@ -1,8 +1,8 @@
-"""The question-local codebook pipeline (DESIGN.md "Codebook cycle").
+"""The question-local codebook pipeline (docs/codebook.md).
 
 Pure domain code: prompts, reply schemas, backends (``openai``, ``oracle``) and the rules
 of induction, merging, assignment, reconciliation and extension. The store-side
-orchestration lives in ``app.codebook``.
+orchestration lives in ``study.codebook``.
 """
 
 from pipeline.codebook.backends import CodebookBackend, OpenAIBackend, OracleBackend, StrategyFn

@@ -11,7 +11,7 @@ can never silently run another prompt.
 
 Rendered prompts hold only the problem statement and the solution text — never run,
 model, step, seed, trajectory or question ids, or an automatic verdict; the caller scans
-every rendered prompt before it is sent (``app.validity_audit``).
+every rendered prompt before it is sent (``study.validity_audit``).
 
 Template files are TOML::
 

@@ -1,4 +1,4 @@
-"""Probing: checkpoints → records, token artifacts and measurements (issue #6).
+"""Probing: checkpoints → records, token artifacts and measurements.
 
 Stages (each takes a :class:`ProbeConfig` and an output dir, resumes finished
 checkpoint × question units and returns a :class:`StageResult`):

@@ -301,7 +301,7 @@ def _no_score(_q: Any, _text: str) -> tuple[int, None, None, None]:
 
 @dataclass
 class MeasurementRow:
-    """A measurement for the store (``app.store.measurements`` kinds and payloads)."""
+    """A measurement for the store (``study.store.measurements`` kinds and payloads)."""
 
     kind: str
     payload: dict[str, Any]

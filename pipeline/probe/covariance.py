@@ -1,6 +1,6 @@
 """``probe covariance``: exact covariance fit inputs and the endpoint tail proxy.
 
-**Transitions** (DESIGN.md item 6). For each run/model, adjacent sampled checkpoints
+**Transitions** (docs/estimators.md item 6). For each run/model, adjacent sampled checkpoints
 θ → θ′ (by step). Fixed questions: the first ``[covariance] questions`` (40) probe
 questions in probe-set order; per question the first ``trajectories`` (M = 4) non-empty
 trajectories sampled under θ (``samples/<θ>.jsonl``); per trajectory up to ``positions``
@@ -19,7 +19,7 @@ entropy_change_pair`` (float64): predicted Δh = −Cov_π(log π, z′ − z), 
                                     transition's positions), run, model, from_step,
                                     to_step, n_positions  → `rcea stats covfit`
 
-**Tail** (DESIGN.md item 7). At each run/model's endpoint (its largest sampled step), from
+**Tail** (docs/estimators.md item 7). At each run/model's endpoint (its largest sampled step), from
 the entropy artifact: group = question, A_i from the rewards, per eligible token the
 chosen-token log-prob; ``audits.tail.reward_stratified_tail`` gives the q99 report, and the
 per-token proxy c_{i,t} = (log π − L̄)(A_i − Ā) is written with its stratum::

@@ -6,7 +6,7 @@
 * **Trace** (``[bench] trace``): the ``trace_set`` (default: the first set), greedy, at
   every saved checkpoint of every run dir (base, each ``checkpoint-N``, ``final``):
   accuracy, boxed rate (an extractable ``\\boxed{}``), mean completion length (tokens) and
-  truncated share per step — the failure detector's input (DESIGN.md items 9 and 13).
+  truncated share per step — the failure detector's input (docs/estimators.md items 9 and 13).
 * **pass@k** (``[bench.passk]``): at each run/model's base (step 0) and endpoint, n
   samples per question of the ``passk`` set at ``temperature``/``top_p``, ``batch_size //
   n`` questions per generate call seeded with ``derive_seed(seed, checkpoint label,

@@ -6,7 +6,7 @@ generate call serves a group of ``batch_size // K`` consecutive unfinished quest
 with ``derive_seed(checkpoint_seed, *question_ids)`` (see :mod:`pipeline.probe.common`).
 Outputs::
 
-    DIR/records/<label>.jsonl   interchange records (DESIGN.md): trajectory_id (opaque),
+    DIR/records/<label>.jsonl   interchange records (docs/record-schema.md): trajectory_id (opaque),
                                 question_id, text, reward, run, model, step,
                                 seed (= checkpoint decoding seed), answer, split (toy),
                                 validity (toy oracle), mode (toy oracle, only with
@@ -113,7 +113,7 @@ def _record(
         "step": ck.step,
         "seed": seed,
         # the sampling settings, so ℓ-based numbers can say entropy or cross-entropy
-        # (DESIGN.md item 2), and the truncation flag (counted, never silently kept)
+        # (docs/estimators.md item 2), and the truncation flag (counted, never silently kept)
         "sampling_temperature": cfg.probe.temperature,
         "sampling_top_p": cfg.probe.top_p,
         "truncated": bool(truncated),

@@ -351,7 +351,7 @@ class ClipCov(Objective):
         loss = self._aggregate(_apply_is(per_token, batch), batch.mask, batch)
         metrics = _pg_metrics(low, high, batch.mask)
         metrics["objective/clip_cov_frac"] = masked_mean(selected.float(), batch.mask)
-        # 1 when the covariance mask selected nothing on this update (DESIGN.md item 13);
+        # 1 when the covariance mask selected nothing on this update (docs/estimators.md item 13);
         # the logged mean over a logging window is the share of such updates
         metrics["objective/cov_mask_empty"] = float(not bool(selected.any()))
         metrics["objective/cov_in_range_frac"] = masked_mean(candidates.float(), batch.mask)

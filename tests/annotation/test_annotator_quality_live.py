@@ -1,4 +1,4 @@
-"""`rcea audit annotators` against real Label Studio servers (issue #19): lead times and
+"""`rcea audit annotators` against real Label Studio servers: lead times and
 self-consistency on hidden repeats, recomputed from nothing but Label Studio's own export
 of each person's project, equal what the command reports.
 
@@ -22,11 +22,11 @@ from typer.testing import CliRunner
 import tests.labelling_study as labelling_study
 from annotation.projects import export_tasks
 from app.cli import app as cli
-from app.pair_audit.annotators import annotator_quality
-from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.pair_audit.sampling import audit_pairs, draw_audit
-from app.store import session_scope
-from app.store.models import Audit, AuditTask
+from study.pair_audit.annotators import annotator_quality
+from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.sampling import audit_pairs, draw_audit
+from study.store import session_scope
+from study.store.models import Audit, AuditTask
 from tests.helpers import RUBRIC, rubric_file
 from tests.labelling_study import Study, choice
 from tests.labelstudio_fixture import LabelStudioHandle

@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from annotation.tasks import PAIR_CHOICE
-from app.labelling.push import TITLE_SHOWN, round_title
-from app.store import session_scope
-from app.store.models import AuditLabel, AuditTask
+from study.labelling.push import TITLE_SHOWN, round_title
+from study.store import session_scope
+from study.store.models import AuditLabel, AuditTask
 from tests.helpers import chromium_executable
 from tests.labelling_study import PASSWORD, Study
 
@@ -157,7 +157,7 @@ def test_annotator_labels_in_the_browser(
 
     # --- the operator's side: `rcea audit sync`, then `rcea audit gate`, in-process
     monkeypatch.setenv("RCEA_DATABASE_URL", str(study.engine.url))
-    from app.settings import get_settings
+    from study.settings import get_settings
 
     get_settings.cache_clear()
     runner = CliRunner()

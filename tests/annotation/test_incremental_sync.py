@@ -11,10 +11,10 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from app.labelling import sync as sync_module
-from app.pair_audit.push import sync_audit
-from app.store import session_scope
-from app.store.models import Audit, LabellingProject
+from study.labelling import sync as sync_module
+from study.pair_audit.push import sync_audit
+from study.store import session_scope
+from study.store.models import Audit, LabellingProject
 from tests.labelling_study import Study, choice
 
 

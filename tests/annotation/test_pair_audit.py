@@ -16,12 +16,12 @@ from sklearn.metrics import f1_score
 
 from annotation.projects import export_tasks
 from annotation.tasks import scan_for_leaks
-from app.labelling import PAIR, WebhookTarget, bindings, forbidden_values
-from app.pair_audit.labels import gate_status
-from app.pair_audit.push import adjudicate
-from app.pair_audit.sampling import audit_pairs
-from app.store import list_events, session_scope
-from app.store.models import Audit, LabellingProject, Trajectory
+from study.labelling import PAIR, WebhookTarget, bindings, forbidden_values
+from study.pair_audit.gate import gate_status
+from study.pair_audit.push import adjudicate
+from study.pair_audit.sampling import audit_pairs
+from study.store import list_events, session_scope
+from study.store.models import Audit, LabellingProject, Trajectory
 from tests.labelling_study import PASSWORD, SECRET, Study, choice, wait_for
 from tests.labelstudio_fixture import LabelStudioHandle
 
@@ -114,7 +114,7 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
     assert sorted([data["answer_1"], data["answer_2"]]) == ["different", "same"]
     assert forbidden.scanner().scan([data]) == []
     with session_scope(study.engine) as s:
-        from app.pair_audit.freeze import FreezeError
+        from study.pair_audit.freeze import FreezeError
 
         with pytest.raises(FreezeError, match="need adjudication"):
             gate_status(s, s.get(Audit, study.audit_id), final=True)
@@ -128,7 +128,7 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
     assert len(study.labels()) == 2 * n + 2
     with session_scope(study.engine) as s:
         res = gate_status(s, s.get(Audit, study.audit_id), final=True)
-        from app.pair_audit.labels import record_final_gate
+        from study.pair_audit.gate import record_final_gate
 
         record_final_gate(s, s.get(Audit, study.audit_id), res, "test")
     # deterministic: B disagrees with A (= the automatic labels) on one pair, adjudicated
@@ -182,14 +182,14 @@ def test_push_killed_mid_import_resumes_with_one_project(
 
         return original(client, project_id, tasks, **{**kw, "progress": progress})
 
-    monkeypatch.setattr("app.labelling.push.import_tasks", import_then_crash)
+    monkeypatch.setattr("study.labelling.push.import_tasks", import_then_crash)
     with pytest.raises(Exception):  # noqa: B017 - whatever the dead server makes httpx raise
         study.push()
     study.pool["B"].server.start(timeout=300)
     with session_scope(study.engine) as s:
         b = s.exec(sa.select(LabellingProject).where(LabellingProject.role == "B")).scalar_one()
         assert b.state == "created" and b.project_id is not None  # committed before tasks
-    monkeypatch.setattr("app.labelling.push.import_tasks", original)
+    monkeypatch.setattr("study.labelling.push.import_tasks", original)
     out = study.push()
     with session_scope(study.engine) as s:
         n = len(audit_pairs(s, audit_id=study.audit_id))
@@ -213,7 +213,7 @@ def test_push_killed_mid_import_resumes_with_one_project(
 def test_push_adopts_a_project_created_before_a_crash(study: Study) -> None:
     """A crash between creating the project and committing its id: the re-run finds the
     project by its marker and adopts it instead of creating a second one."""
-    import app.labelling.push as core_push
+    import study.labelling.push as core_push
 
     real_create = None
 

@@ -1,4 +1,4 @@
-"""The problem statement reaches annotators (issue 18 item 6): a study whose records carry
+"""The problem statement reaches annotators: a study whose records carry
 ``question`` texts pushes pair tasks and adjudication tasks to real Label Studio servers
 with the text of each pair's question, shown by the label config; a question text holding
 a run name is refused before anything is created."""
@@ -13,12 +13,12 @@ import pytest
 from annotation.display import visible
 from annotation.projects import export_tasks
 from annotation.tasks import BlindingViolation
-from app.ingest import ingest_file
-from app.labelling import PAIR, bindings
-from app.pair_audit.push import adjudicate
-from app.pair_audit.sampling import audit_pairs
-from app.store import session_scope
-from app.store.models import Audit
+from study.labelling import PAIR, bindings
+from study.pair_audit.push import adjudicate
+from study.pair_audit.sampling import audit_pairs
+from study.records.ingest import ingest_file
+from study.store import session_scope
+from study.store.models import Audit
 from tests.helpers import make_record, write_jsonl
 from tests.labelling_study import PASSWORD, Study
 from tests.labelstudio_fixture import LabelStudioHandle
@@ -102,14 +102,14 @@ def test_validity_tasks_show_the_ingested_question(
 ) -> None:
     """No `rcea judge problems`: the records' question texts are the problems annotators
     see in the validity calibration tasks."""
-    from app.labelling import ensure_member
-    from app.settings import Settings
-    from app.store import make_engine, upgrade
-    from app.store.models import ValidityCheck
-    from app.validity_audit.checks import sample_calibration
-    from app.validity_audit.labelling import push_check
-    from app.validity_audit.run import run_judge
     from pipeline.toy import problem_by_id
+    from study.labelling import ensure_member
+    from study.settings import Settings
+    from study.store import make_engine, upgrade
+    from study.store.models import ValidityCheck
+    from study.validity_audit.checks import sample_calibration
+    from study.validity_audit.labelling import push_check
+    from study.validity_audit.run import run_judge
     from tests.app.test_judge_run import ORACLE, freeze, toy_records
     from tests.labelstudio_fixture import register_people
 

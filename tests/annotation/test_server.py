@@ -417,7 +417,7 @@ def test_cli_one_server_per_person(
     the base) or registers one run elsewhere; `status --json` lists every server with its
     person, URL, pid and health; `stop` stops only what rcea runs."""
     from app.cli import app
-    from app.settings import get_settings
+    from study.settings import get_settings
 
     base = _free_port()
     monkeypatch.setenv("RCEA_DATA_DIR", str(tmp_path / "data"))
@@ -470,7 +470,7 @@ def test_cli_one_server_per_person(
 def test_cli_status_when_down_exits_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from annotation.people import People
     from app.cli import app
-    from app.settings import get_settings
+    from study.settings import get_settings
 
     monkeypatch.setenv("RCEA_LABELSTUDIO_URL", f"http://127.0.0.1:{_free_port()}")
     get_settings.cache_clear()

@@ -20,20 +20,20 @@ from annotation.projects import export_tasks
 from annotation.tasks import scan_for_leaks
 from annotation.validity_tasks import choice_result
 from app.cli import app
-from app.labelling import ensure_member
-from app.settings import Settings, get_settings
-from app.store import list_events, make_engine, require_study, session_scope, upgrade
-from app.store.models import JudgeVerdict, ValidityCheck
-from app.validity_audit.checks import HELD_OUT, check_items, sample_calibration
-from app.validity_audit.labelling import push_check, sync_check
-from app.validity_audit.problems import load_problems
-from app.validity_audit.reports import calibration_report
-from app.validity_audit.run import run_judge
-from app.validity_audit.simulate import simulate_validity_labels
-from app.validity_audit.status import validity_status
 from audits.calibration import clopper_pearson
 from pipeline.judge import DEFAULT_TEMPLATE, JudgeTemplate
 from pipeline.toy import process_valid, question_from_id, validity_by_id
+from study.labelling import ensure_member
+from study.settings import Settings, get_settings
+from study.store import list_events, make_engine, require_study, session_scope, upgrade
+from study.store.models import JudgeVerdict, ValidityCheck
+from study.validity_audit.checks import HELD_OUT, check_items, sample_calibration
+from study.validity_audit.labelling import push_check, sync_check
+from study.validity_audit.problems import load_problems
+from study.validity_audit.reports import calibration_report
+from study.validity_audit.run import run_judge
+from study.validity_audit.simulate import simulate_validity_labels
+from study.validity_audit.status import validity_status
 from tests.app.test_judge_run import MODEL, ORACLE, RUN, WEAK, freeze, ingest_toy
 from tests.labelstudio_fixture import LabelStudioHandle, register_people
 
@@ -242,9 +242,9 @@ def test_two_annotators_per_item_with_adjudication(
     servers, B errs on purpose; the report waits for adjudication, reports A–B agreement
     (equal to the agreement recomputed from Label Studio's own exports), and completes once
     the adjudicator (neither A nor B) settles every disagreement."""
-    from app.pair_audit.freeze import freeze_rubric
-    from app.validity_audit.labelling import adjudicate_check, needs_adjudication
     from audits.calibration import validity_agreement
+    from study.pair_audit.freeze import freeze_rubric
+    from study.validity_audit.labelling import adjudicate_check, needs_adjudication
 
     engine = make_engine(f"sqlite:///{tmp_path / 'v2.db'}")
     upgrade(engine)

@@ -14,8 +14,8 @@ from annotation.validity_tasks import (
     parse_validity_annotation,
     validity_label_config,
 )
-from app.labelling import Forbidden
-from app.labelling import check_blinding as scan
+from study.labelling import Forbidden
+from study.labelling import check_blinding as scan
 
 
 def check_blinding(tasks, forbidden, exact):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""`rcea audit annotators` (issue 19, item 4): annotations in Label Studio's export shape
+"""`rcea audit annotators`: annotations in Label Studio's export shape
 (with its ``lead_time`` and ``created_at``) go through the real parser and recorder; the
 command's lead times, throughput, per-class agreement with the final reference and
 hotspots are recomputed from the export with the standard library and sklearn."""
@@ -17,13 +17,13 @@ from typer.testing import CliRunner
 from annotation.payloads import parse_annotation
 from annotation.tasks import PAIR_CHOICE
 from app.cli import app
-from app.labelling import PAIR, bind_existing
-from app.pair_audit.annotators import annotator_quality
-from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.pair_audit.labels import record_annotation
-from app.pair_audit.sampling import audit_pairs, draw_audit
-from app.store import session_scope
-from app.store.models import Audit, AuditTask
+from study.labelling import PAIR, bind_existing
+from study.pair_audit.annotators import annotator_quality
+from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.labels import record_annotation
+from study.pair_audit.sampling import audit_pairs, draw_audit
+from study.store import session_scope
+from study.store.models import Audit, AuditTask
 from tests.helpers import RUBRIC, audit_study, fake_person, fake_tasks, rubric_file
 
 T0 = datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC)
@@ -146,7 +146,7 @@ def test_annotator_report_equals_the_export(engine, audit_with_export) -> None: 
 
 def test_annotators_command(engine, audit_with_export, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("RCEA_DATABASE_URL", str(engine.url))
-    from app.settings import get_settings
+    from study.settings import get_settings
 
     get_settings.cache_clear()
     runner = CliRunner()

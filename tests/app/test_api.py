@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.api import create_app
-from app.ingest import ingest_file
-from app.settings import Settings
+from study.records.ingest import ingest_file
+from study.settings import Settings
 from tests.helpers import free_port, make_record, wait_for_http, write_jsonl
 
 TOKEN = "test-token-123"

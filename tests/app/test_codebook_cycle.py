@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import select
 
-from app.codebook import (
+from pipeline.codebook import OracleBackend
+from study.codebook import (
     CodebookFrozenError,
     CodebookStageError,
     assign,
@@ -30,9 +31,9 @@ from app.codebook import (
     researcher_queue,
     resolve_dispute,
 )
-from app.ingest import ingest_file
-from app.store import list_events, session_scope
-from app.store.models import (
+from study.records.ingest import ingest_file
+from study.store import list_events, session_scope
+from study.store.models import (
     CodebookAssignment,
     CodebookBatch,
     CodebookVersion,
@@ -40,7 +41,6 @@ from app.store.models import (
     PartitionAssignment,
     Trajectory,
 )
-from pipeline.codebook import OracleBackend
 from tests.fake_llm import domain_records, strategy_of
 from tests.helpers import write_jsonl
 
@@ -303,8 +303,8 @@ def test_assign_in_chunks_equals_one_chunk(tmp_path: Path, monkeypatch: pytest.M
     """``assign`` plans and runs bounded chunks of questions (memory flat in the study's
     size): chunks of one question give the same batches, labels and report as one chunk,
     and a rerun in chunks plans and asks nothing new."""
-    import app.codebook.stages as stages
-    from app.store import make_engine, upgrade
+    import study.codebook.stages as stages
+    from study.store import make_engine, upgrade
 
     questions = {
         **PHASE1,

@@ -1,4 +1,4 @@
-"""Real endpoints, real failures (issue 18 item 7), against the local fake server: a
+"""Real endpoints, real failures, against the local fake server: a
 batch that got no answer (endpoint stopped) is retried by the rerun, counted in
 ``n_retried``, and the result equals an uninterrupted run; merge waits for unanswered
 induction; the run's seed and the configured ``response_format`` are sent; the leak guard
@@ -13,7 +13,8 @@ import pytest
 from sqlmodel import select
 
 from annotation.tasks import BlindingViolation
-from app.codebook import (
+from pipeline.codebook.schemas import AssignReply
+from study.codebook import (
     BackendOptions,
     exclude_trajectory,
     export_partition,
@@ -24,13 +25,12 @@ from app.codebook import (
     merge,
     reconcile,
 )
-from app.codebook import assign as assign_stage
-from app.codebook.backend import llm_config
-from app.ingest import ingest_file
-from app.settings import Settings
-from app.store import list_events, require_study, session_scope
-from app.store.models import CodebookAssignment, CodebookBatch, CodebookDispute, CodebookDraft
-from pipeline.codebook.schemas import AssignReply
+from study.codebook import assign as assign_stage
+from study.codebook.backend import llm_config
+from study.records.ingest import ingest_file
+from study.settings import Settings
+from study.store import list_events, require_study, session_scope
+from study.store.models import CodebookAssignment, CodebookBatch, CodebookDispute, CodebookDraft
 from tests.fake_llm import RUNS, FakeLLM, Faults, domain_records
 from tests.helpers import write_jsonl
 

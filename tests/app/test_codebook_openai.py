@@ -13,7 +13,7 @@ import pytest
 from sqlmodel import select
 
 from annotation.tasks import BlindingViolation, scan_for_leaks
-from app.codebook import (
+from study.codebook import (
     BackendOptions,
     assign,
     decide_extension,
@@ -28,9 +28,9 @@ from app.codebook import (
     researcher_queue,
     resolve_dispute,
 )
-from app.settings import Settings
-from app.store import make_engine, session_scope, upgrade
-from app.store.models import (
+from study.settings import Settings
+from study.store import make_engine, session_scope, upgrade
+from study.store.models import (
     CodebookAssignment,
     CodebookBatch,
     CodebookDispute,

@@ -19,13 +19,13 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from app.codebook import BackendOptions, assign, freeze_codebooks, induce, make_backend, merge
-from app.ingest import ingest_file
-from app.settings import Settings
-from app.store import make_engine, session_scope, upgrade
-from app.store.models import CodebookAssignment, CodebookBatch
 from pipeline.codebook import OracleBackend
 from pipeline.llm import ResponseCache
+from study.codebook import BackendOptions, assign, freeze_codebooks, induce, make_backend, merge
+from study.records.ingest import ingest_file
+from study.settings import Settings
+from study.store import make_engine, session_scope, upgrade
+from study.store.models import CodebookAssignment, CodebookBatch
 from tests.fake_llm import FakeLLM, Faults, domain_records, expected_fingerprint, strategy_of
 from tests.helpers import write_jsonl
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from app.settings import Settings
+from study.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

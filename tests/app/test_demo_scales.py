@@ -54,10 +54,10 @@ def test_two_scales_run_through_the_study_steps_and_the_report(
 ) -> None:
     from sqlmodel import select
 
-    from app.report.build import build_report
-    from app.settings import Settings
-    from app.store import open_store, session_scope
-    from app.store.models import Measurement, Trajectory
+    from study.report.build import build_report
+    from study.settings import Settings
+    from study.store import open_store, session_scope
+    from study.store.models import Measurement, Trajectory
 
     assert MINI.scales == (TINY_S, TINY_M)
     data = tmp_path / "data"

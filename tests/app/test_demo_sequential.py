@@ -1,5 +1,5 @@
 """The quick demo's SIMULATED pair audit exercises the sequential gate and the hidden
-repeats (issue 19, item 6), fast: the demo's own quick rubric (6 × 24 pairs, looks
+repeats, fast: the demo's own quick rubric (6 × 24 pairs, looks
 [0.5, 0.75, 1.0], Pocock, repeat share 0.1) on a small store study, the real push (task
 building, repeats, leak scan) into fake Label Studio projects, and the real simulation
 loop (:func:`app.demo.simulate.simulate_pair_audit`) whose HTTP posts and syncs are
@@ -20,20 +20,20 @@ from sqlmodel import select
 from annotation.payloads import ParsedAnnotation
 from app.demo import simulate
 from app.demo.config import QUICK, rubric_toml
-from app.labelling import PAIR, Member, bind_existing, bindings
-from app.pair_audit.annotators import annotator_quality
-from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.pair_audit.labels import (
+from study.labelling import PAIR, Member, bind_existing, bindings
+from study.pair_audit.annotators import annotator_quality
+from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.gate import gate_status
+from study.pair_audit.labels import (
     ADJUDICATOR,
     current_labels,
-    gate_status,
     needs_adjudication,
     record_annotation,
 )
-from app.pair_audit.repeats import n_repeats
-from app.pair_audit.sampling import audit_pairs, draw_audit, get_audit
-from app.store import list_events, session_scope
-from app.store.models import Audit, AuditTask
+from study.pair_audit.repeats import n_repeats
+from study.pair_audit.sampling import audit_pairs, draw_audit, get_audit
+from study.store import list_events, session_scope
+from study.store.models import Audit, AuditTask
 from tests.app.test_repeats import PROJECTS, USERS, _FakeServers
 from tests.helpers import audit_study, fake_person, rubric_file
 
@@ -48,7 +48,7 @@ def _mode(question_id: str, text: str) -> str | None:
 def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-untyped-def]
     engine, settings, tmp_path: Path, monkeypatch
 ) -> None:
-    from app.pair_audit.push import push_audit
+    from study.pair_audit.push import push_audit
 
     audit_study(engine, tmp_path, n_q=7, per_q=10)  # C(10, 2) = 45 >= 24 pairs each
     with session_scope(engine) as s:
@@ -60,8 +60,8 @@ def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-
     servers = _FakeServers()
     emails = {"A": "a@people.test", "B": "b@people.test"}
     role_of = {e: r for r, e in emails.items()}
-    bindings_mod = sys.modules["app.labelling.bindings"]
-    push_mod = sys.modules["app.labelling.push"]
+    bindings_mod = sys.modules["study.labelling.bindings"]
+    push_mod = sys.modules["study.labelling.push"]
 
     def project(session, people, binding, **kw):  # type: ignore[no-untyped-def]
         binding.project_id, binding.state = PROJECTS[binding.role], "created"
@@ -119,7 +119,7 @@ def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-
 
     monkeypatch.setattr(simulate, "_post_labels", post)
     monkeypatch.setattr(simulate, "_sync", lambda engine, cfg, audit: {"annotations_seen": 0})
-    monkeypatch.setattr(sys.modules["app.pair_audit.push"], "adjudicate", adjudicate)
+    monkeypatch.setattr(sys.modules["study.pair_audit.push"], "adjudicate", adjudicate)
     said: list[str] = []
     accounts = {
         r: simulate.SimAccount(r, e, "pw", user_of[r])

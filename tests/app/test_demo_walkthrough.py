@@ -1,4 +1,4 @@
-"""The demo walkthrough (:mod:`app.demo.walkthrough`): the researcher's next command at
+"""The demo walkthrough (:mod:`study.progress`): the researcher's next command at
 every stage, the per-role lines, and the store reader on a fresh store."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from app.demo.walkthrough import (
+from study.progress import (
     CalibrationProgress,
     PairProgress,
     Progress,
@@ -164,7 +164,7 @@ def test_walkthrough_lines_per_role(tmp_path: Path) -> None:
 
 
 def test_read_progress_on_a_store_without_the_demo(engine) -> None:  # type: ignore[no-untyped-def]
-    from app.store import session_scope
+    from study.store import session_scope
 
     with session_scope(engine) as s:
         p = read_progress(s, study="nope", audit="nope-pairs", calibration="nope-validity")

@@ -42,13 +42,13 @@ def _next(status: str) -> tuple[str | None, str | None]:
 def _label(data: Path, after: str, command: str) -> str:
     """Do what the walkthrough waits for, as the person it names."""
     from annotation.people import people_from_settings
-    from app.codebook import load_strategy_fn
     from app.demo.config import ORACLE, QUICK
     from app.demo.simulate import SimAccount, _post_labels, _todo, flip, pair_truth
     from app.demo.study import VALIDITY_ORACLE
-    from app.settings import Settings
-    from app.store import open_store, session_scope
-    from app.validity_audit.simulate import simulate_validity_labels
+    from study.codebook import load_strategy_fn
+    from study.settings import Settings
+    from study.store import open_store, session_scope
+    from study.validity_audit.simulate import simulate_validity_labels
 
     cfg = Settings(data_dir=data)
     eng = open_store(cfg)

@@ -1,4 +1,4 @@
-"""app.pair_audit.freeze's contract pinned exactly, written from the mutants `make mutation`
+"""study.pair_audit.freeze's contract pinned exactly, written from the mutants `make mutation`
 left alive (docs/mutation.md): which rubric is the parent and which one a lookup returns,
 the refusals' exact messages, the freeze events' payloads, the uncertain modes, and the
 partition no-op being per study and against the latest partition only."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.ingest import ingest_file
-from app.pair_audit.freeze import (
+from audits.rubric import load_rubric
+from study.pair_audit.freeze import (
     FreezeError,
     accepted_trajectories,
     freeze_partition_from_modes,
@@ -22,9 +22,9 @@ from app.pair_audit.freeze import (
     rubric_spec,
     store_partition,
 )
-from app.store import list_events, require_study, session_scope
-from app.store.models import Rubric
-from audits.rubric import load_rubric
+from study.records.ingest import ingest_file
+from study.store import list_events, require_study, session_scope
+from study.store.models import Rubric
 from tests.helpers import RUBRIC, make_record, write_jsonl
 
 

@@ -1,6 +1,6 @@
-"""The frozen rubric's own ``[gate]`` table decides the gate at store level (issue #23,
-item 2): the same labels pass under one rubric and fail under another, and the report
-carries the rubric's thresholds. Values are pinned and checked against sklearn."""
+"""The frozen rubric's own ``[gate]`` table decides the gate at store level: the same
+labels pass under one rubric and fail under another, and the report carries the
+rubric's thresholds. Values are pinned and checked against sklearn."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import pytest
 from sklearn.metrics import f1_score, precision_score, recall_score
 
 from annotation.payloads import ParsedAnnotation
-from app.labelling import PAIR, bind_existing
-from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.pair_audit.labels import gate_status, record_annotation
-from app.pair_audit.sampling import audit_pairs, draw_audit
-from app.store import session_scope
-from app.store.models import Audit, AuditTask
 from audits.thresholds import GateThresholds
+from study.labelling import PAIR, bind_existing
+from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.gate import gate_status
+from study.pair_audit.labels import record_annotation
+from study.pair_audit.sampling import audit_pairs, draw_audit
+from study.store import session_scope
+from study.store.models import Audit, AuditTask
 from tests.helpers import RUBRIC, audit_study, fake_person, fake_tasks, rubric_file
 
 DEFAULTS = GateThresholds().to_dict()

@@ -1,4 +1,4 @@
-"""The frozen rubric's ``[sequential]`` plan at store level (issue 19): interim decisions
+"""The frozen rubric's ``[sequential]`` plan at store level: interim decisions
 in ``gate_status`` and ``rcea audit gate``, one ``gate.interim`` event per look, an early
 stop that records ``gate.final``, and a final gate that follows the plan's boundary."""
 
@@ -12,11 +12,12 @@ from typer.testing import CliRunner
 
 from annotation.payloads import ParsedAnnotation
 from app.cli import app
-from app.pair_audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
-from app.pair_audit.labels import gate_status, record_annotation
-from app.pair_audit.sampling import audit_pairs, draw_audit
-from app.store import list_events, session_scope
-from app.store.models import Audit
+from study.pair_audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.gate import gate_status
+from study.pair_audit.labels import record_annotation
+from study.pair_audit.sampling import audit_pairs, draw_audit
+from study.store import list_events, session_scope
+from study.store.models import Audit
 from tests.helpers import RUBRIC, audit_study, fake_tasks, rubric_file
 
 SEQUENTIAL = '\n[sequential]\nlooks = [0.25, 0.5, 1.0]\nspending = "pocock"\n'
@@ -69,7 +70,7 @@ def test_interim_look_and_one_event_per_look(engine, tmp_path: Path, monkeypatch
     assert by["automatic_coverage"] == "settled_pass"
     assert by["human_human_macro_f1"] == "undecided"
     monkeypatch.setenv("RCEA_DATABASE_URL", str(engine.url))
-    from app.settings import get_settings
+    from study.settings import get_settings
 
     get_settings.cache_clear()
     runner = CliRunner()
@@ -135,7 +136,7 @@ def test_api_shows_the_interim_decisions(engine, tmp_path: Path) -> None:  # typ
     from fastapi.testclient import TestClient
 
     from app.api import create_app
-    from app.settings import Settings
+    from study.settings import Settings
 
     audit_id = _audit(engine, tmp_path, SEQUENTIAL)
     _label(engine, audit_id, 9)
@@ -159,10 +160,10 @@ def test_view_audit_page_shows_the_interim_decisions(tmp_path: Path, monkeypatch
     the interim decisions as the store computes them, and the recorded looks."""
     from streamlit.testing.v1 import AppTest
 
-    from app.pair_audit.sequential import record_interim
-    from app.settings import Settings, get_settings
-    from app.store import open_store
-    from app.view.logins import add_researcher, logins_path
+    from study.logins import add_researcher, logins_path
+    from study.pair_audit.sequential import record_interim
+    from study.settings import Settings, get_settings
+    from study.store import open_store
 
     data = tmp_path / "data"
     settings = Settings(data_dir=data)
@@ -204,7 +205,7 @@ def test_publish_and_verify_follow_the_plan(engine, tmp_path: Path) -> None:  # 
     """A sequential gate that passes under its (deliberately lax, test-only) plan is
     published and `rcea report verify` re-derives the same plan-based gate from the
     bundle; the recorded report carries the interim decisions."""
-    from app.report.verify import verify_bundle
+    from study.report.verify import verify_bundle
     from tests.app.test_report_build import make_report_study
     from tests.app.test_report_publish import JUDGE, draw, final_gate, judge, publish
 

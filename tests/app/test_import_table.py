@@ -16,11 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import app
-from app.export import export_study, study_records
-from app.imports import import_table
-from app.ingest import ingest_file
 from pipeline.importers.table import TableSpec, TableSpecError, parse_pairs, read_table
 from pipeline.records import RecordValidationError
+from study.records.export import export_study, study_records
+from study.records.imports import import_table
+from study.records.ingest import ingest_file
 from tests.helpers import write_jsonl
 
 # interchange field -> the column name the "lab format" uses
@@ -205,7 +205,7 @@ def test_cli_import_table_and_export(
     store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.cli.common import engine as cli_engine
-    from app.settings import get_settings
+    from study.settings import get_settings
 
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
     get_settings.cache_clear()

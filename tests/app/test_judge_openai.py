@@ -15,15 +15,15 @@ import pytest
 from sqlmodel import select
 
 from annotation.tasks import BlindingViolation, scan_for_leaks
-from app.settings import Settings
-from app.store import make_engine, require_study, session_scope, upgrade
-from app.store.models import JudgeVerdict, Trajectory
-from app.validity_audit.problems import load_problems
-from app.validity_audit.run import RunOptions, run_judge
-from app.validity_audit.versions import freeze_judge
 from pipeline.judge import JudgeSpec
 from pipeline.toy import process_valid, question_from_id
 from pipeline.toy.domain import _all_questions
+from study.settings import Settings
+from study.store import make_engine, require_study, session_scope, upgrade
+from study.store.models import JudgeVerdict, Trajectory
+from study.validity_audit.problems import load_problems
+from study.validity_audit.run import RunOptions, run_judge
+from study.validity_audit.versions import freeze_judge
 from tests.app.test_judge_run import MODEL, RUN, ingest_toy
 from tests.fake_llm import FakeLLM, expected_fingerprint
 
@@ -131,7 +131,7 @@ def test_openai_judge_refuses_leaking_prompt(sqlite_engine, tmp_path: Path) -> N
         "step": 0,
         "seed": 1,
     }
-    from app.ingest import ingest_file
+    from study.records.ingest import ingest_file
 
     ingest_file(
         sqlite_engine,
@@ -154,7 +154,7 @@ def test_openai_judge_refuses_leaking_prompt(sqlite_engine, tmp_path: Path) -> N
 def test_paged_run_equals_one_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Successes are read in keyset pages (bounded memory): pages of 3 rows give the same
     verdicts, validity column and summary as one page, sending the same prompts."""
-    import app.validity_audit.run as judge_run
+    import study.validity_audit.run as judge_run
 
     outs, stores, served = [], [], []
     for page in (10_000, 3):
@@ -205,8 +205,8 @@ def test_paged_run_scans_a_later_page(
     """The provenance scan knows the trajectory ids of the questions of every page: a
     solution on the third page naming a sibling trajectory's id is refused there, after
     the calls of the first two pages."""
-    import app.validity_audit.run as judge_run
-    from app.ingest import ingest_file
+    import study.validity_audit.run as judge_run
+    from study.records.ingest import ingest_file
     from tests.helpers import write_jsonl
 
     monkeypatch.setattr(judge_run, "PAGE", 2)

@@ -14,21 +14,6 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import select
 
-from app.ingest import ingest_file
-from app.settings import Settings
-from app.store import list_events, require_study, session_scope
-from app.store.models import JudgeVerdict, JudgeVersion, Trajectory, ValidityItem
-from app.validity_audit.checks import (
-    DEVELOPMENT,
-    HELD_OUT,
-    check_items,
-    sample_accepted,
-    sample_calibration,
-)
-from app.validity_audit.run import run_judge
-from app.validity_audit.status import validity_status
-from app.validity_audit.validity import validity_by_checkpoint
-from app.validity_audit.versions import JudgeError, freeze_judge
 from pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, JudgeTemplate
 from pipeline.toy import (
     VARIANTS,
@@ -39,6 +24,21 @@ from pipeline.toy import (
     render_trajectory,
     verify,
 )
+from study.records.ingest import ingest_file
+from study.settings import Settings
+from study.store import list_events, require_study, session_scope
+from study.store.models import JudgeVerdict, JudgeVersion, Trajectory, ValidityItem
+from study.validity_audit.checks import (
+    DEVELOPMENT,
+    HELD_OUT,
+    check_items,
+    sample_accepted,
+    sample_calibration,
+)
+from study.validity_audit.run import run_judge
+from study.validity_audit.status import validity_status
+from study.validity_audit.validity import validity_by_checkpoint
+from study.validity_audit.versions import JudgeError, freeze_judge
 
 RUN, MODEL = "grpo_main_run", "tiny-char-lm-v9"
 ORACLE = "pipeline.toy:validity_by_id"
@@ -173,7 +173,7 @@ def test_run_is_resumable_and_writes_validity(engine, tmp_path: Path) -> None:  
 
 
 def test_run_refuses_a_contradicting_backend(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from app.validity_audit.run import RunOptions
+    from study.validity_audit.run import RunOptions
 
     ingest_toy(engine, tmp_path, n_questions=2, per_question=4)
     freeze(engine, "oracle", ORACLE)
@@ -232,9 +232,10 @@ def undecided_on_slips(question_id: str, text: str) -> int | None:
 
 
 def test_report_validity_uses_the_verdicts(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """DESIGN 4: unparseable verdicts count against judge coverage, never as acceptances —
-    in the report too, although the validity column stores them as 0."""
-    from app.report.build import build_report
+    """Estimator item 4 (docs/estimators.md): unparseable verdicts count against judge
+    coverage, never as acceptances — in the report too, although the validity column
+    stores them as 0."""
+    from study.report.build import build_report
 
     recs = ingest_toy(engine, tmp_path)
     freeze(engine, "undecided", "tests.app.test_judge_run:undecided_on_slips")
@@ -263,7 +264,7 @@ def test_report_validity_uses_the_verdicts(engine, tmp_path: Path) -> None:  # t
 def test_write_validity_counts_only_this_judges_valid_verdicts(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The column follows the named judge's verdicts alone: with two judges' verdicts
     stored, switching between them rewrites every success (and never a failure)."""
-    from app.validity_audit.run import write_validity
+    from study.validity_audit.run import write_validity
 
     ingest_toy(engine, tmp_path)
     oracle_id = freeze(engine, "oracle", ORACLE)[0]

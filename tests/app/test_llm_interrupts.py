@@ -1,5 +1,5 @@
 """SIGTERM and Ctrl-C (SIGINT) in the middle of the LLM stages, in real `rcea`
-processes against the local fake server (issue #23, item 8): no new call starts, every
+processes against the local fake server: no new call starts, every
 call in flight finishes and is recorded in the store (they are paid for), and the rerun
 resumes from the store — it skips exactly the recorded work and sends no call twice.
 
@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from app.store import make_engine, require_study, session_scope, upgrade
-from app.store.models import CodebookBatch, JudgeVerdict
-from app.validity_audit.problems import load_problems
-from app.validity_audit.versions import freeze_judge
 from pipeline.judge import JudgeSpec
+from study.store import make_engine, require_study, session_scope, upgrade
+from study.store.models import CodebookBatch, JudgeVerdict
+from study.validity_audit.problems import load_problems
+from study.validity_audit.versions import freeze_judge
 from tests.app.test_codebook_resume import ASSIGN, QUESTIONS, _env, _prepared_store
 from tests.app.test_judge_run import ingest_toy
 from tests.fake_llm import FakeLLM, expected_fingerprint

@@ -1,4 +1,4 @@
-"""Multi-model studies (issue 14, DESIGN.md item 14): a checkpoint is (run, model, step).
+"""Multi-model studies (docs/estimators.md item 14): a checkpoint is (run, model, step).
 
 A synthetic two-model study — the same run names and steps at two scales, with different
 mode structure and entropies per model — gives, through ``rcea stats``, ``rcea report
@@ -20,12 +20,12 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import app as cli
-from app.ingest import ingest_file
-from app.report.build import build_report
-from app.report.schema import StudyReport
-from app.store import require_study, session_scope
-from app.store.measurements import record_measurement
 from app.view import report_frames as rf
+from study.records.ingest import ingest_file
+from study.report.build import build_report
+from study.report.schema import StudyReport
+from study.store import require_study, session_scope
+from study.store.measurements import record_measurement
 from tests.helpers import write_jsonl
 
 RUNS = ("grpo", "clipcov")
@@ -371,7 +371,7 @@ def test_report_labels_cross_entropy_and_counts_truncated(engine, tmp_path: Path
         )  # fmt: skip
         assert ref["quantity"] == expected and ref["n_truncated"] == c["entropy"]["n_truncated"]
     # a sampling temperature other than ℓ's is a cross-entropy too
-    from app.report.estimates import sequence_quantity
+    from study.report.estimates import sequence_quantity
 
     assert sequence_quantity(0.7, 1.0, None) == "cross_entropy"
     assert sequence_quantity(0.7, 1.0, 0.7) == "entropy"
@@ -428,7 +428,7 @@ def test_no_negative_zero_in_json() -> None:
 
 
 def test_trajectories_missing_from_the_partition_are_counted(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from app.pair_audit.freeze import freeze_partition_from_modes
+    from study.pair_audit.freeze import freeze_partition_from_modes
 
     recs = [r for r in model_records("3B", seed=0) if r["run"] in ("base", "grpo")]
     first = write_jsonl(tmp_path / "a.jsonl", recs)

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from app.report.build import pair_audit_state
-from app.report.publish import _recompute_calibration, _recompute_gate, recompute_audits
-from app.report.verify import compare
-from app.store import get_or_create_study, require_study, session_scope
+from study.report.build import pair_audit_state
+from study.report.publish import _recompute_calibration, _recompute_gate, recompute_audits
+from study.report.verify import compare
+from study.store import get_or_create_study, require_study, session_scope
 from tests.app.test_report_build import make_report_study
 from tests.app.test_report_publish import JUDGE, _unfreeze, draw, final_gate, judge
 
@@ -81,7 +81,7 @@ def test_a_recorded_hash_the_audit_does_not_bind(engine, gated, field: str) -> N
 
 
 def test_a_rubric_that_no_longer_parses(engine, gated) -> None:  # type: ignore[no-untyped-def]
-    from app.store.models import Rubric
+    from study.store.models import Rubric
 
     _unfreeze(engine, "rubric")
     with engine.begin() as conn:
@@ -98,7 +98,7 @@ def test_a_rubric_that_no_longer_parses(engine, gated) -> None:  # type: ignore[
 
 def test_a_partition_without_assignments(engine, gated) -> None:  # type: ignore[no-untyped-def]
     """Assignments deleted behind the lock: the partition hash recomputes to None."""
-    from app.store.models import PartitionAssignment
+    from study.store.models import PartitionAssignment
 
     with engine.begin() as conn:
         if engine.dialect.name == "sqlite":
@@ -125,7 +125,7 @@ def test_a_recorded_status_the_labels_do_not_give(engine, gated) -> None:  # typ
 def test_labels_gone_behind_the_gate(engine, gated) -> None:  # type: ignore[no-untyped-def]
     """Every label deleted after gate.final: the recomputed gate is pending with no report
     at all, which is named once (no requirement lines, no summary)."""
-    from app.store.models import AuditLabel
+    from study.store.models import AuditLabel
 
     with engine.begin() as conn:
         conn.execute(sa.delete(AuditLabel))
@@ -223,9 +223,9 @@ def _calibration(engine, *, labelled: int, n_items: int = 4) -> dict[str, Any]: 
     """A calibration check of ``n_items`` held-out items (and one development item) with
     ``labelled`` of the held-out ones labelled by its single annotator: the judge says
     valid for all; the human says invalid for the first."""
-    from app.store.models import ValidityCheck, ValidityItem, ValidityLabel
-    from app.validity_audit.versions import freeze_judge
     from pipeline.judge.backends import JudgeSpec
+    from study.store.models import ValidityCheck, ValidityItem, ValidityLabel
+    from study.validity_audit.versions import freeze_judge
 
     with session_scope(engine) as s:
         st = get_or_create_study(s, name="cal")
@@ -278,8 +278,8 @@ def _cal(engine, study_id: int, val: dict[str, Any]) -> list[str]:  # type: igno
 
 
 def _true_report(engine, study_id: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    from app.store.models import ValidityCheck
-    from app.validity_audit.reports import calibration_report
+    from study.store.models import ValidityCheck
+    from study.validity_audit.reports import calibration_report
 
     with session_scope(engine) as s:
         check = s.exec(sa.select(ValidityCheck).where(ValidityCheck.study_id == study_id)).one()[0]

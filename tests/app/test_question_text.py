@@ -1,4 +1,4 @@
-"""Questions have text (issue 18 item 6): the records' ``question`` is stored per (study,
+"""Questions have text: the records' ``question`` is stored per (study,
 question id), refused when it changes, and shown in the codebook prompts, the judge's
 problems and the pair tasks — never provenance: a question text holding a run name is
 refused with an error naming the question."""
@@ -12,16 +12,16 @@ import pytest
 from sqlmodel import select
 
 from annotation.tasks import BlindingViolation, build_pair_task, pair_label_config
-from app.codebook import BackendOptions, freeze_codebooks, induce, make_backend, merge
-from app.codebook import assign as assign_stage
-from app.ingest import ingest_file
-from app.settings import Settings
-from app.store import question_texts, session_scope
-from app.store.models import Question, Study, Trajectory
-from app.validity_audit.problems import problems_for
 from pipeline.codebook import BlindItem, prompts
 from pipeline.codebook.model import Mode
 from pipeline.records import RecordValidationError
+from study.codebook import BackendOptions, freeze_codebooks, induce, make_backend, merge
+from study.codebook import assign as assign_stage
+from study.records.ingest import ingest_file
+from study.settings import Settings
+from study.store import question_texts, session_scope
+from study.store.models import Question, Study, Trajectory
+from study.validity_audit.problems import problems_for
 from tests.fake_llm import RUNS, FakeLLM, domain_records
 from tests.helpers import write_jsonl
 
@@ -188,9 +188,9 @@ def test_pair_task_and_config_show_the_question() -> None:
 def test_judge_prompt_shows_the_ingested_question(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from app.validity_audit.run import RunOptions, run_judge
-    from app.validity_audit.versions import freeze_judge
     from pipeline.judge import JudgeSpec
+    from study.validity_audit.run import RunOptions, run_judge
+    from study.validity_audit.versions import freeze_judge
 
     recs = records()
     ingest(engine, tmp_path, recs, "r")  # no `rcea judge problems`: the records carry them

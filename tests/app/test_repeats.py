@@ -1,4 +1,4 @@
-"""Hidden repeats (issue 19, item 4; rubric ``[annotators] repeat_share``): the push
+"""Hidden repeats (item 4; rubric ``[annotators] repeat_share``): the push
 places exactly ⌊share·n + ½⌋ repeats per annotator, far from the first showing and
 indistinguishable from a normal task; their labels never change the gate, the reference,
 agreement or the sequential looks; self-consistency is exact on a hand-computed case and
@@ -18,15 +18,16 @@ from sqlmodel import select
 
 from annotation.payloads import parse_annotation
 from annotation.tasks import PAIR_CHOICE
-from app.labelling import Member
-from app.pair_audit.annotators import annotator_quality
-from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.pair_audit.labels import current_labels, gate_status, record_annotation, status_counts
-from app.pair_audit.repeats import n_repeats, repeat_key, repeat_positions, with_repeats
-from app.pair_audit.sampling import audit_pairs, draw_audit
-from app.store import session_scope
-from app.store.models import Audit, AuditTask
 from audits.rubric import parse_rubric
+from study.labelling import Member
+from study.pair_audit.annotators import annotator_quality
+from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.gate import gate_status
+from study.pair_audit.labels import current_labels, record_annotation, status_counts
+from study.pair_audit.repeats import n_repeats, repeat_key, repeat_positions, with_repeats
+from study.pair_audit.sampling import audit_pairs, draw_audit
+from study.store import session_scope
+from study.store.models import Audit, AuditTask
 from tests.helpers import RUBRIC, audit_study, fake_person, rubric_file
 
 SHARE = "\n[annotators]\nrepeat_share = 0.2\n"
@@ -93,11 +94,11 @@ class _FakeServers:
 def pushed(engine, tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
     import sys
 
-    from app.pair_audit.push import push_audit
+    from study.pair_audit.push import push_audit
 
     # the package re-exports functions of the same names: patch the modules themselves
-    bindings_mod = sys.modules["app.labelling.bindings"]
-    push_mod = sys.modules["app.labelling.push"]
+    bindings_mod = sys.modules["study.labelling.bindings"]
+    push_mod = sys.modules["study.labelling.push"]
 
     audit_study(engine, tmp_path)
     with session_scope(engine) as s:

@@ -18,11 +18,11 @@ from scipy import stats as sps
 from typer.testing import CliRunner
 
 from app.cli import app as cli
-from app.ingest import ingest_file
-from app.report.build import ENTROPY_ONLY_LABEL, build_report
-from app.store import require_study, session_scope
-from app.store.measurements import record_measurement
 from audits.tail import reward_stratified_tail
+from study.records.ingest import ingest_file
+from study.report.build import ENTROPY_ONLY_LABEL, build_report
+from study.store import require_study, session_scope
+from study.store.measurements import record_measurement
 from tests.helpers import write_jsonl
 
 RUNS = ("grpo", "ppo", "dapo", "clipcov")
@@ -237,7 +237,7 @@ def test_numbers_equal_rcea_stats(engine, tmp_path: Path) -> None:  # type: igno
         assert p["recomputed"]
         path = tmp_path / "passk.csv"
         with session_scope(engine) as s:
-            from app.store.measurements import list_measurements
+            from study.store.measurements import list_measurements
 
             m = next(
                 m

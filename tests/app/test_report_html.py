@@ -8,9 +8,9 @@ import copy
 import re
 from pathlib import Path
 
-from app.report.build import build_report
-from app.report.html import _fmt, render_html
-from app.store import session_scope
+from study.report.build import build_report
+from study.report.html import _fmt, render_html
+from study.store import session_scope
 from tests.app.test_report_build import N_BOOT, make_report_study
 from tests.app.test_report_publish import JUDGE, draw, final_gate, judge, publish
 

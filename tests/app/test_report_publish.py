@@ -3,7 +3,7 @@ without a passing final gate or a validity number on an uncalibrated judge (the 
 names the gate); ``--entropy-only``; the success bundle; the CLI and the API route.
 
 Gates are produced by the real functions (draw, record annotations, ``gate_status``,
-``record_final_gate``); judge events follow the ``app.validity_audit.status`` contract."""
+``record_final_gate``); judge events follow the ``study.validity_audit.status`` contract."""
 
 from __future__ import annotations
 
@@ -19,17 +19,19 @@ from typer.testing import CliRunner
 
 from annotation.payloads import ParsedAnnotation
 from app.cli import app as cli
-from app.ingest import ingest_file
-from app.labelling import PAIR, bind_existing
-from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.pair_audit.labels import gate_status, record_annotation, record_final_gate
-from app.pair_audit.sampling import audit_pairs, draw_audit
-from app.report.build import ENTROPY_ONLY_LABEL, build_report
-from app.report.publish import PublishRefused, publish_report
-from app.store import append_event, list_events, require_study, session_scope
-from app.store.models import Audit, AuditTask, Trajectory
-from app.validity_audit.status import CALIBRATION_COMPLETED_EVENT, JUDGE_RUN_EVENT
 from audits.modes import rarefied_retention
+from study.labelling import PAIR, bind_existing
+from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.gate import gate_status, record_final_gate
+from study.pair_audit.labels import record_annotation
+from study.pair_audit.sampling import audit_pairs, draw_audit
+from study.records.ingest import ingest_file
+from study.report.build import ENTROPY_ONLY_LABEL, build_report
+from study.report.publication import PublishRefused
+from study.report.publish import publish_report
+from study.store import append_event, list_events, require_study, session_scope
+from study.store.models import Audit, AuditTask, Trajectory
+from study.validity_audit.status import CALIBRATION_COMPLETED_EVENT, JUDGE_RUN_EVENT
 from tests.app.test_report_build import N_BOOT, make_report_study, report_records
 from tests.helpers import RUBRIC, fake_person, fake_tasks, rubric_file, write_jsonl
 
@@ -373,7 +375,7 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
         assert again.n_eligible == c["retention"]["n_eligible"] == len(e["draws"])
     assert n_checked > 0
     with session_scope(engine) as s:
-        from app.store.measurements import list_measurements
+        from study.store.measurements import list_measurements
 
         stored = list_measurements(s, study_id=rep["study_id"], kind="rarefaction_draws")
         assert [m.payload for m in stored] == sorted(
@@ -389,7 +391,7 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
 
 
 def test_cli_build_and_publish(engine, store_url: str, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from app.settings import get_settings
+    from study.settings import get_settings
 
     make_report_study(engine, tmp_path)
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
@@ -419,7 +421,7 @@ def test_cli_build_and_publish(engine, store_url: str, tmp_path: Path, monkeypat
 
 def test_api_report_route(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from app.api import create_app
-    from app.settings import Settings
+    from study.settings import Settings
 
     make_report_study(engine, tmp_path)
     client = TestClient(
@@ -535,7 +537,7 @@ def _unfreeze(engine, table: str) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_publish_refuses_when_the_rubric_or_partition_changed(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from app.store.models import PartitionAssignment, Rubric
+    from study.store.models import PartitionAssignment, Rubric
 
     make_report_study(engine, tmp_path)
     judge(engine, calibrated_hash=JUDGE)

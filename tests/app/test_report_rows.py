@@ -1,4 +1,4 @@
-"""``rcea report build`` reads the store one checkpoint at a time (app.report.rows): its
+"""``rcea report build`` reads the store one checkpoint at a time (study.report.rows): its
 report equals the bundle path's (every row in memory, ``compute_report``) on studies with
 a mode column, a frozen partition with late trajectories, production judge verdicts and
 two models; the streamed record-set hash equals the in-memory one under any collation;
@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-import app.report.build as build_mod
-import app.report.rows as rows_mod
-from app.ingest import ingest_file
-from app.pair_audit.freeze import freeze_partition_from_modes
-from app.report.build import (
+import study.report.build as build_mod
+import study.report.rows as rows_mod
+from study.pair_audit.freeze import freeze_partition_from_modes
+from study.records.ingest import ingest_file
+from study.report.build import (
     build_report,
     compute_report,
     gather_inputs,
@@ -25,10 +25,10 @@ from app.report.build import (
     mode_labels_from_rows,
     pair_audit_state,
 )
-from app.report.rows import StoreRows, record_set_hash, study_trajectories
-from app.settings import Settings
-from app.store import require_study, session_scope
-from app.validity_audit.run import run_judge
+from study.report.rows import StoreRows, record_set_hash, study_trajectories
+from study.settings import Settings
+from study.store import require_study, session_scope
+from study.validity_audit.run import run_judge
 from tests.app.test_judge_run import freeze, ingest_toy
 from tests.app.test_report_build import N_BOOT, make_report_study, report_records
 from tests.helpers import write_jsonl

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from app.report.build import build_report
-from app.report.schema import (
+from study.report.build import build_report
+from study.report.schema import (
     DOCS,
     SCHEMA_VERSION,
     StudyReport,
@@ -18,7 +18,7 @@ from app.report.schema import (
     report_json_schema,
     report_json_schema_text,
 )
-from app.store import require_study, session_scope
+from study.store import require_study, session_scope
 from tests.app.test_report_build import make_report_study
 from tests.app.test_report_publish import JUDGE, draw, final_gate, judge, publish
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_docs_are_generated_from_the_models() -> None:
     keys, schema = (ROOT / d for d in DOCS)
     assert keys.read_text(encoding="utf-8") == "# Report JSON keys\n\n" + key_list_markdown(), (
-        "docs/report-keys.md is stale: run `python -m app.report.schema`"
+        "docs/report-keys.md is stale: run `python -m study.report.schema`"
     )
     assert schema.read_text(encoding="utf-8") == report_json_schema_text()
     text = key_list_markdown()
@@ -89,7 +89,7 @@ def test_the_report_is_a_study_report(engine, tmp_path: Path) -> None:  # type: 
     assert (bundle / "report.schema.json").read_text() == report_json_schema_text()
     # the API is typed with it
     from app.api import create_app
-    from app.settings import Settings
+    from study.settings import Settings
 
     client = TestClient(
         create_app(Settings(data_dir=tmp_path / "d", api_token="tok"), engine=engine)

@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import app as cli
-from app.report.verify import verify_bundle
+from study.report.verify import verify_bundle
 from tests.app.test_report_build import make_report_study
 from tests.app.test_report_publish import JUDGE, draw, final_gate, judge, publish
 
@@ -214,13 +214,13 @@ def test_verify_from_the_wheel_in_a_fresh_venv(engine, tmp_path: Path) -> None: 
     environment is not ``--system-site-packages`` of this one (that would expose the
     editable install); the third-party dependencies come from this environment's
     site-packages through a path line in a ``.pth`` file, which does not run the editable
-    finder — so ``app`` can only come from the wheel (asserted)."""
+    finder — so ``app`` and ``study`` can only come from the wheel (asserted)."""
     if "sqlite" not in str(engine.url):
         pytest.skip("one store is enough: verify does not use a store")
     bundle = published(engine, tmp_path)
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("app", "audits", "pipeline", "annotation"):
+    for name in ("app", "study", "audits", "pipeline", "annotation"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
@@ -273,14 +273,14 @@ def test_verify_from_the_wheel_in_a_fresh_venv(engine, tmp_path: Path) -> None: 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RCEA_", "PYTHON"))}
     env["HOME"] = str(tmp_path)
     where = subprocess.run(
-        [py, "-c", "import app; print(app.__file__)"],
+        [py, "-c", "import app, study; print(app.__file__); print(study.__file__)"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
         check=True,
-    ).stdout.strip()
-    assert where.startswith(site), where
+    ).stdout.split()
+    assert all(w.startswith(site) for w in where), where
     rcea = env_dir / "bin" / "rcea"
     res = subprocess.run(
         [rcea, "report", "verify", str(bundle)],
@@ -307,7 +307,7 @@ def test_verify_from_the_wheel_in_a_fresh_venv(engine, tmp_path: Path) -> None: 
 
 
 def test_signed_bundle(engine, tmp_path: Path, store_url: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from app.settings import get_settings
+    from study.settings import get_settings
 
     runner = CliRunner()
     priv, pub = tmp_path / "k.pem", tmp_path / "k.pub.pem"
@@ -367,9 +367,9 @@ def test_signed_bundle(engine, tmp_path: Path, store_url: str, monkeypatch) -> N
 def test_publish_refuses_a_bundle_that_does_not_verify(engine, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The verifier's recomputation is made to disagree (as a nondeterministic estimator
     would): publish refuses, writes nothing and records no event."""
-    import app.report.build as build
-    from app.report.publish import PublishRefused
-    from app.store import list_events, session_scope
+    import study.report.build as build
+    from study.report.publication import PublishRefused
+    from study.store import list_events, session_scope
 
     make_report_study(engine, tmp_path)
     real = build.compute_report

@@ -1,4 +1,4 @@
-"""Secure by default (issue #16): credentials in URLs never leave secret storage, files are
+"""Secure by default: credentials in URLs never leave secret storage, files are
 owner-only, names never escape their directory, and an unreachable service is one line.
 
 The CLI runs in-process (CliRunner) where the code paths matter, and as the installed
@@ -18,9 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import app
-from app.settings import Settings, get_settings
-from app.store import list_events, open_store, session_scope
 from pipeline.safety import install_log_masking, mask_url, mask_urls_in, path_under, safe_name
+from study.settings import Settings, get_settings
+from study.store import list_events, open_store, session_scope
 from tests.app.test_codebook_cycle import PHASE1
 from tests.fake_llm import FakeLLM, domain_records
 from tests.helpers import audit_study, draw_test_audit, fake_tasks, free_port, write_jsonl
@@ -331,7 +331,7 @@ def test_unreachable_server_url_for_a_new_person_is_one_line(tmp_path: Path) -> 
 
 def test_researcher_accounts_are_hashed_private_and_checked(tmp_path: Path) -> None:
     from app.cli.demo_cmd import _view_login
-    from app.view.logins import logins_path, verify
+    from study.logins import logins_path, verify
 
     path = logins_path(get_settings())
     add = ["view", "add-researcher", "carol", "--password-stdin"]

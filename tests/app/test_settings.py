@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from app.settings import Settings
+from study.settings import Settings
 
 
 def test_env_prefix_and_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_secrets_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     assert secret not in str(s.public_dict())
 
     from app.cli import app
-    from app.settings import get_settings
+    from study.settings import get_settings
 
     get_settings.cache_clear()
     out = CliRunner().invoke(app, ["config", "--json"])
@@ -61,7 +61,7 @@ def test_generated_api_token_is_private(tmp_path: Path) -> None:
 def test_actor_name_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     import getpass
 
-    from app.settings import actor_name
+    from study.settings import actor_name
 
     monkeypatch.delenv("RCEA_ACTOR", raising=False)
     assert actor_name() == getpass.getuser()

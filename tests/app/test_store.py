@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from app.store import (
+from study.store import (
     Event,
     Trajectory,
     append_event,
@@ -17,7 +17,7 @@ from app.store import (
     study_summary,
     upgrade,
 )
-from app.store.db import current_revision, downgrade, table_names
+from study.store.db import current_revision, downgrade, table_names
 
 
 def test_migration_creates_tables_and_is_idempotent(engine) -> None:  # type: ignore[no-untyped-def]
@@ -31,7 +31,7 @@ def test_migration_creates_tables_and_is_idempotent(engine) -> None:  # type: ig
 def _script_head() -> str:
     from alembic.script import ScriptDirectory
 
-    from app.store.db import alembic_config
+    from study.store.db import alembic_config
 
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
@@ -80,7 +80,7 @@ def test_events_are_append_only(engine) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_event_needs_actor(engine) -> None:  # type: ignore[no-untyped-def]
-    from app.store import StoreError
+    from study.store import StoreError
 
     with pytest.raises(StoreError), session_scope(engine) as s:
         append_event(s, actor="", kind="x")
@@ -107,7 +107,7 @@ def test_reward_check_constraint(engine) -> None:  # type: ignore[no-untyped-def
 
 
 def test_summary_counts(engine) -> None:  # type: ignore[no-untyped-def]
-    from app.store import Ingest
+    from study.store import Ingest
 
     with session_scope(engine) as s:
         st = get_or_create_study(s, name="s1")
@@ -140,7 +140,7 @@ def test_summary_counts(engine) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_measurement_upsert_and_kind_check(engine) -> None:  # type: ignore[no-untyped-def]
-    from app.store.measurements import list_measurements, record_measurement
+    from study.store.measurements import list_measurements, record_measurement
 
     with session_scope(engine) as s:
         st = get_or_create_study(s, name="m")

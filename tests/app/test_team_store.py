@@ -17,8 +17,8 @@ import pytest
 import sqlalchemy as sa
 
 from annotation.people import person_webhook_secret
-from app.store import session_scope
-from app.store.models import Event
+from study.store import session_scope
+from study.store.models import Event
 from tests.helpers import free_port
 from tests.labelling_study import SECRET, Study
 from tests.labelstudio_fixture import LabelStudioHandle

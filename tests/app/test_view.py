@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from annotation.payloads import ParsedAnnotation
-from app.ingest import ingest_file
-from app.pair_audit.labels import record_annotation, record_final_gate
-from app.pair_audit.sampling import audit_pairs, get_audit
-from app.settings import Settings
-from app.store import open_store, session_scope
 from app.view import data
+from study.pair_audit.gate import record_final_gate
+from study.pair_audit.labels import record_annotation
+from study.pair_audit.sampling import audit_pairs, get_audit
+from study.records.ingest import ingest_file
+from study.settings import Settings
+from study.store import open_store, session_scope
 from tests.app.test_view_pages import full_store
 from tests.helpers import (
     audit_study,
@@ -138,7 +139,7 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
     """`rcea view` on a free port in chromium: before logging in, every page shows the
     login form only (no data grid, no chart); a wrong password is refused; logged in
     (the account made with `rcea view add-researcher`), every page's title and its charts
-    render, and no exception block appears. Then what a reader sees (issue 17 item 8), read
+    render, and no exception block appears. Then what a reader sees, read
     from the rendered SVG charts and the grids' accessible tables: every checkpoint has its
     x label on the paired-ratio and retention charts; the mode bars name the codebook's
     modes; max|residual| is in scientific notation; the Covariance page has no bare JSON
@@ -352,7 +353,7 @@ def _expected_view(settings: Settings) -> dict[str, Any]:
 
 
 def _draw_unlabelled(settings: Settings) -> None:
-    from app.pair_audit.sampling import draw_audit
+    from study.pair_audit.sampling import draw_audit
 
     with session_scope(open_store(settings)) as s:
         draw_audit(s, study="s", rubric="view-rubric", name="unlabelled", actor="r")
@@ -363,7 +364,7 @@ def _adjudicate(settings: Settings) -> None:
     record it)."""
     import sqlalchemy as sa
 
-    from app.store.models import AuditTask
+    from study.store.models import AuditTask
 
     with session_scope(open_store(settings)) as s:
         audit = get_audit(s, study="s", name="s-audit-1")

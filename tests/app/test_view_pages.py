@@ -23,29 +23,32 @@ from typer.testing import CliRunner
 
 from annotation.payloads import ParsedAnnotation
 from app.cli import app as cli_app
-from app.codebook import (
+from audits.tail import reward_stratified_tail
+from pipeline.codebook import OracleBackend
+from study.codebook import (
     assign,
+    final_labels,
     list_extensions,
     reconcile,
     request_extensions,
     researcher_queue,
 )
-from app.ingest import ingest_file
-from app.labelling import PAIR, bind_existing
-from app.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from app.pair_audit.labels import gate_status, record_annotation, record_final_gate
-from app.pair_audit.sampling import audit_pairs, draw_audit, get_audit
-from app.settings import Settings, get_settings
-from app.store import list_events, open_store, require_study, session_scope
-from app.store.measurements import record_measurement
-from app.store.models import AuditTask, CodebookVersion
-from app.view.logins import add_researcher, logins_path
-from audits.tail import reward_stratified_tail
-from pipeline.codebook import OracleBackend
+from study.labelling import PAIR, bind_existing
+from study.logins import add_researcher, logins_path
+from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.gate import gate_status, record_final_gate
+from study.pair_audit.labels import record_annotation
+from study.pair_audit.sampling import audit_pairs, draw_audit, get_audit
+from study.records.ingest import ingest_file
+from study.settings import Settings, get_settings
+from study.store import list_events, open_store, require_study, session_scope
+from study.store.measurements import record_measurement
+from study.store.models import AuditTask, CodebookVersion
 from tests.app.test_codebook_cycle import PHASE1, PHASE2, first_half
 from tests.fake_llm import MODEL, RUNS, domain_records, strategy_of
 from tests.helpers import fake_person, fake_tasks, rubric_file, write_jsonl
 
+ORACLE = "tests.fake_llm:strategy_of"
 MAIN = Path(__file__).resolve().parents[2] / "app" / "view" / "main.py"
 PAGES = ("overview.py", "entropy.py", "modes.py", "covariance.py", "audit.py")
 RESEARCHERS = ("tester", "carol", "dave")
@@ -371,7 +374,7 @@ def test_overview_shows_gate_values_against_thresholds(
     with session_scope(engine) as s:
         pairs = audit_pairs(s, audit_id=get_audit(s, study="s").id)
     engine.dispose()
-    # F1_HH is over every pair both labelled (DESIGN item 10), uncertain pairs included
+    # F1_HH is over every pair both labelled (docs/estimators.md item 10), uncertain pairs included
     a = [p.automatic or "same" for p in pairs]
     flip = {"same": "different", "different": "same"}
     b = [flip[x] if p.id == pairs[1].id else x for p, x in zip(pairs, a, strict=True)]
@@ -586,30 +589,49 @@ def _codebook_state(data: Path) -> dict[str, Any]:
         }
 
 
+def _labels(data: Path) -> dict[str, tuple[Any, ...]]:
+    """Each accepted trajectory's final codebook outcome (which version assigned it)."""
+    with session_scope(open_store(Settings(data_dir=data))) as s:
+        study_id = require_study(s, name="s").id
+        return {
+            lab.trajectory_id: (lab.question_id, lab.version, lab.mode, lab.why)
+            for lab in final_labels(s, study_id=study_id)
+        }
+
+
 def test_approve_in_the_view_equals_the_cli(
     stores: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Approving request #1 in the view leaves the store as `rcea codebook approve 1
-    --no-reassign` does on a copy of the same store: a v2 of q00 whose parent is v1, the
-    request approved with its affected trajectories, the same events."""
+    """Approving request #1 in the view leaves the store as `rcea codebook approve 1` does
+    on a copy of the same store: a v2 of q00 whose parent is v1, the request approved with
+    its affected trajectories, the same events — and, like the CLI, the affected
+    trajectories reassigned against v2 (the view's backend from RCEA_CODEBOOK_*)."""
     view_data = _copy_full(stores, tmp_path, "view")
     cli_data = _copy_full(stores, tmp_path, "cli")
+    before = _labels(view_data)
     use_store(monkeypatch, cli_data)
     out = CliRunner().invoke(
         cli_app,
-        ["codebook", "approve", "1", "--study", "s", "--no-reassign", "--reason", "ok",
-         "--actor", "carol", "--json"],
+        ["codebook", "approve", "1", "--study", "s", "--reason", "ok", "--backend", "oracle",
+         "--oracle", ORACLE, "--actor", "carol", "--json"],
     )  # fmt: skip
     assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["assign"]["n_run"] > 0
     use_store(monkeypatch, view_data)
+    monkeypatch.setenv("RCEA_CODEBOOK_BACKEND", "oracle")
+    monkeypatch.setenv("RCEA_CODEBOOK_ORACLE", ORACLE)
     at = app_at("audit.py", researcher="carol")
     at.text_input(key="reason-1").set_value("ok")
     at.button(key="approve-1").click().run()
     no_exception(at)
-    assert any("refrozen as v2" in m.value for m in at.success)
+    assert any("refrozen as v2" in m.value and "reassigned" in m.value for m in at.success)
     assert "approve-1" not in _keys(at)  # decided: no buttons any more
     view_state, cli_state = _codebook_state(view_data), _codebook_state(cli_data)
     assert view_state == cli_state
+    after = _labels(view_data)
+    assert after == _labels(cli_data)
+    moved = {t for t, lab in after.items() if lab[0] == "q00" and lab[1] == 2}
+    assert moved and all(before[t][1] == 1 for t in moved)  # reassigned from v1 to v2
     q00 = [v for v in view_state["versions"] if v[0] == "q00"]
     assert [v[1] for v in q00] == [1, 2] and q00[1][3][-1]["name"] == "factor"
     assert view_state["extensions"][0][1] == "approved"

@@ -1,4 +1,4 @@
-"""The webhook receiver's refusals pinned exactly (issue #23, docs/mutation.md): each
+"""The webhook receiver's refusals pinned exactly (docs/mutation.md): each
 status with its detail, the secret checked before the person is looked up, the body limit
 at its edge (declared and streamed), and the answer to an id-less notification. The
 route is decorated, so mutmut leaves it alone: these tests were checked against the
@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from annotation.people import People, person_webhook_secret
 from app.api import create_app
 from app.api.webhooks import MAX_BODY
-from app.settings import Settings
+from study.settings import Settings
 from tests.labelling_study import SECRET
 
 HEADER = "X-RCEA-Webhook-Secret"

@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 from annotation.people import People, person_webhook_secret
 from app.api import create_app
 from app.api.webhooks import MAX_BODY
-from app.settings import Settings
-from app.store import session_scope
-from app.store.models import AuditLabel, Event
+from study.settings import Settings
+from study.store import session_scope
+from study.store.models import AuditLabel, Event
 from tests.labelling_study import SECRET, Study, choice, serve_api, wait_for
 from tests.labelstudio_fixture import LabelStudioHandle
 

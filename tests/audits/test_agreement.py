@@ -1,4 +1,4 @@
-"""Tests for audits.agreement (DESIGN.md item 10) against scikit-learn."""
+"""Tests for audits.agreement (docs/estimators.md item 10) against scikit-learn."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract tests for audits.agreement (issue #23, mutation testing).
+"""Contract tests for audits.agreement (mutation testing).
 
 Exact error messages, the serialised forms (``to_dict``), the convenience properties and
 the adjudication alignment, each pinned against hand counts or scikit-learn.

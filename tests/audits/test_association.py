@@ -1,4 +1,4 @@
-"""Tests for audits.association (DESIGN.md item 14) against scipy."""
+"""Tests for audits.association (docs/estimators.md item 14) against scipy."""
 
 from __future__ import annotations
 

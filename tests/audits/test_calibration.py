@@ -1,4 +1,4 @@
-"""Tests for audits.calibration (DESIGN.md item 12) against scikit-learn and scipy."""
+"""Tests for audits.calibration (docs/estimators.md item 12) against scikit-learn and scipy."""
 
 from __future__ import annotations
 

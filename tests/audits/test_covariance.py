@@ -1,4 +1,4 @@
-"""Tests for audits.covariance (DESIGN.md item 6) against independent references."""
+"""Tests for audits.covariance (docs/estimators.md item 6) against independent references."""
 
 from __future__ import annotations
 

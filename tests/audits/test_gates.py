@@ -1,4 +1,4 @@
-"""Tests for audits.gates (DESIGN.md item 11): passing inputs, each requirement failing
+"""Tests for audits.gates (docs/estimators.md item 11): passing inputs, each requirement failing
 alone, uncertain-pair exclusion, stages, and values checked against scikit-learn."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def sk_values(audit: Audit) -> dict[str, float]:
     keep = [x is not None for x in audit.automatic]
     ref = [v for v, k in zip(audit.reference, keep, strict=True) if k]
     auto = [v for v, k in zip(audit.automatic, keep, strict=True) if k]
-    # F1_HH over every pair both annotators labelled (DESIGN.md item 10), never the subset
+    # F1_HH over every pair both annotators labelled (docs/estimators.md item 10), never the subset
     hh = f1_score(audit.b, audit.a, labels=LAB, average="macro", zero_division=0)
     au = f1_score(ref, auto, labels=LAB, average="macro", zero_division=0)
     return {
@@ -286,7 +286,7 @@ def test_bad_inputs() -> None:
 
 
 def test_human_human_f1_is_over_every_pair_both_labelled() -> None:
-    # Constructed case (issue 14): 6 pairs; A and B disagree on the two pairs whose
+    # Constructed case: 6 pairs; A and B disagree on the two pairs whose
     # automatic label is uncertain. Over all pairs F1_HH = 2/3 (fails 0.85); on the
     # automatically labelled subset it would be 1.0 (and pass).
     ids = [f"p{i}" for i in range(6)]

@@ -1,4 +1,4 @@
-"""Contract tests for audits.partition (issue #23, mutation testing): the partition hash
+"""Contract tests for audits.partition (mutation testing): the partition hash
 is pinned against ``hashlib`` over hand-written canonical JSON."""
 
 from __future__ import annotations

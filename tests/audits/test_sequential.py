@@ -1,4 +1,4 @@
-"""Sequential gate (issue 19): boundaries against independent computations, the
+"""Sequential gate: boundaries against independent computations, the
 question-level bootstrap against exact enumeration, and three simulated audits."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests for audits.tail (DESIGN.md item 7) against explicit sort-based computations."""
+"""Tests for audits.tail (docs/estimators.md item 7) against explicit sort-based computations."""
 
 from __future__ import annotations
 

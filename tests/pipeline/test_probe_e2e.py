@@ -124,9 +124,9 @@ k = [1, 2, 4]
     passk = _ok(["stats", "passk", str(out / "RESULTS.csv"), "--k", "1,4"])
     assert passk["n_questions"] == 6
 
-    from app.store import open_store, session_scope
-    from app.store.measurements import list_measurements
-    from app.store.repository import require_study
+    from study.store import open_store, session_scope
+    from study.store.measurements import list_measurements
+    from study.store.repository import require_study
 
     with session_scope(open_store()) as s:
         study = require_study(s, name="e2e")

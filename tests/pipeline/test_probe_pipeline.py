@@ -292,7 +292,7 @@ def test_benchmark_file_as_question_source(policies: list[Path], tmp_path: Path)
 
 def test_top_p_sampling_labels_cross_entropy(policies: list[Path], tmp_path: Path) -> None:
     """The probe records its sampling settings and truncation per trajectory; with
-    top_p < 1 the ℓ-based numbers are a cross-entropy (DESIGN.md item 2), and truncated
+    top_p < 1 the ℓ-based numbers are a cross-entropy (docs/estimators.md item 2), and truncated
     samples are counted, in `rcea stats entropy` and in the report."""
     from typer.testing import CliRunner
 

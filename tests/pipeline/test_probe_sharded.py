@@ -101,9 +101,9 @@ def _outputs(out: Path) -> dict[str, Any]:
 
 
 def _store(db: Path) -> tuple[list[tuple], int]:
-    from app.cli.probe_cmd import PROBE_SET_EVENT
-    from app.store import get_or_create_study, list_events, make_engine, session_scope
-    from app.store.measurements import list_measurements
+    from study.probe_set import PROBE_SET_EVENT
+    from study.store import get_or_create_study, list_events, make_engine, session_scope
+    from study.store.measurements import list_measurements
 
     eng = make_engine(f"sqlite:///{db}")
     try:

@@ -1,4 +1,4 @@
-"""Real-shaped models (issue #18, items 3 and 5): a tiny random Qwen2 with a byte-level BPE
+"""Real-shaped models: a tiny random Qwen2 with a byte-level BPE
 tokenizer, a ChatML chat template and eos (``<|im_end|>``) ≠ pad (``<|endoftext|>``), built
 offline by :mod:`tests.tiny_qwen`, goes through the same CPU code paths as a local 1.5B
 checkpoint: ``rcea probe sample|entropy`` and ``rcea train run``.

@@ -142,7 +142,7 @@ def test_twenty_cpu_steps_checkpoint_log_and_change_weights(
     }[name]
     assert any(expected_metric in c for c in curves)
     if name in ("clip_cov", "kl_cov"):
-        # DESIGN.md item 13: the share of updates whose covariance mask selected nothing
+        # docs/estimators.md item 13: the share of updates whose covariance mask selected nothing
         empty = [c["objective/cov_mask_empty"] for c in curves if "objective/cov_mask_empty" in c]
         assert empty and all(0.0 <= v <= 1.0 for v in empty)
     base = AutoModelForCausalLM.from_pretrained(tiny_base)

@@ -230,7 +230,7 @@ def test_training_config_and_reward_use_the_verifier(tmp_path: Path) -> None:
 
 
 def test_judge_verify_accepts_a_python_verifier(tmp_path: Path) -> None:
-    from app.validity_audit.verify import verify_file
+    from study.validity_audit.verify import verify_file
 
     recs = tmp_path / "r.jsonl"
     recs.write_text(

@@ -1,0 +1,47 @@
+"""Options every command group shares, declared once. Each reads an ``RCEA_*`` variable
+when it is not given on the command line (the variable is named in ``--help``)."""
+
+from __future__ import annotations
+
+import typer
+
+STUDY_OPTION = typer.Option(..., "--study", envvar="RCEA_STUDY", help="study name")
+ACTOR_OPTION = typer.Option(
+    None,
+    "--actor",
+    envvar="RCEA_ACTOR",
+    help="who does this (default: the login name); recorded in the event log",
+)
+JSON_OPTION = typer.Option(False, "--json", envvar="RCEA_JSON", help="print machine-readable JSON")
+
+# -- the OpenAI-compatible endpoint (codebook stages, judge runs)
+CONCURRENCY_OPTION = typer.Option(
+    8, "--concurrency", envvar="RCEA_LLM_CONCURRENCY", min=1, help="requests in flight"
+)
+TIMEOUT_OPTION = typer.Option(
+    60.0, "--timeout", envvar="RCEA_LLM_TIMEOUT", help="seconds per request"
+)
+RETRIES_OPTION = typer.Option(
+    5, "--max-retries", envvar="RCEA_LLM_MAX_RETRIES", help="retries on 429/5xx/timeouts"
+)
+PRICE_IN_OPTION = typer.Option(
+    0.0, "--price-input", envvar="RCEA_LLM_PRICE_INPUT", help="USD per 1M prompt tokens"
+)
+PRICE_OUT_OPTION = typer.Option(
+    0.0, "--price-output", envvar="RCEA_LLM_PRICE_OUTPUT", help="USD per 1M completion tokens"
+)
+BASE_URL_OPTION = typer.Option(
+    None, "--base-url", help="OpenAI-compatible endpoint (default: RCEA_LLM_BASE_URL)"
+)
+MODEL_OPTION = typer.Option(None, "--model", help="model name (default: RCEA_LLM_MODEL)")
+API_KEY_ENV_OPTION = typer.Option(
+    None,
+    "--api-key-env",
+    help="name of the environment variable holding the API key (default: RCEA_LLM_API_KEY)",
+)
+RESPONSE_FORMAT_OPTION = typer.Option(
+    "json_object",
+    "--response-format",
+    envvar="RCEA_LLM_RESPONSE_FORMAT",
+    help="json_object | json_schema (structured output) | none (endpoint without it)",
+)

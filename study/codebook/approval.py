@@ -1,0 +1,80 @@
+"""Approving extension requests, the one rule the CLI, the view and the demo share:
+approval refreezes each request's question as a new codebook version (one transaction),
+then the affected questions' trajectories are assigned and reconciled again against the
+new version — unless the caller asks for the refreeze alone (``backend=None``, the CLI's
+``--no-reassign``)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from pipeline.codebook.logic import DEFAULT_CONFIDENCE_THRESHOLD
+from study.codebook.backend import BackendOptions, make_backend
+from study.codebook.review import decide_extension
+from study.codebook.stages import assign, reconcile
+from study.store import session_scope
+
+
+def approve_extensions(
+    engine: Engine,
+    *,
+    study: str,
+    extension_ids: list[int],
+    actor: str,
+    reason: str = "",
+    backend: Any = None,
+    seed: int = 0,
+    threshold: float = DEFAULT_CONFIDENCE_THRESHOLD,
+    concurrency: int = 8,
+) -> dict[str, Any]:
+    """Approve every request in ``extension_ids`` (all or none: one transaction), then,
+    with a ``backend``, reassign and reconcile only the questions they touch. Returns
+    ``approved`` (one entry per request: id, question, new version, its hash, affected
+    trajectories) and, when reassigned, the ``assign`` and ``reconcile`` stage reports.
+    Raises ``CodebookStageError`` for a request that is unknown, stale or decided."""
+    approved: list[dict[str, Any]] = []
+    with session_scope(engine) as s:
+        for ext_id in extension_ids:
+            ext, v = decide_extension(
+                s, study=study, extension_id=ext_id, approve=True, actor=actor, reason=reason
+            )
+            approved.append(
+                {
+                    "extension_id": ext.id,
+                    "question_id": ext.question_id,
+                    "status": ext.status,
+                    "version": v.version if v else None,
+                    "content_hash": v.content_hash if v else None,
+                    "n_affected": len(ext.affected_trajectory_ids),
+                }
+            )
+    out: dict[str, Any] = {"approved": approved}
+    if backend is None or not approved:
+        return out
+    questions = list(dict.fromkeys(a["question_id"] for a in approved))
+    kw = {"study": study, "backend": backend, "actor": actor, "concurrency": concurrency}
+    out["assign"] = assign(engine, seed=seed, questions=questions, **kw).to_dict()
+    out["reconcile"] = reconcile(
+        engine, seed=seed, threshold=threshold, questions=questions, **kw
+    ).to_dict()
+    return out
+
+
+def backend_from_environment(settings: Any) -> tuple[Any, int, float]:
+    """The codebook backend, seed and threshold a caller without options of its own (the
+    view) uses: the same ``RCEA_CODEBOOK_*`` variables the CLI's options read
+    (``RCEA_CODEBOOK_BACKEND`` openai | oracle, ``RCEA_CODEBOOK_ORACLE``,
+    ``RCEA_CODEBOOK_SEED``, ``RCEA_CODEBOOK_THRESHOLD``, ``RCEA_LLM_CONCURRENCY``) and the
+    endpoint from the settings."""
+    seed = int(os.environ.get("RCEA_CODEBOOK_SEED", "0"))
+    threshold = float(os.environ.get("RCEA_CODEBOOK_THRESHOLD", DEFAULT_CONFIDENCE_THRESHOLD))
+    options = BackendOptions(
+        kind=os.environ.get("RCEA_CODEBOOK_BACKEND", "openai"),
+        oracle=os.environ.get("RCEA_CODEBOOK_ORACLE") or None,
+        concurrency=int(os.environ.get("RCEA_LLM_CONCURRENCY", "8")),
+        seed=seed,
+    )
+    return make_backend(settings, options), seed, threshold

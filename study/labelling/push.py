@@ -1,0 +1,265 @@
+"""The one push: a round's blinded tasks into the person's own project, crash-safe.
+
+Order of a push (each step idempotent):
+
+1. the tasks are built and scanned for leaks by the caller *before* anything exists in
+   Label Studio (:mod:`study.labelling.blinding`);
+2. the binding row (state ``intent``, with a random ``marker``) is committed;
+3. the project is found by its marker on the person's server (an earlier push that died
+   after creating it) and adopted, or created with the marker in its description; its id
+   is committed (state ``created``);
+4. only the tasks whose key is not in the project yet are imported; task rows for every
+   task of the project are stored;
+5. the person's webhook (own URL path, own secret; created, updated and deleted
+   annotations) is ensured.
+
+A re-run after a crash at any point therefore ends with exactly one project per person
+and round and every task present once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlmodel import Session, select
+
+from annotation.people import People, person_webhook_secret, person_webhook_url
+from annotation.projects import ensure_webhook, import_tasks
+from study.labelling.bindings import LabellingError, Member, bind
+from study.labelling.families import Family
+from study.store.models import LabellingProject, utcnow
+
+TITLE_MAX = 50  # Label Studio's project title limit
+
+
+@dataclass(frozen=True)
+class BuiltTask:
+    key: str  # the opaque unit key (pair key / item key), also in ``data``
+    unit_id: int  # AuditPair.id / ValidityItem.id
+    data: dict[str, Any]
+    row: dict[str, Any] = field(default_factory=dict)  # extra task-row fields (left_is_a,
+    # repeat: a hidden repeat of the unit, pair audit)
+
+
+@dataclass(frozen=True)
+class WebhookTarget:
+    """Where Label Studio notifies rcea: ``<base_url>/<person slug>`` with the person's own
+    secret (derived from ``master_secret``)."""
+
+    base_url: str
+    master_secret: str
+
+
+def webhook_target(settings: Any) -> WebhookTarget:
+    """The receiver of the configured API (``study.settings.Settings``)."""
+    return WebhookTarget(
+        settings.resolved_webhook_url, settings.ensure_webhook_secret().get_secret_value()
+    )
+
+
+def project_title(text: str) -> str:
+    return text if len(text) <= TITLE_MAX else text[: TITLE_MAX - 1] + "…"
+
+
+#: Length of the longest title :func:`round_title` makes for ids below 1000
+#: (``Validity 999 · annotator B``); a Label Studio 1.23 project card shows it whole
+#: (checked in a real browser: tests/annotation/test_browser_labelling.py).
+TITLE_SHOWN = 26
+
+
+def person_role(role: str) -> str:
+    """The person's role as every project title names it: ``annotator A`` / ``annotator B``
+    (the A and B of a doubly labelled round, and the 1st, 2nd, ... annotator of a singly
+    labelled calibration alike) or ``adjudicator``."""
+    if role in ("A", "B"):
+        return f"annotator {role}"
+    if role.startswith("annotator-") and role.removeprefix("annotator-").isdigit():
+        i = int(role.removeprefix("annotator-")) - 1
+        return f"annotator {chr(ord('A') + i) if i < 26 else i + 1}"
+    return role
+
+
+def round_title(kind: str, number: int, role: str) -> str:
+    """``Pairs 3 · annotator A``, ``Validity 4 · adjudicator``: which round (``pairs`` or
+    ``validity`` and the store's number of the audit or check, never its researcher-chosen
+    name) and whose project, short enough for a project card (:data:`TITLE_SHOWN`)."""
+    return f"{kind.capitalize()} {number} · {person_role(role)}"
+
+
+def _marker(binding: LabellingProject) -> str:
+    return f"[rcea:{binding.marker}]"
+
+
+def _project_exists(people: People, binding: LabellingProject) -> bool:
+    person = people.require(binding.person)
+    with people.http(person) as http:
+        resp = http.get(f"/api/projects/{binding.project_id}/")
+    if resp.status_code == 404:
+        return False
+    resp.raise_for_status()
+    return True
+
+
+def _find_by_marker(people: People, binding: LabellingProject) -> int | None:
+    person = people.require(binding.person)
+    marker = _marker(binding)
+    page = 1
+    with people.http(person) as http:
+        while True:
+            resp = http.get("/api/projects/", params={"page": page, "page_size": 100})
+            if resp.status_code == 404:
+                return None
+            resp.raise_for_status()
+            body = resp.json()
+            items = body.get("results", []) if isinstance(body, dict) else body
+            for p in items:
+                if marker in (p.get("description") or ""):
+                    return int(p["id"])
+            if not isinstance(body, dict) or not body.get("next"):
+                return None
+            page += 1
+
+
+def ensure_project(
+    session: Session,
+    people: People,
+    binding: LabellingProject,
+    *,
+    title: str,
+    description: str,
+    label_config: str,
+) -> int:
+    """The bound project: adopted by marker, or created; its id committed before tasks."""
+    if binding.project_id is not None:
+        if not _project_exists(people, binding):
+            raise LabellingError(
+                f"project {binding.project_id} of {binding.person} ({binding.role}) is gone "
+                f"from {binding.server_url}: it was deleted in Label Studio. Its labels stop "
+                "counting at the next sync; nothing is recreated silently"
+            )
+        return binding.project_id
+    project_id = _find_by_marker(people, binding)
+    if project_id is None:
+        from annotation.projects import create_project
+
+        project_id = create_project(
+            people.client(people.require(binding.person)),
+            title=project_title(title),
+            label_config=label_config,
+            description=f"{description}\n\n{_marker(binding)}",
+        )
+    binding.project_id, binding.state, binding.updated_at = project_id, "created", utcnow()
+    session.add(binding)
+    session.commit()
+    return project_id
+
+
+def push_tasks(
+    session: Session,
+    people: People,
+    family: Family,
+    owner: Any,
+    role: str,
+    member: Member,
+    tasks: Sequence[BuiltTask],
+    *,
+    title: str,
+    description: str,
+    label_config: str,
+    webhook: WebhookTarget | None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Push ``tasks`` (already leak-scanned) to ``member``'s project for ``role``."""
+    binding = bind(session, family, owner, role, member)
+    session.commit()  # the intent is on record before anything is created
+    project_id = ensure_project(
+        session, people, binding, title=title, description=description, label_config=label_config
+    )
+    client = people.client(member.person)
+    mapping = import_tasks(
+        client,
+        project_id,
+        [t.data for t in tasks],
+        key=family.unit_data_key,
+        progress=progress,
+    )
+    by_key = {t.key: t for t in tasks}
+    owner_col = getattr(family.task_model, family.owner_field)
+    # a unit may have a second, hidden-repeat task (pair audit): (unit, repeat) is the key
+    have = {
+        (getattr(t, family.unit_field), bool(getattr(t, "repeat", False)))
+        for t in session.exec(
+            select(family.task_model).where(owner_col == owner.id, family.task_model.role == role)
+        ).all()
+    }
+    new = 0
+    for key, task_id in mapping.items():
+        built = by_key.get(key)
+        if built is None or (built.unit_id, bool(built.row.get("repeat", False))) in have:
+            continue
+        session.add(
+            family.task_model(
+                **{family.owner_field: owner.id, family.unit_field: built.unit_id},
+                role=role,
+                project_id=project_id,
+                task_id=task_id,
+                **built.row,
+            )
+        )
+        new += 1
+    session.flush()
+    if webhook is not None:
+        ensure_webhook(
+            client,
+            project_id=project_id,
+            url=person_webhook_url(webhook.base_url, member.person.slug),
+            secret=person_webhook_secret(webhook.master_secret, member.person.slug),
+        )
+    return {
+        "project_id": project_id,
+        "email": member.email,
+        "url": member.person.url,
+        "n_tasks": len(tasks),
+        "n_new": new,
+    }
+
+
+def push_roles(
+    session: Session,
+    people: People,
+    family: Family,
+    owner: Any,
+    rounds: dict[str, tuple[str, Sequence[BuiltTask], dict[str, str]]],
+    *,
+    label_config: str,
+    webhook: WebhookTarget | None,
+    passwords: dict[str, str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """The one push sequence for the roles of a round: ``rounds`` maps role → (e-mail,
+    leak-scanned tasks, shown title/description). Each person gets an account on their own
+    server (new passwords returned once under ``new_accounts``) and their project."""
+    from study.labelling.bindings import ensure_member
+
+    out: dict[str, Any] = {"projects": {}, "new_accounts": {}}
+    for role, (email, tasks, shown) in rounds.items():
+        member = ensure_member(people, email, (passwords or {}).get(role))
+        if member.new_password:
+            out["new_accounts"][role] = {"email": member.email, "password": member.new_password}
+        out["projects"][role] = push_tasks(
+            session,
+            people,
+            family,
+            owner,
+            role,
+            member,
+            tasks,
+            title=shown["title"],
+            description=shown["description"],
+            label_config=label_config,
+            webhook=webhook,
+            progress=progress,
+        )
+    return out

@@ -1,0 +1,163 @@
+"""Drawing a pair audit: disjoint from codebook-development questions, seeded, and bound
+to one frozen rubric hash and one locked partition hash."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import insert
+from sqlmodel import Session, select
+
+from audits.sampling import automatic_pair_label, sample_pairs
+from study import events
+from study.pair_audit.freeze import (
+    FreezeError,
+    get_rubric,
+    latest_partition,
+    partition_modes,
+    rubric_spec,
+)
+from study.store import append_event, list_events, require_study
+from study.store.models import Audit, AuditPair
+
+DEV_QUESTIONS_EVENT = events.CODEBOOK_DEV_QUESTIONS
+
+
+def record_dev_questions(session: Session, *, study: str, questions: list[str], actor: str) -> int:
+    """Record questions used to develop codebook prompts; audits never draw them."""
+    st = require_study(session, name=study)
+    clean = sorted({q.strip() for q in questions if q.strip()})
+    if not clean:
+        raise FreezeError("the development-question list is empty")
+    append_event(
+        session, actor=actor, kind=DEV_QUESTIONS_EVENT, study_id=st.id, payload={"questions": clean}
+    )
+    return len(clean)
+
+
+def dev_questions(session: Session, *, study_id: int) -> list[str]:
+    out: set[str] = set()
+    for ev in list_events(session, kind=DEV_QUESTIONS_EVENT, study_id=study_id):
+        out.update(ev.payload.get("questions", []))
+    return sorted(out)
+
+
+def draw_audit(
+    session: Session,
+    *,
+    study: str,
+    rubric: str,
+    rubric_version: str | None = None,
+    name: str | None = None,
+    actor: str,
+    seed: int | None = None,
+) -> Audit:
+    """Sample the pairs of a new audit and lock the current partition into it."""
+    st = require_study(session, name=study)
+    rub = get_rubric(session, name=rubric, version=rubric_version)
+    spec = rubric_spec(rub)
+    part = latest_partition(session, study_id=st.id)
+    modes = partition_modes(session, partition_id=part.id)
+    by_q: dict[str, list[str]] = defaultdict(list)
+    for tid, (qid, _mode) in modes.items():
+        by_q[qid].append(tid)
+    excluded = dev_questions(session, study_id=st.id)
+    plan = spec.pairs
+    seed = plan.seed if seed is None else seed
+    pairs = sample_pairs(
+        by_q,
+        pairs_per_question=plan.pairs_per_question,
+        n_questions=plan.n_questions,
+        seed=seed,
+        excluded_questions=excluded,
+        max_pairs=plan.max_pairs,
+    )
+    name = name or f"{study}-audit-{len(session.exec(select(Audit)).all()) + 1}"
+    if session.exec(select(Audit).where(Audit.name == name)).first() is not None:
+        raise FreezeError(f"an audit named {name!r} already exists")
+    audit = Audit(
+        study_id=st.id,
+        name=name,
+        rubric_id=rub.id,
+        rubric_hash=rub.content_hash,
+        partition_id=part.id,
+        partition_hash=part.content_hash,
+        seed=seed,
+        excluded_questions=excluded,
+        labelstudio={},
+        created_by=actor,
+    )
+    session.add(audit)
+    session.flush()
+    session.execute(
+        insert(AuditPair),
+        [
+            {
+                "audit_id": audit.id,
+                "pair_key": p.pair_key,
+                "question_id": p.question_id,
+                "trajectory_a": p.trajectory_a,
+                "trajectory_b": p.trajectory_b,
+                "automatic": automatic_pair_label(
+                    modes[p.trajectory_a][1], modes[p.trajectory_b][1]
+                ),
+            }
+            for p in pairs
+        ],
+    )
+    append_event(
+        session,
+        actor=actor,
+        kind=events.AUDIT_SAMPLE,
+        study_id=st.id,
+        payload={
+            "audit_id": audit.id,
+            "name": name,
+            "rubric_hash": rub.content_hash,
+            "partition_hash": part.content_hash,
+            "seed": seed,
+            "n_pairs": len(pairs),
+            "n_questions": len({p.question_id for p in pairs}),
+            "excluded_questions": excluded,
+        },
+    )
+    return audit
+
+
+def get_audit(session: Session, *, name: str | None = None, study: str | None = None) -> Audit:
+    """An audit by name, or the latest audit of a study, or the latest overall."""
+    stmt = select(Audit)
+    if name:
+        stmt = stmt.where(Audit.name == name)
+    elif study:
+        stmt = stmt.where(Audit.study_id == require_study(session, name=study).id)
+    audit = session.exec(stmt.order_by(Audit.id.desc())).first()  # type: ignore[union-attr]
+    if audit is None:
+        raise FreezeError(
+            "no such audit: draw one with `rcea audit sample --study S --rubric NAME`"
+        )
+    return audit
+
+
+def audit_pairs(session: Session, *, audit_id: int) -> list[AuditPair]:
+    return list(
+        session.exec(
+            select(AuditPair).where(AuditPair.audit_id == audit_id).order_by(AuditPair.id)
+        ).all()
+    )
+
+
+def audit_overview(session: Session, audit: Audit) -> dict[str, Any]:
+    pairs = audit_pairs(session, audit_id=audit.id)
+    return {
+        "audit": audit.name,
+        "audit_id": audit.id,
+        "rubric_hash": audit.rubric_hash,
+        "partition_hash": audit.partition_hash,
+        "seed": audit.seed,
+        "n_pairs": len(pairs),
+        "n_questions": len({p.question_id for p in pairs}),
+        "n_uncertain_pairs": sum(1 for p in pairs if p.automatic is None),
+        "excluded_questions": audit.excluded_questions,
+    }

@@ -1,0 +1,2 @@
+"""Records in and out of the store: ingest of interchange files, importers' store side,
+export."""

@@ -1,0 +1,203 @@
+"""``rcea import``: an importer's records through the one transactional ingest.
+
+Every guarantee of ``rcea ingest`` is shared: the importer validates everything before
+anything is written, every error names the file, line/row and (source) field, the batches
+go to the store in ONE transaction (all files of a verl import, or none), and each file is
+one ingest row whose hash covers its bytes and the import options, so importing the same
+files again is a no-op and importing a directory with new step files adds only those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from tqdm import tqdm
+
+from pipeline.importers.common import import_digest
+from pipeline.importers.table import TableSpec, read_table
+from pipeline.importers.verl import VerlOptions, read_verl_file, step_files
+from pipeline.records import RecordBatch, RecordError, RecordValidationError
+from study.records.ingest import IngestResult, ingest_batches, known_hashes
+
+
+@dataclass
+class ImportResult:
+    study: str
+    source: str
+    n_files: int
+    n_imported_files: int
+    n_skipped_files: int
+    n_trajectories: int
+    n_questions: int
+    imported: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        if not self.n_imported_files:
+            return (
+                f"already imported: all {self.n_files} file(s) of {self.source} are in study "
+                f"{self.study}; nothing written"
+            )
+        skipped = f" ({self.n_skipped_files} already imported)" if self.n_skipped_files else ""
+        return (
+            f"imported {self.n_trajectories} trajectories, {self.n_questions} questions from "
+            f"{self.n_imported_files} file(s){skipped}, study {self.study}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _store(
+    engine: Engine,
+    source: str,
+    files: list[Path],
+    read: Any,
+    digest: Any,
+    *,
+    study: str,
+    artifacts_dir: Path,
+    data_dir: Path,
+    progress: bool,
+) -> ImportResult:
+    known = known_hashes(engine, study)
+    items: list[tuple[RecordBatch, str]] = []
+    skipped: list[str] = []
+    errors: list[RecordError] = []
+    truncated = False
+    bar = tqdm(total=len(files), unit="file", desc="import", disable=not progress, leave=False)
+    try:
+        for path in files:
+            sha = digest(path)
+            if sha in known:
+                skipped.append(str(path))
+            else:
+                try:
+                    items.append((read(path), sha))
+                except RecordValidationError as exc:
+                    errors.extend(exc.errors)
+                    truncated = truncated or exc.truncated
+            bar.update(1)
+    finally:
+        bar.close()
+    if errors:  # every file's problems in one report; nothing is written
+        raise RecordValidationError(errors, truncated=truncated)
+    results: list[IngestResult] = []
+    if items:
+        results = ingest_batches(
+            engine,
+            items,
+            study=study,
+            artifacts_dir=artifacts_dir,
+            data_dir=data_dir,
+            progress=progress,
+        )
+    questions = {q for b, _ in items for q in b.columns["question_id"]}
+    return ImportResult(
+        study=study,
+        source=source,
+        n_files=len(files),
+        n_imported_files=len(results),
+        n_skipped_files=len(skipped),
+        n_trajectories=sum(r.n_trajectories for r in results),
+        n_questions=len(questions),
+        imported=[r.source for r in results],
+        skipped=skipped,
+    )
+
+
+def import_verl(
+    engine: Engine,
+    directory: str | Path,
+    opts: VerlOptions,
+    *,
+    study: str,
+    artifacts_dir: Path,
+    data_dir: Path,
+    progress: bool = False,
+    problems_out: Path | None = None,
+) -> ImportResult:
+    """Import every ``{global_step}.jsonl`` of a verl dump directory (or one such file).
+    ``problems_out``: also write ``{"question_id", "problem"}`` JSONL of every question in
+    the dump (``rcea judge problems`` reads it), after a successful import."""
+    directory = Path(directory)
+    files, other = step_files(directory)
+    if not files:
+        raise RecordValidationError(
+            [RecordError(str(directory), "directory", None, "no {global_step}.jsonl files")]
+        )
+    options = opts.digest_options()
+    read: dict[Path, RecordBatch] = {}
+
+    def read_one(path: Path) -> RecordBatch:
+        read[path] = read_verl_file(path, opts)
+        return read[path]
+
+    result = _store(
+        engine,
+        str(directory),
+        files,
+        read_one,
+        lambda p: import_digest(p, "verl", options),
+        study=study,
+        artifacts_dir=artifacts_dir,
+        data_dir=data_dir,
+        progress=progress,
+    )
+    result.ignored = [str(p) for p in other]
+    if problems_out is not None:
+        problems: dict[str, str] = {}
+        for path in files:
+            batch = read.get(path) or read_verl_file(path, opts)
+            for qid, text in zip(
+                batch.columns["question_id"], batch.columns["question"], strict=True
+            ):
+                problems.setdefault(qid, text)
+        write_problems(problems_out, problems)
+    return result
+
+
+def write_problems(path: Path, problems: dict[str, str]) -> None:
+    """``{"question_id": ..., "problem": ...}`` per line, sorted by id, written atomically."""
+    import json
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for qid in sorted(problems):
+            fh.write(json.dumps({"question_id": qid, "problem": problems[qid]}, ensure_ascii=False))
+            fh.write("\n")
+    os.replace(tmp, path)
+
+
+def import_table(
+    engine: Engine,
+    path: str | Path,
+    spec: TableSpec,
+    *,
+    study: str,
+    artifacts_dir: Path,
+    data_dir: Path,
+    progress: bool = False,
+) -> ImportResult:
+    """Import one JSONL / Parquet / CSV file through ``--map`` / ``--const``."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    options = spec.digest_options()
+    return _store(
+        engine,
+        str(path),
+        [path],
+        lambda p: read_table(p, spec),
+        lambda p: import_digest(p, "table", options),
+        study=study,
+        artifacts_dir=artifacts_dir,
+        data_dir=data_dir,
+        progress=progress,
+    )

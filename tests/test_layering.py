@@ -1,0 +1,178 @@
+"""The house's layering (docs/development.md): ``audits`` ← ``annotation`` / ``pipeline`` ←
+``study`` ← ``app``. ``study`` never imports ``app``; inside ``app`` the CLI, the API and the
+view do not import each other and the demo does not import the CLI; no module of the tree
+takes part in an import cycle (function-local imports count: a cycle through them is still
+a cycle)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("audits", "annotation", "pipeline", "study", "app")
+FORBIDDEN = {
+    "audits": (
+        "app",
+        "study",
+        "annotation",
+        "pipeline",
+        "sqlmodel",
+        "sqlalchemy",
+        "fastapi",
+        "label_studio_sdk",
+        "streamlit",
+    ),
+    "annotation": ("app", "study", "pipeline"),
+    "pipeline": ("app", "study", "annotation"),
+    "study": ("app", "streamlit", "typer", "fastapi"),
+}
+#: inside app: subpackage → the app subpackages it must not import
+APP_FORBIDDEN = {
+    "app.cli": ("app.api", "app.view"),
+    "app.api": ("app.cli", "app.view", "app.demo"),
+    "app.view": ("app.cli", "app.api", "app.demo"),
+    "app.demo": ("app.cli", "app.api", "app.view"),
+}
+
+
+def _modules() -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            mods[".".join(parts)] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imported(module: str) -> set[str]:
+    """Every name ``module`` imports, at any depth of its code, made absolute."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text())
+    base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                head = base[: len(base) - (node.level - 1)]
+                full = ".".join(head + ([node.module] if node.module else []))
+            else:
+                full = node.module or ""
+            # ``from pkg import sub`` imports the module pkg.sub; ``from mod import f``
+            # resolves to mod below.
+            names.update(f"{full}.{a.name}" if full else a.name for a in node.names)
+    return names
+
+
+def graph() -> dict[str, set[str]]:
+    """Module → the tree's modules it imports. A module's own ancestor packages are left
+    out: Python imports them before the module anyway, so an ``__init__`` that re-exports
+    its submodules is not a cycle."""
+    out: dict[str, set[str]] = {}
+    for mod in MODULES:
+        parts = mod.split(".")
+        ancestors = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+        out[mod] = {r for n in imported(mod) if (r := _resolve(n))} - ancestors
+    return out
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in g:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(g[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(g[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    comp.append(top)
+                    if top == node:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_dependency_direction(package: str) -> None:
+    forbidden = FORBIDDEN[package]
+    bad = {
+        f"{mod} imports {name}"
+        for mod in MODULES
+        if mod.split(".")[0] == package
+        for name in imported(mod)
+        if name.split(".")[0] in forbidden
+    }
+    assert not bad, sorted(bad)
+
+
+@pytest.mark.parametrize("sub", sorted(APP_FORBIDDEN))
+def test_shell_parts_stay_apart(sub: str) -> None:
+    bad = {
+        f"{mod} imports {name}"
+        for mod in MODULES
+        if mod == sub or mod.startswith(sub + ".")
+        for name in imported(mod)
+        if any(name == f or name.startswith(f + ".") for f in APP_FORBIDDEN[sub])
+    }
+    assert not bad, sorted(bad)
+
+
+def test_no_import_cycle() -> None:
+    assert cycles(graph()) == []
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    """The checker itself can fail: a constructed two- and three-module cycle is found."""
+    g = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
+    assert sorted(cycles(g)) == [["a", "b"], ["c", "d", "e"]]
+
+
+def test_relative_imports_are_resolved() -> None:
+    """``from ..store import x`` inside study/report counts as importing study.store."""
+    assert any(m.startswith("study.") for m in MODULES)
+    assert "study.store" in {_resolve(n) for n in imported("study.report.publish")}
