@@ -55,11 +55,11 @@ bench: install ## speed figures (ratios against a named baseline in the same run
 
 MUTANTS ?=
 docs: install ## regenerate docs/reference (commands, settings, REST API) and build the site strictly into site/
-	$(BIN)/python -m app.docs
+	$(BIN)/python -m tools.reference_docs
 	$(BIN)/mkdocs build --strict
 
 screenshots: install ## docs/img/*.png from the real pages (quick SIMULATED demo, view, Label Studio; minutes)
-	$(BIN)/python -m app.docs_screenshots
+	$(BIN)/python -m tools.screenshots
 
 docs-serve: docs ## serve the documentation site on http://127.0.0.1:8001
 	$(BIN)/mkdocs serve -a 127.0.0.1:8001

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import typer
 
-from app.docs import _commands, cli_page, main, settings_page
 from study.settings import Settings
+from tools.reference_docs import _commands, cli_page, main, settings_page
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_generated_reference_pages_are_up_to_date() -> None:
-    assert main(["--check"]) == 0, "docs/reference is stale: run `python -m app.docs`"
+    assert main(["--check"]) == 0, "docs/reference is stale: run `python -m tools.reference_docs`"
 
 
 def test_every_command_and_option_is_in_the_reference() -> None:
@@ -50,7 +50,7 @@ def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
     assert (tmp_path / "estimators" / "index.html").exists()
 
 
-#: the screenshots `make screenshots` (app/docs_screenshots.py) takes from the real pages
+#: the screenshots `make screenshots` (tools/screenshots.py) takes from the real pages
 SCREENSHOTS = {
     "view-overview.png",
     "view-modes.png",
@@ -69,7 +69,7 @@ def test_readme_and_tutorial_images_exist() -> None:
     """Every image the README and the tutorial show is on disk (mkdocs checks the site's
     pages, not the README); the README shows the view and the Label Studio task; the
     tutorial shows every screenshot; each is a 1280 × 800 PNG under 300 KB."""
-    from app.docs_screenshots import MAX_BYTES, VIEW_PAGES, VIEWPORT
+    from tools.screenshots import MAX_BYTES, VIEW_PAGES, VIEWPORT
 
     assert {name for _, _, name in VIEW_PAGES.values()} | {"labelstudio-pair-task.png"} == (
         SCREENSHOTS
@@ -103,7 +103,7 @@ def test_screenshots_are_shrunk_only_above_the_limit(tmp_path: Path) -> None:
     import numpy as np
     from PIL import Image
 
-    from app.docs_screenshots import save_png
+    from tools.screenshots import save_png
 
     rng = np.random.default_rng(0)
     pixels = rng.integers(0, 256, size=(200, 320, 3), dtype=np.uint8)  # noise: a big PNG

@@ -72,15 +72,14 @@ def get_study_report(
     ``study.report.schema.StudyReport`` (keys: docs/report-keys.md).
     Estimator settings left out come from the gate rubric, else the defaults."""
     from study.report.build import build_report
+    from study.report.parameters import ReportParameters
     from study.store.models import Study
 
     study = session.get(Study, study_id)
     if study is None:
         raise HTTPException(404, f"no study with id {study_id}")
     try:
-        rep = build_report(
-            session,
-            study=study.name,
+        params = ReportParameters(
             seed=seed,
             n_boot=n_boot,
             k_min=k_min,
@@ -92,6 +91,7 @@ def get_study_report(
             association_k=association_k,
             association_pooled=association_pooled,
         )
+        rep = build_report(session, study=study.name, params=params)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
     return StudyReport.model_validate(rep)

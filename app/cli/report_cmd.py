@@ -49,21 +49,13 @@ BASE_RUN_OPTION = typer.Option(
 )
 
 
-def _params(**kw: Any) -> dict[str, Any]:
-    return {
-        "seed": kw["seed"],
-        "n_boot": kw["n_boot"],
-        "k_min": kw["k_min"],
-        "n_min": kw["n_min"],
-        "n_draws": kw["n_draws"],
-        "confidence": kw["confidence"],
-        "base_step": kw["base_step"],
-        "base_run": kw["base_run"],
-        "partition": kw["partition"],
-        "association_k": kw["association_k"],
-        "association_benchmark": kw["association_benchmark"],
-        "association_pooled": kw["association_pooled"],
-    }
+def _params(**kw: Any):  # type: ignore[no-untyped-def]
+    """The report parameters among a command's options."""
+    from dataclasses import fields
+
+    from study.report.parameters import ReportParameters
+
+    return ReportParameters(**{f.name: kw[f.name] for f in fields(ReportParameters)})
 
 
 def _fmt(value: Any) -> str:
@@ -123,7 +115,7 @@ def build(
     params = _params(**locals())
     try:
         with session_scope(engine()) as s:
-            rep = build_report(s, study=study, progress=is_tty() and not as_json, **params)
+            rep = build_report(s, study=study, params=params, progress=is_tty() and not as_json)
     except (StoreError, ValueError) as exc:
         fail(str(exc), as_json=as_json)
     if out is not None:
@@ -196,8 +188,8 @@ def publish(
                 entropy_only=entropy_only,
                 include_texts=include_texts,
                 sign_key=sign,
+                params=params,
                 progress=is_tty() and not as_json,
-                **params,
             )
     except PublishRefused as exc:
         fail(str(exc), code=2, as_json=as_json, reasons=exc.reasons)

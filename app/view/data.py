@@ -640,10 +640,12 @@ def report(
     ``study.report.schema.StudyReport`` that the API returns and the bundle carries: the
     pages read its typed sections, never the raw JSON."""
     from study.report.build import build_report
+    from study.report.parameters import ReportParameters
     from study.report.schema import StudyReport
 
     with session_scope(engine(settings)) as session:
-        rep = build_report(session, study=study, seed=seed, n_boot=n_boot, k_min=k_min)
+        params = ReportParameters(seed=seed, n_boot=n_boot, k_min=k_min)
+        rep = build_report(session, study=study, params=params)
     return StudyReport.model_validate(rep)
 
 

@@ -25,13 +25,13 @@ from sqlmodel import Session, select
 from study import events
 from study.pair_audit.freeze import partition_modes
 from study.report.estimates import (
-    BASE_RUN,
     UNCERTAIN,
     checkpoint_entropy,
     mode_label,
     retention_table,
     sequence_quantity,
 )
+from study.report.parameters import ReportParameters
 from study.report.rows import (
     CheckpointRows,
     MemoryRows,
@@ -55,52 +55,20 @@ def build_report(
     session: Session,
     *,
     study: str,
-    seed: int | None = None,
-    n_boot: int | None = None,
-    k_min: int | None = None,
-    n_min: int | None = None,
-    n_draws: int | None = None,
-    confidence: float | None = None,
-    base_step: int = 0,
-    base_run: str = BASE_RUN,
-    partition: str | None = None,
-    association_k: int | None = None,
-    association_benchmark: str | None = None,
-    association_pooled: bool = False,
+    params: ReportParameters | None = None,
     include_draws: bool = False,
     progress: bool = False,
+    **overrides: Any,
 ) -> dict[str, Any]:
-    """Assemble the report of ``study`` (keys in the module docstring).
-
-    Estimator settings left ``None`` come from the ``[estimators]`` of the rubric bound
-    to the pair audit the mode numbers rest on (predeclared), else from the defaults
-    (seed 0, n_boot 10,000, k_min 8, n_min 8, n_draws 20, confidence 0.95); given values
-    that differ from that rubric are listed in ``parameters.deviations_from_rubric``.
-    ``partition`` chooses the partition mode numbers rest on (a content-hash prefix, or
-    ``latest``); by default the partition of the latest passing final gate. ``progress``
-    shows a tqdm bar over checkpoints. Retention compares each checkpoint with the base
-    of the same model (``base_run`` names a model's shared base run). The association
-    is computed per model on one benchmark (``association_benchmark``, default MATH500
-    when present) at ``association_k`` (default 64 when present); ``association_pooled``
-    adds a labelled pooled fit. ``include_draws`` keeps the rarefaction draws in each
-    retention result (the bundle does).
+    """Assemble the report of ``study`` (keys in the module docstring) under ``params``
+    (:class:`~study.report.parameters.ReportParameters`, with keyword ``overrides`` of its
+    fields applied; given estimator settings that
+    differ from the bound rubric are listed in ``parameters.deviations_from_rubric``).
+    ``progress`` shows a tqdm bar over checkpoints; ``include_draws`` keeps the
+    rarefaction draws in each retention result (the bundle does).
     """
-    meta, source = _gather_meta(
-        session,
-        study=study,
-        seed=seed,
-        n_boot=n_boot,
-        k_min=k_min,
-        n_min=n_min,
-        n_draws=n_draws,
-        confidence=confidence,
-        base_step=base_step,
-        base_run=base_run,
-        partition=partition,
-        association_k=association_k,
-        association_benchmark=association_benchmark,
-        association_pooled=association_pooled,
-    )
+    params = ReportParameters.of(params, **overrides)
+    meta, source = _gather_meta(session, study=study, params=params)
     return with_time(
         compute_report_from(meta, source, include_draws=include_draws, progress=progress)
     )
@@ -130,18 +98,8 @@ def gather_inputs(
     session: Session,
     *,
     study: str,
-    seed: int | None = None,
-    n_boot: int | None = None,
-    k_min: int | None = None,
-    n_min: int | None = None,
-    n_draws: int | None = None,
-    confidence: float | None = None,
-    base_step: int = 0,
-    base_run: str = BASE_RUN,
-    partition: str | None = None,
-    association_k: int | None = None,
-    association_benchmark: str | None = None,
-    association_pooled: bool = False,
+    params: ReportParameters | None = None,
+    **overrides: Any,
 ) -> dict[str, Any]:
     """Everything :func:`compute_report` needs, read from the store, JSON-ready (the
     bundle's ``inputs.json`` carries exactly this): ``study``, ``study_id``,
@@ -152,22 +110,8 @@ def gather_inputs(
     of the production judge, ``None`` when validity comes from the column) and
     ``measurements`` (the producer measurements the report reads). Unlike
     ``build_report`` this holds every row (a bundle carries them all)."""
-    meta, source = _gather_meta(
-        session,
-        study=study,
-        seed=seed,
-        n_boot=n_boot,
-        k_min=k_min,
-        n_min=n_min,
-        n_draws=n_draws,
-        confidence=confidence,
-        base_step=base_step,
-        base_run=base_run,
-        partition=partition,
-        association_k=association_k,
-        association_benchmark=association_benchmark,
-        association_pooled=association_pooled,
-    )
+    params = ReportParameters.of(params, **overrides)
+    meta, source = _gather_meta(session, study=study, params=params)
     rows = study_trajectories(session, meta["study_id"])
     if source.partition_id is not None:
         assigned = partition_modes(session, partition_id=source.partition_id)
@@ -198,31 +142,13 @@ def _gather_meta(
     session: Session,
     *,
     study: str,
-    seed: int | None,
-    n_boot: int | None,
-    k_min: int | None,
-    n_min: int | None,
-    n_draws: int | None,
-    confidence: float | None,
-    base_step: int,
-    base_run: str,
-    partition: str | None,
-    association_k: int | None,
-    association_benchmark: str | None,
-    association_pooled: bool,
+    params: ReportParameters,
 ) -> tuple[dict[str, Any], StoreRows]:
     """:func:`gather_inputs` without ``rows`` and ``judge_verdicts``, and the store
     source that reads those one checkpoint at a time."""
     st = require_study(session, name=study)
-    pair = pair_audit_state(session, study_id=st.id, partition=partition)
-    given = {
-        "seed": seed,
-        "n_boot": n_boot,
-        "k_min": k_min,
-        "n_min": n_min,
-        "n_draws": n_draws,
-        "confidence": confidence,
-    }
+    pair = pair_audit_state(session, study_id=st.id, partition=params.partition)
+    given = params.estimator_settings()
     est, est_source = _estimator_settings(session, pair["rubric_hash"])
     resolved = {k: getattr(est, k) if v is None else v for k, v in given.items()}
     deviations = (
@@ -257,12 +183,12 @@ def _gather_meta(
         "study_id": st.id,
         "parameters": {
             **resolved,
-            "base_step": base_step,
-            "base_run": base_run,
-            "partition": partition,
-            "association_k": association_k,
-            "association_benchmark": association_benchmark,
-            "association_pooled": association_pooled,
+            "base_step": params.base_step,
+            "base_run": params.base_run,
+            "partition": params.partition,
+            "association_k": params.association_k,
+            "association_benchmark": params.association_benchmark,
+            "association_pooled": params.association_pooled,
             "estimators_from": est_source,
             "deviations_from_rubric": deviations,
         },

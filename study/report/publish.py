@@ -39,6 +39,7 @@ from sqlmodel import Session, select
 
 from pipeline.safety import path_under, write_private
 from study.report.build import ENTROPY_ONLY_LABEL, compute_report, gather_inputs, with_time
+from study.report.parameters import ReportParameters
 from study.report.publication import (
     BUNDLE_FORMAT,
     FULL_SCOPE,
@@ -61,15 +62,17 @@ def publish_report(
     entropy_only: bool = False,
     include_texts: bool = False,
     sign_key: Path | None = None,
-    **params: Any,
+    params: ReportParameters | None = None,
+    progress: bool = False,
+    **overrides: Any,
 ) -> dict[str, Any]:
     """Build, check and write the bundle; returns ``{"bundle", "scope", "hashes",
     "files", "n_quantities"}``. Raises :class:`PublishRefused` (nothing written, no
     event) unless every quantity is publishable or ``entropy_only`` is set. ``params``
-    go to :func:`build_report`."""
+    (with keyword ``overrides`` of its fields) are the report's
+    :class:`~study.report.parameters.ReportParameters`."""
     require_study(session, name=study)
-    progress = bool(params.pop("progress", False))
-    inputs = gather_inputs(session, study=study, **params)
+    inputs = gather_inputs(session, study=study, params=ReportParameters.of(params, **overrides))
     report = with_time(compute_report(inputs, include_draws=True, progress=progress))
     rarefaction = _rarefaction(inputs, report)
     reasons = refusal_reasons(report)

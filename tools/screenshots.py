@@ -14,7 +14,7 @@ Every image is 1280 × 800 and is re-encoded with a 256-colour palette when it w
 larger than 300 KB. Everything it started is stopped at the end. ``--data-dir DIR`` keeps
 the study (a re-run skips the finished demo steps); the default is a temporary directory.
 
-Run: ``make screenshots`` or ``python -m app.docs_screenshots [--data-dir DIR]``.
+Run: ``make screenshots`` or ``python -m tools.screenshots [--data-dir DIR]``.
 """
 
 from __future__ import annotations
