@@ -3,6 +3,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 LS_VENV := .venv-labelstudio
+VERL_SITE := .verl-site
+VERL_VERSION := 0.9.1
 LABEL_STUDIO_VERSION := 1.23.2
 BIN := $(VENV)/bin
 EXTRAS ?= dev,llm,train,sign
@@ -10,25 +12,34 @@ PYTEST_ARGS ?=
 
 .PHONY: install shell chromium demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve screenshots clean
 
-install: $(VENV)/.installed $(LS_VENV)/.installed chromium ## create .venv and .venv-labelstudio; Debian chromium
+install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed chromium ## create .venv, .venv-labelstudio and .verl-site; Debian chromium
 
 chromium: ## Debian chromium for the browser tests (apt-get as root, else the command to run)
 	@.ci/chromium
 
 $(VENV)/.installed: pyproject.toml
-	@echo "[install 1/4] $(VENV): virtual environment and pip"
+	@echo "[install 1/5] $(VENV): virtual environment and pip"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@echo "[install 2/4] $(VENV): rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
+	@echo "[install 2/5] $(VENV): rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $@
 
 $(LS_VENV)/.installed:
-	@echo "[install 3/4] $(LS_VENV): virtual environment and pip"
+	@echo "[install 3/5] $(LS_VENV): virtual environment and pip"
 	@test -x $(LS_VENV)/bin/python || $(PYTHON) -m venv $(LS_VENV)
 	$(LS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	@echo "[install 4/4] $(LS_VENV): label-studio==$(LABEL_STUDIO_VERSION) (≈ 1 min)"
+	@echo "[install 4/5] $(LS_VENV): label-studio==$(LABEL_STUDIO_VERSION) (≈ 1 min)"
 	$(LS_VENV)/bin/python -m pip install --quiet 'label-studio==$(LABEL_STUDIO_VERSION)'
+	@touch $@
+
+# verl itself, as the peer the tests compare against (its dumps, core_algos): installed
+# --no-deps into its own target dir, because verl pins transformers<5.11; the modules the
+# tests import (core_algos, ray_trainer._dump_generations, DataProto) run on the
+# project's torch and transformers. Tests put it on sys.path (tests/support/verl_env.py).
+$(VERL_SITE)/.installed: $(VENV)/.installed
+	@echo "[install 5/5] $(VERL_SITE): verl==$(VERL_VERSION) and what its dumping and core modules import (≈ 270 MB, mostly ray)"
+	$(BIN)/python -m pip install --quiet --no-deps --target $(VERL_SITE) 'verl==$(VERL_VERSION)' ray 'tensordict==0.10.0' omegaconf hydra-core codetiming 'antlr4-python3-runtime==4.9.3' pyvers msgpack orjson torchdata cachetools
 	@touch $@
 
 shell: install ## an interactive shell with .venv activated (`rcea` on PATH); exit to leave

@@ -96,7 +96,7 @@ class RequirementResult:
         }
 
 
-def _requirement(
+def requirement_result(
     name: str, value: float | None, threshold: float, comparator: str
 ) -> RequirementResult:
     if value is None:
@@ -354,7 +354,7 @@ def evaluate_gate(
         "automatic_coverage": coverage,
     }
     requirements = tuple(
-        _requirement(name, values[name], getattr(thresholds, key), comparator)
+        requirement_result(name, values[name], getattr(thresholds, key), comparator)
         for name, key, comparator in GATE_REQUIREMENTS
     )
     return GateReport(

@@ -32,7 +32,7 @@ def automatic_pair_label(mode_a: str | None, mode_b: str | None) -> str | None:
     return SAME if mode_a == mode_b else DIFFERENT
 
 
-def _unrank_pair(index: int, m: int) -> tuple[int, int]:
+def unrank_pair(index: int, m: int) -> tuple[int, int]:
     """Map 0 <= index < C(m, 2) to the pair (i, j), i < j, in lexicographic order."""
     i = 0
     remaining = index
@@ -84,7 +84,7 @@ def sample_pairs(
         total = comb(len(ts), 2)
         picks = np.sort(rng.choice(total, size=pairs_per_question, replace=False))
         for idx in picks.tolist():
-            i, j = _unrank_pair(int(idx), len(ts))
+            i, j = unrank_pair(int(idx), len(ts))
             pairs.append((q, ts[i], ts[j]))
     if max_pairs is not None and len(pairs) > max_pairs:
         keep = np.sort(rng.choice(len(pairs), size=max_pairs, replace=False))

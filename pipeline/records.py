@@ -196,7 +196,7 @@ def records_from_rows(
     """Validate records built in memory (by an importer) exactly as ``read_records``
     validates a file: ``rows[i]`` is reported at ``source:locations[i]``. Keys outside the
     record schema are refused; raises ``RecordValidationError`` naming every problem."""
-    errs = _Collector(source, max_errors)
+    errs = ErrorCollector(source, max_errors)
     columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
     token_lists: list[Any] = []
     for obj, loc in zip(rows, locations, strict=True):
@@ -215,7 +215,7 @@ def records_from_rows(
     return batch
 
 
-class _Collector:
+class ErrorCollector:
     def __init__(self, source: str, max_errors: int) -> None:
         self.source = source
         self.max_errors = max_errors
@@ -273,7 +273,7 @@ def iter_jsonl_batches(
     with path.open("r", encoding="utf-8") as fh:
         lines = enumerate(fh, start=1)
         while True:
-            errs = _Collector(source, max_errors)
+            errs = ErrorCollector(source, max_errors)
             columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
             locations: list[str] = []
             token_lists: list[Any] = []
@@ -317,7 +317,7 @@ def iter_jsonl_batches(
 
 
 def _pack_token_lists(
-    token_lists: list[Any], locations: list[str], errs: _Collector
+    token_lists: list[Any], locations: list[str], errs: ErrorCollector
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     if all(t is None for t in token_lists):
         return None, None, None
@@ -356,7 +356,7 @@ def _read_parquet(path: Path, *, max_errors: int, allow_extra: bool) -> RecordBa
     import pyarrow.parquet as pq
 
     source = str(path)
-    errs = _Collector(source, max_errors)
+    errs = ErrorCollector(source, max_errors)
     try:
         table = pq.read_table(path, use_threads=False)  # 2 cores: one for hashing
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
@@ -387,7 +387,7 @@ def iter_parquet_batches(
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     source = str(path)
-    errs = _Collector(source, max_errors)
+    errs = ErrorCollector(source, max_errors)
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
@@ -409,11 +409,11 @@ def iter_parquet_batches(
         if rb is None:
             return
         table = pa.Table.from_batches([rb])
-        yield _parquet_batch(table, source, _Collector(source, max_errors), row0)
+        yield _parquet_batch(table, source, ErrorCollector(source, max_errors), row0)
         row0 += table.num_rows
 
 
-def _parquet_columns(names: list[str], errs: _Collector, allow_extra: bool) -> None:
+def _parquet_columns(names: list[str], errs: ErrorCollector, allow_extra: bool) -> None:
     if not allow_extra:
         for name in names:
             if name not in ALL_FIELDS:
@@ -421,7 +421,7 @@ def _parquet_columns(names: list[str], errs: _Collector, allow_extra: bool) -> N
     errs.raise_if_any()
 
 
-def _parquet_batch(table: Any, source: str, errs: _Collector, row0: int) -> RecordBatch:
+def _parquet_batch(table: Any, source: str, errs: ErrorCollector, row0: int) -> RecordBatch:
     """Validate a table of Parquet rows ``row0 …`` of the file as one batch."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -475,7 +475,7 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, float) and v.is_integer()
 
 
-def _required_str(col: list[Any], name: str, locs: list[str], errs: _Collector) -> None:
+def _required_str(col: list[Any], name: str, locs: list[str], errs: ErrorCollector) -> None:
     bad = [i for i, v in enumerate(col) if type(v) is not str or not v.strip()]
     for i in bad:
         v = col[i]
@@ -484,7 +484,7 @@ def _required_str(col: list[Any], name: str, locs: list[str], errs: _Collector) 
 
 
 def _binary(
-    col: list[Any], name: str, locs: list[str], errs: _Collector, *, required: bool
+    col: list[Any], name: str, locs: list[str], errs: ErrorCollector, *, required: bool
 ) -> None:
     ok = (0, 1)
     bad = [i for i, v in enumerate(col) if not (type(v) is int and v in ok)]
@@ -504,7 +504,7 @@ def _integer(
     col: list[Any],
     name: str,
     locs: list[str],
-    errs: _Collector,
+    errs: ErrorCollector,
     *,
     required: bool,
     minimum: int | None,
@@ -526,11 +526,11 @@ def _integer(
             col[i] = int(v)
 
 
-def _finite(
+def finite_number(
     col: list[Any],
     name: str,
     locs: list[str],
-    errs: _Collector,
+    errs: ErrorCollector,
     *,
     minimum: float | None = None,
     maximum: float | None = None,
@@ -548,7 +548,7 @@ def _finite(
         errs.add(locs[i], name, f"{what}, got {col[i]!r}")
 
 
-def _validate(batch: RecordBatch, errs: _Collector) -> None:
+def _validate(batch: RecordBatch, errs: ErrorCollector) -> None:
     cols = batch.columns
     locs = batch.locations
     for name in ("trajectory_id", "question_id", "run", "model"):
@@ -563,7 +563,7 @@ def _validate(batch: RecordBatch, errs: _Collector) -> None:
     _binary(cols["reward"], "reward", locs, errs, required=True)
     _integer(cols["step"], "step", locs, errs, required=True, minimum=0)
     _integer(cols["seed"], "seed", locs, errs, required=True, minimum=None)
-    _finite(
+    finite_number(
         cols["mean_token_entropy"],
         "mean_token_entropy",
         locs,
@@ -604,8 +604,10 @@ def _validate(batch: RecordBatch, errs: _Collector) -> None:
         else:
             errs.add(locs[i], "truncated", f"must be true, false, 0, 1 or null, got {v!r}")
     for name in ("sampling_temperature", "logprob_temperature"):
-        _finite(cols[name], name, locs, errs, minimum=1e-300, what="must be a finite number > 0")
-    _finite(
+        finite_number(
+            cols[name], name, locs, errs, minimum=1e-300, what="must be a finite number > 0"
+        )
+    finite_number(
         cols["sampling_top_p"],
         "sampling_top_p",
         locs,
@@ -639,14 +641,14 @@ def forbidden_character(value: str) -> str | None:
     )
 
 
-def _control_chars(col: list[Any], name: str, locs: list[str], errs: _Collector) -> None:
+def _control_chars(col: list[Any], name: str, locs: list[str], errs: ErrorCollector) -> None:
     search = _FORBIDDEN_CHARS.search
     for i, v in enumerate(col):
         if type(v) is str and search(v) is not None:
             errs.add(locs[i], name, forbidden_character(v) or "")
 
 
-def _duplicates(tids: list[Any], locs: list[str], errs: _Collector) -> None:
+def _duplicates(tids: list[Any], locs: list[str], errs: ErrorCollector) -> None:
     if len(set(tids)) == len(tids):
         return
     first_seen: dict[Any, str] = {}
@@ -676,7 +678,7 @@ def question_texts(batch: RecordBatch) -> dict[str, tuple[str, str]]:
 
 
 def _question_conflicts(
-    qids: list[Any], texts: list[Any], locs: list[str], errs: _Collector
+    qids: list[Any], texts: list[Any], locs: list[str], errs: ErrorCollector
 ) -> None:
     """One question id, one problem statement: a second, different text is refused (it
     would show annotators and prompts another problem than the one solved)."""
@@ -696,7 +698,7 @@ def _question_conflicts(
             )
 
 
-def _validate_tokens(batch: RecordBatch, errs: _Collector) -> None:
+def _validate_tokens(batch: RecordBatch, errs: ErrorCollector) -> None:
     values, offsets, present = batch.token_values, batch.token_offsets, batch.token_present
     if values is None or offsets is None or present is None:
         return

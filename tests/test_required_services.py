@@ -14,7 +14,7 @@ import pytest
 import tests.helpers as helpers
 
 REPO = Path(__file__).resolve().parents[1]
-TEST = "tests/app/test_store.py::test_event_needs_actor"
+TEST = "tests/study/store/test_store.py::test_event_needs_actor"
 NO_SERVER = "postgresql+psycopg://postgres@127.0.0.1:9/test"  # port 9 (discard): never PG
 
 

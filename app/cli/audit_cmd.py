@@ -199,10 +199,10 @@ def gate(
     if as_json:
         print_json(result)
         return
-    _print_gate_status(result)
+    print_gate_status(result)
 
 
-def _print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
+def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
     from app.cli.stats_cmd import _print_gate
 
     prog = result["progress"]

@@ -77,7 +77,7 @@ def demo(
     if simulate:
         typer.echo(BANNER)
     try:
-        ctx = _context(cfg, sizes, simulate=simulate, serve=serve, fresh=fresh)
+        ctx = demo_context(cfg, sizes, simulate=simulate, serve=serve, fresh=fresh)
     except DemoStateError as exc:
         fail(str(exc))
     from app.demo.steps import plan, run_steps
@@ -114,7 +114,7 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _context(cfg: Any, sizes: Any, *, simulate: bool, serve: bool, fresh: bool) -> Any:
+def demo_context(cfg: Any, sizes: Any, *, simulate: bool, serve: bool, fresh: bool) -> Any:
     """The state of this size/simulation (new, resumed, or fresh under a new name)."""
     from app.demo.context import DemoContext
     from app.demo.state import DemoState
@@ -235,7 +235,7 @@ def _serve(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
         f"(bearer token in {cfg.data_dir / 'api-token'})"
     )
     typer.echo(f"view          http://127.0.0.1:{cfg.view_port}")
-    typer.echo(f"  {_view_login(cfg)}")
+    typer.echo(f"  {ensure_demo_view_login(cfg)}")
     if ctx.state.size != "sample":  # the --sample demo has no calibration nor gate steps
         typer.echo("")
         _print_walkthrough(cfg, ctx.state)
@@ -246,7 +246,7 @@ def _serve(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
     typer.echo("a served process exited: stopping the others")
 
 
-def _view_login(cfg: Any) -> str:
+def ensure_demo_view_login(cfg: Any) -> str:
     """The demo's researcher account of the view: made once (``demo-researcher``, with a
     generated password kept in ``<data_dir>/demo-view-login.json``, mode 0600) unless
     researcher accounts exist already."""

@@ -260,7 +260,7 @@ ANNOTATOR_COLUMNS = [
 ]  # fmt: skip
 
 
-def _annotators_view(session: Session, audit: Any) -> dict[str, pd.DataFrame]:
+def annotators_view(session: Session, audit: Any) -> dict[str, pd.DataFrame]:
     """``study.pair_audit.annotators.annotator_quality`` as frames: ``people`` (one row per
     person and round, with ``self_consistency`` / ``self_consistency_n`` on hidden
     repeats), ``rolling`` (round, upto, agreement) and ``hotspots``."""
@@ -373,7 +373,7 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
             "overview": audit_overview(session, row),
             "gate": gate_res,
             "sequential": _sequential_view(session, row, gate_res),
-            "annotators": _annotators_view(session, row),
+            "annotators": annotators_view(session, row),
             "progress": pd.DataFrame(
                 progress, columns=["role", "user_id", "project_id", "labelled", "of", "share"]
             ),

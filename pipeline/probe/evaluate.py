@@ -158,7 +158,7 @@ def _greedy(
     return path
 
 
-def _passk_checkpoints(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
+def passk_checkpoints(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
     """Every base (step 0) and each (run, model)'s endpoint (its largest step)."""
     ends: dict[tuple[str, str], Checkpoint] = {}
     for ck in checkpoints:
@@ -267,7 +267,7 @@ def run_bench(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -
     units = _greedy_units(cfg, checkpoints, sets)
     greedy_path = _greedy(cfg, out, manifest, units, sets, result, progress)
     pk_set = pk.set or next(iter(sets))
-    pk_cks = _passk_checkpoints(checkpoints)
+    pk_cks = passk_checkpoints(checkpoints)
     passk_path = _passk(cfg, out, manifest, pk_cks, sets[pk_set], pk_set, result, progress)
 
     milestone_labels = {ck.label for ck in checkpoints}

@@ -132,7 +132,7 @@ def _split_of(qid: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _all_questions() -> tuple[Question, ...]:
+def all_questions() -> tuple[Question, ...]:
     out = []
     for kind in KINDS:
         for a in DIGITS:
@@ -148,7 +148,7 @@ def question_pool(split: str) -> tuple[Question, ...]:
     """Every question of a split; splits are disjoint (a stable hash of the question id)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r} (choose from {', '.join(SPLITS)})")
-    return tuple(q for q in _all_questions() if _split_of(q.question_id) == split)
+    return tuple(q for q in all_questions() if _split_of(q.question_id) == split)
 
 
 def generate_questions(split: str, n: int | None = None, seed: int = 0) -> list[Question]:

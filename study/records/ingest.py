@@ -135,7 +135,7 @@ def ingest_file(
                 progress=progress,
             )
         sha = pending_sha.result()
-    return _write_batch(
+    return write_batch(
         engine,
         batch,
         study=study,
@@ -177,7 +177,7 @@ def ingest_batches(
     )
 
 
-def _write_batch(
+def write_batch(
     engine: Engine,
     batch: RecordBatch,
     *,

@@ -19,7 +19,7 @@ code{font-size:0.85em}
 """
 
 
-def _fmt(value: Any) -> str:
+def fmt(value: Any) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, bool):
@@ -32,7 +32,7 @@ def _fmt(value: Any) -> str:
 def _table(header: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f"<td>{escape(_fmt(v))}</td>" for v in row) + "</tr>" for row in rows
+        "<tr>" + "".join(f"<td>{escape(fmt(v))}</td>" for v in row) + "</tr>" for row in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
 
@@ -166,7 +166,7 @@ def render_html(
             q["name"],
             " ".join(str(x) for x in (q["run"], q["model"], q["step"], q["key"]) if x is not None),
             q["value"],
-            "" if q["ci_low"] is None else f"[{_fmt(q['ci_low'])}, {_fmt(q['ci_high'])}]",
+            "" if q["ci_low"] is None else f"[{fmt(q['ci_low'])}, {fmt(q['ci_high'])}]",
             ", ".join(q["depends_on"]) or "none",
             q["label"],
         ]
@@ -204,7 +204,7 @@ def _caption(report: dict[str, Any], deps: list[str]) -> str:
 
 
 def _ci(lo: Any, hi: Any) -> str:
-    return "" if lo is None else f"[{_fmt(lo)}, {_fmt(hi)}]"
+    return "" if lo is None else f"[{fmt(lo)}, {fmt(hi)}]"
 
 
 def _per_scale(report: dict[str, Any]) -> list[str]:

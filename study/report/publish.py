@@ -313,14 +313,14 @@ def recompute_audits(session: Session, report: dict[str, Any]) -> list[str]:
     uses = {d for q in report["quantities"] for d in q["depends_on"]}
     pair = report["audits"]["pair"]
     if "partition" in uses and pair["status"] == "passed" and pair["audit"]:
-        reasons += _recompute_gate(session, report["study_id"], pair, compare)
+        reasons += recompute_gate(session, report["study_id"], pair, compare)
     val = report["audits"]["validity"]
     if "validity" in uses and val["status"] == "calibrated":
-        reasons += _recompute_calibration(session, report["study_id"], val, compare)
+        reasons += recompute_calibration(session, report["study_id"], val, compare)
     return reasons
 
 
-def _recompute_gate(
+def recompute_gate(
     session: Session, study_id: int, pair: dict[str, Any], compare: Any
 ) -> list[str]:
     from audits.partition import partition_hash
@@ -393,7 +393,7 @@ def _recompute_gate(
     return out
 
 
-def _recompute_calibration(
+def recompute_calibration(
     session: Session, study_id: int, val: dict[str, Any], compare: Any
 ) -> list[str]:
     from study.store.models import ValidityCheck

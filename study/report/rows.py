@@ -7,7 +7,7 @@ The store source runs one query per checkpoint (the partition assignment and the
 production judge's verdict outer-joined), so ``report build`` holds one checkpoint's rows
 at a time, not the study's; the record-set hash is streamed in pages ordered by
 trajectory id. Both sources give the same rows in the same (ingest) order, so the two
-paths give the same report (tests/app/test_report_rows.py).
+paths give the same report (tests/study/report/test_report_rows.py).
 """
 
 from __future__ import annotations

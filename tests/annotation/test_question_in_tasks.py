@@ -110,8 +110,8 @@ def test_validity_tasks_show_the_ingested_question(
     from study.validity_audit.checks import sample_calibration
     from study.validity_audit.labelling import push_check
     from study.validity_audit.run import run_judge
-    from tests.app.test_judge_run import ORACLE, freeze, toy_records
     from tests.labelstudio_fixture import register_people
+    from tests.support.judge_study import ORACLE, freeze, toy_records
 
     engine = make_engine(f"sqlite:///{tmp_path / 'v.db'}")
     upgrade(engine)

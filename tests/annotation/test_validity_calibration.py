@@ -34,8 +34,8 @@ from study.validity_audit.reports import calibration_report
 from study.validity_audit.run import run_judge
 from study.validity_audit.simulate import simulate_validity_labels
 from study.validity_audit.status import validity_status
-from tests.app.test_judge_run import MODEL, ORACLE, RUN, WEAK, freeze, ingest_toy
 from tests.labelstudio_fixture import LabelStudioHandle, register_people
+from tests.support.judge_study import MODEL, ORACLE, RUN, WEAK, freeze, ingest_toy
 
 pytestmark = pytest.mark.slow
 PASSWORD = "validity-pass-123"

@@ -235,7 +235,7 @@ def test_a_failing_step_is_named_and_stays_unfinished(tmp_path: Path) -> None:
 
 
 def test_fresh_starts_over_under_a_new_study_name(tmp_path: Path) -> None:
-    from app.cli.demo_cmd import _context
+    from app.cli.demo_cmd import demo_context
     from study.records.ingest import ingest_file
     from study.settings import Settings
     from study.store import open_store
@@ -243,7 +243,7 @@ def test_fresh_starts_over_under_a_new_study_name(tmp_path: Path) -> None:
 
     cfg = Settings(data_dir=tmp_path / "data")
     cfg.ensure_data_dir()
-    first = _context(cfg, QUICK, simulate=False, serve=False, fresh=False)
+    first = demo_context(cfg, QUICK, simulate=False, serve=False, fresh=False)
     assert first.study == "toy-quick" and first.state.sizes["probe_k"] == QUICK.probe_k
     first.state.mark_done("base", seconds=1.0, result={})
     (first.work / "base").mkdir()
@@ -255,12 +255,12 @@ def test_fresh_starts_over_under_a_new_study_name(tmp_path: Path) -> None:
         artifacts_dir=cfg.artifacts_dir,
         data_dir=cfg.data_dir,
     )
-    resumed = _context(cfg, QUICK, simulate=False, serve=False, fresh=False)
+    resumed = demo_context(cfg, QUICK, simulate=False, serve=False, fresh=False)
     assert resumed.study == "toy-quick" and resumed.state.is_done("base")
-    fresh = _context(cfg, QUICK, simulate=False, serve=False, fresh=True)
+    fresh = demo_context(cfg, QUICK, simulate=False, serve=False, fresh=True)
     assert fresh.study == "toy-quick-2" and not fresh.state.is_done("base")
     assert not (fresh.work / "base").exists() and fresh.work == first.work
-    simulated = _context(cfg, QUICK, simulate=True, serve=False, fresh=False)
+    simulated = demo_context(cfg, QUICK, simulate=True, serve=False, fresh=False)
     assert simulated.study == "toy-quick-sim" and simulated.work != first.work
 
 
@@ -468,16 +468,16 @@ def test_study_steps_train_probe_ingest_and_measure_both_scales(tmp_path: Path) 
 def test_a_state_made_with_other_sizes_is_refused(tmp_path: Path) -> None:
     """A demo state written before the default trained two scales (or with any other
     sizes) cannot be resumed: its files are laid out for other sizes."""
-    from app.cli.demo_cmd import _context
+    from app.cli.demo_cmd import demo_context
     from study.settings import Settings
 
     cfg = Settings(data_dir=tmp_path / "data")
     cfg.ensure_data_dir()
-    first = _context(cfg, DEFAULT, simulate=False, serve=False, fresh=False)
+    first = demo_context(cfg, DEFAULT, simulate=False, serve=False, fresh=False)
     old = {k: v for k, v in first.state.sizes.items() if k != "scales"}
     first.state.sizes = old
     first.state.save()
     with pytest.raises(DemoStateError, match=r"other default sizes \(changed: scales\).*--fresh"):
-        _context(cfg, DEFAULT, simulate=False, serve=False, fresh=False)
-    again = _context(cfg, DEFAULT, simulate=False, serve=False, fresh=True)
+        demo_context(cfg, DEFAULT, simulate=False, serve=False, fresh=False)
+    again = demo_context(cfg, DEFAULT, simulate=False, serve=False, fresh=True)
     assert again.state.sizes["scales"][1]["label"] == "tiny-m"

@@ -12,9 +12,15 @@ import re
 import pytest
 
 from audits.agreement import AgreementResult, pair_agreement
-from audits.gates import GATE_TOLERANCE, GateReport, RequirementResult, _requirement, evaluate_gate
+from audits.gates import (
+    GATE_TOLERANCE,
+    GateReport,
+    RequirementResult,
+    evaluate_gate,
+    requirement_result,
+)
 from audits.thresholds import GateThresholds
-from tests.audits.test_gates import DEFAULT, build, gate
+from tests.support.gates import DEFAULT, build, gate
 
 
 @pytest.mark.parametrize("threshold", [0.0, 0.05, 0.8, 0.85, 1.0])
@@ -31,10 +37,10 @@ def test_the_tolerance_band_is_inclusive_on_both_comparators(threshold: float) -
         ("<=", threshold - tol, True),
     ]
     for comparator, value, ok in cases:
-        got = _requirement("r", value, threshold, comparator)
+        got = requirement_result("r", value, threshold, comparator)
         assert got == RequirementResult("r", value, threshold, comparator, ok), (comparator, value)
         assert got.passed is ok
-    missing = _requirement("r", None, threshold, ">=")
+    missing = requirement_result("r", None, threshold, ">=")
     assert missing.passed is False and missing.value is None
 
 

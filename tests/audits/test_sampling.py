@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audits.partition import partition_hash
-from audits.sampling import _unrank_pair, automatic_pair_label, sample_pairs
+from audits.sampling import automatic_pair_label, sample_pairs, unrank_pair
 
 
 def _pool(n_questions: int = 6, m: int = 8) -> dict[str, list[str]]:
@@ -18,7 +18,7 @@ def _pool(n_questions: int = 6, m: int = 8) -> dict[str, list[str]]:
 @given(st.integers(2, 30))
 def test_unrank_is_the_lexicographic_enumeration(m: int) -> None:
     expected = list(itertools.combinations(range(m), 2))
-    assert [_unrank_pair(k, m) for k in range(comb(m, 2))] == expected
+    assert [unrank_pair(k, m) for k in range(comb(m, 2))] == expected
 
 
 def test_sampling_is_reproducible_and_order_free() -> None:

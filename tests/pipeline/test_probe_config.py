@@ -61,7 +61,7 @@ def test_final_stands_in_for_an_unsaved_last_step(tmp_path: Path) -> None:
 def test_a_shared_base_is_probed_once_and_starts_every_run(tmp_path: Path) -> None:
     from pipeline.probe.config import resolve_checkpoints
     from pipeline.probe.covariance import transition_label, transitions
-    from pipeline.probe.evaluate import _passk_checkpoints
+    from pipeline.probe.evaluate import passk_checkpoints
 
     first = _fake_run(tmp_path, [50, 100], 100)
     second = tmp_path / "run2"
@@ -81,7 +81,7 @@ def test_a_shared_base_is_probed_once_and_starts_every_run(tmp_path: Path) -> No
     ]
     pairs = [transition_label(a, b) for a, b in transitions(cks, "base")]
     assert pairs == ["grpo/tiny/0->100", "kl_cov/tiny/0->50", "kl_cov/tiny/50->100"]
-    assert [c.label for c in _passk_checkpoints(cks)] == [
+    assert [c.label for c in passk_checkpoints(cks)] == [
         "base--tiny--step0",
         "grpo--tiny--step100",
         "kl_cov--tiny--step100",

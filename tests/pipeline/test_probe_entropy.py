@@ -3,16 +3,15 @@ log-prob, EOS, chunk-bounded LM-head calls (the memory contract)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from pipeline.probe.entropy_kernel import naive_token_stats, token_stats  # noqa: E402
+from tests.support.probe import torch
 
 TEXTS = [
     ("(3+4)*5\n", "3+4=7\n7*5=35\n\\boxed{35}", True),
@@ -20,29 +19,6 @@ TEXTS = [
     ("1*2+1*3\n", "2+3=5", False),  # truncated: no EOS
     ("(1+1)*1\n", "2", True),
 ]
-
-
-def save_policy(out: Path, seed: int = 0, perturb: float = 0.0, base: Path | None = None) -> Path:
-    """A random tiny Qwen2 policy with the character tokenizer, saved like real weights
-    (init std 0.2, so that its next-token distributions are far from uniform); with
-    ``base``: that policy plus ``perturb`` × a seeded Gaussian direction on every
-    parameter."""
-    from transformers import AutoModelForCausalLM
-
-    from pipeline.policy import build_char_tokenizer, build_model
-
-    tok = build_char_tokenizer()
-    if base is None:
-        model = build_model(tok, seed=seed, initializer_range=0.2)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(base)
-        gen = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(perturb * torch.randn(p.shape, generator=gen))
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +24,12 @@ from pipeline.probe import (  # noqa: E402
     run_sample,
 )
 from pipeline.records import read_records  # noqa: E402
-from tests.pipeline.test_probe_entropy import save_policy  # noqa: E402
-
-EPS = 2e-5  # per-parameter perturbation between adjacent checkpoints
+from tests.support.probe import (  # noqa: E402
+    EPS,
+    run_until_killed,
+    save_policy,
+    write_config,
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,29 +40,6 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     p1 = save_policy(root / "s1", seed=11, perturb=EPS, base=p0)
     p2 = save_policy(root / "s2", seed=12, perturb=EPS, base=p1)
     return [p0, p1, p2]
-
-
-def write_config(path: Path, policies: list[Path], **sections: dict[str, Any]) -> Path:
-    body = {
-        "probe": {"seed": 5, "k": 4, "max_new_tokens": 24, "torch_threads": 1},
-        "questions": {"source": "toy", "split": "probe", "n": 3},
-        "covariance": {"questions": 3, "trajectories": 2, "positions": 8},
-        **sections,
-    }
-    lines = []
-    for table, values in body.items():
-        lines.append(f"[{table}]")
-        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
-    for step, p in zip((0, 10, 20), policies, strict=False):
-        lines += [
-            "[[checkpoints.list]]",
-            f'path = "{p}"',
-            'run = "pert"',
-            'model = "tiny"',
-            f"step = {step}",
-        ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def _files(out: Path) -> dict[str, bytes]:
@@ -178,34 +153,6 @@ def test_prediction_error_is_second_order(policies: list[Path]) -> None:
     assert 3.0 < err_big / err_small < 5.0
 
 
-def _run_until_killed(args: list[str], manifest: Path, stage: str, min_units: int) -> int:
-    """Start ``rcea probe ...`` in a subprocess and SIGKILL it once ``min_units`` units of
-    ``stage`` are marked done; returns how many were done at the kill."""
-    env = {**os.environ}
-    rcea = str(Path(sys.executable).parent / "rcea")
-    proc = subprocess.Popen(
-        [rcea, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    done = 0
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if manifest.exists():
-                try:
-                    data = json.loads(manifest.read_text())
-                except json.JSONDecodeError:
-                    data = {}
-                done = sum(len(v) for v in data.get("done", {}).get(stage, {}).values())
-                if done >= min_units:
-                    proc.send_signal(signal.SIGKILL)
-                    break
-            time.sleep(0.005)
-    finally:
-        proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode() if proc.stderr else ""
-    return done
-
-
 @pytest.mark.slow
 def test_resume_after_kill_gives_identical_records(policies: list[Path], tmp_path: Path) -> None:
     questions = {"source": "toy", "split": "probe", "n": 4}
@@ -220,12 +167,12 @@ def test_resume_after_kill_gives_identical_records(policies: list[Path], tmp_pat
     run_entropy(cfg, clean, progress=False)
 
     args = ["probe", "sample", "--config", str(cfg_path), "--out", str(resumed)]
-    killed_at = _run_until_killed(args, resumed / "manifest.json", "sample", 2)
+    killed_at = run_until_killed(args, resumed / "manifest.json", "sample", 2)
     assert 2 <= killed_at < 12
     res = run_sample(cfg, resumed, progress=False)
     assert res.units_skipped == killed_at and res.units_run == 12 - killed_at
     args = ["probe", "entropy", "--config", str(cfg_path), "--out", str(resumed)]
-    killed_at = _run_until_killed(args, resumed / "manifest.json", "entropy", 2)
+    killed_at = run_until_killed(args, resumed / "manifest.json", "entropy", 2)
     assert killed_at < 12
     res = run_entropy(cfg, resumed, progress=False)
     assert res.units_run == 12 - killed_at

@@ -21,7 +21,7 @@ from pipeline.probe import ConfigError, load_config, parse_config, run_sample  #
 from pipeline.probe.server import ServerSampleError  # noqa: E402
 from pipeline.records import read_records  # noqa: E402
 from tests.fake_llm import FakeLLM, body_key, fake_completion_choices  # noqa: E402
-from tests.pipeline.test_probe_entropy import save_policy  # noqa: E402
+from tests.support.probe import save_policy  # noqa: E402
 
 K, MAX_NEW, N_Q = 4, 12, 5
 
@@ -483,7 +483,7 @@ def test_killed_run_resumes_without_repeating_finished_calls(policy: Path, tmp_p
     """``rcea probe sample`` is SIGKILLed mid-run; the resumed run sends no request whose
     reply had been received (written, or cached by its worker) before the kill, and ends
     with the files of an uninterrupted run."""
-    from tests.pipeline.test_probe_pipeline import _run_until_killed
+    from tests.support.probe import run_until_killed
 
     with FakeLLM() as clean_fake:
         clean = tmp_path / "clean"
@@ -496,7 +496,7 @@ def test_killed_run_resumes_without_repeating_finished_calls(policy: Path, tmp_p
         cfg_path = write_config(tmp_path / "b.toml", policy, fake.base_url)
         out = tmp_path / "resumed"
         args = ["probe", "sample", "--config", str(cfg_path), "--out", str(out)]
-        killed_at = _run_until_killed(args, out / "manifest.json", "sample", 2)
+        killed_at = run_until_killed(args, out / "manifest.json", "sample", 2)
         assert 2 <= killed_at < 2 * N_Q
         received = set()  # (checkpoint, question) whose reply the killed run had
         for seg in (out / "server-cache").glob("*.jsonl"):

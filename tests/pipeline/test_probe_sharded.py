@@ -25,8 +25,10 @@ pytest.importorskip("accelerate")
 from pipeline.probe import load_config, run_covariance, run_entropy, run_sample  # noqa: E402
 from pipeline.probe import shard as shard_mod  # noqa: E402
 from tests.helpers import free_port  # noqa: E402
-from tests.pipeline.test_probe_entropy import save_policy  # noqa: E402
-from tests.pipeline.test_probe_pipeline import write_config  # noqa: E402
+from tests.support.probe import (
+    save_policy,  # noqa: E402
+    write_config,  # noqa: E402
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
