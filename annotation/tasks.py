@@ -196,16 +196,3 @@ class LeakScanner:
         for item in sent:
             walk(item)
         return sorted(set(found))
-
-
-def scan_for_leaks(
-    sent: Iterable[Any],
-    forbidden: Iterable[str],
-    *,
-    forbidden_keys: Iterable[str] = (),
-    forbidden_exact: Iterable[str] = (),
-) -> list[str]:
-    """One-off :class:`LeakScanner` scan (see there for the matching rules)."""
-    return LeakScanner(
-        forbidden, forbidden_keys=forbidden_keys, forbidden_exact=forbidden_exact
-    ).scan(sent)

@@ -33,13 +33,19 @@ def _is_group(cmd: Any) -> bool:
     return isinstance(getattr(cmd, "commands", None), dict)
 
 
+def _subcommands(cmd: Any) -> dict[str, Any]:
+    """A group's visible subcommands by name, through ``list_commands``/``get_command`` (the
+    root group loads its command modules lazily; its ``commands`` dict is empty)."""
+    ctx = cmd.context_class(cmd, info_name=cmd.name)
+    subs = {name: cmd.get_command(ctx, name) for name in cmd.list_commands(ctx)}
+    return {name: sub for name, sub in sorted(subs.items()) if sub is not None and not sub.hidden}
+
+
 def _commands(cmd: Any, path: list[str]) -> Iterator[tuple[list[str], Any]]:
     yield path, cmd
     if _is_group(cmd):
-        for name in sorted(cmd.commands):
-            sub = cmd.commands[name]
-            if not sub.hidden:
-                yield from _commands(sub, [*path, name])
+        for name, sub in _subcommands(cmd).items():
+            yield from _commands(sub, [*path, name])
 
 
 def _default(param: Any) -> str:
@@ -86,7 +92,7 @@ def cli_page() -> str:
         if cmd.help:
             out.append(cmd.help.strip().replace("\b\n", "") + "\n\n")
         if _is_group(cmd):
-            subs = [n for n in sorted(cmd.commands) if not cmd.commands[n].hidden]
+            subs = list(_subcommands(cmd))
             out.append("Subcommands: " + ", ".join(f"`{n}`" for n in subs) + ".\n\n")
         rows = []
         for param in cmd.params:

@@ -1,45 +1,75 @@
-"""The ``rcea`` command line (Typer). One module per command group."""
+"""The ``rcea`` command line (Typer). One module per command group, imported only when
+one of its commands runs (:class:`LazyGroup`), so that ``rcea <group> …`` loads that
+group's domain modules and no other: every command module imports what it needs at its
+top, and starting ``rcea`` stays fast."""
 
 from __future__ import annotations
 
-import typer
+import functools
+import importlib
 
-from app.cli import (
-    audit_cmd,
-    codebook_cmd,
-    data_cmd,
-    demo_cmd,
-    import_cmd,
-    judge_cmd,
-    labelstudio_cmd,
-    probe_cmd,
-    report_cmd,
-    serve_cmd,
-    stats_cmd,
-    train_cmd,
-    view_cmd,
-)
+import click
+import typer
+from typer.core import TyperGroup
+
+#: top-level command → the module whose ``register(app)`` defines it, in ``--help`` order.
+#: ``tests/app/cli/test_cli.py`` checks this table against what each module registers.
+COMMANDS: dict[str, str] = {
+    "validate": "app.cli.data_cmd",
+    "ingest": "app.cli.data_cmd",
+    "studies": "app.cli.data_cmd",
+    "summary": "app.cli.data_cmd",
+    "config": "app.cli.data_cmd",
+    "db": "app.cli.data_cmd",
+    "import": "app.cli.import_cmd",
+    "export": "app.cli.import_cmd",
+    "serve": "app.cli.serve_cmd",
+    "demo": "app.cli.demo_cmd",
+    "view": "app.cli.view_cmd",
+    "stats": "app.cli.stats_cmd",
+    "audit": "app.cli.audit_cmd",
+    "labelstudio": "app.cli.labelstudio_cmd",
+    "train": "app.cli.train_cmd",
+    "codebook": "app.cli.codebook_cmd",
+    "probe": "app.cli.probe_cmd",
+    "judge": "app.cli.judge_cmd",
+    "report": "app.cli.report_cmd",
+}
+
+
+@functools.cache
+def module_commands(module: str) -> click.Group:
+    """The click group of everything ``module.register`` adds (imported on first use)."""
+    sub = typer.Typer()
+    importlib.import_module(module).register(sub)
+    return typer.main.get_group(sub)
+
+
+class LazyGroup(TyperGroup):
+    """The root group: its commands come from :data:`COMMANDS`, each module imported when
+    one of its commands is looked up (``--help`` looks them all up)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        return None if module is None else module_commands(module).commands.get(cmd_name)
+
 
 app = typer.Typer(
     name="rcea",
+    cls=LazyGroup,
     help="RCEA Audit: reward-conditioned entropy studies with blinded human audits.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-data_cmd.register(app)
-import_cmd.register(app)
-serve_cmd.register(app)
-demo_cmd.register(app)
-view_cmd.register(app)
-stats_cmd.register(app)
-audit_cmd.register(app)
-labelstudio_cmd.register(app)
-train_cmd.register(app)
-codebook_cmd.register(app)
-probe_cmd.register(app)
-judge_cmd.register(app)
-report_cmd.register(app)
+
+
+@app.callback()
+def _root() -> None:
+    """RCEA Audit: reward-conditioned entropy studies with blinded human audits."""
 
 
 def main() -> None:

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from sqlmodel import select
 
+from annotation.tasks import BlindingViolation
 from app.cli.common import (
     engine,
     fail,
@@ -32,7 +34,30 @@ from app.cli.options import (
     STUDY_OPTION,
     TIMEOUT_OPTION,
 )
+from pipeline.codebook import CodebookError
+from study.codebook import (
+    BackendOptions,
+    assign,
+    cycle_status,
+    decide_extension,
+    edit_draft,
+    exclude_trajectory,
+    export_partition,
+    freeze_codebooks,
+    induce,
+    make_backend,
+    merge,
+    reconcile,
+    request_extensions,
+    researcher_queue,
+    resolve_dispute,
+)
+from study.codebook.approval import approve_extensions
+from study.codebook.common import versions_by_question
+from study.codebook.cycle import run_cycle
 from study.settings import actor_name
+from study.store import StoreError, Trajectory, require_study, session_scope
+from study.store.models import CodebookDraft
 
 codebook_app = typer.Typer(
     help="Question-local codebooks: induction, merge, freeze, double assignment, "
@@ -85,9 +110,6 @@ def _graceful_sigterm(ctx: typer.Context) -> None:
 
 
 def _errors() -> tuple[type[BaseException], ...]:
-    from annotation.tasks import BlindingViolation
-    from pipeline.codebook import CodebookError
-    from study.store import StoreError
 
     return (CodebookError, StoreError, ValueError, BlindingViolation, FileNotFoundError)
 
@@ -107,7 +129,6 @@ def _backend(
     api_key_env: str | None,
     response_format: str,
 ):  # type: ignore[no-untyped-def]
-    from study.codebook import BackendOptions, make_backend
 
     return make_backend(
         settings(),
@@ -178,7 +199,6 @@ def induce_cmd(
 ) -> None:
     """Candidate modes from blinded, shuffled chunks of each question's accepted
     trajectories (questions are never mixed)."""
-    from study.codebook import induce
 
     try:
         be = _backend(
@@ -223,7 +243,6 @@ def merge_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Merge each question's candidates into a draft codebook."""
-    from study.codebook import merge
 
     try:
         be = _backend(
@@ -246,11 +265,6 @@ def merge_cmd(
 
 
 def _codebooks(study: str, questions: list[str] | None) -> list[dict[str, Any]]:
-    from sqlmodel import select
-
-    from study.codebook.common import versions_by_question
-    from study.store import require_study, session_scope
-    from study.store.models import CodebookDraft
 
     with session_scope(engine()) as s:
         st = require_study(s, name=study)
@@ -309,8 +323,6 @@ def show_cmd(
 
 
 def _edit(study: str, question: str, op: str, actor: str | None, **args: Any) -> None:
-    from study.codebook import edit_draft
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -409,8 +421,6 @@ def freeze_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Freeze every unfrozen draft as version 1 (content-hashed; immutable afterwards)."""
-    from study.codebook import freeze_codebooks
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -452,7 +462,6 @@ def assign_cmd(
 ) -> None:
     """Assign every accepted trajectory twice (independent shuffles and batchings) against
     its question's latest frozen codebook."""
-    from study.codebook import assign
 
     try:
         be = _backend(
@@ -498,7 +507,6 @@ def reconcile_cmd(
 ) -> None:
     """Disputes (passes disagree, NEW/NONE/invalid, low confidence) → LLM arbitration →
     researcher queue for what arbitration cannot settle."""
-    from study.codebook import reconcile
 
     try:
         be = _backend(
@@ -523,9 +531,6 @@ def reconcile_cmd(
 
 
 def _texts(study: str, ids: list[str]) -> dict[str, str]:
-    from sqlmodel import select
-
-    from study.store import Trajectory, require_study, session_scope
 
     with session_scope(engine()) as s:
         st = require_study(s, name=study)
@@ -546,8 +551,6 @@ def _indent(text: str, prefix: str = "    | ") -> str:
 def queue_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """The researcher queue: disputes arbitration could not settle (texts only — no
     trajectory ids or provenance)."""
-    from study.codebook import researcher_queue
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -596,8 +599,6 @@ def resolve_cmd(
     actor: str = ACTOR_OPTION,
 ) -> None:
     """Settle one queued trajectory."""
-    from study.codebook import resolve_dispute
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -645,8 +646,6 @@ def extend_cmd(
 ) -> None:
     """Group provisional NEW assignments into question-level extension requests and list
     the pending ones for review."""
-    from study.codebook import request_extensions
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -697,7 +696,6 @@ def approve_cmd(
 ) -> None:
     """Approve a request: refreeze the question's codebook as a new version (parent and
     reason recorded), then reassign only that question's affected trajectories."""
-    from study.codebook.approval import approve_extensions
 
     try:
         be = (
@@ -744,8 +742,6 @@ def reject_cmd(
     actor: str = ACTOR_OPTION,
 ) -> None:
     """Reject a request: its trajectories go to the researcher queue."""
-    from study.codebook import decide_extension
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -776,8 +772,6 @@ def export_cmd(
 ) -> None:
     """The final partition (mode per accepted trajectory, or uncertain), frozen in the
     store for the pair audit and written as Parquet."""
-    from study.codebook import export_partition
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -809,8 +803,6 @@ def export_cmd(
 @codebook_app.command("status")
 def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Progress of every stage."""
-    from study.codebook import cycle_status
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -854,7 +846,6 @@ def run_cmd(
     """Every automatic stage in order — induce, merge, freeze (drafts as they are),
     assign, reconcile, extend — stopping where a researcher decides (queue, extension
     review). For unattended runs such as the oracle demo; resumable like each stage."""
-    from study.codebook.cycle import run_cycle
 
     try:
         be = _backend(
@@ -916,8 +907,6 @@ def exclude_cmd(
     """Exclude one trajectory from the codebook cycle (e.g. its text leaks provenance):
     left out of every later plan, prompt and export (listed there as excluded); recorded
     as a ``codebook.exclude`` event. Idempotent."""
-    from study.codebook import exclude_trajectory
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:

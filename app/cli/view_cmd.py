@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from app.cli.common import fail, print_json, settings
+from study.logins import LoginError, add_researcher, logins_path, remove_researcher, researchers
 from study.settings import is_loopback
 
 MAIN = Path(__file__).resolve().parents[1] / "view" / "main.py"
@@ -72,14 +73,11 @@ def view(
             f"RCEA_VIEW_AUTH=none serves the view without login: refused on {host} (use "
             "loopback, or RCEA_VIEW_AUTH=password with `rcea view add-researcher NAME`)"
         )
-    if cfg.view_auth == "password":
-        from study.logins import logins_path, researchers
-
-        if not researchers(logins_path(cfg)):
-            typer.echo(
-                "no researcher account yet: `rcea view add-researcher NAME` creates one",
-                err=True,
-            )
+    if cfg.view_auth == "password" and not researchers(logins_path(cfg)):
+        typer.echo(
+            "no researcher account yet: `rcea view add-researcher NAME` creates one",
+            err=True,
+        )
     typer.echo(f"view on http://{host}:{port}")
     env = {**os.environ, "PYTHONPATH": str(MAIN.parents[2])}
     cmd = streamlit_command(host, port, n_boot)
@@ -104,7 +102,6 @@ def add_researcher_cmd(
 ) -> None:
     """Create a researcher account of the view (scrypt hash in <data_dir>/researchers.json,
     mode 0600); the password is prompted for twice."""
-    from study.logins import LoginError, add_researcher, logins_path
 
     path = logins_path(settings())
     try:
@@ -117,7 +114,6 @@ def add_researcher_cmd(
 @view_app.command("remove-researcher")
 def remove_researcher_cmd(name: str = typer.Argument(...)) -> None:
     """Delete a researcher account of the view."""
-    from study.logins import LoginError, logins_path, remove_researcher
 
     try:
         remove_researcher(logins_path(settings()), name)
@@ -129,7 +125,6 @@ def remove_researcher_cmd(name: str = typer.Argument(...)) -> None:
 @view_app.command("researchers")
 def researchers_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
     """List the researcher accounts of the view (names only)."""
-    from study.logins import logins_path, researchers
 
     names = researchers(logins_path(settings()))
     if as_json:

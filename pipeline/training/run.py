@@ -406,8 +406,3 @@ def versions() -> dict[str, str]:
         except md.PackageNotFoundError:
             out[pkg] = "missing"
     return out
-
-
-def read_curves(path: str | Path) -> list[dict[str, Any]]:
-    with Path(path).open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]

@@ -7,7 +7,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import event as sa_event
-from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, create_engine
 
@@ -81,10 +80,6 @@ def current_revision(engine: Engine) -> str | None:
 
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
-
-
-def table_names(engine: Engine) -> list[str]:
-    return sorted(inspect(engine).get_table_names())
 
 
 @contextmanager

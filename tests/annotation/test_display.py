@@ -18,8 +18,9 @@ from annotation.display import (
     visible,
     xml_attr,
 )
-from annotation.tasks import build_pair_task, pair_label_config, scan_for_leaks
+from annotation.tasks import build_pair_task, pair_label_config
 from annotation.validity_tasks import build_validity_task, validity_label_config
+from tests.support.product_helpers import scan_for_leaks
 
 HOSTILE = "A \"quoted\" & <b>bold</b> 'method' > 2"
 

@@ -11,7 +11,8 @@ from itertools import chain
 
 import pytest
 
-from annotation.tasks import LeakScanner, build_pair_task, pair_label_config, scan_for_leaks
+from annotation.tasks import LeakScanner, build_pair_task, pair_label_config
+from tests.support.product_helpers import scan_for_leaks
 
 WORDS = {"abcdef", "abcdefgh", "abcxyz12", "zzzzzz", "grpo-main-run"}
 

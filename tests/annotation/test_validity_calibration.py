@@ -17,7 +17,6 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from annotation.projects import export_tasks
-from annotation.tasks import scan_for_leaks
 from annotation.validity_tasks import choice_result
 from app.cli import app
 from audits.calibration import clopper_pearson
@@ -36,6 +35,7 @@ from study.validity_audit.simulate import simulate_validity_labels
 from study.validity_audit.status import validity_status
 from tests.labelstudio_fixture import LabelStudioHandle, register_people
 from tests.support.judge_study import MODEL, ORACLE, RUN, WEAK, freeze, ingest_toy
+from tests.support.product_helpers import scan_for_leaks
 
 pytestmark = pytest.mark.slow
 PASSWORD = "validity-pass-123"

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 pytest.importorskip("trl")
 
 from app.cli import app  # noqa: E402
-from pipeline.training.run import read_curves  # noqa: E402
+from tests.support.product_helpers import read_curves  # noqa: E402
 
 runner = CliRunner()
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")

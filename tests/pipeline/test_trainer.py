@@ -15,7 +15,8 @@ pytest.importorskip("trl")
 from pipeline import toy  # noqa: E402
 from pipeline.training.config import parse_config  # noqa: E402
 from pipeline.training.objectives import OBJECTIVES  # noqa: E402
-from pipeline.training.run import build_trainer, read_curves, run_training  # noqa: E402
+from pipeline.training.run import build_trainer, run_training  # noqa: E402
+from tests.support.product_helpers import read_curves  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 

@@ -102,3 +102,29 @@ def test_console_script_end_to_end(tmp_path: Path) -> None:
         [str(exe), "studies", "--json"], capture_output=True, text=True, env=env, timeout=120
     )
     assert proc.returncode == 0 and json.loads(proc.stdout) == []
+
+
+def test_the_lazy_command_table_matches_what_each_module_registers() -> None:
+    """``app.cli.COMMANDS`` names every top-level command once, with the module that
+    registers it: a command added to a module but not to the table would be unreachable."""
+    from app.cli import COMMANDS, module_commands
+
+    for module in set(COMMANDS.values()):
+        registered = set(module_commands(module).commands)
+        assert registered == {n for n, m in COMMANDS.items() if m == module}, module
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    """``rcea stats …`` does not import the other command modules (nor the store)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from app.cli import app\n"
+        "assert CliRunner().invoke(app, ['stats', '--help']).exit_code == 0\n"
+        "print(sorted(m for m in sys.modules if m.startswith('app.cli.') and m.endswith('_cmd')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['app.cli.stats_cmd']", out.stdout + out.stderr

@@ -17,7 +17,8 @@ from study.store import (
     study_summary,
     upgrade,
 )
-from study.store.db import current_revision, downgrade, table_names
+from study.store.db import current_revision, downgrade
+from tests.support.product_helpers import table_names
 
 
 def test_migration_creates_tables_and_is_idempotent(engine) -> None:  # type: ignore[no-untyped-def]
