@@ -13,6 +13,7 @@ pair audit.
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import signal
 import subprocess
@@ -22,8 +23,27 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from sqlmodel import select
 
+from annotation.people import people_from_settings
 from app.cli.common import engine, fail, settings
+from app.demo.audits import PEOPLE, ensure_people, logins_path, people_accounts
+from app.demo.config import QUICK, SIZES
+from app.demo.context import DemoContext, DemoStepError
+from app.demo.simulate import SIM_ROLES
+from app.demo.state import DemoState, DemoStateError
+from app.demo.steps import plan, run_steps
+from pipeline.safety import write_private
+from pipeline.sample_study import write_sample_study
+from study import logins as researcher_logins
+from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.push import push_audit
+from study.pair_audit.sampling import audit_overview, draw_audit, get_audit
+from study.progress import Where, read_progress, walkthrough
+from study.records.ingest import ingest_file
+from study.store import open_store, require_study, session_scope, study_summary
+from study.store.models import Audit
+from study.store.repository import get_study
 
 DEMO_RUBRIC = Path(__file__).resolve().parents[2] / "audits" / "demo_rubric.toml"
 DEMO_ACTOR = "rcea-demo"
@@ -67,9 +87,6 @@ def demo(
     if sample:
         _sample_demo(seed=seed, serve=serve)
         return
-    from app.demo.config import QUICK, SIZES
-    from app.demo.context import DemoStepError
-    from app.demo.state import DemoStateError
 
     sizes = QUICK if quick else SIZES["default"]
     cfg = settings()
@@ -80,7 +97,6 @@ def demo(
         ctx = demo_context(cfg, sizes, simulate=simulate, serve=serve, fresh=fresh)
     except DemoStateError as exc:
         fail(str(exc))
-    from app.demo.steps import plan, run_steps
 
     began = time.monotonic()
     typer.echo(
@@ -116,10 +132,6 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 def demo_context(cfg: Any, sizes: Any, *, simulate: bool, serve: bool, fresh: bool) -> Any:
     """The state of this size/simulation (new, resumed, or fresh under a new name)."""
-    from app.demo.context import DemoContext
-    from app.demo.state import DemoState
-    from study.store import open_store, session_scope
-    from study.store.repository import get_study
 
     base = sizes.study_name(simulate=simulate)
     work = cfg.data_dir / "demo" / base
@@ -131,8 +143,6 @@ def demo_context(cfg: Any, sizes: Any, *, simulate: bool, serve: bool, fresh: bo
         now = json.loads(json.dumps(sizes.to_dict()))
         changed = sorted(k for k in {*now, *state.sizes} if now.get(k) != state.sizes.get(k))
         if changed:
-            from app.demo.state import DemoStateError
-
             raise DemoStateError(
                 f"{state_path}: made with other {sizes.name} sizes (changed: "
                 f"{', '.join(changed)}), e.g. before the demo trained two policy scales; "
@@ -197,7 +207,6 @@ def _summary(ctx: Any, status: dict[str, str], seconds: float) -> None:
 
 
 def _logins(ctx: Any) -> dict[str, str | None]:
-    from app.demo.audits import PEOPLE, logins_path
 
     path = logins_path(ctx)
     saved: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
@@ -211,8 +220,6 @@ def _serve(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
     """Label Studio (reused or started), `rcea serve` and `rcea view` (appended to
     ``procs`` as they start, for :func:`_stop`); prints the URLs and logins, then waits
     until Ctrl-C or until one of them exits."""
-    from annotation.people import people_from_settings
-    from app.demo.audits import ensure_people
 
     cfg = ctx.cfg
     logins = _logins(ctx)
@@ -250,20 +257,15 @@ def ensure_demo_view_login(cfg: Any) -> str:
     """The demo's researcher account of the view: made once (``demo-researcher``, with a
     generated password kept in ``<data_dir>/demo-view-login.json``, mode 0600) unless
     researcher accounts exist already."""
-    import json
-    import secrets
-
-    from pipeline.safety import write_private
-    from study.logins import add_researcher, logins_path, researchers
-
     saved = cfg.data_dir / "demo-view-login.json"
     if saved.exists():
         login = json.loads(saved.read_text())
         return f"researcher login: {login['name']} / {login['password']}"
-    if researchers(logins_path(cfg)):
+    accounts = researcher_logins.logins_path(cfg)
+    if researcher_logins.researchers(accounts):
         return "researcher login: your account (`rcea view researchers` lists them)"
     login = {"name": "demo-researcher", "password": secrets.token_urlsafe(12)}
-    add_researcher(logins_path(cfg), login["name"], login["password"])
+    researcher_logins.add_researcher(accounts, login["name"], login["password"])
     write_private(saved, (json.dumps(login) + "\n").encode())
     return f"researcher login: {login['name']} / {login['password']}"
 
@@ -280,8 +282,6 @@ def _stop(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
     if ctx.started_people:
-        from annotation.people import people_from_settings
-
         people = people_from_settings(ctx.cfg)
         stopped = [e for e in ctx.started_people if people.stop(people.require(e))]
         if stopped:
@@ -296,9 +296,6 @@ def _stop(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
 
 def _sample_demo(*, seed: int, serve: bool) -> None:
     """The bundled sample study (1,920 generated records) and its 48-pair audit."""
-    from pipeline.sample_study import write_sample_study
-    from study.records.ingest import ingest_file
-    from study.store import require_study, session_scope, study_summary
 
     study = "sample"
     cfg = settings()
@@ -329,12 +326,6 @@ def _sample_demo(*, seed: int, serve: bool) -> None:
 
 def _draw_sample_audit(eng: Any, study: str) -> str:
     """Freeze the sample rubric and the partition, and draw the audit once (idempotent)."""
-    from sqlmodel import select
-
-    from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-    from study.pair_audit.sampling import audit_overview, draw_audit
-    from study.store import session_scope
-    from study.store.models import Audit
 
     name = f"{study}-demo-audit"
     with session_scope(eng) as s:
@@ -354,14 +345,6 @@ def _draw_sample_audit(eng: Any, study: str) -> str:
 
 def _serve_sample(cfg: Any, audit_name: str) -> None:
     """Push the sample audit to two people and serve everything until Ctrl-C."""
-    from annotation.people import people_from_settings
-    from app.demo.audits import people_accounts
-    from app.demo.config import QUICK
-    from app.demo.context import DemoContext
-    from app.demo.state import DemoState
-    from study.pair_audit.push import push_audit
-    from study.pair_audit.sampling import get_audit
-    from study.store import session_scope
 
     ctx = DemoContext(
         cfg=cfg,
@@ -414,7 +397,6 @@ def status_cmd(
 ) -> None:
     """The walkthrough per role (annotator A, annotator B, the adjudicator, the
     researcher) and the researcher's next command, read from the store."""
-    from app.demo.state import DemoState, DemoStateError
 
     cfg = settings()
     states = []
@@ -435,11 +417,6 @@ def status_cmd(
 
 def _print_walkthrough(cfg: Any, state: Any) -> None:
     """The walkthrough of ``state``'s study (see :mod:`study.progress`)."""
-    from annotation.people import people_from_settings
-    from app.demo.audits import PEOPLE
-    from app.demo.simulate import SIM_ROLES
-    from study.progress import Where, read_progress, walkthrough
-    from study.store import open_store, session_scope
 
     roles = SIM_ROLES if state.simulate else PEOPLE
     people = people_from_settings(cfg)

@@ -11,10 +11,14 @@ be handed to that person.
 
 from __future__ import annotations
 
+import secrets
 from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
+from annotation.accounts import AccountError, create_annotator, set_password
+from annotation.people import people_from_settings
+from annotation.server import LabelStudioError
 from app.cli.common import fail, print_json, settings
 from app.cli.options import JSON_OPTION
 
@@ -31,7 +35,6 @@ PEOPLE_ARG = typer.Argument(None, help="e-mails (default: every registered perso
 
 
 def _people() -> People:
-    from annotation.people import people_from_settings
 
     return people_from_settings(settings())
 
@@ -41,7 +44,6 @@ def _fail(exc: Exception, as_json: bool) -> NoReturn:
 
 
 def _chosen(people: People, emails: list[str] | None, as_json: bool) -> list[Person]:
-    from annotation.server import LabelStudioError
 
     try:
         chosen = [people.require(e) for e in emails] if emails else people.all()
@@ -59,7 +61,6 @@ def start(
     """Start the servers rcea runs (or reuse running ones); wait until each is healthy.
 
     The first start of a person's server sets up its database (about 20 s to a minute)."""
-    from annotation.server import LabelStudioError
 
     people = _people()
     chosen = _chosen(people, emails, as_json)
@@ -135,10 +136,6 @@ def add_annotator(
 
     Without --server-url rcea runs the server (started now). An existing account is left
     as it is unless --password is given, which resets it."""
-    import secrets
-
-    from annotation.accounts import AccountError, create_annotator, set_password
-    from annotation.server import LabelStudioError
 
     people = _people()
     new_password = password or secrets.token_urlsafe(12)

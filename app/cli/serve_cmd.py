@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from app.cli.common import settings
+from study.store import open_store
 
 
 def serve(
@@ -20,8 +21,6 @@ def serve(
     printed. With several workers each process has its own connection pool
     (RCEA_DB_POOL_SIZE + RCEA_DB_MAX_OVERFLOW connections at most)."""
     import uvicorn
-
-    from study.store import open_store
 
     cfg = settings()
     host = host or cfg.api_host

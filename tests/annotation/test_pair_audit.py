@@ -15,7 +15,6 @@ import sqlalchemy as sa
 from sklearn.metrics import f1_score
 
 from annotation.projects import export_tasks
-from annotation.tasks import scan_for_leaks
 from study.labelling import PAIR, WebhookTarget, bindings, forbidden_values
 from study.pair_audit.gate import gate_status
 from study.pair_audit.push import adjudicate
@@ -24,6 +23,7 @@ from study.store import list_events, session_scope
 from study.store.models import Audit, LabellingProject, Trajectory
 from tests.labelling_study import PASSWORD, SECRET, Study, choice, wait_for
 from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.product_helpers import scan_for_leaks
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,8 @@ import random
 
 from annotation.notifications import parse_notification
 from annotation.payloads import parse_annotation
-from annotation.tasks import build_pair_task, pair_label_config, scan_for_leaks
+from annotation.tasks import build_pair_task, pair_label_config
+from tests.support.product_helpers import scan_for_leaks
 
 
 def test_task_holds_only_key_and_texts_and_order_is_randomised() -> None:

@@ -177,14 +177,14 @@ def test_demo_status_cli_reads_the_state_and_never_runs_the_demo(
 ) -> None:  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 
-    import app.demo.steps as steps
+    import app.cli.demo_cmd as demo_cmd
     from app.cli import app
     from app.demo.state import DemoState
 
     def _never(*a: object, **k: object) -> None:
         raise AssertionError("`rcea demo status` ran the demo")
 
-    monkeypatch.setattr(steps, "run_steps", _never)
+    monkeypatch.setattr(demo_cmd, "run_steps", _never)
     data = tmp_path / "data"  # the autouse fixture's RCEA_DATA_DIR
     r = CliRunner().invoke(app, ["demo", "status"])
     assert r.exit_code != 0 and "run `rcea demo` (or `make demo`) first" in r.output

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from annotation.tasks import BlindingViolation, scan_for_leaks
+from annotation.tasks import BlindingViolation
 from study.codebook import (
     BackendOptions,
     assign,
@@ -39,6 +39,7 @@ from study.store.models import (
 )
 from tests.fake_llm import MODEL, RUNS, FakeLLM, Faults
 from tests.support.codebook_study import PHASE1, PHASE2, assert_recovers, ingest, truth
+from tests.support.product_helpers import scan_for_leaks
 
 FAULTS = Faults(
     rate_limit=0.15,

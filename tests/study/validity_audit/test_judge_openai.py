@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from annotation.tasks import BlindingViolation, scan_for_leaks
+from annotation.tasks import BlindingViolation
 from pipeline.judge import JudgeSpec
 from pipeline.toy import process_valid, question_from_id
 from pipeline.toy.domain import all_questions
@@ -26,6 +26,7 @@ from study.validity_audit.run import RunOptions, run_judge
 from study.validity_audit.versions import freeze_judge
 from tests.fake_llm import FakeLLM, expected_fingerprint
 from tests.support.judge_study import MODEL, RUN, ingest_toy
+from tests.support.product_helpers import scan_for_leaks
 
 QUESTIONS = {q.expression: q for q in all_questions()}
 
