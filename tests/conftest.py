@@ -1,7 +1,8 @@
 """Shared fixtures: settings in a temp data dir, and store engines on SQLite and PostgreSQL.
 
 PostgreSQL tests use the server at 127.0.0.1:5432 (trust auth, database ``test``), each
-test in its own throw-away schema; when no server answers they skip, saying why — or fail
+test in its own throw-away database created from a migrated template database (SQLite: a
+copy of a migrated file); when no server answers they skip, saying why — or fail
 when the run requires PostgreSQL (``CI`` set or ``RCEA_REQUIRE_POSTGRES=1``; ``.ci/run``
 sets both). The terminal summary names every skipped test and its reason.
 """
@@ -9,6 +10,7 @@ sets both). The terminal summary names every skipped test and its reason.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,6 +74,20 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     get_settings.cache_clear()
 
 
+@pytest.fixture(scope="session")
+def demo_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's recipe cache of this test session (``$RCEA_DEMO_CACHE_DIR`` of every demo
+    test, :mod:`app.demo.cache`): the first test that needs a base policy, a training run
+    or a probe output builds it, every later one with the same recipe copies it. Shared
+    by the xdist workers of one run (the cache locks each recipe)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    path = base / "demo-cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
 @pytest.fixture
 def settings(tmp_path: Path):  # type: ignore[no-untyped-def]
     from study.settings import Settings
@@ -79,27 +95,81 @@ def settings(tmp_path: Path):  # type: ignore[no-untyped-def]
     return Settings(data_dir=tmp_path / "data")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database URL for an empty store, once per backend."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.db'}"
-        return
+@pytest.fixture(scope="session")
+def migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One SQLite store per test session made by exactly ``upgrade()`` from an empty file:
+    every SQLite ``store_url`` starts as a copy of it (a later upgrade is a no-op)."""
+    from study.store import make_engine, upgrade
+
+    path = tmp_path_factory.mktemp("store-template") / "store.db"
+    eng = make_engine(f"sqlite:///{path}")
+    upgrade(eng)
+    with eng.connect() as conn:  # everything in the main file: the copy needs no -wal
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    eng.dispose()
+    return path
+
+
+def _pg_url(database: str) -> str:
+    """PG_BASE_URL with another database name (same server, user and query)."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(PG_BASE_URL).set(database=database).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def migrated_postgres_template() -> Iterator[str]:
+    """One PostgreSQL database per test session (per xdist worker) made by exactly
+    ``upgrade()`` from an empty database: every PostgreSQL ``store_url`` is a database
+    created from it (``CREATE DATABASE … TEMPLATE``). Dropped at the end of the session."""
     reason = postgres_unavailable_reason(PG_BASE_URL)
     if reason:
         service_missing("postgres", reason)
     import sqlalchemy as sa
 
-    schema = f"rcea_t_{uuid.uuid4().hex[:12]}"
+    from study.store import make_engine, upgrade
+
+    name = f"rcea_tpl_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(PG_BASE_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    sep = "&" if "?" in PG_BASE_URL else "?"
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     try:
-        yield f"{PG_BASE_URL}{sep}options=-csearch_path%3D{schema}"
+        eng = make_engine(_pg_url(name))
+        upgrade(eng)
+        eng.dispose()  # a template may have no other connection while it is copied
+        yield name
     finally:
         with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database URL for a store migrated to the head revision, once per backend: a copy
+    of the session's template (SQLite: the file; PostgreSQL: a database created from the
+    template database), i.e. exactly what ``upgrade()`` makes from an empty database, so
+    ``upgrade``/``open_store`` on it is a no-op and ``downgrade`` works as on any store.
+    ``tests/study/store/test_store_template.py`` checks that the copy equals a store migrated from
+    empty on each engine."""
+    if request.param == "sqlite":
+        template: Path = request.getfixturevalue("migrated_sqlite_template")
+        path = tmp_path / "store.db"
+        shutil.copy2(template, path)  # the template's owner-only mode too
+        yield f"sqlite:///{path}"
+        return
+    template_db: str = request.getfixturevalue("migrated_postgres_template")
+    import sqlalchemy as sa
+
+    name = f"rcea_t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(PG_BASE_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"'))
+    try:
+        yield _pg_url(name)
+    finally:
+        with admin.connect() as conn:  # FORCE: a connection the test left open is ended
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
 
 

@@ -148,7 +148,7 @@ def _tasks(engine: Any, audit_name: str, role: str) -> list[tuple[int, str, bool
         ]
 
 
-def _todo(engine: Any, audit_name: str, role: str) -> dict[str, int]:
+def todo_pairs(engine: Any, audit_name: str, role: str) -> dict[str, int]:
     """pair key → task id of ``role``'s first showings that have no counted label."""
     return {k: t for t, k, rep, done in _tasks(engine, audit_name, role) if not rep and not done}
 
@@ -170,7 +170,7 @@ def upto_look(
     return out
 
 
-def _post_labels(cfg: Any, account: SimAccount, labels: dict[int, str]) -> None:
+def post_labels(cfg: Any, account: SimAccount, labels: dict[int, str]) -> None:
     from annotation.accounts import login_session
     from annotation.people import people_from_settings
 
@@ -246,12 +246,12 @@ def _adjudicate(
             adjudicator=accounts["adjudicator"].email,
             actor=SIM_ACTOR,
         )
-    todo = _todo(engine, audit_name, "adjudicator")
+    todo = todo_pairs(engine, audit_name, "adjudicator")
     echo(
         f"{SIMULATED} adjudicator ({accounts['adjudicator'].email}): settling "
         f"{len(todo)} pair(s) with the oracle"
     )
-    _post_labels(
+    post_labels(
         cfg, accounts["adjudicator"], {task_id: truth[key] for key, task_id in todo.items()}
     )
     return round_, _sync(engine, cfg, audit_name)
@@ -311,7 +311,7 @@ def simulate_pair_audit(
                     f"{len(labels)} task(s) through the Label Studio API ({n_rep} hidden "
                     f"repeat(s)), {n_wrong} deliberately wrong (error rate {error_rate:.1%})"
                 )
-                _post_labels(cfg, accounts[role], labels)
+                post_labels(cfg, accounts[role], labels)
         synced = _sync(engine, cfg, audit_name)
         # the adjudicator settles what needs it so far (the round grows look by look)
         round_, final_sync = _adjudicate(engine, cfg, audit_name, accounts, truth, echo)

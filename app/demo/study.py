@@ -12,7 +12,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from app.demo.config import OBJECTIVES, ORACLE, PROBE_SPLIT, PolicyScale
+from app.demo import cache
+from app.demo.config import OBJECTIVES, ORACLE, PROBE_SPLIT, DemoSizes, PolicyScale
 from app.demo.context import DEMO_ACTOR, DemoContext, DemoStepError, RceaJob, brief
 from pipeline.policy.base import METADATA_FILE as BASE_REPORT
 
@@ -34,35 +35,52 @@ def base_dir(ctx: DemoContext, scale: PolicyScale) -> Path:
     return scale_dir(ctx, scale) / "base"
 
 
+def base_recipe(sizes: DemoSizes, scale: PolicyScale) -> dict[str, Any]:
+    """The ``rcea train build-base`` options (but ``--out``) of a scale's base: its recipe
+    (:mod:`app.demo.cache`)."""
+    return {
+        "build_base": [
+            "--seed",
+            str(sizes.seed),
+            "--sft-steps",
+            str(sizes.sft_steps),
+            "--threads",
+            str(sizes.torch_threads),
+            *scale.build_args(),
+        ]
+    }
+
+
+def base_key(ctx: DemoContext, scale: PolicyScale) -> str:
+    return cache.recipe_key("base", base_recipe(ctx.sizes, scale))
+
+
 def step_base(ctx: DemoContext) -> dict[str, Any]:
     """The tiny base policy of every scale (``rcea train build-base`` with the scale's
-    shape), ``train_workers`` at a time; a scale whose base exists is not rebuilt."""
-    jobs: list[RceaJob] = []
-    for scale in ctx.sizes.scales:
-        out = base_dir(ctx, scale)
-        if (out / BASE_REPORT).exists():
-            continue
-        args = [
-            "train",
-            "build-base",
-            "--out",
-            str(out),
-            "--seed",
-            str(ctx.sizes.seed),
-            "--sft-steps",
-            str(ctx.sizes.sft_steps),
-            "--threads",
-            str(ctx.sizes.torch_threads),
-            *scale.build_args(),
-            "--force",
-        ]
-        jobs.append(RceaJob(ctx, args, f"base-{scale.label}"))
-    if jobs:
-        ctx.say(
-            f"warm start of {len(jobs)} scale(s): {ctx.sizes.sft_steps} steps each "
-            f"(≈ 40 ms per step for tiny-s on 2 cores), {ctx.sizes.train_workers} at a time…"
-        )
-        ctx.rcea_many(jobs, workers=ctx.sizes.train_workers)
+    shape), ``train_workers`` at a time; a scale whose base exists is not rebuilt, and one
+    whose recipe is in the opt-in demo cache (:mod:`app.demo.cache`) is copied from it."""
+    todo = [sc for sc in ctx.sizes.scales if not (base_dir(ctx, sc) / BASE_REPORT).exists()]
+    recipes = [base_recipe(ctx.sizes, sc) for sc in todo]
+    with cache.entries([("base", r) for r in recipes]) as found:
+        jobs: list[RceaJob] = []
+        built: list[tuple[PolicyScale, dict[str, Any], cache.Entry | None]] = []
+        for scale, recipe, entry in zip(todo, recipes, found, strict=True):
+            out = base_dir(ctx, scale)
+            if entry is not None and entry.fetch(out, ctx.work):
+                ctx.say(f"{scale.label} base policy: copied from the demo cache ({entry.path})")
+                continue
+            args = ["train", "build-base", "--out", str(out), *recipe["build_base"], "--force"]
+            jobs.append(RceaJob(ctx, args, f"base-{scale.label}"))
+            built.append((scale, recipe, entry))
+        if jobs:
+            ctx.say(
+                f"warm start of {len(jobs)} scale(s): {ctx.sizes.sft_steps} steps each "
+                f"(≈ 40 ms per step for tiny-s on 2 cores), {ctx.sizes.train_workers} at a time…"
+            )
+            ctx.rcea_many(jobs, workers=ctx.sizes.train_workers)
+        for scale, recipe, entry in built:
+            if entry is not None:
+                entry.store(base_dir(ctx, scale), ctx.work, recipe)
     out: dict[str, Any] = {}
     for scale in ctx.sizes.scales:
         path = base_dir(ctx, scale)
@@ -104,15 +122,31 @@ def run_dir(ctx: DemoContext, scale: PolicyScale, objective: str) -> Path:
     return scale_dir(ctx, scale) / "runs" / objective
 
 
+def _recipe_text(ctx: DemoContext, path: Path) -> Any:
+    """A config file the demo wrote, as a recipe: parsed (comments go), the work dir
+    written as ``<work>``."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return json.loads(cache.relative_to_work(json.dumps(data, sort_keys=True), ctx.work))
+
+
+def train_recipe(ctx: DemoContext, scale: PolicyScale, objective: str) -> dict[str, Any]:
+    """One (scale, objective) run's recipe: its base's key, the objective, the config."""
+    return {
+        "base": base_key(ctx, scale),
+        "objective": objective,
+        "config": _recipe_text(ctx, scale_dir(ctx, scale) / "train.toml"),
+    }
+
+
 def step_train(ctx: DemoContext) -> dict[str, Any]:
     """The six objectives at every scale, each ``train_steps`` steps from that scale's
     base, ``train_workers`` at a time (one torch thread each). Resumable per (scale,
     objective): a finished run has ``final/`` and ``run.json``; an interrupted one is
-    restarted from scratch (same seed)."""
+    restarted from scratch (same seed); one whose recipe is in the opt-in demo cache
+    (:mod:`app.demo.cache`) is copied from it."""
     scales = ctx.sizes.scales
     n = len(OBJECTIVES) * len(scales)
-    jobs: list[RceaJob] = []
-    names: dict[int, str] = {}
+    todo: list[tuple[int, PolicyScale, str, Path]] = []
     i = 0
     for scale in scales:
         config = train_config(ctx, scale)
@@ -122,26 +156,41 @@ def step_train(ctx: DemoContext) -> dict[str, Any]:
             if (rd / "run.json").exists() and (rd / "final" / "config.json").exists():
                 ctx.say(f"({i}/{n}) {scale.label} {objective}: trained earlier")
                 continue
+            todo.append((i, scale, objective, config))
+    recipes = [train_recipe(ctx, scale, o) for _i, scale, o, _c in todo]
+    with cache.entries([("run", r) for r in recipes]) as found:
+        jobs: list[RceaJob] = []
+        names: dict[int, str] = {}
+        built: list[tuple[Path, dict[str, Any], cache.Entry]] = []
+        for (i, scale, objective, config), recipe, entry in zip(todo, recipes, found, strict=True):
+            rd = run_dir(ctx, scale, objective)
+            if entry is not None and entry.fetch(rd, ctx.work):
+                ctx.say(f"({i}/{n}) {scale.label} {objective}: copied from the demo cache")
+                continue
             if rd.exists():
                 shutil.rmtree(rd)
             args = ["train", "run", "--config", str(config), "--objective", objective]
             job = RceaJob(ctx, [*args, "--out", str(rd)], f"train-{scale.label}-{objective}")
             names[id(job)] = f"({i}/{n}) {scale.label} {objective}"
             jobs.append(job)
+            if entry is not None:
+                built.append((rd, recipe, entry))
 
-    def done(job: RceaJob, res: Any) -> None:
-        last = res.get("last", {})
-        ctx.say(
-            f"{names[id(job)]}: {res.get('steps')} steps in {job.seconds:.0f} s, "
-            f"last training entropy {last.get('entropy', 0):.3f}"
-        )
+        def done(job: RceaJob, res: Any) -> None:
+            last = res.get("last", {})
+            ctx.say(
+                f"{names[id(job)]}: {res.get('steps')} steps in {job.seconds:.0f} s, "
+                f"last training entropy {last.get('entropy', 0):.3f}"
+            )
 
-    if jobs:
-        ctx.say(
-            f"training {len(jobs)} run(s) ({len(scales)} scale(s) × {len(OBJECTIVES)} "
-            f"objectives), {ctx.sizes.train_workers} at a time…"
-        )
-        ctx.rcea_many(jobs, workers=ctx.sizes.train_workers, on_done=done)
+        if jobs:
+            ctx.say(
+                f"training {len(jobs)} run(s) ({len(scales)} scale(s) × {len(OBJECTIVES)} "
+                f"objectives), {ctx.sizes.train_workers} at a time…"
+            )
+            ctx.rcea_many(jobs, workers=ctx.sizes.train_workers, on_done=done)
+        for rd, recipe, entry in built:
+            entry.store(rd, ctx.work, recipe)
     return {"runs": {sc.label: {o: str(run_dir(ctx, sc, o)) for o in OBJECTIVES} for sc in scales}}
 
 
@@ -236,9 +285,20 @@ def _per_scale(ctx: DemoContext, stage: str, log: str, *, study: bool) -> dict[s
     return out
 
 
+def probe_recipe(ctx: DemoContext, scale: PolicyScale) -> dict[str, Any]:
+    """A scale's probe output's recipe: the probe config and the keys of what it probes."""
+    return {
+        "config": _recipe_text(ctx, probe_config(ctx, scale)),
+        "base": base_key(ctx, scale),
+        "runs": {o: cache.recipe_key("run", train_recipe(ctx, scale, o)) for o in OBJECTIVES},
+    }
+
+
 def step_probe(ctx: DemoContext) -> dict[str, Any]:
     """``rcea probe sample`` then ``rcea probe entropy`` at every scale: the records of
-    every checkpoint, one ``records.jsonl`` per scale."""
+    every checkpoint, one ``records.jsonl`` per scale. With the opt-in demo cache
+    (:mod:`app.demo.cache`) a new probe directory starts as the cached output of the same
+    recipe: both commands still run (binding the study), finding every unit done."""
     n_ckpt = n_checkpoints(ctx)
     n_q = ctx.sizes.probe_questions or 43
     ctx.say(
@@ -246,8 +306,21 @@ def step_probe(ctx: DemoContext) -> dict[str, Any]:
         f"questions × {ctx.sizes.probe_k}…"
     )
     bind_probe_set(ctx)
-    _per_scale(ctx, "sample", "probe", study=True)
-    _per_scale(ctx, "entropy", "probe", study=False)
+    scales = ctx.sizes.scales
+    recipes = [probe_recipe(ctx, scale) for scale in scales]
+    with cache.entries([("probe", r) for r in recipes]) as found:
+        for scale, entry in zip(scales, found, strict=True):
+            out = probe_dir(ctx, scale)
+            if entry is not None and not out.exists() and entry.fetch(out, ctx.work):
+                ctx.say(
+                    f"{scale.label} probe output: copied from the demo cache (the probe "
+                    "commands find every unit done and bind the study)"
+                )
+        _per_scale(ctx, "sample", "probe", study=True)
+        _per_scale(ctx, "entropy", "probe", study=False)
+        for scale, recipe, entry in zip(scales, recipes, found, strict=True):
+            if entry is not None:
+                entry.store(probe_dir(ctx, scale), ctx.work, recipe)
     records: dict[str, str] = {}
     for scale in ctx.sizes.scales:
         path = probe_dir(ctx, scale) / "records.jsonl"
@@ -338,7 +411,6 @@ def step_codebook(ctx: DemoContext) -> dict[str, Any]:
     from study.codebook import (
         BackendOptions,
         assign,
-        decide_extension,
         export_partition,
         freeze_codebooks,
         induce,
@@ -349,6 +421,7 @@ def step_codebook(ctx: DemoContext) -> dict[str, Any]:
         researcher_queue,
         resolve_dispute,
     )
+    from study.codebook.approval import approve_extensions
     from study.store import session_scope
 
     eng = ctx.engine()
@@ -365,22 +438,18 @@ def step_codebook(ctx: DemoContext) -> dict[str, Any]:
     for _round in range(3):
         with session_scope(eng) as s:
             pending = [e.id for e in request_extensions(s, study=ctx.study, actor=DEMO_ACTOR)]
-            questions = []
-            for ext_id in pending:
-                ext, _v = decide_extension(
-                    s,
-                    study=ctx.study,
-                    extension_id=ext_id,
-                    approve=True,
-                    actor=DEMO_ACTOR,
-                    reason="rcea demo: oracle-proposed mode approved automatically",
-                )
-                questions.append(ext.question_id)
         if not pending:
             break
+        approve_extensions(
+            eng,
+            study=ctx.study,
+            extension_ids=pending,
+            actor=DEMO_ACTOR,
+            reason="rcea demo: oracle-proposed mode approved automatically",
+            backend=backend,
+            seed=2029,
+        )
         approved += len(pending)
-        assign(eng, seed=2029, questions=questions, **kw)
-        reconcile(eng, seed=2029, questions=questions, **kw)
     with session_scope(eng) as s:
         queue = [d.id for d in researcher_queue(s, study=ctx.study)]
         for d in queue:

@@ -117,7 +117,7 @@ def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-
                                 task_id=90_000 + p.id, left_is_a=True))  # fmt: skip
         return {"n_pairs": len(todo)}
 
-    monkeypatch.setattr(simulate, "_post_labels", post)
+    monkeypatch.setattr(simulate, "post_labels", post)
     monkeypatch.setattr(simulate, "_sync", lambda engine, cfg, audit: {"annotations_seen": 0})
     monkeypatch.setattr(sys.modules["study.pair_audit.push"], "adjudicate", adjudicate)
     said: list[str] = []

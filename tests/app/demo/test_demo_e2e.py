@@ -51,14 +51,18 @@ def _close(a: Any, b: Any) -> bool:
     return a == pytest.approx(b, rel=1e-9, abs=1e-12)
 
 
-def test_quick_simulated_demo_publishes_and_resumes(tmp_path: Path) -> None:
+def test_quick_simulated_demo_publishes_and_resumes(tmp_path: Path, demo_cache_dir: Path) -> None:
     """The demo as `make demo` runs it: it starts one Label Studio server per person
-    itself (three: SIMULATED A, B and adjudicator), which `rcea labelstudio stop` ends."""
+    itself (three: SIMULATED A, B and adjudicator) and, with --no-serve, stops them when
+    it ends. The one demo test on this path; the others use the session's pool. Its
+    base, training runs and probe output come from the session's demo cache when an
+    earlier test built the same recipe (and go there otherwise)."""
     data = tmp_path / "data"
     env = {
         **os.environ,
         "RCEA_DATA_DIR": str(data),
         "RCEA_LABELSTUDIO_URL": f"http://127.0.0.1:{free_port()}",
+        "RCEA_DEMO_CACHE_DIR": str(demo_cache_dir),
     }
     try:
         _demo_run_and_checks(env, data, tmp_path)
@@ -76,6 +80,12 @@ def _demo_run_and_checks(env: dict[str, str], data: Path, tmp_path: Path) -> Non
 
     # --- SIMULATED everywhere the simulation speaks
     assert lines[0].startswith("SIMULATED RUN:")
+    # the demo started its own three servers and, with --no-serve, stopped them again
+    assert "Label Studio: 3 server(s) started" in out, out[-3000:]
+    assert "stopped 3 Label Studio server(s) started by this demo" in out, out[-3000:]
+    status = _rcea(env, "labelstudio", "status", "--json")
+    servers = json.loads(status.stdout)["servers"]
+    assert len(servers) == 3 and not any(s["healthy"] for s in servers), servers
     about_sims = [ln for ln in lines if "sim-a" in ln or "adjudicator" in ln.lower()]
     assert about_sims and all("SIMULATED" in ln for ln in about_sims), about_sims
     assert "final gate PASSED" in out and "calibration complete" in out
@@ -87,7 +97,7 @@ def _demo_run_and_checks(env: dict[str, str], data: Path, tmp_path: Path) -> Non
     assert steps["gate"]["result"]["status"] == "passed"
     assert steps["simulate-validity"]["result"]["status"] == "complete"
     assert steps["simulate-pairs"]["result"]["simulated"] is True
-    # issue 19 item 6: the sequential gate settles before the last look, and says so;
+    # the sequential gate settles before the last look, and says so;
     # the hidden repeats were labelled
     sim_pairs = steps["simulate-pairs"]["result"]
     assert sim_pairs["settled_at_look"] in (1, 2), sim_pairs["looks"]

@@ -1,9 +1,11 @@
 """The demo's two policy scales end to end at miniature sizes (slow: real ``rcea train`` /
-``rcea probe`` subprocesses, two warm starts and 12 training runs): both scales' bases, the
-six objectives at each scale, probing, ingest, measurements, the oracle judge and
-codebook, then the report. Every checkpoint and measurement carries its scale's model
-label; retention is against the same model's base and equals ``rcea stats retention`` on
-a file holding that model only; the association is per scale, nothing pooled."""
+``rcea probe`` subprocesses, two warm starts and 12 training runs; the tiny-s base is the
+quick demo's, copied from the session's demo cache when a demo test built it): both
+scales' bases, the six objectives at each scale, probing, ingest, measurements, the
+oracle judge and codebook, then the report. Every checkpoint and measurement carries its
+scale's model label; retention is against the same model's base and equals ``rcea stats
+retention`` on a file holding that model only; the association is per scale, nothing
+pooled."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.demo.config import DEFAULT, TINY_M, TINY_S
+from app.demo.config import DEFAULT, QUICK, TINY_M, TINY_S
 from app.demo.context import DemoContext
 from app.demo.state import DemoState
 from app.demo.study import (
@@ -37,7 +39,9 @@ MINI = replace(
     DEFAULT,
     name="mini",
     study="toy-mini",
-    sft_steps=1500,  # the real warm start: the bases must succeed for retention
+    # the quick demo's warm start (its bases succeed often enough for retention), so the
+    # tiny-s base is the quick demo's: built once per session (the demo cache)
+    sft_steps=QUICK.sft_steps,
     train_steps=2,
     save_steps=2,
     probe_k=16,
@@ -50,7 +54,7 @@ MINI = replace(
 
 
 def test_two_scales_run_through_the_study_steps_and_the_report(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, demo_cache_dir: Path
 ) -> None:
     from sqlmodel import select
 
@@ -62,6 +66,7 @@ def test_two_scales_run_through_the_study_steps_and_the_report(
     assert MINI.scales == (TINY_S, TINY_M)
     data = tmp_path / "data"
     monkeypatch.setenv("RCEA_DATA_DIR", str(data))  # the `rcea` subprocesses' store
+    monkeypatch.setenv("RCEA_DEMO_CACHE_DIR", str(demo_cache_dir))  # the session's recipes
     cfg = Settings(data_dir=data)
     cfg.ensure_data_dir()
     lines: list[str] = []

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from app.demo.audits import PEOPLE
 from tests.helpers import free_port
+from tests.labelstudio_fixture import LabelStudioHandle, register_people
 
 pytestmark = pytest.mark.slow
 STUDY = "toy-quick"
@@ -43,7 +45,7 @@ def _label(data: Path, after: str, command: str) -> str:
     """Do what the walkthrough waits for, as the person it names."""
     from annotation.people import people_from_settings
     from app.demo.config import ORACLE, QUICK
-    from app.demo.simulate import SimAccount, _post_labels, _todo, flip, pair_truth
+    from app.demo.simulate import SimAccount, flip, pair_truth, post_labels, todo_pairs
     from app.demo.study import VALIDITY_ORACLE
     from study.codebook import load_strategy_fn
     from study.settings import Settings
@@ -66,12 +68,12 @@ def _label(data: Path, after: str, command: str) -> str:
             roles = ("A", "B") if "annotators A and B" in after else ("adjudicator",)
             for role in roles:
                 labels = {}
-                for key, task in _todo(eng, audit, role).items():
+                for key, task in todo_pairs(eng, audit, role).items():
                     label = truth[key]
                     if role != "adjudicator" and flip(QUICK.seed, role, key, QUICK.annotator_error):
                         label = "different" if label == "same" else "same"
                     labels[task] = label
-                _post_labels(cfg, acct[role], labels)
+                post_labels(cfg, acct[role], labels)
             return "pairs: " + ", ".join(roles)
         if command.startswith("rcea judge calibrate sync"):
             with session_scope(eng) as s:
@@ -90,14 +92,22 @@ def _label(data: Path, after: str, command: str) -> str:
         eng.dispose()
 
 
-def test_following_the_printed_next_commands_reaches_a_published_bundle(tmp_path: Path) -> None:
+def test_following_the_printed_next_commands_reaches_a_published_bundle(
+    tmp_path: Path, labelstudio_pool: list[LabelStudioHandle], demo_cache_dir: Path
+) -> None:
+    """The three people are registered on the session's Label Studio pool (as servers
+    run elsewhere), so the demo starts and stops none (``test_demo_e2e`` covers that);
+    base, runs and probe output come from the session's demo cache when an earlier test
+    built the same recipe."""
     data = tmp_path / "data"
     env = {
         **os.environ,
         "RCEA_DATA_DIR": str(data),
         "RCEA_LABELSTUDIO_URL": f"http://127.0.0.1:{free_port()}",
-        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "RCEA_DEMO_CACHE_DIR": str(demo_cache_dir),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[3]),
     }
+    register_people(data, labelstudio_pool, list(PEOPLE.values()))
     try:
         run = _rcea(env, "demo", "--quick", "--no-serve")
         assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
@@ -113,8 +123,9 @@ def test_following_the_printed_next_commands_reaches_a_published_bundle(tmp_path
             assert who in out, who
         assert f"(password: {data.resolve() / 'demo-logins.json'}, mode 0600)" in out
         assert _next(out)[0] == f"rcea audit sync --audit {STUDY}-pairs"
-        # --no-serve stopped the servers it started; the walkthrough's people need them
-        started = _rcea(env, "labelstudio", "start")
+        # the demo started no server (every person's answers) and so stopped none
+        assert "server(s) started" not in out, out[-3000:]  # neither started nor stopped
+        started = _rcea(env, "labelstudio", "start")  # what a person would run: a no-op
         assert started.returncode == 0, started.stdout + started.stderr
 
         followed: list[str] = []
@@ -149,4 +160,4 @@ def test_following_the_printed_next_commands_reaches_a_published_bundle(tmp_path
         )
         assert Path(bundle).is_dir() and (Path(bundle) / "report.json").exists()
     finally:
-        _rcea(env, "labelstudio", "stop")
+        _rcea(env, "labelstudio", "stop")  # stops nothing: the pool's servers are external
