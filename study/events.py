@@ -26,6 +26,9 @@ EXTENSION_UPDATE = "codebook.extension.update"
 EXTENSION_APPROVE = "codebook.extension.approve"
 EXTENSION_REJECT = "codebook.extension.reject"
 
+# -- imports
+IMPORT_VERL = "import.verl"
+
 # -- probing
 PROBE_SET = "probe.probe_set"
 
