@@ -23,6 +23,9 @@ def validate(
     except FileNotFoundError as exc:
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
+        from pipeline.importers.verl import dump_hint, looks_like_dump
+
+        hint = dump_hint(file) if looks_like_dump(file) else None
         if as_json:
             print_json(
                 {
@@ -31,12 +34,18 @@ def validate(
                     "n_errors": len(exc.errors),
                     "truncated": exc.truncated,
                     "errors": [e.to_dict() for e in exc.errors],
+                    **({"hint": hint} if hint else {}),
                 }
             )
         else:
-            for err in exc.errors:
+            shown = exc.errors[:5] if hint else exc.errors
+            for err in shown:
                 typer.echo(str(err), err=True)
+            if len(shown) < len(exc.errors):
+                typer.echo(f"... and {len(exc.errors) - len(shown)} more", err=True)
             typer.echo(f"invalid: {len(exc.errors)} error(s) in {file}", err=True)
+            if hint:
+                typer.echo(hint, err=True)
         raise typer.Exit(1) from None
     if as_json:
         print_json(
@@ -75,6 +84,9 @@ def ingest(
     except FileNotFoundError as exc:
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
+        from pipeline.importers.verl import dump_hint, looks_like_dump
+
+        hint = dump_hint(file) if looks_like_dump(file) else None
         if as_json:
             print_json(
                 {
@@ -83,12 +95,18 @@ def ingest(
                     "n_errors": len(exc.errors),
                     "errors": [e.to_dict() for e in exc.errors],
                     "message": "nothing was ingested",
+                    **({"hint": hint} if hint else {}),
                 }
             )
         else:
-            for err in exc.errors:
+            shown = exc.errors[:5] if hint else exc.errors
+            for err in shown:
                 typer.echo(str(err), err=True)
+            if len(shown) < len(exc.errors):
+                typer.echo(f"... and {len(exc.errors) - len(shown)} more", err=True)
             typer.echo(f"nothing ingested: {len(exc.errors)} error(s) in {file}", err=True)
+            if hint:
+                typer.echo(hint, err=True)
         raise typer.Exit(1) from None
     if as_json:
         print_json({"ok": True, **result.to_dict()})

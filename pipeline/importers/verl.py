@@ -97,6 +97,38 @@ def step_files(directory: Path) -> tuple[list[Path], list[Path]]:
     return [p for _, p in sorted(steps)], other
 
 
+#: The keys every line of a verl dump has (``RayPPOTrainer._dump_generations``).
+DUMP_KEYS = frozenset({"input", "output", "score"})
+
+
+def looks_like_dump(path: Path) -> bool:
+    """Whether ``path`` is a verl step file (first JSON line has ``input``, ``output`` and
+    ``score`` and no ``trajectory_id``) rather than interchange records."""
+    try:
+        with Path(path).open("r", encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    obj = json.loads(line)
+                    return (
+                        isinstance(obj, dict)
+                        and obj.keys() >= DUMP_KEYS
+                        and "trajectory_id" not in obj
+                    )
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return False
+
+
+def dump_hint(path: Path) -> str:
+    """What to run instead of ``rcea validate``/``rcea ingest`` on a verl dump."""
+    where = Path(path).parent if STEP_FILE.match(Path(path).name) else Path(path)
+    return (
+        f"{path} is a verl dump (input/output/score per line), not interchange records: "
+        f"import it with `rcea import verl {where} --study S --run RUN --model MODEL` "
+        "(it converts and validates every step file)"
+    )
+
+
 def question_id_for(text: str) -> str:
     return "q-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -187,6 +219,18 @@ def score_rule(values: list[float], keys: set[str], opts: VerlOptions) -> dict[s
     )
 
 
+def _gold(v: Any) -> str | None:
+    """verl's ``gts`` as text: a string as it is, a number as its text, a list or a dict
+    (several accepted answers, a structured target) as JSON; ``None`` when absent."""
+    if v is None or (isinstance(v, str) and not v.strip()):
+        return None
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return str(v)
+    return json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+
+
 def _id_value(v: Any) -> str | None:
     if isinstance(v, str) and v.strip():
         return v
@@ -274,6 +318,9 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
             else:
                 qid = question_id_for(question) if question else None
             record: dict[str, Any] = {}
+            gold = _gold(obj.get("gts"))
+            if gold is not None:
+                record["ground_truth"] = gold
             if opts.reward_key is not None:
                 kv = obj.get(opts.reward_key)
                 ok = _binary(kv) is not None or (
@@ -363,6 +410,7 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
     labels = {
         "text": source_label("output", "text"),
         "question": source_label("input", "question"),
+        "ground_truth": source_label("gts", "ground_truth"),
         "reward": source_label(opts.reward_key or "score", "reward"),
         "question_id": source_label(opts.question_key or "input", "question_id"),
         "answer": source_label(opts.answer_key or "answer", "answer"),

@@ -37,6 +37,9 @@ class Question(SQLModel, table=True):
     text: str | None = Field(
         default=None, sa_type=Text, description="problem statement (records' `question`)"
     )
+    ground_truth: str | None = Field(
+        default=None, sa_type=Text, description="reference answer (records' `ground_truth`)"
+    )
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -142,3 +142,52 @@ def test_rewards_only_study_reaches_its_outcome_numbers(
     assert plain.exit_code == 0, plain.output
     assert "outcome report (rewards only)" in plain.output
     assert "lack token entropies" in plain.output
+
+
+def test_rubric_sized_to_the_study_and_shipped_rubric_by_name(
+    dump: tuple[Path, dict[int, list[Any]]],
+    store_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import statistics
+
+    from audits.rubric import default_rubric, load_rubric
+    from study.settings import get_settings
+
+    directory, accs = dump
+    monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
+    monkeypatch.setenv("RCEA_DATA_DIR", str(tmp_path / "data"))
+    get_settings.cache_clear()
+    runner = CliRunner()
+    imp = runner.invoke(
+        app,
+        ["import", "verl", str(directory), "--study", "s", "--run", RUN, "--model", MODEL]
+        + ["--reward-key", "acc"],
+    )
+    assert imp.exit_code == 0, imp.output
+    succ: dict[int, int] = defaultdict(int)
+    for pairs in accs.values():
+        for q, r in pairs:
+            succ[q] += r
+    pair_counts = [k * (k - 1) // 2 for k in succ.values() if k >= 2]
+    out = tmp_path / "rubric.toml"
+    res = runner.invoke(app, ["audit", "rubric", "init", "--study", "s", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rubric = load_rubric(out)
+    assert rubric.name == "s-rubric"
+    assert rubric.pairs.n_questions == len(pair_counts) <= 29
+    assert rubric.pairs.pairs_per_question == min(156, int(statistics.median(pair_counts)))
+    assert rubric.calibration.size == min(600, sum(succ.values()))
+    assert rubric.gate == default_rubric().gate  # every other default kept
+    planned = rubric.pairs.n_questions * rubric.pairs.pairs_per_question
+    assert f"= {planned} pairs planned" in res.output
+    assert "rcea audit rubric freeze" in res.output
+    again = runner.invoke(app, ["audit", "rubric", "init", "--study", "s", "--out", str(out)])
+    assert again.exit_code != 0 and "--force" in again.output
+    frozen = runner.invoke(app, ["audit", "rubric", "freeze", str(out)])
+    assert frozen.exit_code == 0, frozen.output
+    by_name = runner.invoke(app, ["audit", "rubric", "freeze", "default"])
+    assert by_name.exit_code == 0 and "rubric rcea-default v1" in by_name.output
+    unknown = runner.invoke(app, ["audit", "rubric", "freeze", "nope"])
+    assert unknown.exit_code != 0 and "shipped rubric: default, demo" in unknown.output

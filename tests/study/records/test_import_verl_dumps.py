@@ -81,6 +81,7 @@ def imported(store_url: str) -> list[Any]:
                 Trajectory.reward,
                 Trajectory.answer,
                 Question.text.label("question"),
+                Question.ground_truth,
             )
             .join(
                 Question,
@@ -146,6 +147,7 @@ def test_v05_style_dump_without_ground_truth_imports_binary_scores(
     rows = imported(store_url)
     assert [r.reward for r in rows] == [int(s) for s in scores]
     assert rows[0].question == QUESTIONS[0][0]
+    assert {r.ground_truth for r in rows} == {None}  # no gts: nothing invented
     assert [r.seed for r in rows[:N]] == list(range(N))
     (ev,) = events(store_url)
     assert (
@@ -170,6 +172,21 @@ def test_current_dump_with_gts_and_partial_credit_needs_a_rule(
     assert ok.exit_code == 0, ok.output
     assert "score rule: R = 1 when score > 0.5" in ok.output
     assert [r.reward for r in imported(store_url)] == [int(s > 0.5) for s in scores]
+    assert [r.ground_truth for r in imported(store_url)[::N]] == [gt for _, gt in QUESTIONS] * 2
+    # `rcea export` keeps the question text and the ground truth; re-ingested, nothing lost.
+    out = tmp_path / "s.jsonl"
+    exp = cli(store_url, monkeypatch, "export", "s", "--out", str(out))
+    assert exp.exit_code == 0, exp.output
+    recs = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert [(r["question"], r["ground_truth"]) for r in recs[:: N * len(QUESTIONS)][:1]] == [
+        QUESTIONS[0]
+    ]
+    assert {(r["question"], r["ground_truth"]) for r in recs} == set(QUESTIONS)
+    again = cli(store_url, monkeypatch, "ingest", str(out), "--study", "copy")
+    assert again.exit_code == 0, again.output
+    back = cli(store_url, monkeypatch, "export", "copy", "--out", str(tmp_path / "c.jsonl"))
+    assert back.exit_code == 0, back.output
+    assert (tmp_path / "c.jsonl").read_text() == out.read_text()
     (ev,) = events(store_url)
     assert {r["threshold"] for r in ev["score_rules"].values()} == {0.5}
     assert ev["options"]["reward_threshold"] == 0.5
@@ -337,3 +354,24 @@ def test_multi_turn_transcript_imports_whole(
     stored = imported(store_url)
     assert [r.text for r in stored] == outputs
     assert [r.reward for r in stored] == [int(s) for s in scores]
+
+
+def test_validate_and_ingest_on_a_raw_dump_point_to_import_verl(
+    verl: Any, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dump = tmp_path / "val"
+    gsm8k_dump(dump, gts=True)
+    step_file = dump / "10.jsonl"
+    hint = (
+        f"{step_file} is a verl dump (input/output/score per line), not interchange records: "
+        f"import it with `rcea import verl {dump} --study S --run RUN --model MODEL`"
+    )
+    res = cli(store_url, monkeypatch, "validate", str(step_file))
+    assert res.exit_code == 1
+    assert hint in res.output
+    assert res.output.count(f"{step_file}:line") == 5 and "... and " in res.output
+    assert "README" not in res.output
+    data = json.loads(cli(store_url, monkeypatch, "validate", str(step_file), "--json").stdout)
+    assert data["ok"] is False and data["hint"].startswith(hint)
+    ing = cli(store_url, monkeypatch, "ingest", str(step_file), "--study", "x")
+    assert ing.exit_code == 1 and hint in ing.output
