@@ -233,17 +233,26 @@ def gate(
     ``--final`` may stop early once the gate is settled (docs/sequential-gate.md)."""
     from study.pair_audit.gate import decide_gate
     from study.pair_audit.sampling import get_audit
+    from study.progress import failed_gate_options
     from study.store import session_scope
+    from study.store.models import Study
 
     try:
         with session_scope(engine()) as s:
-            result = decide_gate(s, get_audit(s, name=audit), final=final, actor=actor_name(actor))
+            row = get_audit(s, name=audit)
+            study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]
+            result = decide_gate(s, row, final=final, actor=actor_name(actor))
     except _domain_errors() as exc:
         fail(str(exc), as_json=as_json)
+    options = failed_gate_options(study_name) if final and result["status"] == "failed" else []
     if as_json:
-        print_json(result)
+        print_json({**result, **({"options": options} if options else {})})
         return
     print_gate_status(result)
+    if options:
+        typer.echo("the final gate FAILED; the options:")
+        for line in options:
+            typer.echo(f"  - {line}")
 
 
 def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]

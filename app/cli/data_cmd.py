@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from app.cli.common import engine, fail, is_tty, print_json, settings
-from app.cli.options import JSON_OPTION
+from app.cli.options import JSON_OPTION, STUDY_OPTION
 from pipeline.records import RecordValidationError, read_records
 
 
@@ -193,7 +193,24 @@ def config(as_json: bool = JSON_OPTION) -> None:
         typer.echo(f"{key:<24} {value}")
 
 
+def status(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
+    """Where a study stands, from import to verify, and the next command (from the store)."""
+    from dataclasses import asdict
+
+    from study.progress import status_lines, study_steps
+    from study.store import session_scope
+
+    with session_scope(engine()) as s:
+        steps = study_steps(s, study=study)
+    if as_json:
+        print_json({"study": study, "steps": [asdict(x) for x in steps]})
+        return
+    for line in status_lines(study, steps):
+        typer.echo(line)
+
+
 def register(app: typer.Typer) -> None:
+    app.command()(status)
     app.command()(validate)
     app.command()(ingest)
     app.command()(studies)
