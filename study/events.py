@@ -31,6 +31,7 @@ IMPORT_VERL = "import.verl"
 
 # -- probing
 PROBE_SET = "probe.probe_set"
+PROBE_SCORE = "probe.score"
 
 # -- the pair audit
 AUDIT_SAMPLE = "audit.sample"

@@ -429,6 +429,24 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
             )
         ]
     out: list[NextCommand] = []
+    # -- token entropies of the trajectories themselves (rewards-only imports lack them)
+    lacking = session.execute(
+        select(Trajectory.run, Trajectory.model, Trajectory.step, func.count())
+        .where(Trajectory.study_id == st.id, Trajectory.mean_token_entropy.is_(None))  # type: ignore[union-attr]
+        .group_by(Trajectory.run, Trajectory.model, Trajectory.step)
+        .order_by(Trajectory.run, Trajectory.model, Trajectory.step)
+    ).all()
+    if lacking:
+        run, model, step, _ = lacking[0]
+        out.append(
+            NextCommand(
+                "token entropies",
+                f"{sum(r[3] for r in lacking)} trajectories at {len(lacking)} checkpoint(s) "
+                "have none (the outcome numbers need rewards only)",
+                f"rcea probe score --study {s} --run {_q(run)} --model {_q(model)} "
+                f"--step {step} --checkpoint DIR",
+            )
+        )
     # -- the validity judge and its calibration
     vstat = validity_status(session, study_id=st.id)  # type: ignore[arg-type]
     judged = vstat["status"] != "no-judge"

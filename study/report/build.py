@@ -48,11 +48,11 @@ from study.validity_audit.status import validity_status
 
 ENTROPY_ONLY_LABEL = "entropy-only (no audit)"
 #: What fills the token- and sequence-entropy splits of a checkpoint whose trajectories
-#: carry rewards only (an imported trainer dump): docs/how-to-verl.md section 1.
+#: carry rewards only (an imported trainer dump): docs/how-to-verl.md step 2.
 FILL_TOKEN_ENTROPIES = (
     "the outcome numbers (H(R|x), accuracy, coverage) need rewards only and are in "
-    "`outcome`; to fill the token and sequence splits bring token_entropies and "
-    "seq_logprob per trajectory with `rcea import table` (docs/how-to-verl.md)"
+    "`outcome`; fill the token and sequence splits with `rcea probe score --study S "
+    "--run RUN --model MODEL --step STEP --checkpoint DIR` (docs/how-to-verl.md, step 2)"
 )
 AUDITED_LABEL = "audited"
 

@@ -102,7 +102,7 @@ def test_rewards_only_study_reaches_its_outcome_numbers(
         assert got["n_questions"] == len(QUESTIONS) and got["n_trajectories"] == N * 3
         assert c["entropy"] is None
         assert "lack mean_token_entropy" in c["entropy_error"]
-        assert "rcea import table" in c["entropy_error"]
+        assert "rcea probe score --study S --run RUN" in c["entropy_error"]
     (imported,) = rep["imports"]
     assert imported["run"] == RUN and imported["model"] == MODEL
     assert imported["score_rule"] == "R = `acc` (0/1); score values seen: -1.0, 1.0"
@@ -125,6 +125,14 @@ def test_rewards_only_study_reaches_its_outcome_numbers(
     assert "score rule R = `acc` (0/1)" in text.output
     assert f"token and sequence entropies missing at: {RUN} {MODEL} 0, {RUN} {MODEL} 100" in (
         text.output
+    )
+
+    status = runner.invoke(app, ["status", "--study", "s"])
+    assert status.exit_code == 0, status.output
+    assert "  token entropies: 48 trajectories at 2 checkpoint(s) have none" in status.output
+    assert (
+        f"    NEXT: rcea probe score --study s --run {RUN} --model {MODEL} --step 0 "
+        "--checkpoint DIR" in status.output
     )
 
     out = tmp_path / "s.jsonl"
