@@ -79,6 +79,11 @@ def import_verl(
     skip_empty_output: bool = typer.Option(
         False, "--skip-empty-output", help="leave out samples with an empty completion"
     ),
+    multi_turn: str = typer.Option(
+        "refuse",
+        "--multi-turn",
+        help="agent-loop transcripts (num_turns > 2 or tool calls): refuse|whole|last",
+    ),
     problems_out: Path = typer.Option(
         None,
         "--problems-out",
@@ -102,6 +107,7 @@ def import_verl(
             chat_template=chat_template,
             question_regex=question_regex,
             skip_empty_output=skip_empty_output,
+            multi_turn=multi_turn,
         )
     except ValueError as exc:
         fail(str(exc), as_json=as_json)

@@ -59,6 +59,7 @@ class VerlOptions:
     chat_template: str = "auto"
     question_regex: str | None = None
     skip_empty_output: bool = False
+    multi_turn: str = "refuse"
 
     def __post_init__(self) -> None:
         for name in ("run", "model"):
@@ -70,6 +71,10 @@ class VerlOptions:
             )
         if self.reward_threshold is not None and not math.isfinite(self.reward_threshold):
             raise ValueError("--reward-threshold must be a finite number")
+        if self.multi_turn not in MULTI_TURN:
+            raise ValueError(
+                f"unknown --multi-turn {self.multi_turn!r}: use one of {', '.join(MULTI_TURN)}"
+            )
         if self.reward_key is not None and not self.reward_key.strip():
             raise ValueError("--reward-key must be a non-empty key")
         if self.question_regex is not None:
@@ -157,6 +162,29 @@ SPECIAL_TOKENS: tuple[str, ...] = (
     "<|end_of_text|>",
     "</s>",
 )
+#: What ``--multi-turn`` does with an agent-loop transcript (``num_turns`` > 2, or tool
+#: calls in the completion): refuse it (default), keep the ``whole`` transcript as the
+#: text, or keep the ``last`` assistant turn only.
+MULTI_TURN = ("refuse", "whole", "last")
+#: The keys of a dump line that are not reward extras.
+DUMP_BASE_KEYS = frozenset({"input", "output", "gts", "score", "step"})
+TOOL_MARKERS = ("<tool_call>", "<tool_response>")
+#: Where an assistant turn starts in a decoded transcript (markers kept, or dropped).
+ASSISTANT_STARTS = ("<|im_start|>assistant\n", "\nassistant\n")
+
+
+def is_multi_turn(obj: dict[str, Any], output: str) -> bool:
+    turns = obj.get("num_turns")
+    many = isinstance(turns, int) and not isinstance(turns, bool) and turns > 2
+    return many or any(m in output for m in TOOL_MARKERS)
+
+
+def last_turn(output: str) -> str | None:
+    """The text after the last assistant-turn start, or ``None`` when there is none."""
+    ends = [output.rfind(m) + len(m) for m in ASSISTANT_STARTS if m in output]
+    return output[max(ends) :] if ends else None
+
+
 #: Reward extras that verl's own scorers return as a 0/1 correctness (DAPO's ``acc``).
 KNOWN_REWARD_KEYS: tuple[str, ...] = ("acc",)
 
@@ -318,6 +346,11 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
             else:
                 qid = question_id_for(question) if question else None
             record: dict[str, Any] = {}
+            extras = {k: v for k, v in obj.items() if k not in DUMP_BASE_KEYS}
+            if extras:
+                record["reward_extras"] = json.dumps(
+                    extras, ensure_ascii=False, sort_keys=True, default=str
+                )
             gold = _gold(obj.get("gts"))
             if gold is not None:
                 record["ground_truth"] = gold
@@ -363,6 +396,22 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
                     "empty completion (pass --skip-empty-output to leave such samples out)",
                 )
                 continue
+            if is_multi_turn(obj, output):  # type: ignore[arg-type]
+                if opts.multi_turn == "refuse":
+                    err(
+                        loc,
+                        "output",
+                        f"a multi-turn transcript (num_turns={obj.get('num_turns')!r}): choose "
+                        "--multi-turn whole (the transcript is the text) or last (the last "
+                        "assistant turn)",
+                    )
+                    continue
+                if opts.multi_turn == "last":
+                    final = last_turn(output)  # type: ignore[arg-type]
+                    if final is None:
+                        err(loc, "output", "no assistant turn found for --multi-turn last")
+                        continue
+                    output = final
             text, n_tok = strip_special(output)  # type: ignore[arg-type]
             n_stripped += n_tok
             if not text.strip():

@@ -80,6 +80,7 @@ def imported(store_url: str) -> list[Any]:
                 Trajectory.text,
                 Trajectory.reward,
                 Trajectory.answer,
+                Trajectory.reward_extras,
                 Question.text.label("question"),
                 Question.ground_truth,
             )
@@ -238,6 +239,11 @@ def test_dapo_dump_needs_acc_or_a_threshold(
     rows = imported(store_url)
     assert [r.reward for r in rows] == [int(r["acc"]) for r in results]
     assert [r.answer for r in rows] == [r["pred"] for r in results]
+    extras = [json.loads(r.reward_extras) for r in rows]  # every reward extra kept
+    assert [e["overlong_reward"] for e in extras] == pytest.approx(
+        [r["reward"] - r["score"] for r in results]
+    )
+    assert set(extras[0]) == {"acc", "pred", "reward", "overlong_reward"}
     (ev,) = events(store_url)
     assert {r["source"] for r in ev["score_rules"].values()} == {"acc"}
 
@@ -349,11 +355,25 @@ def test_multi_turn_transcript_imports_whole(
         {"num_turns": [3] * len(rows)},
     ).parent
     assert json.loads((dump / "0.jsonl").read_text().splitlines()[0])["num_turns"] == 3
-    res = cli(store_url, monkeypatch, *import_args(dump))
+    refused = cli(store_url, monkeypatch, *import_args(dump))
+    assert refused.exit_code == 1
+    assert "output: a multi-turn transcript (num_turns=3): choose --multi-turn whole" in (
+        refused.output
+    )
+    res = cli(store_url, monkeypatch, *import_args(dump, "--multi-turn", "whole"))
     assert res.exit_code == 0, res.output
     stored = imported(store_url)
     assert [r.text for r in stored] == outputs
     assert [r.reward for r in stored] == [int(s) for s in scores]
+    assert {json.loads(r.reward_extras)["num_turns"] for r in stored} == {3}
+    last = cli(
+        store_url,
+        monkeypatch,
+        *["import", "verl", str(dump), "--study", "last", "--run", "grpo", "--model", "q"],
+        *["--multi-turn", "last"],
+    )
+    assert last.exit_code == 0, last.output
+    assert [r.text for r in imported(store_url)[len(rows) :]] == [t for _, _, t in rows]
 
 
 def test_validate_and_ingest_on_a_raw_dump_point_to_import_verl(
