@@ -199,3 +199,27 @@ def test_rubric_sized_to_the_study_and_shipped_rubric_by_name(
     assert by_name.exit_code == 0 and "rubric rcea-default v1" in by_name.output
     unknown = runner.invoke(app, ["audit", "rubric", "freeze", "nope"])
     assert unknown.exit_code != 0 and "shipped rubric: default, demo" in unknown.output
+
+
+def test_judge_verify_uses_the_records_ground_truth(tmp_path: Path) -> None:
+    """An exported study carries each question's ``ground_truth`` (verl's ``gts``):
+    ``rcea judge verify`` checks math records against it without a --gold file."""
+    recs = [
+        {"trajectory_id": "t1", "question_id": "q1", "text": "so \\boxed{42}", "reward": 1,
+         "ground_truth": "42"},
+        {"trajectory_id": "t2", "question_id": "q1", "text": "so \\boxed{41}", "reward": 1,
+         "ground_truth": "42"},
+        {"trajectory_id": "t3", "question_id": "q2", "text": "\\boxed{7}", "reward": 1,
+         "ground_truth": "7"},
+    ]  # fmt: skip
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    res = CliRunner().invoke(app, ["judge", "verify", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["n_checked"] == 3
+    assert [d["trajectory_id"] for d in data["disagreements"]] == ["t2"]
+    path.write_text(json.dumps({**recs[0], "ground_truth": None}) + "\n", encoding="utf-8")
+    bad = CliRunner().invoke(app, ["judge", "verify", str(path)])
+    assert bad.exit_code != 0
+    assert "needs --gold GOLD.jsonl or records with ground_truth" in bad.output
