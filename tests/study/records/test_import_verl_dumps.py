@@ -329,12 +329,13 @@ def test_rollout_dump_with_special_tokens_kept_is_stripped(
     assert stored[0].question == QUESTIONS[0][0]
 
 
-def test_multi_turn_transcript_imports_whole(
+def test_multi_turn_transcript_needs_an_explicit_choice(
     verl: Any, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An agent-loop (tool-calling) dump: ``output`` is the whole transcript as verl decodes
-    it (tool call, tool response, final turn), ``num_turns`` a reward extra. It imports as
-    one text (the documented limit); the rewards follow the binary scores."""
+    it (tool call, tool response, final turn), ``num_turns`` a reward extra. Refused by
+    default; ``--multi-turn whole`` keeps the transcript, ``last`` the final assistant
+    turn; ``num_turns`` is kept in ``reward_extras``."""
     rows = samples(0, "gsm8k")
     outputs = [
         '<tool_call>\n{"name": "calc", "arguments": {"expr": "48/2"}}\n</tool_call>\n'
