@@ -119,6 +119,12 @@ def test_rewards_only_study_reaches_its_outcome_numbers(
     )
     assert frame["H(Y|x)"].isna().all()
 
+    from study.report.html import render_html
+
+    page = render_html(rep, scope="entropy-only", figures={}, hashes={})
+    assert "<h3>Outcome numbers (rewards only)</h3>" in page
+    assert "score rule R = `acc` (0/1)" in page
+
     text = runner.invoke(app, ["report", "build", "--study", "s", "--k-min", "2"])
     assert text.exit_code == 0, text.output
     assert f"{RUN} {MODEL} 100" in text.output  # the where column is not cut
