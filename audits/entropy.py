@@ -87,6 +87,68 @@ def outcome_entropy(rewards: Sequence[int] | np.ndarray) -> float:
     return binary_entropy(float(r.mean()))
 
 
+@dataclass(frozen=True)
+class OutcomeReport:
+    """The numbers of one checkpoint that need only rewards (docs/estimators.md item 1):
+    macro averages over questions of H(R|x) and p̂₊(x), and the outcome coverages.
+
+    ``mean_outcome_entropy`` is also the outcome term of the sequence decomposition
+    Ĥ(Y|x) = H(R|x) + Σ_r p̂_r Ĥ(Y|R=r,x) (``sequence_outcome_term``, the same number);
+    ``coverage_success`` / ``coverage_failure`` are the shares of questions with
+    K₊ ≥ k_min / K₋ ≥ k_min (those the conditional entropies can be reported on),
+    ``share_solved`` those with K₊ ≥ 1 and ``share_mixed`` those with both outcomes
+    (H(R|x) > 0)."""
+
+    n_questions: int
+    n_trajectories: int
+    k_min: int
+    accuracy: float
+    mean_accuracy: float
+    mean_outcome_entropy: float
+    sequence_outcome_term: float
+    coverage_success: float
+    coverage_failure: float
+    share_solved: float
+    share_mixed: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclass_dict(self)
+
+
+def outcome_report(
+    question_ids: Sequence[QuestionId] | np.ndarray,
+    rewards: Sequence[int] | np.ndarray,
+    *,
+    k_min: int = 8,
+) -> OutcomeReport:
+    """:class:`OutcomeReport` for the trajectories of one checkpoint."""
+    r = as_binary_array(rewards, "rewards")
+    check_same_length(question_ids=question_ids, rewards=r)
+    if isinstance(k_min, bool) or not isinstance(k_min, int) or k_min < 1:
+        raise ValueError(f"k_min must be an integer >= 1, got {k_min!r}")
+    ids, inv = group_questions(question_ids)
+    nq = len(ids)
+    k = np.bincount(inv, minlength=nq)
+    k_plus = np.bincount(inv, weights=r, minlength=nq)
+    k_minus = k - k_plus
+    p = k_plus / k
+    h = np.array([binary_entropy(float(x)) for x in p])
+    mean_h = float(h.mean())
+    return OutcomeReport(
+        n_questions=nq,
+        n_trajectories=int(k.sum()),
+        k_min=k_min,
+        accuracy=float(r.mean()),
+        mean_accuracy=float(p.mean()),
+        mean_outcome_entropy=mean_h,
+        sequence_outcome_term=mean_h,
+        coverage_success=float(np.mean(k_plus >= k_min)),
+        coverage_failure=float(np.mean(k_minus >= k_min)),
+        share_solved=float(np.mean(k_plus >= 1)),
+        share_mixed=float(np.mean((k_plus >= 1) & (k_minus >= 1))),
+    )
+
+
 # --------------------------------------------------------------------------- item 2
 
 

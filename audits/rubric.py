@@ -96,6 +96,7 @@ __all__ = [
     "SequentialPlan",
     "default_rubric",
     "load_rubric",
+    "rubric_path",
     "parse_rubric",
     "rubric_from_dict",
 ]
@@ -409,6 +410,27 @@ def load_rubric(path: str | Path) -> Rubric:
     except OSError as exc:
         raise ValueError(f"cannot read rubric {p}: {exc}") from exc
     return parse_rubric(text, source=str(p))
+
+
+#: Rubrics shipped inside the package, by the name ``rcea audit rubric freeze`` accepts.
+SHIPPED_RUBRICS: dict[str, Path] = {
+    "default": DEFAULT_RUBRIC_PATH,
+    "demo": Path(__file__).with_name("demo_rubric.toml"),
+}
+
+
+def rubric_path(name_or_path: str | Path) -> Path:
+    """A rubric file: an existing path as given, else a shipped rubric by name
+    (``default``, ``demo``); ``ValueError`` naming both choices otherwise."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    if str(name_or_path) in SHIPPED_RUBRICS:
+        return SHIPPED_RUBRICS[str(name_or_path)]
+    raise ValueError(
+        f"no rubric file {str(name_or_path)!r}; give a TOML path or a shipped rubric: "
+        + ", ".join(SHIPPED_RUBRICS)
+    )
 
 
 def default_rubric() -> Rubric:

@@ -42,6 +42,9 @@ OPTIONAL_FIELDS: dict[str, str] = {
     "sampling_top_p": "float in (0, 1]: top-p the sample was drawn with",
     "logprob_temperature": "float > 0: temperature seq_logprob was computed at (default 1)",
     "question": "str: the problem statement the trajectory answers (no chat template)",
+    "ground_truth": "str: the question's reference answer (verl's `gts`), kept per question",
+    "reward_extras": "str: JSON object of the trainer's per-sample extras (verl's reward "
+    "extras, num_turns, …)",
 }
 PROVENANCE_FIELDS: tuple[str, ...] = ("run", "model", "step", "seed")
 ALL_FIELDS: tuple[str, ...] = (*REQUIRED_FIELDS, *OPTIONAL_FIELDS)
@@ -58,6 +61,8 @@ STRING_FIELDS: tuple[str, ...] = (
     "mode",
     "split",
     "question",
+    "ground_truth",
+    "reward_extras",
 )
 #: C0 control characters other than \t \n \r (PostgreSQL refuses NUL; the others only
 #: hide or garble text), and lone surrogates (not UTF-8).
@@ -129,7 +134,7 @@ class RecordBatch:
 # --------------------------------------------------------------------------- reading
 
 
-_UNKNOWN_FIELD = "unknown field (see the record schema in README)"
+_UNKNOWN_FIELD = "unknown field (not in the record schema; --allow-extra ignores it)"
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -417,7 +422,11 @@ def _parquet_columns(names: list[str], errs: ErrorCollector, allow_extra: bool) 
     if not allow_extra:
         for name in names:
             if name not in ALL_FIELDS:
-                errs.add("file", name, "unknown column (see the record schema in README)")
+                errs.add(
+                    "file",
+                    name,
+                    "unknown column (not in the record schema; --allow-extra ignores it)",
+                )
     errs.raise_if_any()
 
 
@@ -588,7 +597,7 @@ def _validate(batch: RecordBatch, errs: ErrorCollector) -> None:
         errs.add(locs[i], "seq_logprob", msg)
     _integer(cols["n_tokens"], "n_tokens", locs, errs, required=False, minimum=0)
     _binary(cols["validity"], "validity", locs, errs, required=False)
-    for name in ("answer", "mode", "question"):
+    for name in ("answer", "mode", "question", "ground_truth", "reward_extras"):
         col = cols[name]
         for i in [i for i, v in enumerate(col) if v is not None and type(v) is not str]:
             errs.add(locs[i], name, f"must be a string, got {col[i]!r}")

@@ -26,8 +26,12 @@ EXTENSION_UPDATE = "codebook.extension.update"
 EXTENSION_APPROVE = "codebook.extension.approve"
 EXTENSION_REJECT = "codebook.extension.reject"
 
+# -- imports
+IMPORT_VERL = "import.verl"
+
 # -- probing
 PROBE_SET = "probe.probe_set"
+PROBE_SCORE = "probe.score"
 
 # -- the pair audit
 AUDIT_SAMPLE = "audit.sample"

@@ -381,3 +381,195 @@ def _what(pr: Project, p: Progress) -> str:
     if pr.role == "adjudicator":
         return "decide each disputed validity item"
     return "label each answer's validity"
+
+
+# --------------------------------------------------------------------------- any study
+
+
+def failed_gate_options(study: str) -> list[str]:
+    """What a researcher can do after a FAILED final pair gate (docs/pair-audit.md)."""
+    s = _q(study)
+    return [
+        f"publish the audit-independent numbers alone: rcea report publish --study {s} "
+        "--entropy-only",
+        f"revise the codebook (rcea codebook status --study {s}; edit, re-freeze, "
+        "re-assign), freeze a new partition and draw a new audit: rcea audit sample "
+        f"--study {s} --rubric RUBRIC",
+        "change the rubric only if it was predeclared wrongly: a new rubric version, "
+        "reported as a deviation",
+    ]
+
+
+def study_steps(session: Session, *, study: str) -> list[NextCommand]:
+    """Where any study stands, from import to verify, read from the store alone: one
+    :class:`NextCommand` per track that applies now (import; validity judge and its
+    calibration; codebook and partition; pair audit; report; verify). A track whose
+    prerequisite is missing says what it waits for; a failed gate names the options.
+    The engine behind ``rcea status --study S`` (``rcea demo status`` reads the same
+    pair and calibration states)."""
+    from sqlalchemy import func, select
+
+    from study.store.models import Rubric, Trajectory
+    from study.store.repository import get_study
+    from study.validity_audit.status import validity_status
+
+    s = _q(study)
+    st = get_study(session, name=study)
+    n = 0
+    if st is not None:
+        n = session.execute(
+            select(func.count()).select_from(Trajectory).where(Trajectory.study_id == st.id)
+        ).scalar_one()
+    if st is None or not n:
+        return [
+            NextCommand(
+                "import",
+                "no trajectories" if st is not None else f"no study {study}",
+                f"rcea import verl DIR --study {s} --run RUN --model MODEL",
+            )
+        ]
+    out: list[NextCommand] = []
+    # -- token entropies of the trajectories themselves (rewards-only imports lack them)
+    lacking = session.execute(
+        select(Trajectory.run, Trajectory.model, Trajectory.step, func.count())
+        .where(Trajectory.study_id == st.id, Trajectory.mean_token_entropy.is_(None))  # type: ignore[union-attr]
+        .group_by(Trajectory.run, Trajectory.model, Trajectory.step)
+        .order_by(Trajectory.run, Trajectory.model, Trajectory.step)
+    ).all()
+    if lacking:
+        run, model, step, _ = lacking[0]
+        out.append(
+            NextCommand(
+                "token entropies",
+                f"{sum(r[3] for r in lacking)} trajectories at {len(lacking)} checkpoint(s) "
+                "have none (the outcome numbers need rewards only)",
+                f"rcea probe score --study {s} --run {_q(run)} --model {_q(model)} "
+                f"--step {step} --checkpoint DIR",
+            )
+        )
+    # -- the validity judge and its calibration
+    vstat = validity_status(session, study_id=st.id)  # type: ignore[arg-type]
+    judged = vstat["status"] != "no-judge"
+    if not judged:
+        out.append(
+            NextCommand(
+                "validity judge",
+                "no judge run on this study",
+                f"rcea judge run --study {s} --judge NAME",
+                "a frozen judge (`rcea judge freeze --name NAME`, once)",
+            )
+        )
+    elif vstat["status"] == "calibrated":
+        out.append(NextCommand("validity calibration", f"completed ({vstat['calibration']})", None))
+    else:
+        sampled = events.latest_payload(session, events.CALIBRATION_SAMPLE, st.id)
+        if not sampled:
+            out.append(
+                NextCommand(
+                    "validity calibration",
+                    f"judge {vstat.get('judge_name')} ran; no calibration sample",
+                    f"rcea judge calibrate sample --study {s} --judge "
+                    f"{_q(str(vstat.get('judge_name')))}",
+                )
+            )
+        else:
+            cp = read_calibration(session, sampled["calibration"])
+            out.append(
+                NextCommand(
+                    "validity calibration",
+                    f"sample {sampled['calibration']} drawn, not pushed",
+                    f"rcea judge calibrate push --calibration {_q(sampled['calibration'])} "
+                    "--annotator A_EMAIL --annotator B_EMAIL",
+                )
+                if cp is None
+                else _calibration_next(cp, "ADJUDICATOR_EMAIL")
+            )
+    # -- the codebook cycle and the frozen partition
+    partition = events.latest_payload(session, events.PARTITION_FREEZE, st.id)
+    if not partition:
+        out.append(
+            NextCommand(
+                "codebook",
+                "no frozen partition",
+                f"rcea codebook run --study {s}",
+                None if judged else "the validity judge run (modes use judge-accepted successes)",
+            )
+        )
+    # -- the pair audit
+    pp: PairProgress | None = None
+    if partition:
+        sample = events.latest_payload(session, events.AUDIT_SAMPLE, st.id)
+        if not sample:
+            rubrics = session.execute(select(func.count()).select_from(Rubric)).scalar_one()
+            out.append(
+                NextCommand(
+                    "pair audit",
+                    "partition frozen; no audit sample",
+                    f"rcea audit sample --study {s} --rubric RUBRIC",
+                )
+                if rubrics
+                else NextCommand(
+                    "pair audit",
+                    "partition frozen; no rubric frozen (size one to the study, review it, "
+                    "then `rcea audit rubric freeze rubric.toml`)",
+                    f"rcea audit rubric init --study {s} --out rubric.toml",
+                )
+            )
+        else:
+            pp = read_pair(session, sample["name"])
+            out.append(
+                NextCommand(
+                    "pair audit",
+                    f"audit {sample['name']} drawn ({sample['n_pairs']} pairs), not pushed",
+                    f"rcea audit push --audit {_q(sample['name'])} "
+                    "--annotator-a A_EMAIL --annotator-b B_EMAIL",
+                    "`rcea serve` answering at RCEA_API_HOST:RCEA_API_PORT (webhooks)",
+                )
+                if pp is None
+                else _pair_next(pp, "ADJUDICATOR_EMAIL")
+            )
+            if pp is not None and pp.final_gate == "failed":
+                out.append(
+                    NextCommand(
+                        "pair audit",
+                        "the final gate FAILED; the options: "
+                        + " | ".join(failed_gate_options(study)),
+                        f"rcea report publish --study {s} --entropy-only",
+                    )
+                )
+    # -- the report and its verification
+    bundle = events.latest_payload(session, events.REPORT_PUBLISH, st.id).get("bundle")
+    if bundle:
+        out.append(NextCommand("verify", f"published: {bundle}", f"rcea report verify {bundle}"))
+    elif pp is not None and pp.final_gate == "passed" and vstat["status"] == "calibrated":
+        out.append(
+            NextCommand(
+                "report", "ready to publish", f"rcea report publish --study {s} --out reports/"
+            )
+        )
+    elif pp is None or pp.final_gate != "failed":
+        out.append(
+            NextCommand(
+                "report",
+                "the audit-independent numbers are ready; audited ones are UNPUBLISHABLE "
+                "until the final pair gate passes and the calibration completes",
+                f"rcea report build --study {s}",
+            )
+        )
+    return out
+
+
+def status_lines(study: str, steps: list[NextCommand]) -> list[str]:
+    """``rcea status``'s text: each track's state, the first command marked NEXT."""
+    lines = [f"status — study {study}"]
+    first = True
+    for step in steps:
+        lines.append(f"  {step.track}: {step.state}")
+        if step.waits_for:
+            lines.append(f"    needs {step.waits_for}")
+        if step.command:
+            lines.append(f"    {'NEXT' if first else 'then'}: {step.command}")
+            first = False
+    if first:
+        lines.append("  done: every step is finished")
+    return lines

@@ -29,17 +29,24 @@ def _domain_errors() -> tuple[type[Exception], ...]:
 
 @rubric_app.command("freeze")
 def rubric_freeze(
-    rubric: Path = typer.Argument(..., help="rubric TOML"),
+    rubric: str = typer.Argument(
+        ..., help="rubric TOML, or a shipped rubric by name: default, demo"
+    ),
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Store a rubric frozen with its content hash (a change needs a new version)."""
+    from audits.rubric import rubric_path
     from study.pair_audit.freeze import freeze_rubric
     from study.store import session_scope
 
     try:
+        path = rubric_path(rubric)
+    except ValueError as exc:
+        fail(str(exc), as_json=as_json)
+    try:
         with session_scope(engine()) as s:
-            row, created = freeze_rubric(s, path=rubric, actor=actor_name(actor))
+            row, created = freeze_rubric(s, path=path, actor=actor_name(actor))
             out = {
                 "name": row.name,
                 "version": row.version,
@@ -54,6 +61,43 @@ def rubric_freeze(
     else:
         verb = "froze" if created else "already frozen:"
         typer.echo(f"{verb} rubric {out['name']} v{out['version']} sha256 {out['content_hash']}")
+
+
+@rubric_app.command("init")
+def rubric_init(
+    study: str = typer.Option(..., "--study", help="the study the pair plan is sized to"),
+    out: Path = typer.Option(..., "--out", help="rubric TOML to write"),
+    name: str = typer.Option(None, "--name", help="rubric name (default: STUDY-rubric)"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing file"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Write a rubric sized to the study (questions, pairs per question, calibration size),
+    every other setting the shipped default's; review it, then `rcea audit rubric freeze`."""
+    from study.pair_audit.sizing import size_rubric, sized_rubric_text
+    from study.store import StoreError, session_scope
+
+    if out.exists() and not force:
+        fail(f"{out} exists: pass --force to overwrite it", as_json=as_json)
+    try:
+        with session_scope(engine()) as s:
+            size = size_rubric(s, study=study)
+        text = sized_rubric_text(size, name=name or f"{study}-rubric")
+    except (StoreError, ValueError) as exc:
+        fail(str(exc), as_json=as_json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    if as_json:
+        print_json(
+            {"ok": True, "out": str(out), "planned_pairs": size.planned_pairs, **size.to_dict()}
+        )
+        return
+    typer.echo(
+        f"wrote {out}: {size.n_questions} question(s) x {size.pairs_per_question} pair(s) = "
+        f"{size.planned_pairs} pairs planned ({size.n_eligible_questions} of "
+        f"{size.n_questions_in_study} questions have two successes, {size.max_pairs} pairs in "
+        f"all); calibration {size.calibration_size} ({size.calibration_held_out} held out)"
+    )
+    typer.echo(f"next: review it, then `rcea audit rubric freeze {out}`")
 
 
 @rubric_app.command("list")
@@ -189,17 +233,26 @@ def gate(
     ``--final`` may stop early once the gate is settled (docs/sequential-gate.md)."""
     from study.pair_audit.gate import decide_gate
     from study.pair_audit.sampling import get_audit
+    from study.progress import failed_gate_options
     from study.store import session_scope
+    from study.store.models import Study
 
     try:
         with session_scope(engine()) as s:
-            result = decide_gate(s, get_audit(s, name=audit), final=final, actor=actor_name(actor))
+            row = get_audit(s, name=audit)
+            study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]
+            result = decide_gate(s, row, final=final, actor=actor_name(actor))
     except _domain_errors() as exc:
         fail(str(exc), as_json=as_json)
+    options = failed_gate_options(study_name) if final and result["status"] == "failed" else []
     if as_json:
-        print_json(result)
+        print_json({**result, **({"options": options} if options else {})})
         return
     print_gate_status(result)
+    if options:
+        typer.echo("the final gate FAILED; the options:")
+        for line in options:
+            typer.echo(f"  - {line}")
 
 
 def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]

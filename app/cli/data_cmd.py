@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from app.cli.common import engine, fail, is_tty, print_json, settings
-from app.cli.options import JSON_OPTION
+from app.cli.options import JSON_OPTION, STUDY_OPTION
 from pipeline.records import RecordValidationError, read_records
 
 
@@ -23,6 +23,9 @@ def validate(
     except FileNotFoundError as exc:
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
+        from pipeline.importers.verl import dump_hint, looks_like_dump
+
+        hint = dump_hint(file) if looks_like_dump(file) else None
         if as_json:
             print_json(
                 {
@@ -31,12 +34,18 @@ def validate(
                     "n_errors": len(exc.errors),
                     "truncated": exc.truncated,
                     "errors": [e.to_dict() for e in exc.errors],
+                    **({"hint": hint} if hint else {}),
                 }
             )
         else:
-            for err in exc.errors:
+            shown = exc.errors[:5] if hint else exc.errors
+            for err in shown:
                 typer.echo(str(err), err=True)
+            if len(shown) < len(exc.errors):
+                typer.echo(f"... and {len(exc.errors) - len(shown)} more", err=True)
             typer.echo(f"invalid: {len(exc.errors)} error(s) in {file}", err=True)
+            if hint:
+                typer.echo(hint, err=True)
         raise typer.Exit(1) from None
     if as_json:
         print_json(
@@ -75,6 +84,9 @@ def ingest(
     except FileNotFoundError as exc:
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
+        from pipeline.importers.verl import dump_hint, looks_like_dump
+
+        hint = dump_hint(file) if looks_like_dump(file) else None
         if as_json:
             print_json(
                 {
@@ -83,12 +95,18 @@ def ingest(
                     "n_errors": len(exc.errors),
                     "errors": [e.to_dict() for e in exc.errors],
                     "message": "nothing was ingested",
+                    **({"hint": hint} if hint else {}),
                 }
             )
         else:
-            for err in exc.errors:
+            shown = exc.errors[:5] if hint else exc.errors
+            for err in shown:
                 typer.echo(str(err), err=True)
+            if len(shown) < len(exc.errors):
+                typer.echo(f"... and {len(exc.errors) - len(shown)} more", err=True)
             typer.echo(f"nothing ingested: {len(exc.errors)} error(s) in {file}", err=True)
+            if hint:
+                typer.echo(hint, err=True)
         raise typer.Exit(1) from None
     if as_json:
         print_json({"ok": True, **result.to_dict()})
@@ -175,7 +193,24 @@ def config(as_json: bool = JSON_OPTION) -> None:
         typer.echo(f"{key:<24} {value}")
 
 
+def status(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
+    """Where a study stands, from import to verify, and the next command (from the store)."""
+    from dataclasses import asdict
+
+    from study.progress import status_lines, study_steps
+    from study.store import session_scope
+
+    with session_scope(engine()) as s:
+        steps = study_steps(s, study=study)
+    if as_json:
+        print_json({"study": study, "steps": [asdict(x) for x in steps]})
+        return
+    for line in status_lines(study, steps):
+        typer.echo(line)
+
+
 def register(app: typer.Typer) -> None:
+    app.command()(status)
     app.command()(validate)
     app.command()(ingest)
     app.command()(studies)

@@ -50,7 +50,14 @@ def import_verl(
     run: str = typer.Option(..., "--run", help="run name (provenance; e.g. grpo)"),
     model: str = typer.Option(..., "--model", help="model name (provenance; the dump has none)"),
     reward_threshold: float = typer.Option(
-        0.0, "--reward-threshold", help="reward = 1 when score > this, else 0"
+        None,
+        "--reward-threshold",
+        help="R = 1 when score (or --reward-key) > this; needed when scores are not all 0/1",
+    ),
+    reward_key: str = typer.Option(
+        None,
+        "--reward-key",
+        help="reward extra holding a 0/1/true/false correctness (e.g. DAPO's acc) for R",
     ),
     question_key: str = typer.Option(
         None, "--question-key", help="key holding the question id (default: hash of the prompt)"
@@ -72,6 +79,11 @@ def import_verl(
     skip_empty_output: bool = typer.Option(
         False, "--skip-empty-output", help="leave out samples with an empty completion"
     ),
+    multi_turn: str = typer.Option(
+        "refuse",
+        "--multi-turn",
+        help="agent-loop transcripts (num_turns > 2 or tool calls): refuse|whole|last",
+    ),
     problems_out: Path = typer.Option(
         None,
         "--problems-out",
@@ -88,12 +100,14 @@ def import_verl(
             run=run,
             model=model,
             reward_threshold=reward_threshold,
+            reward_key=reward_key,
             question_key=question_key,
             answer_key=answer_key,
             validity_key=validity_key,
             chat_template=chat_template,
             question_regex=question_regex,
             skip_empty_output=skip_empty_output,
+            multi_turn=multi_turn,
         )
     except ValueError as exc:
         fail(str(exc), as_json=as_json)
@@ -117,6 +131,8 @@ def import_verl(
         print_json({"ok": True, **result.to_dict()})
         return
     typer.echo(result.summary())
+    for note in result.notes():
+        typer.echo(note)
     if result.ignored:
         typer.echo(
             f"ignored {len(result.ignored)} file(s) not named STEP.jsonl: "

@@ -5,6 +5,7 @@
 * ``covariance`` predicted vs observed Δh per transition → ``DIR/TRANSITIONS.csv``, tail;
 * ``bench``      greedy accuracy, accuracy traces, pass@k → ``DIR/RESULTS.csv``;
 * ``curves``     training ``curves.jsonl`` of run dirs → ``training_curve`` measurements;
+* ``score``      teacher-forced scores of a study's existing trajectories, written back;
 * ``status``     what the manifest of an output dir says is done.
 
 ``--study S`` binds the study to the probe-set seed (event ``probe.probe_set``, refused
@@ -359,6 +360,63 @@ def curves_cmd(
         return
     for r in data["runs"]:
         typer.echo(f"training_curve {r['run']} ({r['model']}): {r['points']} points")
+
+
+@probe_app.command("score")
+def score(
+    study: str = typer.Option(..., "--study", help="the study whose trajectories are scored"),
+    run: str = typer.Option(..., "--run", help="run of the trajectories"),
+    model: str = typer.Option(..., "--model", help="model of the trajectories"),
+    step: int = typer.Option(..., "--step", help="step of the trajectories"),
+    checkpoint: Path = typer.Option(
+        ..., "--checkpoint", help="local Hugging Face checkpoint that produced them"
+    ),
+    chat_template: str = typer.Option(
+        "auto", "--chat-template", help="auto: the checkpoint's chat template; none: raw"
+    ),
+    system: str = typer.Option(None, "--system", help="system message of the chat prompt"),
+    batch: int = typer.Option(64, "--batch", min=1, help="trajectories per committed batch"),
+    batch_size: int = typer.Option(8, "--batch-size", min=1, help="sequences per forward"),
+    chunk_size: int = typer.Option(128, "--chunk-size", min=1, help="positions per kernel chunk"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Teacher-forced token entropies, chosen-token log-probs and seq_logprob of a study's
+    EXISTING trajectories of (run, model, step) under CHECKPOINT (prompt rebuilt from the
+    stored question and the chat template), written back; resumable."""
+    from app.cli.common import settings
+    from pipeline.chat import PromptFormat
+    from pipeline.probe.score import Scorer
+    from study.records.scoring import score_trajectories
+    from study.store import StoreError
+
+    if not checkpoint.is_dir():
+        fail(f"{checkpoint}: no such checkpoint directory", as_json=as_json)
+    try:
+        fmt = PromptFormat(chat_template, system)
+        scorer = Scorer(
+            str(checkpoint), prompt_format=fmt, chunk_size=chunk_size, batch_size=batch_size
+        )
+        cfg = settings()
+        res = score_trajectories(
+            engine(),
+            scorer,
+            study=study,
+            run=run,
+            model=model,
+            step=step,
+            artifacts_dir=cfg.artifacts_dir,
+            data_dir=cfg.data_dir,
+            batch=batch,
+            actor=actor_name(actor),
+            progress=(is_tty() and not as_json) or progress_forced(),
+        )
+    except (StoreError, ValueError, OSError) as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json({"ok": True, **res.to_dict()})
+    else:
+        typer.echo(res.summary())
 
 
 @probe_app.command("status")

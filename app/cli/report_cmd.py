@@ -74,19 +74,36 @@ def _print_report(rep: dict[str, Any]) -> None:
         f"{pair['partition_source']})"
     )
     typer.echo(f"validity: {val['status']} (filter {val['filter']})")
-    typer.echo(f"{'section':<12}{'quantity':<34}{'where':<24}{'value':>10}  {'95% CI':<20}label")
+    for imp in rep.get("imports", []):
+        typer.echo(
+            f"imported {imp['source']} as run {imp['run']}, model {imp['model']}: "
+            f"score rule {imp['score_rule'] or 'n/a'}"
+        )
+    table = []
     for q in rep["quantities"]:
         where = " ".join(
             str(x) for x in (q["run"], q["model"], q["step"], q["key"]) if x is not None
         )
         ci = "" if q["ci_low"] is None else f"[{_fmt(q['ci_low'])}, {_fmt(q['ci_high'])}]"
         label = q["label"] if q["publishable"] else "UNPUBLISHABLE"
-        typer.echo(
-            f"{q['section']:<12}{q['name']:<34}{where[:23]:<24}{_fmt(q['value']):>10}  "
-            f"{ci:<20}{label}"
-        )
+        table.append((q["section"], q["name"], where, _fmt(q["value"]), ci, label))
+    head = ("section", "quantity", "where", "value", "95% CI", "label")
+    # Every column as wide as its widest cell: nothing is cut (a model name, a step).
+    width = [max(len(r[i]) for r in [head, *table]) for i in range(len(head))]
+    for r in [head, *table]:
+        cells = [
+            r[i].rjust(width[i]) if i == 3 else r[i].ljust(width[i]) for i in range(len(head) - 1)
+        ]
+        typer.echo("  ".join([*cells, r[-1]]).rstrip())
     for reason in {q["blocked_by"] for q in rep["quantities"] if q["blocked_by"]}:
         typer.echo(f"not publishable: {reason}")
+    lacking = [c for c in rep["checkpoints"] if c.get("entropy") is None]
+    if lacking:
+        where = ", ".join(f"{c['run']} {c['model']} {c['step']}" for c in lacking)
+        typer.echo(f"token and sequence entropies missing at: {where}")
+        from study.report.build import FILL_TOKEN_ENTROPIES
+
+        typer.echo(FILL_TOKEN_ENTROPIES)
 
 
 @report_app.command("build")

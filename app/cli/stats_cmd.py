@@ -94,6 +94,62 @@ MODEL_OPTION = typer.Option(
 )
 
 
+def _outcome_only(
+    records: Path,
+    cols: dict[str, list[Any]],
+    idx: list[int],
+    n_missing: int,
+    *,
+    k_min: int,
+    as_json: bool,
+) -> None:
+    """``rcea stats entropy`` on records without token entropies: the rewards-only numbers
+    (audits.entropy.outcome_report) and which are missing."""
+    from audits.entropy import outcome_report
+    from study.report.build import FILL_TOKEN_ENTROPIES
+
+    try:
+        out = outcome_report(
+            [cols["question_id"][i] for i in idx], [cols["reward"][i] for i in idx], k_min=k_min
+        )
+    except ValueError as exc:
+        raise InputError(f"{records}: {exc}") from None
+    models = sorted({cols["model"][i] for i in idx})
+    data: dict[str, Any] = {
+        "run": cols["run"][idx[0]],
+        "model": models[0] if len(models) == 1 else POOLED,
+        "step": cols["step"][idx[0]],
+        "outcome_only": True,
+        **out.to_dict(),
+        "n_missing_token_entropies": n_missing,
+        "note": f"{n_missing} of {len(idx)} trajectories lack token entropies: "
+        + FILL_TOKEN_ENTROPIES,
+    }
+    if as_json:
+        print_json(data)
+        return
+    _print_flat(
+        f"outcome report (rewards only) — run {data['run']}, model {data['model']}, "
+        f"step {data['step']}",
+        data,
+        (
+            "n_questions",
+            "n_trajectories",
+            "accuracy",
+            "mean_accuracy",
+            "mean_outcome_entropy",
+            "sequence_outcome_term",
+            "coverage_success",
+            "coverage_failure",
+            "share_solved",
+            "share_mixed",
+            "k_min",
+            "n_missing_token_entropies",
+        ),
+    )
+    typer.echo(data["note"])
+
+
 @stats_app.command("entropy")
 def entropy(
     records: Path = typer.Argument(..., help="records file (.jsonl or .parquet)"),
@@ -123,6 +179,10 @@ def entropy(
         if pool_models and model is not None:
             raise InputError("--pool-models and --model exclude each other")
         idx = _select_checkpoint(records, cols, run=run, model=model, step=step, pool=pool_models)
+        n_missing = sum(cols["mean_token_entropy"][i] is None for i in idx)
+        if n_missing:  # rewards only (an imported dump): the outcome numbers, said so
+            _outcome_only(records, cols, idx, n_missing, k_min=k_min, as_json=as_json)
+            return
         try:
             report = checkpoint_entropy(
                 [cols["question_id"][i] for i in idx],

@@ -100,7 +100,8 @@ def ratio_frame(report: Report) -> pd.DataFrame:
 def decomposition_frame(report: Report) -> pd.DataFrame:
     """Prop. 1 per checkpoint (docs/estimators.md items 1–2), macro over questions: H(R|x), Ĥ(Y|x),
     Ĥ(Y|R=r,x), the reconstruction residual, mean token entropy and the Eq. 5 mixture
-    residual."""
+    residual. H(R|x) and the outcome coverages need rewards only (``outcome``): they are
+    there for a checkpoint without token entropies too."""
     rows = []
     for c in report.checkpoints:
         e = c.entropy
@@ -109,7 +110,9 @@ def decomposition_frame(report: Report) -> pd.DataFrame:
                 **_ckpt(c),
                 "n": c.n,
                 "accuracy": c.accuracy,
-                "H(R|x)": e and e.mean_outcome_entropy,
+                "H(R|x)": c.outcome.mean_outcome_entropy,
+                "coverage (R=1)": c.outcome.coverage_success,
+                "coverage (R=0)": c.outcome.coverage_failure,
                 "H(Y|x)": e and e.mean_sequence_entropy,
                 "H(Y|R=1,x)": e and e.mean_conditional_entropy_success,
                 "H(Y|R=0,x)": e and e.mean_conditional_entropy_failure,
@@ -125,6 +128,8 @@ def decomposition_frame(report: Report) -> pd.DataFrame:
             "n",
             "accuracy",
             "H(R|x)",
+            "coverage (R=1)",
+            "coverage (R=0)",
             "H(Y|x)",
             "H(Y|R=1,x)",
             "H(Y|R=0,x)",

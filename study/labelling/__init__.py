@@ -25,7 +25,9 @@ from study.labelling.blinding import (
 from study.labelling.families import FAMILIES, PAIR, VALIDITY, Family
 from study.labelling.push import (
     BuiltTask,
+    ReceiverError,
     WebhookTarget,
+    check_receiver,
     person_role,
     push_roles,
     push_tasks,
@@ -68,4 +70,6 @@ __all__ = [
     "study_provenance",
     "sync_round",
     "webhook_target",
+    "ReceiverError",
+    "check_receiver",
 ]

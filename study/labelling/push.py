@@ -59,6 +59,64 @@ def webhook_target(settings: Any) -> WebhookTarget:
     )
 
 
+#: The path segment the receiver check posts to: no person has it (slugs come from
+#: e-mail addresses), so this study's receiver answers 404 "no such person" after
+#: accepting the derived secret, and a receiver with another secret answers 401.
+RECEIVER_CHECK_SLUG = "rcea-receiver-check"
+
+
+class ReceiverError(RuntimeError):
+    """The webhook receiver at the configured address is not this study's."""
+
+
+def check_receiver(target: WebhookTarget, *, client: Any = None, timeout: float = 5.0) -> None:
+    """Refuse (``ReceiverError``) unless this data dir's webhook receiver answers at
+    ``target.base_url``: a POST with the secret derived for :data:`RECEIVER_CHECK_SLUG`
+    must be accepted (anything but 401) and answered by rcea's receiver (404 "no such
+    person"). On a shared machine another user's ``rcea serve`` on the same port answers
+    401: registering webhooks there would send annotators' labels to that user."""
+    import httpx
+
+    from annotation.people import person_webhook_secret, person_webhook_url
+    from annotation.projects import WEBHOOK_SECRET_HEADER
+
+    url = person_webhook_url(target.base_url, RECEIVER_CHECK_SLUG)
+    how = (
+        "start `rcea serve` with this data dir (same RCEA_DATA_DIR), or point "
+        "RCEA_API_HOST/RCEA_API_PORT (or RCEA_WEBHOOK_URL) at a receiver that is yours — "
+        "on a shared machine pick a free port and use it for both `rcea serve` and the "
+        "push — or `rcea audit push --no-webhook` and collect labels with `rcea audit sync`"
+    )
+    headers = {
+        WEBHOOK_SECRET_HEADER: person_webhook_secret(target.master_secret, RECEIVER_CHECK_SLUG)
+    }
+    own = client is None
+    http = client or httpx.Client(timeout=timeout)
+    try:
+        resp = http.post(url, json={"action": "RCEA_RECEIVER_CHECK"}, headers=headers)
+    except httpx.HTTPError as exc:
+        raise ReceiverError(
+            f"no webhook receiver answers at {target.base_url} ({type(exc).__name__}): {how}"
+        ) from None
+    finally:
+        if own:
+            http.close()
+    if resp.status_code == 401:
+        raise ReceiverError(
+            f"the webhook receiver at {target.base_url} refuses this study's secret: it "
+            f"belongs to another rcea data dir (another user?); {how}"
+        )
+    try:
+        detail = str(resp.json().get("detail", ""))
+    except ValueError:
+        detail = ""
+    if resp.status_code != 404 or detail != "no such person":
+        raise ReceiverError(
+            f"{target.base_url} did not answer as an rcea webhook receiver "
+            f"(HTTP {resp.status_code}); {how}"
+        )
+
+
 def project_title(text: str) -> str:
     return text if len(text) <= TITLE_MAX else text[: TITLE_MAX - 1] + "…"
 
@@ -211,6 +269,9 @@ def push_tasks(
         new += 1
     session.flush()
     if webhook is not None:
+        # Registered only where this study's receiver answers (a shared machine's port
+        # may be someone else's); the push is idempotent, so a refused one resumes.
+        check_receiver(webhook)
         ensure_webhook(
             client,
             project_id=project_id,

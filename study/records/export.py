@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 from tqdm import tqdm
 
 from pipeline.records import SCALAR_FIELDS
-from study.store import Trajectory, require_study, session_scope
+from study.store import Question, Trajectory, require_study, session_scope
 from study.store.artifacts import read_token_entropies
 
 FORMATS = ("jsonl", "parquet")
@@ -56,7 +56,18 @@ def study_records(
             .where(Trajectory.study_id == st.id)
             .order_by(Trajectory.id)
         ).all()
+        per_question = {
+            q: (text, gold)
+            for q, text, gold in session.execute(
+                select(Question.question_id, Question.text, Question.ground_truth).where(
+                    Question.study_id == st.id
+                )
+            ).all()
+        }
     records = [dict(zip(names, r[: len(names)], strict=True)) for r in rows]
+    for rec in records:  # the question's text and reference answer, kept per question
+        text, gold = per_question.get(rec["question_id"], (None, None))
+        rec["question"], rec["ground_truth"] = text, gold
     tokens: list[np.ndarray | None] = [None] * len(rows)
     by_artifact: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for i, r in enumerate(rows):
@@ -114,7 +125,7 @@ def _write_parquet(path: Path, records: list[dict[str, Any]], tokens: list[Any])
     import pyarrow.parquet as pq
 
     data: dict[str, Any] = {}
-    for name in stored_fields():
+    for name in [*stored_fields(), "question", "ground_truth"]:
         values = [r[name] for r in records]
         if any(v is not None for v in values):
             data[name] = values

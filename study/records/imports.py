@@ -9,6 +9,7 @@ files again is a no-op and importing a directory with new step files adds only t
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ class ImportResult:
     imported: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    #: verl only: the score rule of each imported file (``pipeline.importers.verl.score_rule``)
+    score_rules: dict[str, Any] = field(default_factory=dict)
+    n_special_stripped: int = 0
+    n_answer_missing: int = 0
 
     def summary(self) -> str:
         if not self.n_imported_files:
@@ -48,8 +53,34 @@ class ImportResult:
             f"{self.n_imported_files} file(s){skipped}, study {self.study}"
         )
 
+    def notes(self) -> list[str]:
+        """The score rule and what the import changed or could not fill, one line each."""
+        out = []
+        for rule in {json.dumps(r, sort_keys=True) for r in self.score_rules.values()}:
+            out.append("score rule: " + describe_rule(json.loads(rule)))
+        if self.n_special_stripped:
+            out.append(
+                f"stripped {self.n_special_stripped} trailing special token(s) from completions"
+            )
+        if self.n_answer_missing:
+            out.append(f"{self.n_answer_missing} sample(s) have no --answer-key value")
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def describe_rule(rule: dict[str, Any]) -> str:
+    """One line for a recorded score rule (import output and the report)."""
+    values = ", ".join(str(v) for v in rule.get("score_values", []))
+    src, thr = rule.get("source", "score"), rule.get("threshold")
+    if src != "score":
+        how = f"R = `{src}`" + (f" > {thr:g}" if thr is not None else " (0/1)")
+    elif thr is not None:
+        how = f"R = 1 when score > {thr:g}"
+    else:
+        how = "R = score (0/1)"
+    return f"{how}; score values seen: {values}"
 
 
 def _store(
@@ -149,6 +180,12 @@ def import_verl(
         progress=progress,
     )
     result.ignored = [str(p) for p in other]
+    imported = [p for p in files if p in read and str(p) in result.imported]
+    result.score_rules = {str(p): read[p].extra.get("score_rule") for p in imported}
+    result.n_special_stripped = sum(read[p].extra.get("n_special_stripped", 0) for p in imported)
+    result.n_answer_missing = sum(read[p].extra.get("n_answer_missing", 0) for p in imported)
+    if imported:
+        record_verl_import(engine, study, str(directory), opts, result)
     if problems_out is not None:
         problems: dict[str, str] = {}
         for path in files:
@@ -159,6 +196,30 @@ def import_verl(
                 problems.setdefault(qid, text)
         write_problems(problems_out, problems)
     return result
+
+
+def record_verl_import(
+    engine: Engine, study: str, source: str, opts: VerlOptions, result: ImportResult
+) -> None:
+    """Append an ``import.verl`` event: the options and each file's score rule."""
+    from study.events import IMPORT_VERL
+    from study.store import append_event, require_study, session_scope
+
+    with session_scope(engine) as session:
+        st = require_study(session, name=study)
+        append_event(
+            session,
+            actor="rcea import verl",
+            kind=IMPORT_VERL,
+            study_id=st.id,
+            payload={
+                "source": source,
+                "options": opts.digest_options(),
+                "score_rules": result.score_rules,
+                "n_special_stripped": result.n_special_stripped,
+                "n_answer_missing": result.n_answer_missing,
+            },
+        )
 
 
 def write_problems(path: Path, problems: dict[str, str]) -> None:

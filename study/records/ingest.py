@@ -436,6 +436,26 @@ def _write_questions(session: Any, batch: RecordBatch, study_id: int, created_at
     if errors:
         raise RecordValidationError(errors[:100], truncated=len(errors) > 100)
     new_q = sorted(set(batch.columns["question_id"]) - set(existing))
+    golds: dict[str, str] = {}
+    for qid, gold in zip(
+        batch.columns["question_id"], batch.columns.get("ground_truth", []), strict=False
+    ):
+        if type(gold) is str and qid not in golds:
+            golds[qid] = gold
+    if golds:  # a reference answer is kept where the stored question has none yet
+        stored_gold = dict(
+            session.execute(
+                select(Question.question_id, Question.ground_truth).where(
+                    Question.study_id == study_id
+                )
+            ).all()
+        )
+        for qid in sorted(q for q in golds if q in existing and stored_gold.get(q) is None):
+            session.execute(
+                update(Question)
+                .where(Question.study_id == study_id, Question.question_id == qid)
+                .values(ground_truth=golds[qid])
+            )
     if new_q:
         session.execute(
             insert(Question),
@@ -444,6 +464,7 @@ def _write_questions(session: Any, batch: RecordBatch, study_id: int, created_at
                     "study_id": study_id,
                     "question_id": q,
                     "text": texts[q][0] if q in texts else None,
+                    "ground_truth": golds.get(q),
                     "created_at": created_at,
                 }
                 for q in new_q

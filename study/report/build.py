@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlmodel import Session, select
 
+from audits.entropy import outcome_report
 from study import events
 from study.pair_audit.freeze import partition_modes
 from study.report.estimates import (
@@ -46,6 +47,13 @@ from study.store.models import Audit, Partition
 from study.validity_audit.status import validity_status
 
 ENTROPY_ONLY_LABEL = "entropy-only (no audit)"
+#: What fills the token- and sequence-entropy splits of a checkpoint whose trajectories
+#: carry rewards only (an imported trainer dump): docs/how-to-verl.md step 2.
+FILL_TOKEN_ENTROPIES = (
+    "the outcome numbers (H(R|x), accuracy, coverage) need rewards only and are in "
+    "`outcome`; fill the token and sequence splits with `rcea probe score --study S "
+    "--run RUN --model MODEL --step STEP --checkpoint DIR` (docs/how-to-verl.md, step 2)"
+)
 AUDITED_LABEL = "audited"
 
 Key = tuple[str, str, int]
@@ -135,6 +143,7 @@ def gather_inputs(
         "validity_status": meta["validity_status"],
         "judge_verdicts": verdicts,
         "measurements": meta["measurements"],
+        "imports": meta["imports"],
     }
 
 
@@ -195,11 +204,37 @@ def _gather_meta(
         "pair": pair,
         "validity_status": vstat,
         "measurements": measurements,
+        "imports": import_rules(session, study_id=st.id),
     }
     source = StoreRows(
         session, study_id=st.id, partition_id=pair["partition_id"], judge_id=judge_id
     )
     return meta, source
+
+
+def import_rules(session: Session, *, study_id: int) -> list[dict[str, Any]]:
+    """Every trainer-dump import of the study with its score rule (``import.verl``
+    events): what turned each dump's scores into R, shown with the numbers."""
+    from study.events import IMPORT_VERL
+    from study.records.imports import describe_rule
+
+    out = []
+    for ev in list_events(session, kind=IMPORT_VERL, study_id=study_id):
+        p = ev.payload or {}
+        opts = p.get("options", {})
+        rules = sorted(
+            {describe_rule(r) for r in (p.get("score_rules") or {}).values() if r is not None}
+        )
+        out.append(
+            {
+                "source": p.get("source"),
+                "run": opts.get("run"),
+                "model": opts.get("model"),
+                "score_rule": "; ".join(rules) or None,
+                "n_special_stripped": p.get("n_special_stripped", 0),
+            }
+        )
+    return out
 
 
 def compute_report(
@@ -287,7 +322,10 @@ def compute_report_from(
                 ],
             ).to_dict(include_questions=False)
         except ValueError as exc:
-            entropy_error = str(exc)
+            entropy_error = f"{exc}; {FILL_TOKEN_ENTROPIES}"
+        outcome = outcome_report(
+            [r["question_id"] for r in ck], [r["reward"] for r in ck], k_min=k_min
+        ).to_dict()
         # With a production judge, verdicts come from its verdict table so that
         # `unparseable` and not-yet-judged successes count against coverage
         # (docs/estimators.md item 4), not as invalid.
@@ -310,6 +348,7 @@ def compute_report_from(
                 "accuracy": n_success / len(ck),
                 "reported": step == reported.get((run, model), last_step[(run, model)]),
                 "failed_run": (run, model) in failed,
+                "outcome": outcome,
                 "entropy": entropy,
                 "entropy_error": entropy_error,
                 "validity": judged or (_validity(ck, k_min) if has_verdicts else None),
@@ -377,6 +416,7 @@ def compute_report_from(
             )
         },
         "audits": {"pair": pair, "validity": validity},
+        "imports": inputs.get("imports", []),
         "checkpoints": checkpoints,
         "training_curves": [
             {"run": m["run"], "model": m["model"], "points": m["payload"].get("points", [])}
@@ -1120,6 +1160,18 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
     for c in report["checkpoints"]:
         where = {"run": c["run"], "model": c["model"], "step": c["step"]}
         add("accuracy", "checkpoints", c["accuracy"], [], n=c["n"], **where)
+        o = c.get("outcome")
+        if o and not c["entropy"]:  # with token entropies, the entropy section carries them
+            for name in (
+                "mean_outcome_entropy",
+                "sequence_outcome_term",
+                "mean_accuracy",
+                "coverage_success",
+                "coverage_failure",
+                "share_solved",
+                "share_mixed",
+            ):
+                add(name, "outcome", o[name], [], n=o["n_questions"], **where)
         e = c["entropy"]
         if e:
             nq, npq = e.get("n_questions"), e.get("n_paired_questions")

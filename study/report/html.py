@@ -272,6 +272,46 @@ def _per_scale(report: dict[str, Any]) -> list[str]:
             + escape(_status(report, mode_deps))
             + "</p>"
         )
+        out.append("<h3>Outcome numbers (rewards only)</h3>")
+        out.append(
+            _table(
+                [
+                    "run",
+                    "model",
+                    "step",
+                    "H(R|x)",
+                    "mean accuracy",
+                    "coverage (success)",
+                    "coverage (failure)",
+                    "solved",
+                    "both outcomes",
+                ],
+                [
+                    [
+                        c["run"],
+                        c["model"],
+                        c["step"],
+                        o.get("mean_outcome_entropy"),
+                        o.get("mean_accuracy"),
+                        o.get("coverage_success"),
+                        o.get("coverage_failure"),
+                        o.get("share_solved"),
+                        o.get("share_mixed"),
+                    ]
+                    for c in cks
+                    for o in [c.get("outcome") or {}]
+                ],
+            )
+        )
+        for imp in [i for i in report.get("imports", []) if i.get("model") == model]:
+            out.append(
+                "<p class='label'>"
+                + escape(
+                    f"imported {imp['source']} as {imp['run']} {imp['model']}: score rule "
+                    f"{imp['score_rule'] or 'n/a'}"
+                )
+                + "</p>"
+            )
         out.append("<h3>Endpoint ratios with coverage; paired ratios with CI and sign test</h3>")
         rows = []
         for c in cks:

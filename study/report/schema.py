@@ -142,6 +142,34 @@ class Audits(_Model):
     validity: ValidityAudit = Field(description="validity-audit state (judge verdicts)")
 
 
+class ImportRecord(_Model):
+    """One `rcea import verl` (an ``import.verl`` event)."""
+
+    source: str | None = Field(description="the dump directory or file")
+    run: str | None = Field(description="--run")
+    model: str | None = Field(description="--model")
+    score_rule: str | None = Field(description="how R was read from the dump, values seen")
+    n_special_stripped: int = Field(description="trailing special tokens stripped")
+
+
+class OutcomeSection(_Model):
+    """The rewards-only numbers of one checkpoint (audits.entropy.OutcomeReport)."""
+
+    n_questions: int = Field(description="questions")
+    n_trajectories: int = Field(description="trajectories")
+    k_min: int = Field(description="K_r a conditional needs (coverage)")
+    accuracy: float = Field(description="share of R = 1 over trajectories")
+    mean_accuracy: float = Field(description="mean over questions of p̂₊(x)")
+    mean_outcome_entropy: float = Field(description="mean over questions of H(R|x), nats")
+    sequence_outcome_term: float = Field(
+        description="the H(R|x) term of Ĥ(Y|x) = H(R|x) + Σ_r p̂_r Ĥ(Y|R=r,x), mean over questions"
+    )
+    coverage_success: float = Field(description="share of questions with K₊ ≥ k_min")
+    coverage_failure: float = Field(description="share of questions with K₋ ≥ k_min")
+    share_solved: float = Field(description="share of questions with K₊ ≥ 1")
+    share_mixed: float = Field(description="share of questions with both outcomes")
+
+
 class CheckpointReport(_Model):
     """One (run, model, step)."""
 
@@ -155,6 +183,10 @@ class CheckpointReport(_Model):
     reported: bool = Field(description="the checkpoint this (run, model) is reported at (item 14)")
     failed_run: bool = Field(
         description="its (run, model) failed (item 9); the same run at another model is unaffected"
+    )
+    outcome: OutcomeSection = Field(
+        description="item 1 from rewards alone (audits.entropy.OutcomeReport): every "
+        "checkpoint has it, with or without token entropies"
     )
     entropy: EntropySection | None = Field(
         description="items 1-3 (audits.entropy.EntropyReport without per-question rows)"
@@ -190,6 +222,11 @@ class StudyReport(_Model):
     )
     parameters: Parameters = Field(description="estimator settings")
     audits: Audits = Field(description="the audits the numbers rest on")
+    imports: list[ImportRecord] = Field(
+        default_factory=list,
+        description="trainer dumps imported into the study (`rcea import verl`) with the "
+        "score rule that turned their scores into R",
+    )
     checkpoints: list[CheckpointReport] = Field(description="one entry per (run, model, step)")
     training_curves: list[TrainingCurve] = Field(description="logged training curves")
     greedy: list[GreedyRow] = Field(description="item 8: greedy accuracy per checkpoint")

@@ -37,6 +37,9 @@ class Question(SQLModel, table=True):
     text: str | None = Field(
         default=None, sa_type=Text, description="problem statement (records' `question`)"
     )
+    ground_truth: str | None = Field(
+        default=None, sa_type=Text, description="reference answer (records' `ground_truth`)"
+    )
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -77,6 +80,7 @@ class TrajectoryBase(SQLModel):
     sampling_temperature: float | None = None
     sampling_top_p: float | None = None
     logprob_temperature: float | None = None
+    reward_extras: str | None = Field(default=None, sa_type=Text)
 
 
 class Trajectory(TrajectoryBase, table=True):

@@ -12,6 +12,10 @@ verifier (no gold needed); ``python:MODULE:FUNCTION`` a pluggable verifier
 
 Bad input raises :class:`VerifyError` listing every problem as ``file:line N: field:
 message`` (a missing gold question names the record line and the gold file).
+
+Without ``--gold``, math records are checked against their own ``ground_truth`` field
+(an imported trainer dump's ``gts``, written by ``rcea export``); a ``--gold`` answer
+takes precedence over it.
 """
 
 from __future__ import annotations
@@ -80,10 +84,18 @@ def verify_file(
         verifier = make_verifier(domain)
     except VerifierError as exc:
         raise ValueError(f"--domain: {exc}") from None
-    if domain == "math" and gold is None:
-        raise ValueError("math verification needs --gold GOLD.jsonl (or --domain toy)")
     answers = read_gold(gold) if gold is not None else {}
     rows = _jsonl(records)
+    for _, rec in rows:  # each question's own reference answer (``ground_truth``)
+        if isinstance(rec, dict) and isinstance(rec.get("question_id"), str):
+            g = rec.get("ground_truth")
+            if isinstance(g, str) and g.strip():
+                answers.setdefault(rec["question_id"], g)
+    if domain == "math" and gold is None and not answers:
+        raise ValueError(
+            "math verification needs --gold GOLD.jsonl or records with ground_truth "
+            "(or --domain toy)"
+        )
     errors: list[str] = []
     for n, rec in rows:
         where = f"{records}:line {n}"
@@ -101,7 +113,10 @@ def verify_file(
             errors.append(f"{where}: reward: must be 0 or 1, got {rec.get('reward')!r}")
         qid = rec.get("question_id")
         if domain == "math" and isinstance(qid, str) and qid and qid not in answers:
-            errors.append(f"{where}: question_id: {qid!r} has no answer in {gold}")
+            errors.append(
+                f"{where}: question_id: {qid!r} has no answer in "
+                + (f"{gold} nor a ground_truth" if gold is not None else "its ground_truth")
+            )
     if errors:
         raise VerifyError(errors)
     n_checked = n_filled = 0

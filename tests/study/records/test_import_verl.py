@@ -104,6 +104,7 @@ def counts(engine) -> dict[str, int]:  # type: ignore[no-untyped-def]
 
 
 def run_import(engine, directory: Path, tmp_path: Path, **opts: Any):  # type: ignore[no-untyped-def]
+    opts.setdefault("reward_threshold", 0.0)  # the scores include a -0.5 format penalty
     options = VerlOptions(run=opts.pop("run", "grpo"), model=opts.pop("model", "qwen-0.5b"), **opts)
     data = tmp_path / "data"
     return import_verl(
@@ -231,14 +232,16 @@ def test_options_threshold_keys_and_other_run(engine, tmp_path: Path) -> None:  
 
 def test_question_text_is_the_prompt_without_its_template(tmp_path: Path) -> None:
     path = write_step(tmp_path, 0, step_lines(0))
-    batch = read_verl_file(path, VerlOptions(run="r", model="m"))
+    batch = read_verl_file(path, VerlOptions(run="r", model="m", reward_threshold=0.0))
     by_q = dict(zip(batch.columns["question_id"], batch.columns["question"], strict=True))
     assert by_q == {expected_qid(q): q for q in QUESTIONS}
     # Marked and plain prompts of the same question get the same id.
     lines = [
         {**step_lines(0)[0], "input": qwen_prompt(QUESTIONS[0], marked=m)} for m in (True, False)
     ]
-    batch = read_verl_file(write_step(tmp_path / "b", 0, lines), VerlOptions(run="r", model="m"))
+    batch = read_verl_file(
+        write_step(tmp_path / "b", 0, lines), VerlOptions(run="r", model="m", reward_threshold=0.0)
+    )
     assert batch.columns["question_id"] == [expected_qid(QUESTIONS[0])] * 2
     assert batch.columns["seed"] == [0, 1]
 
@@ -279,7 +282,9 @@ def test_question_regex_mismatch_is_an_error_on_input(tmp_path: Path) -> None:
     lines[1]["input"] = "Problem: 2+2?"
     lines[2]["input"] = "no marker here"
     path = write_step(tmp_path, 0, lines)
-    opts = VerlOptions(run="r", model="m", question_regex=r"Problem: (.*?)\s*$")
+    opts = VerlOptions(
+        run="r", model="m", reward_threshold=0.0, question_regex=r"Problem: (.*?)\s*$"
+    )
     with pytest.raises(RecordValidationError) as info:
         read_verl_file(path, opts)
     assert [str(e) for e in info.value.errors] == [
@@ -300,7 +305,9 @@ def test_record_level_errors_name_the_verl_key(tmp_path: Path) -> None:
     lines[3]["pred"] = ["a list"]
     path = write_step(tmp_path, 0, lines)
     with pytest.raises(RecordValidationError) as info:
-        read_verl_file(path, VerlOptions(run="r", model="m", answer_key="pred"))
+        read_verl_file(
+            path, VerlOptions(run="r", model="m", reward_threshold=0.0, answer_key="pred")
+        )
     named = [str(e) for e in info.value.errors]
     assert (
         named[0] == f"{path}:line 3: output: empty completion (pass --skip-empty-output to "
@@ -311,14 +318,17 @@ def test_record_level_errors_name_the_verl_key(tmp_path: Path) -> None:
     lines[3]["pred"] = "x"
     path = write_step(tmp_path, 0, lines)
     with pytest.raises(RecordValidationError) as info:
-        read_verl_file(path, VerlOptions(run="r", model="m", skip_empty_output=True))
+        read_verl_file(
+            path, VerlOptions(run="r", model="m", reward_threshold=0.0, skip_empty_output=True)
+        )
     assert [str(e) for e in info.value.errors] == [
         f"{path}:line 2: output (text): contains a control character (U+0000) at character 4; "
         "only tab, line feed and carriage return are allowed"
     ]
     lines[1]["output"] = "fine"
     batch = read_verl_file(
-        write_step(tmp_path, 0, lines), VerlOptions(run="r", model="m", skip_empty_output=True)
+        write_step(tmp_path, 0, lines),
+        VerlOptions(run="r", model="m", reward_threshold=0.0, skip_empty_output=True),
     )
     assert batch.columns["seed"] == [0, 1, 3]
 
@@ -334,6 +344,7 @@ def test_cli_import_verl(store_url: str, tmp_path: Path, monkeypatch: pytest.Mon
     runner = CliRunner()
     dump = write_dump(tmp_path / "val")
     args = ["import", "verl", str(dump), "--study", "v", "--run", "grpo", "--model", "m"]
+    args += ["--reward-threshold", "0"]
     missing = runner.invoke(app, ["import", "verl", str(dump), "--study", "v", "--run", "grpo"])
     assert missing.exit_code == 2 and "--model" in missing.output
     lines: list[Any] = step_lines(10)

@@ -96,7 +96,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"sampling_top_p": 1.5}, "sampling_top_p: must be a number in (0, 1], got 1.5"),
     ({"sampling_top_p": 0}, "sampling_top_p: must be a number in (0, 1], got 0"),
     ({"split": "train"}, "split: must be one of probe, eval, got 'train'"),
-    ({"colour": "red"}, "colour: unknown field (see the record schema in README)"),
+    ({"colour": "red"}, "colour: unknown field (not in the record schema; --allow-extra ignores it)"),
     ({"text": "a\x00b"}, f"text: contains a control character (U+0000) at character 1; {CTRL}"),
     ({"question": "ab\x1f"}, f"question: contains a control character (U+001F) at character 2; {CTRL}"),
     ({"answer": "\x0b"}, f"answer: contains a control character (U+000B) at character 0; {CTRL}"),
@@ -203,7 +203,7 @@ def test_errors_sorted_by_number_file_first(tmp_path: Path) -> None:
     assert _errors(path) == [
         f"{path}:line 2: step: must be >= 0, got -1",
         f"{path}:line 10: reward: must be 0 or 1, got 5",
-        f"{path}:line 11: zz: unknown field (see the record schema in README)",
+        f"{path}:line 11: zz: unknown field (not in the record schema; --allow-extra ignores it)",
     ]
 
 
@@ -264,7 +264,7 @@ def _parquet(tmp_path: Path, table: pa.Table, name: str = "r.parquet") -> Path:
 def test_parquet_file_level_errors(tmp_path: Path) -> None:
     extra = _parquet(tmp_path, pa.Table.from_pylist([make_record(0, colour="red")]))
     assert _errors(extra) == [
-        f"{extra}:file: colour: unknown column (see the record schema in README)"
+        f"{extra}:file: colour: unknown column (not in the record schema; --allow-extra ignores it)"
     ]
     assert len(read_records(extra, allow_extra=True)) == 1
     empty = _parquet(tmp_path, pa.Table.from_pylist([make_record(0)]).slice(0, 0), "e.parquet")
@@ -507,7 +507,7 @@ def test_records_from_rows_messages_exactly() -> None:
     known fields, so only a direct caller reaches the first)."""
     rows = [make_record(0), make_record(1, extra=1), make_record(2, token_entropies="x")]
     assert _rows_errors(rows, ["row 2", "row 3", "row 4"]) == [
-        "mem.csv:row 3: extra: unknown field (see the record schema in README)",
+        "mem.csv:row 3: extra: unknown field (not in the record schema; --allow-extra ignores it)",
         "mem.csv:row 4: token_entropies: expected a list of floats, got str",
     ]
     assert _rows_errors([], []) == ["mem.csv:file: no records in file"]
