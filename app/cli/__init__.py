@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 #: top-level command → the module whose ``register(app)`` defines it, in ``--help`` order.
 #: ``tests/app/cli/test_cli.py`` checks this table against what each module registers.
 COMMANDS: dict[str, str] = {
+    "status": "app.cli.data_cmd",
     "validate": "app.cli.data_cmd",
     "ingest": "app.cli.data_cmd",
     "studies": "app.cli.data_cmd",
