@@ -186,7 +186,10 @@ def gate(
 
     With a ``[sequential]`` plan in the frozen rubric: the interim decisions at the
     current look (a ``gate.interim`` event the first time each look is reached), and
-    ``--final`` may stop early once the gate is settled (docs/sequential-gate.md)."""
+    ``--final`` may stop early once the gate is settled (docs/sequential-gate.md).
+    Exit 5 when the final gate FAILED (app/cli/exit_codes.py); ``--json`` carries
+    ``outcome`` and ``exit_code``."""
+    from app.cli.stats_cmd import gate_outcome
     from study.pair_audit.gate import decide_gate
     from study.pair_audit.sampling import get_audit
     from study.store import session_scope
@@ -196,10 +199,13 @@ def gate(
             result = decide_gate(s, get_audit(s, name=audit), final=final, actor=actor_name(actor))
     except _domain_errors() as exc:
         fail(str(exc), as_json=as_json)
+    result.update(gate_outcome(result["report"] or {}))
     if as_json:
         print_json(result)
-        return
-    _print_gate_status(result)
+    else:
+        _print_gate_status(result)
+    if result["exit_code"]:  # a failed final gate: exit_codes.FAILED
+        raise typer.Exit(result["exit_code"])
 
 
 def _print_gate_status(result: dict) -> None:  # type: ignore[type-arg]

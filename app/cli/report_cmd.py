@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from app.cli.common import engine, fail, is_tty, print_json, settings
+from app.cli.exit_codes import REFUSED
 from app.cli.options import JSON_OPTION, STUDY_OPTION
 
 report_app = typer.Typer(
@@ -192,7 +193,7 @@ def publish(
                 progress=is_tty() and not as_json,
             )
     except PublishRefused as exc:
-        fail(str(exc), code=2, as_json=as_json, reasons=exc.reasons)
+        fail(str(exc), code=REFUSED, as_json=as_json, reasons=exc.reasons)
     except (StoreError, ValueError, OSError) as exc:  # SignatureError is a ValueError
         fail(str(exc), as_json=as_json)
     if as_json:
