@@ -52,6 +52,17 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
     repeat_share = 0.05   # in [0, 0.5]; share of pairs shown a second time to A and B
                           # (hidden repeats: self-consistency, never counted in the gate)
 
+    [reaudit]          # optional; may a partition whose final gate FAILED be audited again?
+    max_attempts = 2              # >= 1 pair audits on one partition (default 1: none)
+    correction = "bonferroni"     # the stated multiplicity correction ("bonferroni" or
+                                  # "none"), recorded with every attempt and shown beside
+                                  # the gate (docs/publication.md "Every attempt")
+
+``[reaudit]`` enters the content (and hash) only when it is not the default
+(``max_attempts = 1``): rubrics frozen before it existed keep their hashes. Without it a
+failed final gate binds its partition: the remedy is a new partition (refreeze the
+codebook), never another draw.
+
 ``[sequential]`` is part of the frozen content (and hash) when present; without it the
 gate is the fixed-sample gate, and rubrics frozen before it existed keep their hashes.
 ``[annotators]`` likewise enters the content (and hash) only when ``repeat_share`` is not
@@ -92,6 +103,7 @@ __all__ = [
     "CalibrationPlan",
     "EstimatorSettings",
     "PairPlan",
+    "ReauditPolicy",
     "Rubric",
     "SequentialPlan",
     "default_rubric",
@@ -248,6 +260,35 @@ class CalibrationPlan:
         return out
 
 
+#: Multiplicity corrections a re-audit policy may state.
+REAUDIT_CORRECTIONS = ("bonferroni", "none")
+
+
+@dataclass(frozen=True)
+class ReauditPolicy:
+    """The rubric's ``[reaudit]`` table: how many pair audits one partition may have when
+    a final gate on it failed (``max_attempts``; 1, the default: a failure binds the
+    partition), and the multiplicity correction stated for them (docs/publication.md)."""
+
+    max_attempts: int = 1
+    correction: str = "none"
+
+    def __post_init__(self) -> None:
+        _int("reaudit", "max_attempts", self.max_attempts, 1, 20)
+        if self.correction not in REAUDIT_CORRECTIONS:
+            raise ValueError(
+                f"[reaudit] correction must be one of {', '.join(REAUDIT_CORRECTIONS)}, "
+                f"got {self.correction!r}"
+            )
+
+    @property
+    def allows_reaudit(self) -> bool:
+        return self.max_attempts > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass(frozen=True)
 class Rubric:
     """A parsed, validated, default-filled rubric. ``source`` (where it was read from) is
@@ -263,6 +304,7 @@ class Rubric:
     adjudication: AdjudicationPolicy = field(default_factory=AdjudicationPolicy)
     sequential: SequentialPlan | None = None
     annotators: AnnotatorPlan = field(default_factory=AnnotatorPlan)
+    reaudit: ReauditPolicy = field(default_factory=ReauditPolicy)
     source: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -291,6 +333,8 @@ class Rubric:
                 if self.annotators != AnnotatorPlan()
                 else {}
             ),
+            # only when declared: rubrics without a re-audit policy keep their hashes
+            **({"reaudit": self.reaudit.to_dict()} if self.reaudit != ReauditPolicy() else {}),
         }
 
     def canonical_json(self) -> str:
@@ -328,6 +372,7 @@ _SECTIONS: dict[str, type] = {
     "adjudication": AdjudicationPolicy,
     "sequential": SequentialPlan,
     "annotators": AnnotatorPlan,
+    "reaudit": ReauditPolicy,
 }
 _RUBRIC_KEYS = ("name", "version", "description")
 
@@ -388,6 +433,7 @@ def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubr
         adjudication=parts["adjudication"],
         sequential=parts["sequential"],
         annotators=parts["annotators"],
+        reaudit=parts["reaudit"],
         source=source,
     )
 

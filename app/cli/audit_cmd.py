@@ -144,10 +144,20 @@ def sample(
     rubric_version: str = typer.Option(None, help="rubric version (default: latest)"),
     name: str = typer.Option(None, help="audit name (default: <study>-audit-<n>)"),
     seed: int = typer.Option(None, help="override the rubric's [pairs] seed"),
+    reason: str = typer.Option(
+        None,
+        "--reason",
+        help="why this audit is drawn (recorded); required to re-audit a partition whose "
+        "final gate failed, which the frozen rubric's [reaudit] policy must allow",
+    ),
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Draw the audit pairs and lock the current partition into the audit."""
+    """Draw the audit pairs and lock the current partition into the audit.
+
+    Refused on a partition whose final gate FAILED unless that audit's frozen rubric
+    predeclares ``[reaudit] max_attempts`` (and a correction) and ``--reason`` is given;
+    the remedy otherwise is a new partition (docs/publication.md "Every attempt")."""
     from study.pair_audit.sampling import audit_overview, draw_audit
     from study.store import session_scope
 
@@ -161,6 +171,7 @@ def sample(
                 name=name,
                 actor=actor_name(actor),
                 seed=seed,
+                reason=reason,
             )
             out = audit_overview(s, audit)
     except _domain_errors() as exc:

@@ -24,6 +24,7 @@ from sqlmodel import Session, select
 
 from study import events
 from study.pair_audit.freeze import partition_modes
+from study.pair_audit.sampling import failed_final_gates
 from study.report.estimates import (
     UNCERTAIN,
     checkpoint_entropy,
@@ -489,7 +490,9 @@ def pair_audit_state(
     latest frozen partition; without any the ``mode`` column. ``partition`` (a content
     hash prefix or ``latest``) chooses explicitly. The status is that of the latest final
     gate bound to the chosen partition, else of its latest audit's preliminary gate
-    (pending|preliminary), else ``none``.
+    (pending|preliminary), else ``none``. ``failures_on_partition`` lists every audit of
+    the chosen partition whose final gate FAILED: a later pass does not erase it, and
+    the report states it (docs/publication.md "Every attempt").
     """
     finals = list_events(session, kind=events.GATE_FINAL, study_id=study_id)
     parts = list(
@@ -523,6 +526,11 @@ def pair_audit_state(
         ],
         "blocked_by": None,
     }
+    state["failures_on_partition"] = (
+        failed_final_gates(session, study_id=study_id, partition_hash=chosen.content_hash)
+        if chosen is not None
+        else []
+    )
     if chosen is None:
         state["blocked_by"] = (
             "modes rest on the trajectory mode column, not a frozen partition "

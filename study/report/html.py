@@ -94,6 +94,13 @@ def render_html(
             ],
         ),
     ]
+    for f in pair.get("failures_on_partition") or []:
+        parts.append(
+            "<p class='blocked'>A failed attempt is on the record of this partition: the "
+            f"final gate of audit <strong>{escape(str(f['audit']))}</strong> FAILED "
+            f"(rubric {escape(str(f['rubric_hash']))}, recorded {escape(f['recorded_at'])} "
+            f"by {escape(f['recorded_by'])}).</p>"
+        )
     if pair.get("gate"):
         reqs = pair["gate"].get("requirements") or []
         parts.append("<h3>Final gate</h3>")

@@ -102,6 +102,15 @@ class OtherGate(_Model):
     partition_hash: str | None = Field(description="on this partition")
 
 
+class FailedGate(_Model):
+    audit: str | None = Field(description="the audit whose final gate failed")
+    audit_id: int | None = Field(description="its store id")
+    rubric_hash: str | None = Field(description="the frozen rubric it was gated by")
+    partition_hash: str | None = Field(description="the partition it was bound to")
+    recorded_at: str = Field(description="when the failed gate.final was recorded (UTC)")
+    recorded_by: str = Field(description="who recorded it")
+
+
 class PairAudit(_Model):
     """The partition the mode numbers rest on and its pair-audit gate."""
 
@@ -119,6 +128,11 @@ class PairAudit(_Model):
     )
     gate: GateSection | None = Field(description="the gate report (audits.gates.GateReport)")
     other_passing: list[OtherGate] = Field(description="passing gates on other partitions")
+    failures_on_partition: list[FailedGate] = Field(
+        default_factory=list,
+        description="every audit of this partition whose final gate FAILED (a later pass "
+        "does not erase it; docs/publication.md)",
+    )
     blocked_by: str | None = Field(description="why mode numbers are not publishable")
 
 
