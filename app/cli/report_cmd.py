@@ -122,9 +122,11 @@ def build(
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rep, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    if as_json:
+    if as_json:  # the JSON carries them under insufficient_evidence
         print_json(rep)
         return
+    for line in rep.get("insufficient_evidence") or []:  # at the top, on stderr
+        typer.echo(f"warning: {line}", err=True)
     _print_report(rep)
     if out is not None:
         typer.echo(f"wrote {out}")

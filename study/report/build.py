@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlmodel import Session, select
 
+from audits.rubric import EstimatorSettings
 from study import events
 from study.pair_audit.freeze import partition_modes
 from study.pair_audit.sampling import failed_final_gates
@@ -33,6 +34,7 @@ from study.report.estimates import (
     sequence_quantity,
 )
 from study.report.parameters import ReportParameters
+from study.report.publication import evidence_lines
 from study.report.rows import (
     CheckpointRows,
     MemoryRows,
@@ -48,6 +50,7 @@ from study.validity_audit.status import validity_status
 
 ENTROPY_ONLY_LABEL = "entropy-only (no audit)"
 AUDITED_LABEL = "audited"
+INSUFFICIENT_LABEL = "insufficient evidence"
 
 Key = tuple[str, str, int]
 
@@ -192,6 +195,8 @@ def _gather_meta(
             "association_pooled": params.association_pooled,
             "estimators_from": est_source,
             "deviations_from_rubric": deviations,
+            "min_eligible_questions": est.min_eligible_questions,
+            "min_eligible_share": est.min_eligible_share,
         },
         "pair": pair,
         "validity_status": vstat,
@@ -376,6 +381,10 @@ def compute_report_from(
                 "estimators_from",
                 "deviations_from_rubric",
             )
+        }
+        | {  # predeclared minimum evidence (bundles written before it: the defaults)
+            k: par.get(k, getattr(EstimatorSettings, k))
+            for k in ("min_eligible_questions", "min_eligible_share")
         },
         "audits": {"pair": pair, "validity": validity},
         "checkpoints": checkpoints,
@@ -399,6 +408,7 @@ def compute_report_from(
         ),
     }
     report["quantities"] = quantities(report)
+    report["insufficient_evidence"] = evidence_lines(report["quantities"])
     return report
 
 
@@ -612,6 +622,12 @@ def _validity_blocker(vstat: dict[str, Any]) -> str | None:
         return (
             "validity rests on no frozen judge: the validity column did not come from "
             "`rcea judge run`, so it has no completed calibration"
+        )
+    if vstat["status"] == "calibration-failed":
+        return (
+            f"validity rests on judge {str(vstat['judge_hash'])[:12]}… whose calibration "
+            "FAILED its predeclared acceptance thresholds: "
+            + "; ".join(vstat.get("failed_requirements") or [])
         )
     return f"validity rests on judge {str(vstat['judge_hash'])[:12]}… with no completed calibration"
 
@@ -1072,6 +1088,19 @@ def _association(
 # --------------------------------------------------------------------------- quantities
 
 
+def _evidence(eligible: tuple[int | None, int], floor: tuple[int, float]) -> str | None:
+    """Why a number rests on too little (``None``: it meets the rubric's predeclared
+    minimum evidence, ``[estimators] min_eligible_questions`` and ``min_eligible_share``)."""
+    n, total = eligible[0] or 0, eligible[1] or 0
+    share = n / total if total else 0.0
+    if n >= floor[0] and share >= floor[1]:
+        return None
+    return (
+        f"insufficient evidence: {n} of {total} questions eligible (share {share:.3f}); "
+        f"the rubric's floor is {floor[0]} questions and share {floor[1]}"
+    )
+
+
 def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The flat list of every number in ``report`` with what it depends on.
 
@@ -1080,12 +1109,16 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
     ``["partition"]`` / ``["partition", "validity"]`` (modes; validity joins when a judge
     verdict filters the accepted set). ``publishable`` is false and ``blocked_by`` names the
     missing gate while the pair gate of the partition has not passed or the judge has no
-    completed calibration.
+    completed calibration. Paired ratios, validity, mode and retention numbers resting on
+    fewer eligible questions than the predeclared floor carry ``evidence`` (why) and the
+    label "insufficient evidence", never "audited" (docs/publication.md).
     """
     pair = report["audits"]["pair"]
     val = report["audits"]["validity"]
     mode_deps = ["partition", "validity"] if val["filter"] == "judge" else ["partition"]
     blockers = {"partition": pair["blocked_by"], "validity": val["blocked_by"]}
+    par = report["parameters"]
+    floor = (par["min_eligible_questions"], par["min_eligible_share"])
     out: list[dict[str, Any]] = []
 
     def add(
@@ -1101,10 +1134,13 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
         ci: tuple[Any, Any] = (None, None),
         n: int | None = None,
         coverage: float | None = None,
+        eligible: tuple[int | None, int] | None = None,
     ) -> None:
         if value is None:
             return
         blocked = [blockers[d] for d in deps if blockers[d]]
+        evidence = _evidence(eligible, floor) if eligible is not None else None
+        label = AUDITED_LABEL if deps else ENTROPY_ONLY_LABEL
         out.append(
             {
                 "name": name,
@@ -1121,7 +1157,8 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "depends_on": deps,
                 "publishable": not blocked,
                 "blocked_by": "; ".join(blocked) if blocked else None,
-                "label": AUDITED_LABEL if deps else ENTROPY_ONLY_LABEL,
+                "label": INSUFFICIENT_LABEL if evidence else label,
+                "evidence": evidence,
             }
         )
 
@@ -1161,6 +1198,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 [],
                 ci=(e.get("paired_ci_low"), e.get("paired_ci_high")),
                 n=npq,
+                eligible=(npq, c["n_questions"]),
                 **where,
             )
         v = c["validity"]
@@ -1178,6 +1216,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     ["validity"],
                     n=v.get("n_eligible"),
                     coverage=v.get("coverage"),
+                    eligible=(v.get("n_eligible"), c["n_questions"]),
                     **where,
                 )
         m = c["modes"]
@@ -1194,6 +1233,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     mode_deps,
                     n=m["n_eligible"],
                     coverage=m["coverage"],
+                    eligible=(m["n_eligible"], c["n_questions"]),
                     **where,
                 )
         r = c["retention"]
@@ -1206,6 +1246,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 ci=(r["ci_low"], r["ci_high"]),
                 n=r["n_eligible"],
                 coverage=r["eligible_share"],
+                eligible=(r["n_eligible"], r["n_denominator"]),
                 **where,
             )
             add(
@@ -1214,6 +1255,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 r["eligible_share"],
                 mode_deps,
                 n=r["n_denominator"],
+                eligible=(r["n_eligible"], r["n_denominator"]),
                 **where,
             )
     for g in report["greedy"]:

@@ -71,6 +71,14 @@ def render_html(
             if report["parameters"].get("deviations_from_rubric")
             else ""
         ),
+        (
+            "<p class='blocked'><strong>Insufficient evidence</strong> (below the rubric's "
+            "predeclared minimum of eligible questions; shown, never audited): "
+            + escape("; ".join(report["insufficient_evidence"]))
+            + "</p>"
+            if report.get("insufficient_evidence")
+            else ""
+        ),
         "<p class='label'>Every number on this page is re-derivable from this bundle alone: "
         "<code>rcea report verify &lt;this directory&gt;</code> recomputes them from "
         "<code>inputs.json</code> with the same estimators and seeds.</p>",

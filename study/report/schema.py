@@ -73,7 +73,15 @@ class Quantity(_Model):
     )
     publishable: bool = Field(description="false while a gate it depends on has not passed")
     blocked_by: str | None = Field(description="the missing gate, when not publishable")
-    label: str = Field(description="'audited' or 'entropy-only (no audit)'")
+    label: str = Field(
+        description="'audited', 'entropy-only (no audit)' or 'insufficient evidence' (below "
+        "the rubric's predeclared minimum of eligible questions; never audited)"
+    )
+    evidence: str | None = Field(
+        default=None,
+        description="why the number rests on insufficient evidence (eligible questions, "
+        "share, the floor); None when it meets the floor or has none",
+    )
 
 
 class Parameters(_Model):
@@ -94,6 +102,12 @@ class Parameters(_Model):
     estimators_from: str = Field(description="'defaults' or 'rubric NAME vV (HASH…)'")
     deviations_from_rubric: list[str] = Field(
         description="settings given that differ from the rubric's [estimators]"
+    )
+    min_eligible_questions: int = Field(
+        default=10, description="predeclared minimum of eligible questions (rubric [estimators])"
+    )
+    min_eligible_share: float = Field(
+        default=0.25, description="predeclared minimum share of eligible questions"
     )
 
 
@@ -140,7 +154,10 @@ class ValidityAudit(BaseModel):
     """The judge behind the validity numbers (``study.validity_audit.status.validity_status``)."""
 
     model_config = ConfigDict(extra="allow")
-    status: str = Field(description="no-judge | uncalibrated | calibrated")
+    status: str = Field(
+        description="no-judge | uncalibrated | calibrated | calibration-failed (a "
+        "predeclared acceptance threshold missed: audits/acceptance.py)"
+    )
     judge_hash: str | None = Field(description="SHA-256 of the frozen production judge")
     judge_name: str | None = Field(description="its name")
     calibration: str | None = Field(description="the completed calibration's name")
@@ -203,6 +220,11 @@ class StudyReport(_Model):
         "mean_token_entropy, seq_logprob, validity, mode)"
     )
     parameters: Parameters = Field(description="estimator settings")
+    insufficient_evidence: list[str] = Field(
+        default_factory=list,
+        description="every number below the predeclared minimum evidence, with why "
+        "(labelled 'insufficient evidence', never 'audited')",
+    )
     audits: Audits = Field(description="the audits the numbers rest on")
     checkpoints: list[CheckpointReport] = Field(description="one entry per (run, model, step)")
     training_curves: list[TrainingCurve] = Field(description="logged training curves")

@@ -198,7 +198,7 @@ def verify_bundle(bundle: Path, *, public_key: Path | None = None) -> Verificati
 
 def _verify(bundle: Path, public_key: Path | None) -> Verification:
     from study.report.build import ENTROPY_ONLY_LABEL, compute_report
-    from study.report.publication import FULL_SCOPE, strip_audited
+    from study.report.publication import publication_scope, strip_audited
     from study.report.rows import record_set_hash
 
     bundle = Path(bundle)
@@ -309,8 +309,7 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
     entropy_only = bool(data.get("entropy_only"))
     if entropy_only:
         again = strip_audited(again)
-    uses = {d for q in again["quantities"] for d in q["depends_on"]}
-    again["scope"] = FULL_SCOPE if uses else ENTROPY_ONLY_LABEL
+    again["scope"] = publication_scope(again, ENTROPY_ONLY_LABEL)
     again["simulated"] = report.get("simulated")  # an event, not a number: carried
     again["generated_at"] = report.get("generated_at")
     lines: list[str] = []
