@@ -26,6 +26,7 @@ from audits.rubric import EstimatorSettings
 from study import events
 from study.pair_audit.freeze import partition_modes
 from study.pair_audit.sampling import failed_final_gates
+from study.report.attempts import AUDIT_EVENT_KINDS, attempts, chain
 from study.report.estimates import (
     UNCERTAIN,
     checkpoint_entropy,
@@ -139,6 +140,7 @@ def gather_inputs(
         "validity_status": meta["validity_status"],
         "judge_verdicts": verdicts,
         "measurements": meta["measurements"],
+        "audit_events": meta["audit_events"],
     }
 
 
@@ -201,6 +203,19 @@ def _gather_meta(
         "pair": pair,
         "validity_status": vstat,
         "measurements": measurements,
+        "audit_events": chain(
+            [
+                {
+                    "id": e.id,
+                    "time": e.time.isoformat(),
+                    "actor": e.actor,
+                    "kind": e.kind,
+                    "payload": e.payload,
+                }
+                for e in list_events(session, study_id=st.id)
+                if e.kind in AUDIT_EVENT_KINDS
+            ]
+        ),
     }
     source = StoreRows(
         session, study_id=st.id, partition_id=pair["partition_id"], judge_id=judge_id
@@ -409,6 +424,9 @@ def compute_report_from(
     }
     report["quantities"] = quantities(report)
     report["insufficient_evidence"] = evidence_lines(report["quantities"])
+    # every pair audit, calibration and accepted-set check on the record (bundles written
+    # before the chain: none listed)
+    report["attempts"] = attempts(inputs.get("audit_events") or [])
     return report
 
 

@@ -102,6 +102,25 @@ def render_html(
             ],
         ),
     ]
+    if report.get("attempts"):
+        parts.append("<h3>Every attempt on the record</h3>")
+        parts.append(
+            _table(
+                ["kind", "name", "bound to", "seed", "drawn", "attempt / reason", "outcome"],
+                [
+                    [
+                        a["kind"],
+                        a["name"],
+                        a["partition_hash"] or a["judge_hash"] or "",
+                        a["seed"],
+                        f"{a['drawn_at']} by {a['drawn_by']}",
+                        f"{a['attempt'] or ''} {a['reason'] or ''}".strip(),
+                        a["outcome"],
+                    ]
+                    for a in report["attempts"]
+                ],
+            )
+        )
     for f in pair.get("failures_on_partition") or []:
         parts.append(
             "<p class='blocked'>A failed attempt is on the record of this partition: the "

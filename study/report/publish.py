@@ -124,6 +124,9 @@ def publish_report(
             "judge_hash": val.get("judge_hash") if "validity" in uses else None,
             "record_set_hash": report["record_set_hash"],
             "simulated": report["simulated"],
+            # the head of the audit-event chain: with the signature, no attempt can be
+            # dropped and the chain rebuilt (docs/publication.md "Every attempt")
+            "audit_events_head": (inputs["audit_events"] or [{"hash": None}])[-1]["hash"],
             "files": files,
         }
         write_private(tmp / "hashes.json", (json.dumps(hashes, indent=2) + "\n").encode())

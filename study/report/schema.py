@@ -125,6 +125,36 @@ class FailedGate(_Model):
     recorded_by: str = Field(description="who recorded it")
 
 
+class AttemptValue(_Model):
+    name: str | None = Field(description="gate requirement or acceptance threshold")
+    value: float | None = Field(description="the value recorded")
+    threshold: float | None = Field(description="its predeclared threshold")
+    passed: bool | None = Field(description="whether it held")
+
+
+class Attempt(_Model):
+    """One pair audit, calibration or accepted-set check on the record (study.report
+    .attempts), derived from the hash-chained audit events the bundle carries."""
+
+    kind: str = Field(description="pair audit | calibration | accepted-set check")
+    name: str | None = Field(description="its name")
+    rubric_hash: str | None = Field(description="the frozen rubric (pair audits)")
+    partition_hash: str | None = Field(description="the locked partition (pair audits)")
+    judge_hash: str | None = Field(description="the frozen judge (validity checks)")
+    seed: int | None = Field(description="sampling seed")
+    drawn_by: str = Field(description="who drew it")
+    drawn_at: str = Field(description="when (UTC)")
+    attempt: int | None = Field(description="n-th pair audit of its partition")
+    reason: str | None = Field(description="why it was drawn (required for a re-audit)")
+    n_items: int | None = Field(description="pairs, or held-out / sampled items")
+    outcome: str = Field(
+        description="passed | failed | in progress (no decided record yet) | recorded "
+        "(a completed validity check recorded before acceptance thresholds existed)"
+    )
+    decided_at: str | None = Field(description="when the outcome was recorded")
+    values: list[AttemptValue] = Field(description="the gate or acceptance values recorded")
+
+
 class PairAudit(_Model):
     """The partition the mode numbers rest on and its pair-audit gate."""
 
@@ -220,6 +250,11 @@ class StudyReport(_Model):
         "mean_token_entropy, seq_logprob, validity, mode)"
     )
     parameters: Parameters = Field(description="estimator settings")
+    attempts: list[Attempt] = Field(
+        default_factory=list,
+        description="every pair audit, calibration and accepted-set check of the study, "
+        "passed, failed or in progress (docs/publication.md 'Every attempt')",
+    )
     insufficient_evidence: list[str] = Field(
         default_factory=list,
         description="every number below the predeclared minimum evidence, with why "

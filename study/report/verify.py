@@ -285,6 +285,16 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
             hashes["judge_hash"],
         )
 
+    # 3b. the audit record: the event chain whole, its head the one hashes.json names
+    if "audit_events" in inputs or "audit_events_head" in hashes:
+        from study.report.attempts import chain_problems
+
+        entries = inputs.get("audit_events") or []
+        res.n_checked += 1
+        bad.extend(chain_problems(entries))
+        head = entries[-1]["hash"] if entries else None
+        same("audit_events_head (hashes.json)", hashes.get("audit_events_head"), head)
+
     # 4. the report: typed, then recomputed
     from pydantic import ValidationError
 
