@@ -334,6 +334,7 @@ def compute_report_from(
                 "entropy": entropy,
                 "entropy_error": entropy_error,
                 "validity": judged or (_validity(ck, k_min) if has_verdicts else None),
+                "flow": _flow(ck, has_verdicts, pair),
             }
         )
         del ck, verdicts
@@ -371,6 +372,13 @@ def compute_report_from(
         c["retention_error"] = (
             retention_errors.get(key, retention_error) if c["step"] != base_step else None
         )
+        e, v, m, r = c["entropy"] or {}, c["validity"] or {}, c["modes"] or {}, c["retention"]
+        c["flow"]["eligible"] = {  # questions each number rests on (its n)
+            "paired_ratio": e.get("n_paired_questions"),
+            "validity": v.get("n_eligible"),
+            "modes": m.get("n_eligible"),
+            "retention": r["n_eligible"] if r else None,
+        }
 
     passk = _passk(measurements["passk"])
     report: dict[str, Any] = {
@@ -739,6 +747,34 @@ class ModeLabels:
 
     def result(self) -> dict[Key, dict[str, list[str]]]:
         return self.modes if self.any_mode else {}
+
+
+def _flow(ck: list[dict[str, Any]], has_verdicts: bool, pair: dict[str, Any]) -> dict[str, Any]:
+    """The CONSORT-style flow of one checkpoint (docs/reports.md "Flow"): questions and
+    trajectories imported → verifier successes (R = 1) → judged (a validity verdict) →
+    accepted (R = 1 and, with verdicts, valid) → assigned (a mode other than uncertain,
+    from the partition the numbers rest on, else the mode column); ``eligible`` (the
+    questions each number rests on) is added once the numbers are computed."""
+    use_partition = pair.get("partition_id") is not None
+
+    def mode(r: dict[str, Any]) -> Any:
+        if not use_partition:
+            return r["mode"]
+        return r["partition_mode"] if r.get("in_partition") else None
+
+    stages = {
+        "imported": ck,
+        "successes": [r for r in ck if r["reward"] == 1],
+    }
+    stages["judged"] = [r for r in stages["successes"] if r["validity"] is not None]
+    stages["accepted"] = [r for r in stages["successes"] if not has_verdicts or r["validity"] == 1]
+    stages["assigned"] = [
+        r for r in stages["accepted"] if mode(r) is not None and mode_label(mode(r)) != UNCERTAIN
+    ]
+    return {
+        name: {"trajectories": len(rows), "questions": len({r["question_id"] for r in rows})}
+        for name, rows in stages.items()
+    }
 
 
 def _json(section: ModeSummary | None) -> dict[str, Any] | None:

@@ -102,6 +102,28 @@ def render_html(
             ],
         ),
     ]
+    flows = [c for c in report["checkpoints"] if c.get("flow")]
+    if flows:
+        parts.append("<h3>Flow per checkpoint (trajectories / questions)</h3>")
+        stages = ("imported", "successes", "judged", "accepted", "assigned")
+        parts.append(
+            _table(
+                ["checkpoint", *stages, "eligible questions"],
+                [
+                    [
+                        f"{c['run']}/{c['model']}/step {c['step']}",
+                        *(
+                            f"{c['flow'][k]['trajectories']} / {c['flow'][k]['questions']}"
+                            for k in stages
+                        ),
+                        ", ".join(
+                            f"{k} {v}" for k, v in c["flow"]["eligible"].items() if v is not None
+                        ),
+                    ]
+                    for c in flows
+                ],
+            )
+        )
     if report.get("attempts"):
         parts.append("<h3>Every attempt on the record</h3>")
         parts.append(

@@ -203,6 +203,24 @@ class Audits(_Model):
     validity: ValidityAudit = Field(description="validity-audit state (judge verdicts)")
 
 
+class FlowStage(_Model):
+    trajectories: int = Field(description="trajectories at this stage")
+    questions: int = Field(description="distinct questions among them")
+
+
+class Flow(_Model):
+    """CONSORT-style flow of one checkpoint (docs/reports.md "Flow")."""
+
+    imported: FlowStage = Field(description="every trajectory of the checkpoint")
+    successes: FlowStage = Field(description="verifier successes (R = 1)")
+    judged: FlowStage = Field(description="successes with a validity verdict")
+    accepted: FlowStage = Field(description="successes accepted (valid, when judged)")
+    assigned: FlowStage = Field(description="accepted with a mode other than uncertain")
+    eligible: dict[str, int | None] = Field(
+        description="questions each number rests on: paired_ratio, validity, modes, retention"
+    )
+
+
 class CheckpointReport(_Model):
     """One (run, model, step)."""
 
@@ -234,6 +252,11 @@ class CheckpointReport(_Model):
     )
     retention_error: str | None = Field(
         description="why retention is None (e.g. the model has no base checkpoint)"
+    )
+    flow: Flow | None = Field(
+        default=None,
+        description="imported → successes → judged → accepted → assigned → eligible "
+        "(re-derived by verify)",
     )
 
 

@@ -109,3 +109,37 @@ def test_enough_eligible_questions_are_audited(engine, tmp_path: Path) -> None: 
     val = [q for q in rep["quantities"] if q["section"] == "validity"]
     assert val and all(q["label"] == AUDITED_LABEL and q["evidence"] is None for q in val)
     assert rep["insufficient_evidence"] == []
+
+
+def test_flow_per_checkpoint(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _one_eligible(engine, tmp_path, eligible=1)
+    with session_scope(engine) as s:
+        rep = build_report(s, study="s", n_boot=200)
+    (c,) = rep["checkpoints"]
+    flow = c["flow"]
+    # 8 + 39 trajectories in 40 questions, every one a success, judged and accepted by the
+    # validity column; no mode: none assigned; one question eligible for validity
+    for stage in ("imported", "successes", "judged", "accepted"):
+        assert flow[stage] == {"trajectories": 47, "questions": 40}, stage
+    assert flow["assigned"] == {"trajectories": 0, "questions": 0}
+    assert flow["eligible"]["validity"] == 1 and flow["eligible"]["retention"] is None
+    StudyReport.model_validate(rep)
+
+
+def test_verify_rederives_the_flow(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+
+    _one_eligible(engine, tmp_path, eligible=12)
+    with session_scope(engine) as s:
+        res = publish_report(s, study="s", out_dir=tmp_path / "out", actor="p", n_boot=200)
+    bundle = Path(res["bundle"])
+    assert verify_bundle(bundle).ok
+    report = json.loads((bundle / "report.json").read_text())
+    report["checkpoints"][0]["flow"]["accepted"]["trajectories"] += 1
+    data = json.dumps(report).encode()
+    (bundle / "report.json").write_bytes(data)
+    hashes = json.loads((bundle / "hashes.json").read_text())
+    hashes["files"]["report.json"] = hashlib.sha256(data).hexdigest()
+    (bundle / "hashes.json").write_text(json.dumps(hashes))
+    ver = verify_bundle(bundle)
+    assert not ver.ok and any("flow" in m for m in ver.mismatches), ver.mismatches
