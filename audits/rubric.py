@@ -23,6 +23,8 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
     n_boot = 10000     # >= 100
     confidence = 0.95  # in (0, 1)
     seed = 0           # >= 0
+    min_eligible_questions = 10   # >= 1; minimum evidence (docs/estimators.md "Minimum
+    min_eligible_share = 0.25     # evidence"): out of the hash while default
 
     [pairs]            # pair-sampling plan of the partition audit
     seed = 0
@@ -52,6 +54,28 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
     repeat_share = 0.05   # in [0, 0.5]; share of pairs shown a second time to A and B
                           # (hidden repeats: self-consistency, never counted in the gate)
 
+    [reaudit]          # optional; may a partition whose final gate FAILED be audited again?
+    max_attempts = 2              # >= 1 pair audits on one partition (default 1: none)
+    correction = "bonferroni"     # the stated multiplicity correction ("bonferroni" or
+                                  # "none"), recorded with every attempt and shown beside
+                                  # the gate (docs/publication.md "Every attempt")
+
+    [acceptance]       # optional; predeclared acceptance of the validity judge (defaults
+    accuracy_min = 0.90                  # shown; their reasons: audits/acceptance.py)
+    macro_f1_min = 0.85
+    accepted_valid_precision_min = 0.90
+    valid_recall_min = 0.90
+    coverage_min = 0.95
+    accepted_precision_lower_min = 0.80  # lower 95% bound of accepted-set precision, each annotator
+
+``[acceptance]`` likewise enters the content (and hash) only when it differs from the
+defaults; the defaults apply to every rubric without it.
+
+``[reaudit]`` enters the content (and hash) only when it is not the default
+(``max_attempts = 1``): rubrics frozen before it existed keep their hashes. Without it a
+failed final gate binds its partition: the remedy is a new partition (refreeze the
+codebook), never another draw.
+
 ``[sequential]`` is part of the frozen content (and hash) when present; without it the
 gate is the fixed-sample gate, and rubrics frozen before it existed keep their hashes.
 ``[annotators]`` likewise enters the content (and hash) only when ``repeat_share`` is not
@@ -80,6 +104,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from audits.acceptance import JudgeAcceptance
 from audits.sequential import SequentialPlan
 from audits.thresholds import GateThresholds
 
@@ -91,7 +116,9 @@ __all__ = [
     "AnnotatorPlan",
     "CalibrationPlan",
     "EstimatorSettings",
+    "JudgeAcceptance",
     "PairPlan",
+    "ReauditPolicy",
     "Rubric",
     "SequentialPlan",
     "default_rubric",
@@ -143,9 +170,18 @@ class EstimatorSettings:
     n_boot: int = 10_000
     confidence: float = 0.95
     seed: int = 0
+    #: predeclared minimum evidence of paired ratios, validity, mode entropy and
+    #: retention: eligible questions (count and share of the checkpoint's questions);
+    #: below it a number is shown labelled "insufficient evidence", never "audited"
+    min_eligible_questions: int = 10
+    min_eligible_share: float = 0.25
 
     def __post_init__(self) -> None:
         s = "estimators"
+        _int(s, "min_eligible_questions", self.min_eligible_questions, 1)
+        object.__setattr__(
+            self, "min_eligible_share", _unit(s, "min_eligible_share", self.min_eligible_share)
+        )
         _int(s, "k_min", self.k_min, 1)
         _int(s, "n_min", self.n_min, 1)
         _int(s, "n_draws", self.n_draws, 1)
@@ -156,7 +192,11 @@ class EstimatorSettings:
         _int(s, "seed", self.seed, 0, _MAX_SEED)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for key in ("min_eligible_questions", "min_eligible_share"):  # defaults stay out
+            if out[key] == getattr(EstimatorSettings, key):  # of the hash (old rubrics)
+                out.pop(key)
+        return out
 
 
 @dataclass(frozen=True)
@@ -249,6 +289,35 @@ class CalibrationPlan:
         return out
 
 
+#: Multiplicity corrections a re-audit policy may state.
+REAUDIT_CORRECTIONS = ("bonferroni", "none")
+
+
+@dataclass(frozen=True)
+class ReauditPolicy:
+    """The rubric's ``[reaudit]`` table: how many pair audits one partition may have when
+    a final gate on it failed (``max_attempts``; 1, the default: a failure binds the
+    partition), and the multiplicity correction stated for them (docs/publication.md)."""
+
+    max_attempts: int = 1
+    correction: str = "none"
+
+    def __post_init__(self) -> None:
+        _int("reaudit", "max_attempts", self.max_attempts, 1, 20)
+        if self.correction not in REAUDIT_CORRECTIONS:
+            raise ValueError(
+                f"[reaudit] correction must be one of {', '.join(REAUDIT_CORRECTIONS)}, "
+                f"got {self.correction!r}"
+            )
+
+    @property
+    def allows_reaudit(self) -> bool:
+        return self.max_attempts > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass(frozen=True)
 class Rubric:
     """A parsed, validated, default-filled rubric. ``source`` (where it was read from) is
@@ -264,6 +333,8 @@ class Rubric:
     adjudication: AdjudicationPolicy = field(default_factory=AdjudicationPolicy)
     sequential: SequentialPlan | None = None
     annotators: AnnotatorPlan = field(default_factory=AnnotatorPlan)
+    reaudit: ReauditPolicy = field(default_factory=ReauditPolicy)
+    acceptance: JudgeAcceptance = field(default_factory=JudgeAcceptance)
     source: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -290,6 +361,13 @@ class Rubric:
             **(
                 {"annotators": self.annotators.to_dict()}
                 if self.annotators != AnnotatorPlan()
+                else {}
+            ),
+            # only when declared: rubrics without a re-audit policy keep their hashes
+            **({"reaudit": self.reaudit.to_dict()} if self.reaudit != ReauditPolicy() else {}),
+            **(
+                {"acceptance": self.acceptance.to_dict()}
+                if self.acceptance != JudgeAcceptance()
                 else {}
             ),
         }
@@ -329,6 +407,8 @@ _SECTIONS: dict[str, type] = {
     "adjudication": AdjudicationPolicy,
     "sequential": SequentialPlan,
     "annotators": AnnotatorPlan,
+    "reaudit": ReauditPolicy,
+    "acceptance": JudgeAcceptance,
 }
 _RUBRIC_KEYS = ("name", "version", "description")
 
@@ -389,6 +469,8 @@ def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubr
         adjudication=parts["adjudication"],
         sequential=parts["sequential"],
         annotators=parts["annotators"],
+        reaudit=parts["reaudit"],
+        acceptance=parts["acceptance"],
         source=source,
     )
 

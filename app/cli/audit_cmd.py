@@ -188,10 +188,20 @@ def sample(
     rubric_version: str = typer.Option(None, help="rubric version (default: latest)"),
     name: str = typer.Option(None, help="audit name (default: <study>-audit-<n>)"),
     seed: int = typer.Option(None, help="override the rubric's [pairs] seed"),
+    reason: str = typer.Option(
+        None,
+        "--reason",
+        help="why this audit is drawn (recorded); required to re-audit a partition whose "
+        "final gate failed, which the frozen rubric's [reaudit] policy must allow",
+    ),
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Draw the audit pairs and lock the current partition into the audit."""
+    """Draw the audit pairs and lock the current partition into the audit.
+
+    Refused on a partition whose final gate FAILED unless that audit's frozen rubric
+    predeclares ``[reaudit] max_attempts`` (and a correction) and ``--reason`` is given;
+    the remedy otherwise is a new partition (docs/publication.md "Every attempt")."""
     from study.pair_audit.sampling import audit_overview, draw_audit
     from study.store import session_scope
 
@@ -205,6 +215,7 @@ def sample(
                 name=name,
                 actor=actor_name(actor),
                 seed=seed,
+                reason=reason,
             )
             out = audit_overview(s, audit)
     except _domain_errors() as exc:
@@ -230,7 +241,10 @@ def gate(
 
     With a ``[sequential]`` plan in the frozen rubric: the interim decisions at the
     current look (a ``gate.interim`` event the first time each look is reached), and
-    ``--final`` may stop early once the gate is settled (docs/sequential-gate.md)."""
+    ``--final`` may stop early once the gate is settled (docs/sequential-gate.md).
+    Exit 5 when the final gate FAILED (app/cli/exit_codes.py); ``--json`` carries
+    ``outcome`` and ``exit_code``."""
+    from app.cli.stats_cmd import gate_outcome
     from study.pair_audit.gate import decide_gate
     from study.pair_audit.sampling import get_audit
     from study.progress import failed_gate_options
@@ -244,15 +258,18 @@ def gate(
             result = decide_gate(s, row, final=final, actor=actor_name(actor))
     except _domain_errors() as exc:
         fail(str(exc), as_json=as_json)
+    result.update(gate_outcome(result["report"] or {}))
     options = failed_gate_options(study_name) if final and result["status"] == "failed" else []
     if as_json:
         print_json({**result, **({"options": options} if options else {})})
-        return
-    print_gate_status(result)
-    if options:
-        typer.echo("the final gate FAILED; the options:")
-        for line in options:
-            typer.echo(f"  - {line}")
+    else:
+        print_gate_status(result)
+        if options:
+            typer.echo("the final gate FAILED; the options:")
+            for line in options:
+                typer.echo(f"  - {line}")
+    if result["exit_code"]:  # a failed final gate: exit_codes.FAILED
+        raise typer.Exit(result["exit_code"])
 
 
 def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]

@@ -108,10 +108,15 @@ def ingest(
             if hint:
                 typer.echo(hint, err=True)
         raise typer.Exit(1) from None
+    from study.records.ingest import k_min_warnings
+
+    warnings = k_min_warnings(engine(), name)
     if as_json:
-        print_json({"ok": True, **result.to_dict()})
+        print_json({"ok": True, **result.to_dict(), "warnings": warnings})
     else:
         typer.echo(result.summary())
+        for line in warnings:
+            typer.echo(f"warning: {line}", err=True)
 
 
 def studies(as_json: bool = JSON_OPTION) -> None:

@@ -127,12 +127,17 @@ def import_verl(
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
         _report_invalid(exc, directory, as_json)
+    from study.records.ingest import k_min_warnings
+
+    warnings = k_min_warnings(engine(), study)
     if as_json:
-        print_json({"ok": True, **result.to_dict()})
+        print_json({"ok": True, **result.to_dict(), "warnings": warnings})
         return
     typer.echo(result.summary())
     for note in result.notes():
         typer.echo(note)
+    for line in warnings:
+        typer.echo(f"warning: {line}", err=True)
     if result.ignored:
         typer.echo(
             f"ignored {len(result.ignored)} file(s) not named STEP.jsonl: "
@@ -178,10 +183,15 @@ def import_table(
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
         _report_invalid(exc, file, as_json)
+    from study.records.ingest import k_min_warnings
+
+    warnings = k_min_warnings(engine(), study)
     if as_json:
-        print_json({"ok": True, **result.to_dict()})
+        print_json({"ok": True, **result.to_dict(), "warnings": warnings})
     else:
         typer.echo(result.summary())
+        for line in warnings:
+            typer.echo(f"warning: {line}", err=True)
 
 
 def export(

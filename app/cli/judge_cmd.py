@@ -25,6 +25,7 @@ from app.cli.common import (
     settings,
     warn_if_llm_unreachable,
 )
+from app.cli.exit_codes import outcome_code
 from app.cli.options import (
     ACTOR_OPTION,
     CONCURRENCY_OPTION,
@@ -451,7 +452,9 @@ def calibrate_report(
 ) -> None:
     """Accuracy, macro-F1, accepted-valid precision, valid recall and coverage on the
     held-out split (complete → `judge.calibration.completed`); development is labelled as
-    such and never recorded."""
+    such and never recorded. A complete held-out report is held against the predeclared
+    acceptance thresholds (rubric ``[acceptance]``): exit 5 when one is missed
+    (app/cli/exit_codes.py); ``--json`` carries ``outcome`` and ``exit_code``."""
     from study.store import session_scope
     from study.validity_audit.checks import get_check
     from study.validity_audit.reports import calibration_report
@@ -466,9 +469,10 @@ def calibrate_report(
             )
     except _errors() as exc:
         fail(str(exc), as_json=as_json)
+    out["exit_code"] = outcome_code({"passed": True, "failed": False}.get(out["outcome"]))
     if as_json:
         print_json(out)
-        return
+        raise typer.Exit(out["exit_code"])
     typer.echo(
         f"calibration {out['calibration']} [{out['split']}"
         + ("" if out["held_out"] else ", NOT held out")
@@ -494,6 +498,18 @@ def calibrate_report(
             "coverage",
         ):
             typer.echo(f"  {key}: {_fmt(r[key])}")
+    _print_acceptance(out)
+
+
+def _print_acceptance(out: dict[str, Any]) -> None:
+    """The predeclared acceptance of a decided report, and its exit status."""
+    acc = out.get("acceptance")
+    if acc is not None:
+        typer.echo(f"acceptance: {'PASSED' if acc['passed'] else 'FAILED'}")
+        for r in acc["requirements"]:
+            mark = "pass" if r["passed"] else "FAIL"
+            typer.echo(f"  {r['name']:<30}{_fmt(r['value']):>10} >= {r['threshold']:<6} {mark}")
+    raise typer.Exit(out["exit_code"])
 
 
 @accepted_app.command("sample")
@@ -504,6 +520,9 @@ def accepted_sample(
     version: int = typer.Option(None, "--version", help="judge version"),
     seed: int = typer.Option(0, "--seed", help="sampling seed (recorded)"),
     name: str = typer.Option(None, "--name", help="check name"),
+    rubric: str = typer.Option(
+        None, "--rubric", help="frozen rubric whose [acceptance] threshold applies (recorded)"
+    ),
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -521,6 +540,7 @@ def accepted_sample(
                 judge_version=version,
                 seed=seed,
                 name=name,
+                rubric=rubric,
                 actor=actor_name(actor),
             )
             out = {"check": check.name, "judge_hash": check.judge_hash, **check.plan}
@@ -564,7 +584,9 @@ def accepted_report_cmd(
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Accepted-valid precision against each annotator with exact binomial intervals."""
+    """Accepted-valid precision against each annotator with exact binomial intervals.
+    When complete, the lower bound of the 95% interval per annotator is held against the
+    predeclared threshold: exit 5 when it is missed (app/cli/exit_codes.py)."""
     from study.store import session_scope
     from study.validity_audit.checks import get_check
     from study.validity_audit.reports import accepted_report
@@ -579,9 +601,10 @@ def accepted_report_cmd(
             )
     except _errors() as exc:
         fail(str(exc), as_json=as_json)
+    out["exit_code"] = outcome_code({"passed": True, "failed": False}.get(out["outcome"]))
     if as_json:
         print_json(out)
-        return
+        raise typer.Exit(out["exit_code"])
     p = out["progress"]
     typer.echo(
         f"accepted-set check {out['check']}: {out['status']} (A {p['A']}, B {p['B']}, both "
@@ -596,6 +619,7 @@ def accepted_report_cmd(
                 f"{r['confidence']:.0%} CI [{x['ci_low']:.3f}, {x['ci_high']:.3f}]"
             )
         typer.echo(f"  agreement A/B: {r['annotator_agreement']:.3f}")
+    _print_acceptance(out)
 
 
 # --------------------------------------------------------------------------- status
@@ -603,7 +627,8 @@ def accepted_report_cmd(
 
 @judge_app.command("status")
 def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
-    """Validity status of the study (no-judge | uncalibrated | calibrated), its checks."""
+    """Validity status of the study (no-judge | uncalibrated | calibrated |
+    calibration-failed), its checks."""
     from sqlmodel import select
 
     from study.store import require_study, session_scope
@@ -632,6 +657,8 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
         typer.echo(f"  judge {out.get('judge_name')} {out['judge_hash'][:16]}…")
     if out["calibration"]:
         typer.echo(f"  calibration {out['calibration']}")
+    for line in out.get("failed_requirements") or []:
+        typer.echo(f"  FAILED: {line}")
     for c in out["checks"]:
         typer.echo(f"  {c['kind']} {c['name']} (judge {c['judge_hash'][:12]}…)")
 

@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from app.cli.common import engine, fail, is_tty, print_json, settings
+from app.cli.exit_codes import REFUSED
 from app.cli.options import JSON_OPTION, STUDY_OPTION
 
 report_app = typer.Typer(
@@ -138,9 +139,11 @@ def build(
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rep, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    if as_json:
+    if as_json:  # the JSON carries them under insufficient_evidence
         print_json(rep)
         return
+    for line in rep.get("insufficient_evidence") or []:  # at the top, on stderr
+        typer.echo(f"warning: {line}", err=True)
     _print_report(rep)
     if out is not None:
         typer.echo(f"wrote {out}")
@@ -209,7 +212,7 @@ def publish(
                 progress=is_tty() and not as_json,
             )
     except PublishRefused as exc:
-        fail(str(exc), code=2, as_json=as_json, reasons=exc.reasons)
+        fail(str(exc), code=REFUSED, as_json=as_json, reasons=exc.reasons)
     except (StoreError, ValueError, OSError) as exc:  # SignatureError is a ValueError
         fail(str(exc), as_json=as_json)
     if as_json:

@@ -443,7 +443,8 @@ def agreement(
     adjudicated and the automatic coverage comes from the locked partition
     (``--automatic-coverage`` or ``--partition``); otherwise preliminary, or
     ``provisional`` when only the coverage is missing (computed from the pairs, named so,
-    and never called final)."""
+    and never called final). Exit 5 when the final gate FAILED (app/cli/exit_codes.py);
+    ``--json`` carries ``outcome`` and ``exit_code``."""
 
     def go() -> None:
         from audits.rubric import load_rubric
@@ -523,10 +524,13 @@ def agreement(
         data["automatic_coverage_source"] = coverage_source
         if plan is not None:
             data["resampling_unit"] = "question_id" if has_qid else "pair (no question_id column)"
+        data.update(gate_outcome(data))
         if as_json:
             print_json(data)
-            return
-        _print_gate(data)
+        else:
+            _print_gate(data)
+        if data["exit_code"]:
+            raise typer.Exit(data["exit_code"])
 
     _run(as_json, go)
 
@@ -546,6 +550,17 @@ def _partition_coverage(path: Path) -> tuple[float, int]:
         seen[tid] = line
     certain = sum(row["mode"] not in ("", "uncertain") for _, row in rows)
     return certain / len(rows), len(rows)
+
+
+def gate_outcome(data: dict[str, Any]) -> dict[str, Any]:
+    """``outcome`` (passed | failed | undecided) and ``exit_code`` of a gate report: only
+    a final gate decides; a failed one exits ``FAILED`` (app/cli/exit_codes.py)."""
+    from app.cli.exit_codes import outcome_code
+
+    decided = data.get("stage") == "final" and data.get("passed") is not None
+    passed = data.get("passed") if decided else None
+    outcome = "undecided" if passed is None else ("passed" if passed else "failed")
+    return {"outcome": outcome, "exit_code": outcome_code(passed)}
 
 
 def _print_gate(data: dict[str, Any]) -> None:

@@ -28,6 +28,17 @@ def _fmt(value: float | None) -> str:
 st.title("Audit")
 study = selected_study()
 
+st.header("Every attempt on the record")
+attempts = data.attempts_frame(study)
+if attempts.empty:
+    st.caption("No pair audit, calibration or accepted-set check drawn yet.")
+else:
+    st.caption(
+        "Every pair audit, calibration and accepted-set check drawn for this study, passed, "
+        "failed or in progress (the report and the bundle list the same)."
+    )
+    st.dataframe(attempts, hide_index=True, width="stretch")
+
 st.header("Pair audit")
 names = data.audit_names(study)
 if not names:

@@ -203,6 +203,27 @@ def validity_frame(study: str, settings: Settings | None = None) -> dict[str, An
 # --------------------------------------------------------------------------- audit page
 
 
+def attempts_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
+    """Every pair audit, calibration and accepted-set check of the study with its outcome
+    (``study.report.attempts``: the report's ``attempts`` from the same events)."""
+    from study.report.attempts import AUDIT_EVENT_KINDS, attempts
+    from study.store import list_events
+
+    with session_scope(engine(settings)) as session:
+        sid = require_study(session, name=study).id
+        records = [
+            {"id": e.id, "time": e.time.isoformat(), "actor": e.actor, "kind": e.kind,
+             "payload": e.payload}
+            for e in list_events(session, study_id=sid)
+            if e.kind in AUDIT_EVENT_KINDS
+        ]  # fmt: skip
+    rows = attempts(records)
+    for r in rows:
+        failed = [v["name"] for v in r.pop("values") if v.get("passed") is False]
+        r["failed requirements"] = ", ".join(str(x) for x in failed)
+    return pd.DataFrame(rows)
+
+
 def audit_names(study: str, settings: Settings | None = None) -> list[str]:
     """The study's pair audits, newest first."""
     from study.store.models import Audit

@@ -25,6 +25,11 @@ else:
         f"Audited: partition {str(pair.get('partition_hash'))[:12]}… passed the final gate "
         f"of audit {pair.get('audit')}."
     )
+for failed in pair.get("failures_on_partition") or []:
+    st.error(
+        f"A failed attempt is on the record of this partition: the final gate of audit "
+        f"{failed['audit']} FAILED (recorded {failed['recorded_at']} by {failed['recorded_by']})."
+    )
 st.caption(
     f"Partition: {pair.get('partition_source')}"
     + (f", sha256 {pair['partition_hash'][:12]}…" if pair.get("partition_hash") else "")

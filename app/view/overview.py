@@ -43,6 +43,9 @@ st.markdown(
         "calibrated": f"**calibrated**: judge `{validity.get('judge_name')}` "
         f"(sha256 {str(validity.get('judge_hash'))[:12]}…), calibration "
         f"`{validity.get('calibration')}`.",
+        "calibration-failed": f"**calibration FAILED**: judge `{validity.get('judge_name')}` "
+        f"(sha256 {str(validity.get('judge_hash'))[:12]}…) misses its predeclared acceptance "
+        "thresholds: " + "; ".join(validity.get("failed_requirements") or []) + ".",
     }.get(validity["status"], validity["status"])
 )
 

@@ -19,7 +19,7 @@ from study.pair_audit.freeze import (
     rubric_spec,
 )
 from study.store import append_event, list_events, require_study
-from study.store.models import Audit, AuditPair
+from study.store.models import Audit, AuditPair, Rubric
 
 DEV_QUESTIONS_EVENT = events.CODEBOOK_DEV_QUESTIONS
 
@@ -52,12 +52,22 @@ def draw_audit(
     name: str | None = None,
     actor: str,
     seed: int | None = None,
+    reason: str | None = None,
 ) -> Audit:
-    """Sample the pairs of a new audit and lock the current partition into it."""
+    """Sample the pairs of a new audit and lock the current partition into it.
+
+    A partition whose recorded final gate FAILED is bound by that failure
+    (:func:`reaudit_check`): another audit of it is refused unless the failed audit's
+    frozen rubric predeclares a ``[reaudit]`` policy, the new audit uses that same rubric,
+    attempts remain, and ``reason`` says why (docs/publication.md "Every attempt")."""
     st = require_study(session, name=study)
     rub = get_rubric(session, name=rubric, version=rubric_version)
     spec = rubric_spec(rub)
     part = latest_partition(session, study_id=st.id)
+    reason = (reason or "").strip() or None
+    attempt = reaudit_check(
+        session, study_id=st.id, partition_hash=part.content_hash, rubric=rub, reason=reason
+    )
     modes = partition_modes(session, partition_id=part.id)
     by_q: dict[str, list[str]] = defaultdict(list)
     for tid, (qid, _mode) in modes.items():
@@ -120,9 +130,92 @@ def draw_audit(
             "n_pairs": len(pairs),
             "n_questions": len({p.question_id for p in pairs}),
             "excluded_questions": excluded,
+            "attempt": attempt["attempt"],
+            "reason": reason,
+            "failed_before": attempt["failed_before"],
+            **({"reaudit": attempt["policy"]} if attempt["policy"] else {}),
         },
     )
     return audit
+
+
+def failed_final_gates(
+    session: Session, *, study_id: int, partition_hash: str
+) -> list[dict[str, Any]]:
+    """Every audit on ``partition_hash`` with a recorded ``gate.final`` that FAILED (one
+    entry per audit, its first failed record: a failure stays on the record even if a
+    later record of the same audit differs)."""
+    seen: dict[Any, dict[str, Any]] = {}
+    for ev in list_events(session, kind=events.GATE_FINAL, study_id=study_id):
+        p = ev.payload
+        if p.get("partition_hash") != partition_hash or p.get("status") != "failed":
+            continue
+        seen.setdefault(
+            p.get("audit_id"),
+            {
+                "audit": p.get("audit"),
+                "audit_id": p.get("audit_id"),
+                "rubric_hash": p.get("rubric_hash"),
+                "partition_hash": partition_hash,
+                "recorded_at": ev.time.isoformat(),
+                "recorded_by": ev.actor,
+            },
+        )
+    return list(seen.values())
+
+
+def reaudit_check(
+    session: Session, *, study_id: int, partition_hash: str, rubric: Rubric, reason: str | None
+) -> dict[str, Any]:
+    """Whether another pair audit may be drawn on ``partition_hash``: always when no final
+    gate on it failed; after a failure only under the failed audit's predeclared
+    ``[reaudit]`` policy, with the same rubric, within ``max_attempts`` and with a reason.
+    Returns the attempt number, the failures before it and the policy; raises
+    :class:`FreezeError` naming what to do instead."""
+    prior = session.exec(
+        select(Audit).where(Audit.study_id == study_id, Audit.partition_hash == partition_hash)
+    ).all()
+    failed = failed_final_gates(session, study_id=study_id, partition_hash=partition_hash)
+    out: dict[str, Any] = {
+        "attempt": len(prior) + 1,
+        "failed_before": [f["audit"] for f in failed],
+        "policy": None,
+    }
+    if not failed:
+        return out
+    first = failed[0]
+    instead = (
+        "a failed final gate binds its partition. Instead refreeze the codebook: a new "
+        "partition (`rcea codebook ...` then `rcea audit partition freeze`), with its own "
+        "audits; the failed audit stays on the record"
+    )
+    where = f"partition {partition_hash[:12]}…: the final gate of audit {first['audit']} FAILED"
+    frozen = session.exec(select(Rubric).where(Rubric.content_hash == first["rubric_hash"])).first()
+    policy = rubric_spec(frozen).reaudit if frozen is not None else None
+    if policy is None or not policy.allows_reaudit:
+        raise FreezeError(
+            f"refusing another audit of {where} and its frozen rubric predeclares no "
+            f"re-audit policy ([reaudit] max_attempts > 1); {instead}"
+        )
+    if rubric.content_hash != first["rubric_hash"]:
+        raise FreezeError(
+            f"refusing another audit of {where}: a re-audit must use the rubric that "
+            f"predeclared it ({first['rubric_hash'][:12]}…), not {rubric.name} "
+            f"v{rubric.version} ({rubric.content_hash[:12]}…); {instead}"
+        )
+    if len(prior) >= policy.max_attempts:
+        raise FreezeError(
+            f"refusing another audit of {where}: the rubric's [reaudit] max_attempts = "
+            f"{policy.max_attempts} are spent ({len(prior)} audits); {instead}"
+        )
+    if not reason:
+        raise FreezeError(
+            f"another audit of {where}: the rubric allows {policy.max_attempts} attempts "
+            f"(correction {policy.correction}), but a re-audit needs a recorded reason "
+            "(`rcea audit sample --reason ...`)"
+        )
+    out["policy"] = {**policy.to_dict(), "rubric_hash": first["rubric_hash"]}
+    return out
 
 
 def get_audit(session: Session, *, name: str | None = None, study: str | None = None) -> Audit:

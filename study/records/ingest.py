@@ -564,3 +564,42 @@ def _insert_trajectories(
             bar.update(stop - start)
     finally:
         bar.close()
+
+
+def k_min_warnings(engine: Any, study: str, k_min: int | None = None) -> list[str]:
+    """One line per checkpoint (run, model, step) of ``study`` whose questions have fewer
+    samples than ``k_min`` (default: the rubric default, 8) even at the most: no question
+    there can be eligible for validity or mode numbers (docs/estimators.md "Minimum
+    evidence"). Import warns with these; nothing is refused."""
+    from sqlalchemy import func
+    from sqlmodel import select
+
+    from audits.rubric import EstimatorSettings
+    from study.store import require_study, session_scope
+    from study.store.models import Trajectory
+
+    k = EstimatorSettings().k_min if k_min is None else k_min
+    with session_scope(engine) as s:
+        sid = require_study(s, name=study).id
+        per_q = (
+            select(
+                Trajectory.run,
+                Trajectory.model,
+                Trajectory.step,
+                func.count().label("n"),
+            )
+            .where(Trajectory.study_id == sid)
+            .group_by(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.question_id)
+            .subquery()
+        )
+        rows = s.exec(
+            select(per_q.c.run, per_q.c.model, per_q.c.step, func.max(per_q.c.n))
+            .group_by(per_q.c.run, per_q.c.model, per_q.c.step)
+            .order_by(per_q.c.run, per_q.c.model, per_q.c.step)
+        ).all()
+    return [
+        f"{run}/{model}/step {step}: at most {most} sample(s) per question, fewer than "
+        f"K_min = {k}: no question can be eligible for validity or mode numbers"
+        for run, model, step, most in rows
+        if most < k
+    ]

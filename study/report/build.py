@@ -23,8 +23,11 @@ from typing import Any
 from sqlmodel import Session, select
 
 from audits.entropy import outcome_report
+from audits.rubric import EstimatorSettings
 from study import events
 from study.pair_audit.freeze import partition_modes
+from study.pair_audit.sampling import failed_final_gates
+from study.report.attempts import AUDIT_EVENT_KINDS, attempts, chain
 from study.report.estimates import (
     UNCERTAIN,
     checkpoint_entropy,
@@ -33,6 +36,7 @@ from study.report.estimates import (
     sequence_quantity,
 )
 from study.report.parameters import ReportParameters
+from study.report.publication import evidence_lines
 from study.report.rows import (
     CheckpointRows,
     MemoryRows,
@@ -55,6 +59,7 @@ FILL_TOKEN_ENTROPIES = (
     "--run RUN --model MODEL --step STEP --checkpoint DIR` (docs/how-to-verl.md, step 2)"
 )
 AUDITED_LABEL = "audited"
+INSUFFICIENT_LABEL = "insufficient evidence"
 
 Key = tuple[str, str, int]
 
@@ -144,6 +149,7 @@ def gather_inputs(
         "judge_verdicts": verdicts,
         "measurements": meta["measurements"],
         "imports": meta["imports"],
+        "audit_events": meta["audit_events"],
     }
 
 
@@ -200,11 +206,26 @@ def _gather_meta(
             "association_pooled": params.association_pooled,
             "estimators_from": est_source,
             "deviations_from_rubric": deviations,
+            "min_eligible_questions": est.min_eligible_questions,
+            "min_eligible_share": est.min_eligible_share,
         },
         "pair": pair,
         "validity_status": vstat,
         "measurements": measurements,
         "imports": import_rules(session, study_id=st.id),
+        "audit_events": chain(
+            [
+                {
+                    "id": e.id,
+                    "time": e.time.isoformat(),
+                    "actor": e.actor,
+                    "kind": e.kind,
+                    "payload": e.payload,
+                }
+                for e in list_events(session, study_id=st.id)
+                if e.kind in AUDIT_EVENT_KINDS
+            ]
+        ),
     }
     source = StoreRows(
         session, study_id=st.id, partition_id=pair["partition_id"], judge_id=judge_id
@@ -352,6 +373,7 @@ def compute_report_from(
                 "entropy": entropy,
                 "entropy_error": entropy_error,
                 "validity": judged or (_validity(ck, k_min) if has_verdicts else None),
+                "flow": _flow(ck, has_verdicts, pair),
             }
         )
         del ck, verdicts
@@ -389,6 +411,13 @@ def compute_report_from(
         c["retention_error"] = (
             retention_errors.get(key, retention_error) if c["step"] != base_step else None
         )
+        e, v, m, r = c["entropy"] or {}, c["validity"] or {}, c["modes"] or {}, c["retention"]
+        c["flow"]["eligible"] = {  # questions each number rests on (its n)
+            "paired_ratio": e.get("n_paired_questions"),
+            "validity": v.get("n_eligible"),
+            "modes": m.get("n_eligible"),
+            "retention": r["n_eligible"] if r else None,
+        }
 
     passk = _passk(measurements["passk"])
     report: dict[str, Any] = {
@@ -414,6 +443,10 @@ def compute_report_from(
                 "estimators_from",
                 "deviations_from_rubric",
             )
+        }
+        | {  # predeclared minimum evidence (bundles written before it: the defaults)
+            k: par.get(k, getattr(EstimatorSettings, k))
+            for k in ("min_eligible_questions", "min_eligible_share")
         },
         "audits": {"pair": pair, "validity": validity},
         "imports": inputs.get("imports", []),
@@ -438,6 +471,10 @@ def compute_report_from(
         ),
     }
     report["quantities"] = quantities(report)
+    report["insufficient_evidence"] = evidence_lines(report["quantities"])
+    # every pair audit, calibration and accepted-set check on the record (bundles written
+    # before the chain: none listed)
+    report["attempts"] = attempts(inputs.get("audit_events") or [])
     return report
 
 
@@ -529,7 +566,9 @@ def pair_audit_state(
     latest frozen partition; without any the ``mode`` column. ``partition`` (a content
     hash prefix or ``latest``) chooses explicitly. The status is that of the latest final
     gate bound to the chosen partition, else of its latest audit's preliminary gate
-    (pending|preliminary), else ``none``.
+    (pending|preliminary), else ``none``. ``failures_on_partition`` lists every audit of
+    the chosen partition whose final gate FAILED: a later pass does not erase it, and
+    the report states it (docs/publication.md "Every attempt").
     """
     finals = list_events(session, kind=events.GATE_FINAL, study_id=study_id)
     parts = list(
@@ -563,6 +602,11 @@ def pair_audit_state(
         ],
         "blocked_by": None,
     }
+    state["failures_on_partition"] = (
+        failed_final_gates(session, study_id=study_id, partition_hash=chosen.content_hash)
+        if chosen is not None
+        else []
+    )
     if chosen is None:
         state["blocked_by"] = (
             "modes rest on the trajectory mode column, not a frozen partition "
@@ -644,6 +688,12 @@ def _validity_blocker(vstat: dict[str, Any]) -> str | None:
         return (
             "validity rests on no frozen judge: the validity column did not come from "
             "`rcea judge run`, so it has no completed calibration"
+        )
+    if vstat["status"] == "calibration-failed":
+        return (
+            f"validity rests on judge {str(vstat['judge_hash'])[:12]}… whose calibration "
+            "FAILED its predeclared acceptance thresholds: "
+            + "; ".join(vstat.get("failed_requirements") or [])
         )
     return f"validity rests on judge {str(vstat['judge_hash'])[:12]}… with no completed calibration"
 
@@ -737,6 +787,34 @@ class ModeLabels:
 
     def result(self) -> dict[Key, dict[str, list[str]]]:
         return self.modes if self.any_mode else {}
+
+
+def _flow(ck: list[dict[str, Any]], has_verdicts: bool, pair: dict[str, Any]) -> dict[str, Any]:
+    """The CONSORT-style flow of one checkpoint (docs/reports.md "Flow"): questions and
+    trajectories imported → verifier successes (R = 1) → judged (a validity verdict) →
+    accepted (R = 1 and, with verdicts, valid) → assigned (a mode other than uncertain,
+    from the partition the numbers rest on, else the mode column); ``eligible`` (the
+    questions each number rests on) is added once the numbers are computed."""
+    use_partition = pair.get("partition_id") is not None
+
+    def mode(r: dict[str, Any]) -> Any:
+        if not use_partition:
+            return r["mode"]
+        return r["partition_mode"] if r.get("in_partition") else None
+
+    stages = {
+        "imported": ck,
+        "successes": [r for r in ck if r["reward"] == 1],
+    }
+    stages["judged"] = [r for r in stages["successes"] if r["validity"] is not None]
+    stages["accepted"] = [r for r in stages["successes"] if not has_verdicts or r["validity"] == 1]
+    stages["assigned"] = [
+        r for r in stages["accepted"] if mode(r) is not None and mode_label(mode(r)) != UNCERTAIN
+    ]
+    return {
+        name: {"trajectories": len(rows), "questions": len({r["question_id"] for r in rows})}
+        for name, rows in stages.items()
+    }
 
 
 def _json(section: ModeSummary | None) -> dict[str, Any] | None:
@@ -1104,6 +1182,19 @@ def _association(
 # --------------------------------------------------------------------------- quantities
 
 
+def _evidence(eligible: tuple[int | None, int], floor: tuple[int, float]) -> str | None:
+    """Why a number rests on too little (``None``: it meets the rubric's predeclared
+    minimum evidence, ``[estimators] min_eligible_questions`` and ``min_eligible_share``)."""
+    n, total = eligible[0] or 0, eligible[1] or 0
+    share = n / total if total else 0.0
+    if n >= floor[0] and share >= floor[1]:
+        return None
+    return (
+        f"insufficient evidence: {n} of {total} questions eligible (share {share:.3f}); "
+        f"the rubric's floor is {floor[0]} questions and share {floor[1]}"
+    )
+
+
 def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The flat list of every number in ``report`` with what it depends on.
 
@@ -1112,12 +1203,16 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
     ``["partition"]`` / ``["partition", "validity"]`` (modes; validity joins when a judge
     verdict filters the accepted set). ``publishable`` is false and ``blocked_by`` names the
     missing gate while the pair gate of the partition has not passed or the judge has no
-    completed calibration.
+    completed calibration. Paired ratios, validity, mode and retention numbers resting on
+    fewer eligible questions than the predeclared floor carry ``evidence`` (why) and the
+    label "insufficient evidence", never "audited" (docs/publication.md).
     """
     pair = report["audits"]["pair"]
     val = report["audits"]["validity"]
     mode_deps = ["partition", "validity"] if val["filter"] == "judge" else ["partition"]
     blockers = {"partition": pair["blocked_by"], "validity": val["blocked_by"]}
+    par = report["parameters"]
+    floor = (par["min_eligible_questions"], par["min_eligible_share"])
     out: list[dict[str, Any]] = []
 
     def add(
@@ -1133,10 +1228,13 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
         ci: tuple[Any, Any] = (None, None),
         n: int | None = None,
         coverage: float | None = None,
+        eligible: tuple[int | None, int] | None = None,
     ) -> None:
         if value is None:
             return
         blocked = [blockers[d] for d in deps if blockers[d]]
+        evidence = _evidence(eligible, floor) if eligible is not None else None
+        label = AUDITED_LABEL if deps else ENTROPY_ONLY_LABEL
         out.append(
             {
                 "name": name,
@@ -1153,7 +1251,8 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "depends_on": deps,
                 "publishable": not blocked,
                 "blocked_by": "; ".join(blocked) if blocked else None,
-                "label": AUDITED_LABEL if deps else ENTROPY_ONLY_LABEL,
+                "label": INSUFFICIENT_LABEL if evidence else label,
+                "evidence": evidence,
             }
         )
 
@@ -1205,6 +1304,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 [],
                 ci=(e.get("paired_ci_low"), e.get("paired_ci_high")),
                 n=npq,
+                eligible=(npq, c["n_questions"]),
                 **where,
             )
         v = c["validity"]
@@ -1222,6 +1322,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     ["validity"],
                     n=v.get("n_eligible"),
                     coverage=v.get("coverage"),
+                    eligible=(v.get("n_eligible"), c["n_questions"]),
                     **where,
                 )
         m = c["modes"]
@@ -1238,6 +1339,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     mode_deps,
                     n=m["n_eligible"],
                     coverage=m["coverage"],
+                    eligible=(m["n_eligible"], c["n_questions"]),
                     **where,
                 )
         r = c["retention"]
@@ -1250,6 +1352,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 ci=(r["ci_low"], r["ci_high"]),
                 n=r["n_eligible"],
                 coverage=r["eligible_share"],
+                eligible=(r["n_eligible"], r["n_denominator"]),
                 **where,
             )
             add(
@@ -1258,6 +1361,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 r["eligible_share"],
                 mode_deps,
                 n=r["n_denominator"],
+                eligible=(r["n_eligible"], r["n_denominator"]),
                 **where,
             )
     for g in report["greedy"]:

@@ -71,6 +71,14 @@ def render_html(
             if report["parameters"].get("deviations_from_rubric")
             else ""
         ),
+        (
+            "<p class='blocked'><strong>Insufficient evidence</strong> (below the rubric's "
+            "predeclared minimum of eligible questions; shown, never audited): "
+            + escape("; ".join(report["insufficient_evidence"]))
+            + "</p>"
+            if report.get("insufficient_evidence")
+            else ""
+        ),
         "<p class='label'>Every number on this page is re-derivable from this bundle alone: "
         "<code>rcea report verify &lt;this directory&gt;</code> recomputes them from "
         "<code>inputs.json</code> with the same estimators and seeds.</p>",
@@ -94,6 +102,54 @@ def render_html(
             ],
         ),
     ]
+    flows = [c for c in report["checkpoints"] if c.get("flow")]
+    if flows:
+        parts.append("<h3>Flow per checkpoint (trajectories / questions)</h3>")
+        stages = ("imported", "successes", "judged", "accepted", "assigned")
+        parts.append(
+            _table(
+                ["checkpoint", *stages, "eligible questions"],
+                [
+                    [
+                        f"{c['run']}/{c['model']}/step {c['step']}",
+                        *(
+                            f"{c['flow'][k]['trajectories']} / {c['flow'][k]['questions']}"
+                            for k in stages
+                        ),
+                        ", ".join(
+                            f"{k} {v}" for k, v in c["flow"]["eligible"].items() if v is not None
+                        ),
+                    ]
+                    for c in flows
+                ],
+            )
+        )
+    if report.get("attempts"):
+        parts.append("<h3>Every attempt on the record</h3>")
+        parts.append(
+            _table(
+                ["kind", "name", "bound to", "seed", "drawn", "attempt / reason", "outcome"],
+                [
+                    [
+                        a["kind"],
+                        a["name"],
+                        a["partition_hash"] or a["judge_hash"] or "",
+                        a["seed"],
+                        f"{a['drawn_at']} by {a['drawn_by']}",
+                        f"{a['attempt'] or ''} {a['reason'] or ''}".strip(),
+                        a["outcome"],
+                    ]
+                    for a in report["attempts"]
+                ],
+            )
+        )
+    for f in pair.get("failures_on_partition") or []:
+        parts.append(
+            "<p class='blocked'>A failed attempt is on the record of this partition: the "
+            f"final gate of audit <strong>{escape(str(f['audit']))}</strong> FAILED "
+            f"(rubric {escape(str(f['rubric_hash']))}, recorded {escape(f['recorded_at'])} "
+            f"by {escape(f['recorded_by'])}).</p>"
+        )
     if pair.get("gate"):
         reqs = pair["gate"].get("requirements") or []
         parts.append("<h3>Final gate</h3>")

@@ -46,6 +46,27 @@ def refusal_reasons(report: dict[str, Any]) -> list[str]:
     return reasons
 
 
+def evidence_lines(quantities: list[dict[str, Any]]) -> list[str]:
+    """One line per number below the predeclared minimum evidence."""
+    return [
+        f"{q['name']} {q['run']}/{q['model']}/step {q['step']}: {q['evidence']}"
+        for q in quantities
+        if q.get("evidence")
+    ]
+
+
+def publication_scope(report: dict[str, Any], entropy_only_label: str) -> str:
+    """The scope a bundle states: ``full (audited)`` when audit-dependent numbers are
+    published, qualified with how many numbers rest on insufficient evidence (never
+    called audited); else ``entropy_only_label``. One rule for publish and verify."""
+    if not any(q["depends_on"] for q in report["quantities"]):
+        return entropy_only_label  # nothing is called audited; the labels say the rest
+    n = sum(1 for q in report["quantities"] if q.get("evidence"))
+    if n:
+        return f"{FULL_SCOPE}; {n} number(s) with insufficient evidence, not audited"
+    return FULL_SCOPE
+
+
 def strip_audited(report: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``report`` without any audit-dependent number: per-checkpoint
     ``validity``, ``modes`` and ``retention`` and the ``association`` become ``None`` and
@@ -56,4 +77,6 @@ def strip_audited(report: dict[str, Any]) -> dict[str, Any]:
         c["retention_error"] = None
     out["association"] = None
     out["quantities"] = [q for q in out["quantities"] if not q["depends_on"]]
+    if "insufficient_evidence" in out:
+        out["insufficient_evidence"] = evidence_lines(out["quantities"])
     return out

@@ -42,10 +42,10 @@ from study.report.build import ENTROPY_ONLY_LABEL, compute_report, gather_inputs
 from study.report.parameters import ReportParameters
 from study.report.publication import (
     BUNDLE_FORMAT,
-    FULL_SCOPE,
     PUBLISH_EVENT,
     SIMULATED_EVENT,
     PublishRefused,
+    publication_scope,
     refusal_reasons,
     strip_audited,
 )
@@ -85,7 +85,7 @@ def publish_report(
     if entropy_only:
         report = strip_audited(report)
     uses = {d for q in report["quantities"] for d in q["depends_on"]}
-    scope = FULL_SCOPE if uses else ENTROPY_ONLY_LABEL
+    scope = publication_scope(report, ENTROPY_ONLY_LABEL)
     report["scope"] = scope
     st = require_study(session, name=study)
     # Labels produced by `rcea demo --simulate-annotators` are not people's: say so in the
@@ -124,6 +124,9 @@ def publish_report(
             "judge_hash": val.get("judge_hash") if "validity" in uses else None,
             "record_set_hash": report["record_set_hash"],
             "simulated": report["simulated"],
+            # the head of the audit-event chain: with the signature, no attempt can be
+            # dropped and the chain rebuilt (docs/publication.md "Every attempt")
+            "audit_events_head": (inputs["audit_events"] or [{"hash": None}])[-1]["hash"],
             "files": files,
         }
         write_private(tmp / "hashes.json", (json.dumps(hashes, indent=2) + "\n").encode())
@@ -417,6 +420,8 @@ def recompute_calibration(
         return [f"{where}: status recorded complete, recomputed {res['status']}"]
     lines: list[str] = []
     compare(val.get("report"), json.loads(json.dumps(res["report"])), "report", lines)
+    if val.get("acceptance") is not None:  # the predeclared acceptance, re-decided
+        compare(val["acceptance"], json.loads(json.dumps(res["acceptance"])), "acceptance", lines)
     return [f"{where}: {line}" for line in lines]
 
 

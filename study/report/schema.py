@@ -73,7 +73,15 @@ class Quantity(_Model):
     )
     publishable: bool = Field(description="false while a gate it depends on has not passed")
     blocked_by: str | None = Field(description="the missing gate, when not publishable")
-    label: str = Field(description="'audited' or 'entropy-only (no audit)'")
+    label: str = Field(
+        description="'audited', 'entropy-only (no audit)' or 'insufficient evidence' (below "
+        "the rubric's predeclared minimum of eligible questions; never audited)"
+    )
+    evidence: str | None = Field(
+        default=None,
+        description="why the number rests on insufficient evidence (eligible questions, "
+        "share, the floor); None when it meets the floor or has none",
+    )
 
 
 class Parameters(_Model):
@@ -95,11 +103,56 @@ class Parameters(_Model):
     deviations_from_rubric: list[str] = Field(
         description="settings given that differ from the rubric's [estimators]"
     )
+    min_eligible_questions: int = Field(
+        default=10, description="predeclared minimum of eligible questions (rubric [estimators])"
+    )
+    min_eligible_share: float = Field(
+        default=0.25, description="predeclared minimum share of eligible questions"
+    )
 
 
 class OtherGate(_Model):
     audit: str | None = Field(description="the audit whose final gate passed")
     partition_hash: str | None = Field(description="on this partition")
+
+
+class FailedGate(_Model):
+    audit: str | None = Field(description="the audit whose final gate failed")
+    audit_id: int | None = Field(description="its store id")
+    rubric_hash: str | None = Field(description="the frozen rubric it was gated by")
+    partition_hash: str | None = Field(description="the partition it was bound to")
+    recorded_at: str = Field(description="when the failed gate.final was recorded (UTC)")
+    recorded_by: str = Field(description="who recorded it")
+
+
+class AttemptValue(_Model):
+    name: str | None = Field(description="gate requirement or acceptance threshold")
+    value: float | None = Field(description="the value recorded")
+    threshold: float | None = Field(description="its predeclared threshold")
+    passed: bool | None = Field(description="whether it held")
+
+
+class Attempt(_Model):
+    """One pair audit, calibration or accepted-set check on the record (study.report
+    .attempts), derived from the hash-chained audit events the bundle carries."""
+
+    kind: str = Field(description="pair audit | calibration | accepted-set check")
+    name: str | None = Field(description="its name")
+    rubric_hash: str | None = Field(description="the frozen rubric (pair audits)")
+    partition_hash: str | None = Field(description="the locked partition (pair audits)")
+    judge_hash: str | None = Field(description="the frozen judge (validity checks)")
+    seed: int | None = Field(description="sampling seed")
+    drawn_by: str = Field(description="who drew it")
+    drawn_at: str = Field(description="when (UTC)")
+    attempt: int | None = Field(description="n-th pair audit of its partition")
+    reason: str | None = Field(description="why it was drawn (required for a re-audit)")
+    n_items: int | None = Field(description="pairs, or held-out / sampled items")
+    outcome: str = Field(
+        description="passed | failed | in progress (no decided record yet) | recorded "
+        "(a completed validity check recorded before acceptance thresholds existed)"
+    )
+    decided_at: str | None = Field(description="when the outcome was recorded")
+    values: list[AttemptValue] = Field(description="the gate or acceptance values recorded")
 
 
 class PairAudit(_Model):
@@ -119,6 +172,11 @@ class PairAudit(_Model):
     )
     gate: GateSection | None = Field(description="the gate report (audits.gates.GateReport)")
     other_passing: list[OtherGate] = Field(description="passing gates on other partitions")
+    failures_on_partition: list[FailedGate] = Field(
+        default_factory=list,
+        description="every audit of this partition whose final gate FAILED (a later pass "
+        "does not erase it; docs/publication.md)",
+    )
     blocked_by: str | None = Field(description="why mode numbers are not publishable")
 
 
@@ -126,7 +184,10 @@ class ValidityAudit(BaseModel):
     """The judge behind the validity numbers (``study.validity_audit.status.validity_status``)."""
 
     model_config = ConfigDict(extra="allow")
-    status: str = Field(description="no-judge | uncalibrated | calibrated")
+    status: str = Field(
+        description="no-judge | uncalibrated | calibrated | calibration-failed (a "
+        "predeclared acceptance threshold missed: audits/acceptance.py)"
+    )
     judge_hash: str | None = Field(description="SHA-256 of the frozen production judge")
     judge_name: str | None = Field(description="its name")
     calibration: str | None = Field(description="the completed calibration's name")
@@ -170,6 +231,24 @@ class OutcomeSection(_Model):
     share_mixed: float = Field(description="share of questions with both outcomes")
 
 
+class FlowStage(_Model):
+    trajectories: int = Field(description="trajectories at this stage")
+    questions: int = Field(description="distinct questions among them")
+
+
+class Flow(_Model):
+    """CONSORT-style flow of one checkpoint (docs/reports.md "Flow")."""
+
+    imported: FlowStage = Field(description="every trajectory of the checkpoint")
+    successes: FlowStage = Field(description="verifier successes (R = 1)")
+    judged: FlowStage = Field(description="successes with a validity verdict")
+    accepted: FlowStage = Field(description="successes accepted (valid, when judged)")
+    assigned: FlowStage = Field(description="accepted with a mode other than uncertain")
+    eligible: dict[str, int | None] = Field(
+        description="questions each number rests on: paired_ratio, validity, modes, retention"
+    )
+
+
 class CheckpointReport(_Model):
     """One (run, model, step)."""
 
@@ -206,6 +285,11 @@ class CheckpointReport(_Model):
     retention_error: str | None = Field(
         description="why retention is None (e.g. the model has no base checkpoint)"
     )
+    flow: Flow | None = Field(
+        default=None,
+        description="imported → successes → judged → accepted → assigned → eligible "
+        "(re-derived by verify)",
+    )
 
 
 class StudyReport(_Model):
@@ -221,6 +305,16 @@ class StudyReport(_Model):
         "mean_token_entropy, seq_logprob, validity, mode)"
     )
     parameters: Parameters = Field(description="estimator settings")
+    attempts: list[Attempt] = Field(
+        default_factory=list,
+        description="every pair audit, calibration and accepted-set check of the study, "
+        "passed, failed or in progress (docs/publication.md 'Every attempt')",
+    )
+    insufficient_evidence: list[str] = Field(
+        default_factory=list,
+        description="every number below the predeclared minimum evidence, with why "
+        "(labelled 'insufficient evidence', never 'audited')",
+    )
     audits: Audits = Field(description="the audits the numbers rest on")
     imports: list[ImportRecord] = Field(
         default_factory=list,

@@ -198,7 +198,7 @@ def verify_bundle(bundle: Path, *, public_key: Path | None = None) -> Verificati
 
 def _verify(bundle: Path, public_key: Path | None) -> Verification:
     from study.report.build import ENTROPY_ONLY_LABEL, compute_report
-    from study.report.publication import FULL_SCOPE, strip_audited
+    from study.report.publication import publication_scope, strip_audited
     from study.report.rows import record_set_hash
 
     bundle = Path(bundle)
@@ -285,6 +285,16 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
             hashes["judge_hash"],
         )
 
+    # 3b. the audit record: the event chain whole, its head the one hashes.json names
+    if "audit_events" in inputs or "audit_events_head" in hashes:
+        from study.report.attempts import chain_problems
+
+        entries = inputs.get("audit_events") or []
+        res.n_checked += 1
+        bad.extend(chain_problems(entries))
+        head = entries[-1]["hash"] if entries else None
+        same("audit_events_head (hashes.json)", hashes.get("audit_events_head"), head)
+
     # 4. the report: typed, then recomputed
     from pydantic import ValidationError
 
@@ -309,8 +319,7 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
     entropy_only = bool(data.get("entropy_only"))
     if entropy_only:
         again = strip_audited(again)
-    uses = {d for q in again["quantities"] for d in q["depends_on"]}
-    again["scope"] = FULL_SCOPE if uses else ENTROPY_ONLY_LABEL
+    again["scope"] = publication_scope(again, ENTROPY_ONLY_LABEL)
     again["simulated"] = report.get("simulated")  # an event, not a number: carried
     again["generated_at"] = report.get("generated_at")
     lines: list[str] = []

@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlmodel import Session, select
 
+from audits.acceptance import JudgeAcceptance
 from audits.rubric import CalibrationPlan
 from pipeline.judge import VALID
 from study import events
@@ -125,6 +126,20 @@ def _add_items(
     session.flush()
 
 
+def acceptance_thresholds(session: Session, *, rubric: str | None) -> JudgeAcceptance:
+    """The judge acceptance thresholds of the rubric ``[acceptance]`` (the documented
+    defaults without a rubric or without the section: audits/acceptance.py)."""
+    if rubric:
+        return rubric_spec(get_rubric(session, name=rubric)).acceptance
+    return JudgeAcceptance()
+
+
+def check_acceptance(check: ValidityCheck) -> JudgeAcceptance:
+    """The thresholds frozen into a check's plan when it was drawn (checks drawn before
+    thresholds existed: the documented defaults)."""
+    return JudgeAcceptance.from_dict(check.plan.get("acceptance"))
+
+
 def calibration_plan(
     session: Session,
     *,
@@ -199,6 +214,7 @@ def sample_calibration(
         plan={
             **plan.to_dict(),
             "rubric": rubric,
+            "acceptance": acceptance_thresholds(session, rubric=rubric).to_dict(),
             "n_drawn": n,
             "n_pool": len(pool),
             "n_judge_accepted": n_acc,
@@ -245,8 +261,11 @@ def sample_accepted(
     judge_version: int | None = None,
     seed: int = 0,
     name: str | None = None,
+    rubric: str | None = None,
 ) -> ValidityCheck:
-    """Draw ``size`` judge-accepted trajectories outside every calibration set."""
+    """Draw ``size`` judge-accepted trajectories outside every calibration set; the
+    acceptance threshold (rubric ``[acceptance]``, defaults without one) is frozen into
+    the plan."""
     st = require_study(session, name=study)
     jv = (
         get_judge(session, name=judge, version=judge_version)
@@ -281,7 +300,14 @@ def sample_accepted(
         study=study,
         judge=jv,
         seed=seed,
-        plan={"size": size, "seed": seed, "n_pool": len(pool), "n_excluded": len(calibrated)},
+        plan={
+            "size": size,
+            "seed": seed,
+            "n_pool": len(pool),
+            "n_excluded": len(calibrated),
+            "rubric": rubric,
+            "acceptance": acceptance_thresholds(session, rubric=rubric).to_dict(),
+        },
         actor=actor,
     )
     _add_items(session, check, [(v, ACCEPTED) for v in picked])

@@ -8,14 +8,17 @@
   annotators_per_item = 2``) the human reference of an item is the agreed label, or the
   adjudicated one where A and B disagreed, and the report adds the A–B agreement and the
   progress of A, B and the adjudicator. When every held-out item has a reference the
-  status is ``complete``
-  and a ``judge.calibration.completed`` event binds the report to the judge hash (once
-  per identical report). ``split="development"`` reports the development items labelled
-  ``held_out: false``: it is never recorded as, or reported as, a held-out result.
+  status is ``complete``, the report is held against the predeclared acceptance
+  thresholds frozen into the check's plan (``acceptance``, ``outcome`` passed | failed;
+  audits/acceptance.py) and a ``judge.calibration.completed`` event binds the report and
+  its acceptance to the judge hash (once per identical report). ``split="development"``
+  reports the development items labelled ``held_out: false``: it is never recorded as, or
+  reported as, a held-out result.
 * :func:`accepted_report` — accepted-valid precision of the judge's accepted set against
   each of the two annotators with exact binomial (Clopper–Pearson) intervals, over the
-  items both have labelled (``complete`` when that is every item; then a
-  ``judge.accepted.completed`` event).
+  items both have labelled (``complete`` when that is every item; then the lower bound of
+  the 95% interval per annotator is held against the threshold, ``acceptance`` and
+  ``outcome``, and a ``judge.accepted.completed`` event records both).
 """
 
 from __future__ import annotations
@@ -24,11 +27,19 @@ from typing import Any
 
 from sqlmodel import Session, select
 
+from audits.acceptance import ACCEPTED_CONFIDENCE, accepted_acceptance, calibration_acceptance
 from audits.calibration import accepted_set_precision, judge_calibration, validity_agreement
 from study import events
 from study.store import append_event, list_events
 from study.store.models import JudgeVersion, ValidityCheck
-from study.validity_audit.checks import ACCEPTED, CALIBRATION, DEVELOPMENT, HELD_OUT, check_items
+from study.validity_audit.checks import (
+    ACCEPTED,
+    CALIBRATION,
+    DEVELOPMENT,
+    HELD_OUT,
+    check_acceptance,
+    check_items,
+)
 from study.validity_audit.labelling import (
     ADJUDICATOR,
     current_labels,
@@ -83,6 +94,7 @@ def calibration_report(
         "status": "complete" if complete else "pending",
         "preliminary": not complete,
         "publishable": held_out and complete,
+        "outcome": "undecided",
     }
     if double_labelled(check):
         base.update(_two_annotators(session, check, items))
@@ -98,7 +110,10 @@ def calibration_report(
         [i.judge_verdict for i in done],
     ).to_dict()
     out = {**base, "report": report}
-    if held_out and complete:
+    if held_out and complete:  # decided: the predeclared acceptance thresholds apply
+        acceptance = calibration_acceptance(report, check_acceptance(check))
+        out["acceptance"] = acceptance
+        out["outcome"] = "passed" if acceptance["passed"] else "failed"
         payload = {
             "judge_hash": check.judge_hash,
             "judge_name": base["judge_name"],
@@ -106,6 +121,7 @@ def calibration_report(
             "calibration": check.name,
             "split": HELD_OUT,
             "report": report,
+            "acceptance": acceptance,
         }
         earlier = [
             e.payload
@@ -166,6 +182,7 @@ def accepted_report(
         "labels": status_counts(session, check),
         "status": "complete" if complete else "pending",
         "preliminary": not complete,
+        "outcome": "undecided",
     }
     if not both:
         return {**base, "report": None}
@@ -174,8 +191,22 @@ def accepted_report(
         [b[i.id] for i in both],  # type: ignore[index]
         confidence,
     ).to_dict()
-    if complete:
-        payload = {"judge_hash": check.judge_hash, "check": check.name, "report": report}
+    out: dict[str, Any] = {**base, "report": report}
+    if complete:  # decided: the lower 95% bound per annotator against the threshold
+        at95 = accepted_set_precision(
+            [a[i.id] for i in both],  # type: ignore[index]
+            [b[i.id] for i in both],  # type: ignore[index]
+            ACCEPTED_CONFIDENCE,
+        ).to_dict()
+        acceptance = accepted_acceptance(at95, check_acceptance(check))
+        out["acceptance"] = acceptance
+        out["outcome"] = "passed" if acceptance["passed"] else "failed"
+        payload = {
+            "judge_hash": check.judge_hash,
+            "check": check.name,
+            "report": report,
+            "acceptance": acceptance,
+        }
         earlier = [
             e.payload
             for e in list_events(session, kind=ACCEPTED_COMPLETED_EVENT, study_id=check.study_id)
@@ -188,4 +219,4 @@ def accepted_report(
                 study_id=check.study_id,
                 payload=payload,
             )
-    return {**base, "report": report}
+    return out

@@ -9,7 +9,9 @@ The contract between the judge (writer) and reports/publishing (reader):
   ``report``) are appended when a calibration's held-out report is complete.
 
 Validity-dependent numbers are publishable only when the judge of the latest run has a
-completed calibration bound to the same hash.
+completed calibration bound to the same hash that meets the predeclared acceptance
+thresholds (audits/acceptance.py), and no completed accepted-set check of it misses its
+threshold.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from typing import Any
 
 from sqlmodel import Session
 
+from audits.acceptance import JudgeAcceptance, calibration_acceptance
 from study import events
 from study.store.repository import list_events
 
 JUDGE_RUN_EVENT = events.JUDGE_RUN
 CALIBRATION_COMPLETED_EVENT = events.CALIBRATION_COMPLETED
+ACCEPTED_COMPLETED_EVENT = events.ACCEPTED_COMPLETED
 
 
 def validity_status(session: Session, *, study_id: int) -> dict[str, Any]:
@@ -31,7 +35,12 @@ def validity_status(session: Session, *, study_id: int) -> dict[str, Any]:
     * ``no-judge``: no ``rcea judge run`` for this study (validity, if any, came from the
       ingested files and is not audited);
     * ``uncalibrated``: the latest judge run's judge has no completed calibration;
-    * ``calibrated``: it has one (``calibration`` and ``report`` are then filled).
+    * ``calibrated``: it has one (``calibration`` and ``report`` are then filled) and the
+      report meets the predeclared acceptance thresholds (``acceptance``), as does the
+      latest completed accepted-set check of the judge, if there is one;
+    * ``calibration-failed``: the latest completed calibration (or accepted-set check)
+      misses a threshold (``failed_requirements`` names each): validity-dependent numbers
+      are refused at publish like a failed pair gate.
     """
     runs = list_events(session, kind=JUDGE_RUN_EVENT, study_id=study_id)
     if not runs:
@@ -51,10 +60,39 @@ def validity_status(session: Session, *, study_id: int) -> dict[str, Any]:
             "report": None,
         }
     last = done[-1].payload
+    acceptance = last.get("acceptance") or calibration_acceptance(
+        last.get("report") or {}, JudgeAcceptance()
+    )  # recorded before thresholds existed: the documented defaults
+    failed = [
+        f"calibration {last.get('calibration')}: {r['name']} {_fmt(r['value'])} < {r['threshold']}"
+        for r in acceptance["requirements"]
+        if not r["passed"]
+    ]
+    accepted = [
+        e.payload
+        for e in list_events(session, kind=ACCEPTED_COMPLETED_EVENT, study_id=study_id)
+        if e.payload.get("judge_hash") == judge_hash
+    ]
+    accepted_acc = accepted[-1].get("acceptance") if accepted else None
+    if accepted_acc is not None:
+        failed += [
+            f"accepted-set check {accepted[-1].get('check')}: {r['name']} "
+            f"{_fmt(r['value'])} < {r['threshold']}"
+            for r in accepted_acc["requirements"]
+            if not r["passed"]
+        ]
     return {
-        "status": "calibrated",
+        "status": "calibration-failed" if failed else "calibrated",
         "judge_hash": judge_hash,
         "judge_name": runs[-1].payload.get("judge_name"),
         "calibration": last.get("calibration"),
         "report": last.get("report"),
+        "acceptance": acceptance,
+        "accepted_check": accepted[-1].get("check") if accepted else None,
+        "accepted_acceptance": accepted_acc,
+        "failed_requirements": failed,
     }
+
+
+def _fmt(x: Any) -> str:
+    return "n/a" if x is None else f"{x:.4f}"

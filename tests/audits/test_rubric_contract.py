@@ -128,7 +128,7 @@ def _err(text: str) -> str:
         (
             "[extra]\nfoo = 1",
             "unknown section [extra] (allowed: rubric, gate, estimators, pairs, "
-            "calibration, adjudication, sequential, annotators)",
+            "calibration, adjudication, sequential, annotators, reaudit, acceptance)",
         ),
     ],
 )

@@ -285,9 +285,11 @@ def test_agreement_sequential_interim_decisions(tmp_path: Path) -> None:
 def test_agreement_sequential_far_below_settles_fail(tmp_path: Path) -> None:
     rubric = _write(tmp_path / "r.toml", _SEQ_RUBRIC)
     path = _seq_csv(tmp_path, labelled=240, e_auto=0.3)
-    data = _json(["stats", "agreement", str(path), "--rubric", str(rubric),
-                  "--automatic-coverage", "0.97"])  # fmt: skip
-    assert data["sequential"]["look"] == 2
+    out = runner.invoke(app, ["stats", "agreement", str(path), "--rubric", str(rubric),
+                              "--automatic-coverage", "0.97", "--json"])  # fmt: skip
+    assert out.exit_code == 5, out.output  # a settled failure is a failed final gate
+    data = json.loads(out.stdout)
+    assert data["sequential"]["look"] == 2 and data["outcome"] == "failed"
     assert data["decision"] == "settled_fail" and data["passed"] is False
     assert data["stage"] == "final" and "fixed_sample_passed" in data
 

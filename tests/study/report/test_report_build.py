@@ -206,7 +206,8 @@ def test_quantities_say_what_they_depend_on(engine, tmp_path: Path) -> None:  # 
     for q in rep["quantities"]:
         by_section.setdefault(q["section"], set()).add(tuple(q["depends_on"]))
         assert q["publishable"] == (q["blocked_by"] is None)
-        assert q["label"] == (ENTROPY_ONLY_LABEL if not q["depends_on"] else "audited")
+        label = ENTROPY_ONLY_LABEL if not q["depends_on"] else "audited"
+        assert q["label"] == ("insufficient evidence" if q["evidence"] else label)
     for section in ("checkpoints", "entropy", "greedy", "passk", "covariance", "tail", "failure"):
         assert by_section[section] == {()}, section
     assert by_section["validity"] == {("validity",)}
