@@ -1,6 +1,10 @@
-"""Application factory. Everything but ``/health`` needs ``Authorization: Bearer <token>``."""
+"""Application factory. Everything but ``/health`` needs ``Authorization: Bearer <token>``,
+the OpenAPI document (``/openapi.json``) included; the browser pages ``/docs`` and
+``/redoc`` are not served (a browser cannot send the bearer token to them)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from sqlalchemy import text
@@ -20,6 +24,9 @@ def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # 
         title="RCEA Audit",
         version=__version__,
         description="Trajectory store, audits and reports for RCEA studies.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,  # served below, behind the token
     )
     api.state.engine = engine if engine is not None else open_store(settings)
     api.state.api_token = token
@@ -33,6 +40,10 @@ def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # 
         with api.state.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
         return {"status": "ok", "version": __version__}
+
+    @api.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
+    def openapi() -> dict[str, Any]:
+        return api.openapi()
 
     api.include_router(studies.router, dependencies=[Depends(require_token)])
     api.include_router(webhooks.router)  # authenticated by each person's webhook secret
