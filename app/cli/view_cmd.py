@@ -33,6 +33,8 @@ def streamlit_command(host: str, port: int, n_boot: int) -> list[str]:
         "false",
         "--global.developmentMode",
         "false",
+        "--client.showErrorDetails",
+        "none",  # no traceback for anyone browsing (errors go to the log)
         "--",
         "--n-boot",
         str(n_boot),
