@@ -171,3 +171,78 @@ def test_huge_notes_are_bounded_and_not_copied_into_every_event(study: Study) ->
     assert len(payloads) == 5
     assert [("note" in p) for p in payloads] == [True, False, False, False, False]
     assert sum(len(json.dumps(p)) for p in payloads) < 3 * MAX_NOTE
+
+
+def test_lead_time_is_a_claim_bounded_by_server_times(study: Study) -> None:
+    """A posts labels in quick succession claiming 30 s each, one claiming 10**12 s (and
+    an old ``created_at``): active hours stay within the server's wall clock, and the
+    contradictions are counted."""
+    from datetime import UTC, datetime, timedelta
+
+    from study.pair_audit.annotators import IDLE_CAP_S, annotator_quality
+
+    study.push()
+    tasks = list(study.tasks("A").values())[:4]
+    claims = [30.0, 1e12, 30.0, 30.0]
+    began = datetime.now(UTC)
+    with closing(study.session_of("A")) as web:
+        for task, lead in zip(tasks, claims, strict=True):
+            r = web.post(
+                f"/api/tasks/{task}/annotations/",
+                json={
+                    "result": choice("same"),
+                    "lead_time": lead,
+                    "created_at": "2020-01-01T00:00:00Z",
+                },
+            )
+            assert r.status_code == 201, r.text
+    span = (datetime.now(UTC) - began).total_seconds()
+    assert span < 20  # quick succession: every claim after the first is contradicted
+    study.sync()
+    with session_scope(study.engine) as s:
+        out = annotator_quality(s, s.get(Audit, study.audit_id))
+        stamps = s.exec(sa.select(AuditLabel.annotated_at).where(AuditLabel.role == "A")).all()
+    # created_at is the server's clock, whatever A sent
+    assert all(abs(_utc(t[0]) - began) < timedelta(minutes=5) for t in stamps)
+    [a] = [p for p in out["annotators"] if p["round"] == "A"]
+    assert a["lead_time_median_s"] == pytest.approx(statistics_median(claims))  # the claims
+    assert a["lead_time_contradictions"] == 3
+    assert a["active_hours"] <= (IDLE_CAP_S + span + 1) / 3600
+    assert a["server_gap_median_s"] < 20
+
+
+def statistics_median(values: list[float]) -> float:
+    import statistics
+
+    return statistics.median(values)
+
+
+def _utc(t):  # type: ignore[no-untyped-def]
+    from datetime import UTC
+
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t
+
+
+def test_repush_after_edited_task_keys_rekeys_and_never_duplicates(study: Study) -> None:
+    """A edits the key of A's task P to Q's key (and another to a made-up key): a re-push
+    reports both, sets their data back from the store and imports nothing."""
+    first = study.push()
+    project = first["projects"]["A"]["project_id"]
+    tasks = list(study.tasks("A").values())
+    p_task, q_task, r_task = tasks[:3]
+    with closing(study.session_of("A")) as web:
+        datas = {t: web.get(f"/api/tasks/{t}/").json()["data"] for t in (p_task, q_task, r_task)}
+        n_before = len(web.get("/api/tasks/", params={"project": project}).json()["tasks"])
+        for task, new_key in ((p_task, datas[q_task]["pair"]), (r_task, "made-up")):
+            r = web.patch(f"/api/tasks/{task}/", json={"data": {**datas[task], "pair": new_key}})
+            assert r.status_code == 200, r.text
+            assert web.get(f"/api/tasks/{task}/").json()["data"]["pair"] == new_key
+    again = study.push()["projects"]["A"]
+    assert again["n_new"] == 0
+    assert sorted(x["task_id"] for x in again["rekeyed"]) == sorted([p_task, r_task])
+    with closing(study.session_of("A")) as web:
+        listed = web.get("/api/tasks/", params={"project": project, "page_size": 1000}).json()
+        assert len(listed["tasks"]) == n_before  # nothing imported twice
+        for task in (p_task, r_task):
+            assert web.get(f"/api/tasks/{task}/").json()["data"] == datas[task]
+    assert study.push()["projects"]["A"]["rekeyed"] == []  # settled
