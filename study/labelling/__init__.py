@@ -33,7 +33,7 @@ from study.labelling.push import (
     webhook_target,
 )
 from study.labelling.record import COUNTED, STATUSES, current_labels, label_status, status_counts
-from study.labelling.sync import SyncResult, notify, sync_round
+from study.labelling.sync import SyncResult, notify, sync_all, sync_round
 
 __all__ = [
     "COUNTED",
@@ -66,6 +66,7 @@ __all__ = [
     "round_title",
     "status_counts",
     "study_provenance",
+    "sync_all",
     "sync_round",
     "webhook_target",
 ]

@@ -221,6 +221,25 @@ def sync_round(
     return result
 
 
+def sync_all(session: Session, people: People) -> list[SyncResult]:
+    """An incremental sync of every round with a bound project (the API's background
+    sync: it recovers the notifications Label Studio dropped or answered 429)."""
+    owners = sorted(
+        {
+            (b.family, b.owner_id)
+            for b in session.exec(select(LabellingProject)).all()
+            if b.project_id is not None
+        }
+    )
+    out = []
+    for family_name, owner_id in owners:
+        family = FAMILIES[family_name]
+        owner = session.get(family.owner_model, owner_id)
+        if owner is not None:
+            out.append(sync_round(session, people, family, owner))
+    return out
+
+
 # --------------------------------------------------------------------------- webhooks
 
 
