@@ -88,3 +88,32 @@ def test_background_sync_recovers_what_no_notification_brought(study: Study) -> 
         task = next(iter(study.tasks("A").values()))
         [ann] = study.label_all("A", {task: "different"})
         assert wait_for(lambda: ("A", ann, "counted", "different") in study.labels(), timeout=15)
+
+
+def test_a_notification_is_read_back_in_one_listing_call(
+    study: Study, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty annotations named in one notification (some made up) cost one request to
+    the person's server, not one per id; each real one is recorded."""
+    from study.labelling import notify
+    from study.store import session_scope
+
+    study.push()
+    tasks = list(study.tasks("A").values())[:5]
+    ids = study.label_all("A", {t: "same" for t in tasks})
+    a = study.person("A")
+    calls: list[str] = []
+    real_http = type(study.people).http
+
+    def counting_http(self, person, **kw):  # type: ignore[no-untyped-def]
+        client = real_http(self, person, **kw)
+        client.event_hooks["request"].append(lambda req: calls.append(str(req.url.path)))
+        return client
+
+    monkeypatch.setattr(type(study.people), "http", counting_http)
+    named = [*ids, *range(1_500_000, 1_500_015)]
+    with session_scope(study.engine) as s:
+        counts = notify(s, study.people, a, named, None)
+    assert calls == ["/api/tasks/"], calls
+    assert counts == {"recorded": 5, "unchanged": 0, "ignored": 15}
+    assert all(("A", i, "counted", "same") in study.labels() for i in ids)
