@@ -4,9 +4,9 @@ Each person's server posts to its own path with its own secret (HMAC of the mast
 secret and the person's slug: a secret read on one server opens no other person's
 endpoint). The body is a notification only: the named annotations are read back from
 that person's server with rcea's admin token (one listing call per bound project) and
-recorded through the one status rule (:mod:`study.labelling`) — a forged or replayed body can at most make rcea look again at
-what the server really holds. Malformed bodies get 422, oversized ones 413; replays
-change nothing and add no events.
+recorded through the one status rule (:mod:`study.labelling`) — a forged or replayed
+body can at most make rcea look again at what the server really holds. Malformed bodies
+get 422, oversized ones 413; replays change nothing and add no events.
 
 A notification is a bounded hint: one person's server may name at most
 :data:`MAX_NOTIFY_IDS` annotations in one notification and have at most
