@@ -17,6 +17,11 @@ LABELS = ("same", "different")
 
 #: Label Studio ids are PostgreSQL INTEGERs there and here: 1 … 2**31 - 1.
 MAX_ID = 2**31 - 1
+#: Longest note stored (characters); a longer one keeps its first MAX_NOTE characters and
+#: ends with a marker giving the full length (docs/labelstudio.md, "Notes").
+MAX_NOTE = 10_000
+#: The marker appended to a truncated note; ``{n}``: the note's full length in characters.
+NOTE_TRUNCATED = " ⟨truncated: {n} characters in all⟩"
 #: Deepest nesting accepted in a webhook body or an annotation (Label Studio's own are
 #: under 10 levels deep).
 MAX_DEPTH = 32
@@ -94,7 +99,16 @@ def _strings(value: Any, what: str) -> list[str]:
 
 
 def _note(texts: list[str]) -> str | None:
-    return storable("\n".join(texts)) or None
+    """The note as stored: made storable, at most :data:`MAX_NOTE` characters of it, then
+    :data:`NOTE_TRUNCATED` with the full length (characters as sent) when it was longer;
+    a long text is cut before it is escaped, never copied whole."""
+    joined = "\n".join(texts)
+    if len(joined) <= MAX_NOTE:
+        out = storable(joined)
+        if len(out) <= MAX_NOTE:
+            return out or None
+    head = storable(joined[:MAX_NOTE])[:MAX_NOTE]
+    return head + NOTE_TRUNCATED.format(n=len(joined))
 
 
 def _lead_time(value: Any) -> float | None:

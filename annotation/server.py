@@ -21,6 +21,11 @@ Why it is launched the way it is (Label Studio 1.23.2, read from its ``server.py
   ``DEBUG`` stays off through ``LABEL_STUDIO_DEBUG=false``).
 * ``LABEL_STUDIO_BASE_DATA_DIR`` is set as well as ``--data-dir``: the argument parser imports
   the settings before ``--data-dir`` is applied and would create ``~/.local/share/label-studio``.
+* Its settings module is rcea's (``DJANGO_SETTINGS_MODULE=rcea_labelstudio_settings`` from
+  ``annotation/labelstudio_site/`` on ``PYTHONPATH``): Label Studio's settings with SSRF
+  protection on, so an annotator cannot make the server fetch URLs (URL import, storages,
+  ML backends), and an allow-list that admits only webhooks to rcea's receiver path
+  (``/webhooks/label-studio/<slug>``) on loopback.
 """
 
 from __future__ import annotations
@@ -62,13 +67,19 @@ PASSWORD_MIN = 8  # LS password validator
 # Variables passed through from our environment; everything else is dropped (see module doc).
 KEEP_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "SYSTEMROOT")
 
+#: Label Studio's settings module as rcea launches it (SSRF protection on, rcea's webhook
+#: receiver allowed): annotation/labelstudio_site/rcea_labelstudio_settings.py.
+SITE_DIR = Path(__file__).resolve().parent / "labelstudio_site"
+
 # Fixed Label Studio settings for every launch.
 SERVER_ENV: dict[str, str] = {
     # Organisations created without it reject legacy ``Token`` keys, our preset token
     # included; it is read when the organisation is created, i.e. at the first boot.
     "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
-    # Webhooks are delivered to receivers on loopback, which SSRF protection refuses.
-    "LABEL_STUDIO_SSRF_PROTECTION_ENABLED": "false",
+    # SSRF protection on: annotators cannot make the server fetch URLs (URL import,
+    # storages, ML backends); the settings module admits rcea's webhook receiver only.
+    "LABEL_STUDIO_SSRF_PROTECTION_ENABLED": "true",
+    "DJANGO_SETTINGS_MODULE": "rcea_labelstudio_settings",
     # By default anyone reaching /user/signup/ may join the organisation; require the invite.
     "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
     # Nothing phones home: no usage analytics, PyPI version check, Sentry (its DSN has a
@@ -169,6 +180,7 @@ def server_env(
     env = scrubbed_env(base)
     env.update(SERVER_ENV)
     env["LABEL_STUDIO_BASE_DATA_DIR"] = str(home)
+    env["PYTHONPATH"] = str(SITE_DIR)  # rcea_labelstudio_settings (see SERVER_ENV)
     if creds is not None:
         env["LABEL_STUDIO_USERNAME"] = creds.username
         env["LABEL_STUDIO_PASSWORD"] = creds.password

@@ -104,3 +104,87 @@ def verify(path: Path, name: str, password: str) -> bool:
         return False
     got = _hash(password, bytes.fromhex(entry["salt"]), entry["n"], entry["r"], entry["p"])
     return hmac.compare_digest(got, bytes.fromhex(entry["hash"]))
+
+
+class LoginThrottle:
+    """Failed logins limited per account and for everyone (the view's login form; one
+    per process, shared by every browser session).
+
+    An account is locked after :attr:`account_limit` failures in a row, for
+    ``base_lockout_s`` doubled with each further failure (at most ``max_lockout_s``); a
+    success resets it. Whatever the names tried, more than :attr:`global_limit` failures
+    within ``window_s`` lock every login for ``base_lockout_s``, doubled while the flood
+    goes on. While locked even the right password is refused. Thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        account_limit: int = 5,
+        global_limit: int = 30,
+        window_s: float = 60.0,
+        base_lockout_s: float = 30.0,
+        max_lockout_s: float = 900.0,
+        clock: Any = None,
+    ) -> None:
+        import threading
+        import time
+        from collections import deque
+
+        self.account_limit, self.global_limit, self.window_s = (
+            account_limit,
+            global_limit,
+            window_s,
+        )
+        self.base_lockout_s, self.max_lockout_s = base_lockout_s, max_lockout_s
+        self._clock = clock or time.monotonic
+        self._lock = threading.Lock()
+        self._failures: dict[str, int] = {}
+        self._locked_until: dict[str, float] = {}
+        self._recent: deque[float] = deque()
+        self._global_until = 0.0
+        self._global_strikes = 0
+
+    def reset(self) -> None:
+        with self._lock:
+            self._failures.clear()
+            self._locked_until.clear()
+            self._recent.clear()
+            self._global_until, self._global_strikes = 0.0, 0
+
+    def _backoff(self, strikes: int) -> float:
+        return min(self.max_lockout_s, self.base_lockout_s * 2 ** max(0, strikes))
+
+    def wait(self, name: str) -> float:
+        """Seconds before ``name`` may try again (0: now)."""
+        now = self._clock()
+        with self._lock:
+            until = max(self._global_until, self._locked_until.get(name.strip(), 0.0))
+        return max(0.0, until - now)
+
+    def failed(self, name: str) -> str | None:
+        """Count a failed login; what got locked (``"account"``, ``"all"``) or None."""
+        name = name.strip()
+        now = self._clock()
+        locked = None
+        with self._lock:
+            n = self._failures.get(name, 0) + 1
+            self._failures[name] = n
+            if n >= self.account_limit:
+                self._locked_until[name] = now + self._backoff(n - self.account_limit)
+                locked = "account"
+            self._recent.append(now)
+            while self._recent and self._recent[0] <= now - self.window_s:
+                self._recent.popleft()
+            if len(self._recent) > self.global_limit:
+                if self._global_until <= now:
+                    self._global_strikes += 1
+                self._global_until = now + self._backoff(self._global_strikes - 1)
+                locked = "all"
+            elif self._global_until <= now:
+                self._global_strikes = 0
+        return locked
+
+    def succeeded(self, name: str) -> None:
+        with self._lock:
+            self._failures.pop(name.strip(), None)
+            self._locked_until.pop(name.strip(), None)

@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     db_max_overflow: int = Field(
         10, ge=0, description="PostgreSQL: extra connections a process may open under load"
     )
+    sync_interval_s: float = Field(
+        60.0,
+        ge=0,
+        description="`rcea serve`: seconds between background incremental syncs of every "
+        "bound Label Studio project, recovering notifications Label Studio dropped (0: off)",
+    )
     view_port: int = Field(8501, description="port of the Streamlit view")
     view_auth: str = Field(
         "password",

@@ -134,16 +134,22 @@ def study(tmp_path: Path, labelstudio_pool: list[LabelStudioHandle]) -> Iterator
 
 
 @contextlib.contextmanager
-def serve_api(study: Study) -> Iterator[str]:
+def serve_api(study: Study, *, sync_interval_s: float = 0.0) -> Iterator[str]:
     """The real rcea API (webhook receiver) under uvicorn on a free loopback port, on the
-    study's store and people registry; yields the webhook base URL."""
+    study's store and people registry; yields the webhook base URL. With
+    ``sync_interval_s`` > 0 the API's background sync runs (as under ``rcea serve``)."""
     import uvicorn
 
-    settings = Settings(data_dir=study.data_dir, api_token="t", webhook_secret=SECRET)
+    settings = Settings(
+        data_dir=study.data_dir,
+        api_token="t",
+        webhook_secret=SECRET,
+        sync_interval_s=sync_interval_s,
+    )
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(settings, engine=study.engine),
+            create_app(settings, engine=study.engine, background_sync=sync_interval_s > 0),
             host="127.0.0.1",
             port=port,
             log_level="warning",

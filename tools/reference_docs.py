@@ -162,8 +162,9 @@ def api_page(schema: dict[str, Any]) -> str:
         HEADER,
         "# REST API reference\n\n",
         "Generated from the service's OpenAPI schema ([openapi.json](openapi.json); a "
-        "running `rcea serve` also serves it at `/openapi.json` and `/docs`). Every route "
-        "but `/health` and the webhook receiver needs `Authorization: Bearer <token>`.\n\n",
+        "running `rcea serve` also serves it at `/openapi.json`, behind the token; `/docs` and "
+        "`/redoc` are not served). Every route but `/health` and the webhook receiver needs "
+        "`Authorization: Bearer <token>`.\n\n",
         "| method | path | summary | response |\n|---|---|---|---|\n",
     ]
     for path, item in sorted(schema.get("paths", {}).items()):

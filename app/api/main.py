@@ -1,6 +1,14 @@
-"""Application factory. Everything but ``/health`` needs ``Authorization: Bearer <token>``."""
+"""Application factory. Everything but ``/health`` needs ``Authorization: Bearer <token>``,
+the OpenAPI document (``/openapi.json``) included; the browser pages ``/docs`` and
+``/redoc`` are not served (a browser cannot send the bearer token to them)."""
 
 from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from sqlalchemy import text
@@ -10,16 +18,65 @@ from app.api import studies, webhooks
 from app.api.deps import require_token
 from study.settings import Settings
 
+log = logging.getLogger("rcea.api.sync")
 
-def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # type: ignore[no-untyped-def]
+
+def _background_sync(api: FastAPI, interval: float, stop: threading.Event) -> None:
+    """Every ``interval`` seconds, an incremental sync of every bound project (one
+    listing call per project): what a dropped or refused (429) notification named is
+    recorded at the latest one interval later. Errors are logged, never fatal."""
+    from sqlmodel import Session
+
+    from study.labelling import sync_all
+
+    while not stop.wait(interval):
+        try:
+            with Session(api.state.engine, expire_on_commit=False) as session:
+                results = sync_all(session, api.state.people)
+                session.commit()
+            changed = sum(sum(r.changed.values()) for r in results)
+            if changed:
+                log.info("background sync: %d label(s) changed", changed)
+        except Exception:  # noqa: BLE001 - the next round tries again
+            log.exception("background sync failed")
+
+
+def create_app(  # type: ignore[no-untyped-def]
+    settings: Settings | None = None, *, engine=None, background_sync: bool = False
+) -> FastAPI:
+    """The API on ``settings``' store (or ``engine``). With ``background_sync`` (``rcea
+    serve``) a thread syncs every bound Label Studio project incrementally each
+    ``settings.sync_interval_s`` seconds (0: never) while the app runs."""
     from study.store import open_store
 
     settings = settings or Settings()
+    stop = threading.Event()
+    interval = settings.sync_interval_s if background_sync else 0.0
+
+    @asynccontextmanager
+    async def lifespan(api: FastAPI) -> AsyncIterator[None]:
+        thread = None
+        if interval > 0:
+            thread = threading.Thread(
+                target=_background_sync, args=(api, interval, stop), daemon=True
+            )
+            thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if thread is not None:
+                thread.join(timeout=30)
+
     token = settings.ensure_api_token().get_secret_value()
     api = FastAPI(
         title="RCEA Audit",
         version=__version__,
         description="Trajectory store, audits and reports for RCEA studies.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,  # served below, behind the token
+        lifespan=lifespan,
     )
     api.state.engine = engine if engine is not None else open_store(settings)
     api.state.api_token = token
@@ -34,6 +91,10 @@ def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # 
             conn.execute(text("SELECT 1"))
         return {"status": "ok", "version": __version__}
 
+    @api.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
+    def openapi() -> dict[str, Any]:
+        return api.openapi()
+
     api.include_router(studies.router, dependencies=[Depends(require_token)])
     api.include_router(webhooks.router)  # authenticated by each person's webhook secret
     return api
@@ -42,4 +103,4 @@ def create_app(settings: Settings | None = None, *, engine=None) -> FastAPI:  # 
 def app_from_settings() -> FastAPI:
     """The app for one worker of ``rcea serve --workers N`` (uvicorn's factory): settings
     from the environment; the parent created the token, the secret and the schema."""
-    return create_app(Settings())
+    return create_app(Settings(), background_sync=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel
 
 from app.api.deps import SessionDep
@@ -13,6 +13,12 @@ from study.report.schema import StudyReport
 from study.store import StoreError, list_studies, study_summary
 
 router = APIRouter(prefix="/api/studies", tags=["studies"])
+
+#: A store id: an integer the store's INTEGER keys can hold (1 … 2**31 - 1); integer
+#: parameters are bounded the same way; anything
+#: else is answered 422 before the store is asked (never an overflow and a 500).
+INT_MAX = 2**31 - 1
+StudyId = Annotated[int, Path(ge=1, le=INT_MAX)]
 
 
 class StudyPublic(BaseModel):
@@ -46,7 +52,7 @@ def get_studies(session: SessionDep) -> list[StudyPublic]:
 
 
 @router.get("/{study_id}/summary", response_model=StudySummary)
-def get_study_summary(study_id: int, session: SessionDep) -> StudySummary:
+def get_study_summary(study_id: StudyId, session: SessionDep) -> StudySummary:
     try:
         return StudySummary.model_validate(study_summary(session, study_id=study_id))
     except StoreError as exc:
@@ -55,17 +61,17 @@ def get_study_summary(study_id: int, session: SessionDep) -> StudySummary:
 
 @router.get("/{study_id}/report", response_model=StudyReport, response_model_exclude_unset=True)
 def get_study_report(
-    study_id: int,
+    study_id: StudyId,
     session: SessionDep,
-    seed: Annotated[int | None, Query(ge=0)] = None,
+    seed: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     n_boot: Annotated[int | None, Query(ge=1, le=100_000)] = None,
-    k_min: Annotated[int | None, Query(ge=1)] = None,
-    n_min: Annotated[int | None, Query(ge=1)] = None,
+    k_min: Annotated[int | None, Query(ge=1, le=INT_MAX)] = None,
+    n_min: Annotated[int | None, Query(ge=1, le=INT_MAX)] = None,
     n_draws: Annotated[int | None, Query(ge=1, le=1_000)] = None,
-    base_step: Annotated[int, Query(ge=0)] = 0,
+    base_step: Annotated[int, Query(ge=0, le=INT_MAX)] = 0,
     base_run: Annotated[str, Query(min_length=1, max_length=200)] = "base",
     association_benchmark: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
-    association_k: Annotated[int | None, Query(ge=1)] = None,
+    association_k: Annotated[int | None, Query(ge=1, le=INT_MAX)] = None,
     association_pooled: bool = False,
 ) -> StudyReport:
     """The study report (``study.report.build.build_report``), validated into
@@ -98,7 +104,9 @@ def get_study_report(
 
 
 @router.get("/{study_id}/audits/{audit}/gate")
-def get_audit_gate(study_id: int, audit: str, session: SessionDep) -> dict[str, Any]:
+def get_audit_gate(
+    study_id: StudyId, audit: Annotated[str, Path(max_length=200)], session: SessionDep
+) -> dict[str, Any]:
     """The gate of a pair audit (``study.pair_audit.gate.audit_gate``): the recorded final
     gate when there is one (``stage: final``), with the live preliminary gate beside it under
     ``preliminary``; else the live preliminary gate: progress, the report and, with a

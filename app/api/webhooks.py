@@ -2,11 +2,19 @@
 
 Each person's server posts to its own path with its own secret (HMAC of the master
 secret and the person's slug: a secret read on one server opens no other person's
-endpoint). The body is a notification only: each named annotation is read back from
-that person's server with rcea's admin token and recorded through the one status rule
-(:mod:`study.labelling`) — a forged or replayed body can at most make rcea look again at
-what the server really holds. Malformed bodies get 422, oversized ones 413; replays
-change nothing and add no events.
+endpoint). The body is a notification only: the named annotations are read back from
+that person's server with rcea's admin token (one listing call per bound project) and
+recorded through the one status rule (:mod:`study.labelling`) — a forged or replayed
+body can at most make rcea look again at what the server really holds. Malformed bodies
+get 422, oversized ones 413; replays change nothing and add no events.
+
+A notification is a bounded hint: one person's server may name at most
+:data:`MAX_NOTIFY_IDS` annotations in one notification and have at most
+:data:`MAX_CONCURRENT` notifications being read back at once; beyond either it gets 429
+at once and nothing is read (Label Studio does not retry: the next ``audit sync``
+reconciles what it named). One person's flood therefore holds at most
+:data:`MAX_CONCURRENT` workers and store connections: other people's labels and
+``/health`` are not held up.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from study.labelling import LabellingError, notify
 
 router = APIRouter(tags=["webhooks"])
 MAX_BODY = 1 << 20  # 1 MiB; Label Studio's annotation notifications are a few kB
+MAX_NOTIFY_IDS = 100  # annotations one notification may name (a bulk action of more: 429)
+MAX_CONCURRENT = 2  # notifications of one person read back at once (more: 429)
 
 
 async def _body(request: Request) -> bytes:
@@ -61,14 +71,31 @@ async def label_studio_webhook(
         raise HTTPException(422, str(exc)) from exc
     if not note.annotation_ids:
         return {"ok": True, "action": note.action, "received": 0}
+    if len(note.annotation_ids) > MAX_NOTIFY_IDS:
+        raise HTTPException(
+            429,
+            f"a notification may name at most {MAX_NOTIFY_IDS} annotations; "
+            "the next sync reconciles these",
+        )
+    inflight: dict[str, int] = request.app.state.__dict__.setdefault("webhook_inflight", {})
+    if inflight.get(found.slug, 0) >= MAX_CONCURRENT:
+        raise HTTPException(
+            429,
+            f"{MAX_CONCURRENT} notifications of this person are being read back; "
+            "the next sync reconciles this one",
+        )
     from starlette.concurrency import run_in_threadpool
 
+    # counted on the event loop (one thread): no lock needed
+    inflight[found.slug] = inflight.get(found.slug, 0) + 1
     try:
         counts = await run_in_threadpool(
             _store, request.app.state.engine, people, found, note.annotation_ids, note.project_id
         )
     except LabellingError as exc:
         raise HTTPException(502, str(exc)) from exc
+    finally:
+        inflight[found.slug] -= 1
     return {"ok": True, "action": note.action, "received": len(note.annotation_ids), **counts}
 
 

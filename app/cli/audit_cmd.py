@@ -332,6 +332,12 @@ def annotators(
             f"{_fmt(p['labels_per_active_hour']):>10}{_fmt(vs.get('accuracy')):>10}"
             f"{_fmt(pc.get('same', {}).get('f1')):>9}{_fmt(pc.get('different', {}).get('f1')):>9}"
         )
+        if p.get("lead_time_contradictions"):
+            typer.echo(
+                f"  {p['lead_time_contradictions']} claimed lead_time(s) exceed the server "
+                "time since the previous label (lead_time is the browser's claim; "
+                "active hours are bounded by created_at)"
+            )
     repeated = [p for p in out["annotators"] if (p.get("self_consistency") or {}).get("planned")]
     if repeated:
         typer.echo("self-consistency on hidden repeats (same label both times):")

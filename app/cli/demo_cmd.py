@@ -238,7 +238,7 @@ def _serve(ctx: Any, procs: list[subprocess.Popen[bytes]]) -> None:
         person = people.require(email)
         typer.echo(f"  {sim}{email}: {person.url}/user/login/  password {shown}")
     typer.echo(
-        f"API           http://{cfg.api_host}:{cfg.api_port}/docs "
+        f"API           http://{cfg.api_host}:{cfg.api_port}/openapi.json "
         f"(bearer token in {cfg.data_dir / 'api-token'})"
     )
     typer.echo(f"view          http://127.0.0.1:{cfg.view_port}")

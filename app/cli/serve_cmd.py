@@ -34,7 +34,10 @@ def serve(
     engine = open_store(cfg)
     if token_file.exists() and token_file.read_text().strip() == token:
         typer.echo(f"bearer token: see {cfg.data_dir / 'api-token'}")
-    typer.echo(f"serving on http://{host}:{port} (OpenAPI at /docs), {workers} worker(s)")
+    typer.echo(
+        f"serving on http://{host}:{port} (OpenAPI at /openapi.json, with the token), "
+        f"{workers} worker(s)"
+    )
     engine.dispose()  # the schema is migrated; each worker opens its own pool
     if workers > 1 and cfg.resolved_database_url.startswith("sqlite"):
         typer.echo("  note: several workers on SQLite serialise their writes; use PostgreSQL")

@@ -14,6 +14,8 @@ from study.logins import LoginError, add_researcher, logins_path, remove_researc
 from study.settings import is_loopback
 
 MAIN = Path(__file__).resolve().parents[1] / "view" / "main.py"
+#: what ``streamlit run`` serves: main.py as an st.App that closes /_stcore/metrics
+SERVER = MAIN.with_name("server.py")
 
 
 def streamlit_command(host: str, port: int, n_boot: int) -> list[str]:
@@ -23,7 +25,7 @@ def streamlit_command(host: str, port: int, n_boot: int) -> list[str]:
         "-m",
         "streamlit",
         "run",
-        str(MAIN),
+        str(SERVER),
         "--server.headless",
         "true",
         "--server.address",
@@ -34,6 +36,8 @@ def streamlit_command(host: str, port: int, n_boot: int) -> list[str]:
         "false",
         "--global.developmentMode",
         "false",
+        "--client.showErrorDetails",
+        "none",  # no traceback for anyone browsing (errors go to the log)
         "--",
         "--n-boot",
         str(n_boot),
@@ -79,7 +83,8 @@ def view(
             err=True,
         )
     typer.echo(f"view on http://{host}:{port}")
-    env = {**os.environ, "PYTHONPATH": str(MAIN.parents[2])}
+    # --n-boot reaches the script after ``--`` and, for the st.App server, as a variable
+    env = {**os.environ, "PYTHONPATH": str(MAIN.parents[2]), "RCEA_VIEW_N_BOOT": str(n_boot)}
     cmd = streamlit_command(host, port, n_boot)
     # Replace this process with Streamlit, so that stopping `rcea view` stops the server
     # (a child process would outlive a terminated parent).

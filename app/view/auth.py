@@ -10,11 +10,19 @@
   view listens on loopback; on any other address the password login applies.
 
 The logged-in name lives in Session State under :data:`SESSION_KEY`, which no widget uses,
-so a browser cannot set it; the Audit page records decisions under it.
+so a browser cannot set it (a widget state a browser sends under that id is never read as
+a login: it is ignored, never a traceback); the Audit page records decisions under it.
+
+Failed logins are limited per account and for everyone (:data:`THROTTLE`, one per view
+process: lockout with back-off, every failure and lockout logged); ``rcea view`` also turns
+Streamlit's error details off (``client.showErrorDetails none``), so no code path shows an
+anonymous visitor a traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 
 import streamlit as st
@@ -25,6 +33,48 @@ from study.settings import actor_name, get_settings, is_loopback
 SESSION_KEY = "_rcea_researcher"
 AUTH_MODES = ("password", "oidc", "none")
 FAILED_LOGIN_DELAY_S = 1.0
+THROTTLE = logins.LoginThrottle()
+log = logging.getLogger("rcea.view.login")
+
+
+def _stored() -> str | None:
+    """The logged-in name in Session State; None when there is none, or when what sits
+    there is not a name this module stored (a browser-sent widget state: Streamlit raises
+    KeyError reading it)."""
+    try:
+        who = st.session_state.get(SESSION_KEY)
+    except Exception:  # noqa: BLE001 - never a traceback for an anonymous visitor
+        who = None
+    return who if isinstance(who, str) and who else None
+
+
+def drop_forged_widget_states() -> None:
+    """Drop the widget states a browser sent under ids that are no widget's (no element
+    id, no metadata): Streamlit raises KeyError on them in every keyed widget, a traceback
+    any anonymous visitor could trigger. Run before the first widget of a script run."""
+    try:
+        from streamlit.runtime.state.common import is_element_id
+        from streamlit.runtime.state.session_state_proxy import get_session_state
+
+        safe = get_session_state()
+        with safe._lock:  # noqa: SLF001 - Streamlit has no public API for this
+            widgets = safe._state._new_widget_state  # noqa: SLF001
+            forged = [
+                k
+                for k in widgets.states
+                if not is_element_id(k) and k not in widgets.widget_metadata
+            ]
+            for k in forged:
+                del widgets.states[k]
+        if forged:
+            log.warning("dropped %d widget state(s) under no widget's id", len(forged))
+    except Exception:  # noqa: BLE001 - a Streamlit without these internals: nothing to drop
+        log.debug("could not inspect widget states", exc_info=True)
+
+
+def _forget() -> None:
+    with contextlib.suppress(Exception):  # see _stored
+        st.session_state.pop(SESSION_KEY, None)
 
 
 def auth_mode() -> str:
@@ -42,6 +92,7 @@ def auth_mode() -> str:
 def require_researcher() -> str:
     """The logged-in researcher's name; otherwise the login (or why there is none) is
     shown and the script run stops here, before any read of the store."""
+    drop_forged_widget_states()
     mode = auth_mode()
     if mode == "none":
         who = actor_name()
@@ -55,7 +106,7 @@ def require_researcher() -> str:
 
 def current_researcher() -> str:
     """The name decisions are recorded under (set by :func:`require_researcher`)."""
-    who = st.session_state.get(SESSION_KEY)
+    who = _stored()
     if not who:
         st.error("Log in to take decisions.")
         st.stop()
@@ -67,21 +118,21 @@ def logout_button(who: str) -> None:
     st.caption(f"Logged in as **{who}** (decisions are recorded under this name)")
     mode = auth_mode()
     if mode == "password" and st.button("Log out", key="logout"):
-        st.session_state.pop(SESSION_KEY, None)
+        _forget()
         st.rerun()
     elif mode == "oidc":
         st.button("Log out", key="logout", on_click=st.logout)
 
 
 def _stop_logged_out() -> None:
-    st.session_state.pop(SESSION_KEY, None)
+    _forget()
     st.stop()
 
 
 def _password() -> str:
-    who = st.session_state.get(SESSION_KEY)
+    who = _stored()
     if who:
-        return str(who)
+        return who
     path = logins.logins_path(get_settings())
     st.title("RCEA Audit — log in")
     if not logins.researchers(path):
@@ -95,9 +146,17 @@ def _password() -> str:
         password = st.text_input("Password", type="password", key="login_password")
         submitted = st.form_submit_button("Log in", key="login_submit", type="primary")
     if submitted:
+        wait = THROTTLE.wait(name)
+        if wait > 0:  # locked: not even the right password is checked
+            log.warning("login refused while locked: %r (%.0f s left)", name[:200], wait)
+            st.error(f"Too many failed logins: try again in {wait:.0f} s.")
+            _stop_logged_out()
         if logins.verify(path, name, password):
+            THROTTLE.succeeded(name)
             st.session_state[SESSION_KEY] = name.strip()
             st.rerun()
+        locked = THROTTLE.failed(name)
+        log.warning("failed login: %r%s", name[:200], f" (locked: {locked})" if locked else "")
         time.sleep(FAILED_LOGIN_DELAY_S)  # slows guessing down
         st.error("Wrong researcher name or password.")
     _stop_logged_out()

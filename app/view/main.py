@@ -10,6 +10,7 @@ default bootstrap size of the interactive report pages.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +31,9 @@ PAGES = (
 
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="rcea view", add_help=False)
-    parser.add_argument("--n-boot", type=int, default=DEFAULT_N_BOOT)
+    n_boot = os.environ.get("RCEA_VIEW_N_BOOT", "")
+    default = int(n_boot) if n_boot.isdigit() else DEFAULT_N_BOOT
+    parser.add_argument("--n-boot", type=int, default=default)
     args, _ = parser.parse_known_args(sys.argv[1:])
     return args
 

@@ -35,7 +35,7 @@ from study.labelling.push import (
     webhook_target,
 )
 from study.labelling.record import COUNTED, STATUSES, current_labels, label_status, status_counts
-from study.labelling.sync import SyncResult, notify, sync_round
+from study.labelling.sync import SyncResult, notify, sync_all, sync_round
 
 __all__ = [
     "COUNTED",
@@ -68,6 +68,7 @@ __all__ = [
     "round_title",
     "status_counts",
     "study_provenance",
+    "sync_all",
     "sync_round",
     "webhook_target",
     "ReceiverError",

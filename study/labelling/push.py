@@ -8,8 +8,11 @@ Order of a push (each step idempotent):
 3. the project is found by its marker on the person's server (an earlier push that died
    after creating it) and adopted, or created with the marker in its description; its id
    is committed (state ``created``);
-4. only the tasks whose key is not in the project yet are imported; task rows for every
-   task of the project are stored;
+4. the tasks the store owns in the project are re-checked by their stored ids: one whose
+   key was edited in Label Studio (its person may edit task data) is reported under
+   ``rekeyed`` and its data set back from the store, so it is never imported twice;
+   then only the tasks whose key is not in the project yet are imported; task rows for
+   every task of the project are stored;
 5. the person's webhook (own URL path, own secret; created, updated and deleted
    annotations) is ensured.
 
@@ -214,6 +217,50 @@ def ensure_project(
     return project_id
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
+def recheck_owned(
+    session: Session,
+    people: People,
+    family: Family,
+    owner: Any,
+    role: str,
+    member: Member,
+    project_id: int,
+    tasks: Sequence[BuiltTask],
+) -> list[dict[str, Any]]:
+    """Re-check the project's tasks the store owns (by stored task id): each whose key
+    is not the stored unit's gets its data back from the store; those are returned."""
+    from annotation.projects import export_tasks
+
+    owner_col = getattr(family.task_model, family.owner_field)
+    rows = session.exec(
+        select(family.task_model).where(owner_col == owner.id, family.task_model.role == role)
+    ).all()
+    if not rows:
+        return []
+    built = {(t.unit_id, bool(t.row.get("repeat", False))): t for t in tasks}
+    present = {
+        int(t["id"]): t.get("data") or {}
+        for t in export_tasks(people.client(member.person), project_id)
+    }
+    key = family.unit_data_key
+    out: list[dict[str, Any]] = []
+    with people.http(member.person) as http:
+        for r in rows:
+            b = built.get((getattr(r, family.unit_field), bool(getattr(r, "repeat", False))))
+            data = present.get(r.task_id)
+            if b is None or data is None or str(data.get(key)) == b.key:
+                continue
+            resp = http.patch(f"/api/tasks/{r.task_id}/", json={"data": b.data})
+            resp.raise_for_status()
+            out.append({"task_id": r.task_id, "key": b.key, "found": _short(data.get(key))})
+    return out
+
+
 def push_tasks(
     session: Session,
     people: People,
@@ -235,6 +282,7 @@ def push_tasks(
     project_id = ensure_project(
         session, people, binding, title=title, description=description, label_config=label_config
     )
+    rekeyed = recheck_owned(session, people, family, owner, role, member, project_id, tasks)
     client = people.client(member.person)
     mapping = import_tasks(
         client,
@@ -284,6 +332,7 @@ def push_tasks(
         "url": member.person.url,
         "n_tasks": len(tasks),
         "n_new": new,
+        "rekeyed": rekeyed,
     }
 
 

@@ -7,6 +7,16 @@ valid choice. Everything else is stored with its status and never counted; an
 annotation that disappeared from Label Studio becomes ``deleted``. Every new or changed
 row is appended to the event log, so the history stays; repeating the same content
 (replays, webhook then sync) changes nothing and writes no event.
+
+A label follows the task it sits on: every read-back compares the annotation's task with
+the stored row, and an annotation moved to another task of the project (Label Studio
+allows ``PATCH /api/annotations/{id}`` with a new ``task``) is re-keyed to that task's
+unit, with an ``<prefix>.moved`` event; one moved off our tasks stops counting
+(``unknown_task``). One label per person and task: of the annotations that would count
+on one task, the earliest (lowest id) counts and every other is ``duplicate``.
+
+Events store what changed: the note only when it is new or differs from the stored one
+(notes are bounded when parsed: :data:`annotation.payloads.MAX_NOTE`).
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ STATUSES = (
     "cancelled",
     "no_label",
     "deleted",  # gone from Label Studio
+    "duplicate",  # a second annotation by the person on one task (the first counts)
 )
 
 
@@ -77,12 +88,17 @@ class Recorder:
         }
 
     def record(self, ann: ParsedAnnotation, *, source: str) -> str | None:
-        """Store one annotation read back from the server; the new status if it changed."""
+        """Store one annotation read back from the server; the new status if it changed
+        (or ``"moved"`` when only its task changed)."""
         task = self.tasks.get(ann.task_id)
         status = label_status(ann, self.binding, known_task=task is not None)
         row = self.rows.get(ann.annotation_id)
         previous = None if row is None else (row.label, row.status, row.note, row.user_id)
-        if previous == (ann.label, status, ann.note, ann.user_id):
+        note_before = None if row is None else row.note
+        if row is not None and row.status == "duplicate" and status == COUNTED:
+            status = "duplicate"  # settled below against the task's other annotations
+        moved_from = None if row is None or row.task_id == ann.task_id else row.task_id
+        if moved_from is None and previous == (ann.label, status, ann.note, ann.user_id):
             if row is not None and self._timing(row, ann):  # Label Studio adds lead_time
                 self.session.add(row)
             return None
@@ -105,20 +121,52 @@ class Recorder:
             self.rows[ann.annotation_id] = row
         else:
             row.label, row.status, row.note, row.user_id = ann.label, status, ann.note, ann.user_id
+            if moved_from is not None:  # the label follows its task (re-keyed)
+                row.task_id = ann.task_id
+                setattr(row, self.family.unit_field, unit)
+                if hasattr(row, "repeat"):
+                    row.repeat = bool(getattr(task, "repeat", False))
+            if ann.project_id is not None:
+                row.project_id = ann.project_id
             row.updated_at = utcnow()
         self._timing(row, ann)
+        note_changed = previous is None or note_before != ann.note
         self._log(
             ann.annotation_id,
             ann.task_id,
             ann.user_id,
             ann.label,
-            ann.note,
+            ann.note if note_changed else None,
             status,
             previous,
             source,
+            moved_from=moved_from,
+            note_changed=note_changed,
         )
         self.session.add(row)
-        return status
+        for task_id in {ann.task_id, moved_from} - {None}:
+            self._settle(task_id, source=source)  # type: ignore[arg-type]
+        if moved_from is not None and row.status == (previous[1] if previous else None):
+            return "moved"
+        return row.status
+
+    def _settle(self, task_id: int, *, source: str) -> None:
+        """One label per person and task: of the task's annotations that count (or
+        counted before another came first), the earliest counts, the others are
+        ``duplicate``; each change is logged."""
+        rows = sorted(
+            (r for r in self.rows.values() if r.task_id == task_id) if task_id is not None else (),
+            key=lambda r: r.annotation_id,
+        )
+        candidates = [r for r in rows if r.status in (COUNTED, "duplicate")]
+        for n, r in enumerate(candidates):
+            want = COUNTED if n == 0 else "duplicate"
+            if r.status == want:
+                continue
+            previous = (r.label, r.status, r.note, r.user_id)
+            r.status, r.updated_at = want, utcnow()
+            self._log(r.annotation_id, r.task_id, r.user_id, r.label, None, want, previous, source)
+            self.session.add(r)
 
     @staticmethod
     def _timing(row: Any, ann: ParsedAnnotation) -> bool:
@@ -144,12 +192,13 @@ class Recorder:
             row.task_id,
             row.user_id,
             row.label,
-            row.note,
+            None,
             "deleted",
             previous,
             source,
         )
         self.session.add(row)
+        self._settle(row.task_id, source=source)  # a duplicate behind it may count now
         return "deleted"
 
     def _log(
@@ -162,27 +211,39 @@ class Recorder:
         status: str,
         previous: tuple[Any, ...] | None,
         source: str,
+        *,
+        moved_from: int | None = None,
+        note_changed: bool = False,
     ) -> None:
-        verb = "deleted" if status == "deleted" else ("updated" if previous else "created")
+        if status == "deleted":
+            verb = "deleted"
+        elif moved_from is not None:
+            verb = "moved"
+        else:
+            verb = "updated" if previous else "created"
+        payload = {
+            f"{self.family.owner_label}_id": self.owner.id,
+            self.family.owner_label: self.owner.name,
+            "role": self.binding.role,
+            "annotation_id": annotation_id,
+            "task_id": task_id,
+            "user_id": user_id,
+            "label": label,
+            "status": status,
+            "source": source,
+            "previous_label": previous[0] if previous else None,
+            "previous_status": previous[1] if previous else None,
+        }
+        if note_changed:  # what changed only: an unchanged note is not copied again
+            payload["note"] = note
+        if moved_from is not None:
+            payload["previous_task_id"] = moved_from
         self.session.add(
             Event(
                 actor=f"labelstudio:{self.binding.person}",
                 study_id=self.owner.study_id,
                 kind=events.label_change(self.family.event_prefix, verb),
-                payload={
-                    f"{self.family.owner_label}_id": self.owner.id,
-                    self.family.owner_label: self.owner.name,
-                    "role": self.binding.role,
-                    "annotation_id": annotation_id,
-                    "task_id": task_id,
-                    "user_id": user_id,
-                    "label": label,
-                    "status": status,
-                    "note": note,
-                    "source": source,
-                    "previous_label": previous[0] if previous else None,
-                    "previous_status": previous[1] if previous else None,
-                },
+                payload=payload,
             )
         )
 

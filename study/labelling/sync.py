@@ -13,8 +13,8 @@ annotations are all found, per task. The cursor is the server's own clock (its `
 header) when the previous sync of that project began, never this machine's. Tasks
 deleted from Label Studio are only noticed by a full sync (``--full``).
 
-``notify`` handles a webhook: the body only says *which* annotations changed; each is
-read back from the server.
+``notify`` handles a webhook: the body only says *which* annotations changed; they are
+read back from the server in one listing call per bound project (:func:`read_back_many`).
 """
 
 from __future__ import annotations
@@ -221,20 +221,74 @@ def sync_round(
     return result
 
 
+def sync_all(session: Session, people: People) -> list[SyncResult]:
+    """An incremental sync of every round with a bound project (the API's background
+    sync: it recovers the notifications Label Studio dropped or answered 429)."""
+    owners = sorted(
+        {
+            (b.family, b.owner_id)
+            for b in session.exec(select(LabellingProject)).all()
+            if b.project_id is not None
+        }
+    )
+    out = []
+    for family_name, owner_id in owners:
+        family = FAMILIES[family_name]
+        owner = session.get(family.owner_model, owner_id)
+        if owner is not None:
+            out.append(sync_round(session, people, family, owner))
+    return out
+
+
 # --------------------------------------------------------------------------- webhooks
 
 
-def read_back(people: People, person: Person, annotation_id: int) -> dict[str, Any] | None:
-    """The annotation as the person's server has it (admin token), None when gone."""
+def read_back_many(
+    people: People, person: Person, project_id: int, annotation_ids: list[int]
+) -> dict[int, tuple[dict[str, Any], int]]:
+    """The named annotations as the person's server holds them in ``project_id``: one
+    listing of the tasks holding any of them (Data Manager filter on annotation ids, admin
+    token), instead of one call per id. annotation id → (annotation, task id); ids absent
+    are gone from that project."""
+    wanted = set(annotation_ids)
+    query = {
+        "filters": {
+            "conjunction": "and",
+            "items": [
+                {
+                    "filter": "filter:tasks:annotations_ids",
+                    "operator": "contains",
+                    "type": "String",
+                    "value": ",".join(str(i) for i in sorted(wanted)),
+                }
+            ],
+        },
+        "ordering": ["tasks:id"],
+    }
+    out: dict[int, tuple[dict[str, Any], int]] = {}
     with people.http(person) as http:
-        resp = http.get(f"/api/annotations/{annotation_id}/")
+        resp = http.get(
+            "/api/tasks/",
+            params={
+                "project": project_id,
+                "fields": "all",
+                "query": json.dumps(query),
+                "page": 1,
+                "page_size": len(wanted) + 1,  # a task per annotation at most
+            },
+        )
     if resp.status_code == 404:
-        return None
+        return out
     resp.raise_for_status()
     body = resp.json()
-    if not isinstance(body, dict):
-        raise LabellingError(f"{person.url} answered a non-object for annotation {annotation_id}")
-    return body
+    tasks = body.get("tasks") if isinstance(body, dict) else None
+    if not isinstance(tasks, list):
+        raise LabellingError(f"{person.url} answered an unexpected task list for {project_id}")
+    for task in tasks:
+        for raw in task.get("annotations") or []:
+            if isinstance(raw, dict) and raw.get("id") in wanted:
+                out[int(raw["id"])] = (raw, int(task["id"]))
+    return out
 
 
 def notify(
@@ -266,26 +320,28 @@ def notify(
             recorders[b.id] = Recorder(session, family, owner, b)  # type: ignore[index]
         return recorders[b.id]  # type: ignore[index]
 
-    for annotation_id in annotation_ids:
+    found: dict[int, dict[int, tuple[dict[str, Any], int]]] = {}  # binding → id → raw
+    for b in bound:
         try:
-            raw = read_back(people, person, annotation_id)
+            found[b.id] = read_back_many(people, person, b.project_id, annotation_ids)  # type: ignore[arg-type,index]
         except httpx.HTTPError as exc:
             raise LabellingError(
-                f"could not read annotation {annotation_id} back from {person.url}: {exc}"
+                f"could not read annotations back from {person.url}: {exc}"
             ) from exc
+    for annotation_id in annotation_ids:
         changed = False
         handled = False
         for b in bound:
             rec = recorder_for(b)
-            if raw is None:
+            hit = found[b.id].get(annotation_id)  # type: ignore[index]
+            if hit is None:  # gone from this project (deleted, or moved out of it)
                 handled = handled or annotation_id in rec.rows
                 changed |= rec.mark_deleted(annotation_id, source="webhook") is not None
                 continue
-            if int(raw.get("project") or -1) != b.project_id:
-                continue
+            raw, task_id = hit
             family = FAMILIES[b.family]
             try:
-                ann = family.parse(raw, project_id=b.project_id)
+                ann = family.parse(raw, task_id=task_id, project_id=b.project_id)
             except PayloadError:
                 continue
             handled = True

@@ -4,9 +4,15 @@ from the counted labels and Label Studio's own timing.
 
 * ``labels`` — counted labels; ``lead_time_median_s`` / ``lead_time_p90_s`` — median
   and 90th percentile (numpy's linear interpolation) of Label Studio's ``lead_time`` over
-  the labels that carry one; ``active_hours`` = Σ lead_time / 3600 and
-  ``labels_per_active_hour``; ``labels_per_hour`` = (labels − 1) / hours between the
-  first and last ``created_at`` (``None`` with fewer than two timestamps or no span);
+  the labels that carry one. ``lead_time`` is the annotator's browser's **claim** (any
+  number can be posted); the server's ``created_at`` bounds it: ``active_hours`` = Σ over
+  labels of min(lead_time, seconds since the person's previous label by ``created_at``;
+  the first label: :data:`IDLE_CAP_S`) / 3600, and ``labels_per_active_hour``;
+  ``server_gap_median_s`` — median seconds between consecutive ``created_at``;
+  ``lead_time_contradictions`` — labels whose claimed lead time exceeds the server time
+  since the previous label by more than :data:`TOLERANCE_S`; ``labels_per_hour`` =
+  (labels − 1) / hours between the first and last ``created_at`` (``None`` with fewer
+  than two timestamps or no span);
 * ``vs_reference`` — the person's labels against the final reference (the agreed A/B
   label or the adjudicated one; pairs without a reference yet are left out):
   ``pair_agreement`` (accuracy, macro-F1, per-class precision/recall/F1, confusion);
@@ -40,6 +46,35 @@ from study.pair_audit.sampling import audit_pairs
 from study.store.models import Audit, AuditLabel, AuditTask
 
 __all__ = ["annotator_quality"]
+
+IDLE_CAP_S = 900.0
+"""The most a label's claimed lead time adds to ``active_hours`` when the server has no
+earlier label of the person to bound it (the first label)."""
+TOLERANCE_S = 5.0
+"""Claimed lead time beyond the server time since the previous label by more than this is
+a contradiction (clock granularity, a label saved while the next task loads)."""
+
+
+def _bounded_leads(ordered: list[AuditLabel]) -> tuple[list[float], list[float], int]:
+    """(each claimed lead time bounded by the server's ``created_at`` gap before it, the
+    gaps, how many claims exceed their gap by more than TOLERANCE_S); ``ordered`` by
+    ``created_at``."""
+    bounded: list[float] = []
+    gaps: list[float] = []
+    contradictions = 0
+    prev = None
+    for r in ordered:
+        gap = None
+        if r.annotated_at is not None and prev is not None:
+            gap = max(0.0, (r.annotated_at - prev).total_seconds())
+            gaps.append(gap)
+        if r.lead_time is not None:
+            if gap is not None and r.lead_time > gap + TOLERANCE_S:
+                contradictions += 1
+            bounded.append(min(r.lead_time, gap if gap is not None else IDLE_CAP_S))
+        if r.annotated_at is not None:
+            prev = r.annotated_at
+    return bounded, gaps, contradictions
 
 
 def _reference(a: dict[int, str], b: dict[int, str], adj: dict[int, str]) -> dict[int, str]:
@@ -105,7 +140,8 @@ def annotator_quality(session: Session, audit: Audit, *, window: int = 20) -> di
             {"upto": i + 1, "agreement": float(np.mean(hits[i + 1 - window : i + 1]))}
             for i in range(window - 1, len(hits))
         ]
-        active = float(leads.sum()) / 3600 if leads.size else None
+        bounded, gaps, contradictions = _bounded_leads(ordered)
+        active = sum(bounded) / 3600 if bounded else None
         persons.append(
             {
                 "round": role,
@@ -116,6 +152,8 @@ def annotator_quality(session: Session, audit: Audit, *, window: int = 20) -> di
                 "n_lead_times": int(leads.size),
                 "lead_time_median_s": float(np.median(leads)) if leads.size else None,
                 "lead_time_p90_s": float(np.percentile(leads, 90)) if leads.size else None,
+                "lead_time_contradictions": contradictions,
+                "server_gap_median_s": float(np.median(gaps)) if gaps else None,
                 "active_hours": active,
                 "labels_per_active_hour": len(leads) / active if active else None,
                 "labels_per_hour": (len(times) - 1) / span_h if span_h > 0 else None,

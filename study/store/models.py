@@ -249,7 +249,7 @@ class AuditLabel(SQLModel, table=True):
     status: str = Field(
         max_length=30,
         description="counted | wrong_project | unknown_task | wrong_user | foreign_update | "
-        "cancelled | no_label | deleted",
+        "cancelled | no_label | deleted | duplicate",
     )
     updated_at: datetime = Field(default_factory=utcnow)
     lead_time: float | None = Field(
@@ -593,7 +593,7 @@ class ValidityLabel(SQLModel, table=True):
     status: str = Field(
         max_length=30,
         description="counted | wrong_project | unknown_task | wrong_user | foreign_update | "
-        "cancelled | no_label | deleted",
+        "cancelled | no_label | deleted | duplicate",
     )
     updated_at: datetime = Field(default_factory=utcnow)
 

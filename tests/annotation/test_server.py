@@ -32,6 +32,7 @@ from annotation.accounts import (
 from annotation.client import http_client, make_client
 from annotation.server import (
     SERVER_ENV,
+    SITE_DIR,
     LabelStudioError,
     LabelStudioServer,
     load_or_create_credentials,
@@ -96,14 +97,15 @@ def test_env_is_allow_listed_so_stray_variables_never_reach_label_studio(tmp_pat
         "DEBUG",
         "SECRET_KEY",
         "HEARTEX_PORT",
-        "PYTHONPATH",
     ):
         assert key not in env
+    assert env["PYTHONPATH"] == str(SITE_DIR)  # ours, never the caller's
     assert env["PATH"] == "/usr/bin" and env["LC_ALL"] == "C.UTF-8"
     assert env["LABEL_STUDIO_USERNAME"] == "a@b.org"
     assert env["LABEL_STUDIO_USER_TOKEN"] == "tok123"
     assert env["LABEL_STUDIO_BASE_DATA_DIR"] == "/data/ls"
-    assert env["LABEL_STUDIO_SSRF_PROTECTION_ENABLED"] == "false"
+    assert env["LABEL_STUDIO_SSRF_PROTECTION_ENABLED"] == "true"
+    assert env["DJANGO_SETTINGS_MODULE"] == "rcea_labelstudio_settings"
     assert env["LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN"] == "true"
     assert all(env[k] == v for k, v in SERVER_ENV.items())
 
@@ -308,7 +310,9 @@ def webhook_receiver() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/hook", _Receiver.events
+        # on loopback Label Studio admits only rcea's receiver path (SSRF protection on)
+        port = httpd.server_address[1]
+        yield f"http://127.0.0.1:{port}/webhooks/label-studio/receiver", _Receiver.events
     finally:
         httpd.shutdown()
         httpd.server_close()

@@ -59,9 +59,29 @@ def test_studies_and_summary(client: TestClient) -> None:
     assert client.get("/api/studies/999/summary", headers=AUTH).status_code == 404
 
 
-def test_openapi_served(client: TestClient) -> None:
-    spec = client.get("/openapi.json").json()
+def test_openapi_served_with_the_token_only(client: TestClient) -> None:
+    spec = client.get("/openapi.json", headers=AUTH).json()
     assert "/api/studies/{study_id}/summary" in spec["paths"]
+    assert client.get("/openapi.json").status_code == 401
+    for page in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        assert client.get(page).status_code == 404, page
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/studies/99999999999999999999/summary",
+        "/api/studies/2147483648/summary",
+        "/api/studies/0/summary",
+        "/api/studies/-1/summary",
+        "/api/studies/99999999999999999999/report",
+        "/api/studies/1/report?base_step=99999999999999999999",
+        "/api/studies/1/report?k_min=99999999999999999999",
+        "/api/studies/99999999999999999999/audits/a/gate",
+    ],
+)
+def test_ids_out_of_range_are_422_not_500(client: TestClient, url: str) -> None:
+    assert client.get(url, headers=AUTH).status_code == 422
 
 
 def test_real_server_with_uvicorn(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ def test_the_report_is_a_study_report(engine, tmp_path: Path) -> None:  # type: 
     client = TestClient(
         create_app(Settings(data_dir=tmp_path / "d", api_token="tok"), engine=engine)
     )
-    spec = client.get("/openapi.json").json()
+    spec = client.get("/openapi.json", headers={"Authorization": "Bearer tok"}).json()
     schemas = spec["components"]["schemas"]
     assert "StudyReport" in schemas and "Quantity" in schemas
     # the estimator sections are typed there, down to their numbers
