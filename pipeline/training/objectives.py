@@ -83,14 +83,28 @@ def adv_2d(advantages: Tensor) -> Tensor:
 
 
 def ppo_clip(
-    logp: Tensor, old_logp: Tensor, adv: Tensor, eps_low: float, eps_high: float
+    logp: Tensor,
+    old_logp: Tensor,
+    adv: Tensor,
+    eps_low: float,
+    eps_high: float,
+    clip_ratio_c: float = 0.0,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Per-token clipped surrogate ``-min(r A, clip(r, 1-eps_low, 1+eps_high) A)`` and the
-    low/high clip indicators (as TRL counts them)."""
+    low/high clip indicators (as TRL counts them).
+
+    ``clip_ratio_c > 1`` adds verl's dual clip (Ye et al. 2020; verl
+    ``compute_policy_loss_vanilla``, ``clip_ratio_c``): on tokens with ``A < 0`` the loss is
+    capped at ``-c A``. ``0`` (the default) leaves it off, as TRL does."""
     adv = adv_2d(adv)
     ratio = torch.exp(logp - old_logp)
     clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
     per_token = -torch.min(ratio * adv, clipped * adv)
+    if clip_ratio_c:
+        if clip_ratio_c <= 1.0:
+            raise ValueError(f"clip_ratio_c must be > 1 (or 0: off), got {clip_ratio_c}")
+        capped = torch.min(per_token, -adv * clip_ratio_c)
+        per_token = torch.where(adv < 0, capped, per_token)
     low = (ratio < 1 - eps_low) & (adv < 0)
     high = (ratio > 1 + eps_high) & (adv > 0)
     return per_token, low, high
@@ -151,6 +165,7 @@ class ObjectiveParams:
     epsilon: float = 0.2
     epsilon_high: float = 0.2
     loss_agg: str = SEQ_MEAN
+    clip_ratio_c: float = 0.0  # verl's dual clip (3.0 in verl's config); 0: off (TRL)
 
 
 class Objective:
@@ -171,6 +186,11 @@ class Objective:
                 f"(known: {', '.join(sorted(names))})"
             )
         self.params = self.Params(**params)
+        if self.params.clip_ratio_c and self.params.clip_ratio_c <= 1.0:
+            raise ValueError(
+                f"objective {self.name!r}: clip_ratio_c must be > 1 (verl's dual clip) or 0 "
+                f"(off), got {self.params.clip_ratio_c}"
+            )
         if self.params.loss_agg not in LOSS_AGGS:
             raise ValueError(
                 f"objective {self.name!r}: loss_agg must be one of {LOSS_AGGS}, "
@@ -200,7 +220,7 @@ class Objective:
     def loss(self, batch: LossBatch) -> LossOutput:
         p = self.params
         per_token, low, high = ppo_clip(
-            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high
+            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high, p.clip_ratio_c
         )
         loss = self._aggregate(_apply_is(per_token, batch), batch.mask, batch)
         return LossOutput(loss, _pg_metrics(low, high, batch.mask))
@@ -271,7 +291,7 @@ class DAPO(Objective):
         keep = batch.extras.get("rcea_keep")
         mask = batch.mask if keep is None else batch.mask * keep.unsqueeze(1)
         per_token, low, high = ppo_clip(
-            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high
+            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high, p.clip_ratio_c
         )
         loss = self._aggregate(_apply_is(per_token, batch), mask, batch)
         return LossOutput(loss, _pg_metrics(low, high, mask))
@@ -345,7 +365,7 @@ class ClipCov(Objective):
             generator=batch.generator,
         )
         per_token, low, high = ppo_clip(
-            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high
+            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high, p.clip_ratio_c
         )
         per_token = per_token * (~selected).to(per_token.dtype)
         loss = self._aggregate(_apply_is(per_token, batch), batch.mask, batch)
@@ -368,25 +388,30 @@ class KLCovParams(ObjectiveParams):
 
 
 def kl_cov_select(logp: Tensor, adv: Tensor, mask: Tensor, k_ratio: float) -> Tensor:
-    """KL-Cov's selection (verl ``compute_policy_loss_kl_cov``): the top
-    ``max(floor(k_ratio * N), 1)`` valid tokens by covariance (ties: lowest flat index)."""
-    cov = token_covariance(logp, adv, mask)
+    """KL-Cov's selection, as verl ``compute_policy_loss_kl_cov`` makes it: the top
+    ``max(floor(k_ratio * N), 1)`` valid tokens (N of them, row-major order) by covariance,
+    picked by ``torch.topk`` on the CPU copy of the valid tokens' covariances. Ties (e.g. a
+    micro-batch whose advantages are all 0, where every covariance is 0) fall as
+    ``torch.topk`` breaks them, exactly as in verl."""
+    adv2 = adv_2d(adv).expand_as(logp)
     valid = (mask > 0).reshape(-1)
     idx = torch.nonzero(valid).squeeze(-1)
     selected = torch.zeros_like(valid)
     if idx.numel() > 0 and k_ratio > 0:
+        a = adv2.detach().reshape(-1)[idx].cpu()
+        lp = logp.detach().reshape(-1)[idx].cpu()
+        cov = (a - a.mean()) * (lp - lp.mean())
         k = max(int(idx.numel() * k_ratio), 1)
-        vals = cov.reshape(-1)[idx]
-        # stable ordering: sort by (-cov, index)
-        order = torch.argsort(-vals, stable=True)[:k]
-        selected[idx[order]] = True
+        top = torch.topk(cov, k, largest=True).indices
+        selected[idx[top.to(idx.device)]] = True
     return selected.view_as(mask)
 
 
 class KLCov(Objective):
     """KL-Cov (Cui et al. 2025): unclipped surrogate ``-r A`` on every token, plus
     ``kl_coef * |log pi - log pi_old|`` on the top ``k_ratio`` fraction by covariance (as
-    in verl: no ratio clip)."""
+    in verl: no ratio clip). Importance weights multiply the whole per-token loss, the KL
+    term included, as verl's ``rollout_is_weights`` do."""
 
     name = "kl_cov"
     Params = KLCovParams
@@ -395,10 +420,9 @@ class KLCov(Objective):
         p = self.params
         adv = adv_2d(batch.advantages)
         ratio = torch.exp(batch.logp - batch.old_logp)
-        per_token = _apply_is(-adv * ratio, batch)
         selected = kl_cov_select(batch.logp, batch.advantages, batch.mask, p.k_ratio)
         penalty = p.kl_coef * (batch.logp - batch.old_logp).abs()
-        per_token = per_token + penalty * selected.to(per_token.dtype)
+        per_token = _apply_is(-adv * ratio + penalty * selected.to(ratio.dtype), batch)
         loss = self._aggregate(per_token, batch.mask, batch)
         return LossOutput(
             loss,
@@ -486,7 +510,7 @@ class GTPO(Objective):
         keep = (seq_ent <= p.entropy_threshold * self.h0).to(batch.mask.dtype)
         mask_kept = batch.mask * keep.unsqueeze(1)
         per_token, low, high = ppo_clip(
-            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high
+            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high, p.clip_ratio_c
         )
         weight = batch.extras.get("rcea_token_weight")
         if weight is not None:
@@ -609,7 +633,9 @@ class EPGRPO(Objective):
     def loss(self, batch: LossBatch) -> LossOutput:
         p = self.params
         adv = batch.extras.get("rcea_token_adv", batch.advantages)
-        per_token, low, high = ppo_clip(batch.logp, batch.old_logp, adv, p.epsilon, p.epsilon_high)
+        per_token, low, high = ppo_clip(
+            batch.logp, batch.old_logp, adv, p.epsilon, p.epsilon_high, p.clip_ratio_c
+        )
         loss = self._aggregate(_apply_is(per_token, batch), batch.mask, batch)
         return LossOutput(loss, _pg_metrics(low, high, batch.mask))
 
