@@ -20,6 +20,7 @@ unless an objective makes it token-level), ``mask`` the completion-token mask.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
@@ -437,48 +438,86 @@ class KLCov(Objective):
 # --------------------------------------------------------------------------- GTPO
 
 
+GTPO_THRESHOLD_RULES = ("absolute", "readme", "calibrated")
+
+
 @dataclass
 class GTPOParams(ObjectiveParams):
-    entropy_coef: float = 0.1
-    entropy_threshold: float = 1.5  # filter completions with mean entropy > threshold * H0
-    conflict: bool = True  # skip negative / amplify positive updates of conflict tokens
-    amplify: bool = True
+    """GTPO as its authors' code defines it (winstonsmith1897/GTPO @ 5d33811e,
+    ``gtpo/gtpo_training.py`` with ``config.yaml``'s ``gtpo_runtime``)."""
+
+    entropy_coef: float = 0.1  # ENT_SCALE: A <- A - 0.1 <H> on kept completions
+    entropy_threshold: float = 0.7  # ENT_THRESHOLD (nats) for threshold_rule "absolute"
+    # "absolute": entropy_threshold nats (the code); "readme": ln 2 (the README equation);
+    # "calibrated": entropy_threshold x H0, H0 = mean completion entropy of the first batch
+    threshold_rule: str = "absolute"
+    conflict_weight: float = 2.0  # W_RAW on positive conflict tokens (squared where runs overlap)
+    conflict: bool = True
+    on_policy: bool = True  # ratio exp(logp - sg(logp)) = 1, no clip (the code); False: PPO clip
 
 
-def conflict_weights(
-    completion_ids: Tensor, mask: Tensor, advantages: Tensor, group: Tensor, amplify: bool = True
-) -> tuple[Tensor, Tensor]:
-    """GTPO's conflict tokens: the same token id at the same position in completions of one
-    group with advantages of opposite sign. Negative-advantage occurrences get weight 0
-    (skipped); positive occurrences get ``(P + N) / P`` (P, N = positive/negative
-    occurrences) when ``amplify``, else 1. Returns (weights (B, T), conflict bool (B, T))."""
+def _leading_run(raw: Tensor) -> Tensor:
+    return torch.cumprod(raw.to(torch.int64), dim=1).bool()
+
+
+def gtpo_conflicts(
+    completion_ids: Tensor, mask: Tensor, advantages: Tensor, group: Tensor, weight: float = 2.0
+) -> tuple[Tensor, Tensor, Tensor]:
+    """GTPO's conflict tokens and weights, per group of completions (right-padded rows).
+
+    Among a group's completions with non-zero advantage, a token is *in conflict* at a
+    position when some positive- and some negative-advantage completion carry that token
+    there. Only two runs count: the *leading* run (from the first token while every
+    position is in conflict) and the *trailing* run (the same from the last token, positions
+    aligned at each completion's end). Per token the weight is ``weight`` for each run a
+    positive completion's token is in (so ``weight**2`` where both runs cover it), ``0`` for
+    a negative completion's token in either run, 1 elsewhere; zero-advantage completions
+    keep weight 1. Returns (weights (B, T), conflict bool (B, T), conflict count per
+    completion (B,), at least 1) — the count is the union of the two runs at the tokens'
+    true positions (the reference counts its trailing run at reversed positions: a slip,
+    see docs/objectives.md)."""
     adv = advantages if advantages.dim() == 1 else advantages[:, 0]
-    weights = torch.ones_like(mask, dtype=torch.float32)
-    conflict = torch.zeros_like(mask, dtype=torch.bool)
     valid = mask > 0
+    b, t = mask.shape
+    weights = valid.to(torch.float64)
+    conflict = torch.zeros_like(valid)
+    count = torch.ones(b, dtype=torch.float64, device=mask.device)
+    lengths = valid.sum(-1)
+    pos_t = torch.arange(t, device=mask.device).unsqueeze(0)
+    # end-aligned view: column j holds the token j places before the end (j = 0: the last)
+    src = (lengths.unsqueeze(1) - 1 - pos_t).clamp(min=0)
+    rev_valid = pos_t < lengths.unsqueeze(1)
+    rev_ids = completion_ids.gather(1, src)
     for g in torch.unique(group):
-        rows = torch.nonzero(group == g).squeeze(-1)
-        ids = completion_ids[rows]
-        pos = (adv[rows] > 0).unsqueeze(1) & valid[rows]
-        neg = (adv[rows] < 0).unsqueeze(1) & valid[rows]
-        same = ids.unsqueeze(0) == ids.unsqueeze(1)  # (G, G, T): row i vs row j at t
-        n_pos = (same & pos.unsqueeze(0)).sum(1)  # (G, T): positive rows sharing i's token
-        n_neg = (same & neg.unsqueeze(0)).sum(1)
-        is_conf = valid[rows] & (n_pos > 0) & (n_neg > 0)
-        w = torch.ones_like(n_pos, dtype=torch.float32)
-        w = torch.where(is_conf & neg, torch.zeros_like(w), w)
-        if amplify:
-            amp = (n_pos + n_neg).float() / n_pos.clamp(min=1).float()
-            w = torch.where(is_conf & pos, amp, w)
-        weights[rows] = w
-        conflict[rows] = is_conf
-    return weights, conflict
+        rows = torch.nonzero((group == g) & (adv != 0)).squeeze(-1)
+        if rows.numel() == 0:
+            continue
+        pos = adv[rows] > 0
+        runs = []
+        for ids, ok in ((completion_ids[rows], valid[rows]), (rev_ids[rows], rev_valid[rows])):
+            same = (ids.unsqueeze(0) == ids.unsqueeze(1)) & ok.unsqueeze(0) & ok.unsqueeze(1)
+            has_pos = (same & pos.view(1, -1, 1)).any(1)
+            has_neg = (same & ~pos.view(1, -1, 1)).any(1)
+            runs.append(_leading_run(ok & has_pos & has_neg))
+        lead, trail_rev = runs
+        trail = trail_rev.gather(1, src[rows]) & valid[rows]  # back to true positions
+        w = torch.ones(rows.numel(), t, dtype=torch.float64, device=mask.device)
+        for run in (lead, trail):
+            w = w * torch.where(run, torch.where(pos.unsqueeze(1), weight, 0.0), 1.0)
+        both = (lead | trail) & valid[rows]
+        weights[rows] = w * valid[rows]
+        conflict[rows] = both
+        count[rows] = both.sum(-1).clamp(min=1).to(torch.float64)
+    return weights, conflict, count
 
 
 class GTPO(Objective):
-    """GTPO (Simoni et al. 2025): conflict-token protection, entropy filtering of completions
-    above ``entropy_threshold * H0`` (H0 = mean completion entropy of the first on-policy
-    batch) and an entropy penalty ``entropy_coef * mean token entropy``; no reference model."""
+    """GTPO (Simoni et al. 2025) as its authors' code computes it: conflict-token weights
+    (:func:`gtpo_conflicts`), completions whose mean token entropy exceeds the threshold
+    dropped (advantage 0), the kept ones' advantage shaped to ``A - entropy_coef * <H>``
+    (entropy detached), on-policy ratio (value 1) without clip, and each completion's
+    token-mean loss divided by its conflict-token count, summed over completions; no
+    reference model. See docs/objectives.md."""
 
     name = "gtpo"
     Params = GTPOParams
@@ -486,50 +525,85 @@ class GTPO(Objective):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
+        if self.params.threshold_rule not in GTPO_THRESHOLD_RULES:
+            raise ValueError(
+                f"objective 'gtpo': threshold_rule must be one of {GTPO_THRESHOLD_RULES}, "
+                f"got {self.params.threshold_rule!r}"
+            )
         self.h0: float | None = None
 
     def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:
         if not self.params.conflict:
             return {}, {"objective/conflict_frac": 0.0}
-        w, conf = conflict_weights(
-            batch.completion_ids, batch.mask, batch.advantages, batch.group, self.params.amplify
+        w, conf, count = gtpo_conflicts(
+            batch.completion_ids,
+            batch.mask,
+            batch.advantages,
+            batch.group,
+            self.params.conflict_weight,
         )
-        return {"rcea_token_weight": w}, {
+        dtype = batch.mask.dtype
+        return {"rcea_token_weight": w.to(dtype), "rcea_conflict_count": count.to(dtype)}, {
             "objective/conflict_frac": masked_mean(conf.float(), batch.mask)
         }
 
-    def loss(self, batch: LossBatch) -> LossOutput:
+    def threshold(self, seq_ent: Tensor, batch: LossBatch) -> float:
         p = self.params
-        ent = batch.entropy.detach()
-        seq_ent = (ent * batch.mask).sum(-1) / batch.mask.sum(-1).clamp(min=1.0)
+        if p.threshold_rule == "absolute":
+            return p.entropy_threshold
+        if p.threshold_rule == "readme":
+            return math.log(2.0)
         if self.h0 is None:
             first = seq_ent.mean()
             # under data parallelism: the mean over the ranks' first micro-batches (equal
             # sizes), i.e. the first on-policy batch of the whole run
             self.h0 = float(first if batch.all_mean is None else batch.all_mean(first))
-        keep = (seq_ent <= p.entropy_threshold * self.h0).to(batch.mask.dtype)
-        mask_kept = batch.mask * keep.unsqueeze(1)
-        per_token, low, high = ppo_clip(
-            batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high, p.clip_ratio_c
-        )
+        return p.entropy_threshold * self.h0
+
+    def loss(self, batch: LossBatch) -> LossOutput:
+        p = self.params
+        mask = batch.mask
+        n_tok = mask.sum(-1).clamp(min=1.0)
+        seq_ent = (batch.entropy.detach() * mask).sum(-1) / n_tok
+        keep = seq_ent <= self.threshold(seq_ent, batch)
+        adv = adv_2d(batch.advantages)[:, :1].expand(-1, 1)
+        shaped = torch.where(keep.unsqueeze(1), adv - p.entropy_coef * seq_ent.unsqueeze(1), 0.0)
+        if p.on_policy:
+            ratio = torch.exp(batch.logp - batch.logp.detach())
+            per_token = -ratio * shaped
+            low = high = torch.zeros_like(mask, dtype=torch.bool)
+        else:
+            per_token, low, high = ppo_clip(
+                batch.logp, batch.old_logp, shaped, p.epsilon, p.epsilon_high, p.clip_ratio_c
+            )
         weight = batch.extras.get("rcea_token_weight")
         if weight is not None:
             per_token = per_token * weight
-        pg = self._aggregate(_apply_is(per_token, batch), mask_kept, batch)
-        ent_term = self._aggregate(batch.entropy, batch.mask, batch)
-        loss = pg + p.entropy_coef * ent_term
-        metrics = _pg_metrics(low, high, mask_kept)
-        metrics["objective/filtered_frac"] = 1.0 - float(keep.mean())
-        metrics["objective/h0"] = self.h0
+        per_token = _apply_is(per_token, batch)
+        count = batch.extras.get("rcea_conflict_count")
+        per_seq = (per_token * mask).sum(-1) / n_tok
+        if count is not None:
+            per_seq = per_seq / count.clamp(min=1.0)
+        loss = per_seq.sum() * batch.seq_scale
+        metrics = _pg_metrics(low, high, mask)
+        metrics["objective/filtered_frac"] = 1.0 - float(keep.float().mean())
+        if self.h0 is not None:
+            metrics["objective/h0"] = self.h0
         return LossOutput(loss, metrics)
 
 
 # --------------------------------------------------------------------------- EP-GRPO
 
 
+EP_BUCKET_RULES = ("entropy", "position")
+
+
 @dataclass
 class EPGRPOParams(ObjectiveParams):
     n_buckets: int = 10
+    # "entropy": cumulative-entropy share (the project's reading of the abstract);
+    # "position": relative position t / length (the supplement's "relative-position buckets")
+    bucket_rule: str = "entropy"
     gate_coef: float = 3.0
     progress_weight: float = 0.2
     process_scale: float = 1.0
@@ -543,14 +617,21 @@ def entropy_gate(entropy: Tensor, mask: Tensor, coef: float) -> Tensor:
     return 2 * torch.sigmoid(coef * (rel - 1)) * mask
 
 
-def progress_buckets(entropy: Tensor, mask: Tensor, n_buckets: int) -> Tensor:
-    """Cumulative-entropy progress bucket of each token: ``u = cumsum(h) / sum(h)`` in (0, 1],
-    bucket ``ceil(n u) - 1`` (relative position instead when a completion has zero entropy)."""
+def progress_buckets(
+    entropy: Tensor, mask: Tensor, n_buckets: int, rule: str = "entropy"
+) -> Tensor:
+    """Progress bucket ``ceil(n u) - 1`` of each token. ``rule="entropy"``: ``u`` is the
+    cumulative-entropy share ``cumsum(h) / sum(h)`` in (0, 1] (relative position instead
+    when a completion has zero entropy); ``rule="position"``: ``u = (t + 1) / length``."""
+    if rule not in EP_BUCKET_RULES:
+        raise ValueError(f"bucket rule must be one of {EP_BUCKET_RULES}, got {rule!r}")
     h = (entropy * mask).clamp(min=0)
     total = h.sum(-1, keepdim=True)
     cum = h.cumsum(-1)
     length = mask.sum(-1, keepdim=True).clamp(min=1.0)
     pos = mask.cumsum(-1) / length
+    if rule == "position":
+        total = torch.zeros_like(total)
     u = torch.where(total > 0, cum / total.clamp(min=1e-12), pos)
     b = torch.ceil(u * n_buckets).long() - 1
     return b.clamp(0, n_buckets - 1)
@@ -565,6 +646,7 @@ def ep_token_advantages(
     group: Tensor,
     *,
     n_buckets: int,
+    bucket_rule: str = "entropy",
     gate_coef: float,
     progress_weight: float,
     process_scale: float,
@@ -577,7 +659,7 @@ def ep_token_advantages(
     bucket): centred, and divided by its standard deviation when that exceeds 1."""
     adv = advantages if advantages.dim() == 1 else advantages[:, 0]
     gate = entropy_gate(entropy, mask, gate_coef)
-    bucket = progress_buckets(entropy, mask, n_buckets)
+    bucket = progress_buckets(entropy, mask, n_buckets, bucket_rule)
     signal = adv.unsqueeze(1) + process_scale * (old_logp - ref_logp)
     proc = torch.zeros_like(signal)
     valid = mask > 0
@@ -612,6 +694,14 @@ class EPGRPO(Objective):
     needs_generation_stats = True
     needs_groups = True
 
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        if self.params.bucket_rule not in EP_BUCKET_RULES:
+            raise ValueError(
+                f"objective 'ep_grpo': bucket_rule must be one of {EP_BUCKET_RULES}, "
+                f"got {self.params.bucket_rule!r}"
+            )
+
     def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:
         if batch.entropy is None or batch.old_logp is None or batch.ref_logp is None:
             raise ValueError("ep_grpo needs generation-time entropies, old and reference logps")
@@ -624,6 +714,7 @@ class EPGRPO(Objective):
             batch.mask,
             batch.group,
             n_buckets=p.n_buckets,
+            bucket_rule=p.bucket_rule,
             gate_coef=p.gate_coef,
             progress_weight=p.progress_weight,
             process_scale=p.process_scale,
@@ -670,7 +761,7 @@ __all__ = [
     "PrepBatch",
     "aggregate",
     "clip_cov_select",
-    "conflict_weights",
+    "gtpo_conflicts",
     "default_params",
     "ep_token_advantages",
     "kl_cov_select",
