@@ -246,7 +246,7 @@ class DAPOParams(ObjectiveParams):
     loss_agg: str = TOKEN_MEAN
     remove_zero_variance: bool = True
     overlong_buffer_frac: float = 0.2  # soft overlong shaping over the last 20% of the budget
-    overlong_penalty: float = 1.0
+    overlong_penalty: float = 1.0  # weight of TRL's soft overlong punishment reward
 
 
 def zero_variance_keep(correct: Tensor, group: Tensor) -> Tensor:
@@ -257,19 +257,6 @@ def zero_variance_keep(correct: Tensor, group: Tensor) -> Tensor:
         k = correct[sel].sum()
         keep[sel] = float(0 < k < int(sel.sum()))
     return keep
-
-
-def overlong_penalty(length: int, max_len: int, buffer_len: int, penalty: float = 1.0) -> float:
-    """DAPO's soft overlong punishment: 0 up to ``max_len - buffer_len`` tokens, then linear
-    down to ``-penalty`` at ``max_len``, ``-penalty`` beyond."""
-    if buffer_len <= 0:
-        return 0.0 if length <= max_len else -penalty
-    start = max_len - buffer_len
-    if length <= start:
-        return 0.0
-    if length <= max_len:
-        return -penalty * (length - start) / buffer_len
-    return -penalty
 
 
 class DAPO(Objective):
@@ -766,7 +753,6 @@ __all__ = [
     "ep_token_advantages",
     "kl_cov_select",
     "make_objective",
-    "overlong_penalty",
     "ppo_clip",
     "progress_buckets",
     "token_covariance",

@@ -104,15 +104,24 @@ def test_dapo_removes_zero_variance_groups() -> None:
     close(grad, [[-0.5, -0.5], [0.0, 0.0]])
 
 
-def test_overlong_shaping_by_hand() -> None:
-    pen = [ob.overlong_penalty(n, max_len=10, buffer_len=2) for n in (7, 8, 9, 10, 11)]
-    assert pen == pytest.approx([0.0, 0.0, -0.5, -1.0, -1.0])
-    from pipeline.training.rewards import OverlongShaping
+def test_overlong_shaping_is_trls_and_equals_dapos_formula() -> None:
+    """DAPO's soft overlong punishment comes from TRL (``get_soft_overlong_punishment``);
+    at every length it equals DAPO's Eq. 13: 0 up to L - B, (L - B - n) / B up to L, -1
+    beyond (L = 10, B = 20% of L)."""
+    pytest.importorskip("trl")
+    from pipeline.training.rewards import overlong_shaping
 
-    shaping = OverlongShaping(max_len=10, buffer_frac=0.2)
-    assert shaping([], [], completion_ids=[[1] * 8, [1] * 9, [1] * 10]) == pytest.approx(
-        [0.0, -0.5, -1.0]
-    )
+    shaping = overlong_shaping(10, buffer_frac=0.2)
+    assert type(shaping).__module__.startswith("trl.")
+    lengths = list(range(0, 14))
+    dapo = [0.0 if n <= 8 else (8 - n) / 2 if n <= 10 else -1.0 for n in lengths]
+    assert shaping(completion_ids=[[1] * n for n in lengths]) == pytest.approx(dapo)
+    assert dapo[9] == -0.5 and dapo[10] == -1.0
+    # no buffer: a hard cut at L
+    hard = overlong_shaping(10, buffer_frac=0.0)
+    assert hard(completion_ids=[[1] * 10, [1] * 11]) == [0.0, -1.0]
+    with pytest.raises(ValueError, match="overlong_buffer_frac"):
+        overlong_shaping(10, buffer_frac=1.5)
 
 
 # logp and advantages with hand-computed covariances:
