@@ -198,6 +198,16 @@ class Objective:
                 f"got {self.params.loss_agg!r}"
             )
 
+    #: the loss is TRL's own ``GRPOTrainer._compute_loss`` (with ``trl_loss_type``); the
+    #: trainer delegates to it and ``loss`` serves the tests and the options TRL lacks
+    trl_loss: ClassVar[bool] = False
+
+    @property
+    def uses_trl_loss(self) -> bool:
+        """True when TRL's own loss computes this objective: GRPO and DAPO without verl's
+        dual clip (TRL has none)."""
+        return self.trl_loss and not self.params.clip_ratio_c
+
     @property
     def trl_loss_type(self) -> str:
         """The TRL ``loss_type`` with the same aggregation (set on ``GRPOConfig``)."""
@@ -234,6 +244,7 @@ class GRPO(Objective):
     """GRPO (Shao et al. 2024): symmetric clip 0.2, mean over sequences of token means."""
 
     name = "grpo"
+    trl_loss = True
 
 
 # --------------------------------------------------------------------------- DAPO
@@ -266,6 +277,7 @@ class DAPO(Objective):
 
     name = "dapo"
     Params = DAPOParams
+    trl_loss = True
     needs_groups = True
 
     def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:

@@ -6,8 +6,12 @@ Only two methods are overridden:
 * ``_generate_and_score_completions`` calls TRL's, then runs the objective's ``prepare`` on
   the whole generation batch (before TRL shuffles it): group ids, verifier outcomes and,
   when the objective asks, generation-time entropies/log-probs and reference log-probs;
-* ``_compute_loss`` computes the per-token log-probs and entropies with TRL's own helper,
-  builds a :class:`LossBatch` (TRL's normalisers for sequence- and token-level
+* ``_compute_loss``: for GRPO and DAPO (``Objective.uses_trl_loss``) it is TRL's own
+  ``GRPOTrainer._compute_loss`` (``loss_type`` ``grpo``/``dapo``); DAPO's removed
+  zero-variance groups reach it through TRL's loss mask (``tool_mask``), which masks the
+  loss and leaves the forward pass alone. For the others (Clip-Cov, KL-Cov, GTPO, EP-GRPO,
+  and verl's dual clip) it computes the per-token log-probs and entropies with TRL's own
+  helper, builds a :class:`LossBatch` (TRL's normalisers for sequence- and token-level
   aggregation, vLLM's importance-sampling ratio) and returns the objective's loss.
 
 Generation, rewards, advantages, logging, checkpoints, LoRA and vLLM are TRL's.
@@ -169,6 +173,12 @@ class RceaGRPOTrainer(GRPOTrainer):
     # ------------------------------------------------------------------ loss side
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        if self.objective.uses_trl_loss:
+            keep = inputs.get("rcea_keep")
+            if keep is not None:
+                loss_mask = inputs.get("tool_mask", torch.ones_like(inputs["completion_mask"]))
+                inputs = {**inputs, "tool_mask": loss_mask * keep.unsqueeze(1).to(loss_mask.dtype)}
+            return super()._compute_loss(model, inputs)
         prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
         completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
