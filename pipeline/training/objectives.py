@@ -130,6 +130,25 @@ def aggregate(
     raise ValueError(f"unknown loss aggregation {mode!r} (choose from {LOSS_AGGS})")
 
 
+TRL_ADVANTAGE_EPSILON = 1e-4
+
+
+def group_advantages(rewards: Tensor, n_generations: int, epsilon: float) -> Tensor:
+    """GRPO's advantages ``(R - mean) / (std + epsilon)`` per group of ``n_generations``
+    consecutive completions, std unbiased (as TRL's ``nanstd`` and verl's
+    ``compute_grpo_outcome_advantage``); NaN rewards (unscorable) are left out of the group
+    statistics and get advantage 0, as in TRL."""
+    grouped = rewards.view(-1, n_generations)
+    valid = ~torch.isnan(grouped)
+    count = valid.sum(1, keepdim=True)
+    filled = torch.where(valid, grouped, torch.zeros_like(grouped))
+    mean = filled.sum(1, keepdim=True) / count.clamp(min=1)
+    dev = torch.where(valid, grouped - mean, torch.zeros_like(grouped))
+    std = (dev.pow(2).sum(1, keepdim=True) / (count - 1).clamp(min=1)).sqrt()
+    adv = torch.where(valid, (grouped - mean) / (std + epsilon), torch.zeros_like(grouped))
+    return adv.reshape(-1)
+
+
 def masked_mean(x: Tensor, mask: Tensor) -> float:
     n = float(mask.sum())
     return float((x * mask).sum()) / n if n > 0 else 0.0
@@ -167,6 +186,7 @@ class ObjectiveParams:
     epsilon_high: float = 0.2
     loss_agg: str = SEQ_MEAN
     clip_ratio_c: float = 0.0  # verl's dual clip (3.0 in verl's config); 0: off (TRL)
+    advantage_epsilon: float = 1e-4  # (R - mean) / (std + eps): TRL's 1e-4; verl's is 1e-6
 
 
 class Objective:
@@ -761,6 +781,7 @@ __all__ = [
     "aggregate",
     "clip_cov_select",
     "gtpo_conflicts",
+    "group_advantages",
     "default_params",
     "ep_token_advantages",
     "kl_cov_select",

@@ -180,11 +180,41 @@ PRESETS: dict[str, dict[str, dict[str, Setting]]] = {
 }
 
 
+#: settings every objective of a preset shares unless it names its own
+COMMON: dict[str, dict[str, Setting]] = {
+    "rcea-supplement": {
+        "advantage_epsilon": S(1e-4, "blank: TRL's (R - mean) / (std + 1e-4)"),
+    },
+    "authors": {
+        "advantage_epsilon": S(
+            1e-6, "verl compute_grpo_outcome_advantage epsilon 1e-6 (the recipes run on verl)"
+        ),
+    },
+}
+COMMON_OVERRIDES: dict[str, dict[str, dict[str, Setting]]] = {
+    "authors": {
+        "gtpo": {
+            "advantage_epsilon": S(
+                1e-4,
+                "the GTPO code uses R - group mean without std "
+                '(set [training] scale_rewards = "none" for that); '
+                "TRL's 1e-4 kept",
+            ),
+        },
+        "ep_grpo": {"advantage_epsilon": S(1e-4, "no public code: TRL's 1e-4")},
+    },
+}
+
+
 def preset_settings(preset: str, objective: str) -> dict[str, Setting]:
     """Every parameter of ``objective`` under ``preset`` (value and source)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
-    settings = PRESETS[preset][objective]
+    settings = {
+        **PRESETS[preset][objective],
+        **COMMON[preset],
+        **COMMON_OVERRIDES.get(preset, {}).get(objective, {}),
+    }
     missing = sorted(set(default_params(objective)) - set(settings))
     if missing:  # pragma: no cover - guarded by tests
         raise ValueError(f"preset {preset!r} leaves {objective} {', '.join(missing)} unset")

@@ -33,7 +33,13 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head, use_adapter
 
-from pipeline.training.objectives import LossBatch, Objective, PrepBatch
+from pipeline.training.objectives import (
+    TRL_ADVANTAGE_EPSILON,
+    LossBatch,
+    Objective,
+    PrepBatch,
+    group_advantages,
+)
 
 
 def _is_peft(model: Any) -> bool:
@@ -94,10 +100,41 @@ class RceaGRPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ generation side
 
+    def _calculate_rewards(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        rewards_per_func = super()._calculate_rewards(*args, **kwargs)
+        self._rcea_rewards_per_func = rewards_per_func  # all processes' rows (TRL gathers)
+        return rewards_per_func
+
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         out = super()._generate_and_score_completions(inputs)
+        out = self.rcea_advantages(out)
         outcomes = self._rcea_recorder.pop_outcomes() if self._rcea_recorder else []
         return self.rcea_prepare(out, outcomes)
+
+    def rcea_advantages(self, out: dict[str, Any]) -> dict[str, Any]:
+        """TRL's advantages with the objective's ``advantage_epsilon`` instead of TRL's fixed
+        1e-4 (e.g. verl's 1e-6): recomputed from the same rewards, per group, then this
+        process's rows (as TRL slices them)."""
+        eps = self.objective.params.advantage_epsilon
+        if eps == TRL_ADVANTAGE_EPSILON:
+            return out
+        if self.scale_rewards != "group" or self.multi_objective_aggregation != (
+            "sum_then_normalize"
+        ):
+            raise ValueError(
+                "advantage_epsilon other than TRL's 1e-4 needs scale_rewards = 'group' and "
+                "TRL's sum_then_normalize aggregation"
+            )
+        rpf = self._rcea_rewards_per_func
+        weights = self.reward_weights.to(rpf.device).unsqueeze(0)
+        rewards = (rpf * weights).nansum(dim=1)
+        rewards[torch.isnan(rpf).all(dim=1)] = torch.nan
+        mode = "train" if self.model.training else "eval"
+        n_gen = self.num_generations if mode == "train" else self.num_generations_eval
+        adv = group_advantages(rewards, n_gen, eps)
+        local = out["advantages"].size(0)
+        start = self.accelerator.process_index * local
+        return {**out, "advantages": adv[start : start + local].to(out["advantages"])}
 
     def rcea_prepare(self, out: dict[str, Any], outcomes: list[float]) -> dict[str, Any]:
         """Run the objective's ``prepare`` on one scored generation batch (TRL's output dict,

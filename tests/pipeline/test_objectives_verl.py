@@ -201,3 +201,57 @@ def test_kl_cov_selection_loss_and_gradient_equal_verl(core: Any, seed, with_is,
     if zero_adv:
         # the whole gradient is the KL term on the selected tokens
         assert torch.equal(got[1] != 0, sel)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_advantage_epsilon_option_equals_verl_and_trl(core: Any, seed: int) -> None:
+    """``group_advantages`` with verl's epsilon (1e-6) is verl's estimator, with TRL's
+    (1e-4) TRL's formula (its own ``nanstd``); zero-variance groups get 0 either way."""
+    from trl.trainer.utils import nanstd
+
+    g = torch.Generator().manual_seed(seed)
+    rewards = (torch.rand(16, generator=g) > 0.5).double() + torch.rand(16, generator=g) * 0.1
+    rewards[12:] = 1.0  # a zero-variance group
+    group = np.repeat(np.arange(4), 4)
+    mask = torch.ones(16, 3, dtype=torch.float64)
+    token_rewards = torch.zeros(16, 3, dtype=torch.float64)
+    token_rewards[:, -1] = rewards
+    verl_adv, _ = core.compute_grpo_outcome_advantage(token_rewards, mask, group, epsilon=1e-6)
+    torch.testing.assert_close(ob.group_advantages(rewards, 4, 1e-6), verl_adv[:, 0])
+    grouped = rewards.view(4, 4)
+    trl = (grouped - grouped.mean(1, keepdim=True)) / (nanstd(grouped, dim=1).unsqueeze(1) + 1e-4)
+    torch.testing.assert_close(ob.group_advantages(rewards, 4, 1e-4), trl.reshape(-1))
+    assert not torch.allclose(ob.group_advantages(rewards, 4, 1e-4), verl_adv[:, 0], atol=1e-6)
+
+
+def test_trainer_applies_the_advantage_epsilon_to_its_rows(core: Any) -> None:
+    """The trainer recomputes TRL's advantages from the same weighted rewards with the
+    objective's epsilon and keeps this process's rows (process 1 of 2 here)."""
+    pytest.importorskip("trl")
+    from pipeline.training.trainer import RceaGRPOTrainer
+
+    g = torch.Generator().manual_seed(0)
+    rpf = torch.stack(
+        [(torch.rand(16, generator=g) > 0.5).float(), -torch.rand(16, generator=g)], 1
+    )
+    fake = SimpleNamespace(
+        objective=make_objective("grpo", advantage_epsilon=1e-6),
+        scale_rewards="group",
+        multi_objective_aggregation="sum_then_normalize",
+        reward_weights=torch.tensor([1.0, 0.5]),
+        _rcea_rewards_per_func=rpf,
+        model=SimpleNamespace(training=True),
+        num_generations=4,
+        accelerator=SimpleNamespace(process_index=1),
+    )
+    out = RceaGRPOTrainer.rcea_advantages(fake, {"advantages": torch.zeros(8)})
+    rewards = (rpf[:, 0] + 0.5 * rpf[:, 1]).double()
+    token_rewards = torch.zeros(16, 2, dtype=torch.float64)
+    token_rewards[:, -1] = rewards
+    verl_adv, _ = core.compute_grpo_outcome_advantage(
+        token_rewards, torch.ones(16, 2, dtype=torch.float64), np.repeat(np.arange(4), 4)
+    )
+    torch.testing.assert_close(out["advantages"].double(), verl_adv[8:, 0], rtol=1e-5, atol=1e-6)
+    fake.objective = make_objective("grpo")  # TRL's epsilon: TRL's own advantages stay
+    same = {"advantages": torch.zeros(8)}
+    assert RceaGRPOTrainer.rcea_advantages(fake, same) is same
