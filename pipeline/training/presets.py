@@ -36,7 +36,7 @@ EM = "Entropy-Mechanism recipe 7b (PRIME-RL/Entropy-Mechanism-of-RL @ 88505792)"
 EM_CC = f"{EM}, recipe/dapo/7b_clip_cov.sh"
 EM_KL = f"{EM}, recipe/dapo/7b_kl_cov.sh"
 GT = "GTPO code (winstonsmith1897/GTPO @ 5d33811e, gtpo/gtpo_training.py, config.yaml)"
-VERL_DAPO = "verl DAPO recipe (recipe/dapo, run_dapo_qwen2.5_32b.sh)"
+VERL_DAPO = "verl DAPO recipe (volcengine/verl @ e2e729f4, recipe/dapo/run_dapo_qwen2.5_32b.sh)"
 SHARED = "blank: the supplement's shared GRPO setting (symmetric clip 0.2, sequence mean)"
 
 PRESETS: dict[str, dict[str, dict[str, Setting]]] = {
