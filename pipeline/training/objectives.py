@@ -223,6 +223,12 @@ class Objective:
     trl_loss: ClassVar[bool] = False
 
     @property
+    def uses_groups(self) -> bool:
+        """Whether ``prepare`` needs whole groups and verifier outcomes: the objective's own
+        group quantities, or zero-variance removal switched on (``remove_zero_variance``)."""
+        return self.needs_groups or bool(getattr(self.params, "remove_zero_variance", False))
+
+    @property
     def uses_trl_loss(self) -> bool:
         """True when TRL's own loss computes this objective: GRPO and DAPO without verl's
         dual clip (TRL has none)."""
@@ -290,6 +296,22 @@ def zero_variance_keep(correct: Tensor, group: Tensor) -> Tensor:
     return keep
 
 
+def zero_variance_prepare(
+    objective: Objective, batch: PrepBatch
+) -> tuple[dict[str, Tensor], dict[str, float]]:
+    """``rcea_keep`` for objectives with ``remove_zero_variance`` (DAPO's dynamic removal;
+    the Entropy-Mechanism recipes' group filtering for Clip-Cov and KL-Cov)."""
+    if not objective.params.remove_zero_variance:  # type: ignore[attr-defined]
+        return {}, {"objective/removed_frac": 0.0}
+    keep = zero_variance_keep(batch.correct, batch.group)
+    return {"rcea_keep": keep}, {"objective/removed_frac": 1.0 - float(keep.mean())}
+
+
+def kept_mask(batch: LossBatch) -> Tensor:
+    keep = batch.extras.get("rcea_keep")
+    return batch.mask if keep is None else batch.mask * keep.unsqueeze(1).to(batch.mask.dtype)
+
+
 class DAPO(Objective):
     """DAPO (Yu et al. 2025): token-level loss, clip-higher 0.2/0.28, dynamic removal of
     zero-variance groups (their completions leave the loss and the token normaliser;
@@ -301,15 +323,11 @@ class DAPO(Objective):
     needs_groups = True
 
     def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:
-        if not self.params.remove_zero_variance:
-            return {}, {"objective/removed_frac": 0.0}
-        keep = zero_variance_keep(batch.correct, batch.group)
-        return {"rcea_keep": keep}, {"objective/removed_frac": 1.0 - float(keep.mean())}
+        return zero_variance_prepare(self, batch)
 
     def loss(self, batch: LossBatch) -> LossOutput:
         p = self.params
-        keep = batch.extras.get("rcea_keep")
-        mask = batch.mask if keep is None else batch.mask * keep.unsqueeze(1)
+        mask = kept_mask(batch)
         per_token, low, high = ppo_clip(
             batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high, p.clip_ratio_c
         )
@@ -325,6 +343,7 @@ class ClipCovParams(ObjectiveParams):
     clip_ratio: float = 2e-4
     lb: float = 1.0
     ub: float = 5.0
+    remove_zero_variance: bool = False  # the Entropy-Mechanism recipes' group filtering
 
 
 def clip_cov_select(
@@ -370,13 +389,17 @@ class ClipCov(Objective):
     name = "clip_cov"
     Params = ClipCovParams
 
+    def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:
+        return zero_variance_prepare(self, batch)
+
     def loss(self, batch: LossBatch) -> LossOutput:
         p = self.params
+        mask = kept_mask(batch)
         selected, candidates = clip_cov_select(
             batch.logp,
             batch.old_logp,
             batch.advantages,
-            batch.mask,
+            mask,
             clip_ratio=p.clip_ratio,
             lb=p.lb,
             ub=p.ub,
@@ -388,13 +411,13 @@ class ClipCov(Objective):
             batch.logp, batch.old_logp, batch.advantages, p.epsilon, p.epsilon_high, p.clip_ratio_c
         )
         per_token = per_token * (~selected).to(per_token.dtype)
-        loss = self._aggregate(_apply_is(per_token, batch), batch.mask, batch)
-        metrics = _pg_metrics(low, high, batch.mask)
-        metrics["objective/clip_cov_frac"] = masked_mean(selected.float(), batch.mask)
+        loss = self._aggregate(_apply_is(per_token, batch), mask, batch)
+        metrics = _pg_metrics(low, high, mask)
+        metrics["objective/clip_cov_frac"] = masked_mean(selected.float(), mask)
         # 1 when the covariance mask selected nothing on this update (docs/estimators.md item 13);
         # the logged mean over a logging window is the share of such updates
         metrics["objective/cov_mask_empty"] = float(not bool(selected.any()))
-        metrics["objective/cov_in_range_frac"] = masked_mean(candidates.float(), batch.mask)
+        metrics["objective/cov_in_range_frac"] = masked_mean(candidates.float(), mask)
         return LossOutput(loss, metrics)
 
 
@@ -405,6 +428,7 @@ class ClipCov(Objective):
 class KLCovParams(ObjectiveParams):
     k_ratio: float = 2e-3
     kl_coef: float = 0.5
+    remove_zero_variance: bool = False  # the Entropy-Mechanism recipes' group filtering
 
 
 def kl_cov_select(logp: Tensor, adv: Tensor, mask: Tensor, k_ratio: float) -> Tensor:
@@ -436,18 +460,22 @@ class KLCov(Objective):
     name = "kl_cov"
     Params = KLCovParams
 
+    def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:
+        return zero_variance_prepare(self, batch)
+
     def loss(self, batch: LossBatch) -> LossOutput:
         p = self.params
+        mask = kept_mask(batch)
         adv = adv_2d(batch.advantages)
         ratio = torch.exp(batch.logp - batch.old_logp)
-        selected = kl_cov_select(batch.logp, batch.advantages, batch.mask, p.k_ratio)
+        selected = kl_cov_select(batch.logp, batch.advantages, mask, p.k_ratio)
         penalty = p.kl_coef * (batch.logp - batch.old_logp).abs()
         per_token = _apply_is(-adv * ratio + penalty * selected.to(ratio.dtype), batch)
-        loss = self._aggregate(per_token, batch.mask, batch)
+        loss = self._aggregate(per_token, mask, batch)
         return LossOutput(
             loss,
             {
-                "objective/kl_cov_frac": masked_mean(selected.float(), batch.mask),
+                "objective/kl_cov_frac": masked_mean(selected.float(), mask),
                 "objective/cov_mask_empty": float(not bool(selected.any())),
                 "objective/kl_cov_abs_kl": masked_mean(penalty.detach(), selected.float()),
             },

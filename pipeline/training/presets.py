@@ -70,6 +70,9 @@ PRESETS: dict[str, dict[str, dict[str, Setting]]] = {
             "epsilon_high": S(0.2, SHARED),
             "loss_agg": S(SEQ_MEAN, SHARED),
             "clip_ratio_c": S(0.0, "blank: no dual clip"),
+            "remove_zero_variance": S(
+                False, "blank: the supplement names group removal for DAPO only"
+            ),
         },
         "kl_cov": {
             "k_ratio": S(2e-3, "blank: selection ratio value unstated; Cui et al. 7B 2e-3"),
@@ -78,6 +81,9 @@ PRESETS: dict[str, dict[str, dict[str, Setting]]] = {
             "epsilon_high": S(0.2, f"{SHARED} (unused)"),
             "loss_agg": S(SEQ_MEAN, SHARED),
             "clip_ratio_c": S(0.0, "unused (no ratio clip)"),
+            "remove_zero_variance": S(
+                False, "blank: the supplement names group removal for DAPO only"
+            ),
         },
         "gtpo": {
             "entropy_coef": S(0.1, f"{SUPP}: entropy coefficient 0.1"),
@@ -148,6 +154,10 @@ PRESETS: dict[str, dict[str, dict[str, Setting]]] = {
             "epsilon_high": S(0.2, f"{EM_KL}: clip_ratio 0.2 (not read by the kl_cov loss)"),
             "loss_agg": S(TOKEN_MEAN, f"{EM_KL}: loss_agg_mode token-mean"),
             "clip_ratio_c": S(0.0, f"{EM_KL}: clip_ratio_c not read by the kl_cov loss"),
+            "remove_zero_variance": S(
+                True,
+                f"{EM_KL}: filter_groups on acc (verl re-samples to refill; the project removes)",
+            ),
         },
         "gtpo": {
             "entropy_coef": S(0.1, f"{GT}: ent_scale 0.1"),

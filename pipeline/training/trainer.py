@@ -70,7 +70,7 @@ class RceaGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         reward_funcs = self.reward_funcs
         recorders = [f for f in reward_funcs if hasattr(f, "pop_outcomes")]
-        if objective.needs_groups and not recorders:
+        if objective.uses_groups and not recorders:
             raise ValueError(
                 f"objective {objective.name!r} needs verifier outcomes: include a reward "
                 "function with pop_outcomes() (pipeline.training.rewards.ToyReward)"
@@ -140,7 +140,7 @@ class RceaGRPOTrainer(GRPOTrainer):
         """Run the objective's ``prepare`` on one scored generation batch (TRL's output dict,
         generation order) and add its ``rcea_*`` tensors to it."""
         obj = self.objective
-        if not (obj.needs_groups or obj.needs_generation_stats or obj.needs_reference):
+        if not (obj.uses_groups or obj.needs_generation_stats or obj.needs_reference):
             return out
         mode = "train" if self.model.training else "eval"
         device = self.accelerator.device

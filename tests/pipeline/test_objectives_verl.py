@@ -255,3 +255,42 @@ def test_trainer_applies_the_advantage_epsilon_to_its_rows(core: Any) -> None:
     fake.objective = make_objective("grpo")  # TRL's epsilon: TRL's own advantages stay
     same = {"advantages": torch.zeros(8)}
     assert RceaGRPOTrainer.rcea_advantages(fake, same) is same
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", ["clip_cov", "kl_cov"])
+def test_cov_objectives_with_group_filtering_equal_verl_on_the_filtered_batch(
+    core: Any, seed: int, name: str
+) -> None:
+    """The Entropy-Mechanism recipes filter zero-variance groups (verl drops them from the
+    batch); with ``remove_zero_variance`` the project masks them out of the selection, the
+    covariance means and the token normaliser: verl's loss and gradient on the kept rows."""
+    x = make_inputs(core, seed)
+    kw = dict(clip_ratio=0.05, lb=0.2, ub=5.0) if name == "clip_cov" else dict(k_ratio=0.05)
+    obj = make_objective(name, loss_agg=ob.TOKEN_MEAN, remove_zero_variance=True, **kw)
+    assert obj.uses_groups
+    extras, metrics = obj.prepare(
+        ob.PrepBatch(
+            completion_ids=torch.zeros(16, 12, dtype=torch.long),
+            mask=x["mask"],
+            advantages=x["adv"][:, 0],
+            correct=x["correct"],
+            group=torch.arange(16) // 4,
+        )
+    )
+    keep = extras["rcea_keep"].double()
+    assert metrics["objective/removed_frac"] >= 0.25 and keep[12:].sum() == 0
+    rows = keep.bool()
+    loss, grad = ours(
+        obj, x, True, extras={"rcea_keep": keep}, generator=torch.Generator().manual_seed(seed)
+    )
+    if name == "clip_cov":
+        torch.manual_seed(seed)
+        cfg = verl_config(clip_ratio_c=1e12, clip_cov_ratio=0.05, clip_cov_lb=0.2, clip_cov_ub=5.0)
+        fn = core.compute_policy_loss_clip_cov
+    else:
+        cfg = verl_config(kl_cov_ratio=0.05, ppo_kl_coef=0.5)
+        fn = core.compute_policy_loss_kl_cov
+    want = verl(fn, x, ob.TOKEN_MEAN, True, cfg, rows)
+    assert_same((loss, grad[rows]), want)
+    assert bool((grad[~rows] == 0).all())
