@@ -146,6 +146,10 @@ PRESETS: dict[str, dict[str, dict[str, Setting]]] = {
             "clip_ratio_c": S(
                 0.0, f"{EM_CC}: clip_ratio_c 10.0 is not read by verl's clip_cov loss"
             ),
+            "remove_zero_variance": S(
+                True,
+                f"{EM_CC}: filter_groups on acc (verl re-samples to refill; the project removes)",
+            ),
         },
         "kl_cov": {
             "k_ratio": S(2e-3, f"{EM_KL}: k_percent 0.2 (%)"),

@@ -133,6 +133,7 @@ def test_authors_preset_is_each_methods_recipe() -> None:
     assert (obj["kl_cov"]["kl_coef"], obj["kl_cov"]["k_ratio"]) == (1.0, 2e-3)
     assert (obj["gtpo"]["threshold_rule"], obj["gtpo"]["entropy_threshold"]) == ("absolute", 0.7)
     assert obj["dapo"]["clip_ratio_c"] == 10.0
+    assert obj["clip_cov"]["remove_zero_variance"] and obj["kl_cov"]["remove_zero_variance"]
     res = runner.invoke(app, ["train", "objectives", "--preset", "mine", "--json"])
     assert res.exit_code != 0 and "unknown preset" in res.output
 
