@@ -293,3 +293,32 @@ def test_build_base_shape_options_give_the_demo_scales(quick_base: Path, tmp_pat
         res = runner.invoke(app, ["train", "build-base", "--out", str(tmp_path / "x"), *extra])
         assert res.exit_code == 1 and message in res.output, res.output
         assert not (tmp_path / "x").exists()
+
+
+def test_report_carries_the_preset_and_every_resolved_value(tmp_path: Path) -> None:
+    """``probe curves`` reads run.json's preset and resolved values into the
+    ``training_curve`` measurement; the report's training curve section types them."""
+    from pipeline.probe.curves import training_curve
+    from pipeline.training.config import parse_config
+    from study.report.sections import TrainingCurve
+
+    cfg = parse_config(
+        {
+            "model": {"path": "m"},
+            "objective": {"name": "gtpo", "preset": "authors", "params": {"entropy_coef": 0.2}},
+        }
+    )
+    (tmp_path / "run.json").write_text(json.dumps({"config": cfg.to_dict()}, default=str))
+    (tmp_path / "curves.jsonl").write_text('{"step": 1, "progress": 1.0, "loss": 0.5}\n')
+    row = training_curve(tmp_path, model="tiny")
+    payload = row.payload
+    assert payload["objective_preset"] == "authors"
+    params = payload["objective_params"]
+    assert set(params) == set(cfg.resolved_params())
+    assert params["entropy_coef"] == {"value": 0.2, "source": "[objective.params]"}
+    assert params["entropy_threshold"]["value"] == 0.7
+    assert "ent_threshold 0.7" in params["entropy_threshold"]["source"]
+    section = TrainingCurve(
+        run="gtpo", model="tiny", points=payload["points"], preset="authors", params=params
+    )
+    assert section.params["threshold_rule"].value == "absolute"
