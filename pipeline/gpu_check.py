@@ -574,21 +574,22 @@ class CoinReward:
 def _instrument(trainer: Any, group: int, torch: Any) -> dict[str, Any]:
     """Coin rewards in place of the toy verifier; per step: wall time, the objective's loss
     values, and whether every trainable parameter's gradient is finite (before the
-    optimizer step). Returns the record the callback fills."""
+    optimizer step; losses recorded around ``_compute_loss``, whichever loss computes
+    them). Returns the record the callback fills."""
     from transformers import TrainerCallback
 
     coin = CoinReward(group)
     trainer.reward_funcs[0] = coin
     trainer._rcea_recorder = coin
     rec: dict[str, Any] = {"step_s": [], "losses": [], "grad_checks": []}
-    loss_fn = trainer.objective.loss
+    compute_loss = trainer._compute_loss  # the objective's loss, or TRL's own (GRPO, DAPO)
 
-    def loss(batch: Any) -> Any:
-        res = loss_fn(batch)
-        rec["losses"].append(float(res.loss.detach().float()))
-        return res
+    def loss(model: Any, inputs: Any) -> Any:
+        value = compute_loss(model, inputs)
+        rec["losses"].append(float(value.detach().float()))
+        return value
 
-    trainer.objective.loss = loss
+    trainer._compute_loss = loss
 
     class StepRecorder(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):  # type: ignore[no-untyped-def]

@@ -228,7 +228,12 @@ def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
         fail(str(exc), as_json=as_json)
     if not result.main_process:
         return  # under accelerate launch, rank 0 reports (one JSON document)
-    data = {"ok": True, **result.to_dict()}
+    data = {
+        "ok": True,
+        **result.to_dict(),
+        "objective_preset": cfg.preset,
+        "objective_params": cfg.resolved_settings(),
+    }
     if as_json:
         print_json(data)
         return
@@ -236,6 +241,9 @@ def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
         f"{result.objective}: {result.steps} steps in {result.seconds:.1f} s "
         f"({result.steps / max(result.seconds, 1e-9):.2f} steps/s)"
     )
+    typer.echo(f"  preset      {cfg.preset}")
+    for key, setting in cfg.resolved_settings().items():
+        typer.echo(f"    {key:<22}{setting['value']!s:<22}{setting['source']}")
     typer.echo(f"  curves      {result.curves}")
     typer.echo(f"  final model {result.final_dir}")
     for key in ("entropy", "reward", "toy/accuracy", "completions/mean_length"):
@@ -244,17 +252,32 @@ def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
 
 
 @train_app.command("objectives")
-def objectives_cmd(as_json: bool = JSON_OPTION) -> None:
-    """The objectives and their default hyper-parameters (the supplement's settings)."""
+def objectives_cmd(
+    preset: str = typer.Option("rcea-supplement", help="rcea-supplement (the default) | authors"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The objectives and every hyper-parameter of a named preset, with its source."""
     _need_train_extra(as_json)
-    from pipeline.training.objectives import OBJECTIVES, default_params
+    from pipeline.training.objectives import OBJECTIVES
+    from pipeline.training.presets import PRESETS, preset_settings
 
-    data = {name: default_params(name) for name in OBJECTIVES}
+    if preset not in PRESETS:
+        fail(f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})", as_json=as_json)
+    data = {
+        name: {
+            k: {"value": s.value, "source": s.source}
+            for k, s in preset_settings(preset, name).items()
+        }
+        for name in OBJECTIVES
+    }
     if as_json:
-        print_json(data)
+        print_json({"preset": preset, "objectives": data})
         return
+    typer.echo(f"preset {preset}")
     for name, params in data.items():
-        typer.echo(f"{name}: " + ", ".join(f"{k}={v}" for k, v in params.items()))
+        typer.echo(f"{name}:")
+        for key, setting in params.items():
+            typer.echo(f"  {key:<22}{setting['value']!s:<22}{setting['source']}")
 
 
 @train_app.command("eval")

@@ -4,7 +4,8 @@ Each run dir's ``curves.jsonl`` (one line per optimizer step; ``progress`` = ste
 max_steps) becomes one measurement: run = the objective in ``run.json`` (or the dir
 name), model = the given label, step = −1, payload ``points`` = the curve lines with
 ``step``, ``progress`` and the logged keys (``entropy``, ``reward``, ``loss``,
-``completions/mean_length``, ...).
+``completions/mean_length``, ...), and from ``run.json`` the objective preset and every
+resolved objective value with its source (``objective_preset``, ``objective_params``).
 """
 
 from __future__ import annotations
@@ -33,4 +34,13 @@ def training_curve(run_dir: str | Path, *, model: str, run: str | None = None) -
         points.append(point)
     if not points:
         raise ConfigError(f"{curves}: empty")
-    return MeasurementRow("training_curve", {"points": points}, run=name, model=model)
+    payload: dict = {"points": points}  # type: ignore[type-arg]
+    config = meta.get("config", {})
+    if "objective_preset" in config:  # the preset and every resolved value with its source
+        payload["objective_preset"] = config["objective_preset"]
+        sources = config.get("objective_params_sources", {})
+        payload["objective_params"] = {
+            k: {"value": v, "source": sources.get(k, "")}
+            for k, v in config.get("objective_params_resolved", {}).items()
+        }
+    return MeasurementRow("training_curve", payload, run=name, model=model)

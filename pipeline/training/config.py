@@ -12,10 +12,11 @@ computes the reward R (:func:`pipeline.judge.verifier.make_verifier`).
 
 Every table is optional except ``[model]`` (its ``path``) and ``[objective]`` (its ``name``).
 Unknown tables or keys, and values of the wrong type, are errors that name the file, the
-table and the key. Objective hyper-parameters default to the supplement's "Objective-Specific
-Settings" (see :mod:`pipeline.training.objectives`); ``[objective.params]`` or
-``[objectives.NAME]`` override them (the latter lets one file hold the settings of all six
-objectives while ``--objective`` switches between them).
+table and the key. Objective hyper-parameters come from a named preset (``[objective] preset``:
+``"rcea-supplement"``, the default — the supplement's "Objective-Specific Settings" — or
+``"authors"``, each method's published recipe; :mod:`pipeline.training.presets`);
+``[objective.params]`` or ``[objectives.NAME]`` override them (the latter lets one file hold
+the settings of all six objectives while ``--objective`` switches between them).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.training.objectives import OBJECTIVES, default_params
+from pipeline.training.presets import DEFAULT_PRESET, PRESETS, preset_settings
 
 
 class ConfigError(ValueError):
@@ -128,18 +130,34 @@ class TrainConfig:
     lora: LoraSection = field(default_factory=LoraSection)
     objectives: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str | None = None
+    preset: str = DEFAULT_PRESET
 
     def resolved_params(self) -> dict[str, Any]:
-        """Supplement defaults, then ``[objectives.NAME]``, then ``[objective.params]``."""
-        return {
-            **default_params(self.objective),
-            **self.objectives.get(self.objective, {}),
-            **self.objective_params,
+        """The preset's values, then ``[objectives.NAME]``, then ``[objective.params]``."""
+        return {k: v["value"] for k, v in self.resolved_settings().items()}
+
+    def resolved_settings(self) -> dict[str, dict[str, Any]]:
+        """Every resolved parameter with its source (the preset's, or the table that
+        overrides it)."""
+        out = {
+            k: {"value": s.value, "source": f"preset {self.preset}: {s.source}"}
+            for k, s in preset_settings(self.preset, self.objective).items()
         }
+        for where, table in (
+            (f"[objectives.{self.objective}]", self.objectives.get(self.objective, {})),
+            ("[objective.params]", self.objective_params),
+        ):
+            for k, v in table.items():
+                out[k] = {"value": v, "source": where}
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["objective_preset"] = self.preset
         d["objective_params_resolved"] = self.resolved_params()
+        d["objective_params_sources"] = {
+            k: v["source"] for k, v in self.resolved_settings().items()
+        }
         return d
 
 
@@ -232,10 +250,17 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> TrainConfig:
     obj = data.get("objective")
     if not isinstance(obj, dict) or "name" not in obj:
         raise ConfigError(f"{source}: missing [objective] name (one of {', '.join(OBJECTIVES)})")
-    extra = sorted(set(obj) - {"name", "params"})
+    extra = sorted(set(obj) - {"name", "params", "preset"})
     if extra:
         raise ConfigError(
-            f"{source}: [objective]: unknown key(s) {', '.join(extra)} (known: name, params)"
+            f"{source}: [objective]: unknown key(s) {', '.join(extra)} (known: name, params, "
+            "preset)"
+        )
+    preset = obj.get("preset", DEFAULT_PRESET)
+    if preset not in PRESETS:
+        raise ConfigError(
+            f"{source}: [objective] preset: unknown preset {preset!r} "
+            f"(choose from {', '.join(PRESETS)})"
         )
     name = obj["name"]
     if name not in OBJECTIVES:
@@ -266,6 +291,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> TrainConfig:
         objective_params=params,
         objectives=per_obj,
         source=source,
+        preset=preset,
         **sections,
     )
     validate(cfg)

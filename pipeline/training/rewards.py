@@ -1,5 +1,5 @@
 """Reward functions for TRL (``reward_funcs``): the toy verifier, any pluggable verifier
-(``[verifier] kind``) and DAPO's overlong shaping.
+(``[verifier] kind``) and DAPO's overlong shaping (TRL's).
 
 TRL calls ``f(prompts=..., completions=..., completion_ids=..., **dataset_columns,
 trainer_state=..., log_metric=..., log_extra=...)`` and expects one float per completion.
@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline import toy
-from pipeline.training.objectives import overlong_penalty
 
 
 class ToyReward:
@@ -96,23 +95,13 @@ class VerifierReward:
         return out
 
 
-class OverlongShaping:
-    """DAPO's soft overlong punishment as an additive reward term (length in tokens, EOS
-    included; ``max_len`` is the completion budget)."""
+def overlong_shaping(max_len: int, buffer_frac: float = 0.2) -> Any:
+    """DAPO's soft overlong punishment, TRL's own (``trl.rewards.get_soft_overlong_punishment``):
+    0 up to ``max_len - buffer`` tokens (EOS included), then linear down to -1 at ``max_len``,
+    -1 beyond; ``buffer = round(buffer_frac * max_len)``. Its magnitude is the reward weight
+    (``overlong_penalty``, see :func:`pipeline.training.run.build_trainer`)."""
+    from trl.rewards import get_soft_overlong_punishment
 
-    __name__ = "overlong_penalty"
-
-    def __init__(self, max_len: int, buffer_frac: float = 0.2, penalty: float = 1.0) -> None:
-        if not 0 <= buffer_frac <= 1:
-            raise ValueError(f"overlong_buffer_frac must be in [0, 1], got {buffer_frac}")
-        self.max_len = max_len
-        self.buffer_len = int(round(buffer_frac * max_len))
-        self.penalty = penalty
-
-    def __call__(
-        self, prompts: list[Any], completions: list[Any], completion_ids: list[list[int]], **_: Any
-    ) -> list[float]:
-        return [
-            overlong_penalty(len(ids), self.max_len, self.buffer_len, self.penalty)
-            for ids in completion_ids
-        ]
+    if not 0 <= buffer_frac <= 1:
+        raise ValueError(f"overlong_buffer_frac must be in [0, 1], got {buffer_frac}")
+    return get_soft_overlong_punishment(max_len, int(round(buffer_frac * max_len)))

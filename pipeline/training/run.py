@@ -236,7 +236,7 @@ def build_trainer(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
-    from pipeline.training.rewards import OverlongShaping
+    from pipeline.training.rewards import overlong_shaping
     from pipeline.training.trainer import RceaGRPOTrainer
 
     t = cfg.training
@@ -263,11 +263,13 @@ def build_trainer(
     if args.process_index == 0:
         curves.write_text("")
     rewards: list[Any] = [reward_function(cfg)]
+    weights = [1.0]
     overlong = getattr(objective.params, "overlong_buffer_frac", 0.0)
     if overlong > 0:
-        penalty = objective.params.overlong_penalty
-        rewards.append(OverlongShaping(t.max_completion_length, overlong, penalty))
-    args.reward_weights = [1.0] * len(rewards)
+        # TRL's soft overlong punishment (values in [-1, 0]) scaled by its reward weight
+        rewards.append(overlong_shaping(t.max_completion_length, overlong))
+        weights.append(float(objective.params.overlong_penalty))
+    args.reward_weights = weights
     peft_config = None
     if cfg.lora.enabled:
         from peft import LoraConfig

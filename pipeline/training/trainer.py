@@ -6,8 +6,12 @@ Only two methods are overridden:
 * ``_generate_and_score_completions`` calls TRL's, then runs the objective's ``prepare`` on
   the whole generation batch (before TRL shuffles it): group ids, verifier outcomes and,
   when the objective asks, generation-time entropies/log-probs and reference log-probs;
-* ``_compute_loss`` computes the per-token log-probs and entropies with TRL's own helper,
-  builds a :class:`LossBatch` (TRL's normalisers for sequence- and token-level
+* ``_compute_loss``: for GRPO and DAPO (``Objective.uses_trl_loss``) it is TRL's own
+  ``GRPOTrainer._compute_loss`` (``loss_type`` ``grpo``/``dapo``); DAPO's removed
+  zero-variance groups reach it through TRL's loss mask (``tool_mask``), which masks the
+  loss and leaves the forward pass alone. For the others (Clip-Cov, KL-Cov, GTPO, EP-GRPO,
+  and verl's dual clip) it computes the per-token log-probs and entropies with TRL's own
+  helper, builds a :class:`LossBatch` (TRL's normalisers for sequence- and token-level
   aggregation, vLLM's importance-sampling ratio) and returns the objective's loss.
 
 Generation, rewards, advantages, logging, checkpoints, LoRA and vLLM are TRL's.
@@ -29,7 +33,13 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head, use_adapter
 
-from pipeline.training.objectives import LossBatch, Objective, PrepBatch
+from pipeline.training.objectives import (
+    TRL_ADVANTAGE_EPSILON,
+    LossBatch,
+    Objective,
+    PrepBatch,
+    group_advantages,
+)
 
 
 def _is_peft(model: Any) -> bool:
@@ -60,7 +70,7 @@ class RceaGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         reward_funcs = self.reward_funcs
         recorders = [f for f in reward_funcs if hasattr(f, "pop_outcomes")]
-        if objective.needs_groups and not recorders:
+        if objective.uses_groups and not recorders:
             raise ValueError(
                 f"objective {objective.name!r} needs verifier outcomes: include a reward "
                 "function with pop_outcomes() (pipeline.training.rewards.ToyReward)"
@@ -90,16 +100,47 @@ class RceaGRPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ generation side
 
+    def _calculate_rewards(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        rewards_per_func = super()._calculate_rewards(*args, **kwargs)
+        self._rcea_rewards_per_func = rewards_per_func  # all processes' rows (TRL gathers)
+        return rewards_per_func
+
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         out = super()._generate_and_score_completions(inputs)
+        out = self.rcea_advantages(out)
         outcomes = self._rcea_recorder.pop_outcomes() if self._rcea_recorder else []
         return self.rcea_prepare(out, outcomes)
+
+    def rcea_advantages(self, out: dict[str, Any]) -> dict[str, Any]:
+        """TRL's advantages with the objective's ``advantage_epsilon`` instead of TRL's fixed
+        1e-4 (e.g. verl's 1e-6): recomputed from the same rewards, per group, then this
+        process's rows (as TRL slices them)."""
+        eps = self.objective.params.advantage_epsilon
+        if eps == TRL_ADVANTAGE_EPSILON:
+            return out
+        if self.scale_rewards != "group" or self.multi_objective_aggregation != (
+            "sum_then_normalize"
+        ):
+            raise ValueError(
+                "advantage_epsilon other than TRL's 1e-4 needs scale_rewards = 'group' and "
+                "TRL's sum_then_normalize aggregation"
+            )
+        rpf = self._rcea_rewards_per_func
+        weights = self.reward_weights.to(rpf.device).unsqueeze(0)
+        rewards = (rpf * weights).nansum(dim=1)
+        rewards[torch.isnan(rpf).all(dim=1)] = torch.nan
+        mode = "train" if self.model.training else "eval"
+        n_gen = self.num_generations if mode == "train" else self.num_generations_eval
+        adv = group_advantages(rewards, n_gen, eps)
+        local = out["advantages"].size(0)
+        start = self.accelerator.process_index * local
+        return {**out, "advantages": adv[start : start + local].to(out["advantages"])}
 
     def rcea_prepare(self, out: dict[str, Any], outcomes: list[float]) -> dict[str, Any]:
         """Run the objective's ``prepare`` on one scored generation batch (TRL's output dict,
         generation order) and add its ``rcea_*`` tensors to it."""
         obj = self.objective
-        if not (obj.needs_groups or obj.needs_generation_stats or obj.needs_reference):
+        if not (obj.uses_groups or obj.needs_generation_stats or obj.needs_reference):
             return out
         mode = "train" if self.model.training else "eval"
         device = self.accelerator.device
@@ -169,6 +210,12 @@ class RceaGRPOTrainer(GRPOTrainer):
     # ------------------------------------------------------------------ loss side
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        if self.objective.uses_trl_loss:
+            keep = inputs.get("rcea_keep")
+            if keep is not None:
+                loss_mask = inputs.get("tool_mask", torch.ones_like(inputs["completion_mask"]))
+                inputs = {**inputs, "tool_mask": loss_mask * keep.unsqueeze(1).to(loss_mask.dtype)}
+            return super()._compute_loss(model, inputs)
         prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
         completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)

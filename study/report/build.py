@@ -452,7 +452,13 @@ def compute_report_from(
         "imports": inputs.get("imports", []),
         "checkpoints": checkpoints,
         "training_curves": [
-            {"run": m["run"], "model": m["model"], "points": m["payload"].get("points", [])}
+            {
+                "run": m["run"],
+                "model": m["model"],
+                "points": m["payload"].get("points", []),
+                "preset": m["payload"].get("objective_preset"),
+                "params": m["payload"].get("objective_params", {}),
+            }
             for m in measurements["training_curve"]
         ],
         "greedy": _greedy(measurements["greedy_accuracy"]),

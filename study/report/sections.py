@@ -377,10 +377,23 @@ class TrainingPoint(BaseModel):
     progress: float | None = Field(default=None, description="training progress in [0, 1]")
 
 
+class ObjectiveSetting(BaseModel):
+    """One resolved objective hyper-parameter of a training run."""
+
+    value: Any = Field(description="the value the run used")
+    source: str = Field(description="where it comes from: the preset's source, or the table")
+
+
 class TrainingCurve(Section):
     run: str = Field(description="run")
     model: str = Field(description="model (scale)")
     points: list[TrainingPoint] = Field(description="logged points (entropy, reward, ...)")
+    preset: str | None = Field(
+        default=None, description="the objective preset of the run (docs/objectives.md)"
+    )
+    params: dict[str, ObjectiveSetting] = Field(
+        default_factory=dict, description="parameter -> every resolved objective value"
+    )
 
 
 class GreedyRow(AtCheckpoint):

@@ -104,15 +104,24 @@ def test_dapo_removes_zero_variance_groups() -> None:
     close(grad, [[-0.5, -0.5], [0.0, 0.0]])
 
 
-def test_overlong_shaping_by_hand() -> None:
-    pen = [ob.overlong_penalty(n, max_len=10, buffer_len=2) for n in (7, 8, 9, 10, 11)]
-    assert pen == pytest.approx([0.0, 0.0, -0.5, -1.0, -1.0])
-    from pipeline.training.rewards import OverlongShaping
+def test_overlong_shaping_is_trls_and_equals_dapos_formula() -> None:
+    """DAPO's soft overlong punishment comes from TRL (``get_soft_overlong_punishment``);
+    at every length it equals DAPO's Eq. 13: 0 up to L - B, (L - B - n) / B up to L, -1
+    beyond (L = 10, B = 20% of L)."""
+    pytest.importorskip("trl")
+    from pipeline.training.rewards import overlong_shaping
 
-    shaping = OverlongShaping(max_len=10, buffer_frac=0.2)
-    assert shaping([], [], completion_ids=[[1] * 8, [1] * 9, [1] * 10]) == pytest.approx(
-        [0.0, -0.5, -1.0]
-    )
+    shaping = overlong_shaping(10, buffer_frac=0.2)
+    assert type(shaping).__module__.startswith("trl.")
+    lengths = list(range(0, 14))
+    dapo = [0.0 if n <= 8 else (8 - n) / 2 if n <= 10 else -1.0 for n in lengths]
+    assert shaping(completion_ids=[[1] * n for n in lengths]) == pytest.approx(dapo)
+    assert dapo[9] == -0.5 and dapo[10] == -1.0
+    # no buffer: a hard cut at L
+    hard = overlong_shaping(10, buffer_frac=0.0)
+    assert hard(completion_ids=[[1] * 10, [1] * 11]) == [0.0, -1.0]
+    with pytest.raises(ValueError, match="overlong_buffer_frac"):
+        overlong_shaping(10, buffer_frac=1.5)
 
 
 # logp and advantages with hand-computed covariances:
@@ -219,45 +228,55 @@ def test_kl_cov_penalises_the_top_covariance_token() -> None:
     assert sel.tolist() == [[True, False], [False, True]]  # top 2 of 4
 
 
-def test_gtpo_conflict_weights_by_hand() -> None:
-    ids = torch.tensor([[5, 7], [5, 8], [5, 7], [6, 8]])
-    mask = torch.ones(4, 2)
-    adv = t([1.0, -1.0, -1.0, 1.0])
-    group = torch.tensor([0, 0, 1, 1])
-    w, conf = ob.conflict_weights(ids, mask, adv, group)
-    # group 0: token 5 at position 0 is shared by a positive and a negative completion
-    # group 1: nothing shared (token 7 of row 2 and 8 of row 1 are in other groups/positions)
-    assert conf.tolist() == [[True, False], [True, False], [False, False], [False, False]]
-    assert w.tolist() == [[2.0, 1.0], [0.0, 1.0], [1.0, 1.0], [1.0, 1.0]]
-    w2, _ = ob.conflict_weights(ids, mask, adv, group, amplify=False)
-    assert w2.tolist() == [[1.0, 1.0], [0.0, 1.0], [1.0, 1.0], [1.0, 1.0]]
+def test_gtpo_conflict_runs_by_hand() -> None:
+    """Leading run from the first token, trailing run aligned at each completion's end;
+    weight 2 on a positive completion's run tokens (4 where both runs cover one), 0 on a
+    negative one's; count = tokens in either run."""
+    ids = torch.tensor([[5, 7, 9], [5, 8, 9], [6, 4, 0], [3, 6, 4], [1, 2, 0], [1, 2, 0]])
+    mask = t([[1, 1, 1], [1, 1, 1], [1, 1, 0], [1, 1, 1], [1, 1, 0], [1, 1, 0]])
+    adv = t([1.0, -1.0, 1.0, -1.0, 0.5, -0.5])
+    group = torch.tensor([0, 0, 1, 1, 2, 2])
+    w, conf, count = ob.gtpo_conflicts(ids, mask, adv, group)
+    # group 0: token 5 leads both, token 9 ends both; 7 vs 8 stops both runs
+    # group 1: end-aligned, "6 4" ends both (row 2 has 2 tokens, row 3 three)
+    # group 2: identical completions: every token in both runs
+    assert w.tolist() == [
+        [2.0, 1.0, 2.0], [0.0, 1.0, 0.0],
+        [2.0, 2.0, 0.0], [1.0, 0.0, 0.0],
+        [4.0, 4.0, 0.0], [0.0, 0.0, 0.0],
+    ]  # fmt: skip
+    assert count.tolist() == [2.0, 2.0, 2.0, 2.0, 2.0, 2.0]
+    assert conf[3].tolist() == [False, True, True]
+    # a position match outside the two runs is no conflict (token 9 at position 1 below)
+    w, conf, _ = ob.gtpo_conflicts(
+        torch.tensor([[1, 9, 2], [3, 9, 4]]), torch.ones(2, 3), t([1.0, -1.0]), torch.tensor([0, 0])
+    )
+    assert not bool(conf.any()) and w.tolist() == [[1.0] * 3] * 2
+    # zero-advantage completions take no part and keep weight 1
+    w, _, count = ob.gtpo_conflicts(ids[:2], mask[:2], t([0.0, 0.0]), torch.tensor([0, 0]))
+    assert w.tolist() == [[1.0] * 3] * 2 and count.tolist() == [1.0, 1.0]
 
 
-def test_gtpo_entropy_filter_penalty_and_weights() -> None:
-    obj = make_objective("gtpo")  # entropy_coef 0.1, threshold 1.5 x H0
+def test_gtpo_entropy_shaping_filter_and_conflict_normalisation() -> None:
+    obj = make_objective("gtpo")  # the code's defaults: 0.7 nats, 0.1, on-policy
     logp = leaf(LOGP)
-    ent = leaf([[0.2, 0.4], [1.0, 1.4]])  # completion entropies 0.3 and 1.2 -> H0 = 0.75
+    ent = leaf([[0.2, 0.4], [1.0, 1.4]])  # completion entropies 0.3 (kept) and 1.2 (> 0.7)
     batch = LossBatch(
         logp=logp,
-        old_logp=t(LOGP),
+        old_logp=t(LOGP) - 0.3,  # ignored on-policy: ratio exp(logp - sg(logp)) = 1
         entropy=ent,
         mask=torch.ones(2, 2, dtype=torch.float64),
         advantages=t([1.0, -1.0]),
-        extras={"rcea_token_weight": t([[2.0, 1.0], [0.0, 1.0]])},
+        extras={"rcea_token_weight": t([[2.0, 1.0], [0.0, 1.0]]), "rcea_conflict_count": t([2, 1])},
     )
     out = obj.loss(batch)
     out.loss.backward()
-    assert obj.h0 == pytest.approx(0.75)
-    # 1.2 > 1.5 * 0.75: the second completion is filtered out of the policy gradient
     assert out.metrics["objective/filtered_frac"] == pytest.approx(0.5)
-    close(logp.grad, [[-0.5, -0.25], [0.0, 0.0]])
-    # the entropy penalty 0.1 * mean entropy reaches every token (sequence-mean weights)
-    close(ent.grad, [[0.025, 0.025], [0.025, 0.025]])
-    assert float(out.loss.detach()) == pytest.approx((-3.0 / 2) / 2 + 0.1 * (0.3 + 1.2) / 2)
-    # H0 is calibrated once
-    batch.entropy = t([[5.0, 5.0], [5.0, 5.0]])
-    obj.loss(batch)
-    assert obj.h0 == pytest.approx(0.75)
+    # kept: A - 0.1 <H> = 0.97; per completion token mean / conflict count, summed
+    assert float(out.loss.detach()) == pytest.approx(-(0.97 * 2 + 0.97) / 2 / 2)
+    close(logp.grad, [[-0.97 * 2 / 4, -0.97 / 4], [0.0, 0.0]])
+    assert ent.grad is None  # the entropy is detached
+    assert obj.h0 is None  # no calibration under the absolute threshold
 
 
 def test_gtpo_h0_is_the_mean_over_ranks_under_data_parallelism() -> None:
@@ -270,7 +289,7 @@ def test_gtpo_h0_is_the_mean_over_ranks_under_data_parallelism() -> None:
         seen.append(float(x))
         return (x + 1.25) / 2
 
-    obj = make_objective("gtpo")
+    obj = make_objective("gtpo", threshold_rule="calibrated", entropy_threshold=1.5)
     batch = LossBatch(
         logp=leaf(LOGP),
         old_logp=t(LOGP),
@@ -293,6 +312,24 @@ def test_ep_grpo_gate_and_buckets_by_hand() -> None:
     b = ob.progress_buckets(t([[1.0, 1.0, 2.0], [0.0, 0.0, 0.0]]), torch.ones(2, 3), 2)
     # cumulative entropy share 0.25, 0.5, 1.0; zero-entropy row falls back to position 1/3..1
     assert b.tolist() == [[0, 0, 1], [0, 1, 1]]
+
+
+def test_ep_grpo_relative_position_buckets() -> None:
+    """The supplement's "10 relative-position buckets" as ``bucket_rule = "position"``:
+    ``u = (t + 1) / length``, whatever the entropies."""
+    ent, mask = t([[5.0, 0.0, 0.0, 1.0, 0.0]]), t([[1.0, 1.0, 1.0, 1.0, 0.0]])
+    assert ob.progress_buckets(ent, mask, 2, "position")[0, :4].tolist() == [0, 0, 1, 1]
+    assert ob.progress_buckets(ent, mask, 2)[0, :4].tolist() == [1, 1, 1, 1]  # entropy share
+    kw = dict(n_buckets=2, gate_coef=3.0, progress_weight=0.2, process_scale=1.0)
+    ones, zeros = torch.ones(2, 4, dtype=torch.float64), torch.zeros(2, 4, dtype=torch.float64)
+    div = t([[0.4, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.4]])
+    ent = t([[3.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 3.0]])
+    args = (t([1.0, -1.0]), ent, div, zeros, ones, torch.tensor([0, 0]))
+    by_pos, _ = ob.ep_token_advantages(*args, bucket_rule="position", **kw)
+    by_ent, _ = ob.ep_token_advantages(*args, **kw)
+    assert not torch.allclose(by_pos, by_ent)
+    with pytest.raises(ValueError, match="bucket_rule"):
+        make_objective("ep_grpo", bucket_rule="token")
 
 
 def test_ep_grpo_token_advantages_by_hand() -> None:

@@ -105,12 +105,65 @@ def test_run_and_root_spelling_write_curves_and_checkpoints(
 def test_objectives_lists_six_with_supplement_defaults() -> None:
     res = runner.invoke(app, ["train", "objectives", "--json"])
     assert res.exit_code == 0, res.output
-    data = json.loads(res.stdout)
+    out = json.loads(res.stdout)
+    assert out["preset"] == "rcea-supplement"
+    data = {n: {k: v["value"] for k, v in p.items()} for n, p in out["objectives"].items()}
     assert list(data) == ["grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo"]
     assert data["grpo"]["epsilon"] == data["grpo"]["epsilon_high"] == 0.2
     assert (data["clip_cov"]["lb"], data["clip_cov"]["ub"]) == (1.0, 5.0)
     assert data["gtpo"]["entropy_coef"] == 0.1
+    assert data["gtpo"]["threshold_rule"] == "calibrated"
     assert (data["ep_grpo"]["gate_coef"], data["ep_grpo"]["progress_weight"]) == (3.0, 0.2)
+    assert data["ep_grpo"]["bucket_rule"] == "position"
+    assert data["kl_cov"]["kl_coef"] == 0.5
+    # every value names its source; blanks say so
+    sources = [v["source"] for p in out["objectives"].values() for v in p.values()]
+    assert all(sources) and any(s.startswith("blank:") for s in sources)
+
+
+def test_authors_preset_is_each_methods_recipe() -> None:
+    res = runner.invoke(app, ["train", "objectives", "--preset", "authors", "--json"])
+    assert res.exit_code == 0, res.output
+    obj = {
+        n: {k: v["value"] for k, v in p.items()}
+        for n, p in json.loads(res.stdout)["objectives"].items()
+    }
+    assert (obj["clip_cov"]["epsilon"], obj["clip_cov"]["epsilon_high"]) == (1.0, 1.0)
+    assert obj["clip_cov"]["loss_agg"] == obj["kl_cov"]["loss_agg"] == "token_mean"
+    assert (obj["kl_cov"]["kl_coef"], obj["kl_cov"]["k_ratio"]) == (1.0, 2e-3)
+    assert (obj["gtpo"]["threshold_rule"], obj["gtpo"]["entropy_threshold"]) == ("absolute", 0.7)
+    assert obj["dapo"]["clip_ratio_c"] == 10.0
+    assert obj["clip_cov"]["remove_zero_variance"] and obj["kl_cov"]["remove_zero_variance"]
+    res = runner.invoke(app, ["train", "objectives", "--preset", "mine", "--json"])
+    assert res.exit_code != 0 and "unknown preset" in res.output
+
+
+def test_preset_resolution_and_record() -> None:
+    """Preset, then [objectives.NAME], then [objective.params]; the run record names the
+    preset and every resolved value's source."""
+    from pipeline.training.config import ConfigError, parse_config
+    from pipeline.training.objectives import default_params
+
+    base = {"model": {"path": "m"}, "objective": {"name": "kl_cov", "preset": "authors"}}
+    cfg = parse_config({**base, "objectives": {"kl_cov": {"k_ratio": 0.2}}})
+    assert cfg.preset == "authors"
+    assert cfg.resolved_params()["kl_coef"] == 1.0 and cfg.resolved_params()["k_ratio"] == 0.2
+    assert set(cfg.resolved_params()) == set(default_params("kl_cov"))
+    rec = cfg.to_dict()
+    assert rec["objective_preset"] == "authors"
+    assert rec["objective_params_sources"]["k_ratio"] == "[objectives.kl_cov]"
+    assert "ppo_kl_coef 1" in rec["objective_params_sources"]["kl_coef"]
+    default = parse_config({"model": {"path": "m"}, "objective": {"name": "kl_cov"}})
+    assert default.preset == "rcea-supplement" and default.resolved_params()["kl_coef"] == 0.5
+    with pytest.raises(ConfigError, match="unknown preset"):
+        parse_config({"model": {"path": "m"}, "objective": {"name": "grpo", "preset": "x"}})
+    from pipeline.training.objectives import OBJECTIVES, make_objective
+    from pipeline.training.presets import PRESETS, preset_params
+
+    for preset in PRESETS:  # every parameter of every objective, and valid together
+        for name in OBJECTIVES:
+            assert set(preset_params(preset, name)) == set(default_params(name))
+            make_objective(name, **preset_params(preset, name))
 
 
 def test_eval_reports_oracle_metrics(quick_base: Path) -> None:
@@ -240,3 +293,32 @@ def test_build_base_shape_options_give_the_demo_scales(quick_base: Path, tmp_pat
         res = runner.invoke(app, ["train", "build-base", "--out", str(tmp_path / "x"), *extra])
         assert res.exit_code == 1 and message in res.output, res.output
         assert not (tmp_path / "x").exists()
+
+
+def test_report_carries_the_preset_and_every_resolved_value(tmp_path: Path) -> None:
+    """``probe curves`` reads run.json's preset and resolved values into the
+    ``training_curve`` measurement; the report's training curve section types them."""
+    from pipeline.probe.curves import training_curve
+    from pipeline.training.config import parse_config
+    from study.report.sections import TrainingCurve
+
+    cfg = parse_config(
+        {
+            "model": {"path": "m"},
+            "objective": {"name": "gtpo", "preset": "authors", "params": {"entropy_coef": 0.2}},
+        }
+    )
+    (tmp_path / "run.json").write_text(json.dumps({"config": cfg.to_dict()}, default=str))
+    (tmp_path / "curves.jsonl").write_text('{"step": 1, "progress": 1.0, "loss": 0.5}\n')
+    row = training_curve(tmp_path, model="tiny")
+    payload = row.payload
+    assert payload["objective_preset"] == "authors"
+    params = payload["objective_params"]
+    assert set(params) == set(cfg.resolved_params())
+    assert params["entropy_coef"] == {"value": 0.2, "source": "[objective.params]"}
+    assert params["entropy_threshold"]["value"] == 0.7
+    assert "ent_threshold 0.7" in params["entropy_threshold"]["source"]
+    section = TrainingCurve(
+        run="gtpo", model="tiny", points=payload["points"], preset="authors", params=params
+    )
+    assert section.params["threshold_rule"].value == "absolute"

@@ -115,6 +115,47 @@ def test_normalisation_matches_trl_loss_type_on_the_same_batch(
     assert trainer._metrics["train"]["clip_ratio/region_mean"][-1] > 0
 
 
+@pytest.mark.parametrize("name", ["grpo", "dapo", "clip_cov"])
+def test_grpo_and_dapo_losses_are_trls_own_code(
+    tiny_base: Path, tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GRPO and DAPO run TRL's ``GRPOTrainer._compute_loss`` itself (the override keeps
+    only what TRL lacks); DAPO's zero-variance removal reaches it as TRL's loss mask and
+    gives the objective's own value (tested against verl in test_objectives_verl.py)."""
+    from trl import GRPOTrainer
+
+    calls: list[int] = []
+    trl_loss = GRPOTrainer._compute_loss
+
+    def spy(self: Any, model: Any, inputs: dict[str, Any]) -> Any:
+        calls.append(1)
+        return trl_loss(self, model, inputs)
+
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", spy)
+    trainer, tokenizer, _ = build_trainer(toy_config(tiny_base, tmp_path, name), progress=False)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    inputs = _hand_batch(trainer, tokenizer)
+    if name == "dapo":
+        keep = torch.tensor([1.0, 1.0, 0.0, 0.0])  # the second group removed
+        inputs["rcea_keep"] = keep
+        inputs["num_items_in_batch"] = (inputs["completion_mask"] * keep.unsqueeze(1)).sum()
+    via_trl, g_trl = _loss_and_grads(trainer._compute_loss, trainer, inputs)
+    assert len(calls) == (0 if name == "clip_cov" else 1)
+    if name == "clip_cov":
+        return
+    monkeypatch.setattr(type(trainer.objective), "trl_loss", False)  # the objective's own loss
+    own, g_own = _loss_and_grads(trainer._compute_loss, trainer, inputs)
+    assert len(calls) == 1
+    assert via_trl == pytest.approx(own, rel=1e-5, abs=1e-7)
+    for a, b in zip(g_trl, g_own, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+    if name == "dapo":  # without the removal the value differs
+        del inputs["rcea_keep"]
+        other, _ = _loss_and_grads(trainer._compute_loss, trainer, inputs)
+        assert abs(other - own) > 1e-4
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(OBJECTIVES))
 def test_twenty_cpu_steps_checkpoint_log_and_change_weights(
