@@ -34,18 +34,24 @@ COLUMN_STYLE = (
     "flex: 1 1 0; min-width: 0; overflow-wrap: anywhere; overflow-x: auto; "
     "max-height: 70vh; overflow-y: auto; padding: 0.5em; border: 1px solid #ccc;"
 )
-#: The stylesheet of every task that shows rendered texts: code blocks monospaced and
-#: wrapping, ``\boxed{}`` framed, a formula that did not convert marked, display math
-#: scrolling sideways inside its column.
+#: The stylesheet of every task that shows rendered texts (``!important``: Label
+#: Studio's own rules are more specific): code blocks monospaced and wrapping,
+#: ``\boxed{}`` framed, formulas in a font with an OpenType MATH table (in Label Studio's
+#: own font Chromium draws no radical for ``\sqrt``), a formula that did not convert
+#: marked, display math scrolling sideways inside its column.
 RENDER_STYLE = """
   <Style>
-    .rendered pre, .rendered code { font-family: monospace; white-space: pre-wrap;
-      overflow-wrap: anywhere; }
+    .rendered pre, .rendered code { font-family: monospace !important;
+      white-space: pre-wrap !important; overflow-wrap: anywhere !important; }
     .rendered pre { background: #f6f6f6; padding: 0.4em; }
-    .rendered menclose[notation="box"] { border: 1px solid currentColor; padding: 0.2em; }
-    .rendered code.tex-error { border: 1px dashed #c00; color: #900; }
+    .rendered menclose[notation="box"] { border: 1px solid currentColor !important;
+      padding: 0.2em !important; }
+    .rendered code.tex-error { border: 1px dashed #c00 !important; color: #900 !important; }
+    .rendered math, .rendered math * { font-family: "STIX Two Math", "Cambria Math",
+      "Latin Modern Math", "DejaVu Math TeX Gyre", math !important; }
     .rendered math[display="block"] { overflow-x: auto; max-width: 100%; }
-    .rendered .source-only { white-space: pre-wrap; overflow-wrap: anywhere; }
+    .rendered .source-only { white-space: pre-wrap !important;
+      overflow-wrap: anywhere !important; }
   </Style>"""
 
 
@@ -79,7 +85,10 @@ ADJUDICATION_DATA_KEYS = (*TASK_DATA_KEYS, "answer_1", "answer_2")
 QUESTION_KEY = "question"
 #: Shown when a pair's question has no stored text (the project shows problems).
 NO_QUESTION = "(no problem statement was stored for this question)"
-PROBLEM_STYLE = "min-width: 0; overflow-wrap: anywhere; overflow-x: auto; padding: 0.5em;"
+PROBLEM_STYLE = (
+    "min-width: 0; overflow-wrap: anywhere; overflow-x: auto; max-height: 30vh; "
+    "overflow-y: auto; padding: 0.5em;"
+)
 
 
 def pair_label_config(

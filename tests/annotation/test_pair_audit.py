@@ -24,6 +24,7 @@ from study.store.models import Audit, LabellingProject, Trajectory
 from tests.labelling_study import PASSWORD, SECRET, Study, choice, wait_for
 from tests.labelstudio_fixture import LabelStudioHandle
 from tests.support.product_helpers import scan_for_leaks
+from tests.support.rendered import SHOWN_PAIR
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +58,7 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
             study.people.client(study.person(role)), first["projects"][role]["project_id"]
         )
     ]
-    assert all(set(t["data"]) == {"pair", "left", "right"} for t in stored)
+    assert all(set(t["data"]) == {"pair", "left", "right", *SHOWN_PAIR} for t in stored)
     assert all(not t.get("predictions") for t in stored)
     sent = [{"data": t["data"], "meta": t.get("meta")} for t in stored]
     assert forbidden.scanner().scan(sent) == []
@@ -110,7 +111,7 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
     adj_tasks = export_tasks(study.people.client(study.person("adjudicator")), adj["project_id"])
     assert len(adj_tasks) == 1
     data = adj_tasks[0]["data"]
-    assert set(data) == {"pair", "left", "right", "answer_1", "answer_2"}
+    assert set(data) == {"pair", "left", "right", "answer_1", "answer_2", *SHOWN_PAIR}
     assert sorted([data["answer_1"], data["answer_2"]]) == ["different", "same"]
     assert forbidden.scanner().scan([data]) == []
     with session_scope(study.engine) as s:
