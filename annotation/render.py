@@ -29,7 +29,7 @@ import html
 import json
 import re
 from collections.abc import Mapping
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import nh3
@@ -306,14 +306,36 @@ def sanitize(fragment: str) -> str:
     )
 
 
+#: Texts up to this length are cached (a trajectory is shown in many pairs, to both
+#: annotators and in adjudication: a push renders each distinct text once).
+CACHED_TEXT = 16_000
+CACHE_SIZE = 2048
+
+
 def render(text: str) -> str:
-    """``text`` (Markdown with TeX) as a sanitised HTML fragment (one ``<div>``)."""
+    """``text`` (Markdown with TeX) as a sanitised HTML fragment (one ``<div>``).
+    Deterministic; the :data:`CACHE_SIZE` most recent texts of at most
+    :data:`CACHED_TEXT` characters are cached (:func:`clear_cache`)."""
+    if len(text) <= CACHED_TEXT:
+        return _render_cached(text)
+    return _render(text)
+
+
+def clear_cache() -> None:
+    """Forget every cached render (the push benchmark measures rendering from cold)."""
+    _render_cached.cache_clear()
+
+
+def _render(text: str) -> str:
     text = marked(text)
     if len(text) > MAX_TEXT:
         body = f'<pre class="source-only">{html.escape(text)}</pre>'
     else:
         body = _markdown().render(text)
     return sanitize(f'<div class="rendered">{body}</div>')
+
+
+_render_cached = lru_cache(maxsize=CACHE_SIZE)(_render)
 
 
 def html_text(fragment: str) -> str:
@@ -333,9 +355,12 @@ __all__ = [
     "ALLOWED_ATTRIBUTES",
     "ALLOWED_CLASSES",
     "ALLOWED_TAGS",
+    "CACHED_TEXT",
+    "CACHE_SIZE",
     "MAX_DEPTH",
     "MAX_FORMULA",
     "MAX_TEXT",
+    "clear_cache",
     "formula",
     "html_text",
     "render",

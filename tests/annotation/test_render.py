@@ -146,3 +146,12 @@ def test_deterministic_and_hash() -> None:
 
 def test_html_text() -> None:
     assert html_text("<p>a &amp; <em>b</em></p>") == "a & b"
+
+
+def test_cache_is_transparent() -> None:
+    from annotation.render import CACHED_TEXT, clear_cache
+
+    short, long = SOLUTION, SOLUTION + "x" * CACHED_TEXT
+    first = render(short), render(long)
+    clear_cache()
+    assert (render(short), render(long)) == first
