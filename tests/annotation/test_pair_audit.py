@@ -44,6 +44,8 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
     for role in ("A", "B"):
         info = first["projects"][role]
         assert info["n_tasks"] == n == info["n_new"] and again["projects"][role]["n_new"] == 0
+        # the render is frozen: pushing again sends the same content (same manifest hash)
+        assert info["shown_sha256"] == again["projects"][role]["shown_sha256"]
         assert info["url"] == study.pool[role].url  # each person on their own server
         assert bound[role].state == "created" and bound[role].project_id == info["project_id"]
         client = study.people.client(study.person(role))
