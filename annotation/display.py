@@ -121,11 +121,16 @@ def _cut(match: re.Match[str]) -> str:
     return SOFT_BREAK.join([*lines, "".join(line)])
 
 
+def marked(text: str) -> str:
+    """``text`` with its hidden characters shown as ``⟨U+XXXX⟩`` but long lines left
+    whole: the input of :func:`annotation.render.render` (a cut would break a formula;
+    the rendered column wraps and scrolls instead)."""
+    return _hidden_pattern().sub(_mark, text.replace("\r\n", "\n"))
+
+
 def visible(text: str) -> str:
     """``text`` as an annotator should see it (see the module docstring)."""
-    text = text.replace("\r\n", "\n")
-    text = _hidden_pattern().sub(_mark, text)
-    return _LONG_RUN.sub(_cut, text)
+    return _LONG_RUN.sub(_cut, marked(text))
 
 
 def strip_display_marks(text: str) -> str:
@@ -175,6 +180,7 @@ __all__ = [
     "SOFT_BREAK",
     "WRAP_WIDTH",
     "config_text",
+    "marked",
     "marker",
     "storable",
     "strip_display_marks",

@@ -16,23 +16,79 @@ from dataclasses import dataclass
 from typing import Any
 
 from annotation.display import config_text, strip_display_marks, visible, xml_attr
+from annotation.render import html_text, render, shown_hash
 
 PAIR_CHOICE = "strategy"
 NOTE_FIELD = "note"
 TASK_DATA_KEYS = ("pair", "left", "right")
+#: Suffix of the data key holding a text's rendered HTML (``left_html`` …); the plain
+#: key keeps the source (made visible), shown one toggle away.
+HTML_SUFFIX = "_html"
+#: Data key of the SHA-256 of everything else in the task's data
+#: (:func:`annotation.render.shown_hash`): what the annotator saw.
+SHOWN_KEY = "shown_sha256"
 #: Each solution's column: half the width whatever its content (``min-width: 0``), long
 #: words broken inside it, anything still wider scrolled inside it, never pushing the
-#: other solution off-screen.
+#: other solution off-screen; at most 70 % of the window high, scrolling on its own.
 COLUMN_STYLE = (
     "flex: 1 1 0; min-width: 0; overflow-wrap: anywhere; overflow-x: auto; "
-    "padding: 0.5em; border: 1px solid #ccc;"
+    "max-height: 70vh; overflow-y: auto; padding: 0.5em; border: 1px solid #ccc;"
 )
+#: The stylesheet of every task that shows rendered texts (``!important``: Label
+#: Studio's own rules are more specific): code blocks monospaced and wrapping,
+#: ``\boxed{}`` framed, formulas in a font with an OpenType MATH table (in Label Studio's
+#: own font Chromium draws no radical for ``\sqrt``), a formula that did not convert
+#: marked, display math scrolling sideways inside its column.
+RENDER_STYLE = """
+  <Style>
+    .rendered pre, .rendered code { font-family: monospace !important;
+      white-space: pre-wrap !important; overflow-wrap: anywhere !important; }
+    .rendered pre { background: #f6f6f6; padding: 0.4em; }
+    .rendered menclose[notation="box"] { border: 1px solid currentColor !important;
+      padding: 0.2em !important; }
+    .rendered code.tex-error { border: 1px dashed #c00 !important; color: #900 !important; }
+    .rendered math, .rendered math * { font-family: "STIX Two Math", "Cambria Math",
+      "Latin Modern Math", "DejaVu Math TeX Gyre", math !important; }
+    .rendered math[display="block"] { overflow-x: auto; max-width: 100%; }
+    .rendered .source-only { white-space: pre-wrap !important;
+      overflow-wrap: anywhere !important; }
+  </Style>"""
+
+
+def rendered_text(name: str, title: str, indent: str = "    ") -> str:
+    """A text shown rendered (``<HyperText>`` of ``$<name>_html``) with its source one
+    click away (a collapsed panel holding ``<Text>`` of ``$<name>``)."""
+    return (
+        f'{indent}<HyperText name="{name}" value="${name}{HTML_SUFFIX}" inline="true"/>\n'
+        f'{indent}<Collapse bordered="false">\n'
+        f'{indent}  <Panel value="{xml_attr(title)}">\n'
+        f'{indent}    <Text name="{name}_source" value="${name}"/>\n'
+        f"{indent}  </Panel>\n"
+        f"{indent}</Collapse>"
+    )
+
+
+def with_rendered(data: dict[str, str], keys: Iterable[str]) -> dict[str, str]:
+    """``data`` with ``<key>_html`` (:func:`annotation.render.render` of the raw text)
+    for each of ``keys`` and :data:`SHOWN_KEY`, the hash of all of it. ``data`` holds
+    the raw texts under ``keys``; they are replaced by their visible form."""
+    out = dict(data)
+    for key in keys:
+        out[key + HTML_SUFFIX] = render(data[key])
+        out[key] = visible(data[key])
+    out[SHOWN_KEY] = shown_hash(out)
+    return out
+
+
 ADJUDICATION_DATA_KEYS = (*TASK_DATA_KEYS, "answer_1", "answer_2")
 #: The optional data key holding the problem statement both solutions answer.
 QUESTION_KEY = "question"
 #: Shown when a pair's question has no stored text (the project shows problems).
 NO_QUESTION = "(no problem statement was stored for this question)"
-PROBLEM_STYLE = "min-width: 0; overflow-wrap: anywhere; overflow-x: auto; padding: 0.5em;"
+PROBLEM_STYLE = (
+    "min-width: 0; overflow-wrap: anywhere; overflow-x: auto; max-height: 30vh; "
+    "overflow-y: auto; padding: 0.5em;"
+)
 
 
 def pair_label_config(
@@ -54,22 +110,25 @@ def pair_label_config(
         else ""
     )
     problem = (
-        f'\n  <View style="{PROBLEM_STYLE}">\n    <Header value="Problem" size="4"/>'
-        f'\n    <Text name="{QUESTION_KEY}" value="${QUESTION_KEY}"/>\n  </View>'
+        f'\n  <View style="{PROBLEM_STYLE}">\n    <Header value="Problem" size="4"/>\n'
+        + rendered_text(QUESTION_KEY, "Source of the problem")
+        + "\n  </View>"
         if question
         else ""
     )
-    return f"""<View>
+    left = rendered_text("left", "Source of solution 1", "      ")
+    right = rendered_text("right", "Source of solution 2", "      ")
+    return f"""<View>{RENDER_STYLE}
   <Header value="Do these two solutions use the same strategy?"/>
   <Text name="definition" value="{definition}"/>{answers}{problem}
   <View style="display: flex; gap: 1em;">
     <View style="{COLUMN_STYLE}">
       <Header value="Solution 1" size="4"/>
-      <Text name="left" value="$left"/>
+{left}
     </View>
     <View style="{COLUMN_STYLE}">
       <Header value="Solution 2" size="4"/>
-      <Text name="right" value="$right"/>
+{right}
     </View>
   </View>
   <Choices name="{choice}" toName="left" choice="single" required="true"
@@ -101,17 +160,20 @@ def build_pair_task(
     """One blinded task; ``rng`` decides the left/right order (recorded by the caller).
     The texts, the problem statement (``question``: data key ``question`` when given)
     and answers are shown through :func:`~annotation.display.visible` (bidi and
-    invisible characters as ``⟨U+XXXX⟩``, long lines cut)."""
+    invisible characters as ``⟨U+XXXX⟩``, long lines cut); each text is also rendered
+    (``<key>_html``, :func:`annotation.render.render`), and :data:`SHOWN_KEY` holds
+    the hash of the whole task data (:func:`with_rendered`)."""
     left_is_a = rng.random() < 0.5
     left, right = (text_a, text_b) if left_is_a else (text_b, text_a)
-    data = {"pair": pair_key, "left": visible(left), "right": visible(right)}
+    data = {"pair": pair_key, "left": left, "right": right}
     if question is not None:
-        data[QUESTION_KEY] = visible(question)
+        data[QUESTION_KEY] = question
     if answers is not None:
         shuffled = [visible(a) for a in answers]
         rng.shuffle(shuffled)  # the adjudicator must not learn which annotator said what
         data["answer_1"], data["answer_2"] = shuffled
-    return PairTask(pair_key, left_is_a, data)
+    shown = ["left", "right", *([QUESTION_KEY] if question is not None else [])]
+    return PairTask(pair_key, left_is_a, with_rendered(data, shown))
 
 
 class BlindingViolation(AssertionError):
@@ -181,6 +243,11 @@ class LeakScanner:
                 joined = strip_display_marks(obj)
                 if joined != obj:  # what a reader pieces together across soft breaks
                     check(joined)
+                if "<" in obj:  # rendered HTML: the text a reader sees in it
+                    shown = html_text(obj)
+                    if shown != obj:
+                        check(shown)
+                        check(strip_display_marks(shown))
             elif obj is not None:
                 check(json.dumps(obj))
 

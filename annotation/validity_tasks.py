@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from annotation.display import config_text, visible, xml_attr
+from annotation.display import config_text, xml_attr
 from annotation.payloads import ParsedAnnotation, parse_annotation
-from annotation.tasks import BlindingViolation
+from annotation.tasks import RENDER_STYLE, BlindingViolation, rendered_text, with_rendered
 
 VALIDITY_CHOICE = "validity"
 LOCATION_FIELD = "location"
@@ -41,14 +41,16 @@ def validity_label_config(*, adjudication: bool = False) -> str:
     choices = "\n".join(
         f'    <Choice value="{xml_attr(v)}" alias="{xml_attr(v)}"/>' for v in CHOICES
     )
-    return f"""<View>
+    problem = rendered_text("problem", "Source of the problem")
+    solution = rendered_text("solution", "Source of the solution")
+    return f"""<View>{RENDER_STYLE}
   <Header value="Is this solution process-valid?"/>{answers}
   <Text name="instructions" value="{config_text(INSTRUCTIONS)}"/>
   <View style="min-width: 0; overflow-wrap: anywhere; overflow-x: auto;">
     <Header value="Problem" size="4"/>
-    <Text name="problem" value="$problem"/>
+{problem}
     <Header value="Solution" size="4"/>
-    <Text name="solution" value="$solution"/>
+{solution}
   </View>
   <Choices name="{choice}" toName="solution" choice="single" required="true"
            showInLine="true">
@@ -63,8 +65,10 @@ def validity_label_config(*, adjudication: bool = False) -> str:
 def build_validity_task(item_key: str, problem: str, solution: str) -> dict[str, str]:
     """One blinded task; the problem and solution are shown through
     :func:`~annotation.display.visible` (bidi and invisible characters as ``⟨U+XXXX⟩``,
-    long lines cut)."""
-    return {"item": item_key, "problem": visible(problem), "solution": visible(solution)}
+    long lines cut), and rendered (``problem_html``, ``solution_html``), with the hash of
+    it all (:func:`annotation.tasks.with_rendered`)."""
+    data = {"item": item_key, "problem": problem, "solution": solution}
+    return with_rendered(data, ("problem", "solution"))
 
 
 def parse_validity_annotation(

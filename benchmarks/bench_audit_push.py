@@ -61,6 +61,8 @@ from common import add_json_out, emit  # benchmarks/common.py
 T = TypeVar("T")
 
 TARGET_S = 30.0
+#: Rendering may add at most this share to the push time (issue #36).
+RENDER_SHARE_MAX = 0.20
 PASSWORD = "bench-annotator-pass-1"
 PER_Q = 20  # trajectories per question: C(20, 2) = 190 pairs available per question
 N_AUDIT_QUESTIONS = 29
@@ -324,8 +326,9 @@ def main() -> None:
 
     from annotation.client import make_client
     from annotation.people import People
+    from annotation.render import clear_cache, render
     from annotation.server import LabelStudioServer, default_executable
-    from annotation.tasks import pair_label_config
+    from annotation.tasks import pair_label_config, with_rendered
     from study.pair_audit.labels import audit_rubric, status_counts
     from study.pair_audit.push import push_audit, sync_audit
     from study.pair_audit.sampling import audit_pairs
@@ -385,6 +388,7 @@ def main() -> None:
                         actor="bench",
                     )
 
+            clear_cache()  # the push renders from cold, like a fresh process
             pushed, push_s = timed(push, args.profile, "push_audit")
             n_tasks = sum(p["n_tasks"] for p in pushed["projects"].values())
             print(f"push: {n_tasks} tasks in {push_s:.1f} s", flush=True)
@@ -395,6 +399,23 @@ def main() -> None:
                 config = pair_label_config(audit_rubric(s, audit).pairs.strategy_definition)
                 rows = s.exec(select(AuditTask).where(AuditTask.audit_id == audit_id)).all()
                 task_of = {(r.role, r.pair_id): (r.project_id, r.task_id) for r in rows}
+            # ---- the share of the push spent rendering (Markdown + TeX + sanitiser):
+            # every text the push rendered, rendered again here from a cold cache as the
+            # push did (2 roles x 2 texts a pair; a text met again is a cache hit)
+            all_texts = pair_texts(engine, audit_id, pairs)
+            clear_cache()
+            t0 = time.perf_counter()
+            for p in pairs:
+                for _role in by_role:
+                    render(all_texts[p.trajectory_a])
+                    render(all_texts[p.trajectory_b])
+            render_s = time.perf_counter() - t0
+            render_share = render_s / max(push_s - render_s, 1e-9)
+            print(
+                f"rendering: {render_s:.1f} s of the push, +{100 * render_share:.0f} % over the "
+                f"push without it (target <= {100 * RENDER_SHARE_MAX:.0f} %)",
+                flush=True,
+            )
             checked = check_task_ids(by_role, pairs, task_of)
             print(f"checked {checked} stored task ids against Label Studio", flush=True)
             engine.dispose()
@@ -403,7 +424,14 @@ def main() -> None:
             # ---- baseline: one task per request, same task data as the push sent
             texts = pair_texts(engine, audit_id, pairs[: args.n_baseline])
             sub = [
-                {"pair": p.pair_key, "left": texts[p.trajectory_a], "right": texts[p.trajectory_b]}
+                with_rendered(
+                    {
+                        "pair": p.pair_key,
+                        "left": texts[p.trajectory_a],
+                        "right": texts[p.trajectory_b],
+                    },
+                    ("left", "right"),
+                )
                 for p in pairs[: args.n_baseline]
             ]
             base_push_s = baseline_import(client, config, sub)
@@ -537,6 +565,9 @@ def main() -> None:
             "n_tasks": n_tasks,
             "n_annotations": n_ann,
             "push_s": round(push_s, 2),
+            "render_s": round(render_s, 2),
+            "render_share_of_push": round(render_share, 3),
+            "render_share_max": RENDER_SHARE_MAX,
             "sync_s": round(sync_s, 2),
             "target_s": TARGET_S,
             "baseline_push_tasks_per_s": round(base_push_rate, 1),

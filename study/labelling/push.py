@@ -22,6 +22,7 @@ and round and every task present once.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from sqlmodel import Session, select
 
 from annotation.people import People, person_webhook_secret, person_webhook_url
 from annotation.projects import ensure_webhook, import_tasks
+from annotation.tasks import SHOWN_KEY
 from study.labelling.bindings import LabellingError, Member, bind
 from study.labelling.families import Family
 from study.store.models import LabellingProject, utcnow
@@ -53,6 +55,14 @@ class WebhookTarget:
 
     base_url: str
     master_secret: str
+
+
+def shown_manifest(tasks: Sequence[BuiltTask]) -> str:
+    """SHA-256 over ``<key> <shown_sha256>`` lines (sorted by key) of ``tasks``: one
+    digest of everything a project's annotators see, recorded in the push's event (each
+    task's own ``shown_sha256`` travels in its Label Studio data)."""
+    lines = sorted(f"{t.key} {t.data.get(SHOWN_KEY, '')}" for t in tasks)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def webhook_target(settings: Any) -> WebhookTarget:
@@ -333,6 +343,7 @@ def push_tasks(
         "n_tasks": len(tasks),
         "n_new": new,
         "rekeyed": rekeyed,
+        "shown_sha256": shown_manifest(tasks),
     }
 
 

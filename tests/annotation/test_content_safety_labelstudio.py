@@ -128,8 +128,9 @@ def test_definition_and_marks_render_as_text_and_solution_2_stays_on_screen(
             try:
                 # The data manager loads the 1 MB task before it opens the editor.
                 expect(page.get_by_text(DEFINITION, exact=True)).to_be_visible(timeout=90_000)
-                # In the labelling interface's text (the data manager's table may show it too).
-                marks = page.locator(".lsf-richtext__line", has_text="⟨U+202E⟩evil⟨U+202C⟩")
+                # In the labelling interface's rendered text (the data manager's table may
+                # show the HTML source too).
+                marks = page.locator("div.rendered", has_text="⟨U+202E⟩evil⟨U+202C⟩")
                 expect(marks).to_be_visible(timeout=30_000)
                 # Wholly inside the 1400 px viewport (it sat at x = 1500 before the
                 # columns got min-width: 0).

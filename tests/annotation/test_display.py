@@ -115,7 +115,9 @@ def test_xml_attr_shows_characters_xml_cannot_hold() -> None:
 def test_pair_config_with_quotes_is_well_formed_and_round_trips(adjudication: bool) -> None:
     root = ElementTree.fromstring(pair_label_config(HOSTILE, adjudication=adjudication))
     texts = {t.get("name"): t.get("value") for t in root.iter("Text")}
-    assert texts == {"definition": HOSTILE, "left": "$left", "right": "$right"}
+    assert texts == {"definition": HOSTILE, "left_source": "$left", "right_source": "$right"}
+    shown = {t.get("name"): t.get("value") for t in root.iter("HyperText")}
+    assert shown == {"left": "$left_html", "right": "$right_html"}
     assert [c.get("value") for c in root.iter("Choice")] == ["same", "different"]
     assert root.find("Choices").get("name") == "strategy"  # type: ignore[union-attr]
 
@@ -142,11 +144,14 @@ def test_tasks_show_texts_through_the_sanitiser() -> None:
     assert texts == {"⟨U+202E⟩evil⟨U+202C⟩", "ok⟨U+0000⟩" + "9" * 109 + "↩\n" + "9" * 21}
     assert {task.data["answer_1"], task.data["answer_2"]} == {"same", "diff⟨U+200B⟩"}
     assert task.data["pair"] == "p1"
-    assert build_validity_task("k", "what is\u2066 2+2?", "\ufeff4") == {
+    validity = build_validity_task("k", "what is\u2066 2+2?", "\ufeff4")
+    assert {k: validity[k] for k in ("item", "problem", "solution")} == {
         "item": "k",
         "problem": "what is⟨U+2066⟩ 2+2?",
         "solution": "⟨U+FEFF⟩4",
     }
+    assert "what is⟨U+2066⟩ 2+2?" in validity["problem_html"]
+    assert "⟨U+FEFF⟩4" in validity["solution_html"]
 
 
 def test_scanner_sees_ids_across_soft_breaks_and_markers() -> None:

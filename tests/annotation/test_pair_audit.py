@@ -24,6 +24,7 @@ from study.store.models import Audit, LabellingProject, Trajectory
 from tests.labelling_study import PASSWORD, SECRET, Study, choice, wait_for
 from tests.labelstudio_fixture import LabelStudioHandle
 from tests.support.product_helpers import scan_for_leaks
+from tests.support.rendered import SHOWN_PAIR
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +44,8 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
     for role in ("A", "B"):
         info = first["projects"][role]
         assert info["n_tasks"] == n == info["n_new"] and again["projects"][role]["n_new"] == 0
+        # the render is frozen: pushing again sends the same content (same manifest hash)
+        assert info["shown_sha256"] == again["projects"][role]["shown_sha256"]
         assert info["url"] == study.pool[role].url  # each person on their own server
         assert bound[role].state == "created" and bound[role].project_id == info["project_id"]
         client = study.people.client(study.person(role))
@@ -57,7 +60,7 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
             study.people.client(study.person(role)), first["projects"][role]["project_id"]
         )
     ]
-    assert all(set(t["data"]) == {"pair", "left", "right"} for t in stored)
+    assert all(set(t["data"]) == {"pair", "left", "right", *SHOWN_PAIR} for t in stored)
     assert all(not t.get("predictions") for t in stored)
     sent = [{"data": t["data"], "meta": t.get("meta")} for t in stored]
     assert forbidden.scanner().scan(sent) == []
@@ -110,7 +113,7 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
     adj_tasks = export_tasks(study.people.client(study.person("adjudicator")), adj["project_id"])
     assert len(adj_tasks) == 1
     data = adj_tasks[0]["data"]
-    assert set(data) == {"pair", "left", "right", "answer_1", "answer_2"}
+    assert set(data) == {"pair", "left", "right", "answer_1", "answer_2", *SHOWN_PAIR}
     assert sorted([data["answer_1"], data["answer_2"]]) == ["different", "same"]
     assert forbidden.scanner().scan([data]) == []
     with session_scope(study.engine) as s:

@@ -22,6 +22,7 @@ from study.store.models import Audit
 from tests.helpers import make_record, write_jsonl
 from tests.labelling_study import PASSWORD, Study
 from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.rendered import SHOWN_PAIR
 
 pytestmark = pytest.mark.slow
 
@@ -54,10 +55,17 @@ def test_pair_and_adjudication_tasks_show_the_question(study: Study, tmp_path: P
         stored = export_tasks(sdk, project_id)
         assert len(stored) == len(pairs)
         for t in stored:
-            assert set(t["data"]) == {"pair", "left", "right", "question"}
+            assert set(t["data"]) == {
+                "pair",
+                "left",
+                "right",
+                "question",
+                "question_html",
+                *SHOWN_PAIR,
+            }
             assert t["data"]["question"] == visible(TEXTS[pairs[t["data"]["pair"]].question_id])
         config = sdk.projects.get(id=project_id).label_config
-        assert '<Text name="question" value="$question"/>' in config
+        assert '<HyperText name="question" value="$question_html" inline="true"/>' in config
 
     # A and B disagree on one pair: its adjudication task shows the question too.
     tasks_a, tasks_b = study.tasks("A"), study.tasks("B")

@@ -13,7 +13,8 @@ from tests.support.product_helpers import scan_for_leaks
 def test_task_holds_only_key_and_texts_and_order_is_randomised() -> None:
     rng = random.Random(0)
     tasks = [build_pair_task(f"p{i}", "text A", "text B", rng=rng) for i in range(40)]
-    assert all(set(t.data) == {"pair", "left", "right"} for t in tasks)
+    keys = {"pair", "left", "right", "left_html", "right_html", "shown_sha256"}
+    assert all(set(t.data) == keys for t in tasks)
     lefts = {t.left_is_a for t in tasks}
     assert lefts == {True, False}
     for t in tasks:

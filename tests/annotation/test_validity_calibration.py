@@ -36,6 +36,7 @@ from study.validity_audit.status import validity_status
 from tests.labelstudio_fixture import LabelStudioHandle, register_people
 from tests.support.judge_study import MODEL, ORACLE, RUN, WEAK, freeze, ingest_toy
 from tests.support.product_helpers import scan_for_leaks
+from tests.support.rendered import SHOWN_VALIDITY
 
 pytestmark = pytest.mark.slow
 PASSWORD = "validity-pass-123"
@@ -106,7 +107,7 @@ def test_weak_judge_has_worse_held_out_precision(
         rationales = {v.rationale for v in s.exec(select(JudgeVerdict)).all()}
     stored = [t for p in projects.values() for t in export_tasks(client, p)]
     assert len(stored) == 80
-    assert all(set(t["data"]) == {"item", "problem", "solution"} for t in stored)
+    assert all(set(t["data"]) == {"item", "problem", "solution", *SHOWN_VALIDITY} for t in stored)
     assert all(not t.get("predictions") for t in stored)
     forbidden = {RUN, MODEL, *truth}
     exact = (
@@ -311,7 +312,8 @@ def test_two_annotators_per_item_with_adjudication(
             sorted([t["data"]["answer_1"], t["data"]["answer_2"]]) == ["fatal error", "valid"]
             for t in adj_tasks
         )
-        assert all(set(t["data"]) == {"item", "problem", "solution", "answer_1", "answer_2"}
+        assert all(set(t["data"])
+            == {"item", "problem", "solution", "answer_1", "answer_2", *SHOWN_VALIDITY}
                    for t in adj_tasks)  # fmt: skip
         simulate_validity_labels(s, "cal2", people, {adj: PASSWORD}, validity_by_id, 0.0, 0)
         sync_check(s, check, people)

@@ -84,3 +84,4 @@ def test_audit_push_benchmark_smoke(labelstudio_pool: list[LabelStudioHandle]) -
         "--labelstudio-url", b.url, "--labelstudio-token", b.token,
     )  # fmt: skip
     assert (figures["n_pairs"], figures["n_tasks"], figures["n_annotations"]) == (58, 116, 116)
+    assert figures["render_s"] >= 0 and figures["render_share_max"] == 0.2

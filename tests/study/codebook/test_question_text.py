@@ -176,9 +176,13 @@ def test_pair_task_and_config_show_the_question() -> None:
     plain = pair_label_config("d")
     shown = pair_label_config("d", question=True)
     assert "$question" in shown and "$question" not in plain
-    assert pair_label_config("d", adjudication=True, question=True).count("$question") == 1
+    adjudication = pair_label_config("d", adjudication=True, question=True)
+    # once rendered (HyperText), once as source (Text in a collapsed panel)
+    assert adjudication.count('value="$question_html"') == 1
+    assert adjudication.count('value="$question"') == 1
     task = build_pair_task("p", "a", "b", rng=random.Random(0), question="Compute \u202e1+1.")
     assert task.data["question"] == "Compute ⟨U+202E⟩1+1."
+    assert "Compute ⟨U+202E⟩1+1." in task.data["question_html"]
     assert "question" not in build_pair_task("p", "a", "b", rng=random.Random(0)).data
 
 
