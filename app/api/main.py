@@ -12,11 +12,15 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 from sqlalchemy import text
+from sqlmodel import Session
 
+from annotation.people import people_from_settings
 from app import __version__
 from app.api import studies, webhooks
 from app.api.deps import require_token
+from study.labelling import sync_all
 from study.settings import Settings
+from study.store import open_store
 
 log = logging.getLogger("rcea.api.sync")
 
@@ -25,9 +29,6 @@ def _background_sync(api: FastAPI, interval: float, stop: threading.Event) -> No
     """Every ``interval`` seconds, an incremental sync of every bound project (one
     listing call per project): what a dropped or refused (429) notification named is
     recorded at the latest one interval later. Errors are logged, never fatal."""
-    from sqlmodel import Session
-
-    from study.labelling import sync_all
 
     while not stop.wait(interval):
         try:
@@ -47,7 +48,6 @@ def create_app(  # type: ignore[no-untyped-def]
     """The API on ``settings``' store (or ``engine``). With ``background_sync`` (``rcea
     serve``) a thread syncs every bound Label Studio project incrementally each
     ``settings.sync_interval_s`` seconds (0: never) while the app runs."""
-    from study.store import open_store
 
     settings = settings or Settings()
     stop = threading.Event()
@@ -81,7 +81,6 @@ def create_app(  # type: ignore[no-untyped-def]
     api.state.engine = engine if engine is not None else open_store(settings)
     api.state.api_token = token
     api.state.webhook_secret = settings.ensure_webhook_secret().get_secret_value()
-    from annotation.people import people_from_settings
 
     api.state.people = people_from_settings(settings)
 

@@ -7,10 +7,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel
+from sqlmodel import select
 
 from app.api.deps import SessionDep
+from study.pair_audit.freeze import FreezeError
+from study.pair_audit.gate import audit_gate
+from study.report.build import build_report
+from study.report.parameters import ReportParameters
 from study.report.schema import StudyReport
 from study.store import StoreError, list_studies, study_summary
+from study.store.models import Audit, Study
 
 router = APIRouter(prefix="/api/studies", tags=["studies"])
 
@@ -77,9 +83,6 @@ def get_study_report(
     """The study report (``study.report.build.build_report``), validated into
     ``study.report.schema.StudyReport`` (keys: docs/report-keys.md).
     Estimator settings left out come from the gate rubric, else the defaults."""
-    from study.report.build import build_report
-    from study.report.parameters import ReportParameters
-    from study.store.models import Study
 
     study = session.get(Study, study_id)
     if study is None:
@@ -112,11 +115,6 @@ def get_audit_gate(
     ``preliminary``; else the live preliminary gate: progress, the report and, with a
     ``[sequential]`` plan in the frozen rubric, the interim decisions at the current look
     (``sequential``, ``decision``; docs/sequential-gate.md)."""
-    from sqlmodel import select
-
-    from study.pair_audit.freeze import FreezeError
-    from study.pair_audit.gate import audit_gate
-    from study.store.models import Audit
 
     row = session.exec(select(Audit).where(Audit.study_id == study_id, Audit.name == audit)).first()
     if row is None:

@@ -25,6 +25,7 @@ from typing import Any
 from fastapi import APIRouter, Header, HTTPException, Request
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from annotation.notifications import parse_notification
 from annotation.payloads import PayloadError, decode_body
@@ -84,7 +85,6 @@ async def label_studio_webhook(
             f"{MAX_CONCURRENT} notifications of this person are being read back; "
             "the next sync reconciles this one",
         )
-    from starlette.concurrency import run_in_threadpool
 
     # counted on the event loop (one thread): no lock needed
     inflight[found.slug] = inflight.get(found.slug, 0) + 1

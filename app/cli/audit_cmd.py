@@ -6,10 +6,30 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from sqlmodel import select
 
-from app.cli.common import FULL_SYNC_OPTION, engine, fail, print_json
+from annotation.people import people_from_settings
+from app.cli.common import FULL_SYNC_OPTION, LazyBar, engine, fail, print_json, settings
 from app.cli.options import ACTOR_OPTION, JSON_OPTION, STUDY_OPTION
+from app.cli.stats_cmd import _fmt, _print_gate, gate_outcome, print_interim
+from audits.rubric import rubric_path
+from study.labelling import webhook_target
+from study.pair_audit.annotators import annotator_quality
+from study.pair_audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.gate import decide_gate
+from study.pair_audit.push import adjudicate, push_audit, sync_audit
+from study.pair_audit.sampling import (
+    audit_overview,
+    audit_pairs,
+    draw_audit,
+    get_audit,
+    record_dev_questions,
+)
+from study.pair_audit.sizing import size_rubric, sized_rubric_text
+from study.progress import failed_gate_options
 from study.settings import actor_name
+from study.store import StoreError, session_scope
+from study.store.models import Rubric, Study
 
 audit_app = typer.Typer(
     help="The blinded same/different-strategy pair audit.", no_args_is_help=True
@@ -21,8 +41,6 @@ audit_app.add_typer(partition_app, name="partition")
 
 
 def _domain_errors() -> tuple[type[Exception], ...]:
-    from study.pair_audit.freeze import FreezeError
-    from study.store import StoreError
 
     return (FreezeError, StoreError, ValueError, FileNotFoundError)
 
@@ -36,9 +54,6 @@ def rubric_freeze(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Store a rubric frozen with its content hash (a change needs a new version)."""
-    from audits.rubric import rubric_path
-    from study.pair_audit.freeze import freeze_rubric
-    from study.store import session_scope
 
     try:
         path = rubric_path(rubric)
@@ -73,8 +88,6 @@ def rubric_init(
 ) -> None:
     """Write a rubric sized to the study (questions, pairs per question, calibration size),
     every other setting the shipped default's; review it, then `rcea audit rubric freeze`."""
-    from study.pair_audit.sizing import size_rubric, sized_rubric_text
-    from study.store import StoreError, session_scope
 
     if out.exists() and not force:
         fail(f"{out} exists: pass --force to overwrite it", as_json=as_json)
@@ -103,10 +116,6 @@ def rubric_init(
 @rubric_app.command("list")
 def rubric_list(as_json: bool = JSON_OPTION) -> None:
     """Frozen rubrics with their hashes."""
-    from sqlmodel import select
-
-    from study.store import session_scope
-    from study.store.models import Rubric
 
     with session_scope(engine()) as s:
         rows = [
@@ -137,8 +146,6 @@ def partition_freeze(
 ) -> None:
     """Freeze the study's `mode` column as the automatic partition of its accepted
     trajectories (until the codebook cycle exports one)."""
-    from study.pair_audit.freeze import freeze_partition_from_modes
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -169,8 +176,6 @@ def dev_questions(
     actor: str = ACTOR_OPTION,
 ) -> None:
     """Record the questions used to develop codebook prompts: audits never draw them."""
-    from study.pair_audit.sampling import record_dev_questions
-    from study.store import session_scope
 
     try:
         questions = file.read_text(encoding="utf-8").splitlines()
@@ -202,8 +207,6 @@ def sample(
     Refused on a partition whose final gate FAILED unless that audit's frozen rubric
     predeclares ``[reaudit] max_attempts`` (and a correction) and ``--reason`` is given;
     the remedy otherwise is a new partition (docs/publication.md "Every attempt")."""
-    from study.pair_audit.sampling import audit_overview, draw_audit
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -244,12 +247,6 @@ def gate(
     ``--final`` may stop early once the gate is settled (docs/sequential-gate.md).
     Exit 5 when the final gate FAILED (app/cli/exit_codes.py); ``--json`` carries
     ``outcome`` and ``exit_code``."""
-    from app.cli.stats_cmd import gate_outcome
-    from study.pair_audit.gate import decide_gate
-    from study.pair_audit.sampling import get_audit
-    from study.progress import failed_gate_options
-    from study.store import session_scope
-    from study.store.models import Study
 
     try:
         with session_scope(engine()) as s:
@@ -273,7 +270,6 @@ def gate(
 
 
 def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
-    from app.cli.stats_cmd import _print_gate
 
     prog = result["progress"]
     typer.echo(
@@ -287,8 +283,6 @@ def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
     if result["report"]:
         _print_gate(result["report"])
     elif result.get("sequential"):
-        from app.cli.stats_cmd import print_interim
-
         print_interim(result["sequential"])
 
 
@@ -301,9 +295,6 @@ def annotators(
     """Annotator quality per person and round: labels, throughput, Label Studio lead
     times, agreement with the final reference per class, disagreement hotspots, and
     self-consistency on the rubric's hidden repeats ([annotators] repeat_share)."""
-    from study.pair_audit.annotators import annotator_quality
-    from study.pair_audit.sampling import get_audit
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -313,7 +304,6 @@ def annotators(
     if as_json:
         print_json(out)
         return
-    from app.cli.stats_cmd import _fmt
 
     typer.echo(
         f"audit {out['audit']}: {out['n_pairs']} pairs, {out['n_reference']} with a "
@@ -365,15 +355,11 @@ def register(app: typer.Typer) -> None:
 
 
 def _people():  # type: ignore[no-untyped-def]
-    from annotation.people import people_from_settings
-    from app.cli.common import settings
 
     return people_from_settings(settings())
 
 
 def _webhook(enabled: bool = True):  # type: ignore[no-untyped-def]
-    from app.cli.common import settings
-    from study.labelling import webhook_target
 
     return webhook_target(settings()) if enabled else None
 
@@ -397,10 +383,6 @@ def push(
 
     Servers and accounts that do not exist yet are created; new passwords are printed
     once, for handing to the annotators."""
-    from app.cli.common import LazyBar
-    from study.pair_audit.push import push_audit
-    from study.pair_audit.sampling import audit_pairs, get_audit
-    from study.store import session_scope
 
     try:
         people = _people()
@@ -472,9 +454,6 @@ def sync(
 
     After the first sync only the tasks changed since the last one are read; `--full`
     reads every project whole (and notices tasks deleted from Label Studio)."""
-    from study.pair_audit.push import sync_audit
-    from study.pair_audit.sampling import get_audit
-    from study.store import session_scope
 
     try:
         people = _people()
@@ -500,9 +479,6 @@ def adjudicate_cmd(
     It holds every pair where A and B disagree and every pair whose agreed label differs
     from the automatic one; adjudicators never see the automatic label or who answered
     what. The adjudicator is neither annotator."""
-    from study.pair_audit.push import adjudicate
-    from study.pair_audit.sampling import get_audit
-    from study.store import session_scope
 
     try:
         people = _people()

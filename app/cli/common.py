@@ -4,13 +4,19 @@ the one translation of an unreachable external service into a one-line error."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
+import httpx
 import typer
+from sqlalchemy.exc import OperationalError
+from tqdm import tqdm
 
 from pipeline.safety import mask_url, mask_urls_in
 from study.settings import Settings, get_settings
+from study.store import open_store
 
 FULL_SYNC_OPTION = typer.Option(
     False, "--full", help="read every project whole (default: tasks changed since the last sync)"
@@ -22,7 +28,6 @@ def settings() -> Settings:
 
 
 def engine():  # type: ignore[no-untyped-def]
-    from study.store import open_store
 
     return open_store(settings())
 
@@ -50,7 +55,6 @@ def progress_forced() -> bool:
     """Whether ``$RCEA_PROGRESS=1`` asks for tqdm bars on stderr even under ``--json``
     (stdout stays pure JSON): ``rcea demo`` sets it for its subprocesses and relays the
     latest bar of the one running under the step's line."""
-    import os
 
     return os.environ.get(PROGRESS_ENV) == "1"
 
@@ -62,7 +66,6 @@ START_LLM = "start the OpenAI-compatible server RCEA_LLM_BASE_URL names (e.g. `v
 
 
 def _origin(url: str) -> tuple[str, int | None]:
-    from urllib.parse import urlsplit
 
     try:
         parts = urlsplit(url)
@@ -94,8 +97,6 @@ def service_error(exc: BaseException, cfg: Settings | None = None) -> str | None
 
 
 def _one_service_error(err: BaseException, cfg: Settings) -> str | None:
-    import httpx
-    from sqlalchemy.exc import OperationalError
 
     cause = getattr(err, "orig", None) or err  # the driver's own message, not SQLAlchemy's
     text = str(cause).strip()
@@ -179,8 +180,6 @@ class LazyBar:
 
     def update(self, n: int = 1) -> None:
         if self.bar is None:
-            from tqdm import tqdm
-
             self.bar = tqdm(**self.kwargs)
         self.bar.update(n)
 

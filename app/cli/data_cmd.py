@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -10,6 +11,18 @@ import typer
 from app.cli.common import engine, fail, is_tty, print_json, settings
 from app.cli.options import JSON_OPTION, STUDY_OPTION
 from pipeline.records import RecordValidationError, read_records
+from pipeline.safety import mask_url
+from study.progress import status_lines, study_steps
+from study.records.ingest import ingest_file, k_min_warnings
+from study.store import (
+    StoreError,
+    list_studies,
+    make_engine,
+    require_study,
+    session_scope,
+    study_summary,
+)
+from study.store.db import current_revision
 
 
 def validate(
@@ -67,7 +80,6 @@ def ingest(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Validate and store a records file in one transaction (all or nothing)."""
-    from study.records.ingest import ingest_file
 
     cfg = settings()
     name = study or file.stem
@@ -108,7 +120,6 @@ def ingest(
             if hint:
                 typer.echo(hint, err=True)
         raise typer.Exit(1) from None
-    from study.records.ingest import k_min_warnings
 
     warnings = k_min_warnings(engine(), name)
     if as_json:
@@ -121,7 +132,6 @@ def ingest(
 
 def studies(as_json: bool = JSON_OPTION) -> None:
     """List the studies in the store."""
-    from study.store import list_studies, session_scope
 
     with session_scope(engine()) as session:
         rows = [
@@ -141,7 +151,6 @@ def summary(
     study: str = typer.Argument(..., help="study name"), as_json: bool = JSON_OPTION
 ) -> None:
     """Counts of trajectories by run, model, step and reward."""
-    from study.store import StoreError, require_study, session_scope, study_summary
 
     try:
         with session_scope(engine()) as session:
@@ -170,8 +179,6 @@ db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_he
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Migrate the configured database to the latest schema."""
-    from pipeline.safety import mask_url
-    from study.store.db import current_revision
 
     eng = engine()  # open_store migrates
     typer.echo(
@@ -182,8 +189,6 @@ def db_upgrade() -> None:
 @db_app.command("current")
 def db_current() -> None:
     """Print the schema revision of the configured database."""
-    from study.store import make_engine
-    from study.store.db import current_revision
 
     typer.echo(current_revision(make_engine(settings().resolved_database_url)) or "empty")
 
@@ -200,10 +205,6 @@ def config(as_json: bool = JSON_OPTION) -> None:
 
 def status(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Where a study stands, from import to verify, and the next command (from the store)."""
-    from dataclasses import asdict
-
-    from study.progress import status_lines, study_steps
-    from study.store import session_scope
 
     with session_scope(engine()) as s:
         steps = study_steps(s, study=study)

@@ -9,7 +9,15 @@ import typer
 
 from app.cli.common import engine, fail, is_tty, print_json, progress_forced, settings
 from app.cli.options import JSON_OPTION
+from pipeline.importers.table import TableSpec, TableSpecError, kind_of, parse_pairs
+from pipeline.importers.verl import VerlOptions
 from pipeline.records import RecordValidationError
+from pipeline.safety import path_under
+from study.records.export import FORMATS, export_study
+from study.records.imports import import_table as run_table_import
+from study.records.imports import import_verl as run_import
+from study.records.ingest import k_min_warnings
+from study.store import StoreError
 
 import_app = typer.Typer(
     help="Import a trainer's rollouts or any table as interchange records (all or nothing).",
@@ -92,8 +100,6 @@ def import_verl(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import verl `{global_step}.jsonl` dumps; files already imported are skipped."""
-    from pipeline.importers.verl import VerlOptions
-    from study.records.imports import import_verl as run_import
 
     try:
         opts = VerlOptions(
@@ -127,7 +133,6 @@ def import_verl(
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
         _report_invalid(exc, directory, as_json)
-    from study.records.ingest import k_min_warnings
 
     warnings = k_min_warnings(engine(), study)
     if as_json:
@@ -160,8 +165,6 @@ def import_table(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import any table whose columns are named differently from the record schema."""
-    from pipeline.importers.table import TableSpec, TableSpecError, kind_of, parse_pairs
-    from study.records.imports import import_table as run_import
 
     try:
         spec = TableSpec(parse_pairs(mapping, "--map"), parse_pairs(consts, "--const"))
@@ -170,7 +173,7 @@ def import_table(
         fail(str(exc), as_json=as_json)
     cfg = settings()
     try:
-        result = run_import(
+        result = run_table_import(
             engine(),
             file,
             spec,
@@ -183,7 +186,6 @@ def import_table(
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
         _report_invalid(exc, file, as_json)
-    from study.records.ingest import k_min_warnings
 
     warnings = k_min_warnings(engine(), study)
     if as_json:
@@ -204,9 +206,6 @@ def export(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Write a study's trajectories back in the interchange schema (`rcea ingest` reads it)."""
-    from pipeline.safety import path_under
-    from study.records.export import FORMATS, export_study
-    from study.store import StoreError
 
     suffix_fmt = None
     if out is not None:

@@ -9,7 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from sqlmodel import select
+from tqdm import tqdm
 
+from annotation.accounts import AccountError
+from annotation.tasks import BlindingViolation
 from app.cli.audit_cmd import (
     _people,
     _print_logins,
@@ -19,6 +23,7 @@ from app.cli.audit_cmd import (
 )
 from app.cli.common import (
     FULL_SYNC_OPTION,
+    LazyBar,
     engine,
     fail,
     print_json,
@@ -36,7 +41,20 @@ from app.cli.options import (
     STUDY_OPTION,
     TIMEOUT_OPTION,
 )
+from pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, load_template
+from study.codebook.backend import load_strategy_fn
 from study.settings import actor_name
+from study.store import StoreError, require_study, session_scope
+from study.store.models import ValidityCheck
+from study.validity_audit.checks import check_items, get_check, sample_accepted, sample_calibration
+from study.validity_audit.labelling import adjudicate_check, push_check, sync_check
+from study.validity_audit.problems import load_problems
+from study.validity_audit.reports import accepted_report, calibration_report
+from study.validity_audit.run import RunOptions, run_judge
+from study.validity_audit.status import validity_status
+from study.validity_audit.validity import validity_by_checkpoint
+from study.validity_audit.verify import VerifyError, verify_file
+from study.validity_audit.versions import describe, freeze_judge, list_judges
 
 judge_app = typer.Typer(
     help="The validity audit: verifier, frozen judge, judge runs, calibration, accepted-set check.",
@@ -69,9 +87,6 @@ def _graceful_sigterm(ctx: typer.Context) -> None:
 
 
 def _errors() -> tuple[type[BaseException], ...]:
-    from annotation.accounts import AccountError
-    from annotation.tasks import BlindingViolation
-    from study.store import StoreError
 
     return (StoreError, ValueError, BlindingViolation, FileNotFoundError, AccountError)
 
@@ -91,7 +106,6 @@ def verify_cmd(
 ) -> None:
     """Recompute R (boxed answer, math-verify gold-first equivalence, or the toy
     verifier); fill missing rewards and report disagreements with stored ones."""
-    from study.validity_audit.verify import VerifyError, verify_file
 
     try:
         res = verify_file(records, gold=gold, domain=domain, out=out)
@@ -125,8 +139,6 @@ def problems_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Store the problem statements the judge and the annotators are shown."""
-    from study.store import session_scope
-    from study.validity_audit.problems import load_problems
 
     try:
         with session_scope(engine()) as s:
@@ -163,10 +175,6 @@ def freeze_cmd(
     """Freeze template + model + decoding (temperature 0, --seed, --max-tokens) as a
     content-hashed judge version (a changed one becomes version n+1 with its parent;
     identical content is a no-op)."""
-    from pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, load_template
-    from study.codebook.backend import load_strategy_fn
-    from study.store import session_scope
-    from study.validity_audit.versions import describe, freeze_judge
 
     try:
         tmpl = load_template(template) if template else DEFAULT_TEMPLATE
@@ -204,8 +212,6 @@ def freeze_cmd(
 @judge_app.command("list")
 def list_cmd(as_json: bool = JSON_OPTION) -> None:
     """Frozen judge versions with their hashes."""
-    from study.store import session_scope
-    from study.validity_audit.versions import describe, list_judges
 
     with session_scope(engine()) as s:
         rows = [describe(r) for r in list_judges(s)]
@@ -236,9 +242,6 @@ def run_cmd(
 ) -> None:
     """Judge every verifier success not yet judged by this judge version (resumable) and
     write the study's `validity` column; records a `judge.run` event."""
-    from tqdm import tqdm
-
-    from study.validity_audit.run import RunOptions, run_judge
 
     bar = tqdm(unit="traj", desc="judge", disable=as_json)
     try:
@@ -290,10 +293,6 @@ def run_cmd(
 
 
 def _push(kind: str, name: str | None, annotators: list[str], actor: str | None, as_json: bool):  # type: ignore[no-untyped-def]
-    from app.cli.common import LazyBar
-    from study.store import session_scope
-    from study.validity_audit.checks import check_items, get_check
-    from study.validity_audit.labelling import push_check
 
     try:
         people = _people()
@@ -325,9 +324,6 @@ def _push(kind: str, name: str | None, annotators: list[str], actor: str | None,
 
 
 def _sync(kind: str, name: str | None, as_json: bool, full: bool = False) -> None:
-    from study.store import session_scope
-    from study.validity_audit.checks import get_check
-    from study.validity_audit.labelling import sync_check
 
     try:
         people = _people()
@@ -360,8 +356,6 @@ def calibrate_sample(
 ) -> None:
     """Draw a blinded calibration set balanced between judge-accepted and not accepted
     verdicts, split into development and held-out parts; binds the judge hash."""
-    from study.store import session_scope
-    from study.validity_audit.checks import sample_calibration
 
     try:
         with session_scope(engine()) as s:
@@ -412,9 +406,6 @@ def calibrate_adjudicate(
 ) -> None:
     """Items A and B labelled differently (two-annotator plans) go to the adjudicator's own
     server, with both answers in random order; never who gave them, never the verdict."""
-    from study.store import session_scope
-    from study.validity_audit.checks import get_check
-    from study.validity_audit.labelling import adjudicate_check
 
     try:
         people = _people()
@@ -455,9 +446,6 @@ def calibrate_report(
     such and never recorded. A complete held-out report is held against the predeclared
     acceptance thresholds (rubric ``[acceptance]``): exit 5 when one is missed
     (app/cli/exit_codes.py); ``--json`` carries ``outcome`` and ``exit_code``."""
-    from study.store import session_scope
-    from study.validity_audit.checks import get_check
-    from study.validity_audit.reports import calibration_report
 
     try:
         with session_scope(engine()) as s:
@@ -527,8 +515,6 @@ def accepted_sample(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Sample judge-accepted trajectories at random, outside every calibration set."""
-    from study.store import session_scope
-    from study.validity_audit.checks import sample_accepted
 
     try:
         with session_scope(engine()) as s:
@@ -587,9 +573,6 @@ def accepted_report_cmd(
     """Accepted-valid precision against each annotator with exact binomial intervals.
     When complete, the lower bound of the 95% interval per annotator is held against the
     predeclared threshold: exit 5 when it is missed (app/cli/exit_codes.py)."""
-    from study.store import session_scope
-    from study.validity_audit.checks import get_check
-    from study.validity_audit.reports import accepted_report
 
     try:
         with session_scope(engine()) as s:
@@ -629,11 +612,6 @@ def accepted_report_cmd(
 def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Validity status of the study (no-judge | uncalibrated | calibrated |
     calibration-failed), its checks."""
-    from sqlmodel import select
-
-    from study.store import require_study, session_scope
-    from study.store.models import ValidityCheck
-    from study.validity_audit.status import validity_status
 
     try:
         with session_scope(engine()) as s:
@@ -670,8 +648,6 @@ def validity_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """v̂₊(x) and h_b(v̂₊) per run/model/step from the production judge's verdicts."""
-    from study.store import require_study, session_scope
-    from study.validity_audit.validity import validity_by_checkpoint
 
     try:
         with session_scope(engine()) as s:

@@ -17,14 +17,20 @@ the commands.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from app.cli.common import engine, fail, is_tty, print_json, progress_forced
+from app.cli.common import engine, fail, is_tty, print_json, progress_forced, settings
 from app.cli.options import ACTOR_OPTION, JSON_OPTION
+from pipeline.chat import PromptFormat
+from study.probe_set import ProbeSetMismatch, bind_probe_set
+from study.records.scoring import score_trajectories
 from study.settings import actor_name
+from study.store import StoreError, get_or_create_study, session_scope
+from study.store.measurements import record_measurement
 
 probe_app = typer.Typer(
     help="Probe checkpoints: sampling, teacher-forced entropy, covariance, benchmarks.",
@@ -75,8 +81,6 @@ def _errors() -> tuple[type[Exception], ...]:
 def _bind_study(study: str, cfg: Any, actor: str | None, as_json: bool) -> None:
     """First use: record the probe set; later: refuse another probe-set seed."""
     from pipeline.probe.common import question_source
-    from study.probe_set import ProbeSetMismatch, bind_probe_set
-    from study.store import session_scope
 
     try:
         with session_scope(engine()) as s:
@@ -92,8 +96,6 @@ def _bind_study(study: str, cfg: Any, actor: str | None, as_json: bool) -> None:
 
 
 def _record(study: str, measurements: list[Any], source: str) -> int:
-    from study.store import get_or_create_study, session_scope
-    from study.store.measurements import record_measurement
 
     with session_scope(engine()) as s:
         st = get_or_create_study(s, name=study)
@@ -121,7 +123,6 @@ def _stage(
     as_json: bool,
     overrides: dict[str, Any],
 ) -> None:
-    import os
 
     import pipeline.probe as probe
 
@@ -384,11 +385,7 @@ def score(
     """Teacher-forced token entropies, chosen-token log-probs and seq_logprob of a study's
     EXISTING trajectories of (run, model, step) under CHECKPOINT (prompt rebuilt from the
     stored question and the chat template), written back; resumable."""
-    from app.cli.common import settings
-    from pipeline.chat import PromptFormat
     from pipeline.probe.score import Scorer
-    from study.records.scoring import score_trajectories
-    from study.store import StoreError
 
     if not checkpoint.is_dir():
         fail(f"{checkpoint}: no such checkpoint directory", as_json=as_json)

@@ -4,6 +4,7 @@ store-free check (``verify``)."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,14 @@ import typer
 from app.cli.common import engine, fail, is_tty, print_json, settings
 from app.cli.exit_codes import REFUSED
 from app.cli.options import JSON_OPTION, STUDY_OPTION
+from study.report.build import FILL_TOKEN_ENTROPIES, build_report
+from study.report.parameters import ReportParameters
+from study.report.publication import PublishRefused
+from study.report.publish import publish_report
+from study.report.signing import SignatureError, generate_keypair
+from study.report.verify import BundleError, verify_bundle
+from study.settings import actor_name
+from study.store import StoreError, session_scope
 
 report_app = typer.Typer(
     help="Study reports and the publish gate (audited numbers only).", no_args_is_help=True
@@ -52,9 +61,6 @@ BASE_RUN_OPTION = typer.Option(
 
 def _params(**kw: Any):  # type: ignore[no-untyped-def]
     """The report parameters among a command's options."""
-    from dataclasses import fields
-
-    from study.report.parameters import ReportParameters
 
     return ReportParameters(**{f.name: kw[f.name] for f in fields(ReportParameters)})
 
@@ -102,7 +108,6 @@ def _print_report(rep: dict[str, Any]) -> None:
     if lacking:
         where = ", ".join(f"{c['run']} {c['model']} {c['step']}" for c in lacking)
         typer.echo(f"token and sequence entropies missing at: {where}")
-        from study.report.build import FILL_TOKEN_ENTROPIES
 
         typer.echo(FILL_TOKEN_ENTROPIES)
 
@@ -127,8 +132,6 @@ def build(
 ) -> None:
     """Every RCEA quantity the store supports, per run and checkpoint, with the audit
     each depends on and whether it is publishable."""
-    from study.report.build import build_report
-    from study.store import StoreError, session_scope
 
     params = _params(**locals())
     try:
@@ -191,10 +194,6 @@ def publish(
     hashes). Refused (exit 2) while a retention/mode number rests on a partition without
     a passing final gate or a validity number on a judge without a completed calibration,
     unless --entropy-only."""
-    from study.report.publication import PublishRefused
-    from study.report.publish import publish_report
-    from study.settings import actor_name
-    from study.store import StoreError, session_scope
 
     params = _params(**locals())
     target = out if out is not None else settings().data_dir / "reports"
@@ -235,7 +234,6 @@ def verify(
     Label Studio) with the same audits/ functions and seeds, and compare: exact for
     counts and hashes, 1e-9 relative for floats. Exit 0 with a one-line summary, or 1
     naming every mismatch (2: not a readable bundle)."""
-    from study.report.verify import BundleError, verify_bundle
 
     try:
         res = verify_bundle(bundle, public_key=key)
@@ -257,7 +255,6 @@ def keygen(
     public: Path = typer.Option(..., "--public", help="where to write the public key (PEM)"),
 ) -> None:
     """Make an ed25519 key pair for `rcea report publish --sign` / `verify --key`."""
-    from study.report.signing import SignatureError, generate_keypair
 
     for path in (private, public):
         if path.exists():

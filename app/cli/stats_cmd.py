@@ -7,6 +7,7 @@ pure functions in ``audits`` and print tables or ``--json``.
 from __future__ import annotations
 
 import csv
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,18 @@ from typing import Any
 import typer
 
 from app.cli.common import fail, print_json
+from app.cli.exit_codes import outcome_code
 from app.cli.options import JSON_OPTION
+from audits.covariance import covariance_fit, covariance_fit_by_group
+from audits.entropy import outcome_report
+from audits.passk import macro_pass_at_k
+from audits.rubric import load_rubric
+from audits.sequential import planned_gate
+from audits.thresholds import GateThresholds
 from pipeline.records import RecordValidationError, read_records
+from study.report.build import FILL_TOKEN_ENTROPIES
+from study.report.estimates import checkpoint_entropy, retention_table, sequence_quantity
+from study.report.sections import RetentionSection
 
 stats_app = typer.Typer(
     help="RCEA estimators on files (items 1-11 of docs/estimators.md).", no_args_is_help=True
@@ -57,7 +68,6 @@ def _int_cell(path: Path, line: int, row: dict[str, str], col: str) -> int:
 
 
 def _float_cell(path: Path, line: int, row: dict[str, str], col: str) -> float:
-    import math
 
     try:
         value = float(row[col])
@@ -105,8 +115,6 @@ def _outcome_only(
 ) -> None:
     """``rcea stats entropy`` on records without token entropies: the rewards-only numbers
     (audits.entropy.outcome_report) and which are missing."""
-    from audits.entropy import outcome_report
-    from study.report.build import FILL_TOKEN_ENTROPIES
 
     try:
         out = outcome_report(
@@ -173,7 +181,6 @@ def entropy(
     A file with several models needs ``--model`` (or ``--pool-models``, labelled)."""
 
     def go() -> None:
-        from study.report.estimates import checkpoint_entropy, sequence_quantity
 
         cols = _load_records(records)
         if pool_models and model is not None:
@@ -328,8 +335,6 @@ def retention(
     verdict are refused) and a mode other than empty/``uncertain``."""
 
     def go() -> None:
-        from study.report.estimates import retention_table
-        from study.report.sections import RetentionSection
 
         cols = _load_records(records)
         n = len(cols["run"])
@@ -447,9 +452,6 @@ def agreement(
     ``--json`` carries ``outcome`` and ``exit_code``."""
 
     def go() -> None:
-        from audits.rubric import load_rubric
-        from audits.sequential import planned_gate
-        from audits.thresholds import GateThresholds
 
         spec = load_rubric(rubric) if rubric else None
         plan = spec.sequential if spec else None
@@ -555,7 +557,6 @@ def _partition_coverage(path: Path) -> tuple[float, int]:
 def gate_outcome(data: dict[str, Any]) -> dict[str, Any]:
     """``outcome`` (passed | failed | undecided) and ``exit_code`` of a gate report: only
     a final gate decides; a failed one exits ``FAILED`` (app/cli/exit_codes.py)."""
-    from app.cli.exit_codes import outcome_code
 
     decided = data.get("stage") == "final" and data.get("passed") is not None
     passed = data.get("passed") if decided else None
@@ -643,7 +644,6 @@ def passk(
     """Macro pass@k (stable product form) over questions."""
 
     def go() -> None:
-        from audits.passk import macro_pass_at_k
 
         try:
             ks = [int(x) for x in k.split(",") if x.strip()]
@@ -694,7 +694,6 @@ def covfit(
     the fit (docs/estimators.md item 14)."""
 
     def go() -> None:
-        from audits.covariance import covariance_fit, covariance_fit_by_group
 
         rows = read_csv(transitions, ("transition", "predicted", "observed"))
         labels = [r["transition"] for _, r in rows]

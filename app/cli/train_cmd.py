@@ -12,6 +12,7 @@ without the ``train`` extra.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import typer
 
 from app.cli.common import fail, print_json, progress_forced
 from app.cli.options import JSON_OPTION
+from pipeline import toy
 
 train_app = typer.Typer(
     help="Embedded RLVR study: build the tiny base policy, train objectives (TRL GRPO).",
@@ -27,7 +29,6 @@ train_app = typer.Typer(
 
 
 def _need_train_extra(as_json: bool) -> None:
-    import importlib.util
 
     missing = [m for m in ("torch", "transformers", "trl") if importlib.util.find_spec(m) is None]
     if missing:
@@ -297,7 +298,6 @@ def eval_cmd(
         fail(f"{model}: not a model directory (no config.json)", as_json=as_json)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pipeline import toy
     from pipeline.policy import sample_completions, summarise
 
     try:

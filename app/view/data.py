@@ -14,8 +14,50 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
+from app.view.report_frames import checkpoint_label
+from audits.thresholds import GATE_REQUIREMENTS
+from study.codebook import decide_extension, get_draft, list_extensions
+from study.codebook.approval import approve_extensions, backend_from_environment
+from study.codebook.common import versions_by_question
+from study.labelling import PAIR, bindings
+from study.pair_audit.annotators import annotator_quality
+from study.pair_audit.freeze import FreezeError
+from study.pair_audit.gate import audit_gate
+from study.pair_audit.labels import (
+    ADJUDICATOR,
+    audit_rubric,
+    current_labels,
+    needs_adjudication,
+    status_counts,
+)
+from study.pair_audit.sampling import audit_overview, audit_pairs, get_audit
+from study.pair_audit.sequential import INTERIM_EVENT
+from study.progress import read_calibration
+from study.report.attempts import AUDIT_EVENT_KINDS, attempts
+from study.report.build import build_report, mode_labels
+from study.report.estimates import UNCERTAIN
+from study.report.parameters import ReportParameters
+from study.report.schema import StudyReport
 from study.settings import Settings, get_settings
-from study.store import list_studies, open_store, require_study, session_scope, study_summary
+from study.store import (
+    list_events,
+    list_studies,
+    open_store,
+    require_study,
+    session_scope,
+    study_summary,
+)
+from study.store.models import (
+    Audit,
+    AuditTask,
+    CodebookDraft,
+    Event,
+    Measurement,
+    Study,
+    Trajectory,
+    ValidityCheck,
+)
+from study.validity_audit.status import validity_status
 
 if TYPE_CHECKING:
     from study.report.schema import StudyReport
@@ -59,7 +101,6 @@ def version_stamp(study: str | None, settings: Settings | None = None) -> tuple[
     changed: the latest event id (freezes, labels, codebook decisions, ingests), the
     trajectory count, and the measurement count and latest id. A measurement replaced in
     place keeps its id, so cached reads also expire after a short TTL."""
-    from study.store.models import Event, Measurement, Study, Trajectory
 
     with session_scope(engine(settings)) as s:
         last_event = s.exec(select(func.max(Event.id))).one() or 0
@@ -108,8 +149,6 @@ def checkpoints_frame(study: str, settings: Settings | None = None) -> pd.DataFr
 def _audit_gates(session: Session, study_id: int) -> list[tuple[Any, dict[str, Any]]]:
     """(audit, gate) per audit of the study, oldest first (``audit_gate``: the recorded
     final gate, else the live preliminary one)."""
-    from study.pair_audit.gate import audit_gate
-    from study.store.models import Audit
 
     audits = session.exec(select(Audit).where(Audit.study_id == study_id).order_by(Audit.id))
     return [(a, audit_gate(session, a, with_preliminary=False)) for a in audits.all()]
@@ -119,7 +158,6 @@ def audits_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
     """One row per pair audit of the study: gate status (pending / preliminary / passed /
     failed) and the gate values of the recorded final gate, else of the live preliminary
     gate."""
-    from study.pair_audit.sampling import audit_pairs
 
     rows = []
     with session_scope(engine(settings)) as session:
@@ -144,9 +182,6 @@ def _requirements(session: Session, audit: Any, gate: dict[str, Any]) -> list[di
     """The final gate's requirement rows as recorded; before that, the same rows with the
     values computed so far, the frozen rubric's thresholds and ``passed = None`` (the
     preliminary stage is reported, not gated)."""
-    from audits.thresholds import GATE_REQUIREMENTS
-    from study.pair_audit.freeze import FreezeError
-    from study.pair_audit.labels import audit_rubric
 
     report = gate.get("report") or {}
     if report.get("requirements"):
@@ -194,7 +229,6 @@ def gate_requirements_frame(study: str, settings: Settings | None = None) -> pd.
 
 def validity_frame(study: str, settings: Settings | None = None) -> dict[str, Any]:
     """The validity audit's state (``study.validity_audit.status.validity_status``)."""
-    from study.validity_audit.status import validity_status
 
     with session_scope(engine(settings)) as session:
         return validity_status(session, study_id=require_study(session, name=study).id)
@@ -206,8 +240,6 @@ def validity_frame(study: str, settings: Settings | None = None) -> dict[str, An
 def attempts_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
     """Every pair audit, calibration and accepted-set check of the study with its outcome
     (``study.report.attempts``: the report's ``attempts`` from the same events)."""
-    from study.report.attempts import AUDIT_EVENT_KINDS, attempts
-    from study.store import list_events
 
     with session_scope(engine(settings)) as session:
         sid = require_study(session, name=study).id
@@ -226,7 +258,6 @@ def attempts_frame(study: str, settings: Settings | None = None) -> pd.DataFrame
 
 def audit_names(study: str, settings: Settings | None = None) -> list[str]:
     """The study's pair audits, newest first."""
-    from study.store.models import Audit
 
     with session_scope(engine(settings)) as session:
         st = require_study(session, name=study)
@@ -253,8 +284,6 @@ def _sequential_view(session: Session, audit: Any, gate: dict[str, Any]) -> dict
     ``[sequential]`` table): ``summary`` (look, boundary, gate decision…),
     ``requirements`` (frame, one row per requirement) and ``looks`` (frame of the
     ``gate.interim`` events recorded for the audit)."""
-    from study.pair_audit.sequential import INTERIM_EVENT
-    from study.store import list_events
 
     seq = gate.get("sequential") or (gate.get("report") or {}).get("sequential")
     if not seq:
@@ -285,7 +314,6 @@ def annotators_view(session: Session, audit: Any) -> dict[str, pd.DataFrame]:
     """``study.pair_audit.annotators.annotator_quality`` as frames: ``people`` (one row per
     person and round, with ``self_consistency`` / ``self_consistency_n`` on hidden
     repeats), ``rolling`` (round, upto, agreement) and ``hotspots``."""
-    from study.pair_audit.annotators import annotator_quality
 
     out = annotator_quality(session, audit)
     people, rolling = [], []
@@ -326,17 +354,6 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
     automatic_vs_a / _b, and automatic_vs_reference once final), ``disagreements``
     (frame, one row per pair needing adjudication, with Label Studio links).
     """
-    from study.labelling import PAIR, bindings
-    from study.pair_audit.gate import audit_gate
-    from study.pair_audit.labels import (
-        ADJUDICATOR,
-        audit_rubric,
-        current_labels,
-        needs_adjudication,
-        status_counts,
-    )
-    from study.pair_audit.sampling import audit_overview, audit_pairs, get_audit
-    from study.store.models import AuditTask
 
     with session_scope(engine(settings)) as session:
         row = get_audit(session, name=audit)
@@ -438,7 +455,6 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
 
 def _trajectory_rows(session: Session, study_id: int, ids: list[str]) -> dict[str, Any]:
     """trajectory_id → row (with provenance: this is the researcher's view)."""
-    from study.store.models import Trajectory
 
     if not ids:
         return {}
@@ -470,7 +486,6 @@ def extension_requests(
 ) -> list[dict[str, Any]]:
     """Every extension request of the study (pending first, then by id): proposals with
     their criterion, trajectory count and up to ``n_examples`` example trajectories."""
-    from study.codebook import list_extensions
 
     out = []
     with session_scope(engine(settings)) as session:
@@ -522,8 +537,6 @@ def decide_extension_request(
     codebook backend of the ``RCEA_CODEBOOK_*`` variables (``backend_from_environment``);
     a backend that cannot be built refuses the approval before anything is written.
     Raises ``CodebookStageError`` (or ``ValueError`` for the backend) otherwise."""
-    from study.codebook import decide_extension
-    from study.codebook.approval import approve_extensions, backend_from_environment
 
     if approve:
         cfg = settings or get_settings()
@@ -561,8 +574,6 @@ def decide_extension_request(
 def codebooks_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
     """One row per question with a codebook: the latest frozen version (or ``draft``),
     its hash, how many versions and modes."""
-    from study.codebook.common import versions_by_question
-    from study.store.models import CodebookDraft
 
     rows = []
     with session_scope(engine(settings)) as session:
@@ -605,8 +616,6 @@ def codebook_versions(
     """The versions of one question's codebook, newest first (the draft alone when none is
     frozen): hash, parent version, reason, who froze it, and each mode's definition with
     its example trajectories (text and provenance)."""
-    from study.codebook import get_draft
-    from study.codebook.common import versions_by_question
 
     with session_scope(engine(settings)) as session:
         st = require_study(session, name=study)
@@ -660,9 +669,6 @@ def report(
     the published report uses the full B), validated into the typed report
     ``study.report.schema.StudyReport`` that the API returns and the bundle carries: the
     pages read its typed sections, never the raw JSON."""
-    from study.report.build import build_report
-    from study.report.parameters import ReportParameters
-    from study.report.schema import StudyReport
 
     with session_scope(engine(settings)) as session:
         params = ReportParameters(seed=seed, n_boot=n_boot, k_min=k_min)
@@ -681,9 +687,6 @@ def mode_distribution(
 
     Reads through the report's own selection (``study.report.build``), so the bars are of
     exactly the labels its retention and mode entropy are computed from."""
-    from app.view.report_frames import checkpoint_label
-    from study.report.build import mode_labels
-    from study.report.estimates import UNCERTAIN
 
     with session_scope(engine(settings)) as session:
         modes = mode_labels(session, study_id=require_study(session, name=study).id, pair=pair)
@@ -716,8 +719,6 @@ def calibration_progress(study: str, settings: Settings | None = None) -> pd.Dat
     reference (``labelled`` of ``of``), A–B disagreements still waiting for adjudication
     (two-annotator plans) and whether it is recorded as completed (the same reading as
     ``rcea demo status``, :func:`study.progress.read_calibration`)."""
-    from study.progress import read_calibration
-    from study.store.models import ValidityCheck
 
     rows = []
     with session_scope(engine(settings)) as session:
@@ -751,7 +752,6 @@ def calibration_progress(study: str, settings: Settings | None = None) -> pd.Dat
 def mode_names(study: str, settings: Settings | None = None) -> dict[str, dict[str, str]]:
     """question id → mode id → the mode's name in the question's latest frozen codebook
     (the partition labels trajectories by id: ``m1``, ``m2`` …)."""
-    from study.codebook.common import versions_by_question
 
     with session_scope(engine(settings)) as session:
         st = require_study(session, name=study)
