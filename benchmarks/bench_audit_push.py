@@ -61,7 +61,7 @@ from common import add_json_out, emit  # benchmarks/common.py
 T = TypeVar("T")
 
 TARGET_S = 30.0
-#: Rendering may add at most this share to the push time (issue #36).
+#: Rendering may add at most this share to the push time (docs/content-safety.md).
 RENDER_SHARE_MAX = 0.20
 PASSWORD = "bench-annotator-pass-1"
 PER_Q = 20  # trajectories per question: C(20, 2) = 190 pairs available per question

@@ -231,7 +231,7 @@ def labelstudio_shot(browser: Any, data: Path, out: Path) -> None:
     page.wait_for_url(lambda u: "/user/login" not in u)
     page.goto(task_url)
     page.get_by_text(PAIR_QUESTION).wait_for()
-    page.locator("div.rendered").first.wait_for()  # the rendered texts (issue #36)
+    page.locator("div.rendered").first.wait_for()  # the rendered texts
     page.wait_for_timeout(2500)
     _shot(page, out / "labelstudio-pair-task.png")
     page.close()

@@ -1,4 +1,4 @@
-"""Annotator A cannot make A's own Label Studio server fetch URLs for A (issue 33): URL
+"""Annotator A cannot make A's own Label Studio server fetch URLs for A: URL
 import, a webhook or an ML backend aimed at loopback are refused by Label Studio's SSRF
 protection, which rcea launches on; the one exception, rcea's webhook receiver, still
 gets its notifications live."""

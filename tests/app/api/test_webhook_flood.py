@@ -1,4 +1,4 @@
-"""Annotator A floods A's own webhook path with A's own secret (issue 33): many
+"""Annotator A floods A's own webhook path with A's own secret: many
 concurrent notifications naming many made-up annotation ids. Each person's
 notifications are bounded (ids per notification, notifications at once; beyond: 429),
 so ``/health`` keeps answering within a second and B's honest labels are recorded live,

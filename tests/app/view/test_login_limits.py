@@ -1,4 +1,4 @@
-"""The view's login against a guessing visitor (issue 33): failures are limited per
+"""The view's login against a guessing visitor: failures are limited per
 account and for everyone (lockout with back-off; while locked not even the right password
 opens the view), and an anonymous visitor cannot raise a traceback by sending a widget
 state under the login's session key."""

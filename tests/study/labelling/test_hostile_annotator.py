@@ -1,5 +1,5 @@
 """Annotator A, with only A's own browser session on A's own server, tries to bend what
-counts (issue 33): moving an annotation to another task, annotating one task twice,
+counts: moving an annotation to another task, annotating one task twice,
 huge notes. Against real Label Studio servers; the store must follow what Label Studio
 holds, one label per person and task, and notes and events stay bounded."""
 
