@@ -10,7 +10,13 @@ from sqlmodel import select
 
 from annotation.people import people_from_settings
 from app.cli.common import FULL_SYNC_OPTION, LazyBar, engine, fail, print_json, settings
-from app.cli.options import ACTOR_OPTION, JSON_OPTION, STUDY_OPTION
+from app.cli.options import (
+    ACTOR_OPTION,
+    JSON_OPTION,
+    RECEIVER_CHECK_OPTION,
+    STUDY_OPTION,
+    WEBHOOK_OPTION,
+)
 from app.cli.stats_cmd import _fmt, _print_gate, gate_outcome, print_interim
 from audits.rubric import rubric_path
 from study.labelling import webhook_target
@@ -359,9 +365,8 @@ def _people():  # type: ignore[no-untyped-def]
     return people_from_settings(settings())
 
 
-def _webhook(enabled: bool = True):  # type: ignore[no-untyped-def]
-
-    return webhook_target(settings()) if enabled else None
+def _webhook(enabled: bool = True, check: bool = True):  # type: ignore[no-untyped-def]
+    return webhook_target(settings(), check=check) if enabled else None
 
 
 def _print_logins(new_accounts: dict, what: str = "annotator") -> None:  # type: ignore[type-arg]
@@ -374,7 +379,8 @@ def push(
     audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
     annotator_a: str = typer.Option(..., "--annotator-a", help="e-mail of annotator A"),
     annotator_b: str = typer.Option(..., "--annotator-b", help="e-mail of annotator B"),
-    webhook: bool = typer.Option(True, help="register the live-sync webhook"),
+    webhook: bool = WEBHOOK_OPTION,
+    receiver_check: bool = RECEIVER_CHECK_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -395,7 +401,7 @@ def push(
                     a,
                     people,
                     annotators={"A": annotator_a, "B": annotator_b},
-                    webhook=_webhook(webhook),
+                    webhook=_webhook(webhook, receiver_check),
                     actor=actor_name(actor),
                     progress=bar.update,
                 )
@@ -471,6 +477,8 @@ def sync(
 def adjudicate_cmd(
     audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
     adjudicator: str = typer.Option(..., "--adjudicator", help="e-mail of the researcher"),
+    webhook: bool = WEBHOOK_OPTION,
+    receiver_check: bool = RECEIVER_CHECK_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -489,7 +497,7 @@ def adjudicate_cmd(
                 people,
                 adjudicator=adjudicator,
                 actor=actor_name(actor),
-                webhook=_webhook(),
+                webhook=_webhook(webhook, receiver_check),
             )
     except _domain_errors() + (RuntimeError,) as exc:
         fail(str(exc), as_json=as_json)

@@ -37,9 +37,11 @@ from app.cli.options import (
     JSON_OPTION,
     PRICE_IN_OPTION,
     PRICE_OUT_OPTION,
+    RECEIVER_CHECK_OPTION,
     RETRIES_OPTION,
     STUDY_OPTION,
     TIMEOUT_OPTION,
+    WEBHOOK_OPTION,
 )
 from pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, load_template
 from study.codebook.backend import load_strategy_fn
@@ -292,7 +294,15 @@ def run_cmd(
 # --------------------------------------------------------------------------- checks
 
 
-def _push(kind: str, name: str | None, annotators: list[str], actor: str | None, as_json: bool):  # type: ignore[no-untyped-def]
+def _push(  # type: ignore[no-untyped-def]
+    kind: str,
+    name: str | None,
+    annotators: list[str],
+    actor: str | None,
+    as_json: bool,
+    webhook: bool = True,
+    receiver_check: bool = True,
+):
 
     try:
         people = _people()
@@ -307,7 +317,7 @@ def _push(kind: str, name: str | None, annotators: list[str], actor: str | None,
                     people,
                     annotators=annotators,
                     actor=actor_name(actor),
-                    webhook=_webhook(),
+                    webhook=_webhook(webhook, receiver_check),
                     progress=bar.update,
                 )
     except _errors() + (RuntimeError,) as exc:
@@ -388,19 +398,23 @@ def calibrate_sample(
 def calibrate_push(
     calibration: str = typer.Option(None, "--calibration", help="name (default: latest)"),
     annotator: list[str] = typer.Option(..., "--annotator", help="annotator e-mail (repeat)"),
+    webhook: bool = WEBHOOK_OPTION,
+    receiver_check: bool = RECEIVER_CHECK_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Serve the items as blinded single-trajectory tasks, each annotator on their own
     server: split among the annotators, or — when the rubric plan says
     `annotators_per_item = 2` — every item to both (give exactly two: A and B)."""
-    _push("calibration", calibration, annotator, actor, as_json)
+    _push("calibration", calibration, annotator, actor, as_json, webhook, receiver_check)
 
 
 @calibrate_app.command("adjudicate")
 def calibrate_adjudicate(
     calibration: str = typer.Option(None, "--calibration", help="name (default: latest)"),
     adjudicator: str = typer.Option(..., "--adjudicator", help="e-mail of the researcher"),
+    webhook: bool = WEBHOOK_OPTION,
+    receiver_check: bool = RECEIVER_CHECK_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -416,7 +430,7 @@ def calibrate_adjudicate(
                 people,
                 adjudicator=adjudicator,
                 actor=actor_name(actor),
-                webhook=_webhook(),
+                webhook=_webhook(webhook, receiver_check),
             )
     except _errors() + (RuntimeError,) as exc:
         fail(str(exc), as_json=as_json)
@@ -546,11 +560,13 @@ def accepted_push(
     check: str = typer.Option(None, "--check", help="check name (default: latest)"),
     annotator_a: str = typer.Option(..., "--annotator-a", help="e-mail of annotator A"),
     annotator_b: str = typer.Option(..., "--annotator-b", help="e-mail of annotator B"),
+    webhook: bool = WEBHOOK_OPTION,
+    receiver_check: bool = RECEIVER_CHECK_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Both annotators label every sampled trajectory (own project, own order)."""
-    _push("accepted", check, [annotator_a, annotator_b], actor, as_json)
+    _push("accepted", check, [annotator_a, annotator_b], actor, as_json, webhook, receiver_check)
 
 
 @accepted_app.command("sync")

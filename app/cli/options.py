@@ -14,6 +14,15 @@ ACTOR_OPTION = typer.Option(
 )
 JSON_OPTION = typer.Option(False, "--json", envvar="RCEA_JSON", help="print machine-readable JSON")
 
+# -- pushing to Label Studio
+WEBHOOK_OPTION = typer.Option(True, help="register the live-sync webhook")
+RECEIVER_CHECK_OPTION = typer.Option(
+    True,
+    help="before registering the webhook, check that this data dir's `rcea serve` answers "
+    "at RCEA_API_HOST:RCEA_API_PORT (off only when you start it there afterwards, as "
+    "`rcea demo` does)",
+)
+
 # -- the OpenAI-compatible endpoint (codebook stages, judge runs)
 CONCURRENCY_OPTION = typer.Option(
     8, "--concurrency", envvar="RCEA_LLM_CONCURRENCY", min=1, help="requests in flight"

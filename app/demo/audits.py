@@ -144,7 +144,8 @@ def step_push(ctx: DemoContext) -> dict[str, Any]:
             audit,
             people_from_settings(ctx.cfg),
             annotators={r: accts[r][1] for r in ("A", "B")},
-            webhook=webhook_target(ctx.cfg) if live else None,
+            # the demo serves this data dir's receiver at that address afterwards (`--serve`)
+            webhook=webhook_target(ctx.cfg, check=False) if live else None,
             actor=DEMO_ACTOR,
         )
     for role, info in out["projects"].items():
@@ -184,6 +185,7 @@ def step_calibration_push(ctx: DemoContext) -> dict[str, Any]:
         accts["A"][1],
         "--annotator",
         accts["B"][1],
+        "--no-receiver-check",  # the demo serves the receiver afterwards (`--serve`)
         log="calibration",
     )
     who = f"{SIMULATED} " if ctx.simulate else ""

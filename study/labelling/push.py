@@ -55,6 +55,10 @@ class WebhookTarget:
 
     base_url: str
     master_secret: str
+    check: bool = True
+    """check that this study's receiver answers before registering (``check_receiver``);
+    off only where the caller starts that receiver itself afterwards (``rcea demo``, or
+    ``--no-receiver-check``)"""
 
 
 def shown_manifest(tasks: Sequence[BuiltTask]) -> str:
@@ -65,10 +69,12 @@ def shown_manifest(tasks: Sequence[BuiltTask]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def webhook_target(settings: Any) -> WebhookTarget:
+def webhook_target(settings: Any, *, check: bool = True) -> WebhookTarget:
     """The receiver of the configured API (``study.settings.Settings``)."""
     return WebhookTarget(
-        settings.resolved_webhook_url, settings.ensure_webhook_secret().get_secret_value()
+        settings.resolved_webhook_url,
+        settings.ensure_webhook_secret().get_secret_value(),
+        check=check,
     )
 
 
@@ -329,7 +335,8 @@ def push_tasks(
     if webhook is not None:
         # Registered only where this study's receiver answers (a shared machine's port
         # may be someone else's); the push is idempotent, so a refused one resumes.
-        check_receiver(webhook)
+        if webhook.check:
+            check_receiver(webhook)
         ensure_webhook(
             client,
             project_id=project_id,

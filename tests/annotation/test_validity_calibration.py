@@ -177,7 +177,7 @@ def test_weak_judge_has_worse_held_out_precision(
                    "--name", "acc")  # fmt: skip
     assert sampled["size"] == 8
     pushed = _cli("accepted", "push", "--check", "acc", "--annotator-a", a_email,
-                  "--annotator-b", b_email)  # fmt: skip
+                  "--annotator-b", b_email, "--no-receiver-check")  # fmt: skip
     assert pushed["new_accounts"] == {}  # existing accounts: passwords untouched
     assert [p["n_tasks"] for p in pushed["projects"].values()] == [8, 8]
     with session_scope(engine) as s:
@@ -189,8 +189,13 @@ def test_weak_judge_has_worse_held_out_precision(
         )
     assert sim["A"]["posted"] == 8 and sim_b["B"]["posted"] == 8
     assert _cli("accepted", "sync", "--check", "acc")["changed"] == 16
-    acc = _cli("accepted", "report", "--check", "acc")
-    assert acc["status"] == "complete"
+    # 8 items cannot reach the predeclared lower bound of accepted-set precision (the
+    # Clopper-Pearson bound of 8/8 is 0.63 < 0.80): the check is complete and failed,
+    # and the command says so with exit code 5 (app/cli/exit_codes.py).
+    out = CliRunner().invoke(app, ["judge", "accepted", "report", "--check", "acc", "--json"])
+    assert out.exit_code == 5, out.output
+    acc = json.loads(out.output)
+    assert acc["status"] == "complete" and acc["outcome"] == "failed"
     a, b = acc["report"]["annotator_a"], acc["report"]["annotator_b"]
     assert (a["n"], a["n_valid"], a["precision"]) == (8, 8, 1.0)
     assert (a["ci_low"], a["ci_high"]) == pytest.approx(clopper_pearson(8, 8))
