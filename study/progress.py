@@ -138,7 +138,8 @@ def _pair_next(pp: PairProgress, adjudicator: str) -> NextCommand:
                 if not pp.n_adjudication_pushed
                 else f"{pp.n_adjudication_pushed} pushed"
             ),
-            f"rcea audit adjudicate {audit} --adjudicator {_q(adjudicator)}",
+            # the demo serves this data dir's receiver itself (`rcea demo --serve`)
+            f"rcea audit adjudicate {audit} --adjudicator {_q(adjudicator)} --no-receiver-check",
         )
     if pp.n_adjudicated < need:
         return NextCommand(
@@ -172,7 +173,8 @@ def _calibration_next(cp: CalibrationProgress, adjudicator: str) -> NextCommand:
         return NextCommand(
             "validity calibration",
             f"{cp.n_needing_adjudication} item(s) need adjudication",
-            f"rcea judge calibrate adjudicate {cal} --adjudicator {_q(adjudicator)}",
+            f"rcea judge calibrate adjudicate {cal} --adjudicator {_q(adjudicator)} "
+            "--no-receiver-check",
         )
     if cp.double and cp.n_adjudicated < cp.n_needing_adjudication:
         return NextCommand(

@@ -18,6 +18,7 @@ from study.progress import (
 )
 
 ADJ = "adjudicator@rcea.local"
+NRC = "--no-receiver-check"  # the demo serves its own receiver
 PAIR = PairProgress(
     audit="toy-pairs",
     n_pairs=24,
@@ -59,10 +60,10 @@ def test_pair_stages_in_order() -> None:
     assert "annotators A and B" in (steps[0].waits_for or "")
     # Labelled, adjudication needed, none pushed → adjudicate with the adjudicator's e-mail.
     p = Progress("toy", replace(PAIR, n_adjudication_pushed=0, n_adjudicated=0), CAL, None)
-    assert _cmds(p)[0] == f"rcea audit adjudicate --audit toy-pairs --adjudicator {ADJ}"
+    assert _cmds(p)[0] == f"rcea audit adjudicate --audit toy-pairs --adjudicator {ADJ} {NRC}"
     # More disagreements than the pushed project holds (labels changed) → extend it.
     p = Progress("toy", replace(PAIR, n_adjudication_pushed=3, n_adjudicated=3), CAL, None)
-    assert _cmds(p)[0] == f"rcea audit adjudicate --audit toy-pairs --adjudicator {ADJ}"
+    assert _cmds(p)[0] == f"rcea audit adjudicate --audit toy-pairs --adjudicator {ADJ} {NRC}"
     # Pushed, 2/5 decided → sync after the adjudicator.
     p = Progress("toy", replace(PAIR, n_adjudicated=2), CAL, None)
     steps = next_commands(p, ADJ)
@@ -95,7 +96,7 @@ def test_calibration_stages_in_order() -> None:
     # Two annotators per item: disagreements are adjudicated first.
     cal = replace(CAL, completed=False, double=True, n_needing_adjudication=4, n_reference=16)
     assert _cmds(Progress("toy", done_pair, cal, None))[1] == (
-        f"rcea judge calibrate adjudicate --calibration toy-validity --adjudicator {ADJ}"
+        f"rcea judge calibrate adjudicate --calibration toy-validity --adjudicator {ADJ} {NRC}"
     )
     cal = replace(cal, n_adjudication_pushed=4, n_adjudicated=1)
     assert _cmds(Progress("toy", done_pair, cal, None))[1] == (
