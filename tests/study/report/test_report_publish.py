@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
+from sqlmodel import select
 from typer.testing import CliRunner
 
 from annotation.payloads import ParsedAnnotation
@@ -29,7 +30,7 @@ from study.records.ingest import ingest_file
 from study.report.build import ENTROPY_ONLY_LABEL, build_report
 from study.report.publication import PublishRefused
 from study.store import list_events, require_study, session_scope
-from study.store.models import Audit, AuditTask, Trajectory
+from study.store.models import Audit, AuditLabel, AuditTask, Trajectory
 from tests.helpers import RUBRIC, fake_person, write_jsonl
 from tests.support.report_study import (
     JUDGE,
@@ -384,10 +385,21 @@ def test_publish_recomputes_the_gate_after_a_label_changed(engine, tmp_path: Pat
     with session_scope(engine) as s:
         audit = s.get(Audit, audit_id)
         p = next(p for p in audit_pairs(s, audit_id=audit_id) if p.automatic == "same")
+        # A changes A's own annotation of that pair (a second annotation by A on the same
+        # task would be a duplicate and not count)
+        a_label = s.exec(
+            select(AuditLabel).where(
+                AuditLabel.audit_id == audit_id,
+                AuditLabel.task_id == 1000 + p.id,
+                AuditLabel.user_id == 11,
+            )
+        ).one()
         record_annotation(
             s,
             audit,
-            ParsedAnnotation(50_001, 1000 + p.id, None, 11, "different", None, False),
+            ParsedAnnotation(
+                a_label.annotation_id, 1000 + p.id, None, 11, "different", None, False
+            ),
             source="test",
         )
     msg = refused(engine, tmp_path / "out")
@@ -398,10 +410,19 @@ def test_publish_recomputes_the_gate_after_a_label_changed(engine, tmp_path: Pat
     )
     with session_scope(engine) as s:
         audit = s.get(Audit, audit_id)
+        b_label = s.exec(
+            select(AuditLabel).where(
+                AuditLabel.audit_id == audit_id,
+                AuditLabel.task_id == 2000 + p.id,
+                AuditLabel.user_id == 12,
+            )
+        ).one()
         record_annotation(
             s,
             audit,
-            ParsedAnnotation(50_002, 2000 + p.id, None, 12, "different", None, False),
+            ParsedAnnotation(
+                b_label.annotation_id, 2000 + p.id, None, 12, "different", None, False
+            ),
             source="test",
         )
         s.add(

@@ -97,7 +97,11 @@ def test_several_workers_on_postgres_lose_and_duplicate_nothing(
 
         with ThreadPoolExecutor(max_workers=12) as pool:
             codes = list(pool.map(post, posts))
-        assert codes == [200] * len(posts)
+        # a person has at most MAX_CONCURRENT notifications read back at once (the rest get
+        # 429 and reach the store by the next sync: docs/labelstudio.md)
+        assert set(codes) <= {200, 429} and 200 in codes, codes
+        if 429 in codes:
+            study.sync()
 
         expected = sorted(
             (role, ann, "counted", chosen[role][task])
