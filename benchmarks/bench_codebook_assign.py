@@ -4,14 +4,13 @@ server with 50 ms simulated latency per call.
 Figures: trajectories/s and calls/s of `assign` (two passes, 10 trajectories per call) at
 concurrency 1 and 16, and their ratio (target >= 10x); then a `rcea codebook assign`
 process at concurrency 16 is killed with SIGKILL once half of its calls are served and
-rerun: the share of calls sent twice (target < 1%; what a SIGKILL can lose is the calls
-in flight, at most the concurrency); the same with SIGTERM, which `rcea` turns into a
-graceful stop that finishes and records the calls in flight. The server (tests/fake_llm.py) runs in
-its own process and answers from the synthetic domain's oracle. The concurrency-1 rate is
-measured on a prefix of the questions (``--n-serial``) and compared as a rate. CPU per
-call (client process + server process) is printed too: at concurrency 16 the rate is
+rerun: the share of calls sent twice (target < 1%; what a SIGKILL can lose is the calls in
+flight, at most the concurrency); the same with SIGTERM, which `rcea` turns into a graceful
+stop that finishes and records the calls in flight. The server (tests/support/fake_llm.py)
+runs in its own process and answers from the synthetic domain's oracle. The concurrency-1
+rate is measured on a prefix of the questions (``--n-serial``) and compared as a rate. CPU
+per call (client process + server process) is printed too: at concurrency 16 the rate is
 bound by CPU on a small machine, not by the 50 ms latency.
-
 Run: ``make bench`` or ``python benchmarks/bench_codebook_assign.py [--n 10000]``.
 ``--smoke`` runs 200 trajectories with 300 ms latency in seconds (``make test`` runs it so
 that the script cannot rot); its figures mean nothing.
@@ -48,7 +47,7 @@ def prepare(root: Path, n: int) -> tuple[Path, list[str]]:
     from study.codebook import freeze_codebooks, induce, merge
     from study.records.ingest import ingest_file
     from study.store import make_engine, session_scope, upgrade
-    from tests.fake_llm import domain_records, strategy_of
+    from tests.support.fake_llm import domain_records, strategy_of
 
     questions = {f"q{i:04d}": STRATEGIES[:PER_QUESTION] for i in range(n // PER_QUESTION)}
     recs = domain_records(questions=questions, n_failed=0, unique=True)
@@ -71,7 +70,15 @@ def prepare(root: Path, n: int) -> tuple[Path, list[str]]:
 
 def start_server(port: int, latency: float) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fake_llm", "--port", str(port), "--latency", str(latency)],
+        [
+            sys.executable,
+            "-m",
+            "tests.support.fake_llm",
+            "--port",
+            str(port),
+            "--latency",
+            str(latency),
+        ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
@@ -198,7 +205,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:  # slow calls, so that the kill still lands halfway through the run
         args.n, args.n_serial, args.latency = 200, 40, 0.3
-    from tests.helpers import free_port
+    from tests.support.helpers import free_port
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

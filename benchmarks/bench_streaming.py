@@ -10,7 +10,7 @@ process on a SQLite store in a temporary directory, so that its peak RSS is its 
 
 * ``rcea ingest`` of the JSONL file;
 * ``rcea judge run`` (an ``openai`` judge, every success asked once) against the local
-  fake OpenAI-compatible server (tests/fake_llm.py, no latency, answering ``valid``);
+  fake OpenAI-compatible server (tests/support/fake_llm.py, no latency, answering ``valid``);
 * ``rcea codebook assign`` (two passes, 10 trajectories per call) against the same server,
   after an unmeasured setup (oracle induce, merge and freeze of every question's codebook);
 * ``rcea report build`` (``--n-boot`` small: the estimators are not what is measured).
@@ -50,7 +50,7 @@ STAGES = ("ingest", "judge", "assign", "report")
 
 SERVER = """
 import json, sys, uvicorn
-from tests.fake_llm import FakeLLM
+from tests.support.fake_llm import FakeLLM
 
 def responder(task, messages):
     if task == "judge.validity":
@@ -69,7 +69,7 @@ from pathlib import Path
 from study.codebook import freeze_codebooks, induce, merge
 from study.store import make_engine, session_scope
 from pipeline.codebook import OracleBackend
-from tests.fake_llm import strategy_of
+from tests.support.fake_llm import strategy_of
 
 engine = make_engine(sys.argv[1])
 oracle = OracleBackend(strategy_of)
@@ -83,7 +83,7 @@ with session_scope(engine) as s:
 def generate(path: Path, n: int) -> int:
     """About ``n`` records, rounded to whole probe sets (``PROBE_QUESTIONS`` questions ×
     ``PER_QUESTION`` at each of two runs per step), written line by line."""
-    from tests.fake_llm import domain_records
+    from tests.support.fake_llm import domain_records
 
     n_q = max(1, min(PROBE_QUESTIONS, n // PER_QUESTION))
     n_steps = max(1, round(n / (n_q * PER_QUESTION)))
@@ -215,7 +215,7 @@ def main() -> None:
     sizes = [args.records] if args.records else [int(s) for s in args.sizes.split(",")]
     if args.smoke:
         sizes = [200, 600]
-    from tests.helpers import free_port
+    from tests.support.helpers import free_port
 
     port = free_port()
     server = start_server(port)

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from tests.helpers import UNDER_CI, postgres_unavailable_reason, service_missing
-from tests.labelling_study import api, study  # noqa: F401 - audit on per-person servers
-from tests.labelstudio_fixture import (  # noqa: F401 - session fixtures
+from tests.support.helpers import UNDER_CI, postgres_unavailable_reason, service_missing
+from tests.support.labelling_study import api, study  # noqa: F401 - audit on per-person servers
+from tests.support.labelstudio_fixture import (  # noqa: F401 - session fixtures
     BOOT_SECONDS,
     LabelStudioHandle,
     labelstudio,

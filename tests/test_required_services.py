@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import tests.helpers as helpers
+import tests.support.helpers as helpers
 
 REPO = Path(__file__).resolve().parents[1]
 TEST = "tests/study/store/test_store.py::test_event_needs_actor"

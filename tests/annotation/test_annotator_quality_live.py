@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-import tests.labelling_study as labelling_study
+import tests.support.labelling_study as labelling_study
 from annotation.projects import export_tasks
 from app.cli import app as cli
 from study.pair_audit.annotators import annotator_quality
@@ -27,9 +27,9 @@ from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
 from study.pair_audit.sampling import audit_pairs, draw_audit
 from study.store import session_scope
 from study.store.models import Audit, AuditTask
-from tests.helpers import RUBRIC, rubric_file
-from tests.labelling_study import Study, choice
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.helpers import RUBRIC, rubric_file
+from tests.support.labelling_study import Study, choice
+from tests.support.labelstudio_fixture import LabelStudioHandle
 
 pytestmark = pytest.mark.slow
 

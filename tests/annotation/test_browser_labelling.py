@@ -17,8 +17,8 @@ from annotation.tasks import PAIR_CHOICE
 from study.labelling.push import TITLE_SHOWN, round_title
 from study.store import session_scope
 from study.store.models import AuditLabel, AuditTask
-from tests.helpers import chromium_executable
-from tests.labelling_study import PASSWORD, Study
+from tests.support.helpers import chromium_executable
+from tests.support.labelling_study import PASSWORD, Study
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -15,8 +15,8 @@ import pytest
 from annotation.client import make_client
 from annotation.projects import create_project, import_tasks
 from annotation.tasks import build_pair_task, pair_label_config
-from tests.helpers import chromium_executable
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.helpers import chromium_executable
+from tests.support.labelstudio_fixture import LabelStudioHandle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

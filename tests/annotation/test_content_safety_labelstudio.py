@@ -18,7 +18,7 @@ from annotation.payloads import parse_annotation
 from annotation.projects import create_project, export_tasks, import_tasks
 from annotation.tasks import NOTE_FIELD, PAIR_CHOICE, build_pair_task, pair_label_config
 from annotation.validity_tasks import validity_label_config
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.labelstudio_fixture import LabelStudioHandle
 
 pytestmark = pytest.mark.slow
 

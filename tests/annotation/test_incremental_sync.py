@@ -15,7 +15,7 @@ from study.labelling import sync as sync_module
 from study.pair_audit.push import sync_audit
 from study.store import session_scope
 from study.store.models import Audit, LabellingProject
-from tests.labelling_study import Study, choice
+from tests.support.labelling_study import Study, choice
 
 
 def _sync(study: Study, *, full: bool = False) -> dict:  # type: ignore[type-arg]

@@ -18,7 +18,7 @@ from annotation.people import person_webhook_secret
 from annotation.projects import WEBHOOK_SECRET_HEADER
 from study.pair_audit.sampling import audit_pairs
 from study.store import list_events, session_scope
-from tests.labelling_study import SECRET, Study, choice, wait_for
+from tests.support.labelling_study import SECRET, Study, choice, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.labelling_study import Study, wait_for
+from tests.support.labelling_study import Study, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -21,8 +21,8 @@ from study.pair_audit.push import adjudicate
 from study.pair_audit.sampling import audit_pairs
 from study.store import list_events, session_scope
 from study.store.models import Audit, LabellingProject, Trajectory
-from tests.labelling_study import PASSWORD, SECRET, Study, choice, wait_for
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.labelling_study import PASSWORD, SECRET, Study, choice, wait_for
+from tests.support.labelstudio_fixture import LabelStudioHandle
 from tests.support.product_helpers import scan_for_leaks
 from tests.support.rendered import SHOWN_PAIR
 

@@ -19,9 +19,9 @@ from study.pair_audit.sampling import audit_pairs
 from study.records.ingest import ingest_file
 from study.store import session_scope
 from study.store.models import Audit
-from tests.helpers import make_record, write_jsonl
-from tests.labelling_study import PASSWORD, Study
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.helpers import make_record, write_jsonl
+from tests.support.labelling_study import PASSWORD, Study
+from tests.support.labelstudio_fixture import LabelStudioHandle
 from tests.support.rendered import SHOWN_PAIR
 
 pytestmark = pytest.mark.slow
@@ -118,8 +118,8 @@ def test_validity_tasks_show_the_ingested_question(
     from study.validity_audit.checks import sample_calibration
     from study.validity_audit.labelling import push_check
     from study.validity_audit.run import run_judge
-    from tests.labelstudio_fixture import register_people
     from tests.support.judge_study import ORACLE, freeze, toy_records
+    from tests.support.labelstudio_fixture import register_people
 
     engine = make_engine(f"sqlite:///{tmp_path / 'v.db'}")
     upgrade(engine)

@@ -40,7 +40,7 @@ from annotation.server import (
     server_command,
     server_env,
 )
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.labelstudio_fixture import LabelStudioHandle
 
 STRAY = {
     "USERNAME": "intruder@example.org",

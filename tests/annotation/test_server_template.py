@@ -18,7 +18,7 @@ import pytest
 from annotation import server_template
 from annotation.client import http_client
 from annotation.server import LabelStudioServer, server_env
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.labelstudio_fixture import LabelStudioHandle
 
 
 def _installation(tmp_path: Path, migrate_body: str) -> Path:

@@ -33,8 +33,8 @@ from study.validity_audit.reports import calibration_report
 from study.validity_audit.run import run_judge
 from study.validity_audit.simulate import simulate_validity_labels
 from study.validity_audit.status import validity_status
-from tests.labelstudio_fixture import LabelStudioHandle, register_people
 from tests.support.judge_study import MODEL, ORACLE, RUN, WEAK, freeze, ingest_toy
+from tests.support.labelstudio_fixture import LabelStudioHandle, register_people
 from tests.support.product_helpers import scan_for_leaks
 from tests.support.rendered import SHOWN_VALIDITY
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.figures import FORMATS, rows_of
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.labelstudio_fixture import LabelStudioHandle
 
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = sorted(p.name for p in (REPO / "benchmarks").glob("bench_*.py"))

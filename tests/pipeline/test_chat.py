@@ -17,7 +17,7 @@ from pipeline.chat import (  # noqa: E402
     stop_token_ids,
     training_prompt,
 )
-from tests.tiny_qwen import DEFAULT_SYSTEM, ENDOFTEXT, IM_END, build_tokenizer  # noqa: E402
+from tests.support.tiny_qwen import DEFAULT_SYSTEM, ENDOFTEXT, IM_END, build_tokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from pipeline.codebook import (
     prompts,
 )
 from pipeline.codebook.schemas import AssignReply, MergeReply
-from tests.fake_llm import render_solution, strategy_of
+from tests.support.fake_llm import render_solution, strategy_of
 
 MODES = [
     Mode(id="m1", name="direct", criterion="add then multiply"),

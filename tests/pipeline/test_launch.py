@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline import launch
-from tests.helpers import free_port
+from tests.support.helpers import free_port
 
 
 def test_world_size_reads_the_launchers_variable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,7 +22,7 @@ from pipeline.llm import (
     retry_after_seconds,
     run_jobs,
 )
-from tests.fake_llm import FakeLLM, expected_fingerprint
+from tests.support.fake_llm import FakeLLM, expected_fingerprint
 
 
 class Echo(BaseModel):
@@ -68,7 +68,7 @@ def test_validated_reply_is_cached_and_keyed_like_the_server(llm: FakeLLM, tmp_p
     first = client.complete_json(_msgs("a"), Echo)
     assert first.ok and first.value == Echo(ok=True, n_messages=2) and not first.cached
     # the client's cache key is the documented content hash of what it sent (computed
-    # independently in tests/fake_llm.py, not by the production function)
+    # independently in tests/support/fake_llm.py, not by the production function)
     assert first.key == expected_fingerprint(llm.bodies[llm.served()[-1].key])
     second = client.complete_json(_msgs("a"), Echo)
     assert second.cached and second.value == first.value and second.key == first.key

@@ -1,5 +1,5 @@
 """``rcea probe score``: a study's existing trajectories scored under a tiny Qwen2-shaped
-checkpoint (``tests/tiny_qwen.py``) on CPU — the stored per-token entropies, mean token
+checkpoint (``tests/support/tiny_qwen.py``) on CPU — the stored per-token entropies, mean token
 entropy and ``seq_logprob`` equal a direct teacher-forced computation with Transformers
 (prompt = the stored question through the checkpoint's chat template); an interrupted run
 resumes with the unscored trajectories only; the report then has token-level numbers."""
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from app.cli import app
-from tests.helpers import write_jsonl
+from tests.support.helpers import write_jsonl
 
 QUESTIONS = {"q1": "What is 2+3?", "q2": "Compute 7*6."}
 TEXTS = ["2+3 = 5. The answer is 5.", "So 7*6 = 42", "I think 41", "Let me see: 5"]
@@ -64,7 +64,7 @@ def direct(ckpt: Path, question: str, text: str) -> tuple[np.ndarray, float]:
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.tiny_qwen import build_tiny_qwen
+    from tests.support.tiny_qwen import build_tiny_qwen
 
     return build_tiny_qwen(tmp_path_factory.mktemp("tiny") / "ckpt").path
 

@@ -20,7 +20,7 @@ pytest.importorskip("fastapi")
 from pipeline.probe import ConfigError, load_config, parse_config, run_sample  # noqa: E402
 from pipeline.probe.server import ServerSampleError  # noqa: E402
 from pipeline.records import read_records  # noqa: E402
-from tests.fake_llm import FakeLLM, body_key, fake_completion_choices  # noqa: E402
+from tests.support.fake_llm import FakeLLM, body_key, fake_completion_choices  # noqa: E402
 from tests.support.probe import save_policy  # noqa: E402
 
 K, MAX_NEW, N_Q = 4, 12, 5

@@ -24,7 +24,7 @@ pytest.importorskip("accelerate")
 
 from pipeline.probe import load_config, run_covariance, run_entropy, run_sample  # noqa: E402
 from pipeline.probe import shard as shard_mod  # noqa: E402
-from tests.helpers import free_port  # noqa: E402
+from tests.support.helpers import free_port  # noqa: E402
 from tests.support.probe import (
     save_policy,  # noqa: E402
     write_config,  # noqa: E402

@@ -1,6 +1,6 @@
 """Real-shaped models: a tiny random Qwen2 with a byte-level BPE
 tokenizer, a ChatML chat template and eos (``<|im_end|>``) ≠ pad (``<|endoftext|>``), built
-offline by :mod:`tests.tiny_qwen`, goes through the same CPU code paths as a local 1.5B
+offline by :mod:`tests.support.tiny_qwen`, goes through the same CPU code paths as a local 1.5B
 checkpoint: ``rcea probe sample|entropy`` and ``rcea train run``.
 
 Checked against independent computations: the probe's prompt ids equal the tokenizer's own
@@ -21,7 +21,7 @@ pytest.importorskip("trl")
 pytest.importorskip("tokenizers")
 
 from app.cli import app  # noqa: E402
-from tests.tiny_qwen import DEFAULT_SYSTEM, ENDOFTEXT, IM_END, TinyQwen, build_tiny_qwen  # noqa: E402
+from tests.support.tiny_qwen import DEFAULT_SYSTEM, ENDOFTEXT, IM_END, TinyQwen, build_tiny_qwen  # noqa: E402
 
 runner = CliRunner()
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("accelerate")
 
-from tests.helpers import free_port  # noqa: E402
+from tests.support.helpers import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCELERATE_CONFIGS = ROOT / "pipeline" / "training" / "configs" / "accelerate"

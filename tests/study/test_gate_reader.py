@@ -16,7 +16,7 @@ from study.pair_audit.sampling import audit_pairs
 from study.settings import Settings
 from study.store import list_events, session_scope
 from study.store.models import Audit
-from tests.helpers import audit_study, draw_test_audit, fake_tasks
+from tests.support.helpers import audit_study, draw_test_audit, fake_tasks
 
 
 def _label_all(engine, audit_id: int) -> None:  # type: ignore[no-untyped-def]

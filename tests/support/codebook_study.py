@@ -22,8 +22,8 @@ from study.store import make_engine, session_scope, upgrade
 from study.store.models import (
     Trajectory,
 )
-from tests.fake_llm import FakeLLM, domain_records, strategy_of
-from tests.helpers import write_jsonl
+from tests.support.fake_llm import FakeLLM, domain_records, strategy_of
+from tests.support.helpers import write_jsonl
 
 PHASE1 = {
     "q00": ["direct", "distribute"] * 4,

@@ -12,7 +12,7 @@ from study.pair_audit.labels import record_annotation
 from study.pair_audit.sampling import audit_pairs, draw_audit
 from study.store import session_scope
 from study.store.models import Audit
-from tests.helpers import audit_study, fake_tasks, rubric_file
+from tests.support.helpers import audit_study, fake_tasks, rubric_file
 
 #: a rubric whose final gate fails on the helper study (automatic coverage 29/30 < 1)
 FAILING_GATE = """

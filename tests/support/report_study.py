@@ -21,7 +21,7 @@ from study.store import append_event, require_study, session_scope
 from study.store.measurements import record_measurement
 from study.store.models import Audit, AuditTask
 from study.validity_audit.status import CALIBRATION_COMPLETED_EVENT, JUDGE_RUN_EVENT
-from tests.helpers import RUBRIC, fake_person, fake_tasks, rubric_file, write_jsonl
+from tests.support.helpers import RUBRIC, fake_person, fake_tasks, rubric_file, write_jsonl
 
 RUNS = ("grpo", "ppo", "dapo", "clipcov")
 

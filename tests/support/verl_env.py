@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from tests.helpers import service_missing
+from tests.support.helpers import service_missing
 
 VERL_SITE = Path(__file__).resolve().parents[2] / ".verl-site"
 

@@ -24,9 +24,9 @@ from study.settings import Settings
 from study.store import open_store, require_study, session_scope
 from study.store.measurements import record_measurement
 from study.store.models import AuditTask
-from tests.fake_llm import MODEL, RUNS, domain_records, strategy_of
-from tests.helpers import fake_person, fake_tasks, rubric_file, write_jsonl
 from tests.support.codebook_study import PHASE1, PHASE2, first_half
+from tests.support.fake_llm import MODEL, RUNS, domain_records, strategy_of
+from tests.support.helpers import fake_person, fake_tasks, rubric_file, write_jsonl
 
 RUBRIC = """
 [rubric]

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from app.api import create_app
 from study.records.ingest import ingest_file
 from study.settings import Settings
-from tests.helpers import free_port, make_record, wait_for_http, write_jsonl
+from tests.support.helpers import free_port, make_record, wait_for_http, write_jsonl
 
 TOKEN = "test-token-123"
 

@@ -16,7 +16,7 @@ from annotation.people import People, person_webhook_secret
 from app.api import create_app
 from app.api.webhooks import MAX_BODY
 from study.settings import Settings
-from tests.labelling_study import SECRET
+from tests.support.labelling_study import SECRET
 
 HEADER = "X-RCEA-Webhook-Secret"
 WRONG_SECRET = {"detail": "missing or wrong webhook secret"}

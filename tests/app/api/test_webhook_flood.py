@@ -16,7 +16,7 @@ import pytest
 from annotation.people import person_webhook_secret
 from annotation.projects import WEBHOOK_SECRET_HEADER
 from app.api.webhooks import MAX_NOTIFY_IDS
-from tests.labelling_study import SECRET, Study, wait_for
+from tests.support.labelling_study import SECRET, Study, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +78,7 @@ def test_one_persons_flood_holds_up_no_one_else(study: Study, api: str) -> None:
 def test_background_sync_recovers_what_no_notification_brought(study: Study) -> None:
     """A switches A's webhook off and labels: no notification arrives, yet the API's
     background incremental sync (as under ``rcea serve``) records the label."""
-    from tests.labelling_study import serve_api
+    from tests.support.labelling_study import serve_api
 
     with serve_api(study, sync_interval_s=1.0) as api:
         study.push()

@@ -19,8 +19,8 @@ from app.api.webhooks import MAX_BODY
 from study.settings import Settings
 from study.store import session_scope
 from study.store.models import AuditLabel, Event
-from tests.labelling_study import SECRET, Study, choice, serve_api, wait_for
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.labelling_study import SECRET, Study, choice, serve_api, wait_for
+from tests.support.labelstudio_fixture import LabelStudioHandle
 
 HEADER = "X-RCEA-Webhook-Secret"
 

@@ -9,12 +9,12 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from app.cli import app
-from tests.fake_llm import MODEL, RUNS, domain_records
-from tests.helpers import write_jsonl
 from tests.support.codebook_study import PHASE1, PHASE2
+from tests.support.fake_llm import MODEL, RUNS, domain_records
+from tests.support.helpers import write_jsonl
 
 runner = CliRunner()
-ORACLE = ["--backend", "oracle", "--oracle", "tests.fake_llm:strategy_of"]
+ORACLE = ["--backend", "oracle", "--oracle", "tests.support.fake_llm:strategy_of"]
 
 
 def rcea(*args: str, code: int = 0):  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from app.cli import exit_codes as ec
-from tests.helpers import RUBRIC
+from tests.support.helpers import RUBRIC
 from tests.support.pair_audit import FAILING_GATE, drawn_and_labelled, study_with_rubric
 
 runner = CliRunner()

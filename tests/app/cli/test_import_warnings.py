@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from app.cli import app
-from tests.helpers import make_record, write_jsonl
+from tests.support.helpers import make_record, write_jsonl
 
 runner = CliRunner()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from app.cli import app
-from tests.helpers import write_jsonl
+from tests.support.helpers import write_jsonl
 from tests.support.judge_study import ORACLE, WEAK, toy_records
 
 runner = CliRunner()

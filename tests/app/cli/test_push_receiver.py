@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from app.api.main import create_app
 from study.labelling import ReceiverError, WebhookTarget, check_receiver
 from study.settings import Settings
-from tests.helpers import free_port
+from tests.support.helpers import free_port
 
 BASE = "http://testserver/webhooks/label-studio"
 

@@ -21,9 +21,9 @@ from app.cli import app
 from pipeline.safety import install_log_masking, mask_url, mask_urls_in, path_under, safe_name
 from study.settings import Settings, get_settings
 from study.store import list_events, open_store, session_scope
-from tests.fake_llm import FakeLLM, domain_records
-from tests.helpers import audit_study, draw_test_audit, fake_tasks, free_port, write_jsonl
 from tests.support.codebook_study import PHASE1
+from tests.support.fake_llm import FakeLLM, domain_records
+from tests.support.helpers import audit_study, draw_test_audit, fake_tasks, free_port, write_jsonl
 
 RCEA = str(Path(sys.executable).parent / "rcea")
 ROOT = Path(__file__).resolve().parents[3]
@@ -211,7 +211,7 @@ def test_study_names_stay_inside_the_data_dir(
     before = set(tmp_path.rglob("*"))
     recs = _records(work)
     rcea("ingest", str(recs), "--study", study)
-    oracle = ["--backend", "oracle", "--oracle", "tests.fake_llm:strategy_of"]
+    oracle = ["--backend", "oracle", "--oracle", "tests.support.fake_llm:strategy_of"]
     rcea("codebook", "run", "--study", study, *oracle, "--sample", "6", code=3)  # queue waits
     exported = json.loads(rcea("codebook", "export", "--study", study, "--allow-incomplete",
                                "--json"))  # fmt: skip
@@ -374,7 +374,7 @@ def test_api_and_view_listen_on_loopback_by_default(tmp_path: Path) -> None:
     each process is on 127.0.0.1."""
     import psutil
 
-    from tests.helpers import wait_for_http
+    from tests.support.helpers import wait_for_http
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RCEA_DATA_DIR": str(tmp_path / "d")}
     api_port, view_port = free_port(), free_port()

@@ -22,8 +22,8 @@ from app.demo.simulate import flip
 from app.demo.state import DemoState, DemoStateError
 from app.demo.steps import plan, run_steps
 from audits.rubric import parse_rubric
-from tests.helpers import free_port
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.helpers import free_port
+from tests.support.labelstudio_fixture import LabelStudioHandle
 
 
 def test_sizes_and_rubrics() -> None:
@@ -176,7 +176,7 @@ def test_ctrl_c_stops_what_the_demo_started_and_nothing_else(
     labelstudio_pool: list[LabelStudioHandle], tmp_path: Path
 ) -> None:
     from app.demo.audits import PEOPLE
-    from tests.labelstudio_fixture import register_people
+    from tests.support.labelstudio_fixture import register_people
 
     data = tmp_path / "data"
     _finished_state(data)
@@ -239,7 +239,7 @@ def test_fresh_starts_over_under_a_new_study_name(tmp_path: Path) -> None:
     from study.records.ingest import ingest_file
     from study.settings import Settings
     from study.store import open_store
-    from tests.helpers import make_record, write_jsonl
+    from tests.support.helpers import make_record, write_jsonl
 
     cfg = Settings(data_dir=tmp_path / "data")
     cfg.ensure_data_dir()
@@ -346,7 +346,7 @@ class _Recording:
             return {"steps": steps, "last": {"entropy": 0.5}}
         elif args[:2] == ["probe", "entropy"]:
             from pipeline.probe.config import load_config, resolve_checkpoints
-            from tests.helpers import make_record, write_jsonl
+            from tests.support.helpers import make_record, write_jsonl
 
             cfg = load_config(opt("--config"))
             recs = [

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import free_port
+from tests.support.helpers import free_port
 
 pytestmark = pytest.mark.slow
 ENTROPY_KEYS = (

@@ -34,8 +34,8 @@ from study.pair_audit.repeats import n_repeats
 from study.pair_audit.sampling import audit_pairs, draw_audit, get_audit
 from study.store import list_events, session_scope
 from study.store.models import Audit, AuditTask
-from tests.helpers import audit_study, fake_person, rubric_file
 from tests.support.fake_labelstudio import PROJECTS, USERS, FakeServers
+from tests.support.helpers import audit_study, fake_person, rubric_file
 
 
 def _mode(question_id: str, text: str) -> str | None:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from app.demo.audits import PEOPLE
-from tests.helpers import free_port
-from tests.labelstudio_fixture import LabelStudioHandle, register_people
+from tests.support.helpers import free_port
+from tests.support.labelstudio_fixture import LabelStudioHandle, register_people
 
 pytestmark = pytest.mark.slow
 STUDY = "toy-quick"

@@ -20,7 +20,7 @@ from study.pair_audit.sampling import audit_pairs, get_audit
 from study.records.ingest import ingest_file
 from study.settings import Settings
 from study.store import open_store, session_scope
-from tests.helpers import (
+from tests.support.helpers import (
     audit_study,
     chromium_executable,
     draw_test_audit,

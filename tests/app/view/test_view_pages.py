@@ -35,15 +35,15 @@ from study.pair_audit.sampling import audit_pairs, get_audit
 from study.settings import Settings, get_settings
 from study.store import list_events, open_store, require_study, session_scope
 from study.store.models import AuditTask, CodebookVersion
-from tests.fake_llm import MODEL
-from tests.helpers import fake_person
+from tests.support.fake_llm import MODEL
+from tests.support.helpers import fake_person
 from tests.support.view_store import (
     _phase,
     full_store,
     observed,
 )
 
-ORACLE = "tests.fake_llm:strategy_of"
+ORACLE = "tests.support.fake_llm:strategy_of"
 MAIN = Path(__file__).resolve().parents[3] / "app" / "view" / "main.py"
 PAGES = ("overview.py", "entropy.py", "modes.py", "covariance.py", "audit.py")
 RESEARCHERS = ("tester", "carol", "dave")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.helpers import free_port
+from tests.support.helpers import free_port
 
 
 def test_metrics_endpoint_is_closed(tmp_path: Path) -> None:

@@ -39,8 +39,8 @@ from study.store.models import (
     Partition,
     PartitionAssignment,
 )
-from tests.fake_llm import strategy_of
 from tests.support.codebook_study import PHASE1, PHASE2, assert_recovers, first_half, ingest, truth
+from tests.support.fake_llm import strategy_of
 
 
 def test_oracle_cycle_extends_refreezes_and_exports(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -31,8 +31,8 @@ from study.records.ingest import ingest_file
 from study.settings import Settings
 from study.store import list_events, require_study, session_scope
 from study.store.models import CodebookAssignment, CodebookBatch, CodebookDispute, CodebookDraft
-from tests.fake_llm import RUNS, FakeLLM, Faults, domain_records
-from tests.helpers import write_jsonl
+from tests.support.fake_llm import RUNS, FakeLLM, Faults, domain_records
+from tests.support.helpers import write_jsonl
 
 QUESTIONS = {
     "q00": ["direct", "distribute", "factor"] * 3,

@@ -37,8 +37,8 @@ from study.store.models import (
     PartitionAssignment,
     Trajectory,
 )
-from tests.fake_llm import MODEL, RUNS, FakeLLM, Faults
 from tests.support.codebook_study import PHASE1, PHASE2, assert_recovers, ingest, truth
+from tests.support.fake_llm import MODEL, RUNS, FakeLLM, Faults
 from tests.support.product_helpers import scan_for_leaks
 
 FAULTS = Faults(

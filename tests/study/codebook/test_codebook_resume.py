@@ -22,7 +22,6 @@ from study.codebook import BackendOptions, assign, make_backend
 from study.settings import Settings
 from study.store import make_engine, session_scope
 from study.store.models import CodebookAssignment, CodebookBatch
-from tests.fake_llm import FakeLLM, Faults, expected_fingerprint
 from tests.support.codebook_study import (
     ASSIGN,
     CONCURRENCY,
@@ -30,6 +29,7 @@ from tests.support.codebook_study import (
     llm_env,
     prepared_store,
 )
+from tests.support.fake_llm import FakeLLM, Faults, expected_fingerprint
 
 FAULTS = Faults(rate_limit=0.1, server_error=0.05, malformed=0.05, wrong_mode=0.1, flip=0.1)
 

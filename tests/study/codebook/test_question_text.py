@@ -22,8 +22,8 @@ from study.settings import Settings
 from study.store import question_texts, session_scope
 from study.store.models import Question, Study, Trajectory
 from study.validity_audit.problems import problems_for
-from tests.fake_llm import RUNS, FakeLLM, domain_records
-from tests.helpers import write_jsonl
+from tests.support.fake_llm import RUNS, FakeLLM, domain_records
+from tests.support.helpers import write_jsonl
 
 QUESTIONS = {"q00": ["direct", "distribute"] * 3, "q01": ["factor", "direct"] * 3}
 TEXTS = {"q00": "Compute (2 + 3) × 4 and box the result.", "q01": "Compute (3 + 5) × 5."}

@@ -17,7 +17,7 @@ from study.pair_audit.labels import status_counts
 from study.pair_audit.push import sync_audit
 from study.store import list_events, session_scope
 from study.store.models import Audit, AuditLabel
-from tests.labelling_study import Study, choice
+from tests.support.labelling_study import Study, choice
 
 pytestmark = pytest.mark.slow
 
@@ -95,7 +95,7 @@ def test_moved_annotation_follows_its_task(study: Study) -> None:
 
 def test_moved_annotation_follows_its_task_by_webhook(study: Study, api: str) -> None:
     """The same move seen through the webhook's read-back (A's server notifies)."""
-    from tests.labelling_study import wait_for
+    from tests.support.labelling_study import wait_for
 
     study.push()
     tasks = study.tasks("A")

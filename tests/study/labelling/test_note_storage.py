@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from annotation.payloads import parse_annotation
 from study.store import append_event, session_scope
 from study.store.models import AuditLabel, Event
-from tests.helpers import audit_study, draw_test_audit
+from tests.support.helpers import audit_study, draw_test_audit
 
 RAW_NOTE = "first\x00 second \x1b[31m\ttab\r\nline \ud800 end"
 SHOWN = "first⟨U+0000⟩ second ⟨U+001B⟩[31m\ttab\r\nline ⟨U+D800⟩ end"

@@ -24,7 +24,7 @@ from study.pair_audit.labels import record_annotation
 from study.pair_audit.sampling import audit_pairs, draw_audit
 from study.store import session_scope
 from study.store.models import Audit, AuditTask
-from tests.helpers import RUBRIC, audit_study, fake_person, fake_tasks, rubric_file
+from tests.support.helpers import RUBRIC, audit_study, fake_person, fake_tasks, rubric_file
 
 T0 = datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC)
 

@@ -17,7 +17,7 @@ from study.pair_audit.labels import record_annotation
 from study.pair_audit.sampling import audit_pairs, draw_audit, get_audit, record_dev_questions
 from study.store import list_events, session_scope
 from study.store.models import Audit, AuditPair, AuditTask, PartitionAssignment
-from tests.helpers import (
+from tests.support.helpers import (
     RUBRIC,
     audit_study,
     bind_fake,

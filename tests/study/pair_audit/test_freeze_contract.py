@@ -25,7 +25,7 @@ from study.pair_audit.freeze import (
 from study.records.ingest import ingest_file
 from study.store import list_events, require_study, session_scope
 from study.store.models import Rubric
-from tests.helpers import RUBRIC, make_record, write_jsonl
+from tests.support.helpers import RUBRIC, make_record, write_jsonl
 
 
 def _rubric(tmp_path: Path, name: str, version: str, seed: int = 5) -> Path:

@@ -18,7 +18,7 @@ from study.pair_audit.labels import record_annotation
 from study.pair_audit.sampling import audit_pairs, draw_audit
 from study.store import list_events, session_scope
 from study.store.models import Audit
-from tests.helpers import RUBRIC, audit_study, fake_tasks, rubric_file
+from tests.support.helpers import RUBRIC, audit_study, fake_tasks, rubric_file
 
 SEQUENTIAL = '\n[sequential]\nlooks = [0.25, 0.5, 1.0]\nspending = "pocock"\n'
 

@@ -19,7 +19,7 @@ from study.pair_audit.gate import decide_gate, gate_status, record_final_gate
 from study.pair_audit.sampling import draw_audit
 from study.store import list_events, session_scope
 from study.store.models import Audit
-from tests.helpers import RUBRIC, rubric_file
+from tests.support.helpers import RUBRIC, rubric_file
 from tests.support.pair_audit import FAILING_GATE, drawn_and_labelled, study_with_rubric
 
 POLICY = '\n[reaudit]\nmax_attempts = 2\ncorrection = "bonferroni"\n'

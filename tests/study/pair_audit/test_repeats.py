@@ -28,8 +28,8 @@ from study.pair_audit.repeats import n_repeats, repeat_key, repeat_positions, wi
 from study.pair_audit.sampling import audit_pairs, draw_audit
 from study.store import session_scope
 from study.store.models import Audit, AuditTask
-from tests.helpers import RUBRIC, audit_study, fake_person, rubric_file
 from tests.support.fake_labelstudio import PROJECTS, USERS, FakeServers
+from tests.support.helpers import RUBRIC, audit_study, fake_person, rubric_file
 
 SHARE = "\n[annotators]\nrepeat_share = 0.2\n"
 SEQUENTIAL = '\n[sequential]\nlooks = [0.5, 1.0]\nspending = "pocock"\n'

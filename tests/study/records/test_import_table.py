@@ -21,7 +21,7 @@ from pipeline.records import RecordValidationError
 from study.records.export import export_study, study_records
 from study.records.imports import import_table
 from study.records.ingest import ingest_file
-from tests.helpers import write_jsonl
+from tests.support.helpers import write_jsonl
 
 # interchange field -> the column name the "lab format" uses
 RENAME = {

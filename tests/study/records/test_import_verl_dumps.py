@@ -288,7 +288,7 @@ def test_rollout_dump_with_special_tokens_kept_is_stripped(
     and prompts start with the left padding and keep their ChatML markers."""
     import types
 
-    from tests.tiny_qwen import build_tokenizer
+    from tests.support.tiny_qwen import build_tokenizer
 
     real = build_tokenizer()
     tok = types.SimpleNamespace(

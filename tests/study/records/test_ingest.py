@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from pipeline.records import RecordValidationError
 from study.store import Trajectory
 from study.store.artifacts import read_token_entropies
-from tests.helpers import ingest_into, make_record, store_counts, write_jsonl
+from tests.support.helpers import ingest_into, make_record, store_counts, write_jsonl
 
 _counts = store_counts
 _ingest = ingest_into

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from pipeline.records import RecordValidationError
 from study.records.ingest import IngestResult, file_sha256, ingest_file
 from study.store import Ingest, Question, Trajectory
-from tests.helpers import make_record, write_jsonl
+from tests.support.helpers import make_record, write_jsonl
 
 
 def _ingest(engine, path: Path, data: Path, study: str = "s") -> IngestResult:  # type: ignore[no-untyped-def]

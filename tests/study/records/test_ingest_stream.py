@@ -13,7 +13,7 @@ import study.records.ingest as ingest_mod
 from pipeline.records import RecordValidationError, iter_jsonl_batches, iter_parquet_batches
 from study.store import Ingest, Question, Trajectory
 from study.store.artifacts import read_token_entropies
-from tests.helpers import ingest_into, make_record, store_counts, write_jsonl
+from tests.support.helpers import ingest_into, make_record, store_counts, write_jsonl
 
 _counts = store_counts
 _ingest = ingest_into

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.records import RecordValidationError, read_records
-from tests.helpers import make_record, write_jsonl
+from tests.support.helpers import make_record, write_jsonl
 
 
 def _errors(path: Path) -> list[str]:

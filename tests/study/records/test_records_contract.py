@@ -24,7 +24,7 @@ from pipeline.records import (
     read_records,
     records_from_rows,
 )
-from tests.helpers import make_record, write_jsonl
+from tests.support.helpers import make_record, write_jsonl
 
 CTRL = "only tab, line feed and carriage return are allowed"
 

@@ -17,7 +17,7 @@ from app.cli import app
 from pipeline.records import RecordValidationError, read_records
 from study.records.ingest import write_batch
 from study.store import Ingest, Question, Study, Trajectory
-from tests.helpers import make_record, write_jsonl
+from tests.support.helpers import make_record, write_jsonl
 
 runner = CliRunner()
 SECRET_TEXT = "the-secret-solution-text"

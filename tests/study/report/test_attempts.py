@@ -16,7 +16,7 @@ from study.report.schema import StudyReport
 from study.report.verify import verify_bundle
 from study.store import session_scope
 from study.store.models import Audit
-from tests.helpers import RUBRIC
+from tests.support.helpers import RUBRIC
 from tests.support.pair_audit import FAILING_GATE, drawn_and_labelled, study_with_rubric
 
 POLICY = '\n[reaudit]\nmax_attempts = 2\ncorrection = "bonferroni"\n'

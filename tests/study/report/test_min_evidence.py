@@ -21,7 +21,7 @@ from study.report.publish import publish_report
 from study.report.schema import StudyReport
 from study.report.verify import verify_bundle
 from study.store import append_event, require_study, session_scope
-from tests.helpers import RUBRIC, make_record, write_jsonl
+from tests.support.helpers import RUBRIC, make_record, write_jsonl
 
 runner = CliRunner()
 GOOD = {

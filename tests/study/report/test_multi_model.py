@@ -26,7 +26,7 @@ from study.report.build import build_report
 from study.report.schema import StudyReport
 from study.store import require_study, session_scope
 from study.store.measurements import record_measurement
-from tests.helpers import write_jsonl
+from tests.support.helpers import write_jsonl
 
 RUNS = ("grpo", "clipcov")
 STEPS = (10, 20)

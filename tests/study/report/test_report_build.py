@@ -21,7 +21,7 @@ from study.records.ingest import ingest_file
 from study.report.build import ENTROPY_ONLY_LABEL, build_report
 from study.store import require_study, session_scope
 from study.store.measurements import record_measurement
-from tests.helpers import write_jsonl
+from tests.support.helpers import write_jsonl
 from tests.support.report_study import (
     FAILED_RUN,
     N_BOOT,

@@ -31,7 +31,7 @@ from study.report.build import ENTROPY_ONLY_LABEL, build_report
 from study.report.publication import PublishRefused
 from study.store import list_events, require_study, session_scope
 from study.store.models import Audit, AuditLabel, AuditTask, Trajectory
-from tests.helpers import RUBRIC, fake_person, write_jsonl
+from tests.support.helpers import RUBRIC, fake_person, write_jsonl
 from tests.support.report_study import (
     JUDGE,
     N_BOOT,

@@ -29,7 +29,7 @@ from study.report.rows import StoreRows, record_set_hash, study_trajectories
 from study.settings import Settings
 from study.store import require_study, session_scope
 from study.validity_audit.run import run_judge
-from tests.helpers import write_jsonl
+from tests.support.helpers import write_jsonl
 from tests.support.judge_study import freeze, ingest_toy
 from tests.support.report_study import N_BOOT, make_report_study, report_records
 

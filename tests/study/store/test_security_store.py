@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError
 
 from study.settings import Settings
 from study.store import open_store
-from tests.helpers import audit_study, draw_test_audit
+from tests.support.helpers import audit_study, draw_test_audit
 
 FROZEN = (
     "rubric",

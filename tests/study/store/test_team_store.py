@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from annotation.people import person_webhook_secret
 from study.store import session_scope
 from study.store.models import Event
-from tests.helpers import free_port
-from tests.labelling_study import SECRET, Study
-from tests.labelstudio_fixture import LabelStudioHandle
+from tests.support.helpers import free_port
+from tests.support.labelling_study import SECRET, Study
+from tests.support.labelstudio_fixture import LabelStudioHandle
 
 ROOT = Path(__file__).resolve().parents[3]
 HEADER = "X-RCEA-Webhook-Secret"

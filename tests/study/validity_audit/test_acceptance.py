@@ -26,7 +26,7 @@ from study.store import append_event, list_events, require_study, session_scope
 from study.store.models import ValidityCheck
 from study.validity_audit.reports import accepted_report, calibration_report
 from study.validity_audit.status import validity_status
-from tests.helpers import RUBRIC, audit_study
+from tests.support.helpers import RUBRIC, audit_study
 from tests.support.validity import stored_check
 
 runner = CliRunner()

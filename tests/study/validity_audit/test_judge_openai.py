@@ -24,7 +24,7 @@ from study.store.models import JudgeVerdict, Trajectory
 from study.validity_audit.problems import load_problems
 from study.validity_audit.run import RunOptions, run_judge
 from study.validity_audit.versions import freeze_judge
-from tests.fake_llm import FakeLLM, expected_fingerprint
+from tests.support.fake_llm import FakeLLM, expected_fingerprint
 from tests.support.judge_study import MODEL, RUN, ingest_toy
 from tests.support.product_helpers import scan_for_leaks
 
@@ -120,7 +120,7 @@ def test_openai_judge_run(sqlite_engine, tmp_path: Path) -> None:  # type: ignor
 
 
 def test_openai_judge_refuses_leaking_prompt(sqlite_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from tests.helpers import write_jsonl
+    from tests.support.helpers import write_jsonl
 
     rec = {
         "trajectory_id": "leaky-1",
@@ -208,7 +208,7 @@ def test_paged_run_scans_a_later_page(
     the calls of the first two pages."""
     import study.validity_audit.run as judge_run
     from study.records.ingest import ingest_file
-    from tests.helpers import write_jsonl
+    from tests.support.helpers import write_jsonl
 
     monkeypatch.setattr(judge_run, "PAGE", 2)
     recs = []

@@ -4,7 +4,7 @@ call in flight finishes and is recorded in the store (they are paid for), and th
 resumes from the store — it skips exactly the recorded work and sends no call twice.
 
 Calls are matched between the server's log and the store by the documented content hash,
-recomputed from the logged request bodies (``tests.fake_llm.expected_fingerprint``)."""
+recomputed from the logged request bodies (``tests.support.fake_llm.expected_fingerprint``)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from study.store import make_engine, require_study, session_scope, upgrade
 from study.store.models import CodebookBatch, JudgeVerdict
 from study.validity_audit.problems import load_problems
 from study.validity_audit.versions import freeze_judge
-from tests.fake_llm import FakeLLM, expected_fingerprint
 from tests.support.codebook_study import ASSIGN, QUESTIONS, llm_env, prepared_store
+from tests.support.fake_llm import FakeLLM, expected_fingerprint
 from tests.support.judge_study import ingest_toy
 
 CONCURRENCY = 4  # ASSIGN's --concurrency

@@ -348,7 +348,7 @@ class FakeLLM:
         faults: Faults | None = None,
         port: int | None = None,
     ) -> None:
-        from tests.helpers import free_port
+        from tests.support.helpers import free_port
 
         self.latency_s = latency_s
         self.faults = faults or Faults()
@@ -605,7 +605,7 @@ class FakeLLM:
 
 
 def main() -> None:
-    """``python -m tests.fake_llm --port P --latency 0.05`` (the benchmark's server)."""
+    """``python -m tests.support.fake_llm --port P --latency 0.05`` (the benchmark's server)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--latency", type=float, default=0.0)

@@ -24,8 +24,8 @@ from study.pair_audit.push import push_audit, sync_audit
 from study.settings import Settings
 from study.store import make_engine, session_scope, upgrade
 from study.store.models import Audit, AuditLabel, AuditTask
-from tests.helpers import audit_study, draw_test_audit, free_port
-from tests.labelstudio_fixture import LabelStudioHandle, register_people
+from tests.support.helpers import audit_study, draw_test_audit, free_port
+from tests.support.labelstudio_fixture import LabelStudioHandle, register_people
 
 SECRET = "pair-audit-hook-secret"
 PASSWORD = "annot-pass-123"

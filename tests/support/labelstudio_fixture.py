@@ -19,7 +19,7 @@ import pytest
 
 from annotation.people import People
 from annotation.server import LabelStudioServer, default_executable
-from tests.helpers import service_missing
+from tests.support.helpers import service_missing
 
 BOOT_SECONDS: dict[str, float] = {}
 
