@@ -13,6 +13,7 @@ import typer
 from sqlmodel import select
 
 from annotation.tasks import BlindingViolation
+from app.cli import exit_codes
 from app.cli.common import (
     engine,
     fail,
@@ -83,10 +84,8 @@ SEED_OPTION = typer.Option(
     0, "--seed", envvar="RCEA_CODEBOOK_SEED", help="shuffles and batching (recorded)"
 )
 #: ``rcea codebook run`` exit codes (README "Codebook cycle").
-EXIT_UNANSWERED = 4
-"""batches got no answer from the endpoint (unreachable, retries spent): rerun to retry"""
-EXIT_RESEARCHER = 3
-"""items wait in the researcher queue or extension requests wait for review"""
+EXIT_UNANSWERED = exit_codes.CODEBOOK_UNANSWERED
+EXIT_RESEARCHER = exit_codes.CODEBOOK_RESEARCHER
 THRESHOLD_OPTION = typer.Option(
     0.7, "--threshold", envvar="RCEA_CODEBOOK_THRESHOLD", help="confidence below → reconcile"
 )

@@ -15,6 +15,9 @@ usage errors (typer/click)"""
 SERVICE_UNREACHABLE = 3
 """an external service (PostgreSQL, Label Studio, the LLM endpoint) did not answer;
 also `labelstudio status` (a server is down) and `codebook run` (researcher queue)"""
+CODEBOOK_RESEARCHER = 3
+"""`codebook run`: items wait in the researcher queue or extension requests wait for
+review (the same number as ``SERVICE_UNREACHABLE``: an existing contract of that command)"""
 CODEBOOK_UNANSWERED = 4
 """`codebook run`: batches got no answer from the endpoint (rerun to retry)"""
 FAILED = 5

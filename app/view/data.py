@@ -17,7 +17,11 @@ from sqlmodel import Session, select
 from app.view.report_frames import checkpoint_label
 from audits.thresholds import GATE_REQUIREMENTS
 from study.codebook import decide_extension, get_draft, list_extensions
-from study.codebook.approval import approve_extensions, backend_from_environment
+from study.codebook.approval import (
+    approve_extensions,
+    backend_from_environment,
+    decision_summary,
+)
 from study.codebook.common import versions_by_question
 from study.labelling import PAIR, bindings
 from study.pair_audit.annotators import annotator_quality
@@ -561,14 +565,7 @@ def decide_extension_request(
             actor=actor,
             reason=reason,
         )
-        return {
-            "extension_id": ext.id,
-            "question_id": ext.question_id,
-            "status": ext.status,
-            "version": v.version if v else None,
-            "content_hash": v.content_hash if v else None,
-            "n_affected": len(ext.affected_trajectory_ids),
-        }
+        return decision_summary(ext, v)
 
 
 def codebooks_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:

@@ -18,6 +18,19 @@ from study.codebook.stages import assign, reconcile
 from study.store import session_scope
 
 
+def decision_summary(ext: Any, version: Any) -> dict[str, Any]:
+    """What a decided request reports (CLI, view, demo): id, question, status, the new
+    version and its hash (approved), and the affected trajectories."""
+    return {
+        "extension_id": ext.id,
+        "question_id": ext.question_id,
+        "status": ext.status,
+        "version": version.version if version else None,
+        "content_hash": version.content_hash if version else None,
+        "n_affected": len(ext.affected_trajectory_ids),
+    }
+
+
 def approve_extensions(
     engine: Engine,
     *,
@@ -41,16 +54,7 @@ def approve_extensions(
             ext, v = decide_extension(
                 s, study=study, extension_id=ext_id, approve=True, actor=actor, reason=reason
             )
-            approved.append(
-                {
-                    "extension_id": ext.id,
-                    "question_id": ext.question_id,
-                    "status": ext.status,
-                    "version": v.version if v else None,
-                    "content_hash": v.content_hash if v else None,
-                    "n_affected": len(ext.affected_trajectory_ids),
-                }
-            )
+            approved.append(decision_summary(ext, v))
     out: dict[str, Any] = {"approved": approved}
     if backend is None or not approved:
         return out
