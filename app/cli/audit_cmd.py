@@ -17,7 +17,7 @@ from app.cli.options import (
     STUDY_OPTION,
     WEBHOOK_OPTION,
 )
-from app.cli.stats_cmd import _fmt, _print_gate, gate_outcome, print_interim
+from app.cli.stats_cmd import fmt, gate_outcome, print_gate, print_interim
 from audits.rubric import rubric_path
 from study.labelling import webhook_target
 from study.pair_audit.annotators import annotator_quality
@@ -287,7 +287,7 @@ def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
     if result.get("stopped_early"):
         typer.echo("stopped early: the sequential plan settled the gate before the last look")
     if result["report"]:
-        _print_gate(result["report"])
+        print_gate(result["report"])
     elif result.get("sequential"):
         print_interim(result["sequential"])
 
@@ -324,9 +324,9 @@ def annotators(
         pc = vs.get("per_class", {})
         typer.echo(
             f"{p['round']:<12}{(p['person'] or '-')[:27]:<28}{p['labels']:>8}"
-            f"{_fmt(p['lead_time_median_s']):>10}{_fmt(p['lead_time_p90_s']):>9}"
-            f"{_fmt(p['labels_per_active_hour']):>10}{_fmt(vs.get('accuracy')):>10}"
-            f"{_fmt(pc.get('same', {}).get('f1')):>9}{_fmt(pc.get('different', {}).get('f1')):>9}"
+            f"{fmt(p['lead_time_median_s']):>10}{fmt(p['lead_time_p90_s']):>9}"
+            f"{fmt(p['labels_per_active_hour']):>10}{fmt(vs.get('accuracy')):>10}"
+            f"{fmt(pc.get('same', {}).get('f1')):>9}{fmt(pc.get('different', {}).get('f1')):>9}"
         )
         if p.get("lead_time_contradictions"):
             typer.echo(
@@ -341,7 +341,7 @@ def annotators(
             sc = p["self_consistency"]
             typer.echo(
                 f"  {p['round']:<10}{(p['person'] or '-')[:27]:<28}{sc['same']:>4}/{sc['n']:<4}"
-                f" {_fmt(sc['share'])} ({sc['planned']} repeats planned)"
+                f" {fmt(sc['share'])} ({sc['planned']} repeats planned)"
             )
     hot = [h for h in out["hotspots"] if h["disagreements"]][:10]
     if hot:

@@ -403,9 +403,9 @@ def retention(
             if r["error"]:
                 typer.echo(f"{r['run']:<14}{r['model']:<10}{r['step']:>7}  {r['error']}")
                 continue
-            ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
+            ci = f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
             typer.echo(
-                f"{r['run']:<14}{r['model']:<10}{r['step']:>7}{_fmt(r['retention']):>11}"
+                f"{r['run']:<14}{r['model']:<10}{r['step']:>7}{fmt(r['retention']):>11}"
                 f"{ci:>20}{r['n_eligible']:>5}/{r['n_denominator']:<4}"
             )
             _echo_warnings(r)
@@ -530,7 +530,7 @@ def agreement(
         if as_json:
             print_json(data)
         else:
-            _print_gate(data)
+            print_gate(data)
         if data["exit_code"]:
             raise typer.Exit(data["exit_code"])
 
@@ -564,7 +564,7 @@ def gate_outcome(data: dict[str, Any]) -> dict[str, Any]:
     return {"outcome": outcome, "exit_code": outcome_code(passed)}
 
 
-def _print_gate(data: dict[str, Any]) -> None:
+def print_gate(data: dict[str, Any]) -> None:
     if data["stage"] == "provisional":
         would = "pass" if data["provisional_passed"] else "fail"
         verdict = f"NOT FINAL (would {would}; automatic coverage is not from the partition)"
@@ -583,12 +583,12 @@ def _print_gate(data: dict[str, Any]) -> None:
     for r in [] if data.get("sequential") else data["requirements"]:
         mark = {True: "pass", False: "FAIL", None: "-"}[r.get("passed")]
         typer.echo(
-            f"  {r['name']:<28}{_fmt(r['value']):>10} {r['comparator']} {r['threshold']:<8} {mark}"
+            f"  {r['name']:<28}{fmt(r['value']):>10} {r['comparator']} {r['threshold']:<8} {mark}"
         )
     if not data["requirements"]:  # preliminary: not gated, but the number the team watches
-        typer.echo(f"  {'human_human_macro_f1':<28}{_fmt(data.get('human_human_macro_f1')):>10}")
+        typer.echo(f"  {'human_human_macro_f1':<28}{fmt(data.get('human_human_macro_f1')):>10}")
     for key in ("automatic_vs_a_macro_f1", "automatic_vs_b_macro_f1"):
-        typer.echo(f"  {key:<28}{_fmt(data.get(key)):>10}")
+        typer.echo(f"  {key:<28}{fmt(data.get(key)):>10}")
     if data.get("sequential"):
         fixed = data.get("fixed_sample_passed", data.get("fixed_sample_provisional_passed"))
         if fixed is not None:
@@ -619,7 +619,7 @@ def print_interim(seq: dict[str, Any]) -> None:
         gate += f" (about {seq['pairs_needed']} more pairs)"
     typer.echo(f"  gate decision: {gate}")
     for r in seq["requirements"]:
-        interval = "-" if r["lower"] is None else f"[{_fmt(r['lower'])}, {_fmt(r['upper'])}]"
+        interval = "-" if r["lower"] is None else f"[{fmt(r['lower'])}, {fmt(r['upper'])}]"
         more = ""
         if r["decision"] == "undecided" and r.get("pairs_needed") is not None:
             at = r.get("settles_by_look")
@@ -627,7 +627,7 @@ def print_interim(seq: dict[str, Any]) -> None:
                 f" (look {at})" if at else " (beyond the plan)"
             )
         typer.echo(
-            f"  {r['name']:<28}{_fmt(r['value']):>10} {interval:>20} {r['comparator']} "
+            f"  {r['name']:<28}{fmt(r['value']):>10} {interval:>20} {r['comparator']} "
             f"{r['threshold']:<6} {r['decision']}{more}"
         )
 
@@ -667,7 +667,7 @@ def passk(
             return
         typer.echo(f"questions: {len(ns)}")
         for key, value in data["pass_at_k"].items():
-            typer.echo(f"  {key:<12}{_fmt(value)}")
+            typer.echo(f"  {key:<12}{fmt(value)}")
 
     _run(as_json, go)
 
@@ -753,7 +753,7 @@ def covfit(
 # --------------------------------------------------------------------------- helpers
 
 
-def _fmt(value: Any) -> str:
+def fmt(value: Any) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, float):
@@ -764,7 +764,7 @@ def _fmt(value: Any) -> str:
 def _print_flat(title: str, data: dict[str, Any], keys: tuple[str, ...]) -> None:
     typer.echo(title)
     for key in keys:
-        typer.echo(f"  {key:<24}{_fmt(data.get(key))}")
+        typer.echo(f"  {key:<24}{fmt(data.get(key))}")
 
 
 def register(app: typer.Typer) -> None:
