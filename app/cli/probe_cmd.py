@@ -384,12 +384,16 @@ def score(
 ) -> None:
     """Teacher-forced token entropies, chosen-token log-probs and seq_logprob of a study's
     EXISTING trajectories of (run, model, step) under CHECKPOINT (prompt rebuilt from the
-    stored question and the chat template), written back; resumable."""
+    stored question and the chat template), written back; resumable; shards under
+    `accelerate launch` (each rank scores its block of the batches, one version)."""
     from pipeline.probe.score import Scorer
+    from pipeline.probe.shard import current_shard
 
     if not checkpoint.is_dir():
         fail(f"{checkpoint}: no such checkpoint directory", as_json=as_json)
     try:
+        # before the checkpoint loads: under a GPU launch it pins this rank's device
+        shard = current_shard()
         fmt = PromptFormat(chat_template, system)
         scorer = Scorer(
             str(checkpoint), prompt_format=fmt, chunk_size=chunk_size, batch_size=batch_size
@@ -407,9 +411,12 @@ def score(
             batch=batch,
             actor=actor_name(actor),
             progress=(is_tty() and not as_json) or progress_forced(),
+            shard=shard,
         )
     except (StoreError, ValueError, OSError) as exc:
         fail(str(exc), as_json=as_json)
+    if not res.main_process:
+        return  # rank 0 reports the launch's totals
     if as_json:
         print_json({"ok": True, **res.to_dict()})
     else:

@@ -7,6 +7,15 @@ Resumable: trajectories are scored in batches, each committed with its token art
 a rerun scores only those still without a mean token entropy. Each finished run appends
 a ``probe.score`` event: the measurement's version (1, 2, … per checkpoint), the
 checkpoint path, the prompt format and the counts.
+
+Sharded under ``accelerate launch`` (:mod:`pipeline.probe.shard`, docs/how-to-verl.md):
+every rank reads the same selection, waits for the others (so none writes before all
+have read), then scores its contiguous block of the batches — the batches a single
+process would score, so each trajectory's numbers are the single-process ones — and
+commits each batch itself. After the ranks' counts are summed, rank 0 alone appends the
+one ``probe.score`` event: one measurement version for the whole launch. A batch any rank
+committed is never scored again; an interrupted launch resumes, with any number of
+processes, from the trajectories still unscored.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from tqdm import tqdm
 
+from pipeline.probe.shard import Shard
 from study import events
 from study.store import Question, Trajectory, append_event, require_study, session_scope
 from study.store.artifacts import new_artifact_path, write_token_artifact
@@ -35,6 +45,8 @@ class ScoreResult:
     n_scored: int
     n_already: int
     version: int
+    processes: int = 1
+    main_process: bool = True
 
     def summary(self) -> str:
         if not self.n_scored:
@@ -45,6 +57,7 @@ class ScoreResult:
         return (
             f"scored {self.n_scored} trajectories of {self.run} {self.model} step {self.step} "
             f"({self.n_already} already scored), study {self.study}, version {self.version}"
+            + (f", on {self.processes} processes" if self.processes > 1 else "")
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,10 +77,14 @@ def score_trajectories(
     batch: int = 64,
     actor: str = "rcea probe score",
     progress: bool = False,
+    shard: Shard | None = None,
 ) -> ScoreResult:
     """Score the unscored trajectories of (run, model, step) with ``scorer``
     (:class:`pipeline.probe.score.Scorer` or anything with ``score(items)`` and
-    ``describe()``); ``ValueError`` when none is selected or a question has no text."""
+    ``describe()``); ``ValueError`` when none is selected or a question has no text.
+    ``shard`` (:func:`pipeline.probe.shard.current_shard` under a launch) scores this
+    rank's block of the batches only; the event is appended by rank 0."""
+    shard = shard or Shard()
     from pipeline.probe.score import ScoreItem
 
     with session_scope(engine) as s:
@@ -108,10 +125,14 @@ def score_trajectories(
             f"{len(missing)} question(s) have no stored text to rebuild the prompt from "
             f"(first: {missing[0]}); import them with their question text"
         )
-    bar = tqdm(total=len(todo), unit="traj", desc="score", disable=not progress, leave=False)
+    # every rank has read the selection before any rank writes (else a fast rank's
+    # commits would shrink a slow rank's `todo` and the blocks would overlap or miss)
+    shard.barrier()
+    mine = shard.split([todo[b0 : b0 + batch] for b0 in range(0, len(todo), batch)])
+    n_mine = sum(len(part) for part in mine)
+    bar = tqdm(total=n_mine, unit="traj", desc="score", disable=not progress, leave=False)
     try:
-        for b0 in range(0, len(todo), batch):
-            part = todo[b0 : b0 + batch]
+        for part in mine:
             stats = scorer.score(
                 [ScoreItem(r.trajectory_id, texts[r.question_id], r.text) for r in part]
             )
@@ -148,17 +169,20 @@ def score_trajectories(
             bar.update(len(part))
     finally:
         bar.close()
+    n_scored = shard.total(n_mine)  # a collective: after it every rank has committed
     result = ScoreResult(
         study=study,
         run=run,
         model=model,
         step=step,
         n_selected=len(rows),
-        n_scored=len(todo),
+        n_scored=n_scored,
         n_already=len(rows) - len(todo),
-        version=version if todo else version - 1,
+        version=version if n_scored else version - 1,
+        processes=shard.world,
+        main_process=shard.is_main,
     )
-    if todo:
+    if n_scored and shard.is_main:
         with session_scope(engine) as s:
             append_event(
                 s,
@@ -170,8 +194,9 @@ def score_trajectories(
                     "model": model,
                     "step": step,
                     "version": version,
-                    "n_scored": len(todo),
+                    "n_scored": n_scored,
                     "n_selected": len(rows),
+                    "processes": shard.world,
                     **scorer.describe(),
                 },
             )
