@@ -28,7 +28,7 @@ import hashlib
 import html
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache, lru_cache
 from typing import Any
 
@@ -140,7 +140,8 @@ ALLOWED_ATTRIBUTES: dict[str, set[str]] = {
     "td": {"align"},
 }
 ALLOWED_CLASSES: dict[str, set[str]] = {
-    "div": {"math", "block", "inline", "amsmath", "rendered", "source-only"},
+    "div": {"math", "block", "inline", "amsmath", "rendered", "source-only", "transcript", "turn"},
+    "p": {"turn-role"},
     "span": {"math", "inline"},
     "code": {"tex-error"},
     "pre": {"source-only"},
@@ -338,6 +339,25 @@ def _render(text: str) -> str:
 _render_cached = lru_cache(maxsize=CACHE_SIZE)(_render)
 
 
+def render_turns(turns: Sequence[tuple[str, str]]) -> str:
+    """A multi-turn transcript (``(role, content)`` pairs, in order) as one fragment:
+    one ``<div class="turn">`` per turn, its role in a heading line above its content
+    (:func:`render` of it), so annotators see the turns apart (docs/how-to-verl.md)."""
+    blocks = []
+    for role, content in turns:
+        inner = render(content)
+        blocks.append(
+            f'<div class="turn"><p class="turn-role"><strong>{html.escape(role)}</strong></p>'
+            f"{inner}</div>"
+        )
+    return sanitize(f'<div class="rendered transcript">{"".join(blocks)}</div>')
+
+
+def turns_source(turns: Sequence[tuple[str, str]]) -> str:
+    """A transcript's source as one text: each turn under a ``[role]`` line."""
+    return "\n\n".join(f"[{role}]\n{content}" for role, content in turns)
+
+
 def html_text(fragment: str) -> str:
     """The text a reader sees in ``fragment`` (tags dropped, entities decoded): what the
     blinding scan reads in a rendered field."""
@@ -364,7 +384,9 @@ __all__ = [
     "formula",
     "html_text",
     "render",
+    "render_turns",
     "sanitize",
     "shown_hash",
     "source",
+    "turns_source",
 ]

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from annotation.display import config_text, strip_display_marks, visible, xml_attr
-from annotation.render import html_text, render, shown_hash
+from annotation.render import html_text, render, render_turns, shown_hash, turns_source
 
 PAIR_CHOICE = "strategy"
 NOTE_FIELD = "note"
@@ -38,7 +38,8 @@ COLUMN_STYLE = (
 #: Studio's own rules are more specific): code blocks monospaced and wrapping,
 #: ``\boxed{}`` framed, formulas in a font with an OpenType MATH table (in Label Studio's
 #: own font Chromium draws no radical for ``\sqrt``), a formula that did not convert
-#: marked, display math scrolling sideways inside its column.
+#: marked, display math scrolling sideways inside its column, each turn of a
+#: multi-turn transcript set apart by a rule on its left under its role.
 RENDER_STYLE = """
   <Style>
     .rendered pre, .rendered code { font-family: monospace !important;
@@ -52,6 +53,10 @@ RENDER_STYLE = """
     .rendered math[display="block"] { overflow-x: auto; max-width: 100%; }
     .rendered .source-only { white-space: pre-wrap !important;
       overflow-wrap: anywhere !important; }
+    .rendered .turn { border-left: 3px solid #bbb !important; margin: 0.6em 0 !important;
+      padding-left: 0.6em !important; }
+    .rendered .turn-role { font-size: 0.85em !important; color: #555 !important;
+      margin: 0 0 0.2em 0 !important; }
   </Style>"""
 
 
@@ -68,14 +73,27 @@ def rendered_text(name: str, title: str, indent: str = "    ") -> str:
     )
 
 
-def with_rendered(data: dict[str, str], keys: Iterable[str]) -> dict[str, str]:
-    """``data`` with ``<key>_html`` (:func:`annotation.render.render` of the raw text)
-    for each of ``keys`` and :data:`SHOWN_KEY`, the hash of all of it. ``data`` holds
-    the raw texts under ``keys``; they are replaced by their visible form."""
-    out = dict(data)
+#: What a task shows of a solution: its text, or a multi-turn transcript's turns as
+#: ``(role, content)`` pairs (``pipeline.transcript.Turn`` is one).
+Shown = str | Sequence[tuple[str, str]]
+
+
+def with_rendered(data: Mapping[str, Shown], keys: Iterable[str]) -> dict[str, str]:
+    """``data`` with ``<key>_html`` (:func:`annotation.render.render` of the raw text, or
+    :func:`annotation.render.render_turns` of a transcript's turns: one block per turn,
+    its role named) for each of ``keys`` and :data:`SHOWN_KEY`, the hash of all of it.
+    ``data`` holds the raw texts under ``keys``; they are replaced by their visible form
+    (a transcript's: each turn under a ``[role]`` line). No key is added for turns: the
+    task data keys stay the same, so the blinding is unchanged."""
+    out: dict[str, Any] = dict(data)
     for key in keys:
-        out[key + HTML_SUFFIX] = render(data[key])
-        out[key] = visible(data[key])
+        value = data[key]
+        if isinstance(value, str):
+            out[key + HTML_SUFFIX] = render(value)
+            out[key] = visible(value)
+        else:
+            out[key + HTML_SUFFIX] = render_turns(value)
+            out[key] = visible(turns_source(value))
     out[SHOWN_KEY] = shown_hash(out)
     return out
 
@@ -150,8 +168,8 @@ class PairTask:
 
 def build_pair_task(
     pair_key: str,
-    text_a: str,
-    text_b: str,
+    text_a: Shown,
+    text_b: Shown,
     *,
     rng: random.Random,
     answers: tuple[str, str] | None = None,
@@ -162,10 +180,11 @@ def build_pair_task(
     and answers are shown through :func:`~annotation.display.visible` (bidi and
     invisible characters as ``⟨U+XXXX⟩``, long lines cut); each text is also rendered
     (``<key>_html``, :func:`annotation.render.render`), and :data:`SHOWN_KEY` holds
-    the hash of the whole task data (:func:`with_rendered`)."""
+    the hash of the whole task data (:func:`with_rendered`). A text may be a multi-turn
+    transcript's turns (:data:`Shown`), rendered one block per turn."""
     left_is_a = rng.random() < 0.5
     left, right = (text_a, text_b) if left_is_a else (text_b, text_a)
-    data = {"pair": pair_key, "left": left, "right": right}
+    data: dict[str, Shown] = {"pair": pair_key, "left": left, "right": right}
     if question is not None:
         data[QUESTION_KEY] = question
     if answers is not None:

@@ -13,7 +13,13 @@ from typing import Any
 
 from annotation.display import config_text, xml_attr
 from annotation.payloads import ParsedAnnotation, parse_annotation
-from annotation.tasks import RENDER_STYLE, BlindingViolation, rendered_text, with_rendered
+from annotation.tasks import (
+    RENDER_STYLE,
+    BlindingViolation,
+    Shown,
+    rendered_text,
+    with_rendered,
+)
 
 VALIDITY_CHOICE = "validity"
 LOCATION_FIELD = "location"
@@ -62,12 +68,13 @@ def validity_label_config(*, adjudication: bool = False) -> str:
 </View>"""
 
 
-def build_validity_task(item_key: str, problem: str, solution: str) -> dict[str, str]:
+def build_validity_task(item_key: str, problem: str, solution: Shown) -> dict[str, str]:
     """One blinded task; the problem and solution are shown through
     :func:`~annotation.display.visible` (bidi and invisible characters as ``⟨U+XXXX⟩``,
     long lines cut), and rendered (``problem_html``, ``solution_html``), with the hash of
-    it all (:func:`annotation.tasks.with_rendered`)."""
-    data = {"item": item_key, "problem": problem, "solution": solution}
+    it all (:func:`annotation.tasks.with_rendered`). ``solution`` may be a multi-turn
+    transcript's turns, rendered one block per turn."""
+    data: dict[str, Shown] = {"item": item_key, "problem": problem, "solution": solution}
     return with_rendered(data, ("problem", "solution"))
 
 

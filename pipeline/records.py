@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.transcript import parse_turns
+
 REQUIRED_FIELDS: dict[str, str] = {
     "trajectory_id": "str, unique",
     "question_id": "str",
@@ -45,6 +47,7 @@ OPTIONAL_FIELDS: dict[str, str] = {
     "ground_truth": "str: the question's reference answer (verl's `gts`), kept per question",
     "reward_extras": "str: JSON object of the trainer's per-sample extras (verl's reward "
     "extras, num_turns, …)",
+    "turns": 'str: JSON array of {"role", "content"}: a multi-turn transcript\'s turns',
 }
 PROVENANCE_FIELDS: tuple[str, ...] = ("run", "model", "step", "seed")
 ALL_FIELDS: tuple[str, ...] = (*REQUIRED_FIELDS, *OPTIONAL_FIELDS)
@@ -63,6 +66,7 @@ STRING_FIELDS: tuple[str, ...] = (
     "question",
     "ground_truth",
     "reward_extras",
+    "turns",
 )
 #: C0 control characters other than \t \n \r (PostgreSQL refuses NUL; the others only
 #: hide or garble text), and lone surrogates (not UTF-8).
@@ -601,6 +605,14 @@ def _validate(batch: RecordBatch, errs: ErrorCollector) -> None:
         col = cols[name]
         for i in [i for i, v in enumerate(col) if v is not None and type(v) is not str]:
             errs.add(locs[i], name, f"must be a string, got {col[i]!r}")
+    for i, v in enumerate(cols["turns"]):
+        if type(v) is str:
+            try:
+                parse_turns(v)
+            except ValueError as exc:
+                errs.add(locs[i], "turns", str(exc))
+        elif v is not None:
+            errs.add(locs[i], "turns", f"must be a string (a JSON array), got {v!r}")
     question = cols["question"]
     for i in [i for i, v in enumerate(question) if type(v) is str and not v.strip()]:
         errs.add(locs[i], "question", "must be a non-empty string (omit the field instead)")

@@ -19,6 +19,9 @@ dumps carry no run or model name, no question id and no seed, so:
   the file is refused with the distinct values seen and both options;
 * trailing special tokens (``<|im_end|>``, ``<|endoftext|>``, …: a dump decoded with
   ``skip_special_tokens=False``) are stripped from ``output``, counted;
+* an agent-loop transcript (``num_turns`` > 2, or tool calls in ``output``) follows an
+  explicit ``--multi-turn`` choice (:data:`MULTI_TURN`; refused by default);
+  ``num_turns`` stays in ``reward_extras``;
 * ``trajectory_id`` is ``RUN:MODEL:sSTEP:QUESTION_ID:SEED``.
 """
 
@@ -42,6 +45,7 @@ from pipeline.records import (
     RecordValidationError,
     records_from_rows,
 )
+from pipeline.transcript import split_transcript, turns_json
 
 STEP_FILE = re.compile(r"\A(\d+)\.jsonl\Z")
 MAX_ID = 300  # the store's trajectory_id / question_id width
@@ -163,14 +167,15 @@ SPECIAL_TOKENS: tuple[str, ...] = (
     "</s>",
 )
 #: What ``--multi-turn`` does with an agent-loop transcript (``num_turns`` > 2, or tool
-#: calls in the completion): refuse it (default), keep the ``whole`` transcript as the
-#: text, or keep the ``last`` assistant turn only.
-MULTI_TURN = ("refuse", "whole", "last")
+#: calls in the completion): ``refuse`` it (the default: judging or labelling a whole
+#: transcript, or only its end, changes what is measured, so the user chooses), keep its
+#: ``last-turn`` (the final assistant turn) as the text, or keep the whole
+#: ``transcript``: the text as dumped plus its turns (:mod:`pipeline.transcript`), shown
+#: to the judge and the annotators one block per turn.
+MULTI_TURN = ("refuse", "last-turn", "transcript")
 #: The keys of a dump line that are not reward extras.
 DUMP_BASE_KEYS = frozenset({"input", "output", "gts", "score", "step"})
 TOOL_MARKERS = ("<tool_call>", "<tool_response>")
-#: Where an assistant turn starts in a decoded transcript (markers kept, or dropped).
-ASSISTANT_STARTS = ("<|im_start|>assistant\n", "\nassistant\n")
 
 
 def is_multi_turn(obj: dict[str, Any], output: str) -> bool:
@@ -180,9 +185,12 @@ def is_multi_turn(obj: dict[str, Any], output: str) -> bool:
 
 
 def last_turn(output: str) -> str | None:
-    """The text after the last assistant-turn start, or ``None`` when there is none."""
-    ends = [output.rfind(m) + len(m) for m in ASSISTANT_STARTS if m in output]
-    return output[max(ends) :] if ends else None
+    """The last assistant turn of a transcript, or ``None`` when it has only one turn
+    (no turn header found: nothing tells where the last turn starts)."""
+    turns = split_transcript(output)
+    if len(turns) < 2 or turns[-1].role != "assistant":
+        return None
+    return turns[-1].content
 
 
 #: Reward extras that verl's own scorers return as a 0/1 correctness (DAPO's ``acc``).
@@ -402,16 +410,23 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
                         loc,
                         "output",
                         f"a multi-turn transcript (num_turns={obj.get('num_turns')!r}): choose "
-                        "--multi-turn whole (the transcript is the text) or last (the last "
-                        "assistant turn)",
+                        "--multi-turn transcript (every turn kept and shown as turns) or "
+                        "last-turn (the final assistant turn only)",
                     )
                     continue
-                if opts.multi_turn == "last":
+                if opts.multi_turn == "last-turn":
                     final = last_turn(output)  # type: ignore[arg-type]
                     if final is None:
-                        err(loc, "output", "no assistant turn found for --multi-turn last")
+                        err(
+                            loc,
+                            "output",
+                            "--multi-turn last-turn: no turn header (`assistant` line) in "
+                            "the transcript, so its last turn cannot be told apart",
+                        )
                         continue
                     output = final
+                else:
+                    record["turns"] = turns_json(split_transcript(output))  # type: ignore[arg-type]
             text, n_tok = strip_special(output)  # type: ignore[arg-type]
             n_stripped += n_tok
             if not text.strip():
@@ -460,6 +475,7 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
         "text": source_label("output", "text"),
         "question": source_label("input", "question"),
         "ground_truth": source_label("gts", "ground_truth"),
+        "turns": source_label("output", "turns"),
         "reward": source_label(opts.reward_key or "score", "reward"),
         "question_id": source_label(opts.question_key or "input", "question_id"),
         "answer": source_label(opts.answer_key or "answer", "answer"),

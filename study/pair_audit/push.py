@@ -15,7 +15,7 @@ from typing import Any
 from sqlmodel import Session
 
 from annotation.people import People
-from annotation.tasks import NO_QUESTION, build_pair_task, pair_label_config
+from annotation.tasks import NO_QUESTION, Shown, build_pair_task, pair_label_config
 from study import events
 from study.labelling import (
     PAIR,
@@ -36,25 +36,16 @@ from study.labelling import (
 from study.pair_audit.labels import ADJUDICATOR, audit_rubric, current_labels, needs_adjudication
 from study.pair_audit.repeats import n_repeats, repeat_key, repeat_positions, with_repeats
 from study.pair_audit.sampling import audit_pairs
+from study.records.shown import shown_solutions
 from study.store import append_event, problem_texts
-from study.store.models import Audit, AuditPair, Trajectory
+from study.store.models import Audit, AuditPair
 
 ROLE_TITLES = {"A": "annotator A", "B": "annotator B", ADJUDICATOR: "adjudication"}
 
 
-def _texts(session: Session, audit: Audit, pairs: list[AuditPair]) -> dict[str, str]:
-    from sqlmodel import select
-
+def _texts(session: Session, audit: Audit, pairs: list[AuditPair]) -> dict[str, Shown]:
     ids = sorted({p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs})
-    if not ids:
-        return {}
-    rows = session.exec(
-        select(Trajectory.trajectory_id, Trajectory.text).where(
-            Trajectory.study_id == audit.study_id,
-            Trajectory.trajectory_id.in_(ids),  # type: ignore[attr-defined]
-        )
-    ).all()
-    return dict(rows)
+    return shown_solutions(session, study_id=audit.study_id, trajectory_ids=ids)
 
 
 def build_pair_tasks(

@@ -81,6 +81,7 @@ class TrajectoryBase(SQLModel):
     sampling_top_p: float | None = None
     logprob_temperature: float | None = None
     reward_extras: str | None = Field(default=None, sa_type=Text)
+    turns: str | None = Field(default=None, sa_type=Text)
 
 
 class Trajectory(TrajectoryBase, table=True):

@@ -42,11 +42,11 @@ from study.labelling import (
 from study.labelling import current_labels as core_current_labels
 from study.labelling import forbidden_values as shared_forbidden
 from study.labelling import status_counts as core_status_counts
+from study.records.shown import shown_solutions
 from study.store import append_event
 from study.store.models import (
     JudgeVerdict,
     JudgeVersion,
-    Trajectory,
     ValidityCheck,
     ValidityItem,
 )
@@ -126,15 +126,9 @@ def push_check(
     roles = roles_for(check, len(annotators))
     check_distinct_people(dict(zip(roles, annotators, strict=True)))
     items = check_items(session, check_id=check.id)  # type: ignore[arg-type]
-    rows = {
-        r.trajectory_id: r.text
-        for r in session.exec(
-            select(Trajectory.trajectory_id, Trajectory.text).where(
-                Trajectory.study_id == check.study_id,
-                Trajectory.trajectory_id.in_(sorted({i.trajectory_id for i in items})),  # type: ignore[attr-defined]
-            )
-        ).all()
-    }
+    rows = shown_solutions(
+        session, study_id=check.study_id, trajectory_ids={i.trajectory_id for i in items}
+    )
     problems = problems_for(session, study_id=check.study_id)
     missing = sorted({i.question_id for i in items if i.question_id not in problems})
     if missing:
@@ -236,13 +230,8 @@ def adjudicate_check(
     todo = needs_adjudication(session, check)
     labels = current_labels(session, check)
     problems = problems_for(session, study_id=check.study_id)
-    texts = dict(
-        session.exec(
-            select(Trajectory.trajectory_id, Trajectory.text).where(
-                Trajectory.study_id == check.study_id,
-                Trajectory.trajectory_id.in_(sorted({i.trajectory_id for i in todo})),  # type: ignore[attr-defined]
-            )
-        ).all()
+    texts = shown_solutions(
+        session, study_id=check.study_id, trajectory_ids={i.trajectory_id for i in todo}
     )
     rng = random.Random(f"{check.seed}:{check.id}:{ADJUDICATOR}")
     built = []

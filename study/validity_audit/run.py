@@ -33,6 +33,7 @@ from pipeline.judge import (
     OracleJudge,
 )
 from pipeline.llm import LLMClient, ResponseCache, run_jobs
+from pipeline.transcript import solution_text
 from study.codebook.backend import BackendOptions, llm_config, load_strategy_fn
 from study.codebook.blinding import PromptBlindingGuard, extend_guard, study_guard
 from study.settings import Settings
@@ -145,11 +146,11 @@ def write_validity(session: Session, *, judge_id: int, study_id: int) -> None:
 
 
 def _targets(study_id: int, *, pending_for: int | None = None) -> Any:
-    """The study's verifier successes (``trajectory_id, question_id, text``); with
+    """The study's verifier successes (``trajectory_id, question_id, text, turns``); with
     ``pending_for`` only those without a verdict of that judge version."""
-    stmt = sa_select(Trajectory.trajectory_id, Trajectory.question_id, Trajectory.text).where(
-        Trajectory.study_id == study_id, Trajectory.reward == 1
-    )
+    stmt = sa_select(
+        Trajectory.trajectory_id, Trajectory.question_id, Trajectory.text, Trajectory.turns
+    ).where(Trajectory.study_id == study_id, Trajectory.reward == 1)
     if pending_for is not None:
         judged = (
             sa_select(JudgeVerdict.id)
@@ -186,7 +187,9 @@ def _pending(
             )
         stmt = stmt.order_by(Trajectory.question_id, Trajectory.trajectory_id).limit(PAGE)
         with session_scope(engine) as s:
-            page = [(t, q, x) for t, q, x in s.execute(stmt).all()]
+            # a multi-turn transcript reaches the judge one block per turn, its role named
+            # (pipeline.transcript.solution_text; docs/how-to-verl.md)
+            page = [(t, q, solution_text(x, turns)) for t, q, x, turns in s.execute(stmt).all()]
             current = {q for _, q, _ in page}
             if guard is not None and page:
                 guard.retain(current | previous)

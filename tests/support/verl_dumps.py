@@ -96,3 +96,24 @@ def log_rollout_data(
     cls._log_rollout_data(me, batch, extras or {}, {}, str(directory))
     cls._shutdown_dump_executor(me)
     return directory / f"{step}.jsonl"
+
+
+#: One turn of an agent-loop transcript for :func:`agent_loop_response`: (role, content),
+#: role ``assistant``, ``tool`` (a tool's response) or ``user`` (an interaction's reply).
+AgentTurn = tuple[str, str]
+
+
+def agent_loop_response(turns: list[AgentTurn]) -> str:
+    """The completion text of a ChatML agent-loop transcript as the rollout's response
+    tokens hold it: the first assistant turn (its header is the prompt's generation
+    prompt), then each later turn under its own header, every turn closed by
+    ``<|im_end|>``; a tool's response is a ``user`` turn wrapping it in
+    ``<tool_response>`` (Qwen2.5's template). Fed to :func:`log_rollout_data`, verl's own
+    ``_log_rollout_data`` tokenises and decodes it."""
+    assert turns and turns[0][0] == "assistant", "the response starts in an assistant turn"
+    parts = [turns[0][1] + "<|im_end|>"]
+    for role, content in turns[1:]:
+        if role == "tool":
+            role, content = "user", f"<tool_response>\n{content}\n</tool_response>"
+        parts.append(f"\n<|im_start|>{role}\n{content}<|im_end|>")
+    return "".join(parts)

@@ -81,6 +81,7 @@ def imported(store_url: str) -> list[Any]:
                 Trajectory.reward,
                 Trajectory.answer,
                 Trajectory.reward_extras,
+                Trajectory.turns,
                 Question.text.label("question"),
                 Question.ground_truth,
             )
@@ -329,17 +330,21 @@ def test_rollout_dump_with_special_tokens_kept_is_stripped(
     assert stored[0].question == QUESTIONS[0][0]
 
 
+TOOL_CALL = '<tool_call>\n{"name": "calc", "arguments": {"expr": "48/2"}}\n</tool_call>'
+
+
 def test_multi_turn_transcript_needs_an_explicit_choice(
     verl: Any, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An agent-loop (tool-calling) dump: ``output`` is the whole transcript as verl decodes
-    it (tool call, tool response, final turn), ``num_turns`` a reward extra. Refused by
-    default; ``--multi-turn whole`` keeps the transcript, ``last`` the final assistant
-    turn; ``num_turns`` is kept in ``reward_extras``."""
+    """An agent-loop (tool-calling) validation dump: ``output`` is the whole transcript as
+    verl decodes it without special tokens (tool call, tool response, final turn: each
+    later turn under its bare role line), ``num_turns`` a reward extra. Refused by
+    default, naming the file, line and option; ``--multi-turn transcript`` keeps the
+    text and stores the turns; ``last-turn`` keeps the final assistant turn only;
+    ``num_turns`` is kept in ``reward_extras`` either way."""
     rows = samples(0, "gsm8k")
     outputs = [
-        '<tool_call>\n{"name": "calc", "arguments": {"expr": "48/2"}}\n</tool_call>\n'
-        f"user\n<tool_response>\n24\n</tool_response>\nassistant\n{t}"
+        f"{TOOL_CALL}\nuser\n<tool_response>\n24\n</tool_response>\nassistant\n{t}"
         for _, _, t in rows
     ]
     scores = [
@@ -358,23 +363,95 @@ def test_multi_turn_transcript_needs_an_explicit_choice(
     assert json.loads((dump / "0.jsonl").read_text().splitlines()[0])["num_turns"] == 3
     refused = cli(store_url, monkeypatch, *import_args(dump))
     assert refused.exit_code == 1
-    assert "output: a multi-turn transcript (num_turns=3): choose --multi-turn whole" in (
-        refused.output
-    )
-    res = cli(store_url, monkeypatch, *import_args(dump, "--multi-turn", "whole"))
+    assert (
+        f"{dump / '0.jsonl'}:line 1: output: a multi-turn transcript (num_turns=3): choose "
+        "--multi-turn transcript (every turn kept and shown as turns) or last-turn"
+    ) in refused.output
+    assert imported(store_url) == []  # nothing half-written
+    res = cli(store_url, monkeypatch, *import_args(dump, "--multi-turn", "transcript"))
     assert res.exit_code == 0, res.output
     stored = imported(store_url)
     assert [r.text for r in stored] == outputs
     assert [r.reward for r in stored] == [int(s) for s in scores]
     assert {json.loads(r.reward_extras)["num_turns"] for r in stored} == {3}
+    assert [json.loads(r.turns) for r in stored] == [
+        [
+            {"role": "assistant", "content": TOOL_CALL},
+            {"role": "tool", "content": "<tool_response>\n24\n</tool_response>"},
+            {"role": "assistant", "content": t},
+        ]
+        for _, _, t in rows
+    ]
     last = cli(
         store_url,
         monkeypatch,
         *["import", "verl", str(dump), "--study", "last", "--run", "grpo", "--model", "q"],
-        *["--multi-turn", "last"],
+        *["--multi-turn", "last-turn"],
     )
     assert last.exit_code == 0, last.output
-    assert [r.text for r in imported(store_url)[len(rows) :]] == [t for _, _, t in rows]
+    after = imported(store_url)[len(rows) :]
+    assert [r.text for r in after] == [t for _, _, t in rows]
+    assert {r.turns for r in after} == {None}
+
+
+def test_rollout_transcript_is_stored_as_turns_and_exported(
+    verl: Any, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rollout dump of an agent loop written by verl's own ``_log_rollout_data`` from a
+    tokenised batch (a Qwen-like tokenizer, ``skip_special_tokens=True``): the response
+    holds an assistant tool call, the tool's response, an interaction's user reply and
+    the final assistant turn. ``--multi-turn transcript`` stores those four turns with
+    their roles; ``rcea export`` writes them back and the export re-ingests."""
+    from tests.support.tiny_qwen import build_tokenizer
+
+    tok = build_tokenizer()
+    rows = samples(20, "gsm8k")
+    turns = [
+        [
+            ("assistant", TOOL_CALL),
+            ("tool", "24"),
+            ("user", "Please finish with the final answer."),
+            ("assistant", t),
+        ]
+        for _, _, t in rows
+    ]
+    prompts = [
+        f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{QUESTIONS[q][0]}"
+        "<|im_end|>\n<|im_start|>assistant\n"
+        for q, _, _ in rows
+    ]
+    scores = [verl_dumps.gsm8k_score(t, QUESTIONS[q][1]) for q, _, t in rows]
+    dump = verl_dumps.log_rollout_data(
+        tmp_path / "roll",
+        20,
+        tok,
+        prompts,
+        [verl_dumps.agent_loop_response(ts) for ts in turns],
+        scores,
+        [QUESTIONS[q][1] for q, _, _ in rows],
+        {"num_turns": [5] * len(rows)},
+    ).parent
+    line = json.loads((dump / "20.jsonl").read_text().splitlines()[0])
+    assert "<|im_start|>" not in line["output"] and "\nuser\n<tool_response>" in line["output"]
+    res = cli(store_url, monkeypatch, *import_args(dump, "--multi-turn", "transcript"))
+    assert res.exit_code == 0, res.output
+    stored = imported(store_url)
+    want = [
+        [
+            {"role": r, "content": f"<tool_response>\n{c}\n</tool_response>" if r == "tool" else c}
+            for r, c in ts
+        ]
+        for ts in turns
+    ]
+    assert [json.loads(r.turns) for r in stored] == want
+    assert [r.reward for r in stored] == [int(s) for s in scores]
+    out = tmp_path / "export.jsonl"
+    assert cli(store_url, monkeypatch, "export", "s", "--out", str(out)).exit_code == 0
+    exported = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [json.loads(r["turns"]) for r in exported] == want
+    again = cli(store_url, monkeypatch, "ingest", str(out), "--study", "copy")
+    assert again.exit_code == 0, again.output
+    assert [json.loads(r.turns) for r in imported(store_url)[len(rows) :]] == want
 
 
 def test_validate_and_ingest_on_a_raw_dump_point_to_import_verl(
