@@ -90,7 +90,8 @@ def import_verl(
     multi_turn: str = typer.Option(
         "refuse",
         "--multi-turn",
-        help="agent-loop transcripts (num_turns > 2 or tool calls): refuse|whole|last",
+        help="agent-loop transcripts (num_turns > 2 or tool calls): refuse (default) | "
+        "last-turn (the final assistant turn) | transcript (every turn, shown as turns)",
     ),
     problems_out: Path = typer.Option(
         None,
