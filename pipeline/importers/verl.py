@@ -179,6 +179,8 @@ TOOL_MARKERS = ("<tool_call>", "<tool_response>")
 
 
 def is_multi_turn(obj: dict[str, Any], output: str) -> bool:
+    """verl's agent loops count the prompt's user turn: a single-turn sample has
+    ``num_turns`` = 2 (``SingleTurnAgentLoop``), a tool loop user + assistant turns + 1."""
     turns = obj.get("num_turns")
     many = isinstance(turns, int) and not isinstance(turns, bool) and turns > 2
     return many or any(m in output for m in TOOL_MARKERS)
@@ -420,8 +422,8 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
                         err(
                             loc,
                             "output",
-                            "--multi-turn last-turn: no turn header (`assistant` line) in "
-                            "the transcript, so its last turn cannot be told apart",
+                            "--multi-turn last-turn: the transcript has no final assistant "
+                            "turn after a turn header (an `assistant` line) to keep",
                         )
                         continue
                     output = final
