@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from sqlmodel import select
+from typer.testing import CliRunner
 
 import annotation.tasks
 from annotation.projects import export_tasks
 from annotation.tasks import SHOWN_KEY
+from app.cli import app
 from study import events
 from study.labelling import ensure_member
 from study.records.ingest import ingest_file
@@ -83,6 +85,19 @@ def test_pair_tasks_record_the_render_hash(study: Study, monkeypatch: pytest.Mon
     with session_scope(study.engine) as s:  # the push's event says so too
         last = list_events(s, kind=events.AUDIT_PUSH)[-1]
         assert len(last.payload["projects"]["A"]["render_changed"]) == len(recorded["A"])
+
+    # `rcea audit push` says so, one warning per task, and still changes nothing
+    monkeypatch.setenv("RCEA_DATABASE_URL", str(study.engine.url))
+    out = CliRunner().invoke(
+        app,
+        ["audit", "push", "--annotator-a", study.emails["A"],
+         "--annotator-b", study.emails["B"], "--no-webhook"],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    warned = [ln for ln in out.output.splitlines() if "would now show another render" in ln]
+    assert len(warned) == len(recorded["A"]) + len(recorded["B"])
+    assert all(f"task {t} of annotator A" in out.output for t in recorded["A"])
+    assert stored_hashes(study.engine, AuditTask, "A") == recorded["A"]
 
 
 def test_validity_tasks_record_the_render_hash(
