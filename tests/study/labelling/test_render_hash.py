@@ -140,4 +140,14 @@ def test_validity_tasks_record_the_render_hash(
     assert sorted(c["task_id"] for c in third["render_changed"]) == sorted(recorded)
     assert stored_hashes(engine, ValidityTask, "annotator-1") == recorded
     assert shown_in_label_studio(client, third["project_id"]) == recorded
+
+    # `rcea judge calibrate push` warns once per task too
+    monkeypatch.setenv("RCEA_DATABASE_URL", str(engine.url))
+    out = CliRunner().invoke(
+        app, ["judge", "calibrate", "push", "--annotator", email, "--no-webhook"]
+    )
+    assert out.exit_code == 0, out.output
+    warned = [ln for ln in out.output.splitlines() if "would now show another render" in ln]
+    assert sorted(int(ln.split()[2]) for ln in warned) == sorted(recorded)
+    assert stored_hashes(engine, ValidityTask, "annotator-1") == recorded
     engine.dispose()
