@@ -25,8 +25,8 @@ from study.store.migrations.triggers import (
     install_bound_columns_trigger,
 )
 
-revision = "0015"
-down_revision = "0014"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 
