@@ -56,6 +56,7 @@ SCREENSHOTS = {
     "view-modes.png",
     "view-audit.png",
     "labelstudio-pair-task.png",
+    "labelstudio-rendered-task.png",
 }
 
 
@@ -71,9 +72,8 @@ def test_readme_and_tutorial_images_exist() -> None:
     tutorial shows every screenshot; each is a 1280 × 800 PNG under 300 KB."""
     from tools.screenshots import MAX_BYTES, VIEW_PAGES, VIEWPORT
 
-    assert {name for _, _, name in VIEW_PAGES.values()} | {"labelstudio-pair-task.png"} == (
-        SCREENSHOTS
-    )
+    shots = {"labelstudio-pair-task.png", "labelstudio-rendered-task.png"}
+    assert {name for _, _, name in VIEW_PAGES.values()} | shots == SCREENSHOTS
     img = ROOT / "docs" / "img"
     readme, tutorial = _images(ROOT / "README.md"), _images(ROOT / "docs" / "tutorial.md")
     for path in readme + tutorial:

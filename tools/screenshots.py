@@ -8,7 +8,13 @@ Debian chromium (Playwright):
 * the view's Overview, Modes and Audit pages, logged in as a researcher
   (``docs/img/view-overview.png``, ``view-modes.png``, ``view-audit.png``);
 * one blinded pair task as annotator A sees it on A's own Label Studio, logged in through
-  the login form (``docs/img/labelstudio-pair-task.png``).
+  the login form (``docs/img/labelstudio-pair-task.png``);
+* a rendered pair task with the TeX of real RLVR solutions — a fraction, a root, a display
+  block, an aligned block, a code block and ``\\boxed{}`` — in a second project on A's
+  server (``Rendering example · annotator A``, built by the push's own
+  ``annotation.tasks.build_pair_task`` under the demo audit's label config), as A sees
+  it (``docs/img/labelstudio-rendered-task.png``): the toy domain's solutions hold no
+  formulas.
 
 Every image is 1280 × 800 and is re-encoded with a 256-colour palette when it would be
 larger than 300 KB. Everything it started is stopped at the end. ``--data-dir DIR`` keeps
@@ -56,6 +62,39 @@ VIEW_PAGES = {
     "audit": ("Audit", "Audit", "view-audit.png"),
 }
 PAIR_QUESTION = "Do these two solutions use the same strategy?"
+#: The rendered example: a problem and two solutions by different strategies, written as
+#: Qwen2.5-Math-style models write them (docs/content-safety.md lists what renders how).
+EXAMPLE_TITLE = "Rendering example · annotator A"
+EXAMPLE_KEY = "example-7f3a9c"
+EXAMPLE_QUESTION = r"Find $S = 1 + 3 + 5 + \cdots + 99$ and $\sqrt{S}$."
+EXAMPLE_LEFT = r"""The terms form an arithmetic sequence with first term $a = 1$, last term
+$l = 99$ and common difference $2$, so there are $n = \frac{99 - 1}{2} + 1 = 50$ terms.
+
+The sum of an arithmetic series is
+
+\[ S = \frac{n}{2}(a + l) = \frac{50}{2}(1 + 99) = 2500. \]
+
+Hence $\sqrt{S} = \sqrt{2500} = 50$, and the answer is $\boxed{2500}$."""
+EXAMPLE_RIGHT = r"""Pair the first term with the last, the second with the second to last,
+and so on:
+
+\[
+\begin{aligned}
+S &= (1 + 99) + (3 + 97) + \cdots + (49 + 51) \\
+  &= 25 \cdot 100 = 2500.
+\end{aligned}
+\]
+
+A quick check:
+
+```python
+print(sum(range(1, 100, 2)), 2500 ** 0.5)
+```
+```output
+2500 50.0
+```
+
+So $\sqrt{S} = \sqrt{2500} = 50$ and $S = \boxed{2500}$."""
 
 
 def _free_port() -> int:
@@ -218,9 +257,46 @@ def pair_task(data: Path) -> tuple[str, str, str, str]:
     return server, email, password, f"{server}/projects/{project_id}/data?task={task_id}"
 
 
+def example_task(data: Path) -> str:
+    """The task URL of the rendered example (:data:`EXAMPLE_LEFT` / :data:`EXAMPLE_RIGHT`)
+    in its own project on SIMULATED annotator A's server, created once per data dir with
+    the demo audit's label config; the task is built by the push's
+    ``annotation.tasks.build_pair_task``."""
+    import random
+
+    from annotation.people import People
+    from annotation.projects import create_project, import_tasks
+    from annotation.tasks import build_pair_task, pair_label_config
+    from study.pair_audit.labels import audit_rubric
+    from study.pair_audit.sampling import get_audit
+    from study.settings import Settings
+    from study.store import open_store, session_scope
+
+    email = json.loads((data / "demo-logins.json").read_text())["simulated"]["A"]["email"]
+    engine = open_store(Settings(data_dir=data))
+    with session_scope(engine) as s:
+        definition = audit_rubric(s, get_audit(s, study=STUDY)).pairs.strategy_definition
+    engine.dispose()
+    people = People(data, "http://127.0.0.1:1")
+    person = people.require(email)
+    client = people.client(person)
+    found = [p.id for p in client.projects.list() if p.title == EXAMPLE_TITLE]
+    project_id = int(found[0]) if found else create_project(
+        client,
+        title=EXAMPLE_TITLE,
+        label_config=pair_label_config(definition, question=True),
+        description="How a pair task shows Markdown and TeX (docs/labelstudio.md).",
+    )  # fmt: skip
+    task = build_pair_task(
+        EXAMPLE_KEY, EXAMPLE_LEFT, EXAMPLE_RIGHT, rng=random.Random(0), question=EXAMPLE_QUESTION
+    )
+    task_id = import_tasks(client, project_id, [task.data])[EXAMPLE_KEY]
+    return f"{person.url}/projects/{project_id}/data?task={task_id}"
+
+
 def labelstudio_shot(browser: Any, data: Path, out: Path) -> None:
     """Annotator A logs in through Label Studio's login form on A's own server and opens a
-    pair task of A's project in the labelling interface."""
+    pair task of A's project in the labelling interface, then the rendered example."""
     server, email, password, task_url = pair_task(data)
     page = browser.new_page(viewport=VIEWPORT)
     page.set_default_timeout(120_000)
@@ -234,6 +310,14 @@ def labelstudio_shot(browser: Any, data: Path, out: Path) -> None:
     page.locator("div.rendered").first.wait_for()  # the rendered texts
     page.wait_for_timeout(2500)
     _shot(page, out / "labelstudio-pair-task.png")
+    page.goto(example_task(data))
+    page.get_by_text(PAIR_QUESTION).wait_for()
+    # every construct the example holds is on the page as MathML/HTML before the shot
+    for css in ("mfrac", "msqrt", 'math[display="block"]', "mtable", 'menclose[notation="box"]',
+                "pre code"):  # fmt: skip
+        page.locator(f"div.rendered {css}").first.wait_for()
+    page.wait_for_timeout(2500)
+    _shot(page, out / "labelstudio-rendered-task.png")
     page.close()
 
 

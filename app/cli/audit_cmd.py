@@ -415,7 +415,19 @@ def push(
             f"annotator {role} ({info['email']}): {info['url']}/projects/{info['project_id']} "
             f"— {info['n_tasks']} tasks ({info['n_new']} new)"
         )
+        print_render_changed(info["render_changed"], f"annotator {role}")
     _print_logins(out["new_accounts"])
+
+
+def print_render_changed(changed: list[dict], who: str) -> None:  # type: ignore[type-arg]
+    """A warning per stored task whose recorded render hash differs from this push's
+    (``study.labelling.push.render_changes``): the stored hash stays."""
+    for c in changed:
+        typer.echo(
+            f"  WARNING: task {c['task_id']} of {who} ({c['key']}) would now show another "
+            f"render (stored {c['stored'][:12]}…, now {str(c['now'])[:12]}…): the task in "
+            "Label Studio and its stored hash are unchanged; push a new round to show it"
+        )
 
 
 def print_adjudication(out: dict, what: str, as_json: bool) -> None:  # type: ignore[type-arg]
@@ -427,6 +439,7 @@ def print_adjudication(out: dict, what: str, as_json: bool) -> None:  # type: ig
         f"adjudication ({out['email']}): {out['url']}/projects/{out['project_id']} — "
         f"{what} ({out['n_new']} new)"
     )
+    print_render_changed(out["render_changed"], "the adjudicator")
     if out["new_password"]:
         typer.echo(f"  new login for the adjudicator: {out['email']} / {out['new_password']}")
 

@@ -19,6 +19,7 @@ from app.cli.audit_cmd import (
     _print_logins,
     _webhook,
     print_adjudication,
+    print_render_changed,
     print_sync,
 )
 from app.cli.common import (
@@ -330,6 +331,7 @@ def _push(  # type: ignore[no-untyped-def]
             f"{role} ({info['email']}): {info['url']}/projects/{info['project_id']} — "
             f"{info['n_tasks']} tasks ({info['n_new']} new)"
         )
+        print_render_changed(info["render_changed"], role)
     _print_logins(out["new_accounts"])
 
 

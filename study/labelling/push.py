@@ -12,7 +12,9 @@ Order of a push (each step idempotent):
    key was edited in Label Studio (its person may edit task data) is reported under
    ``rekeyed`` and its data set back from the store, so it is never imported twice;
    then only the tasks whose key is not in the project yet are imported; task rows for
-   every task of the project are stored;
+   every task of the project are stored, each with the hash of what it shows
+   (``render_sha256``); a stored task whose hash differs from the one built now is
+   reported under ``render_changed`` and keeps its hash;
 5. the person's webhook (own URL path, own secret; created, updated and deleted
    annotations) is ensured.
 
@@ -67,6 +69,31 @@ def shown_manifest(tasks: Sequence[BuiltTask]) -> str:
     task's own ``shown_sha256`` travels in its Label Studio data)."""
     lines = sorted(f"{t.key} {t.data.get(SHOWN_KEY, '')}" for t in tasks)
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def render_changes(
+    rows: Sequence[Any], tasks: Sequence[BuiltTask], unit_field: str
+) -> list[dict[str, Any]]:
+    """The stored task rows whose recorded render hash (``render_sha256``) differs from
+    the hash of the task built now (its data's ``shown_sha256``): what the annotator saw is
+    not what this push would show (the renderer or a text changed). Rows pushed before the
+    hash was recorded (None) are not compared. The stored hash is never replaced
+    (docs/labelstudio.md "What a task shows")."""
+    built = {(t.unit_id, bool(t.row.get("repeat", False))): t for t in tasks}
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        b = built.get((getattr(r, unit_field), bool(getattr(r, "repeat", False))))
+        if b is None or r.render_sha256 is None or r.render_sha256 == b.data.get(SHOWN_KEY):
+            continue
+        out.append(
+            {
+                "task_id": r.task_id,
+                "key": b.key,
+                "stored": r.render_sha256,
+                "now": b.data.get(SHOWN_KEY),
+            }
+        )
+    return sorted(out, key=lambda x: x["task_id"])
 
 
 def webhook_target(settings: Any, *, check: bool = True) -> WebhookTarget:
@@ -310,12 +337,11 @@ def push_tasks(
     by_key = {t.key: t for t in tasks}
     owner_col = getattr(family.task_model, family.owner_field)
     # a unit may have a second, hidden-repeat task (pair audit): (unit, repeat) is the key
-    have = {
-        (getattr(t, family.unit_field), bool(getattr(t, "repeat", False)))
-        for t in session.exec(
-            select(family.task_model).where(owner_col == owner.id, family.task_model.role == role)
-        ).all()
-    }
+    stored = session.exec(
+        select(family.task_model).where(owner_col == owner.id, family.task_model.role == role)
+    ).all()
+    have = {(getattr(t, family.unit_field), bool(getattr(t, "repeat", False))) for t in stored}
+    render_changed = render_changes(stored, tasks, family.unit_field)
     new = 0
     for key, task_id in mapping.items():
         built = by_key.get(key)
@@ -327,6 +353,7 @@ def push_tasks(
                 role=role,
                 project_id=project_id,
                 task_id=task_id,
+                render_sha256=built.data.get(SHOWN_KEY),
                 **built.row,
             )
         )
@@ -350,6 +377,7 @@ def push_tasks(
         "n_tasks": len(tasks),
         "n_new": new,
         "rekeyed": rekeyed,
+        "render_changed": render_changed,
         "shown_sha256": shown_manifest(tasks),
     }
 

@@ -263,6 +263,7 @@ def adjudicate(
         "url": member.person.url,
         "n_pairs": len(todo),
         "n_new": res["n_new"],
+        "render_changed": res["render_changed"],
         "new_password": member.new_password,
     }
     append_event(

@@ -225,6 +225,13 @@ class AuditTask(SQLModel, table=True):
         description="a hidden repeat: the pair shown a second time to the same person "
         "(rubric [annotators] repeat_share); its labels never count in the gate",
     )
+    render_sha256: str | None = Field(
+        default=None,
+        max_length=64,
+        description="SHA-256 of everything the task showed when it was pushed (its data's "
+        "shown_sha256, annotation.render.shown_hash); None for tasks pushed before it was "
+        "recorded; never updated (docs/labelstudio.md)",
+    )
 
 
 class AuditLabel(SQLModel, table=True):
@@ -569,6 +576,13 @@ class ValidityTask(SQLModel, table=True):
     item_id: int = Field(foreign_key="validity_item.id")
     project_id: int
     task_id: int = Field(index=True)
+    render_sha256: str | None = Field(
+        default=None,
+        max_length=64,
+        description="SHA-256 of everything the task showed when it was pushed (its data's "
+        "shown_sha256, annotation.render.shown_hash); None for tasks pushed before it was "
+        "recorded; never updated (docs/labelstudio.md)",
+    )
 
 
 class ValidityLabel(SQLModel, table=True):

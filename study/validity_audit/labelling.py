@@ -280,6 +280,7 @@ def adjudicate_check(
         "url": member.person.url,
         "n_items": len(todo),
         "n_new": res["n_new"],
+        "render_changed": res["render_changed"],
         "new_password": member.new_password,
     }
     append_event(

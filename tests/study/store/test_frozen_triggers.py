@@ -66,10 +66,10 @@ def _value(col: sa.Column, n: int) -> Any:
     return f"v{n}"
 
 
-def _insert_one(conn: sa.Connection, table: sa.Table) -> None:
-    """One row with every required column filled, foreign keys not enforced (the triggers
-    do not look at the row; the row only has to exist)."""
-    values = {
+def _insert_one(conn: sa.Connection, table: sa.Table, **extra: Any) -> None:
+    """One row with every required column filled (and ``extra``), foreign keys not
+    enforced (the triggers do not look at the row; the row only has to exist)."""
+    values = extra | {
         col.name: _value(col, 1)
         for col in table.columns
         if not (col.primary_key and col.autoincrement in (True, "auto"))
@@ -132,15 +132,20 @@ def _catalog(engine: sa.Engine) -> tuple[set[str], set[str]]:
         return {r[0] for r in triggers}, {r[0] for r in functions}
 
 
+#: Tables with bound columns at the head revision: the audit's rubric and partition
+#: (0008) and the tasks' render hashes (0015).
+BOUND = ("audit", "audit_task", "validity_task")
+
+
 def _expected(dialect: str, *, bound: bool) -> tuple[set[str], set[str]]:
     if dialect == "sqlite":
         trig = {f"{t}_no_{v}" for t in [*FROZEN, "event"] for v in ("update", "delete")}
-        return trig | ({"audit_bound_no_update"} if bound else set()), set()
+        return trig | ({f"{t}_bound_no_update" for t in BOUND} if bound else set()), set()
     trig = {f"{t}_frozen" for t in FROZEN} | {"event_append_only"}
     func = {f"rcea_{t}_frozen" for t in FROZEN} | {"rcea_event_append_only"}
-    if bound:  # 0008: TRUNCATE guards and the audit's bound columns
-        trig |= {f"{t}_no_truncate" for t in [*FROZEN, "event"]} | {"audit_bound"}
-        func |= {"rcea_audit_bound"}
+    if bound:  # 0008: TRUNCATE guards and the audit's bound columns; 0015: render hashes
+        trig |= {f"{t}_no_truncate" for t in [*FROZEN, "event"]} | {f"{t}_bound" for t in BOUND}
+        func |= {f"rcea_{t}_bound" for t in BOUND}
     return trig, func
 
 
@@ -186,3 +191,26 @@ def test_downgrade_0008_lifts_only_the_bound_columns_rule(engine) -> None:  # ty
         conn.execute(table.update().values(rubric_hash="changed"))
     with engine.connect() as conn:
         assert conn.execute(sa.select(table.c.rubric_hash)).scalar_one() == "changed"
+
+
+@pytest.mark.parametrize("table_name", ["audit_task", "validity_task"])
+def test_a_task_render_hash_cannot_be_changed(engine, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """The hash of what an annotator saw (0015) stays as pushed, on SQLite and PostgreSQL,
+    with the migration's own message; the task's other columns stay writable."""
+    msg = importlib.import_module(f"{MIGRATIONS}.0015_render_hash").render_bound_msg(table_name)
+    table = SQLModel.metadata.tables[table_name]
+    pg = engine.dialect.name == "postgresql"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "SET session_replication_role = replica" if pg else "PRAGMA foreign_keys=OFF"
+        )
+        _insert_one(conn, table, render_sha256="a" * 64)
+        if pg:
+            conn.exec_driver_sql("SET session_replication_role = origin")
+    with pytest.raises(DBAPIError, match=re.escape(msg)), engine.begin() as conn:
+        conn.execute(table.update().values(render_sha256="b" * 64))
+    with engine.begin() as conn:
+        conn.execute(table.update().values(project_id=7))
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(table.c.render_sha256, table.c.project_id)).one()
+    assert tuple(row) == ("a" * 64, 7)
