@@ -133,7 +133,7 @@ def _catalog(engine: sa.Engine) -> tuple[set[str], set[str]]:
 
 
 #: Tables with bound columns at the head revision: the audit's rubric and partition
-#: (0008) and the tasks' render hashes (0015).
+#: (0008) and the tasks' render hashes (0016).
 BOUND = ("audit", "audit_task", "validity_task")
 
 
@@ -143,7 +143,7 @@ def _expected(dialect: str, *, bound: bool) -> tuple[set[str], set[str]]:
         return trig | ({f"{t}_bound_no_update" for t in BOUND} if bound else set()), set()
     trig = {f"{t}_frozen" for t in FROZEN} | {"event_append_only"}
     func = {f"rcea_{t}_frozen" for t in FROZEN} | {"rcea_event_append_only"}
-    if bound:  # 0008: TRUNCATE guards and the audit's bound columns; 0015: render hashes
+    if bound:  # 0008: TRUNCATE guards and the audit's bound columns; 0016: render hashes
         trig |= {f"{t}_no_truncate" for t in [*FROZEN, "event"]} | {f"{t}_bound" for t in BOUND}
         func |= {f"rcea_{t}_bound" for t in BOUND}
     return trig, func
@@ -195,9 +195,9 @@ def test_downgrade_0008_lifts_only_the_bound_columns_rule(engine) -> None:  # ty
 
 @pytest.mark.parametrize("table_name", ["audit_task", "validity_task"])
 def test_a_task_render_hash_cannot_be_changed(engine, table_name: str) -> None:  # type: ignore[no-untyped-def]
-    """The hash of what an annotator saw (0015) stays as pushed, on SQLite and PostgreSQL,
+    """The hash of what an annotator saw (0016) stays as pushed, on SQLite and PostgreSQL,
     with the migration's own message; the task's other columns stay writable."""
-    msg = importlib.import_module(f"{MIGRATIONS}.0015_render_hash").render_bound_msg(table_name)
+    msg = importlib.import_module(f"{MIGRATIONS}.0016_render_hash").render_bound_msg(table_name)
     table = SQLModel.metadata.tables[table_name]
     pg = engine.dialect.name == "postgresql"
     with engine.begin() as conn:

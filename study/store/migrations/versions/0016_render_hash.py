@@ -1,7 +1,7 @@
 """the hash of what an annotator saw, recorded with each task
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-12-04
 
 ``audit_task.render_sha256`` and ``validity_task.render_sha256`` keep the SHA-256 of
