@@ -4,7 +4,10 @@
 Label Studio's ``<HyperText>`` shows and Chromium lays out natively:
 
 - Markdown (CommonMark through markdown-it-py, tables and strikethrough on, raw HTML
-  *off*: ``<script>`` in a text is shown as text);
+  *off*: ``<script>`` in a text is shown as text), with two departures for model
+  outputs: a single newline is a line break (solutions are written one step per line),
+  and a lone ``*`` between two operands (``3*5-3*3``, ``(a+b)*(c-d)``) is a
+  multiplication sign, not emphasis (``**bold**`` and ``*word*`` still are);
 - TeX math through latex2mathml: inline ``$…$`` and ``\\(…\\)``, display ``$$…$$`` and
   ``\\[…\\]``, top-level ``align``-style environments, ``aligned``/``split`` inside
   display math (shown as ``align*``), ``\\boxed{}`` (``<menclose notation="box">``,
@@ -252,9 +255,32 @@ def _amsmath_guarded(state: StateBlock, start: int, end: int, silent: bool) -> b
     return amsmath_block(state, start, end, silent)
 
 
+#: Characters that make a ``*`` between them an operator: ``3*5``, ``x*y``, ``)*(``.
+_OPERAND_END = re.compile(r"[0-9A-Za-z)\]}]")
+_OPERAND_START = re.compile(r"[0-9A-Za-z(\[{]")
+
+
+def _times_star(state: StateInline, silent: bool) -> bool:
+    """A lone ``*`` with an operand on each side is text: CommonMark would open emphasis
+    at ``3*5-3*3`` and italicise ``5-3``, which changes what an annotator reads."""
+    pos, src = state.pos, state.src
+    if src[pos] != "*" or pos == 0 or pos + 1 >= state.posMax:
+        return False
+    if not (_OPERAND_END.match(src[pos - 1]) and _OPERAND_START.match(src[pos + 1])):
+        return False
+    if not silent:
+        state.push("text", "", 0).content = "*"
+    state.pos += 1
+    return True
+
+
 @cache
 def _markdown() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    # breaks: a model writes one step per line; CommonMark would join them into one line
+    md = MarkdownIt(
+        "commonmark", {"html": False, "linkify": False, "typographer": False, "breaks": True}
+    )
+    md.inline.ruler.before("emphasis", "times_star", _times_star)
     md.enable(["table", "strikethrough"])
     md.disable(["image", "link", "autolink"])  # links and images show as text
     dollarmath_plugin(

@@ -60,6 +60,26 @@ def test_markdown_constructs() -> None:
     assert {"h1", "ul", "li", "strong", "table", "td", "code"} <= tags(out)
 
 
+@pytest.mark.parametrize("text", ["3*5-3*3 = 6", "(a+b)*(c-d)", "2*x*3", "a[1]*b{2}"])
+def test_a_star_between_operands_is_a_times_sign(text: str) -> None:
+    """CommonMark would italicise ``5-3`` in ``3*5-3*3``: the annotator would read
+    another expression."""
+    out = render(text)
+    assert "<em>" not in out and "<strong>" not in out
+    assert text in html_text(out)
+
+
+def test_emphasis_still_renders() -> None:
+    out = render("**bold** and *word* and a**b**c, 2 * 3 * 4")
+    assert out.count("<strong>") == 2 and out.count("<em>") == 1
+    assert "2 * 3 * 4" in out
+
+
+def test_one_step_per_line_stays_one_step_per_line() -> None:
+    out = render("Step 1: 3*5 = 15\nStep 2: 15-9 = 6")
+    assert "Step 1: 3*5 = 15<br>" in out and "Step 2" in out
+
+
 def test_dollar_amounts_stay_text() -> None:
     out = render("It costs $5 and $6.")
     assert "<math" not in out and "$5 and $6" in out
