@@ -35,33 +35,12 @@ from typing import Any
 from pipeline import toy
 from pipeline.launch import close_process_group_at_exit, world_size
 from pipeline.training.config import TrainConfig
+from pipeline.training.event_curves import is_curve_key
 from pipeline.training.live_metrics import LiveSettings
 from pipeline.training.objectives import ClipCovParams, KLCovParams, make_objective
 
 CURVES_FILE = "curves.jsonl"
 RUN_FILE = "run.json"
-# Logged keys copied into the curve (when present), besides step/progress/epoch.
-CURVE_KEYS: tuple[str, ...] = (
-    "loss",
-    "learning_rate",
-    "grad_norm",
-    "entropy",
-    "reward",
-    "reward_std",
-    "frac_reward_zero_std",
-    "toy/accuracy",
-    "toy/boxed_rate",
-    "toy/success_invalid_rate",
-    "completions/mean_length",
-    "completions/min_length",
-    "completions/max_length",
-    "completions/clipped_ratio",
-    "completions/mean_terminated_length",
-    "clip_ratio/low_mean",
-    "clip_ratio/high_mean",
-    "clip_ratio/region_mean",
-    "step_time",
-)
 
 
 @dataclass
@@ -99,10 +78,11 @@ def _curve_callback(path: Path):  # type: ignore[no-untyped-def]
                 "epoch": logs.get("epoch", state.epoch),
             }
             for key, value in logs.items():
-                wanted = key in CURVE_KEYS or key.startswith(
-                    ("objective/", "rewards/", "verifier/", "rcea/")
-                )
-                if wanted and isinstance(value, int | float) and math.isfinite(float(value)):
+                if (
+                    is_curve_key(key)
+                    and isinstance(value, int | float)
+                    and math.isfinite(float(value))
+                ):
                     rec[key] = float(value)
             self.last = rec
             if not state.is_world_process_zero:
