@@ -24,6 +24,7 @@ processes each rank measures its own groups and rank 0's numbers are logged.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +70,8 @@ class RceaLiveCallback(TrainerCallback):
         self._group_offset = 0
         #: the numbers of the latest optimizer step (tests, benchmarks)
         self.last: dict[str, float] = {}
+        #: seconds spent computing the numbers (benchmarks/bench_training.py)
+        self.seconds = 0.0
 
     # ------------------------------------------------------------------ installation
 
@@ -170,7 +173,9 @@ class RceaLiveCallback(TrainerCallback):
         if not self._parts:
             return
         assert self.settings is not None
+        t0 = time.perf_counter()
         self.last = batch_metrics(self._parts, self.settings)
+        self.seconds += time.perf_counter() - t0
         self._parts = []
         for name, value in self.last.items():
             self._window[name].append(value)
