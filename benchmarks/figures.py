@@ -154,6 +154,26 @@ def _training(f: dict[str, Any]) -> list[Row]:
             f"{min(speeds):.1f}–{max(speeds):.1f} steps/s per objective",
             f"loss overhead vs `grpo`: ≤ {over[worst]:.2f}× (`{worst}`)",
             f"≤ {f['target_overhead']}× ({_met(over[worst] <= f['target_overhead'])})",
+        ),
+        *_training_live(f),
+    ]
+
+
+def _training_live(f: dict[str, Any]) -> list[Row]:
+    live = f.get("live")
+    if not live:
+        return []
+    step, rss = live["step_ratio_on_off"], live["peak_rss_ratio_on_off"]
+    return [
+        (
+            f"`bench_training.py`: live `rcea/` numbers (docs/training-live.md), `grpo`, "
+            f"median of {live['rounds']} interleaved on/off runs",
+            f"callback {live['callback_ms_per_step']:.2f} ms per step "
+            f"({live['callback_share_of_step']:.1%} of a {live['step_ms_off']:.0f} ms step); "
+            f"peak RSS {live['peak_rss_mb_on']:.0f} vs {live['peak_rss_mb_off']:.0f} MB",
+            f"callback off: step time **{step:.3f}×**, peak RSS **{rss:.3f}×**",
+            f"≤ {live['target_step_ratio']}× ({_met(step <= live['target_step_ratio'])}), "
+            f"≤ {live['target_rss_ratio']}× ({_met(rss <= live['target_rss_ratio'])})",
         )
     ]
 
