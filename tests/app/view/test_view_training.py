@@ -18,26 +18,9 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from app.view import training_runs as tr  # noqa: E402
 from study.logins import add_researcher, logins_path  # noqa: E402
 from study.settings import Settings, get_settings  # noqa: E402
+from tests.support.training_events import write_run  # noqa: E402
 
 MAIN = Path(__file__).resolve().parents[3] / "app" / "view" / "main.py"
-NAN = float("nan")
-# step → (global, successful, failed, outcome entropy); step 2 has one outcome only
-VALUES = {1: (1.5, 1.2, 1.8, 0.6), 2: (1.4, NAN, NAN, 0.0), 3: (1.1, 0.7, 1.6, 0.4)}
-
-
-def write_run(run_dir: Path, objective: str) -> None:
-    from torch.utils.tensorboard import SummaryWriter
-
-    writer = SummaryWriter(log_dir=str(run_dir / "runs" / "stamp"))
-    for step, (g, s, f, o) in VALUES.items():
-        row = {"entropy": g, "rcea/token_entropy_success": s,
-               "rcea/token_entropy_failure": f, "rcea/outcome_entropy": o}  # fmt: skip
-        for key, value in row.items():
-            writer.add_scalar(f"train/{key}", value, step)
-    writer.close()
-    config = {"objective": objective, "model": {"path": "/x/base-tiny"},
-              "training": {"max_steps": 4}}  # fmt: skip
-    (run_dir / "run.json").write_text(json.dumps({"config": config}))
 
 
 def test_frames_hold_the_event_values(tmp_path: Path) -> None:
