@@ -24,7 +24,11 @@ dirs = tr.run_dirs(root)
 for line in extra.splitlines():
     if line.strip() and Path(line.strip()) not in dirs:
         dirs.append(Path(line.strip()))
-frame = tr.live_frame(dirs)
+try:
+    frame = tr.live_frame(dirs)
+except RuntimeError as exc:  # event files but no tensorboard to read them
+    st.error(str(exc))
+    st.stop()
 if frame.empty:
     st.info(
         "No event files yet. `rcea train run` writes them beside the checkpoints "

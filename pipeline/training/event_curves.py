@@ -75,8 +75,13 @@ def max_steps_of(run_dir: str | Path) -> int | None:
 
 def read_scalars(event_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
     """Every scalar tag of one event folder: tag → [(step, value)], as TensorBoard reads it."""
-    # tensorboard is part of the train extra; the view imports this module without training
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    try:  # tensorboard is part of the train extra; the view imports this module without it
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:
+        raise RuntimeError(
+            f"{event_dir}: reading TensorBoard event files needs tensorboard "
+            "(pip install 'rcea-audit[train]' or pip install tensorboard)"
+        ) from None
 
     acc = EventAccumulator(str(event_dir), size_guidance={"scalars": 0})
     acc.Reload()
