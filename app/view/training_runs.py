@@ -1,6 +1,6 @@
 """Tidy frames of training runs' event files for the Training page (docs/training-live.md):
 the run directories found under ``<data_dir>/runs`` (where the shipped configs write) and
-any others given, each read with :func:`pipeline.training.event_curves.event_curve` — the
+any others given, each read with :func:`pipeline.event_curves.event_curve` — the
 files ``rcea probe curves`` turns into the report's training curves. Pure functions: no
 store, no Streamlit."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.training.event_curves import event_curve, event_dirs
+from pipeline.event_curves import event_curve, event_dirs
 
 #: The three entropies the page sets side by side (the paper's Figure 1 argument): TRL's
 #: global token entropy and the reward-conditioned split.

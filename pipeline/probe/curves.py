@@ -1,7 +1,7 @@
 """``probe curves``: training curves of run dirs as ``training_curve`` measurements.
 
 Each run dir's training curve — its TensorBoard event files when it has them (``rcea train
-run`` writes them by default, :mod:`pipeline.training.event_curves`, the files the view's
+run`` writes them by default, :mod:`pipeline.event_curves`, the files the view's
 Training page reads), else its ``curves.jsonl`` (one line per optimizer step; ``progress``
 = step / max_steps) — becomes one measurement: run = the objective in ``run.json`` (or the dir
 name), model = the given label, step = −1, payload ``points`` = the curve lines with
@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pipeline.event_curves import event_curve, finite_point
 from pipeline.jsonl import iter_json_objects
 from pipeline.probe.common import MeasurementRow
 from pipeline.probe.config import ConfigError
-from pipeline.training.event_curves import event_curve, finite_point
 
 
 def training_curve(run_dir: str | Path, *, model: str, run: str | None = None) -> MeasurementRow:

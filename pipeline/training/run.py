@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import toy
+from pipeline.event_curves import is_curve_key
 from pipeline.launch import close_process_group_at_exit, world_size
 from pipeline.training.config import TrainConfig
-from pipeline.training.event_curves import is_curve_key
 from pipeline.training.live_metrics import LiveSettings
 from pipeline.training.objectives import ClipCovParams, KLCovParams, make_objective
 

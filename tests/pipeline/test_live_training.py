@@ -19,9 +19,9 @@ from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E4
 )
 
 from app.cli import app  # noqa: E402
+from pipeline.event_curves import event_dirs  # noqa: E402
 from pipeline.probe.curves import training_curve  # noqa: E402
 from pipeline.training.config import parse_config  # noqa: E402
-from pipeline.training.event_curves import event_dirs  # noqa: E402
 from pipeline.training.live_metrics import METRICS  # noqa: E402
 from pipeline.training.run import run_training  # noqa: E402
 
