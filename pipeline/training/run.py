@@ -26,6 +26,7 @@ times the prompts per optimizer step; ``max_steps`` counts optimizer steps eithe
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -290,6 +291,10 @@ def build_trainer(
         objective=objective,
         live_metrics=live_settings(cfg, objective),
     )
+    # TRL logs some of its own metrics as None (no value this step, e.g. clip_ratio/low_min);
+    # Transformers' TensorBoard callback warns on each of them at every step: noise, the
+    # values are undefined (docs/training-live.md)
+    logging.getLogger("transformers.integrations.integration_utils").setLevel(logging.ERROR)
     if not (progress and t.progress_bar):
         from transformers.trainer_callback import PrinterCallback
 
