@@ -83,6 +83,7 @@ def test_event_files_hold_every_rcea_tag_at_every_step(base: Path, tmp_path: Pat
     assert "train/entropy" in tags  # TRL's global entropy, next to the split
     # outcome entropy is always defined; the report's curve reads the same files
     assert all(math.isfinite(e.value) for e in acc.Scalars("train/rcea/outcome_entropy"))
+    (out / "curves.jsonl").unlink()  # the report's curve comes from the event files
     curve = training_curve(out, model="tiny")
     assert [p["step"] for p in curve.payload["points"]] == list(range(1, STEPS + 1))
     assert all("rcea/outcome_entropy" in p for p in curve.payload["points"])
