@@ -14,10 +14,11 @@ from app.view import training_runs as tr
 from study.settings import get_settings
 
 st.title("Training")
-root = get_settings().data_dir / "runs"
+root = get_settings().data_dir
 st.caption(
-    f"Runs with TensorBoard event files under `{root}` (where `rcea train run` writes by "
-    "default), and any run directory listed below. The page rereads the files on every run."
+    f"Training runs with TensorBoard event files under `{root}` (the shipped configs and "
+    "the demo train there), and any run directory listed below. The page rereads the files "
+    "on every run, so a run in progress shows its steps so far."
 )
 extra = st.text_area("more run directories (one per line)", key="training_dirs")
 dirs = tr.run_dirs(root)

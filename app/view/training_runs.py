@@ -1,18 +1,20 @@
 """Tidy frames of training runs' event files for the Training page (docs/training-live.md):
-the run directories found under ``<data_dir>/runs`` (where the shipped configs write) and
-any others given, each read with :func:`pipeline.event_curves.event_curve` — the
-files ``rcea probe curves`` turns into the report's training curves. Pure functions: no
+the run directories found under the data directory (the shipped configs write to
+``<data_dir>/runs/``, the demo to ``<data_dir>/demo/<scale>/runs/``) and any others
+given, each read with :func:`pipeline.event_curves.event_curve` — the files
+``rcea probe curves`` turns into the report's training curves. Pure functions: no
 store, no Streamlit."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from pipeline.event_curves import event_curve, event_dirs
+from pipeline.event_curves import EVENTS_GLOB, event_curve
 
 #: The three entropies the page sets side by side (the paper's Figure 1 argument): TRL's
 #: global token entropy and the reward-conditioned split.
@@ -24,11 +26,12 @@ SPLIT = {
 
 
 def run_dirs(root: Path) -> list[Path]:
-    """The directories under ``root`` (depth ≤ 2) that hold TensorBoard event files."""
+    """The training run directories under ``root``: those with TensorBoard event files in
+    ``RUN/runs/<stamp>/`` (where TRL's TensorBoard callback writes), sorted."""
     if not root.is_dir():
         return []
-    found = {d for d in sorted(root.rglob("runs")) if d.is_dir() and event_dirs(d.parent)}
-    return sorted(d.parent for d in found if len(d.parent.relative_to(root).parts) <= 2)
+    found = {f.parents[2] for f in root.rglob(EVENTS_GLOB) if f.parent.parent.name == "runs"}
+    return sorted(found)
 
 
 def run_identity(run_dir: Path) -> tuple[str, str]:
@@ -46,16 +49,29 @@ def run_identity(run_dir: Path) -> tuple[str, str]:
     return run_dir.name, "?"
 
 
+def short_path(d: Path, others: list[Path]) -> str:
+    """The shortest trailing part of ``d`` that tells it from ``others``."""
+    for k in range(1, len(d.parts) + 1):
+        tail = d.parts[-k:]
+        if sum(o.parts[-k:] == tail for o in others) == 1:
+            return "/".join(tail)
+    return str(d)
+
+
 def live_frame(dirs: list[Path]) -> pd.DataFrame:
     """One row per logged step of every run: ``run`` (objective), ``model``, ``series``
     (``run · model``), ``dir``, ``step``, ``progress`` and every logged key (NaN where
     undefined)."""
     rows: list[dict[str, Any]] = []
-    for d in dirs:
-        run, model = run_identity(d)
+    names = {d: run_identity(d) for d in dirs}
+    taken = Counter(f"{run} · {model}" for run, model in names.values())
+    for d, (run, model) in names.items():
+        series = f"{run} · {model}"
+        if taken[series] > 1:  # e.g. the demo's scales: same objective and base name
+            same = [o for o, ident in names.items() if f"{ident[0]} · {ident[1]}" == series]
+            series = f"{series} ({short_path(d, same)})"
         for point in event_curve(d):
-            rows.append({"run": run, "model": model, "series": f"{run} · {model}",
-                         "dir": str(d), **point})  # fmt: skip
+            rows.append({"run": run, "model": model, "series": series, "dir": str(d), **point})
     return pd.DataFrame(rows)
 
 

@@ -58,3 +58,13 @@ def test_training_page_renders_the_runs(tmp_path: Path, monkeypatch: pytest.Monk
     assert len(charts) == 2  # the split and the outcome entropy
     (latest,) = [d.value for d in at.dataframe if "rcea/outcome_entropy" in d.value.columns]
     assert latest["run"].tolist() == ["grpo"] and latest["step"].tolist() == [3]
+
+
+def test_same_objective_and_model_in_two_dirs_stay_two_series(tmp_path: Path) -> None:
+    """The demo's layout: ``<scale>/runs/<objective>`` for each scale, one base name."""
+    for scale in ("tiny-s", "tiny-m"):
+        write_run(tmp_path / "demo" / scale / "runs" / "grpo", "grpo", "/w/base")
+    dirs = tr.run_dirs(tmp_path)
+    assert len(dirs) == 2
+    series = sorted(tr.live_frame(dirs)["series"].unique())
+    assert series == ["grpo · base (tiny-m/runs/grpo)", "grpo · base (tiny-s/runs/grpo)"]
