@@ -6,7 +6,13 @@ Figures, all measured in this run on the same base model:
   4 optimizer iterations per rollout, 32 completions per step);
 * the loss overhead of each objective relative to ``grpo``: on one fixed scored rollout,
   the median time of ``prepare`` (once per rollout, divided by the 4 iterations that share
-  it) plus ``_compute_loss`` forward and backward, as a ratio to GRPO's (target <= 1.3x).
+  it) plus ``_compute_loss`` forward and backward, as a ratio to GRPO's (target <= 1.3x);
+* the cost of the live ``rcea/`` numbers (docs/training-live.md): GRPO training runs with
+  the callback on and off, each in its own process (interleaved, on/off/on/off), the
+  median optimizer-step time (TRL's ``step_time``) on vs off as a ratio, the callback's own
+  time per step as a share of the step off (target <= 3 %: the whole-step ratio carries the
+  machine's noise, larger than 3 % on a shared machine), and the peak RSS on vs off
+  (target within 5 %).
 
 Run: ``make bench`` or ``python benchmarks/bench_training.py [--model DIR] [--steps 12]``.
 Without ``--model`` a base model is warm-started for ``--sft-steps`` steps first (speed
@@ -18,11 +24,15 @@ rot); its figures mean nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from common import add_json_out, emit  # benchmarks/common.py
 
@@ -102,6 +112,61 @@ def loss_timings(model: Path, root: Path, reps: int, threads: int) -> dict[str, 
     }
 
 
+def live_child(model: Path, out: Path, live: bool, steps: int, threads: int) -> dict[str, Any]:
+    """One GRPO run with the live callback on or off (in a fresh process: peak RSS is the
+    run's own): median step time, the callback's own time per step, peak RSS."""
+    import resource
+
+    from pipeline.training.run import build_trainer
+
+    cfg = config(model, out, "grpo", steps, threads)
+    cfg.training.live_metrics = live
+    trainer, _, _ = build_trainer(cfg, progress=False)
+    trainer.train()
+    step_times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
+    live_cb = trainer.rcea_live
+    return {
+        "step_ms": 1000 * statistics.median(step_times[1:] or step_times),  # step 1 warms up
+        "callback_ms": 1000 * live_cb.seconds / max(len(step_times), 1) if live_cb else 0.0,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def live_cost(model: Path, root: Path, steps: int, threads: int, rounds: int) -> dict[str, Any]:
+    """Interleaved child runs with the callback on and off; medians over the rounds."""
+    runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
+    for r in range(rounds):
+        for mode in ("on", "off"):
+            cmd = [sys.executable, __file__, "--live-child", mode, "--model", str(model),
+                   "--steps", str(steps), "--threads", str(threads),
+                   "--out", str(root / f"live-{mode}-{r}")]  # fmt: skip
+            if BATCH != 32:
+                cmd.append("--smoke")
+            res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if res.returncode != 0:
+                raise RuntimeError(f"live child failed:\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
+            runs[mode].append(json.loads(res.stdout.strip().splitlines()[-1]))
+
+    def med(mode: str, key: str) -> float:
+        return statistics.median(x[key] for x in runs[mode])
+
+    on, off = med("on", "step_ms"), med("off", "step_ms")
+    return {
+        "step_ms_on": round(on, 2),
+        "step_ms_off": round(off, 2),
+        "step_ratio_on_off": round(on / off, 4),
+        "callback_ms_per_step": round(med("on", "callback_ms"), 3),
+        "callback_share_of_step": round(med("on", "callback_ms") / off, 4),
+        "peak_rss_mb_on": round(med("on", "peak_rss_mb"), 1),
+        "peak_rss_mb_off": round(med("off", "peak_rss_mb"), 1),
+        "peak_rss_ratio_on_off": round(med("on", "peak_rss_mb") / med("off", "peak_rss_mb"), 4),
+        "rounds": rounds,
+        "target_step_ratio": 1.03,
+        "target_callback_share": 0.03,
+        "target_rss_ratio": 1.05,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", type=Path, default=None, help="a built base model directory")
@@ -109,13 +174,24 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12, help="training steps per objective")
     ap.add_argument("--reps", type=int, default=15, help="loss timing repetitions")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--live-rounds", type=int, default=3, help="on/off rounds, live cost")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: does it still run?")
+    ap.add_argument("--live-child", choices=("on", "off"), help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     add_json_out(ap)
     args = ap.parse_args()
     global BATCH, GENERATIONS, COMPLETION
     if args.smoke:
-        args.sft_steps, args.steps, args.reps = 5, 1, 1
         BATCH, GENERATIONS, COMPLETION = 8, 4, 16
+    if args.live_child:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        live = live_child(args.model, args.out, args.live_child == "on", args.steps, args.threads)
+        print(json.dumps(live))
+        return
+    if args.smoke:
+        args.sft_steps, args.steps, args.reps, args.live_rounds = 5, 1, 1, 1
     import torch
 
     torch.set_num_threads(args.threads)
@@ -137,6 +213,7 @@ def main() -> None:
                 config(Path(model), root / name, name, args.steps, args.threads), progress=False
             )
             speed[name] = res.steps / res.seconds
+        live = live_cost(Path(model), root, max(args.steps, 2), args.threads, args.live_rounds)
     iters = 4
     per_step = {k: v["loss_ms"] + v["prepare_ms"] / iters for k, v in timings.items()}
     ratio = {k: per_step[k] / per_step["grpo"] for k in OBJECTIVES}
@@ -154,6 +231,13 @@ def main() -> None:
         f"loss overhead vs grpo (prepare/{iters} + loss fwd/bwd), worst {worst:.2f}x "
         f"(target <= 1.3x); {args.threads} torch thread(s), {BATCH} completions/step"
     )
+    print(
+        f"live rcea/ numbers: step {live['step_ms_on']:.1f} ms on vs {live['step_ms_off']:.1f} ms "
+        f"off ({live['step_ratio_on_off']:.3f}x, target <= 1.03x); callback "
+        f"{live['callback_ms_per_step']:.2f} ms/step ({live['callback_share_of_step']:.2%}); "
+        f"peak RSS {live['peak_rss_mb_on']:.0f} vs {live['peak_rss_mb_off']:.0f} MB "
+        f"({live['peak_rss_ratio_on_off']:.3f}x, target <= 1.05x)"
+    )
     emit(
         {
             "bench": "training",
@@ -165,6 +249,7 @@ def main() -> None:
             "prepare_ms": {k: round(v["prepare_ms"], 2) for k, v in timings.items()},
             "overhead_vs_grpo": {k: round(v, 3) for k, v in ratio.items()},
             "target_overhead": 1.3,
+            "live": live,
         },
         args.json_out,
     )

@@ -154,6 +154,28 @@ def _training(f: dict[str, Any]) -> list[Row]:
             f"{min(speeds):.1f}–{max(speeds):.1f} steps/s per objective",
             f"loss overhead vs `grpo`: ≤ {over[worst]:.2f}× (`{worst}`)",
             f"≤ {f['target_overhead']}× ({_met(over[worst] <= f['target_overhead'])})",
+        ),
+        *_training_live(f),
+    ]
+
+
+def _training_live(f: dict[str, Any]) -> list[Row]:
+    live = f.get("live")
+    if not live:
+        return []
+    share, rss = live["callback_share_of_step"], live["peak_rss_ratio_on_off"]
+    target = live.get("target_callback_share", 0.03)
+    return [
+        (
+            f"`bench_training.py`: live `rcea/` numbers (docs/training-live.md), `grpo`, "
+            f"median of {live['rounds']} interleaved on/off runs",
+            f"callback {live['callback_ms_per_step']:.2f} ms per step = "
+            f"**{share:.1%}** of a {live['step_ms_off']:.0f} ms step; peak RSS "
+            f"{live['peak_rss_mb_on']:.0f} vs {live['peak_rss_mb_off']:.0f} MB",
+            f"callback off: step time {live['step_ratio_on_off']:.3f}× (whole-step timing, "
+            f"machine noise included), peak RSS **{rss:.3f}×**",
+            f"≤ {target:.0%} per step ({_met(share <= target)}), "
+            f"≤ {live['target_rss_ratio']}× RSS ({_met(rss <= live['target_rss_ratio'])})",
         )
     ]
 

@@ -21,6 +21,7 @@ import typer
 from app.cli.common import fail, print_json, progress_forced
 from app.cli.options import JSON_OPTION
 from pipeline import toy
+from pipeline.event_curves import event_dirs
 
 train_app = typer.Typer(
     help="Embedded RLVR study: build the tiny base policy, train objectives (TRL GRPO).",
@@ -229,9 +230,11 @@ def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
         fail(str(exc), as_json=as_json)
     if not result.main_process:
         return  # under accelerate launch, rank 0 reports (one JSON document)
+    events = event_dirs(result.output_dir)
     data = {
         "ok": True,
         **result.to_dict(),
+        "events": str(events[-1]) if events else None,
         "objective_preset": cfg.preset,
         "objective_params": cfg.resolved_settings(),
     }
@@ -247,9 +250,16 @@ def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
         typer.echo(f"    {key:<22}{setting['value']!s:<22}{setting['source']}")
     typer.echo(f"  curves      {result.curves}")
     typer.echo(f"  final model {result.final_dir}")
+    if events:
+        typer.echo(f"  events      {events[-1]}")
     for key in ("entropy", "reward", "toy/accuracy", "completions/mean_length"):
         if key in result.last:
             typer.echo(f"  last {key:<22}{result.last[key]:.4g}")
+    if events:
+        typer.echo(
+            f"next: tensorboard --logdir {Path(result.output_dir) / 'runs'} or `rcea view` "
+            "(Training page) for the rcea/ curves; `rcea probe curves` records them for the report"
+        )
 
 
 @train_app.command("objectives")

@@ -199,3 +199,19 @@ def rolling_agreement(df: pd.DataFrame) -> alt.Chart | None:
             tooltip=["round", "upto", alt.Tooltip("agreement:Q", format=".2f")],
         )
     )
+
+
+def entropy_split(df: pd.DataFrame) -> alt.FacetChart:
+    """Global token entropy next to the successful/failed split, one panel per run: columns
+    ``series`` (objective · model), ``step``, ``progress``, ``quantity`` and ``value``."""
+    return (
+        alt.Chart(df)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("progress:Q", title="training progress", axis=alt.Axis(format="%")),
+            y=alt.Y("value:Q", title="token entropy (nats)"),
+            color=alt.Color("quantity:N", title="completions"),
+            tooltip=["series", "step", "quantity", alt.Tooltip("value:Q", format=".4f")],
+        )
+        .facet(row=alt.Row("series:N", title=None))
+    )

@@ -25,6 +25,7 @@ PAGES = (
     ("entropy.py", "Entropy", "entropy"),
     ("modes.py", "Modes", "modes"),
     ("covariance.py", "Covariance", "covariance"),
+    ("training.py", "Training", "training"),
     ("audit.py", "Audit", "audit"),
 )
 

@@ -1,10 +1,13 @@
 """``probe curves``: training curves of run dirs as ``training_curve`` measurements.
 
-Each run dir's ``curves.jsonl`` (one line per optimizer step; ``progress`` = step /
-max_steps) becomes one measurement: run = the objective in ``run.json`` (or the dir
+Each run dir's training curve — its TensorBoard event files when it has them (``rcea train
+run`` writes them by default, :mod:`pipeline.event_curves`, the files the view's
+Training page reads), else its ``curves.jsonl`` (one line per optimizer step; ``progress``
+= step / max_steps) — becomes one measurement: run = the objective in ``run.json`` (or the dir
 name), model = the given label, step = −1, payload ``points`` = the curve lines with
 ``step``, ``progress`` and the logged keys (``entropy``, ``reward``, ``loss``,
-``completions/mean_length``, ...), and from ``run.json`` the objective preset and every
+``completions/mean_length``, the ``rcea/`` numbers, ...; an undefined value is
+omitted), and from ``run.json`` the objective preset and every
 resolved objective value with its source (``objective_preset``, ``objective_params``).
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pipeline.event_curves import event_curve, finite_point
 from pipeline.jsonl import iter_json_objects
 from pipeline.probe.common import MeasurementRow
 from pipeline.probe.config import ConfigError
@@ -22,13 +26,16 @@ def training_curve(run_dir: str | Path, *, model: str, run: str | None = None) -
     """The ``training_curve`` measurement of one training run dir."""
     run_dir = Path(run_dir)
     curves = run_dir / "curves.jsonl"
-    if not curves.exists():
-        raise ConfigError(f"{run_dir}: no curves.jsonl (not a training run dir?)")
+    events = [finite_point(p) for p in event_curve(run_dir)]
+    if not events and not curves.exists():
+        raise ConfigError(
+            f"{run_dir}: no event files and no curves.jsonl (not a training run dir?)"
+        )
     meta_path = run_dir / "run.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
     name = run or meta.get("config", {}).get("objective") or run_dir.name
-    points = []
-    for lineno, point in iter_json_objects(curves, error=ConfigError):
+    points = events
+    for lineno, point in [] if events else iter_json_objects(curves, error=ConfigError):
         if "step" not in point or "progress" not in point:
             raise ConfigError(f"{curves}:line {lineno}: needs step and progress")
         points.append(point)

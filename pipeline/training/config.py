@@ -97,6 +97,11 @@ class TrainingSection:
     vllm_max_model_length: int | None = None
     progress_bar: bool = True
     torch_threads: int | None = None
+    # TRL's report_to; TensorBoard writes OUTPUT_DIR/runs/<stamp>/events.out.tfevents.*
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
+    live_metrics: bool = True  # the rcea/ numbers of every step (docs/training-live.md)
+    live_k_min: int = 1  # completions per outcome for a group to enter the split
+    live_min_groups: int = 1  # groups with both outcomes before the split is reported
 
 
 @dataclass

@@ -10,6 +10,8 @@ Output directory layout::
       final/             the trained model (LoRA merged) + tokenizer, loadable with
                          AutoModelForCausalLM.from_pretrained
       curves.jsonl       one line per logged step: step, progress = step / max_steps, ...
+      runs/<stamp>/      TensorBoard event files (report_to = ["tensorboard"], the default):
+                         every logged number, the rcea/ ones included (docs/training-live.md)
       run.json           resolved config, objective parameters, versions, summary, and
                          "prompt": whether the chat template was applied, the verifier;
                          "distributed": processes, distributed type, backend
@@ -24,6 +26,7 @@ times the prompts per optimizer step; ``max_steps`` counts optimizer steps eithe
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -31,34 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import toy
+from pipeline.event_curves import is_curve_key
 from pipeline.launch import close_process_group_at_exit, world_size
 from pipeline.training.config import TrainConfig
-from pipeline.training.objectives import make_objective
+from pipeline.training.live_metrics import LiveSettings
+from pipeline.training.objectives import ClipCovParams, KLCovParams, make_objective
 
 CURVES_FILE = "curves.jsonl"
 RUN_FILE = "run.json"
-# Logged keys copied into the curve (when present), besides step/progress/epoch.
-CURVE_KEYS: tuple[str, ...] = (
-    "loss",
-    "learning_rate",
-    "grad_norm",
-    "entropy",
-    "reward",
-    "reward_std",
-    "frac_reward_zero_std",
-    "toy/accuracy",
-    "toy/boxed_rate",
-    "toy/success_invalid_rate",
-    "completions/mean_length",
-    "completions/min_length",
-    "completions/max_length",
-    "completions/clipped_ratio",
-    "completions/mean_terminated_length",
-    "clip_ratio/low_mean",
-    "clip_ratio/high_mean",
-    "clip_ratio/region_mean",
-    "step_time",
-)
 
 
 @dataclass
@@ -96,10 +79,11 @@ def _curve_callback(path: Path):  # type: ignore[no-untyped-def]
                 "epoch": logs.get("epoch", state.epoch),
             }
             for key, value in logs.items():
-                wanted = key in CURVE_KEYS or key.startswith(
-                    ("objective/", "rewards/", "verifier/")
-                )
-                if wanted and isinstance(value, int | float) and math.isfinite(float(value)):
+                if (
+                    is_curve_key(key)
+                    and isinstance(value, int | float)
+                    and math.isfinite(float(value))
+                ):
                     rec[key] = float(value)
             self.last = rec
             if not state.is_world_process_zero:
@@ -204,7 +188,7 @@ def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):  # ty
         vllm_gpu_memory_utilization=t.vllm_gpu_memory_utilization,
         vllm_enable_sleep_mode=t.vllm_enable_sleep_mode,
         vllm_max_model_length=t.vllm_max_model_length,
-        report_to="none",
+        report_to=list(t.report_to) or "none",
         disable_tqdm=not (progress and t.progress_bar),
         remove_unused_columns=False,
         dataloader_num_workers=0,
@@ -216,6 +200,20 @@ def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):  # ty
         # Transformers would not initialise torch.distributed and every rank would train alone
         kwargs["use_cpu"] = True
     return GRPOConfig(**kwargs)
+
+
+def live_settings(cfg: TrainConfig, objective: Any) -> LiveSettings | bool:
+    """The ``rcea/`` settings of ``[training]`` (``False`` when ``live_metrics = false``)."""
+    t = cfg.training
+    if not t.live_metrics:
+        return False
+    params = objective.params
+    extra: dict[str, Any] = {}
+    if isinstance(params, ClipCovParams):
+        extra["clip_cov"] = params
+    if isinstance(params, KLCovParams):
+        extra["kl_cov"] = params
+    return LiveSettings(k_min=t.live_k_min, min_groups=t.live_min_groups, **extra)
 
 
 def _dtype(name: str):  # type: ignore[no-untyped-def]
@@ -291,7 +289,12 @@ def build_trainer(
         peft_config=peft_config,
         callbacks=[logger, *(callbacks or [])],
         objective=objective,
+        live_metrics=live_settings(cfg, objective),
     )
+    # TRL logs some of its own metrics as None (no value this step, e.g. clip_ratio/low_min);
+    # Transformers' TensorBoard callback warns on each of them at every step: noise, the
+    # values are undefined (docs/training-live.md)
+    logging.getLogger("transformers.integrations.integration_utils").setLevel(logging.ERROR)
     if not (progress and t.progress_bar):
         from transformers.trainer_callback import PrinterCallback
 

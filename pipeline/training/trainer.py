@@ -14,6 +14,9 @@ Only two methods are overridden:
   helper, builds a :class:`LossBatch` (TRL's normalisers for sequence- and token-level
   aggregation, vLLM's importance-sampling ratio) and returns the objective's loss.
 
+The ``rcea/`` numbers of every step (:mod:`pipeline.training.live_callback`) are logged
+unless ``live_metrics=False``.
+
 Generation, rewards, advantages, logging, checkpoints, LoRA and vLLM are TRL's.
 
 Under ``accelerate launch`` (DDP, DeepSpeed) every rank holds whole groups of its own
@@ -33,6 +36,8 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head, use_adapter
 
+from pipeline.training.live_callback import RceaLiveCallback
+from pipeline.training.live_metrics import LiveSettings
 from pipeline.training.objectives import (
     TRL_ADVANTAGE_EPSILON,
     LossBatch,
@@ -53,8 +58,16 @@ def _is_peft(model: Any) -> bool:
 class RceaGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` with the loss delegated to ``objective``."""
 
-    def __init__(self, *args: Any, objective: Objective, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        objective: Objective,
+        live_metrics: LiveSettings | bool = True,
+        **kwargs: Any,
+    ) -> None:
         self.objective = objective
+        #: verifier outcomes of the latest generation batch (this process's rows)
+        self.rcea_outcomes: list[float] | None = None
         model = kwargs.get("model", args[0] if args else None)
         if isinstance(model, str):
             raise TypeError("pass a loaded model (AutoModelForCausalLM.from_pretrained(path))")
@@ -83,6 +96,11 @@ class RceaGRPOTrainer(GRPOTrainer):
         # one random stream per rank (rank 0 = the single-process stream)
         seed = int(self.args.seed) + self.accelerator.process_index
         self._rcea_generator = torch.Generator().manual_seed(seed)
+        # the rcea/ numbers of every step (docs/training-live.md); False turns them off
+        self.rcea_live: RceaLiveCallback | None = None
+        if live_metrics is not False:
+            settings = None if live_metrics is True else live_metrics
+            self.rcea_live = RceaLiveCallback(settings).install(self)
 
     def _rank_mean(self, metrics: dict[str, float]) -> dict[str, float]:
         """``metrics`` averaged over the data-parallel ranks (same keys on every rank)."""
@@ -109,6 +127,7 @@ class RceaGRPOTrainer(GRPOTrainer):
         out = super()._generate_and_score_completions(inputs)
         out = self.rcea_advantages(out)
         outcomes = self._rcea_recorder.pop_outcomes() if self._rcea_recorder else []
+        self.rcea_outcomes = outcomes or None
         return self.rcea_prepare(out, outcomes)
 
     def rcea_advantages(self, out: dict[str, Any]) -> dict[str, Any]:

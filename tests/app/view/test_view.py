@@ -31,15 +31,17 @@ from tests.support.helpers import (
     wait_for_http,
     write_jsonl,
 )
+from tests.support.training_events import write_run
 from tests.support.view_store import full_store
 
 NAV = {"": "Overview", "entropy": "Entropy", "modes": "Modes", "covariance": "Covariance",
-       "audit": "Audit"}  # fmt: skip
+       "training": "Training", "audit": "Audit"}  # fmt: skip
 PAGES = {
     "": "RCEA Audit — overview",
     "entropy": "Entropy",
     "modes": "Modes",
     "covariance": "Covariance",
+    "training": "Training",
     "audit": "Audit",
 }
 
@@ -151,6 +153,7 @@ def test_view_renders_in_chromium(tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     settings = full_store(tmp_path)
+    write_run(tmp_path / "data" / "runs" / "grpo", "grpo")  # the Training page's event files
     expected = _expected_view(settings)
     port = free_port()
     env = {**os.environ, "RCEA_DATA_DIR": str(tmp_path / "data")}
@@ -425,6 +428,13 @@ def _check_covariance(page: Any, expected: dict[str, Any]) -> None:
     assert _grid_with(page, "selection")["cells"]
 
 
+def _check_training(page: Any, expected: dict[str, Any]) -> None:
+    # the entropy split and the outcome entropy, and the last step's rcea/ numbers
+    assert page.locator("[data-testid='stVegaLiteChart']").count() == 2
+    latest = _grid_with(page, "rcea/outcome_entropy")
+    assert latest["cells"] and latest["cells"][0] == "grpo", latest
+
+
 def _check_audit(page: Any, expected: dict[str, Any]) -> None:
     labels = _x_labels(page, "pairs labelled")
     assert labels and all(re.fullmatch(r"\d+", v) for v in labels), labels
@@ -442,5 +452,6 @@ PAGE_CHECKS = {
     "entropy": _check_entropy,
     "modes": _check_modes,
     "covariance": _check_covariance,
+    "training": _check_training,
     "audit": _check_audit,
 }
