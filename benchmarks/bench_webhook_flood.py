@@ -2,7 +2,7 @@
 
 Annotator A, with A's own webhook secret (readable on A's own server), posts 40
 concurrent notifications of 150 made-up annotation ids, and 40 of 100, to A's path of the
-real rcea API (uvicorn, in this process, on a SQLite store), while annotator B labels
+real rcea API (``rcea serve``, its own process, on a SQLite store), while annotator B labels
 ``--b-labels`` tasks on B's own Label Studio through B's login session and ``/health`` is
 probed every 50 ms. Label Studio gives a webhook 1 s and never retries, so a label is
 *recorded live* only if B's own notification is read back: the API's background sync is
@@ -23,6 +23,9 @@ notifications of each size, B labels 3 tasks.
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -34,6 +37,7 @@ from typing import Any
 from bench_audit_push import RunningServer, build_store, choice_result, free_port
 from common import add_json_out, emit  # benchmarks/common.py
 
+ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-webhook-flood-secret"
 PASSWORD = "bench-annotator-pass-1"
 LIVE_S = 10.0  # a label read back within this of B's last label counts as live
@@ -61,17 +65,14 @@ def main() -> None:
         raise SystemExit("give --labelstudio-url and --labelstudio-token twice (A, then B)")
 
     import httpx
-    import uvicorn
     from sqlalchemy import select
 
     from annotation.accounts import login_session
     from annotation.people import People, person_webhook_secret
     from annotation.projects import WEBHOOK_SECRET_HEADER
     from annotation.server import LabelStudioServer, default_executable
-    from app.api import create_app
     from study.labelling import WebhookTarget, ensure_member
     from study.pair_audit.push import push_audit
-    from study.settings import Settings
     from study.store import session_scope
     from study.store.models import Audit, AuditLabel, AuditTask
 
@@ -95,19 +96,37 @@ def main() -> None:
         people = People(data_dir, "http://127.0.0.1:1")
         for (_role, email), sv, token in zip(emails.items(), servers, tokens, strict=True):
             people.add(email, url=sv.url, token=token)
-        settings = Settings(data_dir=data_dir, api_token="bench", webhook_secret=SECRET)
+        # the real API in its own process (`rcea serve`), as deployed: the flood's client
+        # threads here do not share its interpreter; background sync off: live means live
         port = free_port()
-        api = create_app(settings, engine=engine)  # background sync off: live means live
-        server = uvicorn.Server(
-            uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RCEA_")}
+        env.update(
+            RCEA_DATABASE_URL=f"sqlite:///{root / 'bench.db'}",
+            RCEA_DATA_DIR=str(data_dir),
+            RCEA_API_TOKEN="bench-token",
+            RCEA_WEBHOOK_SECRET=SECRET,
+            RCEA_SYNC_INTERVAL_S="0",
+            PYTHONPATH=str(ROOT),
         )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from app.cli import main; main()", "serve",
+             "--port", str(port)],
+            env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
-            while not server.started and time.monotonic() < deadline:
-                time.sleep(0.05)
+            deadline = time.monotonic() + 120
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(f"rcea serve exited with {proc.returncode}")
+                try:
+                    if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit("rcea serve did not come up in 120 s")
+                time.sleep(0.2)
             for email in emails.values():
                 ensure_member(people, email, PASSWORD)
             with session_scope(engine) as s:
@@ -205,8 +224,11 @@ def main() -> None:
             done.set()
             probe_thread.join()
         finally:
-            server.should_exit = True
-            thread.join(timeout=30)
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
             for sv in servers:
                 sv.stop()
     errors = sum(c not in (200, 429) for c in codes)
