@@ -23,6 +23,7 @@ notifications of each size, B labels 3 tasks.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -42,6 +43,26 @@ SECRET = "bench-webhook-flood-secret"
 PASSWORD = "bench-annotator-pass-1"
 LIVE_S = 10.0  # a label read back within this of B's last label counts as live
 HEALTH_TARGET_S = 1.0
+
+
+#: the /health prober's process: GET every 50 ms until the stop file exists (a ``.ready``
+#: file beside it once probing); prints the latencies (s) as one JSON line; a non-200
+#: answer counts as 999 s
+PROBER = """
+import json, sys, time, pathlib, httpx
+url, stop = sys.argv[1], pathlib.Path(sys.argv[2])
+out = []
+while not stop.exists():
+    t0 = time.perf_counter()
+    try:
+        ok = httpx.get(url, timeout=30).status_code == 200
+    except httpx.HTTPError:
+        ok = False
+    out.append(time.perf_counter() - t0 if ok else 999.0)
+    stop.with_suffix(".ready").touch()
+    time.sleep(0.05)
+print(json.dumps(out))
+"""
 
 
 def p95(xs: list[float]) -> float:
@@ -147,18 +168,34 @@ def main() -> None:
                     ).scalars()
                 ][: args.b_labels]
 
-            def probe(n: int) -> list[float]:
-                out = []
-                for _ in range(n):
-                    t0 = time.perf_counter()
-                    r = httpx.get(f"{base}/health", timeout=30)
-                    out.append(time.perf_counter() - t0)
-                    if r.status_code != 200:
-                        raise SystemExit(f"/health answered {r.status_code}")
+            def start_prober(stop_file: Path) -> subprocess.Popen[str]:
+                """/health probed from a process of its own (a monitor does not share the
+                flood's client threads' interpreter), every 50 ms until ``stop_file``."""
+                proc_ = subprocess.Popen(
+                    [sys.executable, "-c", PROBER, f"{base}/health", str(stop_file)],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                ready = stop_file.with_suffix(".ready")
+                deadline_ = time.monotonic() + 60
+                while not ready.exists() and proc_.poll() is None:
+                    if time.monotonic() > deadline_:
+                        raise SystemExit("the /health prober did not start in 60 s")
                     time.sleep(0.05)
-                return out
+                return proc_
 
-            idle = probe(40)
+            def stop_prober(proc_: subprocess.Popen[str], stop_file: Path) -> list[float]:
+                stop_file.touch()
+                out, _ = proc_.communicate(timeout=120)
+                got = json.loads(out.strip().splitlines()[-1])
+                if not got or max(got) >= 999:
+                    raise SystemExit(f"/health failed or was not measured: {got[:5]}")
+                return list(got)
+
+            idle_stop = root / "idle.stop"
+            idle_prober = start_prober(idle_stop)
+            time.sleep(3.0)  # no flood: the baseline
+            idle = stop_prober(idle_prober, idle_stop)
             a = people.require(emails["A"])
             hook = {WEBHOOK_SECRET_HEADER: person_webhook_secret(SECRET, a.slug)}
             codes: list[int] = []
@@ -184,15 +221,8 @@ def main() -> None:
             n = args.notifications
             flooders = [threading.Thread(target=flood, args=(150, k)) for k in range(n)]
             flooders += [threading.Thread(target=flood, args=(100, n + k)) for k in range(n)]
-            during: list[float] = []
-            done = threading.Event()
-
-            def prober() -> None:
-                while not done.is_set():
-                    during.extend(probe(1))
-
-            probe_thread = threading.Thread(target=prober)
-            probe_thread.start()
+            stop_file = root / "probe.stop"
+            prober = start_prober(stop_file)
             for t in flooders:
                 t.start()
             ids: list[int] = []
@@ -221,8 +251,7 @@ def main() -> None:
             b_live = live()
             for t in flooders:
                 t.join(timeout=300)
-            done.set()
-            probe_thread.join()
+            during = stop_prober(prober, stop_file)
         finally:
             proc.terminate()
             try:

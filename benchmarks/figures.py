@@ -247,12 +247,13 @@ def _streaming(f: dict[str, Any]) -> list[Row]:
 def _webhook_flood(f: dict[str, Any]) -> list[Row]:
     live, n_b = f["b_recorded_live"], f["b_labels"]
     hmax, target = f["health_max_s"], f["health_target_s"]
-    sizes = " and ".join(str(n) for n in f["ids_per_notification"])
+    each = f["n_notifications"] // len(f["ids_per_notification"])
+    sizes = " and ".join(f"{each} of {n} ids" for n in f["ids_per_notification"])
     return [
         (
             f"`bench_webhook_flood.py`: annotator A posts {f['n_notifications']} concurrent "
-            f"notifications ({sizes} ids) to A's webhook path while B labels {n_b} tasks, "
-            "real Label Studio servers",
+            f"notifications ({sizes}) to A's webhook path while B labels {n_b} tasks; real "
+            "Label Studio servers, `rcea serve` (one process), `/health` probed every 50 ms",
             f"B's labels recorded live: **{live} of {n_b}**; `/health` during the flood: max "
             f"{hmax:.3f} s, p95 {f['health_p95_s']:.3f} s ({f['n_200']} queued, "
             f"{f['n_429']} refused with 429, {f['n_errors']} errors)",
