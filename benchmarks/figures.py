@@ -266,6 +266,27 @@ def _streaming(f: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _webhook_flood(f: dict[str, Any]) -> list[Row]:
+    live, n_b = f["b_recorded_live"], f["b_labels"]
+    hmax, target = f["health_max_s"], f["health_target_s"]
+    each = f["n_notifications"] // len(f["ids_per_notification"])
+    sizes = " and ".join(f"{each} of {n} ids" for n in f["ids_per_notification"])
+    return [
+        (
+            f"`bench_webhook_flood.py`: annotator A posts {f['n_notifications']} concurrent "
+            f"notifications ({sizes}) to A's webhook path while B labels {n_b} tasks; real "
+            "Label Studio servers, `rcea serve` (one process), `/health` probed every 50 ms",
+            f"B's labels recorded live: **{live} of {n_b}**; `/health` during the flood: max "
+            f"{hmax:.3f} s, p95 {f['health_p95_s']:.3f} s ({f['n_200']} queued, "
+            f"{f['n_429']} refused with 429, {f['n_errors']} errors)",
+            f"`/health` with no flood, same run: p95 {f['health_idle_p95_s']:.3f} s → "
+            f"**{f['health_p95_vs_idle']:.1f}×**",
+            f"all of B's labels live ({_met(live == n_b)}), `/health` < {target:.0f} s "
+            f"({_met(hmax < target)}), no errors ({_met(f['n_errors'] == 0)})",
+        )
+    ]
+
+
 FORMATS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "ingest": _ingest,
     "audits_entropy": _audits_entropy,
@@ -276,6 +297,7 @@ FORMATS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "probe_entropy": _probe_entropy,
     "sequential_gate": _sequential_gate,
     "streaming": _streaming,
+    "webhook_flood": _webhook_flood,
 }
 
 

@@ -68,7 +68,8 @@ class Settings(BaseSettings):
         60.0,
         ge=0,
         description="`rcea serve`: seconds between background incremental syncs of every "
-        "bound Label Studio project, recovering notifications Label Studio dropped (0: off)",
+        "bound Label Studio project, recovering notifications Label Studio dropped; one "
+        "process of the deployment syncs (0: off)",
     )
     view_port: int = Field(8501, description="port of the Streamlit view")
     view_auth: str = Field(

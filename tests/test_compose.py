@@ -84,7 +84,9 @@ def test_one_label_studio_per_person() -> None:
         assert "DJANGO_DB" not in env  # own SQLite database in its own volume
         tokens.add(re.fullmatch(r"\$\{(LABEL_STUDIO_TOKEN_\w+):\?.*\}",
                                 env["LABEL_STUDIO_USER_TOKEN"]).group(1))  # fmt: skip
-        volumes.update(v.split(":")[0] for v in s[name]["volumes"])
+        volumes.update(  # its own data volume (the read-only settings mount is shared)
+            v.split(":")[0] for v in s[name]["volumes"] if not v.startswith("./")
+        )
         ports.update(host for _ip, host, _c in published(name))
     assert len(volumes) == len(ports) == len(tokens) == len(PEOPLE)
     assert volumes <= set(_compose()["volumes"])
@@ -156,3 +158,26 @@ def test_wildcard_api_host_never_becomes_the_webhook_address() -> None:
         "http://127.0.0.1:9/webhooks/label-studio"
     )
     assert Settings(api_host="10.0.0.5").resolved_webhook_url.startswith("http://10.0.0.5:8000/")
+
+
+def test_label_studio_launched_as_rcea_launches_it() -> None:
+    """Each person's server gets the environment ``rcea`` gives its own servers (SSRF
+    protection on, rcea's settings module with the receiver allow-list, nothing phoning
+    home), the settings module mounted read-only where PYTHONPATH points, and the api's
+    webhook URL on the path that allow-list admits."""
+    from annotation.server import SERVER_ENV, SITE_DIR
+
+    s = _compose()["services"]
+    for name in PEOPLE:
+        env = {k: str(v) for k, v in s[name]["environment"].items()}
+        assert {k: env.get(k) for k in SERVER_ENV} == SERVER_ENV, name
+        mounts = {
+            target: (ROOT / source).resolve()
+            for source, target, *mode in (str(v).split(":") for v in s[name]["volumes"])
+            if source.startswith("./") and mode == ["ro"]
+        }
+        assert mounts.get(env["PYTHONPATH"]) == SITE_DIR, (name, mounts)
+    settings_py = (SITE_DIR / "rcea_labelstudio_settings.py").read_text()
+    path = re.search(r'"RCEA_WEBHOOK_PATH", "([^"]+)"', settings_py).group(1)  # type: ignore[union-attr]
+    receiver = s["api"]["environment"]["RCEA_WEBHOOK_URL"]
+    assert (receiver.split("://", 1)[1].split("/", 1)[1] + "/") == path.lstrip("/"), receiver

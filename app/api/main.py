@@ -19,8 +19,10 @@ from app import __version__
 from app.api import studies, webhooks
 from app.api.deps import require_token
 from study.labelling import sync_all
+from study.labelling.readback import ReadBackQueue
 from study.settings import Settings
 from study.store import open_store
+from study.store.leader import Leadership
 
 log = logging.getLogger("rcea.api.sync")
 
@@ -28,18 +30,27 @@ log = logging.getLogger("rcea.api.sync")
 def _background_sync(api: FastAPI, interval: float, stop: threading.Event) -> None:
     """Every ``interval`` seconds, an incremental sync of every bound project (one
     listing call per project): what a dropped or refused (429) notification named is
-    recorded at the latest one interval later. Errors are logged, never fatal."""
+    recorded at the latest one interval later. One process of the deployment syncs (the
+    store's leader lock, :mod:`study.store.leader`); the others wait to take over.
+    Errors are logged, never fatal."""
 
-    while not stop.wait(interval):
-        try:
-            with Session(api.state.engine, expire_on_commit=False) as session:
-                results = sync_all(session, api.state.people)
-                session.commit()
-            changed = sum(sum(r.changed.values()) for r in results)
-            if changed:
-                log.info("background sync: %d label(s) changed", changed)
-        except Exception:  # noqa: BLE001 - the next round tries again
-            log.exception("background sync failed")
+    leader = Leadership(api.state.engine, "background-sync")
+    try:
+        while not stop.wait(interval):
+            try:
+                if not leader.acquire():
+                    continue
+                with Session(api.state.engine, expire_on_commit=False) as session:
+                    results = sync_all(session, api.state.people)
+                    session.commit()
+                api.state.sync_rounds += 1
+                changed = sum(sum(r.changed.values()) for r in results)
+                if changed:
+                    log.info("background sync: %d label(s) changed", changed)
+            except Exception:  # noqa: BLE001 - the next round tries again
+                log.exception("background sync failed")
+    finally:
+        leader.release()
 
 
 def create_app(  # type: ignore[no-untyped-def]
@@ -55,6 +66,8 @@ def create_app(  # type: ignore[no-untyped-def]
 
     @asynccontextmanager
     async def lifespan(api: FastAPI) -> AsyncIterator[None]:
+        readback: ReadBackQueue = api.state.readback
+        readback.start()
         thread = None
         if interval > 0:
             thread = threading.Thread(
@@ -65,6 +78,7 @@ def create_app(  # type: ignore[no-untyped-def]
             yield
         finally:
             stop.set()
+            readback.stop()
             if thread is not None:
                 thread.join(timeout=30)
 
@@ -83,6 +97,9 @@ def create_app(  # type: ignore[no-untyped-def]
     api.state.webhook_secret = settings.ensure_webhook_secret().get_secret_value()
 
     api.state.people = people_from_settings(settings)
+    api.state.sync_rounds = 0  # background sync rounds this process ran
+    # webhook read-backs run here, off the request path (started and stopped by lifespan)
+    api.state.readback = ReadBackQueue(api.state.engine, api.state.people)
 
     @api.get("/health", tags=["meta"])
     def health() -> dict[str, str]:

@@ -8,13 +8,14 @@ recorded through the one status rule (:mod:`study.labelling`) — a forged or re
 body can at most make rcea look again at what the server really holds. Malformed bodies
 get 422, oversized ones 413; replays change nothing and add no events.
 
-A notification is a bounded hint: one person's server may name at most
-:data:`MAX_NOTIFY_IDS` annotations in one notification and have at most
-:data:`MAX_CONCURRENT` notifications being read back at once; beyond either it gets 429
-at once and nothing is read (Label Studio does not retry: the next ``audit sync``
-reconciles what it named). One person's flood therefore holds at most
-:data:`MAX_CONCURRENT` workers and store connections: other people's labels and
-``/health`` are not held up.
+The route never reads back itself: it validates the notification, hands its ids to the
+API process's read-back queue (:mod:`study.labelling.readback`) and answers at once. A
+notification is a bounded hint: it may name at most :data:`MAX_NOTIFY_IDS` annotations,
+and a person may have at most :data:`MAX_PENDING_IDS` ids waiting; beyond either it gets
+429 and nothing is queued (Label Studio does not retry: the next sync reconciles what it
+named). One person's flood therefore costs no request worker and no store connection on
+the request path: other people's labels and ``/health`` are not held up
+(docs/labelstudio.md, "Webhooks").
 """
 
 from __future__ import annotations
@@ -23,20 +24,16 @@ import secrets
 from typing import Any
 
 from fastapi import APIRouter, Header, HTTPException, Request
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session
-from starlette.concurrency import run_in_threadpool
 
 from annotation.notifications import parse_notification
 from annotation.payloads import PayloadError, decode_body
 from annotation.people import People, person_webhook_secret
 from annotation.projects import WEBHOOK_SECRET_HEADER
-from study.labelling import LabellingError, notify
+from study.labelling.readback import MAX_NOTIFY_IDS, MAX_PENDING_IDS, QueueFull, ReadBackQueue
 
 router = APIRouter(tags=["webhooks"])
 MAX_BODY = 1 << 20  # 1 MiB; Label Studio's annotation notifications are a few kB
-MAX_NOTIFY_IDS = 100  # annotations one notification may name (a bulk action of more: 429)
-MAX_CONCURRENT = 2  # notifications of one person read back at once (more: 429)
+__all__ = ["MAX_BODY", "MAX_NOTIFY_IDS", "MAX_PENDING_IDS", "router"]
 
 
 async def _body(request: Request) -> bytes:
@@ -78,37 +75,14 @@ async def label_studio_webhook(
             f"a notification may name at most {MAX_NOTIFY_IDS} annotations; "
             "the next sync reconciles these",
         )
-    inflight: dict[str, int] = request.app.state.__dict__.setdefault("webhook_inflight", {})
-    if inflight.get(found.slug, 0) >= MAX_CONCURRENT:
-        raise HTTPException(
-            429,
-            f"{MAX_CONCURRENT} notifications of this person are being read back; "
-            "the next sync reconciles this one",
-        )
-
-    # counted on the event loop (one thread): no lock needed
-    inflight[found.slug] = inflight.get(found.slug, 0) + 1
+    queue: ReadBackQueue = request.app.state.readback
     try:
-        counts = await run_in_threadpool(
-            _store, request.app.state.engine, people, found, note.annotation_ids, note.project_id
-        )
-    except LabellingError as exc:
-        raise HTTPException(502, str(exc)) from exc
-    finally:
-        inflight[found.slug] -= 1
-    return {"ok": True, "action": note.action, "received": len(note.annotation_ids), **counts}
-
-
-def _store(engine: Any, people: People, person: Any, ids: list[int], project: int | None) -> dict:  # type: ignore[type-arg]
-    """Read back and record in a worker thread (concurrent webhooks really are concurrent;
-    two notifications of one annotation may race on insert: the loser retries)."""
-    for attempt in range(3):
-        try:
-            with Session(engine, expire_on_commit=False) as session:
-                counts = notify(session, people, person, ids, project)
-                session.commit()
-                return counts
-        except IntegrityError:
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+        queued = queue.offer(found, note.annotation_ids, note.project_id)
+    except QueueFull as exc:
+        raise HTTPException(429, str(exc)) from exc
+    return {
+        "ok": True,
+        "action": note.action,
+        "received": len(note.annotation_ids),
+        "queued": queued,
+    }

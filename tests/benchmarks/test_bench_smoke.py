@@ -21,7 +21,7 @@ from tests.support.labelstudio_fixture import LabelStudioHandle
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = sorted(p.name for p in (REPO / "benchmarks").glob("bench_*.py"))
 NEEDS_TORCH = {"bench_probe_entropy.py", "bench_training.py"}
-NEEDS_LABELSTUDIO = {"bench_audit_push.py"}
+NEEDS_LABELSTUDIO = {"bench_audit_push.py", "bench_webhook_flood.py"}
 
 
 def run_smoke(script: str, *extra: str) -> dict:  # type: ignore[type-arg]
@@ -85,3 +85,20 @@ def test_audit_push_benchmark_smoke(labelstudio_pool: list[LabelStudioHandle]) -
     )  # fmt: skip
     assert (figures["n_pairs"], figures["n_tasks"], figures["n_annotations"]) == (58, 116, 116)
     assert figures["render_s"] >= 0 and figures["render_share_max"] == 0.2
+
+
+@pytest.mark.slow
+def test_webhook_flood_benchmark_smoke(labelstudio_pool: list[LabelStudioHandle]) -> None:
+    """The flood benchmark against two of the session's servers (A floods, B labels):
+    every one of B's labels recorded live, no errors (``/health``'s latency is a figure of
+    the full run, not of a smoke run on a loaded test machine)."""
+    a, b = labelstudio_pool[:2]
+    figures = run_smoke(
+        "bench_webhook_flood.py",
+        "--labelstudio-url", a.url, "--labelstudio-token", a.token,
+        "--labelstudio-url", b.url, "--labelstudio-token", b.token,
+    )  # fmt: skip
+    assert figures["n_notifications"] == 20 and figures["b_labels"] == 3
+    assert figures["b_recorded_live"] == 3 and figures["n_errors"] == 0
+    assert figures["n_429"] >= 10  # every 150-id notification is refused
+    assert figures["health_max_s"] > 0 and figures["health_n"] >= 1

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
+from fastapi import FastAPI
 
 from annotation.accounts import login_session
 from annotation.people import People
@@ -68,6 +69,7 @@ class Study:
         self.pool = dict(zip(ROLES, pool, strict=True))
         self.people: People = register_people(self.data_dir, pool, [self.emails[r] for r in ROLES])
         self.hook_base = ""
+        self.app: FastAPI | None = None  # the API serve_api runs (its read-back queue)
 
     def person(self, role: str):  # type: ignore[no-untyped-def]
         return self.people.require(self.emails[role])
@@ -121,6 +123,10 @@ class Study:
             ).all()
         return sorted(tuple(r) for r in rows)
 
+    def drain(self) -> None:
+        """Wait until the API's read-back queue has recorded every accepted notification."""
+        assert self.app is not None and self.app.state.readback.drain(), "read-backs pending"
+
     def gate(self) -> dict:  # type: ignore[type-arg]
         with session_scope(self.engine) as s:
             return gate_status(s, s.get(Audit, self.audit_id), final=False)
@@ -147,9 +153,10 @@ def serve_api(study: Study, *, sync_interval_s: float = 0.0) -> Iterator[str]:
         sync_interval_s=sync_interval_s,
     )
     port = free_port()
+    study.app = create_app(settings, engine=study.engine, background_sync=sync_interval_s > 0)
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(settings, engine=study.engine, background_sync=sync_interval_s > 0),
+            study.app,
             host="127.0.0.1",
             port=port,
             log_level="warning",

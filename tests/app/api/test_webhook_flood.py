@@ -1,8 +1,8 @@
 """Annotator A floods A's own webhook path with A's own secret: many
 concurrent notifications naming many made-up annotation ids. Each person's
-notifications are bounded (ids per notification, notifications at once; beyond: 429),
-so ``/health`` keeps answering within a second and B's honest labels are recorded live,
-without a sync."""
+notifications are bounded (ids per notification, ids waiting; beyond: 429) and read back
+off the request path, so ``/health`` keeps answering within a second and B's honest
+labels are recorded live, without a sync."""
 
 from __future__ import annotations
 

@@ -154,9 +154,14 @@ def test_read_back_replay_and_update(study: Study, api: str) -> None:
 
     with session_scope(study.engine) as s:
         n_events = len(s.exec(sa.select(Event)).all())
+    readback = study.app.state.readback  # type: ignore[union-attr]
+    study.drain()
+    unchanged = readback.counts["unchanged"]
     for _ in range(3):
         r = httpx.post(f"{api}/{a.slug}", json=body, headers=headers)
-        assert r.status_code == 200 and r.json()["unchanged"] == 1
+        assert r.status_code == 200 and r.json()["received"] == 1
+        study.drain()  # each replay is read back (queued once it has been taken)
+    assert readback.counts["unchanged"] == unchanged + 3
     with session_scope(study.engine) as s:
         assert len(s.exec(sa.select(Event)).all()) == n_events
     with closing(study.session_of("A")) as web:

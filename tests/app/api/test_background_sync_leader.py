@@ -1,0 +1,33 @@
+"""The periodic background sync runs once per API deployment, not once per API process:
+two app instances on one store (as ``rcea serve --workers 2``) — one syncs each round,
+the other waits, and takes over when the first stops (docs/labelstudio.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from app.api import create_app
+from study.settings import Settings
+from tests.support.labelling_study import wait_for
+
+
+def test_two_api_processes_one_sync(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings(
+        data_dir=tmp_path / "d", api_token="t", webhook_secret="s", sync_interval_s=0.1
+    )
+    first = create_app(settings, engine=engine, background_sync=True)
+    second = create_app(settings, engine=engine, background_sync=True)
+    with TestClient(first):
+        assert wait_for(lambda: first.state.sync_rounds >= 2, timeout=10)
+        with TestClient(second):
+            start = first.state.sync_rounds
+            assert wait_for(lambda: first.state.sync_rounds >= start + 5, timeout=15)
+            assert second.state.sync_rounds == 0  # it tried each round and waited
+        ran_first = first.state.sync_rounds
+    # the first stopped; a new one (the second's successor) now syncs
+    third = create_app(settings, engine=engine, background_sync=True)
+    with TestClient(third):
+        assert wait_for(lambda: third.state.sync_rounds >= 2, timeout=10)
+    assert ran_first >= 7 and first.state.sync_rounds == ran_first
