@@ -6,6 +6,9 @@ in logs, tracebacks or ``rcea config`` output.
 
 from __future__ import annotations
 
+import getpass
+import ipaddress
+import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
@@ -161,7 +164,6 @@ class Settings(BaseSettings):
 
 def is_loopback(host: str) -> bool:
     """Whether a bind address only accepts connections from this machine."""
-    import ipaddress
 
     if host in LOOPBACK_HOSTS:
         return True
@@ -179,7 +181,5 @@ def get_settings() -> Settings:
 def actor_name(actor: str | None = None) -> str:
     """Who an action is recorded as in the event log: ``actor`` when given, else
     ``$RCEA_ACTOR``, else the login name (the CLI's ``--actor`` and the view's sidebar)."""
-    import getpass
-    import os
 
     return actor or os.environ.get("RCEA_ACTOR") or getpass.getuser()

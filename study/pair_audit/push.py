@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from annotation.people import People
 from annotation.tasks import NO_QUESTION, build_pair_task, pair_label_config
@@ -43,8 +43,6 @@ ROLE_TITLES = {"A": "annotator A", "B": "annotator B", ADJUDICATOR: "adjudicatio
 
 
 def _texts(session: Session, audit: Audit, pairs: list[AuditPair]) -> dict[str, str]:
-    from sqlmodel import select
-
     ids = sorted({p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs})
     if not ids:
         return {}

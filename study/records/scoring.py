@@ -20,6 +20,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from tqdm import tqdm
 
+from pipeline.probe.score import ScoreItem
 from study import events
 from study.store import Question, Trajectory, append_event, require_study, session_scope
 from study.store.artifacts import new_artifact_path, write_token_artifact
@@ -68,7 +69,6 @@ def score_trajectories(
     """Score the unscored trajectories of (run, model, step) with ``scorer``
     (:class:`pipeline.probe.score.Scorer` or anything with ``score(items)`` and
     ``describe()``); ``ValueError`` when none is selected or a question has no text."""
-    from pipeline.probe.score import ScoreItem
 
     with session_scope(engine) as s:
         st = require_study(s, name=study)
