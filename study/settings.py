@@ -73,6 +73,24 @@ class Settings(BaseSettings):
         description="`rcea serve`: seconds between background incremental syncs of every "
         "bound Label Studio project, recovering notifications Label Studio dropped (0: off)",
     )
+    llm_concurrency: int = Field(
+        8, ge=1, description="requests in flight to the LLM endpoint (codebook stages, judge runs)"
+    )
+    # The codebook backend of callers without options of their own (the view's approve)
+    # and the default of `rcea codebook`'s options (docs/codebook.md).
+    codebook_backend: str = Field("openai", description="codebook backend: openai | oracle")
+    codebook_oracle: str | None = Field(
+        None,
+        description="MODULE:FUNCTION, the domain's strategy_fn(question_id, text) "
+        "(codebook backend oracle)",
+    )
+    codebook_seed: int = Field(0, description="codebook shuffles and batching (recorded)")
+    codebook_threshold: float = Field(
+        # pipeline.codebook.logic.DEFAULT_CONFIDENCE_THRESHOLD (importing it here would load
+        # the LLM backends into every command; tests/study/test_settings.py pins the two)
+        0.7,
+        description="codebook: a confidence below this sends a label to reconciliation",
+    )
     view_port: int = Field(8501, description="port of the Streamlit view")
     view_auth: str = Field(
         "password",

@@ -25,6 +25,10 @@ from app.cli.options import (
     ACTOR_OPTION,
     API_KEY_ENV_OPTION,
     BASE_URL_OPTION,
+    CODEBOOK_BACKEND_OPTION,
+    CODEBOOK_ORACLE_OPTION,
+    CODEBOOK_SEED_OPTION,
+    CODEBOOK_THRESHOLD_OPTION,
     CONCURRENCY_OPTION,
     JSON_OPTION,
     MODEL_OPTION,
@@ -71,24 +75,9 @@ edit_app = typer.Typer(
 codebook_app.add_typer(edit_app, name="edit")
 
 QUESTION_OPTION = typer.Option(None, "--question", help="only this question (repeatable)")
-BACKEND_OPTION = typer.Option(
-    "openai", "--backend", envvar="RCEA_CODEBOOK_BACKEND", help="openai | oracle"
-)
-ORACLE_OPTION = typer.Option(
-    None,
-    "--oracle",
-    envvar="RCEA_CODEBOOK_ORACLE",
-    help="MODULE:FUNCTION, the domain's strategy_fn(question_id, text) (--backend oracle)",
-)
-SEED_OPTION = typer.Option(
-    0, "--seed", envvar="RCEA_CODEBOOK_SEED", help="shuffles and batching (recorded)"
-)
 #: ``rcea codebook run`` exit codes (README "Codebook cycle").
 EXIT_UNANSWERED = exit_codes.CODEBOOK_UNANSWERED
 EXIT_RESEARCHER = exit_codes.CODEBOOK_RESEARCHER
-THRESHOLD_OPTION = typer.Option(
-    0.7, "--threshold", envvar="RCEA_CODEBOOK_THRESHOLD", help="confidence below → reconcile"
-)
 
 
 @codebook_app.callback()
@@ -181,9 +170,9 @@ def induce_cmd(
     sample: int = typer.Option(
         None, "--sample", min=1, help="at most this many trajectories per question"
     ),
-    seed: int = SEED_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
@@ -226,9 +215,9 @@ def merge_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
     redo: bool = typer.Option(False, "--redo", help="re-merge questions with an unfrozen draft"),
-    seed: int = SEED_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
@@ -444,9 +433,9 @@ def assign_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
     batch_size: int = typer.Option(10, "--batch-size", min=1, help="trajectories per call"),
-    seed: int = SEED_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
@@ -487,11 +476,11 @@ def assign_cmd(
 def reconcile_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
-    threshold: float = THRESHOLD_OPTION,
+    threshold: float = CODEBOOK_THRESHOLD_OPTION,
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="trajectories per call"),
-    seed: int = SEED_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
@@ -677,10 +666,10 @@ def approve_cmd(
     reassign: bool = typer.Option(
         True, "--reassign/--no-reassign", help="assign + reconcile the affected trajectories"
     ),
-    seed: int = SEED_OPTION,
-    threshold: float = THRESHOLD_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
+    threshold: float = CODEBOOK_THRESHOLD_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
@@ -765,7 +754,7 @@ def export_cmd(
     allow_incomplete: bool = typer.Option(
         False, "--allow-incomplete", help="count unfinished trajectories as uncertain"
     ),
-    threshold: float = THRESHOLD_OPTION,
+    threshold: float = CODEBOOK_THRESHOLD_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -823,13 +812,13 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
 @codebook_app.command("run")
 def run_cmd(
     study: str = STUDY_OPTION,
-    seed: int = SEED_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
     induce_batch_size: int = typer.Option(12, "--induce-batch-size", min=1),
     sample: int = typer.Option(None, "--sample", min=1, help="induction sample per question"),
     assign_batch_size: int = typer.Option(10, "--assign-batch-size", min=1),
-    threshold: float = THRESHOLD_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    threshold: float = CODEBOOK_THRESHOLD_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
