@@ -17,7 +17,7 @@ import typer
 from app.cli.common import fail, print_json
 from app.cli.exit_codes import outcome_code
 from app.cli.options import JSON_OPTION
-from audits.covariance import covariance_fit, covariance_fit_by_group
+from audits.covariance import FIT_SUMMARY, covariance_fit, covariance_fit_by_group
 from audits.entropy import outcome_report
 from audits.passk import macro_pass_at_k
 from audits.rubric import load_rubric
@@ -733,18 +733,7 @@ def covfit(
         _print_flat(
             "covariance fit (pooled)",
             pooled,
-            (
-                "n",
-                "sign_agreement",
-                "spearman_rho",
-                "pearson_r",
-                "slope",
-                "intercept",
-                "r_squared",
-                "median_abs_error",
-                "median_relative_error",
-                "excluded_runs",
-            ),
+            ("n", *FIT_SUMMARY, "excluded_runs"),
         )
 
     _run(as_json, go)

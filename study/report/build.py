@@ -24,7 +24,7 @@ from sqlmodel import Session, select
 from tqdm import tqdm
 
 from audits.association import retention_passk_spearman
-from audits.covariance import covariance_fit_by_group
+from audits.covariance import FIT_SUMMARY, covariance_fit_by_group
 from audits.entropy import outcome_report
 from audits.failure import detect_training_failure, last_milestone_before_failure
 from audits.passk import macro_pass_at_k
@@ -1383,16 +1383,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
     cov = report["covariance"]
     if cov:
         for scope, fit in [("pooled", cov["pooled"]), *cov["groups"].items()]:
-            for name in (
-                "sign_agreement",
-                "spearman_rho",
-                "pearson_r",
-                "slope",
-                "intercept",
-                "r_squared",
-                "median_abs_error",
-                "median_relative_error",
-            ):
+            for name in FIT_SUMMARY:
                 add(
                     f"covfit_{name}",
                     "covariance",
