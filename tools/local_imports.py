@@ -19,8 +19,9 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-# Imports of these top-level modules may stay inside a function: they are
-# heavy optional dependencies that most commands never need.
+# Imports of these top-level modules may stay inside a function: heavy optional
+# dependencies (the train, gpu, llm, sign and dev extras) and the two heavy servers only
+# `rcea serve` and `rcea view` start (docs/development.md "Imports").
 HEAVY = frozenset(
     {
         "accelerate",
@@ -30,9 +31,11 @@ HEAVY = frozenset(
         "openai",
         "peft",
         "playwright",
+        "streamlit",
         "torch",
         "transformers",
         "trl",
+        "uvicorn",
         "verl",
         "vllm",
     }
