@@ -66,10 +66,8 @@ def rubric_freeze(
 ) -> None:
     """Store a rubric frozen with its content hash (a change needs a new version)."""
 
-    try:
+    with domain_errors(as_json):
         path = rubric_path(rubric)
-    except ValueError as exc:
-        fail(str(exc), as_json=as_json)
     with store_session(as_json) as s:
         row, created = freeze_rubric(s, path=path, actor=actor_name(actor))
         out = {

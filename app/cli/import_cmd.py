@@ -109,7 +109,7 @@ def import_verl(
 ) -> None:
     """Import verl `{global_step}.jsonl` dumps; files already imported are skipped."""
 
-    try:
+    with domain_errors(as_json):
         opts = VerlOptions(
             run=run,
             model=model,
@@ -123,8 +123,6 @@ def import_verl(
             skip_empty_output=skip_empty_output,
             multi_turn=multi_turn,
         )
-    except ValueError as exc:
-        fail(str(exc), as_json=as_json)
     cfg = settings()
     try:
         result = run_import(

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from app.cli.common import fail, print_json
+from app.cli.common import domain_errors, print_json
 from app.cli.exit_codes import outcome_code
 from app.cli.options import JSON_OPTION
 from audits.covariance import FIT_SUMMARY, covariance_fit, covariance_fit_by_group
@@ -90,10 +90,8 @@ def _load_records(path: Path) -> dict[str, list[Any]]:
 
 
 def _run(as_json: bool, fn: Any) -> None:
-    try:
+    with domain_errors(as_json, InputError):
         fn()
-    except (InputError, ValueError) as exc:
-        fail(str(exc), as_json=as_json)
 
 
 # --------------------------------------------------------------------------- entropy
