@@ -301,7 +301,6 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
         same("audit_events_head (hashes.json)", hashes.get("audit_events_head"), head)
 
     # 4. the report: typed, then recomputed
-
     try:
         StudyReport.model_validate(report)
     except ValidationError as exc:
