@@ -434,6 +434,20 @@ class CovarianceFit:
         }
 
 
+#: The fit's summary statistics, in the order the report's quantities (``covfit_<name>``),
+#: its HTML page and ``rcea stats covfit`` show them (docs/estimators.md item 14).
+FIT_SUMMARY = (
+    "sign_agreement",
+    "spearman_rho",
+    "pearson_r",
+    "slope",
+    "intercept",
+    "r_squared",
+    "median_abs_error",
+    "median_relative_error",
+)
+
+
 def _ols(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None, float | None]:
     """slope = Σ(x−x̄)(y−ȳ)/Σ(x−x̄)², intercept = ȳ − slope·x̄, R² = 1 − SS_res/SS_tot."""
     if x.size < 2 or np.all(x == x[0]):

@@ -13,6 +13,9 @@ import hmac
 import json
 import os
 import secrets
+import threading
+import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -126,10 +129,6 @@ class LoginThrottle:
         max_lockout_s: float = 900.0,
         clock: Any = None,
     ) -> None:
-        import threading
-        import time
-        from collections import deque
-
         self.account_limit, self.global_limit, self.window_s = (
             account_limit,
             global_limit,

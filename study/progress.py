@@ -9,13 +9,25 @@ a bundle published) and turned into commands by the pure :func:`next_commands`, 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import Session
+from sqlalchemy import func
+from sqlmodel import Session, select
 
 from study import events
+from study.labelling import PAIR, VALIDITY
+from study.labelling.bindings import bindings
+from study.pair_audit.gate import recorded_final_gate
+from study.pair_audit.labels import ADJUDICATOR, audit_rubric, current_labels, needs_adjudication
+from study.pair_audit.sampling import audit_pairs
+from study.store.models import Audit, Rubric, Trajectory, ValidityCheck
+from study.store.repository import get_study
+from study.validity_audit import labelling as validity_labels
+from study.validity_audit.checks import HELD_OUT, check_items
+from study.validity_audit.status import validity_status
 
 ROLE_TITLES = {"A": "annotator A", "B": "annotator B", "adjudicator": "the adjudicator"}
 
@@ -73,8 +85,6 @@ class NextCommand:
 
 
 def _q(value: str) -> str:
-    import shlex
-
     return shlex.quote(value)
 
 
@@ -196,7 +206,6 @@ def _calibration_next(cp: CalibrationProgress, adjudicator: str) -> NextCommand:
 def _projects(
     session: Session, family: Any, owner_id: int, labels: dict[str, dict]
 ) -> list[Project]:  # type: ignore[type-arg]
-    from study.labelling.bindings import bindings
 
     return [
         Project(
@@ -211,19 +220,6 @@ def _projects(
 
 
 def read_pair(session: Session, audit_name: str) -> PairProgress | None:
-    from sqlmodel import select
-
-    from study.labelling import PAIR
-    from study.pair_audit.gate import recorded_final_gate
-    from study.pair_audit.labels import (
-        ADJUDICATOR,
-        audit_rubric,
-        current_labels,
-        needs_adjudication,
-    )
-    from study.pair_audit.sampling import audit_pairs
-    from study.store.models import Audit
-
     audit = session.exec(select(Audit).where(Audit.name == audit_name)).first()
     if audit is None:
         return None
@@ -251,38 +247,25 @@ def read_pair(session: Session, audit_name: str) -> PairProgress | None:
 
 
 def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
-    from sqlmodel import select
-
-    from study.labelling import VALIDITY
-    from study.store.models import ValidityCheck
-    from study.validity_audit.checks import HELD_OUT, check_items
-    from study.validity_audit.labelling import (
-        ADJUDICATOR,
-        current_labels,
-        double_labelled,
-        human_reference,
-        needs_adjudication,
-    )
-
     check = session.exec(
         select(ValidityCheck).where(ValidityCheck.name == name, ValidityCheck.kind == "calibration")
     ).first()
     if check is None:
         return None
-    labels = current_labels(session, check)
+    labels = validity_labels.current_labels(session, check)
     projects = _projects(session, VALIDITY, check.id, labels)  # type: ignore[arg-type]
-    if not any(p.role != ADJUDICATOR for p in projects):
+    if not any(p.role != validity_labels.ADJUDICATOR for p in projects):
         return None
     items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]
-    double = double_labelled(check)
-    first = {r: v for r, v in labels.items() if r != ADJUDICATOR}
+    double = validity_labels.double_labelled(check)
+    first = {r: v for r, v in labels.items() if r != validity_labels.ADJUDICATOR}
     if double:
         unlabelled = [i for i in items if not all(i.id in first.get(r, {}) for r in ("A", "B"))]
     else:
         unlabelled = [i for i in items if not any(i.id in v for v in first.values())]
-    disputed = needs_adjudication(session, check)
-    adj = labels.get(ADJUDICATOR, {})
-    ref = human_reference(session, check)
+    disputed = validity_labels.needs_adjudication(session, check)
+    adj = labels.get(validity_labels.ADJUDICATOR, {})
+    ref = validity_labels.human_reference(session, check)
     pushed = events.latest_payload(
         session, events.judge_round(check.kind, "adjudicate"), check.study_id, check=name
     )
@@ -305,7 +288,6 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
 
 def read_progress(session: Session, *, study: str, audit: str, calibration: str) -> Progress:
     """Where the demo study stands, from the store only."""
-    from study.store.repository import get_study
 
     st = get_study(session, name=study)
     bundle = None
@@ -409,12 +391,6 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
     prerequisite is missing says what it waits for; a failed gate names the options.
     The engine behind ``rcea status --study S`` (``rcea demo status`` reads the same
     pair and calibration states)."""
-    from sqlalchemy import func, select
-
-    from study.store.models import Rubric, Trajectory
-    from study.store.repository import get_study
-    from study.validity_audit.status import validity_status
-
     s = _q(study)
     st = get_study(session, name=study)
     n = 0

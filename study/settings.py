@@ -6,6 +6,9 @@ in logs, tracebacks or ``rcea config`` output.
 
 from __future__ import annotations
 
+import getpass
+import ipaddress
+import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
@@ -70,6 +73,24 @@ class Settings(BaseSettings):
         description="`rcea serve`: seconds between background incremental syncs of every "
         "bound Label Studio project, recovering notifications Label Studio dropped; one "
         "process of the deployment syncs (0: off)",
+    )
+    llm_concurrency: int = Field(
+        8, ge=1, description="requests in flight to the LLM endpoint (codebook stages, judge runs)"
+    )
+    # The codebook backend of callers without options of their own (the view's approve)
+    # and the default of `rcea codebook`'s options (docs/codebook.md).
+    codebook_backend: str = Field("openai", description="codebook backend: openai | oracle")
+    codebook_oracle: str | None = Field(
+        None,
+        description="MODULE:FUNCTION, the domain's strategy_fn(question_id, text) "
+        "(codebook backend oracle)",
+    )
+    codebook_seed: int = Field(0, description="codebook shuffles and batching (recorded)")
+    codebook_threshold: float = Field(
+        # pipeline.codebook.logic.DEFAULT_CONFIDENCE_THRESHOLD (importing it here would load
+        # the LLM backends into every command; tests/study/test_settings.py pins the two)
+        0.7,
+        description="codebook: a confidence below this sends a label to reconciliation",
     )
     view_port: int = Field(8501, description="port of the Streamlit view")
     view_auth: str = Field(
@@ -162,7 +183,6 @@ class Settings(BaseSettings):
 
 def is_loopback(host: str) -> bool:
     """Whether a bind address only accepts connections from this machine."""
-    import ipaddress
 
     if host in LOOPBACK_HOSTS:
         return True
@@ -180,7 +200,5 @@ def get_settings() -> Settings:
 def actor_name(actor: str | None = None) -> str:
     """Who an action is recorded as in the event log: ``actor`` when given, else
     ``$RCEA_ACTOR``, else the login name (the CLI's ``--actor`` and the view's sidebar)."""
-    import getpass
-    import os
 
     return actor or os.environ.get("RCEA_ACTOR") or getpass.getuser()

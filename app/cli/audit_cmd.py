@@ -9,7 +9,17 @@ import typer
 from sqlmodel import select
 
 from annotation.people import people_from_settings
-from app.cli.common import FULL_SYNC_OPTION, LazyBar, engine, fail, print_json, settings
+from app.cli.common import (
+    FULL_SYNC_OPTION,
+    LazyBar,
+    domain_errors,
+    emit,
+    engine,
+    fail,
+    print_json,
+    settings,
+    store_session,
+)
 from app.cli.options import (
     ACTOR_OPTION,
     JSON_OPTION,
@@ -21,7 +31,7 @@ from app.cli.stats_cmd import fmt, gate_outcome, print_gate, print_interim
 from audits.rubric import rubric_path
 from study.labelling import webhook_target
 from study.pair_audit.annotators import annotator_quality
-from study.pair_audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
+from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
 from study.pair_audit.gate import decide_gate
 from study.pair_audit.push import adjudicate, push_audit, sync_audit
 from study.pair_audit.sampling import (
@@ -34,7 +44,7 @@ from study.pair_audit.sampling import (
 from study.pair_audit.sizing import size_rubric, sized_rubric_text
 from study.progress import failed_gate_options
 from study.settings import actor_name
-from study.store import StoreError, session_scope
+from study.store import session_scope
 from study.store.models import Rubric, Study
 
 audit_app = typer.Typer(
@@ -44,11 +54,6 @@ rubric_app = typer.Typer(help="Frozen audit rubrics.", no_args_is_help=True)
 partition_app = typer.Typer(help="Frozen automatic partitions.", no_args_is_help=True)
 audit_app.add_typer(rubric_app, name="rubric")
 audit_app.add_typer(partition_app, name="partition")
-
-
-def _domain_errors() -> tuple[type[Exception], ...]:
-
-    return (FreezeError, StoreError, ValueError, FileNotFoundError)
 
 
 @rubric_app.command("freeze")
@@ -61,22 +66,17 @@ def rubric_freeze(
 ) -> None:
     """Store a rubric frozen with its content hash (a change needs a new version)."""
 
-    try:
+    with domain_errors(as_json):
         path = rubric_path(rubric)
-    except ValueError as exc:
-        fail(str(exc), as_json=as_json)
-    try:
-        with session_scope(engine()) as s:
-            row, created = freeze_rubric(s, path=path, actor=actor_name(actor))
-            out = {
-                "name": row.name,
-                "version": row.version,
-                "content_hash": row.content_hash,
-                "created": created,
-                "parent_id": row.parent_id,
-            }
-    except _domain_errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        row, created = freeze_rubric(s, path=path, actor=actor_name(actor))
+        out = {
+            "name": row.name,
+            "version": row.version,
+            "content_hash": row.content_hash,
+            "created": created,
+            "parent_id": row.parent_id,
+        }
     if as_json:
         print_json(out)
     else:
@@ -97,12 +97,10 @@ def rubric_init(
 
     if out.exists() and not force:
         fail(f"{out} exists: pass --force to overwrite it", as_json=as_json)
-    try:
+    with domain_errors(as_json):
         with session_scope(engine()) as s:
             size = size_rubric(s, study=study)
         text = sized_rubric_text(size, name=name or f"{study}-rubric")
-    except (StoreError, ValueError) as exc:
-        fail(str(exc), as_json=as_json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     if as_json:
@@ -153,26 +151,24 @@ def partition_freeze(
     """Freeze the study's `mode` column as the automatic partition of its accepted
     trajectories (until the codebook cycle exports one)."""
 
-    try:
-        with session_scope(engine()) as s:
-            part, created = freeze_partition_from_modes(s, study=study, actor=actor_name(actor))
-            out = {
-                "partition_id": part.id,
-                "content_hash": part.content_hash,
-                "n_accepted": part.n_accepted,
-                "n_uncertain": part.n_uncertain,
-                "created": created,
-            }
-    except _domain_errors() as exc:
-        fail(str(exc), as_json=as_json)
-    if as_json:
-        print_json(out)
-    else:
-        typer.echo(
+    with store_session(as_json) as s:
+        part, created = freeze_partition_from_modes(s, study=study, actor=actor_name(actor))
+        out = {
+            "partition_id": part.id,
+            "content_hash": part.content_hash,
+            "n_accepted": part.n_accepted,
+            "n_uncertain": part.n_uncertain,
+            "created": created,
+        }
+    emit(
+        out,
+        as_json,
+        lambda: (
             f"{'froze' if created else 'unchanged:'} partition #{out['partition_id']} "
             f"of {study}: {out['n_accepted']} accepted, {out['n_uncertain']} uncertain, "
             f"sha256 {out['content_hash']}"
-        )
+        ),
+    )
 
 
 @audit_app.command("dev-questions")
@@ -183,12 +179,10 @@ def dev_questions(
 ) -> None:
     """Record the questions used to develop codebook prompts: audits never draw them."""
 
-    try:
+    with domain_errors():
         questions = file.read_text(encoding="utf-8").splitlines()
         with session_scope(engine()) as s:
             n = record_dev_questions(s, study=study, questions=questions, actor=actor_name(actor))
-    except _domain_errors() as exc:
-        fail(str(exc))
     typer.echo(f"recorded {n} development question(s) for {study}")
 
 
@@ -214,29 +208,27 @@ def sample(
     predeclares ``[reaudit] max_attempts`` (and a correction) and ``--reason`` is given;
     the remedy otherwise is a new partition (docs/publication.md "Every attempt")."""
 
-    try:
-        with session_scope(engine()) as s:
-            audit = draw_audit(
-                s,
-                study=study,
-                rubric=rubric,
-                rubric_version=rubric_version,
-                name=name,
-                actor=actor_name(actor),
-                seed=seed,
-                reason=reason,
-            )
-            out = audit_overview(s, audit)
-    except _domain_errors() as exc:
-        fail(str(exc), as_json=as_json)
-    if as_json:
-        print_json(out)
-    else:
-        typer.echo(
+    with store_session(as_json) as s:
+        audit = draw_audit(
+            s,
+            study=study,
+            rubric=rubric,
+            rubric_version=rubric_version,
+            name=name,
+            actor=actor_name(actor),
+            seed=seed,
+            reason=reason,
+        )
+        out = audit_overview(s, audit)
+    emit(
+        out,
+        as_json,
+        lambda: (
             f"drew audit {out['audit']}: {out['n_pairs']} pairs in {out['n_questions']} "
             f"questions ({out['n_uncertain_pairs']} with an uncertain member); "
             f"rubric {out['rubric_hash'][:12]}…, partition {out['partition_hash'][:12]}…"
-        )
+        ),
+    )
 
 
 @audit_app.command("gate")
@@ -254,13 +246,10 @@ def gate(
     Exit 5 when the final gate FAILED (app/cli/exit_codes.py); ``--json`` carries
     ``outcome`` and ``exit_code``."""
 
-    try:
-        with session_scope(engine()) as s:
-            row = get_audit(s, name=audit)
-            study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]
-            result = decide_gate(s, row, final=final, actor=actor_name(actor))
-    except _domain_errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        row = get_audit(s, name=audit)
+        study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]
+        result = decide_gate(s, row, final=final, actor=actor_name(actor))
     result.update(gate_outcome(result["report"] or {}))
     options = failed_gate_options(study_name) if final and result["status"] == "failed" else []
     if as_json:
@@ -302,11 +291,8 @@ def annotators(
     times, agreement with the final reference per class, disagreement hotspots, and
     self-consistency on the rubric's hidden repeats ([annotators] repeat_share)."""
 
-    try:
-        with session_scope(engine()) as s:
-            out = annotator_quality(s, get_audit(s, name=audit), window=window)
-    except _domain_errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        out = annotator_quality(s, get_audit(s, name=audit), window=window)
     if as_json:
         print_json(out)
         return
@@ -390,7 +376,7 @@ def push(
     Servers and accounts that do not exist yet are created; new passwords are printed
     once, for handing to the annotators."""
 
-    try:
+    with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
             a = get_audit(s, name=audit)
@@ -405,8 +391,6 @@ def push(
                     actor=actor_name(actor),
                     progress=bar.update,
                 )
-    except _domain_errors() + (RuntimeError,) as exc:
-        fail(str(exc), as_json=as_json)
     if as_json:
         print_json(out)
         return
@@ -474,12 +458,10 @@ def sync(
     After the first sync only the tasks changed since the last one are read; `--full`
     reads every project whole (and notices tasks deleted from Label Studio)."""
 
-    try:
+    with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
             out = sync_audit(s, get_audit(s, name=audit), people, full=full)
-    except _domain_errors() + (RuntimeError,) as exc:
-        fail(str(exc), as_json=as_json)
     if as_json:
         print_json(out)
     else:
@@ -501,7 +483,7 @@ def adjudicate_cmd(
     from the automatic one; adjudicators never see the automatic label or who answered
     what. The adjudicator is neither annotator."""
 
-    try:
+    with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
             out = adjudicate(
@@ -512,6 +494,4 @@ def adjudicate_cmd(
                 actor=actor_name(actor),
                 webhook=_webhook(webhook, receiver_check),
             )
-    except _domain_errors() + (RuntimeError,) as exc:
-        fail(str(exc), as_json=as_json)
     print_adjudication(out, f"{out['n_pairs']} pair(s)", as_json)

@@ -12,19 +12,23 @@ from typing import Any
 import typer
 from sqlmodel import select
 
-from annotation.tasks import BlindingViolation
 from app.cli import exit_codes
 from app.cli.common import (
+    domain_errors,
     engine,
-    fail,
     print_json,
     settings,
+    store_session,
     warn_if_llm_unreachable,
 )
 from app.cli.options import (
     ACTOR_OPTION,
     API_KEY_ENV_OPTION,
     BASE_URL_OPTION,
+    CODEBOOK_BACKEND_OPTION,
+    CODEBOOK_ORACLE_OPTION,
+    CODEBOOK_SEED_OPTION,
+    CODEBOOK_THRESHOLD_OPTION,
     CONCURRENCY_OPTION,
     JSON_OPTION,
     MODEL_OPTION,
@@ -35,7 +39,6 @@ from app.cli.options import (
     STUDY_OPTION,
     TIMEOUT_OPTION,
 )
-from pipeline.codebook import CodebookError
 from study.codebook import (
     BackendOptions,
     assign,
@@ -57,7 +60,7 @@ from study.codebook.approval import approve_extensions
 from study.codebook.common import versions_by_question
 from study.codebook.cycle import run_cycle
 from study.settings import actor_name
-from study.store import StoreError, Trajectory, require_study, session_scope
+from study.store import Trajectory, require_study, session_scope
 from study.store.models import CodebookDraft
 
 codebook_app = typer.Typer(
@@ -71,24 +74,9 @@ edit_app = typer.Typer(
 codebook_app.add_typer(edit_app, name="edit")
 
 QUESTION_OPTION = typer.Option(None, "--question", help="only this question (repeatable)")
-BACKEND_OPTION = typer.Option(
-    "openai", "--backend", envvar="RCEA_CODEBOOK_BACKEND", help="openai | oracle"
-)
-ORACLE_OPTION = typer.Option(
-    None,
-    "--oracle",
-    envvar="RCEA_CODEBOOK_ORACLE",
-    help="MODULE:FUNCTION, the domain's strategy_fn(question_id, text) (--backend oracle)",
-)
-SEED_OPTION = typer.Option(
-    0, "--seed", envvar="RCEA_CODEBOOK_SEED", help="shuffles and batching (recorded)"
-)
 #: ``rcea codebook run`` exit codes (README "Codebook cycle").
 EXIT_UNANSWERED = exit_codes.CODEBOOK_UNANSWERED
 EXIT_RESEARCHER = exit_codes.CODEBOOK_RESEARCHER
-THRESHOLD_OPTION = typer.Option(
-    0.7, "--threshold", envvar="RCEA_CODEBOOK_THRESHOLD", help="confidence below → reconcile"
-)
 
 
 @codebook_app.callback()
@@ -106,11 +94,6 @@ def _graceful_sigterm(ctx: typer.Context) -> None:
     with suppress(ValueError):  # not the main thread (an embedding test runner)
         previous = signal.signal(signal.SIGTERM, stop)
         ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
-
-
-def _errors() -> tuple[type[BaseException], ...]:
-
-    return (CodebookError, StoreError, ValueError, BlindingViolation, FileNotFoundError)
 
 
 def _backend(
@@ -181,9 +164,9 @@ def induce_cmd(
     sample: int = typer.Option(
         None, "--sample", min=1, help="at most this many trajectories per question"
     ),
-    seed: int = SEED_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
@@ -199,7 +182,7 @@ def induce_cmd(
     """Candidate modes from blinded, shuffled chunks of each question's accepted
     trajectories (questions are never mixed)."""
 
-    try:
+    with domain_errors(as_json):
         be = _backend(
             backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
             seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
@@ -216,8 +199,6 @@ def induce_cmd(
             concurrency=concurrency,
             questions=question or None,
         )
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
     _print_report(report, as_json)
 
 
@@ -226,9 +207,9 @@ def merge_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
     redo: bool = typer.Option(False, "--redo", help="re-merge questions with an unfrozen draft"),
-    seed: int = SEED_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
@@ -243,7 +224,7 @@ def merge_cmd(
 ) -> None:
     """Merge each question's candidates into a draft codebook."""
 
-    try:
+    with domain_errors(as_json):
         be = _backend(
             backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
             seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
@@ -258,8 +239,6 @@ def merge_cmd(
             questions=question or None,
             redo=redo,
         )
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
     _print_report(report, as_json)
 
 
@@ -303,10 +282,8 @@ def show_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Each question's codebook: the latest frozen version, else the draft."""
-    try:
+    with domain_errors(as_json):
         rows = _codebooks(study, question or None)
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
     if as_json:
         print_json(rows)
         return
@@ -323,14 +300,11 @@ def show_cmd(
 
 def _edit(study: str, question: str, op: str, actor: str | None, **args: Any) -> None:
 
-    try:
-        with session_scope(engine()) as s:
-            draft = edit_draft(
-                s, study=study, question_id=question, op=op, actor=actor_name(actor), **args
-            )
-            modes = list(draft.modes)
-    except _errors() as exc:
-        fail(str(exc))
+    with store_session() as s:
+        draft = edit_draft(
+            s, study=study, question_id=question, op=op, actor=actor_name(actor), **args
+        )
+        modes = list(draft.modes)
     typer.echo(f"{question}: draft now has {len(modes)} mode(s)")
     for m in modes:
         typer.echo(f"  {m['id']}  {m['name']} — {m.get('criterion', '')}")
@@ -421,16 +395,13 @@ def freeze_cmd(
 ) -> None:
     """Freeze every unfrozen draft as version 1 (content-hashed; immutable afterwards)."""
 
-    try:
-        with session_scope(engine()) as s:
-            made = [
-                {"question_id": v.question_id, "version": v.version, "content_hash": v.content_hash}
-                for v in freeze_codebooks(
-                    s, study=study, actor=actor_name(actor), questions=question or None
-                )
-            ]
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        made = [
+            {"question_id": v.question_id, "version": v.version, "content_hash": v.content_hash}
+            for v in freeze_codebooks(
+                s, study=study, actor=actor_name(actor), questions=question or None
+            )
+        ]
     if as_json:
         print_json(made)
         return
@@ -444,9 +415,9 @@ def assign_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
     batch_size: int = typer.Option(10, "--batch-size", min=1, help="trajectories per call"),
-    seed: int = SEED_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
@@ -462,7 +433,7 @@ def assign_cmd(
     """Assign every accepted trajectory twice (independent shuffles and batchings) against
     its question's latest frozen codebook."""
 
-    try:
+    with domain_errors(as_json):
         be = _backend(
             backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
             seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
@@ -478,8 +449,6 @@ def assign_cmd(
             concurrency=concurrency,
             questions=question or None,
         )
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
     _print_report(report, as_json)
 
 
@@ -487,11 +456,11 @@ def assign_cmd(
 def reconcile_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
-    threshold: float = THRESHOLD_OPTION,
+    threshold: float = CODEBOOK_THRESHOLD_OPTION,
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="trajectories per call"),
-    seed: int = SEED_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
@@ -507,7 +476,7 @@ def reconcile_cmd(
     """Disputes (passes disagree, NEW/NONE/invalid, low confidence) → LLM arbitration →
     researcher queue for what arbitration cannot settle."""
 
-    try:
+    with domain_errors(as_json):
         be = _backend(
             backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
             seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
@@ -524,8 +493,6 @@ def reconcile_cmd(
             concurrency=concurrency,
             questions=question or None,
         )
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
     _print_report(report, as_json)
 
 
@@ -551,7 +518,7 @@ def queue_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """The researcher queue: disputes arbitration could not settle (texts only — no
     trajectory ids or provenance)."""
 
-    try:
+    with domain_errors(as_json):
         with session_scope(engine()) as s:
             rows = [
                 {
@@ -565,8 +532,6 @@ def queue_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
                 for d in researcher_queue(s, study=study)
             ]
         texts = _texts(study, [r["_tid"] for r in rows])
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
     for r in rows:
         r["text"] = texts.get(r.pop("_tid"), "")
     if as_json:
@@ -599,21 +564,18 @@ def resolve_cmd(
 ) -> None:
     """Settle one queued trajectory."""
 
-    try:
-        with session_scope(engine()) as s:
-            d = resolve_dispute(
-                s,
-                study=study,
-                dispute_id=dispute,
-                actor=actor_name(actor),
-                mode=mode,
-                uncertain=uncertain,
-                new_name=new,
-                new_criterion=criterion,
-            )
-            status, label = d.status, d.final_label
-    except _errors() as exc:
-        fail(str(exc))
+    with store_session() as s:
+        d = resolve_dispute(
+            s,
+            study=study,
+            dispute_id=dispute,
+            actor=actor_name(actor),
+            mode=mode,
+            uncertain=uncertain,
+            new_name=new,
+            new_criterion=criterion,
+        )
+        status, label = d.status, d.final_label
     typer.echo(f"dispute #{dispute}: {status}" + (f" → {label}" if label else ""))
 
 
@@ -646,15 +608,13 @@ def extend_cmd(
     """Group provisional NEW assignments into question-level extension requests and list
     the pending ones for review."""
 
-    try:
+    with domain_errors(as_json):
         with session_scope(engine()) as s:
             pending = request_extensions(s, study=study, actor=actor_name(actor))
             ids = [t for e in pending for p in e.proposals for t in p.get("trajectory_ids", [])]
             snapshot = [(e, list(e.proposals)) for e in pending]
         texts = _texts(study, ids)
         rows = [_extension_dict(e, texts, examples) for e, _ in snapshot]
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
     if as_json:
         print_json(rows)
         return
@@ -677,10 +637,10 @@ def approve_cmd(
     reassign: bool = typer.Option(
         True, "--reassign/--no-reassign", help="assign + reconcile the affected trajectories"
     ),
-    seed: int = SEED_OPTION,
-    threshold: float = THRESHOLD_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
+    threshold: float = CODEBOOK_THRESHOLD_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
@@ -696,7 +656,7 @@ def approve_cmd(
     """Approve a request: refreeze the question's codebook as a new version (parent and
     reason recorded), then reassign only that question's affected trajectories."""
 
-    try:
+    with domain_errors(as_json):
         be = (
             _backend(
                 backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
@@ -721,8 +681,6 @@ def approve_cmd(
             **{k: v for k, v in res["approved"][0].items() if k != "status"},
             **{k: res[k] for k in ("assign", "reconcile") if k in res},
         }
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
     if as_json:
         print_json(out)
         return
@@ -742,19 +700,16 @@ def reject_cmd(
 ) -> None:
     """Reject a request: its trajectories go to the researcher queue."""
 
-    try:
-        with session_scope(engine()) as s:
-            ext, _ = decide_extension(
-                s,
-                study=study,
-                extension_id=extension,
-                approve=False,
-                actor=actor_name(actor),
-                reason=reason,
-            )
-            n = sum(len(p.get("trajectory_ids", [])) for p in ext.proposals)
-    except _errors() as exc:
-        fail(str(exc))
+    with store_session() as s:
+        ext, _ = decide_extension(
+            s,
+            study=study,
+            extension_id=extension,
+            approve=False,
+            actor=actor_name(actor),
+            reason=reason,
+        )
+        n = sum(len(p.get("trajectory_ids", [])) for p in ext.proposals)
     typer.echo(f"rejected #{extension}: {n} trajectory(ies) moved to the researcher queue")
 
 
@@ -765,26 +720,23 @@ def export_cmd(
     allow_incomplete: bool = typer.Option(
         False, "--allow-incomplete", help="count unfinished trajectories as uncertain"
     ),
-    threshold: float = THRESHOLD_OPTION,
+    threshold: float = CODEBOOK_THRESHOLD_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The final partition (mode per accepted trajectory, or uncertain), frozen in the
     store for the pair audit and written as Parquet."""
 
-    try:
-        with session_scope(engine()) as s:
-            result = export_partition(
-                s,
-                study=study,
-                actor=actor_name(actor),
-                artifacts_dir=settings().artifacts_dir,
-                out=out,
-                allow_incomplete=allow_incomplete,
-                threshold=threshold,
-            )
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        result = export_partition(
+            s,
+            study=study,
+            actor=actor_name(actor),
+            artifacts_dir=settings().artifacts_dir,
+            out=out,
+            allow_incomplete=allow_incomplete,
+            threshold=threshold,
+        )
     if as_json:
         print_json(result)
         return
@@ -803,11 +755,8 @@ def export_cmd(
 def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Progress of every stage."""
 
-    try:
-        with session_scope(engine()) as s:
-            st = cycle_status(s, study=study)
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        st = cycle_status(s, study=study)
     if as_json:
         print_json(st)
         return
@@ -823,13 +772,13 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
 @codebook_app.command("run")
 def run_cmd(
     study: str = STUDY_OPTION,
-    seed: int = SEED_OPTION,
+    seed: int = CODEBOOK_SEED_OPTION,
     induce_batch_size: int = typer.Option(12, "--induce-batch-size", min=1),
     sample: int = typer.Option(None, "--sample", min=1, help="induction sample per question"),
     assign_batch_size: int = typer.Option(10, "--assign-batch-size", min=1),
-    threshold: float = THRESHOLD_OPTION,
-    backend: str = BACKEND_OPTION,
-    oracle: str = ORACLE_OPTION,
+    threshold: float = CODEBOOK_THRESHOLD_OPTION,
+    backend: str = CODEBOOK_BACKEND_OPTION,
+    oracle: str = CODEBOOK_ORACLE_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_retries: int = RETRIES_OPTION,
@@ -846,7 +795,7 @@ def run_cmd(
     assign, reconcile, extend — stopping where a researcher decides (queue, extension
     review). For unattended runs such as the oracle demo; resumable like each stage."""
 
-    try:
+    with domain_errors(as_json):
         be = _backend(
             backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
             seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
@@ -864,8 +813,6 @@ def run_cmd(
             threshold=threshold,
             concurrency=concurrency,
         )
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
     code, why = 0, ""
     if res.waiting == "unanswered":
         code = EXIT_UNANSWERED
@@ -907,13 +854,10 @@ def exclude_cmd(
     left out of every later plan, prompt and export (listed there as excluded); recorded
     as a ``codebook.exclude`` event. Idempotent."""
 
-    try:
-        with session_scope(engine()) as s:
-            out = exclude_trajectory(
-                s, study=study, trajectory_id=trajectory, reason=reason, actor=actor_name(actor)
-            )
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        out = exclude_trajectory(
+            s, study=study, trajectory_id=trajectory, reason=reason, actor=actor_name(actor)
+        )
     if as_json:
         print_json(out)
         return

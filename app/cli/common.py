@@ -6,17 +6,24 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import httpx
 import typer
 from sqlalchemy.exc import OperationalError
+from sqlmodel import Session
 from tqdm import tqdm
 
+from annotation.accounts import AccountError
+from annotation.tasks import BlindingViolation
+from app.cli import exit_codes
 from pipeline.safety import mask_url, mask_urls_in
+from study.labelling.bindings import LabellingError
 from study.settings import Settings, get_settings
-from study.store import open_store
+from study.store import open_store, session_scope
 
 FULL_SYNC_OPTION = typer.Option(
     False, "--full", help="read every project whole (default: tasks changed since the last sync)"
@@ -28,7 +35,6 @@ def settings() -> Settings:
 
 
 def engine():  # type: ignore[no-untyped-def]
-
     return open_store(settings())
 
 
@@ -42,6 +48,52 @@ def fail(message: str, *, code: int = 1, as_json: bool = False, **extra: Any) ->
     else:
         typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+#: What a domain function raises for bad input, a refused request or a missing record
+#: (StoreError, FreezeError, CodebookError ... are ValueErrors): a command reports it as
+#: one line and exit ``ERROR``. An unreachable service is not among them: it reaches
+#: :func:`app.cli.main`, which names the service (exit ``SERVICE_UNREACHABLE``).
+DOMAIN_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,
+    FileNotFoundError,
+    BlindingViolation,
+    AccountError,
+    LabellingError,
+)
+
+
+@contextmanager
+def domain_errors(
+    as_json: bool = False, *extra: type[BaseException], code: int = exit_codes.ERROR
+) -> Iterator[None]:
+    """The one wrapper of a command's call into the domain: a domain error (or one of
+    ``extra``) becomes :func:`fail` — ``error: MESSAGE`` on stderr, or ``{"ok": false,
+    "error": ...}`` under ``--json`` — with ``code`` (docs/trust-model.md "Exit codes")."""
+    try:
+        yield
+    except typer.Exit:
+        raise  # a command's own exit (click's Exit is a RuntimeError)
+    except DOMAIN_ERRORS + extra as exc:
+        fail(str(exc), code=code, as_json=as_json)
+
+
+@contextmanager
+def store_session(as_json: bool = False, *extra: type[BaseException]) -> Iterator[Session]:
+    """A session on the store the settings name (``RCEA_DATABASE_URL``/``RCEA_DATA_DIR``),
+    committed when the block ends, its domain errors reported as :func:`domain_errors`
+    does; nothing is committed when one is raised."""
+    with domain_errors(as_json, *extra), session_scope(engine()) as session:
+        yield session
+
+
+def emit(out: Any, as_json: bool, text: Callable[[], str]) -> None:
+    """Print a command's result the one way: ``out`` as JSON under ``--json``, else the
+    text ``text()`` returns (called only then: it may read what JSON does not need)."""
+    if as_json:
+        print_json(out)
+    else:
+        typer.echo(text())
 
 
 def is_tty() -> bool:

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import typer
 
-from app.cli.common import engine, fail, is_tty, print_json, settings
+from app.cli.common import emit, engine, fail, is_tty, print_json, settings, store_session
 from app.cli.options import JSON_OPTION, STUDY_OPTION
 from pipeline.records import RecordValidationError, read_records
 from pipeline.safety import mask_url
 from study.progress import status_lines, study_steps
 from study.records.ingest import ingest_file, k_min_warnings
 from study.store import (
-    StoreError,
     list_studies,
     make_engine,
     require_study,
@@ -60,17 +59,16 @@ def validate(
             if hint:
                 typer.echo(hint, err=True)
         raise typer.Exit(1) from None
-    if as_json:
-        print_json(
-            {
-                "ok": True,
-                "file": str(file),
-                "n_records": len(batch),
-                "n_questions": batch.n_questions,
-            }
-        )
-    else:
-        typer.echo(f"valid: {len(batch)} records, {batch.n_questions} questions in {file}")
+    emit(
+        {
+            "ok": True,
+            "file": str(file),
+            "n_records": len(batch),
+            "n_questions": batch.n_questions,
+        },
+        as_json,
+        lambda: f"valid: {len(batch)} records, {batch.n_questions} questions in {file}",
+    )
 
 
 def ingest(
@@ -152,12 +150,9 @@ def summary(
 ) -> None:
     """Counts of trajectories by run, model, step and reward."""
 
-    try:
-        with session_scope(engine()) as session:
-            st = require_study(session, name=study)
-            data = study_summary(session, study_id=st.id)
-    except StoreError as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as session:
+        st = require_study(session, name=study)
+        data = study_summary(session, study_id=st.id)
     if as_json:
         print_json(data)
         return

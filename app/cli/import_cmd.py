@@ -7,7 +7,16 @@ from pathlib import Path
 
 import typer
 
-from app.cli.common import engine, fail, is_tty, print_json, progress_forced, settings
+from app.cli.common import (
+    domain_errors,
+    emit,
+    engine,
+    fail,
+    is_tty,
+    print_json,
+    progress_forced,
+    settings,
+)
 from app.cli.options import JSON_OPTION
 from pipeline.importers.table import TableSpec, TableSpecError, kind_of, parse_pairs
 from pipeline.importers.verl import VerlOptions
@@ -17,7 +26,6 @@ from study.records.export import FORMATS, export_study
 from study.records.imports import import_table as run_table_import
 from study.records.imports import import_verl as run_import
 from study.records.ingest import k_min_warnings
-from study.store import StoreError
 
 import_app = typer.Typer(
     help="Import a trainer's rollouts or any table as interchange records (all or nothing).",
@@ -102,7 +110,7 @@ def import_verl(
 ) -> None:
     """Import verl `{global_step}.jsonl` dumps; files already imported are skipped."""
 
-    try:
+    with domain_errors(as_json):
         opts = VerlOptions(
             run=run,
             model=model,
@@ -116,8 +124,6 @@ def import_verl(
             skip_empty_output=skip_empty_output,
             multi_turn=multi_turn,
         )
-    except ValueError as exc:
-        fail(str(exc), as_json=as_json)
     cfg = settings()
     try:
         result = run_import(
@@ -225,16 +231,11 @@ def export(
             fail(f"{exc}; give --out", as_json=as_json)
     if out.exists() and not force:
         fail(f"{out} exists: pass --force to overwrite it", as_json=as_json)
-    try:
+    with domain_errors(as_json):
         result = export_study(
             engine(), study, out, fmt=fmt, data_dir=settings().data_dir, progress=_progress(as_json)
         )
-    except StoreError as exc:
-        fail(str(exc), as_json=as_json)
-    if as_json:
-        print_json({"ok": True, **result.__dict__})
-    else:
-        typer.echo(result.summary())
+    emit({"ok": True, **result.__dict__}, as_json, lambda: result.summary())
 
 
 def register(app: typer.Typer) -> None:

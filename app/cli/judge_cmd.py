@@ -12,8 +12,6 @@ import typer
 from sqlmodel import select
 from tqdm import tqdm
 
-from annotation.accounts import AccountError
-from annotation.tasks import BlindingViolation
 from app.cli.audit_cmd import (
     _people,
     _print_logins,
@@ -23,12 +21,16 @@ from app.cli.audit_cmd import (
     print_sync,
 )
 from app.cli.common import (
+    DOMAIN_ERRORS,
     FULL_SYNC_OPTION,
     LazyBar,
+    domain_errors,
+    emit,
     engine,
     fail,
     print_json,
     settings,
+    store_session,
     warn_if_llm_unreachable,
 )
 from app.cli.exit_codes import outcome_code
@@ -47,7 +49,7 @@ from app.cli.options import (
 from pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, load_template
 from study.codebook.backend import load_strategy_fn
 from study.settings import actor_name
-from study.store import StoreError, require_study, session_scope
+from study.store import require_study, session_scope
 from study.store.models import ValidityCheck
 from study.validity_audit.checks import check_items, get_check, sample_accepted, sample_calibration
 from study.validity_audit.labelling import adjudicate_check, push_check, sync_check
@@ -87,11 +89,6 @@ def _graceful_sigterm(ctx: typer.Context) -> None:
     with suppress(ValueError):
         previous = signal.signal(signal.SIGTERM, stop)
         ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
-
-
-def _errors() -> tuple[type[BaseException], ...]:
-
-    return (StoreError, ValueError, BlindingViolation, FileNotFoundError, AccountError)
 
 
 # --------------------------------------------------------------------------- verifier
@@ -143,18 +140,16 @@ def problems_cmd(
 ) -> None:
     """Store the problem statements the judge and the annotators are shown."""
 
-    try:
-        with session_scope(engine()) as s:
-            res = load_problems(s, study=study, source=source)
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
-    if as_json:
-        print_json(res)
-    else:
-        typer.echo(
+    with store_session(as_json) as s:
+        res = load_problems(s, study=study, source=source)
+    emit(
+        res,
+        as_json,
+        lambda: (
             f"problems for {res['n_questions']} question(s): {res['new']} new, "
             f"{res['changed']} changed"
-        )
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- judge
@@ -179,7 +174,7 @@ def freeze_cmd(
     content-hashed judge version (a changed one becomes version n+1 with its parent;
     identical content is a no-op)."""
 
-    try:
+    with domain_errors(as_json):
         tmpl = load_template(template) if template else DEFAULT_TEMPLATE
         if backend == "oracle":
             if not oracle:
@@ -200,8 +195,6 @@ def freeze_cmd(
                 s, name=name, spec=spec, actor=actor_name(actor), reason=reason
             )
             out = {**describe(row), "created": created}
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
     if as_json:
         print_json(out)
     else:
@@ -267,7 +260,7 @@ def run_cmd(
             progress=bar.update,
             on_total=lambda n: setattr(bar, "total", n),
         )
-    except _errors() as exc:
+    except DOMAIN_ERRORS as exc:
         bar.close()
         fail(str(exc), as_json=as_json)
     except KeyboardInterrupt:
@@ -305,7 +298,7 @@ def _push(  # type: ignore[no-untyped-def]
     receiver_check: bool = True,
 ):
 
-    try:
+    with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
             check = get_check(s, name=name, kind=kind)
@@ -321,8 +314,6 @@ def _push(  # type: ignore[no-untyped-def]
                     webhook=_webhook(webhook, receiver_check),
                     progress=bar.update,
                 )
-    except _errors() + (RuntimeError,) as exc:
-        fail(str(exc), as_json=as_json)
     if as_json:
         print_json(out)
         return
@@ -337,12 +328,10 @@ def _push(  # type: ignore[no-untyped-def]
 
 def _sync(kind: str, name: str | None, as_json: bool, full: bool = False) -> None:
 
-    try:
+    with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
             out = sync_check(s, get_check(s, name=name, kind=kind), people, full=full)
-    except _errors() + (RuntimeError,) as exc:
-        fail(str(exc), as_json=as_json)
     if as_json:
         print_json(out)
     else:
@@ -369,23 +358,20 @@ def calibrate_sample(
     """Draw a blinded calibration set balanced between judge-accepted and not accepted
     verdicts, split into development and held-out parts; binds the judge hash."""
 
-    try:
-        with session_scope(engine()) as s:
-            check = sample_calibration(
-                s,
-                study=study,
-                judge=judge,
-                judge_version=version,
-                rubric=rubric,
-                size=size,
-                held_out=held_out,
-                seed=seed,
-                name=name,
-                actor=actor_name(actor),
-            )
-            out = {"calibration": check.name, "judge_hash": check.judge_hash, **check.plan}
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        check = sample_calibration(
+            s,
+            study=study,
+            judge=judge,
+            judge_version=version,
+            rubric=rubric,
+            size=size,
+            held_out=held_out,
+            seed=seed,
+            name=name,
+            actor=actor_name(actor),
+        )
+        out = {"calibration": check.name, "judge_hash": check.judge_hash, **check.plan}
     if as_json:
         print_json(out)
         return
@@ -423,7 +409,7 @@ def calibrate_adjudicate(
     """Items A and B labelled differently (two-annotator plans) go to the adjudicator's own
     server, with both answers in random order; never who gave them, never the verdict."""
 
-    try:
+    with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
             out = adjudicate_check(
@@ -434,8 +420,6 @@ def calibrate_adjudicate(
                 actor=actor_name(actor),
                 webhook=_webhook(webhook, receiver_check),
             )
-    except _errors() + (RuntimeError,) as exc:
-        fail(str(exc), as_json=as_json)
     print_adjudication(out, f"{out['n_items']} item(s)", as_json)
 
 
@@ -463,16 +447,13 @@ def calibrate_report(
     acceptance thresholds (rubric ``[acceptance]``): exit 5 when one is missed
     (app/cli/exit_codes.py); ``--json`` carries ``outcome`` and ``exit_code``."""
 
-    try:
-        with session_scope(engine()) as s:
-            out = calibration_report(
-                s,
-                get_check(s, name=calibration, kind="calibration"),
-                split=split,
-                actor=actor_name(actor),
-            )
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        out = calibration_report(
+            s,
+            get_check(s, name=calibration, kind="calibration"),
+            split=split,
+            actor=actor_name(actor),
+        )
     out["exit_code"] = outcome_code({"passed": True, "failed": False}.get(out["outcome"]))
     if as_json:
         print_json(out)
@@ -532,29 +513,27 @@ def accepted_sample(
 ) -> None:
     """Sample judge-accepted trajectories at random, outside every calibration set."""
 
-    try:
-        with session_scope(engine()) as s:
-            check = sample_accepted(
-                s,
-                study=study,
-                size=size,
-                judge=judge,
-                judge_version=version,
-                seed=seed,
-                name=name,
-                rubric=rubric,
-                actor=actor_name(actor),
-            )
-            out = {"check": check.name, "judge_hash": check.judge_hash, **check.plan}
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
-    if as_json:
-        print_json(out)
-    else:
-        typer.echo(
+    with store_session(as_json) as s:
+        check = sample_accepted(
+            s,
+            study=study,
+            size=size,
+            judge=judge,
+            judge_version=version,
+            seed=seed,
+            name=name,
+            rubric=rubric,
+            actor=actor_name(actor),
+        )
+        out = {"check": check.name, "judge_hash": check.judge_hash, **check.plan}
+    emit(
+        out,
+        as_json,
+        lambda: (
             f"drew accepted-set check {out['check']}: {out['size']} of {out['n_pool']} "
             f"accepted trajectories, seed {out['seed']}"
-        )
+        ),
+    )
 
 
 @accepted_app.command("push")
@@ -592,16 +571,13 @@ def accepted_report_cmd(
     When complete, the lower bound of the 95% interval per annotator is held against the
     predeclared threshold: exit 5 when it is missed (app/cli/exit_codes.py)."""
 
-    try:
-        with session_scope(engine()) as s:
-            out = accepted_report(
-                s,
-                get_check(s, name=check, kind="accepted"),
-                confidence=confidence,
-                actor=actor_name(actor),
-            )
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        out = accepted_report(
+            s,
+            get_check(s, name=check, kind="accepted"),
+            confidence=confidence,
+            actor=actor_name(actor),
+        )
     out["exit_code"] = outcome_code({"passed": True, "failed": False}.get(out["outcome"]))
     if as_json:
         print_json(out)
@@ -631,20 +607,17 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Validity status of the study (no-judge | uncalibrated | calibrated |
     calibration-failed), its checks."""
 
-    try:
-        with session_scope(engine()) as s:
-            st = require_study(s, name=study)
-            out = validity_status(s, study_id=st.id)  # type: ignore[arg-type]
-            out["checks"] = [
-                {"name": c.name, "kind": c.kind, "judge_hash": c.judge_hash}
-                for c in s.exec(
-                    select(ValidityCheck)
-                    .where(ValidityCheck.study_id == st.id)
-                    .order_by(ValidityCheck.id)
-                ).all()
-            ]
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        st = require_study(s, name=study)
+        out = validity_status(s, study_id=st.id)  # type: ignore[arg-type]
+        out["checks"] = [
+            {"name": c.name, "kind": c.kind, "judge_hash": c.judge_hash}
+            for c in s.exec(
+                select(ValidityCheck)
+                .where(ValidityCheck.study_id == st.id)
+                .order_by(ValidityCheck.id)
+            ).all()
+        ]
     if as_json:
         print_json(out)
         return
@@ -667,12 +640,9 @@ def validity_cmd(
 ) -> None:
     """v̂₊(x) and h_b(v̂₊) per run/model/step from the production judge's verdicts."""
 
-    try:
-        with session_scope(engine()) as s:
-            st = require_study(s, name=study)
-            out = validity_by_checkpoint(s, study_id=st.id, k_min=k_min)  # type: ignore[arg-type]
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        st = require_study(s, name=study)
+        out = validity_by_checkpoint(s, study_id=st.id, k_min=k_min)  # type: ignore[arg-type]
     if as_json:
         print_json(out)
         return

@@ -23,13 +23,22 @@ from typing import Any
 
 import typer
 
-from app.cli.common import engine, fail, is_tty, print_json, progress_forced, settings
+from app.cli.common import (
+    domain_errors,
+    emit,
+    engine,
+    fail,
+    is_tty,
+    print_json,
+    progress_forced,
+    settings,
+)
 from app.cli.options import ACTOR_OPTION, JSON_OPTION
 from pipeline.chat import PromptFormat
 from study.probe_set import ProbeSetMismatch, bind_probe_set
 from study.records.scoring import score_trajectories
 from study.settings import actor_name
-from study.store import StoreError, get_or_create_study, session_scope
+from study.store import get_or_create_study, session_scope
 from study.store.measurements import record_measurement
 
 probe_app = typer.Typer(
@@ -144,10 +153,8 @@ def _stage(
         "covariance": probe.run_covariance,
         "bench": probe.run_bench,
     }[name]
-    try:
+    with domain_errors(as_json, *_errors()):
         result = fn(cfg, out, progress=(not as_json and is_tty()) or progress_forced())
-    except _errors() as exc:
-        fail(str(exc), as_json=as_json)
     if not (main and result.main_process):
         return
     data = {"ok": True, **result.to_dict()}
@@ -391,7 +398,7 @@ def score(
 
     if not checkpoint.is_dir():
         fail(f"{checkpoint}: no such checkpoint directory", as_json=as_json)
-    try:
+    with domain_errors(as_json, OSError):
         # before the checkpoint loads: under a GPU launch it pins this rank's device
         shard = current_shard()
         fmt = PromptFormat(chat_template, system)
@@ -413,14 +420,9 @@ def score(
             progress=(is_tty() and not as_json) or progress_forced(),
             shard=shard,
         )
-    except (StoreError, ValueError, OSError) as exc:
-        fail(str(exc), as_json=as_json)
     if not res.main_process:
         return  # rank 0 reports the launch's totals
-    if as_json:
-        print_json({"ok": True, **res.to_dict()})
-    else:
-        typer.echo(res.summary())
+    emit({"ok": True, **res.to_dict()}, as_json, lambda: res.summary())
 
 
 @probe_app.command("status")

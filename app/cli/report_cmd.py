@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from app.cli.common import engine, fail, is_tty, print_json, settings
+from app.cli.common import engine, fail, is_tty, print_json, settings, store_session
 from app.cli.exit_codes import REFUSED
 from app.cli.options import JSON_OPTION, STUDY_OPTION
 from study.report.build import FILL_TOKEN_ENTROPIES, build_report
@@ -134,11 +134,8 @@ def build(
     each depends on and whether it is publishable."""
 
     params = _params(**locals())
-    try:
-        with session_scope(engine()) as s:
-            rep = build_report(s, study=study, params=params, progress=is_tty() and not as_json)
-    except (StoreError, ValueError) as exc:
-        fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        rep = build_report(s, study=study, params=params, progress=is_tty() and not as_json)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rep, indent=2, allow_nan=False) + "\n", encoding="utf-8")

@@ -14,10 +14,10 @@ from typing import Any
 
 import typer
 
-from app.cli.common import fail, print_json
+from app.cli.common import domain_errors, print_json
 from app.cli.exit_codes import outcome_code
 from app.cli.options import JSON_OPTION
-from audits.covariance import covariance_fit, covariance_fit_by_group
+from audits.covariance import FIT_SUMMARY, covariance_fit, covariance_fit_by_group
 from audits.entropy import outcome_report
 from audits.passk import macro_pass_at_k
 from audits.rubric import load_rubric
@@ -90,10 +90,8 @@ def _load_records(path: Path) -> dict[str, list[Any]]:
 
 
 def _run(as_json: bool, fn: Any) -> None:
-    try:
+    with domain_errors(as_json, InputError):
         fn()
-    except (InputError, ValueError) as exc:
-        fail(str(exc), as_json=as_json)
 
 
 # --------------------------------------------------------------------------- entropy
@@ -733,18 +731,7 @@ def covfit(
         _print_flat(
             "covariance fit (pooled)",
             pooled,
-            (
-                "n",
-                "sign_agreement",
-                "spearman_rho",
-                "pearson_r",
-                "slope",
-                "intercept",
-                "r_squared",
-                "median_abs_error",
-                "median_relative_error",
-                "excluded_runs",
-            ),
+            ("n", *FIT_SUMMARY, "excluded_runs"),
         )
 
     _run(as_json, go)

@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from app.cli.common import fail, print_json, progress_forced
+from app.cli.common import domain_errors, fail, print_json, progress_forced
 from app.cli.options import JSON_OPTION
 from pipeline import toy
 from pipeline.event_curves import event_dirs
@@ -310,10 +310,8 @@ def eval_cmd(
 
     from pipeline.policy import sample_completions, summarise
 
-    try:
+    with domain_errors(as_json):
         questions = toy.generate_questions(split, n, seed=seed)
-    except ValueError as exc:
-        fail(str(exc), as_json=as_json)
     tok = AutoTokenizer.from_pretrained(model)
     tok.padding_side = "left"
     lm = AutoModelForCausalLM.from_pretrained(model)

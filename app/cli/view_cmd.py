@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from app.cli.common import fail, print_json, settings
+from app.cli.common import emit, fail, settings
 from study.logins import LoginError, add_researcher, logins_path, remove_researcher, researchers
 from study.settings import is_loopback
 
@@ -132,10 +132,7 @@ def researchers_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
     """List the researcher accounts of the view (names only)."""
 
     names = researchers(logins_path(settings()))
-    if as_json:
-        print_json(names)
-    else:
-        typer.echo("\n".join(names) if names else "no researcher account")
+    emit(names, as_json, lambda: "\n".join(names) if names else "no researcher account")
 
 
 def register(app: typer.Typer) -> None:

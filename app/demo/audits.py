@@ -5,15 +5,37 @@ labelling, the final gate, and the report/bundle."""
 from __future__ import annotations
 
 import json
+import secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from sqlmodel import select
+
+from annotation.people import people_from_settings
 from app.demo.config import ORACLE, rubric_toml
 from app.demo.context import DEMO_ACTOR, DemoContext, DemoStepError, brief
-from app.demo.simulate import SIMULATED
+from app.demo.export import export_records
+from app.demo.simulate import (
+    SIM_ACTOR,
+    SIM_EVENT,
+    SIM_ROLES,
+    SIMULATED,
+    sim_accounts,
+    simulate_pair_audit,
+)
 from app.demo.study import JUDGE_NAME, VALIDITY_ORACLE
 from pipeline.safety import write_private
+from study.codebook import load_strategy_fn
+from study.labelling import ensure_member, webhook_target
+from study.pair_audit.freeze import freeze_rubric
+from study.pair_audit.gate import decide_gate
+from study.pair_audit.push import push_audit
+from study.pair_audit.sampling import audit_overview, draw_audit, get_audit
+from study.store import append_event, require_study, session_scope
+from study.store.models import Audit
+from study.validity_audit.simulate import simulate_validity_labels
 
 PEOPLE = {
     "A": "annotator-a@rcea.local",
@@ -24,12 +46,6 @@ PEOPLE = {
 
 def step_audit(ctx: DemoContext) -> dict[str, Any]:
     """Freeze the demo rubric and draw the pair audit (binds rubric + partition hashes)."""
-    from sqlmodel import select
-
-    from study.pair_audit.freeze import freeze_rubric
-    from study.pair_audit.sampling import audit_overview, draw_audit
-    from study.store import session_scope
-    from study.store.models import Audit
 
     path = ctx.work / "rubric.toml"
     path.write_text(rubric_toml(ctx.sizes), encoding="utf-8")
@@ -57,9 +73,6 @@ def step_audit(ctx: DemoContext) -> dict[str, Any]:
 def ensure_people(ctx: DemoContext, emails: list[str]) -> None:
     """Each person's own Label Studio server: registered, and started (in parallel) when
     it is not running. Servers this run starts are remembered so Ctrl-C stops just those."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from annotation.people import people_from_settings
 
     people = people_from_settings(ctx.cfg)
     todo = []
@@ -92,10 +105,6 @@ def people_accounts(ctx: DemoContext) -> dict[str, tuple[int, str, str | None]]:
     role → (user id, e-mail, password or None when the account was made outside the
     demo). Passwords are generated once and kept in ``<data_dir>/demo-logins.json``
     (mode 0600)."""
-    import secrets
-
-    from annotation.people import people_from_settings
-    from study.labelling import ensure_member
 
     ensure_people(ctx, list(PEOPLE.values()))
     people = people_from_settings(ctx.cfg)
@@ -116,8 +125,6 @@ def people_accounts(ctx: DemoContext) -> dict[str, tuple[int, str, str | None]]:
 def annotators(ctx: DemoContext) -> dict[str, tuple[int, str]]:
     """role → (user id, e-mail) of A, B and the adjudicator (people, or SIMULATED)."""
     if ctx.simulate:
-        from app.demo.simulate import SIM_ROLES, sim_accounts
-
         ensure_people(ctx, list(SIM_ROLES.values()))
         accts = sim_accounts(ctx.cfg, logins_path(ctx))
         ctx.notes["sim_accounts"] = accts
@@ -127,11 +134,6 @@ def annotators(ctx: DemoContext) -> dict[str, tuple[int, str]]:
 
 def step_push(ctx: DemoContext) -> dict[str, Any]:
     """Push the blinded pair tasks to A's and B's projects, each on their own server."""
-    from annotation.people import people_from_settings
-    from study.labelling import webhook_target
-    from study.pair_audit.push import push_audit
-    from study.pair_audit.sampling import get_audit
-    from study.store import session_scope
 
     accts = annotators(ctx)
     # People label while the API serves (now or in a later `rcea demo --serve`): webhooks
@@ -199,8 +201,6 @@ def step_calibration_push(ctx: DemoContext) -> dict[str, Any]:
 def step_simulate_pairs(ctx: DemoContext) -> dict[str, Any]:
     """SIMULATED: the two noisy oracle annotators and the oracle adjudicator label the
     pair audit through the Label Studio API (see :mod:`app.demo.simulate`)."""
-    from app.demo.simulate import simulate_pair_audit
-    from study.codebook import load_strategy_fn
 
     if "sim_accounts" not in ctx.notes:
         annotators(ctx)
@@ -220,11 +220,6 @@ def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
     """SIMULATED: the oracle validity annotators label the calibration sample through
     Label Studio (``study.validity_audit.simulate``), then sync and the held-out report (which
     records ``judge.calibration.completed`` once every held-out item is labelled)."""
-    from annotation.people import people_from_settings
-    from app.demo.simulate import SIM_ACTOR, SIM_EVENT
-    from study.codebook import load_strategy_fn
-    from study.store import append_event, require_study, session_scope
-    from study.validity_audit.simulate import simulate_validity_labels
 
     if "sim_accounts" not in ctx.notes:
         annotators(ctx)
@@ -267,9 +262,6 @@ def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
 
 def step_gate(ctx: DemoContext) -> dict[str, Any]:
     """The final pair gate over the (SIMULATED) labels, recorded as a gate.final event."""
-    from study.pair_audit.gate import decide_gate
-    from study.pair_audit.sampling import get_audit
-    from study.store import session_scope
 
     with session_scope(ctx.engine()) as s:
         audit = get_audit(s, name=ctx.audit_name)
@@ -297,7 +289,6 @@ def step_report(ctx: DemoContext) -> dict[str, Any]:
     """Build the report and write the records behind it (``records-final.jsonl``, see
     :mod:`app.demo.export`); when simulating, publish the bundle (the gates allow it
     only if the SIMULATED labels passed them) under ``<work>/bundles-SIMULATED/``."""
-    from app.demo.export import export_records
 
     out = ctx.work / ("report-SIMULATED.json" if ctx.simulate else "report.json")
     ctx.rcea("report", "build", "--study", ctx.study, "--out", str(out), log="report")

@@ -34,8 +34,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from annotation.file_lock import file_lock
 
 ENV = "RCEA_DEMO_CACHE_DIR"
 RELOCATED_SUFFIXES = frozenset({".json", ".jsonl", ".toml", ".md"})
@@ -52,7 +55,6 @@ def cache_dir() -> Path | None:
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """The hash of ``pipeline/``'s Python sources and the training packages' versions."""
-    from importlib import metadata
 
     h = hashlib.sha256()
     for path in sorted(PIPELINE.rglob("*.py")):
@@ -136,7 +138,6 @@ def entries(
     if root is None:
         yield [None] * len(items)
         return
-    from annotation.file_lock import file_lock
 
     root.mkdir(parents=True, exist_ok=True)
     out = [Entry(root, kind, recipe_key(kind, recipe)) for kind, recipe in items]

@@ -5,8 +5,10 @@ checks whether a command exists in this build."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +17,7 @@ from typing import Any
 
 from app.demo.config import DemoSizes
 from app.demo.state import DemoState
+from study.store import open_store
 
 DEMO_ACTOR = "rcea-demo"
 
@@ -55,8 +58,6 @@ class DemoContext:
         self.echo(f"      {line}")
 
     def engine(self) -> Any:
-        from study.store import open_store
-
         return open_store(self.cfg)
 
     def rcea(self, *args: str, log: str, as_json: bool = True) -> Any:
@@ -159,14 +160,11 @@ class RceaJob:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        import tempfile
-
         self._began = time.monotonic()
         self._err = self.log.open("a", encoding="utf-8")
         self._err.write(f"$ {' '.join(self.cmd)}\n")
         self._err.flush()
         self._out = tempfile.TemporaryFile()  # noqa: SIM115 - closed in result() or kill()
-        import os
 
         env = {**os.environ, "RCEA_PROGRESS": "1"}  # bars on stderr (relayed by BarRelay)
         self.proc = subprocess.Popen(self.cmd, stdout=self._out, stderr=self._err, env=env)

@@ -37,7 +37,18 @@ from typing import Any
 
 from sqlmodel import select
 
+from annotation.accounts import login_session, set_password
+from annotation.people import people_from_settings
 from annotation.tasks import PAIR_CHOICE
+from audits.sequential import look_sizes
+from pipeline.safety import write_private
+from study.labelling import PAIR, ensure_member
+from study.labelling import current_labels as core_labels
+from study.pair_audit.gate import gate_status
+from study.pair_audit.labels import audit_rubric, current_labels
+from study.pair_audit.push import adjudicate, sync_audit
+from study.pair_audit.sampling import audit_pairs, get_audit
+from study.pair_audit.sequential import record_interim
 from study.report.publication import SIMULATED_EVENT
 from study.store import append_event, session_scope
 from study.store.models import Audit, AuditTask, Trajectory
@@ -74,9 +85,6 @@ def sim_accounts(
     (created once through the invite flow; their generated passwords are kept in
     ``logins_path``, mode 0600). An account whose password this data dir has lost is
     given a new one (rcea runs that server)."""
-    from annotation.accounts import set_password
-    from annotation.people import people_from_settings
-    from study.labelling import ensure_member
 
     people = people_from_settings(cfg)
     saved: dict[str, Any] = json.loads(logins_path.read_text()) if logins_path.exists() else {}
@@ -92,7 +100,6 @@ def sim_accounts(
             set_password(people.server(member.person), entry["email"], entry["password"])
         sim[role] = entry
         out[role] = SimAccount(role, entry["email"], entry["password"], member.user_id)
-    from pipeline.safety import write_private
 
     logins_path.parent.mkdir(parents=True, exist_ok=True)
     write_private(logins_path, json.dumps(saved, indent=2).encode())
@@ -103,7 +110,6 @@ def pair_truth(
     engine: Any, audit_name: str, strategy_fn: Callable[[str, str], str | None]
 ) -> dict[str, str]:
     """pair key → the oracle's ``same``/``different`` for every pair of the audit."""
-    from study.pair_audit.sampling import audit_pairs, get_audit
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
@@ -127,10 +133,6 @@ def pair_truth(
 def _tasks(engine: Any, audit_name: str, role: str) -> list[tuple[int, str, bool, bool]]:
     """``role``'s tasks in task order (Label Studio's: the import order): (task id, pair
     key, whether it is a hidden repeat, whether it has a counted label already)."""
-    from study.labelling import PAIR
-    from study.labelling import current_labels as core_labels
-    from study.pair_audit.labels import current_labels
-    from study.pair_audit.sampling import audit_pairs, get_audit
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
@@ -171,9 +173,6 @@ def upto_look(
 
 
 def post_labels(cfg: Any, account: SimAccount, labels: dict[int, str]) -> None:
-    from annotation.accounts import login_session
-    from annotation.people import people_from_settings
-
     url = people_from_settings(cfg).require(account.email).url
     with closing(login_session(url, account.email, account.password)) as session:
         for task_id, label in labels.items():
@@ -198,9 +197,6 @@ def post_labels(cfg: Any, account: SimAccount, labels: dict[int, str]) -> None:
 def look_plan(engine: Any, audit_name: str, n_pairs: int) -> tuple[int, ...]:
     """Pairs labelled by both annotators at each predeclared look of the audit's frozen
     rubric (``[sequential]``), or just all of them without a plan."""
-    from audits.sequential import look_sizes
-    from study.pair_audit.labels import audit_rubric
-    from study.pair_audit.sampling import get_audit
 
     with session_scope(engine) as s:
         plan = audit_rubric(s, get_audit(s, name=audit_name)).sequential
@@ -210,9 +206,6 @@ def look_plan(engine: Any, audit_name: str, n_pairs: int) -> tuple[int, ...]:
 def _interim(engine: Any, audit_name: str) -> dict[str, Any] | None:
     """The gate at the current look under the sequential plan (``None`` without one),
     recorded as a ``gate.interim`` event the first time the look is reached."""
-    from study.pair_audit.gate import gate_status
-    from study.pair_audit.sampling import get_audit
-    from study.pair_audit.sequential import record_interim
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
@@ -233,9 +226,6 @@ def _adjudicate(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Open (or extend) the adjudication round with every pair that needs it so far,
     settle the new ones as the SIMULATED oracle adjudicator and sync: (round, sync)."""
-    from annotation.people import people_from_settings
-    from study.pair_audit.push import adjudicate
-    from study.pair_audit.sampling import get_audit
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
@@ -258,10 +248,6 @@ def _adjudicate(
 
 
 def _sync(engine: Any, cfg: Any, audit_name: str) -> dict[str, Any]:
-    from annotation.people import people_from_settings
-    from study.pair_audit.push import sync_audit
-    from study.pair_audit.sampling import get_audit
-
     with session_scope(engine) as s:
         return sync_audit(s, get_audit(s, name=audit_name), people_from_settings(cfg))
 

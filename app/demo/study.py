@@ -12,10 +12,29 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from app.demo import cache
 from app.demo.config import OBJECTIVES, ORACLE, PROBE_SPLIT, DemoSizes, PolicyScale
 from app.demo.context import DEMO_ACTOR, DemoContext, DemoStepError, RceaJob, brief
 from pipeline.policy.base import METADATA_FILE as BASE_REPORT
+from study import probe_set
+from study.codebook import (
+    BackendOptions,
+    assign,
+    export_partition,
+    freeze_codebooks,
+    induce,
+    make_backend,
+    merge,
+    reconcile,
+    request_extensions,
+    researcher_queue,
+    resolve_dispute,
+)
+from study.codebook.approval import approve_extensions
+from study.records.ingest import ingest_file
+from study.store import session_scope
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_CONFIG = REPO / "pipeline" / "training" / "configs" / "toy.toml"
@@ -101,7 +120,6 @@ def step_base(ctx: DemoContext) -> dict[str, Any]:
 
 def train_config(ctx: DemoContext, scale: PolicyScale) -> Path:
     """``toy.toml`` with the scale's base model, the milestone spacing and thread count."""
-    import tomli_w
 
     data = tomllib.loads(TRAIN_CONFIG.read_text(encoding="utf-8"))
     data["model"]["path"] = str(base_dir(ctx, scale))
@@ -202,7 +220,6 @@ def probe_config(ctx: DemoContext, scale: PolicyScale) -> Path:
     scale's base and every milestone of its six runs, every checkpoint labelled with the
     scale's model label; pass@k and greedy accuracy on the eval split. The probe-set seed
     and questions are the same at every scale."""
-    import tomli_w
 
     s = ctx.sizes
     milestones = [0.0] + [m / s.train_steps for m in s.milestones]
@@ -249,11 +266,8 @@ def bind_probe_set(ctx: DemoContext) -> None:
     """Record the study's probe set (event ``probe.probe_set``) once, before the scales
     are sampled in parallel: every ``rcea probe sample --study`` then finds it and only
     checks its seed, instead of two processes racing to record it."""
-    from study.probe_set import bind_probe_set
-    from study.store import session_scope
-
     with session_scope(ctx.engine()) as s:
-        bind_probe_set(
+        probe_set.bind_probe_set(
             s,
             study=ctx.study,
             probe_seed=PROBE_SEED,
@@ -333,7 +347,6 @@ def step_probe(ctx: DemoContext) -> dict[str, Any]:
 def step_ingest(ctx: DemoContext) -> dict[str, Any]:
     """Ingest every scale's probe records into the demo study, in scale order (a
     byte-identical file is a no-op)."""
-    from study.records.ingest import ingest_file
 
     records = ctx.state.result("probe")["records"]
     for label in ctx.sizes.models:
@@ -408,21 +421,6 @@ def step_codebook(ctx: DemoContext) -> dict[str, Any]:
     researcher: it approves every extension the oracle proposes, marks what is left in the
     researcher queue uncertain, and exports with trajectories of questions without a
     codebook counted as uncertain (recorded as events, actor ``rcea-demo``)."""
-    from study.codebook import (
-        BackendOptions,
-        assign,
-        export_partition,
-        freeze_codebooks,
-        induce,
-        make_backend,
-        merge,
-        reconcile,
-        request_extensions,
-        researcher_queue,
-        resolve_dispute,
-    )
-    from study.codebook.approval import approve_extensions
-    from study.store import session_scope
 
     eng = ctx.engine()
     backend = make_backend(ctx.cfg, BackendOptions(kind="oracle", oracle=ORACLE))

@@ -19,7 +19,7 @@ from audits.thresholds import GATE_REQUIREMENTS
 from study.codebook import decide_extension, get_draft, list_extensions
 from study.codebook.approval import (
     approve_extensions,
-    backend_from_environment,
+    backend_from_settings,
     decision_summary,
 )
 from study.codebook.common import versions_by_question
@@ -538,13 +538,13 @@ def decide_extension_request(
     """Approve or reject a pending extension request — the domain calls of ``rcea codebook
     approve`` / ``rcea codebook reject``. Approval refreezes the question's codebook as a
     new version and reassigns the affected trajectories like the CLI does, with the
-    codebook backend of the ``RCEA_CODEBOOK_*`` variables (``backend_from_environment``);
+    codebook backend of the settings ``RCEA_CODEBOOK_*`` (``backend_from_settings``);
     a backend that cannot be built refuses the approval before anything is written.
     Raises ``CodebookStageError`` (or ``ValueError`` for the backend) otherwise."""
 
     if approve:
         cfg = settings or get_settings()
-        backend, seed, threshold = backend_from_environment(cfg)
+        backend, seed, threshold = backend_from_settings(cfg)
         res = approve_extensions(
             engine(settings),
             study=study,

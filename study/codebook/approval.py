@@ -6,7 +6,6 @@ new version — unless the caller asks for the refreeze alone (``backend=None``,
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -15,6 +14,7 @@ from pipeline.codebook.logic import DEFAULT_CONFIDENCE_THRESHOLD
 from study.codebook.backend import BackendOptions, make_backend
 from study.codebook.review import decide_extension
 from study.codebook.stages import assign, reconcile
+from study.settings import Settings
 from study.store import session_scope
 
 
@@ -67,18 +67,15 @@ def approve_extensions(
     return out
 
 
-def backend_from_environment(settings: Any) -> tuple[Any, int, float]:
+def backend_from_settings(settings: Settings) -> tuple[Any, int, float]:
     """The codebook backend, seed and threshold a caller without options of its own (the
-    view) uses: the same ``RCEA_CODEBOOK_*`` variables the CLI's options read
-    (``RCEA_CODEBOOK_BACKEND`` openai | oracle, ``RCEA_CODEBOOK_ORACLE``,
-    ``RCEA_CODEBOOK_SEED``, ``RCEA_CODEBOOK_THRESHOLD``, ``RCEA_LLM_CONCURRENCY``) and the
-    endpoint from the settings."""
-    seed = int(os.environ.get("RCEA_CODEBOOK_SEED", "0"))
-    threshold = float(os.environ.get("RCEA_CODEBOOK_THRESHOLD", DEFAULT_CONFIDENCE_THRESHOLD))
+    view) uses: the settings ``codebook_backend`` (openai | oracle), ``codebook_oracle``,
+    ``codebook_seed``, ``codebook_threshold`` and ``llm_concurrency`` — the same
+    ``RCEA_*`` variables that are the defaults of the CLI's options — and the endpoint."""
     options = BackendOptions(
-        kind=os.environ.get("RCEA_CODEBOOK_BACKEND", "openai"),
-        oracle=os.environ.get("RCEA_CODEBOOK_ORACLE") or None,
-        concurrency=int(os.environ.get("RCEA_LLM_CONCURRENCY", "8")),
-        seed=seed,
+        kind=settings.codebook_backend,
+        oracle=settings.codebook_oracle,
+        concurrency=settings.llm_concurrency,
+        seed=settings.codebook_seed,
     )
-    return make_backend(settings, options), seed, threshold
+    return make_backend(settings, options), settings.codebook_seed, settings.codebook_threshold

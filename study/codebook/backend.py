@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 
 from pipeline.codebook import CodebookBackend, OpenAIBackend, OracleBackend, StrategyFn
@@ -53,7 +54,6 @@ def load_strategy_fn(spec: str) -> StrategyFn:
 def llm_config(settings: Settings, opts: BackendOptions) -> LLMConfig:
     """The endpoint from the options, else from the settings; the key from the variable
     ``opts.api_key_env`` names, else ``RCEA_LLM_API_KEY``."""
-    import os
 
     base_url = opts.base_url or settings.llm_base_url
     model = opts.model or settings.llm_model

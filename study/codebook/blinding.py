@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from annotation.tasks import BlindingViolation, LeakScanner
 from pipeline.llm import Messages
+from study.labelling.blinding import study_provenance
+from study.store.models import Trajectory
 
 
 class PromptBlindingGuard:
@@ -103,17 +105,12 @@ def study_guard(
     ``questions``, only those questions' ids are loaded (a streaming caller adds the others
     with :func:`extend_guard` as it reaches them); every run and model name always is."""
     if questions is None:
-        from study.labelling.blinding import study_provenance  # the one provenance query
-
         common: set[str] = set()
         per_question: dict[str, set[str]] = {}
         for r in study_provenance(session, study_id):
             common.update((r.run, r.model))
             per_question.setdefault(r.question_id, set()).add(r.trajectory_id)
         return PromptBlindingGuard(common, per_question)
-    from sqlmodel import select
-
-    from study.store.models import Trajectory
 
     names = session.exec(
         select(Trajectory.run, Trajectory.model).where(Trajectory.study_id == study_id).distinct()
@@ -128,9 +125,6 @@ def extend_guard(
 ) -> None:
     """Load the trajectory ids of ``questions`` into ``guard`` (a scanner compiled
     before for one of them is rebuilt on next use)."""
-    from sqlmodel import select
-
-    from study.store.models import Trajectory
 
     wanted = sorted(set(questions))
     for i in range(0, len(wanted), 500):

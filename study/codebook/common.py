@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sqlalchemy import func
 from sqlmodel import Session, select
 
 from pipeline.codebook import handles
@@ -127,7 +128,6 @@ def accepted_sizes(session: Session, *, study_id: int) -> dict[str, int]:
     """question_id → its number of accepted trajectories a researcher did not exclude from
     the cycle (questions with none left out): the keys of :func:`accepted_by_question`
     without reading a text."""
-    from sqlalchemy import func
 
     counted = _accepted_stmt(study_id, Trajectory.question_id, func.count()).order_by(None)
     sizes = dict(session.exec(counted.group_by(Trajectory.question_id)).all())

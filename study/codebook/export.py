@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from sqlalchemy import func
 from sqlmodel import Session, select
 
@@ -226,9 +228,6 @@ def export_partition(
 
 
 def _write_parquet(path: Path, labels: list[FinalLabel], versions: dict[str, list[Any]]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     hashes = {q: {v.version: v.content_hash for v in vs} for q, vs in versions.items()}
     table = pa.table(
         {

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlmodel import Session, select
 
+from annotation.accounts import create_annotator
 from annotation.people import People, Person, normalise_email
 from study.labelling.families import Family
 from study.store.models import LabellingProject, utcnow
@@ -41,7 +42,6 @@ def ensure_member(
     """Register ``email``'s server (managed by default), start it if rcea runs it, and
     make sure the person has an account there (idempotent: an existing account keeps its
     password). Returns the new password only when the account was created now."""
-    from annotation.accounts import create_annotator
 
     email = normalise_email(email)
     person = people.get(email) or people.add(email)

@@ -29,12 +29,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from sqlmodel import Session, select
 
 from annotation.people import People, person_webhook_secret, person_webhook_url
-from annotation.projects import ensure_webhook, import_tasks
+from annotation.projects import (
+    WEBHOOK_SECRET_HEADER,
+    create_project,
+    ensure_webhook,
+    export_tasks,
+    import_tasks,
+)
 from annotation.tasks import SHOWN_KEY
-from study.labelling.bindings import LabellingError, Member, bind
+from study.labelling.bindings import LabellingError, Member, bind, ensure_member
 from study.labelling.families import Family
 from study.store.models import LabellingProject, utcnow
 
@@ -121,10 +128,6 @@ def check_receiver(target: WebhookTarget, *, client: Any = None, timeout: float 
     must be accepted (anything but 401) and answered by rcea's receiver (404 "no such
     person"). On a shared machine another user's ``rcea serve`` on the same port answers
     401: registering webhooks there would send annotators' labels to that user."""
-    import httpx
-
-    from annotation.people import person_webhook_secret, person_webhook_url
-    from annotation.projects import WEBHOOK_SECRET_HEADER
 
     url = person_webhook_url(target.base_url, RECEIVER_CHECK_SLUG)
     how = (
@@ -246,8 +249,6 @@ def ensure_project(
         return binding.project_id
     project_id = _find_by_marker(people, binding)
     if project_id is None:
-        from annotation.projects import create_project
-
         project_id = create_project(
             people.client(people.require(binding.person)),
             title=project_title(title),
@@ -277,7 +278,6 @@ def recheck_owned(
 ) -> list[dict[str, Any]]:
     """Re-check the project's tasks the store owns (by stored task id): each whose key
     is not the stored unit's gets its data back from the store; those are returned."""
-    from annotation.projects import export_tasks
 
     owner_col = getattr(family.task_model, family.owner_field)
     rows = session.exec(
@@ -397,7 +397,6 @@ def push_roles(
     """The one push sequence for the roles of a round: ``rounds`` maps role → (e-mail,
     leak-scanned tasks, shown title/description). Each person gets an account on their own
     server (new passwords returned once under ``new_accounts``) and their project."""
-    from study.labelling.bindings import ensure_member
 
     out: dict[str, Any] = {"projects": {}, "new_accounts": {}}
     for role, (email, tasks, shown) in rounds.items():

@@ -30,6 +30,7 @@ from sqlmodel import Session, select
 
 from annotation.payloads import ParsedAnnotation
 from study import events
+from study.labelling.bindings import LabellingError, bindings
 from study.labelling.families import Family
 from study.store.models import Event, LabellingProject, utcnow
 
@@ -292,7 +293,6 @@ def record_for_project(
 ) -> tuple[Any, bool]:
     """Record an annotation already read back from its server, finding its binding by
     the project it sits in (tests and benchmarks; the webhook and sync know the person)."""
-    from study.labelling.bindings import LabellingError, bindings
 
     bound = bindings(session, family, owner.id)
     if ann.project_id is None:  # no project given: the role whose task it is

@@ -27,6 +27,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
+from label_studio_sdk.core.api_error import ApiError
 from sqlmodel import Session, select
 
 from annotation.payloads import PayloadError
@@ -71,7 +72,6 @@ class SyncResult:
 
 def _export(people: People, person: Person, project_id: int) -> list[dict[str, Any]] | None:
     """The project's tasks with annotations, or None when the project is gone."""
-    from label_studio_sdk.core.api_error import ApiError
 
     try:
         return export_tasks(people.client(person), project_id)

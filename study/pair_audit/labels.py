@@ -20,6 +20,7 @@ from study.store.models import (
     AuditPair,
     Partition,
     PartitionAssignment,
+    Rubric,
 )
 
 ROLES = ("A", "B")
@@ -78,7 +79,6 @@ def coverage(session: Session, audit: Audit) -> tuple[float, float | None]:
 
 def audit_rubric(session: Session, audit: Audit):  # type: ignore[no-untyped-def]
     """The frozen rubric bound to the audit, verified against the bound hash."""
-    from study.store.models import Rubric
 
     row = session.get(Rubric, audit.rubric_id)
     if row is None or row.content_hash != audit.rubric_hash:

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from tqdm import tqdm
@@ -121,9 +123,6 @@ def _write_jsonl(path: Path, records: list[dict[str, Any]], tokens: list[Any]) -
 
 
 def _write_parquet(path: Path, records: list[dict[str, Any]], tokens: list[Any]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     data: dict[str, Any] = {}
     for name in [*stored_fields(), "question", "ground_truth"]:
         values = [r[name] for r in records]

@@ -10,6 +10,7 @@ files again is a no-op and importing a directory with new step files adds only t
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ from pipeline.importers.common import import_digest
 from pipeline.importers.table import TableSpec, read_table
 from pipeline.importers.verl import VerlOptions, read_verl_file, step_files
 from pipeline.records import RecordBatch, RecordError, RecordValidationError
+from study.events import IMPORT_VERL
 from study.records.ingest import IngestResult, ingest_batches, known_hashes
+from study.store import append_event, require_study, session_scope
 
 
 @dataclass
@@ -202,8 +205,6 @@ def record_verl_import(
     engine: Engine, study: str, source: str, opts: VerlOptions, result: ImportResult
 ) -> None:
     """Append an ``import.verl`` event: the options and each file's score rule."""
-    from study.events import IMPORT_VERL
-    from study.store import append_event, require_study, session_scope
 
     with session_scope(engine) as session:
         st = require_study(session, name=study)
@@ -224,8 +225,6 @@ def record_verl_import(
 
 def write_problems(path: Path, problems: dict[str, str]) -> None:
     """``{"question_id": ..., "problem": ...}`` per line, sorted by id, written atomically."""
-    import json
-    import os
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from tqdm import tqdm
 
+from audits.rubric import EstimatorSettings
 from pipeline.records import (
     SCALAR_FIELDS,
     RecordBatch,
@@ -28,7 +30,16 @@ from pipeline.records import (
     iter_record_batches,
     question_texts,
 )
-from study.store import Ingest, Question, Study, Trajectory, get_or_create_study, session_scope
+from study.store import (
+    Ingest,
+    Question,
+    Study,
+    Trajectory,
+    get_or_create_study,
+    require_study,
+    session_scope,
+)
+from study.store.artifacts import new_artifact_path, write_token_artifact
 
 INSERT_CHUNK = 5_000
 # A JSONL or Parquet file is read, validated and written this many records at a time (one
@@ -82,7 +93,6 @@ def ingest_file(
     progress: bool = False,
 ) -> IngestResult:
     """Validate ``path`` and write all its records to ``study`` in one transaction."""
-    from concurrent.futures import ThreadPoolExecutor
 
     path = Path(path)
     if not path.exists():
@@ -206,10 +216,6 @@ def _write_batches(
     data_dir: Path,
     progress: bool,
 ) -> list[IngestResult]:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from study.store.artifacts import new_artifact_path, write_token_artifact
-
     artifacts: list[Path] = []
     results: list[IngestResult] = []
     pool = ThreadPoolExecutor(max_workers=1)
@@ -283,7 +289,6 @@ def _write_stream(
     nothing), each validated as it is read; ids and question texts that span chunks are
     checked against the rows this transaction already wrote. One ingest row for the file;
     each chunk with token entropies gets its own artifact (rows point at theirs)."""
-    from study.store.artifacts import new_artifact_path, write_token_artifact
 
     artifacts: list[Path] = []
     n_records = 0
@@ -571,13 +576,6 @@ def k_min_warnings(engine: Any, study: str, k_min: int | None = None) -> list[st
     samples than ``k_min`` (default: the rubric default, 8) even at the most: no question
     there can be eligible for validity or mode numbers (docs/estimators.md "Minimum
     evidence"). Import warns with these; nothing is refused."""
-    from sqlalchemy import func
-    from sqlmodel import select
-
-    from audits.rubric import EstimatorSettings
-    from study.store import require_study, session_scope
-    from study.store.models import Trajectory
-
     k = EstimatorSettings().k_min if k_min is None else k_min
     with session_scope(engine) as s:
         sid = require_study(s, name=study).id
@@ -592,7 +590,7 @@ def k_min_warnings(engine: Any, study: str, k_min: int | None = None) -> list[st
             .group_by(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.question_id)
             .subquery()
         )
-        rows = s.exec(
+        rows = s.execute(
             select(per_q.c.run, per_q.c.model, per_q.c.step, func.max(per_q.c.n))
             .group_by(per_q.c.run, per_q.c.model, per_q.c.step)
             .order_by(per_q.c.run, per_q.c.model, per_q.c.step)

@@ -29,6 +29,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from tqdm import tqdm
 
+from pipeline.probe.score import ScoreItem
 from pipeline.probe.shard import Shard
 from study import events
 from study.store import Question, Trajectory, append_event, require_study, session_scope
@@ -85,7 +86,6 @@ def score_trajectories(
     ``shard`` (:func:`pipeline.probe.shard.current_shard` under a launch) scores this
     rank's block of the batches only; the event is appended by rank 0."""
     shard = shard or Shard()
-    from pipeline.probe.score import ScoreItem
 
     with session_scope(engine) as s:
         st = require_study(s, name=study)

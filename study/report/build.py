@@ -21,12 +21,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlmodel import Session, select
+from tqdm import tqdm
 
+from audits.association import retention_passk_spearman
+from audits.covariance import FIT_SUMMARY, covariance_fit_by_group
 from audits.entropy import outcome_report
+from audits.failure import detect_training_failure, last_milestone_before_failure
+from audits.passk import macro_pass_at_k
 from audits.rubric import EstimatorSettings
+from audits.tail import BudgetTail, StratumTail, TailResult, direction_counts
+from audits.validity import validity_rate
 from study import events
-from study.pair_audit.freeze import partition_modes
+from study.events import IMPORT_VERL
+from study.pair_audit.freeze import partition_modes, rubric_spec
+from study.pair_audit.gate import audit_gate
 from study.pair_audit.sampling import failed_final_gates
+from study.records.imports import describe_rule
 from study.report.attempts import AUDIT_EVENT_KINDS, attempts, chain
 from study.report.estimates import (
     UNCERTAIN,
@@ -47,8 +57,11 @@ from study.report.schema import SCHEMA_VERSION
 from study.report.sections import ModeSummary, RetentionSection
 from study.store import list_events, require_study
 from study.store.measurements import list_measurements
-from study.store.models import Audit, Partition
+from study.store.models import Audit, JudgeVersion, Partition, Rubric
+from study.validity_audit.checks import production_judge
 from study.validity_audit.status import validity_status
+from study.validity_audit.validity import production_verdicts, validity_groups
+from study.validity_audit.versions import JudgeError
 
 ENTROPY_ONLY_LABEL = "entropy-only (no audit)"
 #: What fills the token- and sequence-entropy splits of a checkpoint whose trajectories
@@ -134,9 +147,6 @@ def gather_inputs(
             r["partition_mode"] = hit[1] if hit is not None else None
     verdicts: dict[str, str] | None = None
     if source.judge_id is not None:
-        from study.store.models import JudgeVersion
-        from study.validity_audit.validity import production_verdicts
-
         judge = session.get(JudgeVersion, source.judge_id)
         verdicts = production_verdicts(session, study_id=meta["study_id"], judge=judge)
     return {
@@ -174,9 +184,6 @@ def _gather_meta(
     vstat = validity_status(session, study_id=st.id)
     judge_id: int | None = None
     if vstat["status"] != "no-judge":
-        from study.validity_audit.checks import production_judge
-        from study.validity_audit.versions import JudgeError
-
         try:
             judge_id = production_judge(session, study_id=st.id).id
         except JudgeError:  # a judge.run event naming no stored judge version: the column
@@ -236,8 +243,6 @@ def _gather_meta(
 def import_rules(session: Session, *, study_id: int) -> list[dict[str, Any]]:
     """Every trainer-dump import of the study with its score rule (``import.verl``
     events): what turned each dump's scores into R, shown with the numbers."""
-    from study.events import IMPORT_VERL
-    from study.records.imports import describe_rule
 
     out = []
     for ev in list_events(session, kind=IMPORT_VERL, study_id=study_id):
@@ -352,8 +357,6 @@ def compute_report_from(
         # (docs/estimators.md item 4), not as invalid.
         judged = None
         if source.judged and verdicts is not None:
-            from study.validity_audit.validity import validity_groups
-
             (group,) = validity_groups(ck, verdicts, k_min=k_min)
             judged = {k: v for k, v in group.items() if k not in ("run", "model", "step")}
         labels.add(key, ck)
@@ -490,9 +493,6 @@ def compute_report_from(
 def _estimator_settings(session: Session, rubric_hash: str | None) -> tuple[Any, str]:
     """The ``[estimators]`` of the frozen rubric with ``rubric_hash`` and a description of
     where they come from (``rubric NAME vV (HASH…)``), else the defaults."""
-    from audits.rubric import EstimatorSettings
-    from study.pair_audit.freeze import rubric_spec
-    from study.store.models import Rubric
 
     row = (
         session.exec(select(Rubric).where(Rubric.content_hash == rubric_hash)).first()
@@ -663,7 +663,6 @@ def _resolve_partition(parts: list[Partition], spec: str) -> Partition:
 def _preliminary_status(session: Session, audit: Audit) -> str:
     """The audit's state through the shared reader (no final gate is bound to the
     partition here, so it is the live preliminary gate); a broken binding reads pending."""
-    from study.pair_audit.gate import audit_gate
 
     status = str(audit_gate(session, audit, with_preliminary=False)["status"])
     return "pending" if status.startswith("error") else status
@@ -708,8 +707,6 @@ def _validity_blocker(vstat: dict[str, Any]) -> str | None:
 
 
 def _validity(ck: list[dict[str, Any]], k_min: int) -> dict[str, Any]:
-    from audits.validity import validity_rate
-
     res = validity_rate(
         [r["question_id"] for r in ck],
         [r["reward"] for r in ck],
@@ -849,7 +846,6 @@ def _greedy(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _passk(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Item 8: macro pass@k per checkpoint and benchmark, recomputed from the stored
     per-question (n, c) when present (``recomputed``), else the producer's values."""
-    from audits.passk import macro_pass_at_k
 
     out = []
     for m in rows:
@@ -886,7 +882,6 @@ def _covariance(
     """Item 6 across the stored transitions, pooled and per model; failed (run, model)
     pairs excluded (``excluded_runs`` names them with ``label``: the run, or
     ``run:model`` when the run name exists at several scales)."""
-    from audits.covariance import covariance_fit_by_group
 
     if not rows:
         return None
@@ -929,7 +924,6 @@ def _covariance(
 
 def _tail(rows: list[dict[str, Any]], failed: set[tuple[str, str]]) -> dict[str, Any] | None:
     """Item 7 per endpoint (failed (run, model) kept and marked) and the direction counts."""
-    from audits.tail import direction_counts
 
     if not rows:
         return None
@@ -950,7 +944,6 @@ def _tail(rows: list[dict[str, Any]], failed: set[tuple[str, str]]) -> dict[str,
 
 
 def _tail_result(m: dict[str, Any]):  # type: ignore[no-untyped-def]
-    from audits.tail import BudgetTail, StratumTail, TailResult
 
     p = m["payload"]
     try:
@@ -994,7 +987,6 @@ def _failure(
     share of completions in groups with non-zero reward variance) and
     ``empty_mask_share`` (mean of ``objective/cov_mask_empty``: the share of updates
     whose covariance mask selected nothing), each ``None`` when not logged."""
-    from audits.failure import detect_training_failure, last_milestone_before_failure
 
     steps: dict[tuple[str, str], set[int]] = defaultdict(set)
     for run, model, step in keys:
@@ -1108,7 +1100,6 @@ def _association(
     MATH500 when stored, else the only benchmark, else the first in sorted order (named
     in the output). k: ``k``, else 64 when stored for that benchmark, else its largest.
     ``pooled`` adds a fit over every scale together, labelled ``pooled``."""
-    from audits.association import retention_passk_spearman
 
     if not passk:
         return None
@@ -1392,16 +1383,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
     cov = report["covariance"]
     if cov:
         for scope, fit in [("pooled", cov["pooled"]), *cov["groups"].items()]:
-            for name in (
-                "sign_agreement",
-                "spearman_rho",
-                "pearson_r",
-                "slope",
-                "intercept",
-                "r_squared",
-                "median_abs_error",
-                "median_relative_error",
-            ):
+            for name in FIT_SUMMARY:
                 add(
                     f"covfit_{name}",
                     "covariance",
@@ -1487,6 +1469,5 @@ def _min_or_none(*values: float | None) -> float | None:
 def _progress(items: list[Any], show: bool, desc: str) -> Any:
     if not show:
         return items
-    from tqdm import tqdm
 
     return tqdm(items, desc=desc, unit="checkpoint")

@@ -7,6 +7,8 @@ import base64
 from html import escape
 from typing import Any
 
+from audits.covariance import FIT_SUMMARY
+
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:0.9em}
@@ -408,16 +410,7 @@ def _per_scale(report: dict[str, Any]) -> list[str]:
         fit = (cov.get("groups") or {}).get(model)
         if fit:
             out.append("<h3>Covariance fit</h3>")
-            keys = (
-                "n",
-                "sign_agreement",
-                "spearman_rho",
-                "pearson_r",
-                "slope",
-                "intercept",
-                "r_squared",
-                "median_abs_error",
-            )
+            keys = ("n", *FIT_SUMMARY)
             out.append(_table(list(keys), [[fit.get(k) for k in keys]]))
             excl = cov.get("excluded_runs") or []
             out.append(

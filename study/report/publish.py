@@ -37,8 +37,24 @@ from typing import Any
 
 from sqlmodel import Session, select
 
+import study.validity_audit.labelling as jl
+from audits.partition import partition_hash
+from audits.rubric import parse_rubric
 from pipeline.safety import path_under, write_private
-from study.report.build import ENTROPY_ONLY_LABEL, compute_report, gather_inputs, with_time
+from study import __version__
+from study.pair_audit.freeze import FreezeError, partition_modes
+from study.pair_audit.gate import gate_status
+from study.pair_audit.labels import ADJUDICATOR, coverage, current_labels
+from study.pair_audit.sampling import audit_pairs
+from study.report.build import (
+    ENTROPY_ONLY_LABEL,
+    compute_report,
+    gather_inputs,
+    mode_labels_from_rows,
+    with_time,
+)
+from study.report.figures import make_figures
+from study.report.html import render_html
 from study.report.parameters import ReportParameters
 from study.report.publication import (
     BUNDLE_FORMAT,
@@ -49,8 +65,14 @@ from study.report.publication import (
     refusal_reasons,
     strip_audited,
 )
+from study.report.schema import report_json_schema_text
+from study.report.signing import sign_bundle
+from study.report.verify import compare, verify_bundle
 from study.store import append_event, list_events, require_study
-from study.store.models import Rubric
+from study.store.measurements import record_measurement
+from study.store.models import Audit, CodebookExport, Partition, Rubric, Trajectory, ValidityCheck
+from study.validity_audit.checks import HELD_OUT, check_items
+from study.validity_audit.reports import calibration_report
 
 
 def publish_report(
@@ -131,12 +153,8 @@ def publish_report(
         }
         write_private(tmp / "hashes.json", (json.dumps(hashes, indent=2) + "\n").encode())
         if sign_key is not None:
-            from study.report.signing import sign_bundle
-
             sign_bundle(tmp, sign_key)
         # A bundle that would not verify is never published.
-        from study.report.verify import verify_bundle
-
         check = verify_bundle(tmp)
         if not check.ok:
             raise PublishRefused(
@@ -194,9 +212,6 @@ def _write_bundle(
     texts: list[dict[str, Any]] | None = None,
 ) -> dict[str, str]:
     """Write every file except ``hashes.json``; returns ``{relative path: sha256}``."""
-    from study.report.figures import make_figures
-    from study.report.html import render_html
-    from study.report.schema import report_json_schema_text
 
     written: dict[str, str] = {}
 
@@ -247,7 +262,6 @@ def _rarefaction(inputs: dict[str, Any], report: dict[str, Any]) -> list[dict[st
     ``report.json``) and pair them with the mode labels they index, per checkpoint: the
     bundle's ``rarefaction.json`` (docs/estimators.md item 5: the draws are stored, not
     the seed)."""
-    from study.report.build import mode_labels_from_rows
 
     withdraws = [c for c in report["checkpoints"] if c["retention"] and "draws" in c["retention"]]
     if not withdraws:
@@ -284,7 +298,6 @@ def _store_rarefaction(
     session: Session, study_id: int, pair: dict[str, Any], entries: list[dict[str, Any]]
 ) -> None:
     """One ``rarefaction_draws`` measurement per checkpoint, keyed by the partition."""
-    from study.store.measurements import record_measurement
 
     key = str(pair.get("partition_hash") or "mode-column")
     for e in entries:
@@ -310,7 +323,6 @@ def recompute_audits(session: Session, report: dict[str, Any]) -> list[str]:
     the judge calibration from the stored validity labels of the check named by the
     ``judge.calibration.completed`` event (``calibration_report``). Returns a reason per
     difference, naming the requirement/field and both values (empty = all hold)."""
-    from study.report.verify import compare
 
     reasons: list[str] = []
     uses = {d for q in report["quantities"] for d in q["depends_on"]}
@@ -326,12 +338,6 @@ def recompute_audits(session: Session, report: dict[str, Any]) -> list[str]:
 def recompute_gate(
     session: Session, study_id: int, pair: dict[str, Any], compare: Any
 ) -> list[str]:
-    from audits.partition import partition_hash
-    from audits.rubric import parse_rubric
-    from study.pair_audit.freeze import FreezeError, partition_modes
-    from study.pair_audit.gate import gate_status
-    from study.store.models import Audit, Partition
-
     name = pair["audit"]
     audit = session.exec(
         select(Audit).where(Audit.study_id == study_id, Audit.name == name)
@@ -399,9 +405,6 @@ def recompute_gate(
 def recompute_calibration(
     session: Session, study_id: int, val: dict[str, Any], compare: Any
 ) -> list[str]:
-    from study.store.models import ValidityCheck
-    from study.validity_audit.reports import calibration_report
-
     name = val.get("calibration")
     check = session.exec(
         select(ValidityCheck).where(ValidityCheck.study_id == study_id, ValidityCheck.name == name)
@@ -431,9 +434,6 @@ def recompute_calibration(
 def _audit_inputs(session: Session, study_id: int, pair: dict[str, Any]) -> dict[str, Any] | None:
     """The audited pairs of the gate's audit with A, B, adjudicated and automatic labels,
     and the coverages the gate used (what ``rcea report verify`` re-evaluates it from)."""
-    from study.pair_audit.labels import ADJUDICATOR, coverage, current_labels
-    from study.pair_audit.sampling import audit_pairs
-    from study.store.models import Audit
 
     if not pair.get("audit"):
         return None
@@ -476,15 +476,11 @@ def _inputs_json(
     """The bundle's ``inputs.json``: the report's inputs (rows without texts, the
     partition as triples rather than per-row fields), the audited pairs, the codebook
     versions behind the partition, and the software version."""
-    from study import __version__
-    from study.store.models import CodebookExport, Partition
 
     pid = inputs["pair"]["partition_id"]
     partition = None
     codebook = None
     if pid is not None:
-        from study.pair_audit.freeze import partition_modes
-
         partition = sorted(
             [q, t, m] for t, (q, m) in partition_modes(session, partition_id=pid).items()
         )
@@ -514,10 +510,6 @@ def _calibration_items(
 ) -> list[dict[str, Any]] | None:
     """Held-out items (human label, judge verdict) of the completed calibration, when the
     check is stored."""
-    from study.store.models import ValidityCheck
-    from study.validity_audit.checks import HELD_OUT, check_items
-    from study.validity_audit.labelling import current_labels
-
     check = session.exec(
         select(ValidityCheck).where(
             ValidityCheck.study_id == study_id, ValidityCheck.name == val.get("calibration")
@@ -525,7 +517,7 @@ def _calibration_items(
     ).first()
     if check is None:
         return None
-    human = _human_reference(session, check, current_labels)
+    human = _human_reference(session, check, jl.current_labels)
     return [
         {"item_key": i.item_key, "human": human[i.id], "judge": i.judge_verdict}  # type: ignore[index]
         for i in check_items(session, check_id=check.id)  # type: ignore[arg-type]
@@ -537,7 +529,6 @@ def _human_reference(session: Session, check: Any, current_labels: Any) -> dict[
     """item id → the human label the calibration counts: ``human_reference`` of the
     judge labelling module where it exists (agreed or adjudicated label with two
     annotators per item), else the single annotator's label."""
-    import study.validity_audit.labelling as jl
 
     ref = getattr(jl, "human_reference", None)
     if ref is not None:
@@ -549,8 +540,6 @@ def _human_reference(session: Session, check: Any, current_labels: Any) -> dict[
 
 
 def _texts(session: Session, study_id: int) -> list[dict[str, Any]]:
-    from study.store.models import Trajectory
-
     stmt = (
         select(Trajectory.trajectory_id, Trajectory.text)
         .where(Trajectory.study_id == study_id)

@@ -17,6 +17,8 @@ producer's own training-curve metrics and the judge's calibration report stay op
 from __future__ import annotations
 
 import json
+import typing
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -373,7 +375,6 @@ def key_list_markdown() -> str:
 def _submodel(annotation: Any) -> type[BaseModel] | None:
     """The model inside ``annotation`` (``M``, ``M | None``, ``list[M]``,
     ``dict[str, M]``), if any."""
-    import typing
 
     for arg in (annotation, *typing.get_args(annotation)):
         if isinstance(arg, type) and issubclass(arg, BaseModel):
@@ -386,7 +387,6 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
 
 def _container(annotation: Any) -> str:
     """``[]`` for a list of models, ``{}`` for a mapping to models (``{key}``), else ``""``."""
-    import typing
 
     for arg in (annotation, *typing.get_args(annotation)):
         origin = typing.get_origin(arg)
@@ -403,7 +403,6 @@ DOCS = ("docs/report-keys.md", "docs/report.schema.json")
 def write_docs(root: str = ".") -> list[str]:
     """Regenerate ``docs/report-keys.md`` and ``docs/report.schema.json`` under ``root``
     (``python -m study.report.schema``)."""
-    from pathlib import Path
 
     keys, schema = (Path(root) / d for d in DOCS)
     keys.write_text("# Report JSON keys\n\n" + key_list_markdown(), encoding="utf-8")

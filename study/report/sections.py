@@ -19,6 +19,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from audits.modes import mode_entropy
+
 Dependency = Literal["partition", "validity"]
 
 
@@ -174,7 +176,6 @@ class ModeSummary(Section):
         at least ``n_min`` included (non-uncertain) labels. ``n_not_in_partition``:
         accepted successes the partition does not hold (left out of every mode number
         and of ``coverage``, which is over the partition). ``None`` without labels."""
-        from audits.modes import mode_entropy
 
         if not by_q:
             return None

@@ -24,7 +24,7 @@ class SignatureError(ValueError):
     """The signature is missing, malformed or does not verify with the given key."""
 
 
-def _crypto():  # type: ignore[no-untyped-def]
+def _crypto():  # type: ignore[no-untyped-def] # cryptography is the optional `sign` extra
     try:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -92,7 +92,7 @@ def verify_signature(bundle: Path, public_key: Path) -> str:
     """Check ``signature.json`` against ``hashes.json`` with the PEM public key; returns
     the key fingerprint, raises :class:`SignatureError` naming what is wrong."""
     serialization, ed25519 = _crypto()
-    from cryptography.exceptions import InvalidSignature
+    from cryptography.exceptions import InvalidSignature  # the optional `sign` extra
 
     try:
         pub = serialization.load_pem_public_key(public_key.read_bytes())

@@ -37,6 +37,23 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from pydantic import ValidationError
+
+from audits.calibration import judge_calibration
+from audits.modes import rarefied_retention
+from audits.partition import partition_hash
+from audits.rubric import parse_rubric
+from audits.sequential import planned_gate
+from pipeline.llm import canonical_json
+from study.pair_audit.labels import needs_adjudication
+from study.report.attempts import chain_problems
+from study.report.build import ENTROPY_ONLY_LABEL, compute_report, mode_labels_from_rows
+from study.report.publication import publication_scope, refusal_reasons, strip_audited
+from study.report.rows import record_set_hash
+from study.report.schema import StudyReport
+from study.report.sections import RetentionSection
+from study.report.signing import SignatureError, verify_signature
+
 #: Relative tolerance of a float comparison (counts, strings and hashes are exact).
 FLOAT_RTOL = 1e-9
 #: Files a bundle may hold that ``hashes.json`` does not list.
@@ -197,10 +214,6 @@ def verify_bundle(bundle: Path, *, public_key: Path | None = None) -> Verificati
 
 
 def _verify(bundle: Path, public_key: Path | None) -> Verification:
-    from study.report.build import ENTROPY_ONLY_LABEL, compute_report
-    from study.report.publication import publication_scope, strip_audited
-    from study.report.rows import record_set_hash
-
     bundle = Path(bundle)
     if not bundle.is_dir():
         raise BundleError(f"{bundle}: not a directory")
@@ -248,8 +261,6 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
     same("record_set_hash (report.json)", report.get("record_set_hash"), rs)
     same("record_set_hash (hashes.json)", hashes.get("record_set_hash"), rs)
     if partition is not None:
-        from audits.partition import partition_hash
-
         ph = partition_hash([tuple(t) for t in partition])
         same("partition_hash (report.json audits.pair)", pair.get("partition_hash"), ph)
         if hashes.get("partition_hash") is not None:
@@ -257,15 +268,11 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
     elif hashes.get("partition_hash") is not None:
         bad.append("partition_hash: hashes.json names a partition the bundle does not carry")
     if data.get("codebook"):
-        from pipeline.llm import canonical_json
-
         cb = data["codebook"]
         digest = hashlib.sha256(canonical_json(cb["versions"]).encode()).hexdigest()
         same("codebook hash (partition source)", cb["source"], f"codebook:{digest[:16]}")
     spec = None
     if (bundle / "rubric.toml").exists():
-        from audits.rubric import parse_rubric
-
         spec = parse_rubric((bundle / "rubric.toml").read_text(encoding="utf-8"))
         rh = spec.content_hash()
         same("rubric_hash (report.json audits.pair)", pair.get("rubric_hash"), rh)
@@ -287,8 +294,6 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
 
     # 3b. the audit record: the event chain whole, its head the one hashes.json names
     if "audit_events" in inputs or "audit_events_head" in hashes:
-        from study.report.attempts import chain_problems
-
         entries = inputs.get("audit_events") or []
         res.n_checked += 1
         bad.extend(chain_problems(entries))
@@ -296,10 +301,6 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
         same("audit_events_head (hashes.json)", hashes.get("audit_events_head"), head)
 
     # 4. the report: typed, then recomputed
-    from pydantic import ValidationError
-
-    from study.report.schema import StudyReport
-
     try:
         StudyReport.model_validate(report)
     except ValidationError as exc:
@@ -328,8 +329,6 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
     if len(lines) > MAX_NAMED:
         bad.append(f"... and {len(lines) - MAX_NAMED} more differences in report.json")
     if not entropy_only:
-        from study.report.publication import refusal_reasons
-
         for reason in refusal_reasons(again):
             bad.append(f"publishes a number that is not publishable: {reason}")
 
@@ -375,9 +374,6 @@ def _check_rarefaction(
     report: dict[str, Any],
     res: Verification,
 ) -> None:
-    from audits.modes import rarefied_retention
-    from study.report.build import mode_labels_from_rows
-
     bad = res.mismatches
     has_verdicts = any(r["reward"] == 1 and r["validity"] is not None for r in inputs["rows"])
     modes = mode_labels_from_rows(inputs["rows"], inputs["pair"], has_verdicts)
@@ -426,8 +422,6 @@ def _check_rarefaction(
                 n_boot=s["n_boot"],
                 confidence=s["confidence"],
             )
-            from study.report.sections import RetentionSection
-
             # typed like the report's own section (the base is the published one: it is
             # checked against the recomputed report above)
             again = RetentionSection.of(r, _base_of(published[key])).to_json()
@@ -459,8 +453,6 @@ def _check_gate(
     res: Verification,
 ) -> None:
     """Re-evaluate the final gate from the audited pairs."""
-    from audits.sequential import planned_gate
-    from study.pair_audit.labels import needs_adjudication
 
     bad = res.mismatches
     lines: list[str] = []
@@ -537,8 +529,6 @@ def _check_coverages(
 
 
 def _check_calibration(cal: dict[str, Any], val: dict[str, Any], res: Verification) -> None:
-    from audits.calibration import judge_calibration
-
     bad = res.mismatches
     lines: list[str] = []
     shown = {k: v for k, v in cal.items() if k != "items"}
@@ -567,7 +557,6 @@ def _check_signature(bundle: Path, public_key: Path | None, bad: list[str]) -> s
         return "unsigned"
     if public_key is None:
         return "signed, not checked (no --key)"
-    from study.report.signing import SignatureError, verify_signature
 
     try:
         fp = verify_signature(bundle, public_key)

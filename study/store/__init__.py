@@ -1,5 +1,6 @@
 """The SQLModel store: tables, migrations, sessions, artifacts and store operations."""
 
+from study.settings import get_settings
 from study.store.db import make_engine, session_scope, upgrade
 from study.store.models import Event, Ingest, Question, Study, Trajectory
 from study.store.repository import (
@@ -38,7 +39,6 @@ __all__ = [
 
 def open_store(settings=None):  # type: ignore[no-untyped-def]
     """Engine for the configured database, migrated to the latest schema."""
-    from study.settings import get_settings
 
     settings = settings or get_settings()
     settings.ensure_data_dir()

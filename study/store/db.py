@@ -6,6 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, create_engine
@@ -48,7 +51,6 @@ def make_engine(
 
 
 def alembic_config(url: str):  # type: ignore[no-untyped-def]
-    from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -58,7 +60,6 @@ def alembic_config(url: str):  # type: ignore[no-untyped-def]
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision`` (idempotent)."""
-    from alembic import command
 
     cfg = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as conn:
@@ -67,8 +68,6 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 
 def downgrade(engine: Engine, revision: str) -> None:
-    from alembic import command
-
     cfg = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
@@ -76,8 +75,6 @@ def downgrade(engine: Engine, revision: str) -> None:
 
 
 def current_revision(engine: Engine) -> str | None:
-    from alembic.runtime.migration import MigrationContext
-
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
 

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from study.store.models import Event, Ingest, Question, Study, Trajectory
+from study.store.models import Event, Ingest, JudgeProblem, Question, Study, Trajectory
 
 
 class StoreError(ValueError):
@@ -122,7 +122,6 @@ def problem_texts(session: Session, *, study_id: int) -> dict[str, str]:
     """question_id -> the problem statement shown to annotators, the judge and the
     codebook prompts: the ingested ``question``, overridden by a text loaded with
     ``rcea judge problems`` (the way to correct a stored text)."""
-    from study.store.models import JudgeProblem
 
     out = question_texts(session, study_id=study_id)
     for p in session.exec(select(JudgeProblem).where(JudgeProblem.study_id == study_id)).all():

@@ -16,7 +16,7 @@ from sqlmodel import Session, select
 from pipeline.jsonl import iter_json_objects
 from pipeline.records import forbidden_character
 from study.codebook.backend import load_strategy_fn
-from study.store import require_study
+from study.store import problem_texts, require_study
 from study.store.models import JudgeProblem, Trajectory
 
 
@@ -89,6 +89,5 @@ def load_problems(session: Session, *, study: str, source: str) -> dict[str, int
 def problems_for(session: Session, *, study_id: int) -> dict[str, str]:
     """The problem text of each question: the ingested ``question`` field, overridden by
     a text loaded with ``rcea judge problems``."""
-    from study.store import problem_texts
 
     return problem_texts(session, study_id=study_id)

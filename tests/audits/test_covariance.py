@@ -13,6 +13,7 @@ from scipy import special, stats
 
 from audits.covariance import (
     DEFAULT_MAX_CHUNK_BYTES,
+    FIT_SUMMARY,
     N_WORK_BUFFERS,
     aggregate_transitions,
     covariance_fit,
@@ -334,3 +335,13 @@ def test_fit_permutation_invariant(pred: np.ndarray, rnd) -> None:
     for key in ("sign_agreement", "median_abs_error", "median_relative_error", "spearman_rho"):
         va, vb = getattr(a, key), getattr(b, key)
         assert (va is None and vb is None) or va == pytest.approx(vb, abs=1e-12)
+
+
+def test_fit_summary_names_statistics_of_the_fit() -> None:
+    """The one list of summary statistics the report, its HTML page and ``rcea stats
+    covfit`` show: each is a statistic of the fit (a number on a fitted sample)."""
+    rng = np.random.default_rng(0)
+    pred = rng.normal(size=12)
+    fit = covariance_fit([f"t{i}" for i in range(12)], pred, pred + rng.normal(size=12)).to_dict()
+    assert len(set(FIT_SUMMARY)) == len(FIT_SUMMARY)
+    assert all(isinstance(fit[name], float) for name in FIT_SUMMARY)

@@ -67,3 +67,26 @@ def test_actor_name_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     assert actor_name() == getpass.getuser()
     monkeypatch.setenv("RCEA_ACTOR", "reviewer-7")
     assert actor_name() == "reviewer-7" and actor_name("explicit") == "explicit"
+
+
+def test_codebook_backend_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The view's codebook backend and the CLI options' defaults are settings fields read
+    from the same ``RCEA_*`` variables; the threshold's default is the codebook's own."""
+    from pipeline.codebook.logic import DEFAULT_CONFIDENCE_THRESHOLD
+    from study.codebook.approval import backend_from_settings
+
+    plain = Settings()
+    assert plain.codebook_threshold == DEFAULT_CONFIDENCE_THRESHOLD
+    assert (plain.codebook_backend, plain.codebook_seed, plain.llm_concurrency) == ("openai", 0, 8)
+    with pytest.raises(ValueError, match="RCEA_LLM_BASE_URL"):
+        backend_from_settings(plain)  # openai without an endpoint says what to set
+    monkeypatch.setenv("RCEA_CODEBOOK_BACKEND", "oracle")
+    monkeypatch.setenv("RCEA_CODEBOOK_ORACLE", "tests.support.fake_llm:strategy_of")
+    monkeypatch.setenv("RCEA_CODEBOOK_SEED", "3")
+    monkeypatch.setenv("RCEA_CODEBOOK_THRESHOLD", "0.5")
+    monkeypatch.setenv("RCEA_LLM_CONCURRENCY", "2")
+    s = Settings()
+    assert (s.codebook_backend, s.codebook_seed, s.codebook_threshold) == ("oracle", 3, 0.5)
+    assert (s.codebook_oracle, s.llm_concurrency) == ("tests.support.fake_llm:strategy_of", 2)
+    backend, seed, threshold = backend_from_settings(s)
+    assert (type(backend).__name__, seed, threshold) == ("OracleBackend", 3, 0.5)

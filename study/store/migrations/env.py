@@ -8,6 +8,7 @@ from sqlalchemy import engine_from_config, pool
 from sqlmodel import SQLModel
 
 import study.store.models  # noqa: F401  (registers the tables on the metadata)
+from study.settings import Settings
 
 config = context.config
 target_metadata = SQLModel.metadata
@@ -24,8 +25,6 @@ def run_migrations_online() -> None:
         return
     url = config.get_main_option("sqlalchemy.url")
     if not url:
-        from study.settings import Settings
-
         url = Settings().resolved_database_url
     connectable = engine_from_config(
         {"sqlalchemy.url": url}, prefix="sqlalchemy.", poolclass=pool.NullPool

@@ -92,3 +92,21 @@ def test_codebook_cli_cycle(tmp_path: Path) -> None:
     assert "settled" in status and "frozen codebooks" in status
     # The pair audit can lock the exported partition like any other.
     assert "unchanged:" in rcea("codebook", "export", "--study", "s").output
+
+
+def test_backend_options_default_to_the_settings(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``--backend``/``--oracle`` default to the settings ``RCEA_CODEBOOK_*`` (the view's
+    backend); a value on the command line wins."""
+    from study.settings import get_settings
+
+    rcea("ingest", str(write_jsonl(tmp_path / "a.jsonl", domain_records(questions=PHASE1))),
+         "--study", "s")  # fmt: skip
+    monkeypatch.setenv("RCEA_CODEBOOK_BACKEND", "oracle")
+    get_settings.cache_clear()
+    assert "--backend oracle needs --oracle" in rcea("codebook", "induce", "--study", "s",
+                                                     code=1).output  # fmt: skip
+    assert "RCEA_LLM_BASE_URL" in rcea("codebook", "induce", "--study", "s", "--backend",
+                                       "openai", code=1).output  # fmt: skip
+    monkeypatch.setenv("RCEA_CODEBOOK_ORACLE", ORACLE[-1])
+    get_settings.cache_clear()
+    assert rcea("codebook", "induce", "--study", "s", "--json").exit_code == 0

@@ -13,6 +13,7 @@ from sklearn.metrics import f1_score, precision_score, recall_score
 from typer.testing import CliRunner
 
 from app.cli import app
+from audits.covariance import FIT_SUMMARY
 from pipeline.sample_study import write_sample_study
 
 runner = CliRunner()
@@ -184,6 +185,9 @@ def test_covfit_matches_scipy(tmp_path: Path) -> None:
     assert data["r_squared"] == pytest.approx(lr.rvalue**2)
     assert data["spearman_rho"] == pytest.approx(sps.spearmanr(pred, obs).statistic)
     assert data["sign_agreement"] == pytest.approx(np.mean(np.sign(pred) == np.sign(obs)))
+    text = runner.invoke(app, ["stats", "covfit", str(path)]).output
+    shown = [line.split()[0] for line in text.splitlines()[1:]]
+    assert shown == ["n", *FIT_SUMMARY, "excluded_runs"]
 
 
 def test_entropy_and_retention_on_sample_study(tmp_path: Path) -> None:

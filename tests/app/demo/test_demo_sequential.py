@@ -60,7 +60,6 @@ def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-
     servers = FakeServers()
     emails = {"A": "a@people.test", "B": "b@people.test"}
     role_of = {e: r for r, e in emails.items()}
-    bindings_mod = sys.modules["study.labelling.bindings"]
     push_mod = sys.modules["study.labelling.push"]
 
     def project(session, people, binding, **kw):  # type: ignore[no-untyped-def]
@@ -73,7 +72,7 @@ def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-
             return None
 
     monkeypatch.setattr(
-        bindings_mod,
+        push_mod,
         "ensure_member",
         lambda people, email, pw=None: Member(fake_person(role_of[email]), USERS[role_of[email]]),
     )
@@ -119,7 +118,7 @@ def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-
 
     monkeypatch.setattr(simulate, "post_labels", post)
     monkeypatch.setattr(simulate, "_sync", lambda engine, cfg, audit: {"annotations_seen": 0})
-    monkeypatch.setattr(sys.modules["study.pair_audit.push"], "adjudicate", adjudicate)
+    monkeypatch.setattr(simulate, "adjudicate", adjudicate)
     said: list[str] = []
     accounts = {
         r: simulate.SimAccount(r, e, "pw", user_of[r])

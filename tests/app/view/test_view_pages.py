@@ -446,9 +446,9 @@ def test_approve_in_the_view_equals_the_cli(
     )  # fmt: skip
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["assign"]["n_run"] > 0
-    use_store(monkeypatch, view_data)
-    monkeypatch.setenv("RCEA_CODEBOOK_BACKEND", "oracle")
+    monkeypatch.setenv("RCEA_CODEBOOK_BACKEND", "oracle")  # settings read by use_store
     monkeypatch.setenv("RCEA_CODEBOOK_ORACLE", ORACLE)
+    use_store(monkeypatch, view_data)
     at = app_at("audit.py", researcher="carol")
     at.text_input(key="reason-1").set_value("ok")
     at.button(key="approve-1").click().run()

@@ -79,8 +79,7 @@ def pushed(engine, tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
 
     from study.pair_audit.push import push_audit
 
-    # the package re-exports functions of the same names: patch the modules themselves
-    bindings_mod = sys.modules["study.labelling.bindings"]
+    # the package re-exports functions of the same names: patch the module that calls them
     push_mod = sys.modules["study.labelling.push"]
 
     audit_study(engine, tmp_path)
@@ -109,11 +108,11 @@ def pushed(engine, tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
 
             return contextlib.nullcontext(None)  # nothing is patched: every key is intact
 
-    monkeypatch.setattr(bindings_mod, "ensure_member", member)
+    monkeypatch.setattr(push_mod, "ensure_member", member)
     monkeypatch.setattr(push_mod, "ensure_project", project)
     monkeypatch.setattr(push_mod, "import_tasks", servers.import_tasks)
     # a re-push re-checks the tasks it owns through the project's export
-    monkeypatch.setattr("annotation.projects.export_tasks", servers.export_tasks)
+    monkeypatch.setattr(push_mod, "export_tasks", servers.export_tasks)
 
     def push() -> dict[str, Any]:
         with session_scope(engine) as s:

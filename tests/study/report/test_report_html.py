@@ -8,6 +8,7 @@ import copy
 import re
 from pathlib import Path
 
+from audits.covariance import FIT_SUMMARY
 from study.report.build import build_report
 from study.report.html import fmt, render_html
 from study.store import session_scope
@@ -53,6 +54,8 @@ def test_published_page_is_per_scale_with_an_appendix(engine, tmp_path: Path) ->
     ):
         assert f"<h3>{h3}</h3>" in scale
     assert "retention, N_eff, mode coverage: depends on: partition, validity — audited" in scale
+    cov = scale[scale.index("<h3>Covariance fit</h3>") : scale.index("<h3>q99 tail")]
+    assert "<tr>" + "".join(f"<th>{k}</th>" for k in ("n", *FIT_SUMMARY)) + "</tr>" in cov
     assert "depends on: nothing — entropy-only (no audit)" in scale
     import json
 

@@ -366,19 +366,20 @@ def test_signed_bundle(engine, tmp_path: Path, store_url: str, monkeypatch) -> N
 def test_publish_refuses_a_bundle_that_does_not_verify(engine, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The verifier's recomputation is made to disagree (as a nondeterministic estimator
     would): publish refuses, writes nothing and records no event."""
-    import study.report.build as build
+    import study.report.verify as verify
     from study.report.publication import PublishRefused
     from study.store import list_events, session_scope
 
     make_report_study(engine, tmp_path)
-    real = build.compute_report
+    real = verify.compute_report
 
     def drifting(inputs: dict[str, Any], **kw: Any) -> dict[str, Any]:
         rep = real(inputs, **kw)
         rep["checkpoints"][0]["accuracy"] += 1e-6
         return rep
 
-    monkeypatch.setattr(build, "compute_report", drifting)
+    # the verifier's own recomputation (publish computes through its own import)
+    monkeypatch.setattr(verify, "compute_report", drifting)
     with pytest.raises(PublishRefused) as err:
         publish(engine, tmp_path / "out", entropy_only=True)
     assert "the written bundle does not verify: checkpoints[0].accuracy: published" in str(
