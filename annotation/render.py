@@ -10,7 +10,8 @@ Label Studio's ``<HyperText>`` shows and Chromium lays out natively:
   multiplication sign, not emphasis (``**bold**`` and ``*word*`` still are);
 - TeX math through latex2mathml: inline ``$…$`` and ``\\(…\\)``, display ``$$…$$`` and
   ``\\[…\\]``, top-level ``align``-style environments, ``aligned``/``split`` inside
-  display math (shown as ``align*``), ``\\boxed{}`` (``<menclose notation="box">``,
+  display math (shown as ``align*``), ``\\boxed{}`` inside math or bare in the text
+  (``<menclose notation="box">``,
   framed by the label config's stylesheet);
 - a formula that fails to convert, is longer than :data:`MAX_FORMULA` characters or
   nests braces deeper than :data:`MAX_DEPTH` is shown as its source, marked
@@ -218,6 +219,31 @@ def _inline_paren(state: StateInline, silent: bool) -> bool:
     return True
 
 
+def _bare_boxed(state: StateInline, silent: bool) -> bool:
+    """A ``\\boxed{…}`` outside math delimiters (models often write the final answer
+    so) is a formula: otherwise the annotator reads ``\\boxed{6}`` as source. Braces are
+    matched within :data:`MAX_FORMULA` characters; unbalanced, it stays text."""
+    src, pos = state.src, state.pos
+    if not src.startswith("\\boxed{", pos):
+        return False
+    depth, i, stop = 0, pos + len("\\boxed"), min(state.posMax, pos + MAX_FORMULA)
+    while i < stop:
+        ch = src[i]
+        if ch == "\\":
+            i += 2  # an escaped brace does not count
+            continue
+        depth += (ch == "{") - (ch == "}")
+        if depth == 0:
+            break
+        i += 1
+    if depth != 0 or i >= stop:
+        return False
+    if not silent:
+        state.push("tex_paren", "math", 0).content = src[pos : i + 1]
+    state.pos = i + 1
+    return True
+
+
 def _block_bracket(state: StateBlock, start: int, end: int, silent: bool) -> bool:
     """A ``\\[…\\]`` block starting a line (it may span lines)."""
     begin = state.bMarks[start] + state.tShift[start]
@@ -297,6 +323,7 @@ def _markdown() -> MarkdownIt:
         {"alt": ["paragraph", "reference", "blockquote", "list", "footnote_def"]},
     )
     md.inline.ruler.before("escape", "tex_paren", _inline_paren)
+    md.inline.ruler.before("escape", "tex_boxed", _bare_boxed)
     md.block.ruler.before(
         "fence", "tex_bracket", _block_bracket, {"alt": ["paragraph", "blockquote", "list"]}
     )

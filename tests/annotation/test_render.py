@@ -80,6 +80,18 @@ def test_one_step_per_line_stays_one_step_per_line() -> None:
     assert "Step 1: 3*5 = 15<br>" in out and "Step 2" in out
 
 
+def test_a_bare_boxed_answer_is_a_formula() -> None:
+    out = render("3*2 = 6\n\\boxed{\\frac{1}{2}} and \\boxed{ unclosed")
+    assert 'notation="box"' in out and "<mfrac>" in out
+    assert "\\boxed{ unclosed" in html_text(out)  # unbalanced: shown as written
+
+
+def test_a_bare_boxed_bomb_falls_back_quickly() -> None:
+    began = time.monotonic()
+    out = render("\\boxed" + "{" * 10_000 + "}" * 10_000)
+    assert time.monotonic() - began < 5 and "<math" not in out
+
+
 def test_dollar_amounts_stay_text() -> None:
     out = render("It costs $5 and $6.")
     assert "<math" not in out and "$5 and $6" in out
