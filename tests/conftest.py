@@ -52,9 +52,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: only called when xdist runs workers
 def pytest_testnodedown(node: object, error: object) -> None:
     worker = getattr(node, "workerinput", {}).get("workerid", "?")
-    for what, seconds in getattr(node, "workeroutput", {}).get(
-        "labelstudio_boot_seconds", {}
-    ).items():
+    for what, seconds in (
+        getattr(node, "workeroutput", {}).get("labelstudio_boot_seconds", {}).items()
+    ):
         BOOT_SECONDS[f"{what} (worker {worker})"] = seconds
 
 
