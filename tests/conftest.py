@@ -41,6 +41,23 @@ def pytest_report_header() -> str:
     return f"hypothesis profile: {HYPOTHESIS_PROFILE}"
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands its Label Studio boot times to the controller, which prints
+    them (each worker boots its own pool)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["labelstudio_boot_seconds"] = dict(BOOT_SECONDS)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: only called when xdist runs workers
+def pytest_testnodedown(node: object, error: object) -> None:
+    worker = getattr(node, "workerinput", {}).get("workerid", "?")
+    for what, seconds in (
+        getattr(node, "workeroutput", {}).get("labelstudio_boot_seconds", {}).items()
+    ):
+        BOOT_SECONDS[f"{what} (worker {worker})"] = seconds
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Label Studio's boot time, then every skipped test by name with its reason (``-ra``
     groups skips by reason and location, which hides how many tests, and which, did not
