@@ -184,14 +184,20 @@ def test_b_is_recorded_live_while_as_server_stalls(
     )
     with TestClient(app) as client:
         hook_a = {WEBHOOK_SECRET_HEADER: person_webhook_secret(SECRET, a.slug)}
-        codes = [
-            client.post(
+
+        def flood(k: int) -> int:
+            return client.post(
                 f"/webhooks/label-studio/{a.slug}",
                 json=_body(1_000_000 + 1000 * k, MAX_NOTIFY_IDS),
                 headers=hook_a,
             ).status_code
-            for k in range(40)
-        ]
+
+        codes = [flood(0)]
+        # A's first read-back is held by A's server before the rest arrive: a read-back
+        # that did not stall would drain the queue and no notification would be refused
+        # (seen once in a parallel run; this names what A's server received)
+        assert wait_for(lambda: len(_Stall.seen) == 1, timeout=10), _Stall.seen
+        codes += [flood(k) for k in range(1, 40)]
         assert codes.count(429) >= 1 and set(codes) <= {200, 429}, codes
         b_tasks = list(study.tasks("B").values())[:3]
         ids = study.label_all("B", {t: "same" for t in b_tasks})
