@@ -109,6 +109,12 @@ class Parameters(_Model):
     min_eligible_share: float = Field(
         default=0.25, description="predeclared minimum share of eligible questions"
     )
+    min_evidence: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="the floor each quantity is held to (paired_ratio, validity, "
+        "mode_entropy, retention → questions, share): the rubric's per-quantity "
+        "[estimators] <quantity>_min_questions / _min_share, else the one floor above",
+    )
 
 
 class OtherGate(_Model):

@@ -365,6 +365,13 @@ def _check_estimators(spec: Any, par: dict[str, Any], bad: list[str], res: Verif
             f"parameters.deviations_from_rubric: declared {sorted(declared)}, "
             f"recomputed from rubric.toml {actual}"
         )
+    if par.get("estimators_from", "").startswith("rubric") and "min_evidence" in par:
+        res.n_checked += 1
+        if _jsonable(par["min_evidence"]) != _jsonable(est.min_evidence()):
+            bad.append(
+                f"parameters.min_evidence: published {_short(par['min_evidence'])}, "
+                f"the rubric.toml floors are {_short(est.min_evidence())}"
+            )
 
 
 def _check_rarefaction(
