@@ -463,6 +463,15 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
         )
     elif vstat["status"] == "calibrated":
         out.append(NextCommand("validity calibration", f"completed ({vstat['calibration']})", None))
+    elif vstat["status"] == "calibration-incomplete":
+        out.append(
+            NextCommand(
+                "accepted-set check",
+                f"calibration {vstat['calibration']} passed; no completed accepted-set check",
+                f"rcea judge accepted sample --study {s} --size 300 --judge "
+                f"{_q(str(vstat.get('judge_name')))}",
+            )
+        )
     else:
         sampled = events.latest_payload(session, events.CALIBRATION_SAMPLE, st.id)
         if not sampled:

@@ -50,6 +50,10 @@ class DemoContext:
     def calibration_name(self) -> str:
         return f"{self.study}-validity"
 
+    @property
+    def accepted_name(self) -> str:
+        return f"{self.study}-accepted"
+
     def say(self, line: str) -> None:
         """A progress line under the current step (marked SIMULATED when simulating)."""
         self.echo(f"      {line}")

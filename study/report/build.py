@@ -27,6 +27,7 @@ from audits.rubric import EstimatorSettings
 from study import events
 from study.pair_audit.freeze import partition_modes
 from study.pair_audit.sampling import failed_final_gates
+from study.report.attempt_labels import attempt_labels
 from study.report.attempts import AUDIT_EVENT_KINDS, attempts, chain
 from study.report.estimates import (
     UNCERTAIN,
@@ -150,6 +151,7 @@ def gather_inputs(
         "measurements": meta["measurements"],
         "imports": meta["imports"],
         "audit_events": meta["audit_events"],
+        "attempt_labels": meta["attempt_labels"],
     }
 
 
@@ -214,6 +216,7 @@ def _gather_meta(
         "validity_status": vstat,
         "measurements": measurements,
         "imports": import_rules(session, study_id=st.id),
+        "attempt_labels": attempt_labels(session, study_id=st.id),
         "audit_events": chain(
             [
                 {
@@ -482,7 +485,7 @@ def compute_report_from(
     report["insufficient_evidence"] = evidence_lines(report["quantities"])
     # every pair audit, calibration and accepted-set check on the record (bundles written
     # before the chain: none listed)
-    report["attempts"] = attempts(inputs.get("audit_events") or [])
+    report["attempts"] = attempts(inputs.get("audit_events") or [], inputs.get("attempt_labels"))
     return report
 
 
@@ -702,6 +705,12 @@ def _validity_blocker(vstat: dict[str, Any]) -> str | None:
             f"validity rests on judge {str(vstat['judge_hash'])[:12]}… whose calibration "
             "FAILED its predeclared acceptance thresholds: "
             + "; ".join(vstat.get("failed_requirements") or [])
+        )
+    if vstat["status"] == "calibration-incomplete":
+        return (
+            f"validity rests on judge {str(vstat['judge_hash'])[:12]}… whose calibration is "
+            "INCOMPLETE: held-out calibration passed, but "
+            + "; ".join(vstat.get("missing") or ["no accepted-set check"])
         )
     return f"validity rests on judge {str(vstat['judge_hash'])[:12]}… with no completed calibration"
 

@@ -22,6 +22,7 @@ from study.report.schema import StudyReport
 from study.report.verify import verify_bundle
 from study.store import append_event, require_study, session_scope
 from tests.support.helpers import RUBRIC, make_record, write_jsonl
+from tests.support.report_study import accepted_passing
 
 runner = CliRunner()
 GOOD = {
@@ -60,6 +61,8 @@ def _one_eligible(engine, tmp_path: Path, *, eligible: int) -> None:  # type: ig
         append_event(s, actor="r", kind=events.JUDGE_RUN, study_id=sid, payload=run)
         done = {"judge_hash": "j" * 64, "calibration": "c1", "report": GOOD}
         append_event(s, actor="r", kind=events.CALIBRATION_COMPLETED, study_id=sid, payload=done)
+        acc = accepted_passing("j" * 64)
+        append_event(s, actor="r", kind=events.ACCEPTED_COMPLETED, study_id=sid, payload=acc)
 
 
 def test_one_eligible_question_is_insufficient_evidence(  # type: ignore[no-untyped-def]
