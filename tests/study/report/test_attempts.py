@@ -238,3 +238,46 @@ def test_an_abandoned_attempt_stays_on_the_record(  # type: ignore[no-untyped-de
     assert list(frame["outcome"]) == ["abandoned", "passed"]
     assert list(frame["labels counted"]) == [a["n_labels"], b["n_labels"]]
     assert frame["abandon reason"].iloc[0] == "the guideline changed mid-labelling"
+
+
+def _validity_attempt(kind: str, outcome: str, values: list[dict]) -> dict:  # type: ignore[type-arg]
+    return {"kind": kind, "name": "c", "outcome": outcome, "values": values}
+
+
+def test_rederive_validity_checks_from_their_own_labels() -> None:
+    """A calibration's outcome and values follow from its held-out (human, judge) labels
+    and an accepted-set check's from A's and B's labels, against the frozen thresholds;
+    edited labels give a different outcome."""
+    from audits.acceptance import JudgeAcceptance, calibration_acceptance
+    from audits.calibration import judge_calibration
+    from study.report.attempts import ACCEPTED_KIND, CALIBRATION_KIND, rederive
+
+    human = ["valid"] * 45 + ["invalid"] * 5
+    judge = ["valid"] * 45 + ["invalid"] * 5
+    cal = {"thresholds": JudgeAcceptance().to_dict(), "n_items": 50,
+           "items": [{"item_key": str(i), "human": h, "judge": j}
+                     for i, (h, j) in enumerate(zip(human, judge, strict=True))]}  # fmt: skip
+    acc = calibration_acceptance(judge_calibration(human, judge).to_dict(), JudgeAcceptance())
+    values = [{k: r[k] for k in ("name", "value", "threshold", "passed")}
+              for r in acc["requirements"]]  # fmt: skip
+    got = rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), cal)
+    assert got == {"outcome": "passed", "values": values}
+    # ten human labels flipped: the judge misses its accuracy threshold
+    for item in cal["items"][:10]:
+        item["human"] = "invalid"
+    assert rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), cal)["outcome"] == (
+        "failed")  # fmt: skip
+    # an item without its human label: not complete, so not the recorded decision
+    cal["items"][0]["human"] = None
+    assert rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), cal)["outcome"] == (
+        "in progress")  # fmt: skip
+    items = [{"item_key": str(i), "A": "valid", "B": "valid"} for i in range(60)]
+    checked = {"thresholds": JudgeAcceptance().to_dict(), "n_items": 60, "items": items}
+    ok = rederive(_validity_attempt(ACCEPTED_KIND, "passed", []), checked)
+    assert ok["outcome"] == "passed" and [v["passed"] for v in ok["values"]] == [True, True]
+    for item in checked["items"][:12]:  # B: 48 of 60 valid, lower bound under 0.80
+        item["B"] = "invalid"
+    bad = rederive(_validity_attempt(ACCEPTED_KIND, "passed", []), checked)
+    assert bad["outcome"] == "failed" and [v["passed"] for v in bad["values"]] == [True, False]
+    # undecided attempts are not re-derived
+    assert rederive(_validity_attempt(ACCEPTED_KIND, "in progress", []), checked) is None
