@@ -52,7 +52,9 @@ class DemoContext:
 
     @property
     def accepted_name(self) -> str:
-        return f"{self.study}-accepted"
+        # not "<study>-accepted": the simulated study's name ends in "-sim", and "sim-a" is
+        # how the demo's output names its simulated annotator A
+        return f"{self.study}-judge-accepted"
 
     def say(self, line: str) -> None:
         """A progress line under the current step (marked SIMULATED when simulating)."""
