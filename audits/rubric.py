@@ -25,6 +25,10 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
     seed = 0           # >= 0
     min_eligible_questions = 10   # >= 1; minimum evidence (docs/estimators.md "Minimum
     min_eligible_share = 0.25     # evidence"): out of the hash while default
+    # per quantity (each optional; absent: the one floor above applies), for
+    # paired_ratio, validity, mode_entropy and retention:
+    # validity_min_questions = 10
+    # validity_min_share = 0.25
 
     [pairs]            # pair-sampling plan of the partition audit
     seed = 0
@@ -160,6 +164,10 @@ def _unit(section: str, key: str, value: Any, *, open_interval: bool = False) ->
     return v
 
 
+#: the numbers a minimum-evidence floor applies to, each with its own optional floor
+EVIDENCE_QUANTITIES = ("paired_ratio", "validity", "mode_entropy", "retention")
+
+
 @dataclass(frozen=True)
 class EstimatorSettings:
     """Estimator settings shared by the entropy, validity and mode estimators."""
@@ -175,6 +183,16 @@ class EstimatorSettings:
     #: below it a number is shown labelled "insufficient evidence", never "audited"
     min_eligible_questions: int = 10
     min_eligible_share: float = 0.25
+    #: the floor of one quantity (``None``: the one floor above applies to it; rubrics
+    #: frozen before per-quantity floors keep it for all four)
+    paired_ratio_min_questions: int | None = None
+    paired_ratio_min_share: float | None = None
+    validity_min_questions: int | None = None
+    validity_min_share: float | None = None
+    mode_entropy_min_questions: int | None = None
+    mode_entropy_min_share: float | None = None
+    retention_min_questions: int | None = None
+    retention_min_share: float | None = None
 
     def __post_init__(self) -> None:
         s = "estimators"
@@ -182,6 +200,12 @@ class EstimatorSettings:
         object.__setattr__(
             self, "min_eligible_share", _unit(s, "min_eligible_share", self.min_eligible_share)
         )
+        for q in EVIDENCE_QUANTITIES:
+            if getattr(self, f"{q}_min_questions") is not None:
+                _int(s, f"{q}_min_questions", getattr(self, f"{q}_min_questions"), 1)
+            if getattr(self, f"{q}_min_share") is not None:
+                key = f"{q}_min_share"
+                object.__setattr__(self, key, _unit(s, key, getattr(self, key)))
         _int(s, "k_min", self.k_min, 1)
         _int(s, "n_min", self.n_min, 1)
         _int(s, "n_draws", self.n_draws, 1)
@@ -191,11 +215,25 @@ class EstimatorSettings:
         )
         _int(s, "seed", self.seed, 0, _MAX_SEED)
 
+    def min_evidence(self) -> dict[str, dict[str, Any]]:
+        """The floor of each quantity (``questions``, ``share``): its own when the rubric
+        states it, else the one floor (docs/estimators.md "Minimum evidence")."""
+        out = {}
+        for q in EVIDENCE_QUANTITIES:
+            n, share = getattr(self, f"{q}_min_questions"), getattr(self, f"{q}_min_share")
+            out[q] = {
+                "questions": self.min_eligible_questions if n is None else n,
+                "share": self.min_eligible_share if share is None else share,
+            }
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         for key in ("min_eligible_questions", "min_eligible_share"):  # defaults stay out
             if out[key] == getattr(EstimatorSettings, key):  # of the hash (old rubrics)
                 out.pop(key)
+        for key in [k for k, v in out.items() if v is None]:  # per-quantity floors: only
+            out.pop(key)  # when stated (old rubrics keep their hashes)
         return out
 
 

@@ -39,6 +39,7 @@ AUDIT_PUSH = "audit.push"
 AUDIT_ADJUDICATE = "audit.adjudicate"
 GATE_INTERIM = "gate.interim"
 GATE_FINAL = "gate.final"
+AUDIT_ABANDON = "audit.abandon"
 
 # -- the validity audit
 JUDGE_FREEZE = "judge.freeze"

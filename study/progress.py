@@ -66,6 +66,12 @@ class CalibrationProgress:
     n_reference: int  # held-out items with a human reference
     completed: bool  # judge.calibration.completed recorded for this calibration
     projects: list[Project] = field(default_factory=list)
+    # the accepted-set check of the same judge: "calibrated" needs it too
+    # (docs/validity-audit.md "Acceptance"); None: none drawn for this judge
+    accepted: str | None = None
+    accepted_items: int = 0
+    accepted_labelled: dict[str, int] = field(default_factory=dict)  # A, B → items
+    accepted_completed: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,8 @@ def next_commands(p: Progress, adjudicator: str) -> list[NextCommand]:
         out.append(_calibration_next(p.calibration, adjudicator))
     gate_done = p.pair is not None and p.pair.final_gate is not None
     cal_done = p.calibration is not None and p.calibration.completed
+    if p.calibration is not None and p.calibration.accepted is not None:
+        cal_done = cal_done and p.calibration.accepted_completed
     study = _q(p.study)
     if p.bundle:
         out.append(NextCommand("report", f"published: {p.bundle}", None))
@@ -170,6 +178,23 @@ def _pair_next(pp: PairProgress, adjudicator: str) -> NextCommand:
 
 def _calibration_next(cp: CalibrationProgress, adjudicator: str) -> NextCommand:
     cal = f"--calibration {_q(cp.calibration)}"
+    if cp.completed and cp.accepted is not None and not cp.accepted_completed:
+        check = f"--check {_q(cp.accepted)}"
+        done = min(cp.accepted_labelled.get(r, 0) for r in ("A", "B"))
+        if done < cp.accepted_items:
+            return NextCommand(
+                "validity calibration",
+                f"calibration completed; accepted-set check: A "
+                f"{cp.accepted_labelled.get('A', 0)}/{cp.accepted_items}, B "
+                f"{cp.accepted_labelled.get('B', 0)}/{cp.accepted_items} labelled",
+                f"rcea judge accepted sync {check}",
+                "the validity annotators A and B label every accepted-set item",
+            )
+        return NextCommand(
+            "validity calibration",
+            "calibration completed; every accepted-set item labelled by A and B",
+            f"rcea judge accepted report {check}",
+        )
     if cp.completed:
         return NextCommand("validity calibration", "completed", None)
     if cp.n_unlabelled:
@@ -272,6 +297,19 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     done = events.latest_payload(
         session, events.CALIBRATION_COMPLETED, check.study_id, calibration=name
     )
+    acc = session.exec(
+        select(ValidityCheck)
+        .where(
+            ValidityCheck.study_id == check.study_id,
+            ValidityCheck.kind == "accepted",
+            ValidityCheck.judge_hash == check.judge_hash,
+        )
+        .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]
+    ).first()
+    acc_labels = current_labels(session, acc) if acc is not None else {}
+    acc_done = acc is not None and bool(
+        events.latest_payload(session, events.ACCEPTED_COMPLETED, check.study_id, check=acc.name)
+    )
     return CalibrationProgress(
         calibration=name,
         double=double,
@@ -283,6 +321,10 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
         n_reference=sum(i.id in ref for i in items),
         completed=bool(done) and done.get("judge_hash") == check.judge_hash,
         projects=projects,
+        accepted=acc.name if acc is not None else None,
+        accepted_items=len(check_items(session, check_id=acc.id)) if acc is not None else 0,  # type: ignore[arg-type]
+        accepted_labelled={r: len(acc_labels.get(r, {})) for r in ("A", "B")},
+        accepted_completed=acc_done,
     )
 
 
@@ -439,6 +481,15 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
         )
     elif vstat["status"] == "calibrated":
         out.append(NextCommand("validity calibration", f"completed ({vstat['calibration']})", None))
+    elif vstat["status"] == "calibration-incomplete":
+        out.append(
+            NextCommand(
+                "accepted-set check",
+                f"calibration {vstat['calibration']} passed; no completed accepted-set check",
+                f"rcea judge accepted sample --study {s} --size 300 --judge "
+                f"{_q(str(vstat.get('judge_name')))}",
+            )
+        )
     else:
         sampled = events.latest_payload(session, events.CALIBRATION_SAMPLE, st.id)
         if not sampled:

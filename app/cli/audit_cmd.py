@@ -30,6 +30,7 @@ from app.cli.options import (
 from app.cli.stats_cmd import fmt, gate_outcome, print_gate, print_interim
 from audits.rubric import rubric_path
 from study.labelling import webhook_target
+from study.pair_audit.abandon import abandon_audit
 from study.pair_audit.annotators import annotator_quality
 from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
 from study.pair_audit.gate import decide_gate
@@ -262,6 +263,32 @@ def gate(
                 typer.echo(f"  - {line}")
     if result["exit_code"]:  # a failed final gate: exit_codes.FAILED
         raise typer.Exit(result["exit_code"])
+
+
+@audit_app.command("abandon")
+def abandon(
+    audit: str = typer.Option(..., "--audit", help="audit name"),
+    reason: str = typer.Option(..., "--reason", help="why it is abandoned (recorded)"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Stop a pair audit that has no final gate, with a recorded reason. It stays on the
+    record as "abandoned" in the report, the view and the bundle, still counts against
+    the rubric's [reaudit] max_attempts, and gets no final gate (docs/publication.md
+    "Every attempt")."""
+
+    try:
+        with session_scope(engine()) as s:
+            row = get_audit(s, name=audit)
+            out = abandon_audit(s, row, reason=reason, actor=actor_name(actor))
+            study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]
+    except _domain_errors() as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json({**out, "outcome": "abandoned"})
+        return
+    typer.echo(f"audit {out['audit']}: abandoned ({out['reason']}); it stays on the record")
+    typer.echo(f"NEXT: rcea audit sample --study {study_name} --rubric NAME --reason TEXT")
 
 
 def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]

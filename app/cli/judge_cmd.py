@@ -605,7 +605,7 @@ def accepted_report_cmd(
 @judge_app.command("status")
 def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Validity status of the study (no-judge | uncalibrated | calibrated |
-    calibration-failed), its checks."""
+    calibration-incomplete | calibration-failed), its checks."""
 
     with store_session(as_json) as s:
         st = require_study(s, name=study)

@@ -192,7 +192,40 @@ def step_calibration_push(ctx: DemoContext) -> dict[str, Any]:
     )
     who = f"{SIMULATED} " if ctx.simulate else ""
     ctx.say(f"pushed to {who}annotators {accts['A'][1]}, {accts['B'][1]}")
-    return {"calibration": ctx.calibration_name}
+    # "calibrated" needs the accepted-set check too (docs/validity-audit.md "Acceptance")
+    accepted = ctx.rcea(
+        "judge",
+        "accepted",
+        "sample",
+        "--study",
+        ctx.study,
+        "--judge",
+        JUDGE_NAME,
+        "--rubric",
+        ctx.sizes.rubric_name,
+        "--size",
+        str(ctx.sizes.accepted_size),
+        "--seed",
+        str(ctx.sizes.seed),
+        "--name",
+        ctx.accepted_name,
+        log="calibration",
+    )
+    ctx.say(f"accepted-set check {ctx.accepted_name}: {brief(accepted)}")
+    ctx.rcea(
+        "judge",
+        "accepted",
+        "push",
+        "--check",
+        ctx.accepted_name,
+        "--annotator-a",
+        accts["A"][1],
+        "--annotator-b",
+        accts["B"][1],
+        "--no-receiver-check",
+        log="calibration",
+    )
+    return {"calibration": ctx.calibration_name, "accepted": ctx.accepted_name}
 
 
 # --------------------------------------------------------------------------- simulation
@@ -241,6 +274,22 @@ def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
             study_id=require_study(s, name=ctx.study).id,
             payload={"what": "validity calibration labels", **res},
         )
+        acc = simulate_validity_labels(
+            s,
+            ctx.accepted_name,
+            people_from_settings(ctx.cfg),
+            {accts[r].email: accts[r].password for r in ("A", "B")},
+            load_strategy_fn(VALIDITY_ORACLE),
+            error_rate=ctx.sizes.validity_error,
+            seed=ctx.sizes.seed,
+        )
+        append_event(
+            s,
+            actor=SIM_ACTOR,
+            kind=SIM_EVENT,
+            study_id=require_study(s, name=ctx.study).id,
+            payload={"what": "accepted-set check labels", **acc},
+        )
     for role, r in sorted((k, v) for k, v in res.items() if isinstance(v, dict)):
         ctx.say(
             f"{SIMULATED} validity annotator {role} ({r['email']}): {r['posted']} label(s) "
@@ -257,7 +306,19 @@ def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
     )
     if rep.get("status") != "complete":
         raise DemoStepError(f"the calibration report is {rep.get('status')}, not complete")
-    return {"simulated": True, "status": rep.get("status"), "report": r}
+    check = ("--check", ctx.accepted_name)
+    ctx.rcea("judge", "accepted", "sync", *check, log="calibration")
+    acc_rep = ctx.rcea("judge", "accepted", "report", *check, log="calibration")
+    ctx.say(
+        f"{SIMULATED} labels → accepted-set check {acc_rep.get('status')}, outcome "
+        f"{acc_rep.get('outcome')}"
+    )
+    return {
+        "simulated": True,
+        "status": rep.get("status"),
+        "report": r,
+        "accepted": acc_rep.get("outcome"),
+    }
 
 
 def step_gate(ctx: DemoContext) -> dict[str, Any]:

@@ -105,6 +105,9 @@ class DemoSizes:
     looks: tuple[float, ...] = ()
     repeat_share: float = 0.0
     n_min: int = 8  # retention eligibility (rubric [estimators] n_min)
+    # the accepted-set check: 60 items clear the default lower 95% bound 0.80 with up to
+    # 3 disagreements per annotator (docs/validity-audit.md "Acceptance")
+    accepted_size: int = 60
     torch_threads: int = 1  # per training/probing process
     train_workers: int = 2  # objectives trained at the same time (2 cores)
 

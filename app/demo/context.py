@@ -53,6 +53,12 @@ class DemoContext:
     def calibration_name(self) -> str:
         return f"{self.study}-validity"
 
+    @property
+    def accepted_name(self) -> str:
+        # not "<study>-accepted": the simulated study's name ends in "-sim", and "sim-a" is
+        # how the demo's output names its simulated annotator A
+        return f"{self.study}-judge-accepted"
+
     def say(self, line: str) -> None:
         """A progress line under the current step (marked SIMULATED when simulating)."""
         self.echo(f"      {line}")

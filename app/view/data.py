@@ -37,6 +37,7 @@ from study.pair_audit.labels import (
 from study.pair_audit.sampling import audit_overview, audit_pairs, get_audit
 from study.pair_audit.sequential import INTERIM_EVENT
 from study.progress import read_calibration
+from study.report.attempt_labels import attempt_labels
 from study.report.attempts import AUDIT_EVENT_KINDS, attempts
 from study.report.build import build_report, mode_labels
 from study.report.estimates import UNCERTAIN
@@ -243,7 +244,8 @@ def validity_frame(study: str, settings: Settings | None = None) -> dict[str, An
 
 def attempts_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
     """Every pair audit, calibration and accepted-set check of the study with its outcome
-    (``study.report.attempts``: the report's ``attempts`` from the same events)."""
+    and labels counted (``study.report.attempts``: the report's ``attempts`` from the same
+    events and labels)."""
 
     with session_scope(engine(settings)) as session:
         sid = require_study(session, name=study).id
@@ -253,10 +255,13 @@ def attempts_frame(study: str, settings: Settings | None = None) -> pd.DataFrame
             for e in list_events(session, study_id=sid)
             if e.kind in AUDIT_EVENT_KINDS
         ]  # fmt: skip
-    rows = attempts(records)
+        labels = attempt_labels(session, study_id=sid)
+    rows = attempts(records, labels)
     for r in rows:
         failed = [v["name"] for v in r.pop("values") if v.get("passed") is False]
         r["failed requirements"] = ", ".join(str(x) for x in failed)
+        r["labels counted"] = r.pop("n_labels")
+        r["abandon reason"] = r.pop("abandon_reason")
     return pd.DataFrame(rows)
 
 

@@ -1,12 +1,14 @@
-"""Overview page: studies, checkpoints with verifier accuracy, the validity audit's state
-and every pair audit's status with its gate values against the rubric's thresholds."""
+"""Overview page: studies, checkpoints with verifier accuracy, the CONSORT-style flow of
+each checkpoint (from the report), the validity audit's state and every pair audit's
+status with its gate values against the rubric's thresholds."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from app.view import charts, data
-from app.view.state import selected_study
+from app.view import report_frames as rf
+from app.view.state import report, selected_study
 
 AUDIT_NUMBERS = {
     "human_human_macro_f1": "A–B F1",
@@ -32,6 +34,19 @@ if not checkpoints.empty:
     st.altair_chart(charts.accuracy_by_step(checkpoints), width="stretch")
 st.caption("Verifier accuracy per checkpoint (pure verifier outcome; no audit needed).")
 
+st.subheader("Flow per checkpoint")
+flow = rf.flow_frame(report(name))
+if flow.empty:
+    st.caption("No checkpoint yet.")
+else:
+    st.dataframe(flow, hide_index=True, width="stretch")
+    st.caption(
+        'CONSORT-style (docs/reports.md "Flow"): trajectories / questions imported → '
+        "verifier successes (R = 1) → judged → accepted → assigned a mode other than "
+        "uncertain, then the questions each number rests on (its n; below the rubric's "
+        "floor a number is labelled insufficient evidence)."
+    )
+
 st.subheader("Validity audit")
 validity = data.validity_frame(name)
 st.markdown(
@@ -43,6 +58,9 @@ st.markdown(
         "calibrated": f"**calibrated**: judge `{validity.get('judge_name')}` "
         f"(sha256 {str(validity.get('judge_hash'))[:12]}…), calibration "
         f"`{validity.get('calibration')}`.",
+        "calibration-incomplete": f"**calibration incomplete**: judge "
+        f"`{validity.get('judge_name')}` (sha256 {str(validity.get('judge_hash'))[:12]}…) "
+        "passed its held-out calibration; " + "; ".join(validity.get("missing") or []) + ".",
         "calibration-failed": f"**calibration FAILED**: judge `{validity.get('judge_name')}` "
         f"(sha256 {str(validity.get('judge_hash'))[:12]}…) misses its predeclared acceptance "
         "thresholds: " + "; ".join(validity.get("failed_requirements") or []) + ".",

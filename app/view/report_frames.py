@@ -392,3 +392,26 @@ def direction_counts_frame(counts: DirectionCounts) -> pd.DataFrame:
         for r in rows
     ]
     return pd.DataFrame(flat)
+
+
+#: the CONSORT-style stages of a checkpoint's flow (docs/reports.md "Flow"), in order
+FLOW_STAGES = ("imported", "successes", "judged", "accepted", "assigned")
+#: the numbers whose eligible questions the flow ends in
+FLOW_NUMBERS = ("paired_ratio", "validity", "modes", "retention")
+
+
+def flow_frame(report: Report) -> pd.DataFrame:
+    """One row per checkpoint: ``trajectories / questions`` at each stage of its flow,
+    then the eligible questions each number rests on (empty: the number is not computed)."""
+    rows = []
+    for c in report.checkpoints:
+        if c.flow is None:
+            continue
+        row: dict[str, Any] = {"checkpoint": checkpoint_label(c.run, c.model, c.step)}
+        for stage in FLOW_STAGES:
+            f = getattr(c.flow, stage)
+            row[stage] = f"{f.trajectories} / {f.questions}"
+        for name in FLOW_NUMBERS:
+            row[f"eligible: {name}"] = c.flow.eligible.get(name)
+        rows.append(row)
+    return pd.DataFrame(rows)

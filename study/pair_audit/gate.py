@@ -13,6 +13,7 @@ from sqlmodel import Session
 from audits.gates import counted_adjudications, evaluate_gate
 from audits.sequential import attach_interim, interim_decisions, planned_gate
 from study import events
+from study.pair_audit.abandon import abandon_record
 from study.pair_audit.freeze import FreezeError
 from study.pair_audit.labels import (
     ADJUDICATOR,
@@ -200,7 +201,13 @@ def audit_gate(session: Session, audit: Audit, *, with_preliminary: bool = True)
 
 def decide_gate(session: Session, audit: Audit, *, final: bool, actor: str) -> dict[str, Any]:
     """What ``rcea audit gate`` does: compute the gate, record the interim look of a
-    sequential plan the first time it is reached, and record a final gate as an event."""
+    sequential plan the first time it is reached, and record a final gate as an event.
+    An abandoned audit (:mod:`study.pair_audit.abandon`) gets no final gate."""
+    if final and abandon_record(session, audit) is not None:
+        raise FreezeError(
+            f"audit {audit.name} was abandoned ({abandon_record(session, audit)['reason']}): "
+            "it gets no final gate; draw a new audit (`rcea audit sample`)"
+        )
     result = gate_status(session, audit, final=final)
     if result.get("sequential"):
         record_interim(session, audit, result["sequential"], actor)

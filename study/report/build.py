@@ -37,6 +37,7 @@ from study.pair_audit.freeze import partition_modes, rubric_spec
 from study.pair_audit.gate import audit_gate
 from study.pair_audit.sampling import failed_final_gates
 from study.records.imports import describe_rule
+from study.report.attempt_labels import attempt_labels
 from study.report.attempts import AUDIT_EVENT_KINDS, attempts, chain
 from study.report.estimates import (
     UNCERTAIN,
@@ -160,6 +161,7 @@ def gather_inputs(
         "measurements": meta["measurements"],
         "imports": meta["imports"],
         "audit_events": meta["audit_events"],
+        "attempt_labels": meta["attempt_labels"],
     }
 
 
@@ -215,11 +217,13 @@ def _gather_meta(
             "deviations_from_rubric": deviations,
             "min_eligible_questions": est.min_eligible_questions,
             "min_eligible_share": est.min_eligible_share,
+            "min_evidence": est.min_evidence(),
         },
         "pair": pair,
         "validity_status": vstat,
         "measurements": measurements,
         "imports": import_rules(session, study_id=st.id),
+        "attempt_labels": attempt_labels(session, study_id=st.id),
         "audit_events": chain(
             [
                 {
@@ -450,7 +454,8 @@ def compute_report_from(
         | {  # predeclared minimum evidence (bundles written before it: the defaults)
             k: par.get(k, getattr(EstimatorSettings, k))
             for k in ("min_eligible_questions", "min_eligible_share")
-        },
+        }
+        | {"min_evidence": _min_evidence(par)},
         "audits": {"pair": pair, "validity": validity},
         "imports": inputs.get("imports", []),
         "checkpoints": checkpoints,
@@ -483,7 +488,7 @@ def compute_report_from(
     report["insufficient_evidence"] = evidence_lines(report["quantities"])
     # every pair audit, calibration and accepted-set check on the record (bundles written
     # before the chain: none listed)
-    report["attempts"] = attempts(inputs.get("audit_events") or [])
+    report["attempts"] = attempts(inputs.get("audit_events") or [], inputs.get("attempt_labels"))
     return report
 
 
@@ -699,6 +704,12 @@ def _validity_blocker(vstat: dict[str, Any]) -> str | None:
             f"validity rests on judge {str(vstat['judge_hash'])[:12]}… whose calibration "
             "FAILED its predeclared acceptance thresholds: "
             + "; ".join(vstat.get("failed_requirements") or [])
+        )
+    if vstat["status"] == "calibration-incomplete":
+        return (
+            f"validity rests on judge {str(vstat['judge_hash'])[:12]}… whose calibration is "
+            "INCOMPLETE: held-out calibration passed, but "
+            + "; ".join(vstat.get("missing") or ["no accepted-set check"])
         )
     return f"validity rests on judge {str(vstat['judge_hash'])[:12]}… with no completed calibration"
 
@@ -1179,9 +1190,21 @@ def _association(
 # --------------------------------------------------------------------------- quantities
 
 
+def _min_evidence(par: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The per-quantity floors of ``par`` (inputs written before per-quantity floors: the
+    one floor applies to all four)."""
+    if par.get("min_evidence"):
+        return par["min_evidence"]
+    return EstimatorSettings(
+        min_eligible_questions=par.get("min_eligible_questions", 10),
+        min_eligible_share=par.get("min_eligible_share", 0.25),
+    ).min_evidence()
+
+
 def _evidence(eligible: tuple[int | None, int], floor: tuple[int, float]) -> str | None:
     """Why a number rests on too little (``None``: it meets the rubric's predeclared
-    minimum evidence, ``[estimators] min_eligible_questions`` and ``min_eligible_share``)."""
+    minimum evidence of the quantity, ``[estimators] <quantity>_min_questions`` and
+    ``<quantity>_min_share``, else ``min_eligible_questions`` and ``min_eligible_share``)."""
     n, total = eligible[0] or 0, eligible[1] or 0
     share = n / total if total else 0.0
     if n >= floor[0] and share >= floor[1]:
@@ -1208,8 +1231,9 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
     val = report["audits"]["validity"]
     mode_deps = ["partition", "validity"] if val["filter"] == "judge" else ["partition"]
     blockers = {"partition": pair["blocked_by"], "validity": val["blocked_by"]}
-    par = report["parameters"]
-    floor = (par["min_eligible_questions"], par["min_eligible_share"])
+    floors = {
+        q: (f["questions"], f["share"]) for q, f in _min_evidence(report["parameters"]).items()
+    }
     out: list[dict[str, Any]] = []
 
     def add(
@@ -1226,11 +1250,12 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
         n: int | None = None,
         coverage: float | None = None,
         eligible: tuple[int | None, int] | None = None,
+        floor: str | None = None,
     ) -> None:
         if value is None:
             return
         blocked = [blockers[d] for d in deps if blockers[d]]
-        evidence = _evidence(eligible, floor) if eligible is not None else None
+        evidence = _evidence(eligible, floors[floor]) if eligible and floor else None
         label = AUDITED_LABEL if deps else ENTROPY_ONLY_LABEL
         out.append(
             {
@@ -1302,6 +1327,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 ci=(e.get("paired_ci_low"), e.get("paired_ci_high")),
                 n=npq,
                 eligible=(npq, c["n_questions"]),
+                floor="paired_ratio",
                 **where,
             )
         v = c["validity"]
@@ -1320,6 +1346,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     n=v.get("n_eligible"),
                     coverage=v.get("coverage"),
                     eligible=(v.get("n_eligible"), c["n_questions"]),
+                    floor="validity",
                     **where,
                 )
         m = c["modes"]
@@ -1337,6 +1364,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     n=m["n_eligible"],
                     coverage=m["coverage"],
                     eligible=(m["n_eligible"], c["n_questions"]),
+                    floor="mode_entropy",
                     **where,
                 )
         r = c["retention"]
@@ -1350,6 +1378,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 n=r["n_eligible"],
                 coverage=r["eligible_share"],
                 eligible=(r["n_eligible"], r["n_denominator"]),
+                floor="retention",
                 **where,
             )
             add(
@@ -1359,6 +1388,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 mode_deps,
                 n=r["n_denominator"],
                 eligible=(r["n_eligible"], r["n_denominator"]),
+                floor="retention",
                 **where,
             )
     for g in report["greedy"]:

@@ -130,7 +130,16 @@ def render_html(
         parts.append("<h3>Every attempt on the record</h3>")
         parts.append(
             _table(
-                ["kind", "name", "bound to", "seed", "drawn", "attempt / reason", "outcome"],
+                [
+                    "kind",
+                    "name",
+                    "bound to",
+                    "seed",
+                    "drawn",
+                    "attempt / reason",
+                    "labels counted",
+                    "outcome",
+                ],
                 [
                     [
                         a["kind"],
@@ -139,7 +148,9 @@ def render_html(
                         a["seed"],
                         f"{a['drawn_at']} by {a['drawn_by']}",
                         f"{a['attempt'] or ''} {a['reason'] or ''}".strip(),
-                        a["outcome"],
+                        "" if a.get("n_labels") is None else a["n_labels"],
+                        a["outcome"]
+                        + (f" ({a['abandon_reason']})" if a.get("abandon_reason") else ""),
                     ]
                     for a in report["attempts"]
                 ],

@@ -72,7 +72,7 @@ from study.store import append_event, list_events, require_study
 from study.store.measurements import record_measurement
 from study.store.models import Audit, CodebookExport, Partition, Rubric, Trajectory, ValidityCheck
 from study.validity_audit.checks import HELD_OUT, check_items
-from study.validity_audit.reports import calibration_report
+from study.validity_audit.reports import accepted_report, calibration_report
 
 
 def publish_report(
@@ -332,7 +332,28 @@ def recompute_audits(session: Session, report: dict[str, Any]) -> list[str]:
     val = report["audits"]["validity"]
     if "validity" in uses and val["status"] == "calibrated":
         reasons += recompute_calibration(session, report["study_id"], val, compare)
+        reasons += recompute_accepted(session, report["study_id"], val, compare)
     return reasons
+
+
+def recompute_accepted(
+    session: Session, study_id: int, val: dict[str, Any], compare: Any
+) -> list[str]:
+    """The accepted-set check behind "calibrated", re-decided from its stored labels
+    (``accepted_report``): its recorded acceptance must follow from them."""
+    name = val.get("accepted_check")
+    check = session.exec(
+        select(ValidityCheck).where(ValidityCheck.study_id == study_id, ValidityCheck.name == name)
+    ).first()
+    if check is None or val.get("accepted_acceptance") is None:
+        return []  # recorded by another tool: the bundle's attempts say what is carried
+    where = f"judge.accepted.completed ({name})"
+    res = accepted_report(session, check)
+    if res["status"] != "complete":
+        return [f"{where}: status recorded complete, recomputed {res['status']}"]
+    lines: list[str] = []
+    compare(val["accepted_acceptance"], json.loads(json.dumps(res["acceptance"])), "", lines)
+    return [f"{where}: acceptance {line}" for line in lines]
 
 
 def recompute_gate(

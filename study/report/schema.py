@@ -111,6 +111,12 @@ class Parameters(_Model):
     min_eligible_share: float = Field(
         default=0.25, description="predeclared minimum share of eligible questions"
     )
+    min_evidence: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="the floor each quantity is held to (paired_ratio, validity, "
+        "mode_entropy, retention → questions, share): the rubric's per-quantity "
+        "[estimators] <quantity>_min_questions / _min_share, else the one floor above",
+    )
 
 
 class OtherGate(_Model):
@@ -150,10 +156,20 @@ class Attempt(_Model):
     reason: str | None = Field(description="why it was drawn (required for a re-audit)")
     n_items: int | None = Field(description="pairs, or held-out / sampled items")
     outcome: str = Field(
-        description="passed | failed | in progress (no decided record yet) | recorded "
+        description="passed | failed | abandoned (explicitly, `rcea audit abandon "
+        "--reason`, before any final gate) | in progress (no decided record yet) | recorded "
         "(a completed validity check recorded before acceptance thresholds existed)"
     )
     decided_at: str | None = Field(description="when the outcome was recorded")
+    abandon_reason: str | None = Field(
+        default=None, description="why it was abandoned (recorded with `rcea audit abandon`)"
+    )
+    n_labels: int | None = Field(
+        default=None,
+        description="human labels counted (pair audits: A, B and adjudicated; calibrations: "
+        "held-out reference labels; accepted-set checks: A and B), from the attempt's own "
+        "labels the bundle carries (inputs.json attempt_labels); null when not carried",
+    )
     values: list[AttemptValue] = Field(description="the gate or acceptance values recorded")
 
 
@@ -187,8 +203,9 @@ class ValidityAudit(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     status: str = Field(
-        description="no-judge | uncalibrated | calibrated | calibration-failed (a "
-        "predeclared acceptance threshold missed: audits/acceptance.py)"
+        description="no-judge | uncalibrated | calibrated | calibration-incomplete (the "
+        "held-out calibration passed but no completed accepted-set check) | "
+        "calibration-failed (a predeclared acceptance threshold missed: audits/acceptance.py)"
     )
     judge_hash: str | None = Field(description="SHA-256 of the frozen production judge")
     judge_name: str | None = Field(description="its name")

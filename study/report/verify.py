@@ -19,6 +19,9 @@ without a store or Label Studio:
   the stored draws equals the published one;
 * the pair-audit gate, re-evaluated with :func:`audits.gates.evaluate_gate` from the
   audited pairs (A, B, adjudicated and automatic labels) and the rubric's thresholds;
+* every attempt on the record (``inputs.json`` ``audit_events``, a hash chain): each
+  decided attempt's outcome and gate or acceptance values re-derived from that attempt's
+  own labels (``attempt_labels``: :func:`study.report.attempts.rederive`);
 * the judge calibration, from its held-out items (human label, judge verdict) when the
   bundle carries them (else listed as not re-derived);
 * the estimator settings against the rubric's ``[estimators]`` (deviations declared);
@@ -34,7 +37,6 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from pydantic import ValidationError
@@ -43,10 +45,8 @@ from audits.calibration import judge_calibration
 from audits.modes import rarefied_retention
 from audits.partition import partition_hash
 from audits.rubric import parse_rubric
-from audits.sequential import planned_gate
 from pipeline.llm import canonical_json
-from study.pair_audit.labels import needs_adjudication
-from study.report.attempts import chain_problems
+from study.report.attempts import chain_problems, label_key, pair_gate, rederive
 from study.report.build import ENTROPY_ONLY_LABEL, compute_report, mode_labels_from_rows
 from study.report.publication import publication_scope, refusal_reasons, strip_audited
 from study.report.rows import record_set_hash
@@ -328,6 +328,7 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
     bad.extend(_quantity_names(report, lines)[:MAX_NAMED])
     if len(lines) > MAX_NAMED:
         bad.append(f"... and {len(lines) - MAX_NAMED} more differences in report.json")
+    _check_attempts(again.get("attempts") or [], inputs.get("attempt_labels"), res)
     if not entropy_only:
         for reason in refusal_reasons(again):
             bad.append(f"publishes a number that is not publishable: {reason}")
@@ -364,6 +365,13 @@ def _check_estimators(spec: Any, par: dict[str, Any], bad: list[str], res: Verif
             f"parameters.deviations_from_rubric: declared {sorted(declared)}, "
             f"recomputed from rubric.toml {actual}"
         )
+    if par.get("estimators_from", "").startswith("rubric") and "min_evidence" in par:
+        res.n_checked += 1
+        if _jsonable(par["min_evidence"]) != _jsonable(est.min_evidence()):
+            bad.append(
+                f"parameters.min_evidence: published {_short(par['min_evidence'])}, "
+                f"the rubric.toml floors are {_short(est.min_evidence())}"
+            )
 
 
 def _check_rarefaction(
@@ -464,31 +472,10 @@ def _check_gate(
     if spec is None:
         bad.append("gate.json: the bundle carries no rubric.toml to take the thresholds from")
         return
-    pairs = audit["pairs"]
-    labels = {
-        "A": {i: p["A"] for i, p in enumerate(pairs) if p["A"] is not None},
-        "B": {i: p["B"] for i, p in enumerate(pairs) if p["B"] is not None},
-    }
-    objs = [SimpleNamespace(id=i, automatic=p["automatic"]) for i, p in enumerate(pairs)]
-    scope = spec.adjudication.scope
-    need = {o.id for o in needs_adjudication(objs, labels, scope)}  # type: ignore[arg-type]
-    both = [i for i, p in enumerate(pairs) if p["A"] is not None and p["B"] is not None]
     try:
-        # the plan's boundary decides when there is one (docs/sequential-gate.md)
-        data = planned_gate(
-            [pairs[i]["pair_key"] for i in both],
-            [pairs[i]["question_id"] for i in both],
-            [pairs[i]["A"] for i in both],
-            [pairs[i]["B"] for i in both],
-            {pairs[i]["pair_key"]: pairs[i]["adjudicated"] for i in sorted(need)},
-            [pairs[i]["automatic"] for i in both],
-            audit["automatic_coverage"],
-            spec.gate,
-            scope=scope,
-            stage="final",
-            plan=spec.sequential,
-            n_planned=len(pairs),
-            audited_coverage=audit["audited_coverage"],
+        data = pair_gate(
+            audit,
+            spec,
             rubric_hash=pair.get("rubric_hash"),
             partition_hash=pair.get("partition_hash"),
         )
@@ -502,6 +489,44 @@ def _check_gate(
     lines = []
     res.n_checked += compare(gate.get("gate"), _jsonable(data), "gate.json gate", lines)
     bad.extend(lines[:MAX_NAMED])
+
+
+def _check_attempts(
+    listed: list[dict[str, Any]], labels: dict[str, Any] | None, res: Verification
+) -> None:
+    """Every decided attempt's outcome and values, re-derived from its own labels in
+    ``inputs.json`` ``attempt_labels`` (bundles written before they were carried: listed
+    as not re-derived)."""
+
+    if labels is None:
+        if listed:
+            res.not_rederived.append(
+                "attempt outcomes (the bundle carries the audit events, not their labels)"
+            )
+        return
+    for a in listed:
+        key = label_key(a["kind"], a["name"])
+        where = f"attempt {key}"
+        own = labels.get(key)
+        if own is None:
+            if a["outcome"] in ("passed", "failed"):
+                res.mismatches.append(f"{where}: decided {a['outcome']}, its labels are missing")
+            continue
+        try:
+            again = rederive(a, own)
+        except (ValueError, KeyError, TypeError) as exc:
+            res.mismatches.append(f"{where}: cannot be re-derived from its labels ({exc})")
+            continue
+        if again is None:
+            continue
+        lines: list[str] = []
+        res.n_checked += compare(
+            {"outcome": a["outcome"], "values": a["values"]},
+            _jsonable(again),
+            f"{where} (recorded vs re-derived from its labels)",
+            lines,
+        )
+        res.mismatches.extend(lines[:MAX_NAMED])
 
 
 def _check_coverages(

@@ -10,8 +10,8 @@ The contract between the judge (writer) and reports/publishing (reader):
 
 Validity-dependent numbers are publishable only when the judge of the latest run has a
 completed calibration bound to the same hash that meets the predeclared acceptance
-thresholds (audits/acceptance.py), and no completed accepted-set check of it misses its
-threshold.
+thresholds (audits/acceptance.py) and a completed accepted-set check of it meets its
+threshold too (docs/validity-audit.md "Acceptance").
 """
 
 from __future__ import annotations
@@ -35,9 +35,13 @@ def validity_status(session: Session, *, study_id: int) -> dict[str, Any]:
     * ``no-judge``: no ``rcea judge run`` for this study (validity, if any, came from the
       ingested files and is not audited);
     * ``uncalibrated``: the latest judge run's judge has no completed calibration;
-    * ``calibrated``: it has one (``calibration`` and ``report`` are then filled) and the
-      report meets the predeclared acceptance thresholds (``acceptance``), as does the
-      latest completed accepted-set check of the judge, if there is one;
+    * ``calibrated``: it has one (``calibration`` and ``report`` are then filled), the
+      report meets the predeclared acceptance thresholds (``acceptance``), and so does the
+      latest completed accepted-set check of the judge (accepted-set precision against
+      each annotator, lower 95% bound);
+    * ``calibration-incomplete``: the held-out calibration passes but no completed
+      accepted-set check of the judge is on record (``missing`` says so): validity-
+      dependent numbers are refused at publish like a failed gate;
     * ``calibration-failed``: the latest completed calibration (or accepted-set check)
       misses a threshold (``failed_requirements`` names each): validity-dependent numbers
       are refused at publish like a failed pair gate.
@@ -81,8 +85,17 @@ def validity_status(session: Session, *, study_id: int) -> dict[str, Any]:
             for r in accepted_acc["requirements"]
             if not r["passed"]
         ]
+    missing = []
+    if accepted_acc is None:  # held-out calibration alone is not "calibrated"
+        missing.append(
+            f"no completed accepted-set check of judge {str(judge_hash)[:12]}… with its "
+            "predeclared acceptance (`rcea judge accepted sample`, push, sync, report)"
+        )
     return {
-        "status": "calibration-failed" if failed else "calibrated",
+        "status": "calibration-failed"
+        if failed
+        else ("calibration-incomplete" if missing else "calibrated"),
+        "missing": missing,
         "judge_hash": judge_hash,
         "judge_name": runs[-1].payload.get("judge_name"),
         "calibration": last.get("calibration"),

@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 
 from annotation.payloads import ParsedAnnotation
+from audits.acceptance import JudgeAcceptance, accepted_acceptance
 from audits.tail import reward_stratified_tail
+from study import events
 from study.labelling import PAIR, bind_existing
 from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
 from study.pair_audit.gate import gate_status, record_final_gate
@@ -250,7 +252,25 @@ def final_gate(engine, audit_id: int, *, passing: bool) -> dict[str, Any]:  # ty
     return res
 
 
-def judge(engine, *, calibrated_hash: str | None, study: str = "rep") -> None:  # type: ignore[no-untyped-def]
+def accepted_passing(judge_hash: str, check: str = "acc-1") -> dict[str, Any]:
+    """A ``judge.accepted.completed`` payload whose lower 95% bounds meet the default
+    threshold (0.80): without one a calibrated judge is "calibration-incomplete"."""
+    report = {
+        "confidence": 0.95,
+        "annotator_a": {"precision": 0.93, "ci_low": 0.88, "ci_high": 0.96, "n": 300},
+        "annotator_b": {"precision": 0.91, "ci_low": 0.86, "ci_high": 0.94, "n": 300},
+    }
+    return {
+        "judge_hash": judge_hash,
+        "check": check,
+        "report": report,
+        "acceptance": accepted_acceptance(report, JudgeAcceptance()),
+    }
+
+
+def judge(  # type: ignore[no-untyped-def]
+    engine, *, calibrated_hash: str | None, study: str = "rep", accepted: bool = True
+) -> None:
     with session_scope(engine) as s:
         sid = require_study(s, name=study).id
         append_event(
@@ -278,6 +298,14 @@ def judge(engine, *, calibrated_hash: str | None, study: str = "rep") -> None:  
                     },
                 },
             )
+            if accepted:
+                append_event(
+                    s,
+                    actor="r",
+                    kind=events.ACCEPTED_COMPLETED,
+                    study_id=sid,
+                    payload=accepted_passing(calibrated_hash),
+                )
 
 
 def publish(engine, out: Path, **kw: Any) -> dict[str, Any]:  # type: ignore[no-untyped-def]

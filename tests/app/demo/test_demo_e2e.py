@@ -123,7 +123,12 @@ def _demo_run_and_checks(env: dict[str, str], data: Path, tmp_path: Path) -> Non
         assert validity_status(s, study_id=st.id)["status"] == "calibrated"
         sims = list_events(s, kind="demo.simulated", study_id=st.id)
         whats = {e.payload["what"] for e in sims}
-        assert whats == {"pair-audit labels", "validity calibration labels"}
+        # "calibrated" needs the accepted-set check too (docs/validity-audit.md)
+        assert whats == {
+            "pair-audit labels",
+            "validity calibration labels",
+            "accepted-set check labels",
+        }
         assert all(e.payload["simulated"] is True for e in sims)
         published = list_events(s, kind="report.publish", study_id=st.id)
         assert len(published) == 1 and "SIMULATED" in published[0].actor

@@ -108,6 +108,27 @@ def test_calibration_stages_in_order() -> None:
     )
 
 
+def test_the_accepted_set_check_comes_before_publishing() -> None:
+    """ "Calibrated" needs the accepted-set check too (docs/validity-audit.md): after the
+    calibration, the walkthrough waits for A and B to label it, then reports it, and only
+    then says the report is ready."""
+    done_pair = replace(PAIR, final_gate="passed")
+    cal = replace(CAL, accepted="toy-judge-accepted", accepted_items=60,
+                  accepted_labelled={"A": 60, "B": 12})  # fmt: skip
+    steps = next_commands(Progress("toy", done_pair, cal, None), ADJ)
+    assert steps[1].command == "rcea judge accepted sync --check toy-judge-accepted"
+    assert "B 12/60" in steps[1].state and "A and B" in (steps[1].waits_for or "")
+    assert steps[2].command is None  # publishing waits for the accepted-set check
+    cal = replace(cal, accepted_labelled={"A": 60, "B": 60})
+    assert _cmds(Progress("toy", done_pair, cal, None))[1:] == [
+        "rcea judge accepted report --check toy-judge-accepted",
+        None,
+    ]
+    cal = replace(cal, accepted_completed=True)
+    assert _cmds(Progress("toy", done_pair, cal, None)) == [
+        None, None, "rcea report publish --study toy"]  # fmt: skip
+
+
 def test_publish_and_after() -> None:
     failed = replace(PAIR, final_gate="failed")
     steps = next_commands(Progress("toy", failed, CAL, None), ADJ)

@@ -87,6 +87,18 @@ def _label(data: Path, after: str, command: str) -> str:
                     seed=QUICK.seed,
                 )
             return "validity"
+        if command.startswith("rcea judge accepted sync"):
+            with session_scope(eng) as s:
+                simulate_validity_labels(
+                    s,
+                    f"{STUDY}-judge-accepted",
+                    people_from_settings(cfg),
+                    {acct[r].email: acct[r].password for r in ("A", "B")},
+                    load_strategy_fn(VALIDITY_ORACLE),
+                    error_rate=QUICK.validity_error,
+                    seed=QUICK.seed,
+                )
+            return "accepted-set check"
         raise AssertionError(f"the walkthrough waits for {after!r} before {command!r}")
     finally:
         eng.dispose()

@@ -216,6 +216,30 @@ def test_overview_shows_gate_values_against_thresholds(
         assert row.accuracy == pytest.approx(expected[(row.run, row.step)])
 
 
+def test_overview_shows_the_flow_per_checkpoint(
+    stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CONSORT-style flow of every checkpoint on the overview page; its first two
+    stages counted here from the fixture's own JSONL files, not from the store."""
+    use_store(monkeypatch, stores["full"])
+    at = app_at("overview.py")
+    no_exception(at)
+    flow = frame_with(at, "imported")
+    assert list(flow.columns) == [
+        "checkpoint", "imported", "successes", "judged", "accepted", "assigned",
+        "eligible: paired_ratio", "eligible: validity", "eligible: modes", "eligible: retention",
+    ]  # fmt: skip
+    recs = records(stores["full"])
+    assert len(flow) == recs.groupby(["run", "step"]).ngroups
+    for row in flow.itertuples():
+        step = int(row.checkpoint.rsplit("@ ", 1)[1])
+        run = row.checkpoint.split(" · ")[0]
+        ck = recs[(recs["run"] == run) & (recs["step"] == step)]
+        ok = ck[ck["reward"] == 1]
+        assert row.imported == f"{len(ck)} / {ck['question_id'].nunique()}"
+        assert row.successes == f"{len(ok)} / {ok['question_id'].nunique()}"
+
+
 def test_entropy_page_ratios_match_an_independent_computation(
     stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

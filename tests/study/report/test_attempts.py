@@ -8,6 +8,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from study.pair_audit.gate import decide_gate
 from study.report.attempts import chain, chain_problems
 from study.report.build import build_report
@@ -124,3 +126,158 @@ def test_the_views_audit_page_lists_every_attempt(engine, tmp_path: Path, monkey
     assert list(frame["name"]) == [first, second]
     assert list(frame["outcome"]) == ["failed", "in progress"]
     assert frame["failed requirements"].iloc[0] == "automatic_coverage"
+
+
+def _rewrite(bundle: Path, name: str, obj: object) -> None:
+    """Rewrite ``name`` in ``bundle`` and make hashes.json match it (what someone editing
+    an unsigned bundle could do)."""
+    hashes = json.loads((bundle / "hashes.json").read_text())
+    data = (json.dumps(obj, indent=2) + "\n").encode()
+    (bundle / name).write_bytes(data)
+    hashes["files"][name] = hashlib.sha256(data).hexdigest()
+    (bundle / "hashes.json").write_text(json.dumps(hashes, indent=2) + "\n")
+
+
+def test_verify_rederives_each_attempt_from_its_own_labels(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    first, second = _two_attempts(engine, tmp_path)
+    with session_scope(engine) as s:
+        res = publish_report(
+            s, study="s", out_dir=tmp_path / "out", actor="p", n_boot=200, entropy_only=True
+        )
+    bundle = Path(res["bundle"])
+    report = json.loads((bundle / "report.json").read_text())
+    inputs = json.loads((bundle / "inputs.json").read_text())
+    labels = inputs["inputs"]["attempt_labels"]
+    assert sorted(labels) == [f"pair audit:{first}", f"pair audit:{second}"]
+    n_pairs = len(labels[f"pair audit:{first}"]["pairs"])
+    # every pair labelled by A and B, none adjudicated: labels counted = 2 per pair
+    assert [a["n_labels"] for a in report["attempts"]] == [2 * n_pairs, 2 * len(
+        labels[f"pair audit:{second}"]["pairs"])]  # fmt: skip
+    ver = verify_bundle(bundle)
+    assert ver.ok, ver.mismatches
+    # the failed attempt's own labels edited so that its gate would pass: the recorded
+    # outcome no longer follows from them
+    edited = json.loads(json.dumps(inputs))
+    edited["inputs"]["attempt_labels"][f"pair audit:{first}"]["automatic_coverage"] = 1.0
+    _rewrite(bundle, "inputs.json", edited)
+    ver = verify_bundle(bundle)
+    assert not ver.ok
+    assert any(
+        m.startswith(f"attempt pair audit:{first} (recorded vs re-derived") and "outcome" in m
+        for m in ver.mismatches
+    ), ver.mismatches
+    # a label dropped from the attempt in progress: its label count no longer matches
+    edited = json.loads(json.dumps(inputs))
+    edited["inputs"]["attempt_labels"][f"pair audit:{second}"]["pairs"][0]["B"] = None
+    _rewrite(bundle, "inputs.json", edited)
+    ver = verify_bundle(bundle)
+    assert not ver.ok and any("attempts[1].n_labels" in m for m in ver.mismatches), ver.mismatches
+    # the labels of a decided attempt removed altogether
+    edited = json.loads(json.dumps(inputs))
+    del edited["inputs"]["attempt_labels"][f"pair audit:{first}"]
+    _rewrite(bundle, "inputs.json", edited)
+    ver = verify_bundle(bundle)
+    assert any("its labels are missing" in m for m in ver.mismatches), ver.mismatches
+
+
+def test_an_abandoned_attempt_stays_on_the_record(  # type: ignore[no-untyped-def]
+    engine, tmp_path: Path, monkeypatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import app
+    from study.pair_audit.abandon import abandon_audit
+    from study.pair_audit.freeze import FreezeError
+
+    study_with_rubric(engine, tmp_path, RUBRIC)
+    first = drawn_and_labelled(engine)
+    monkeypatch.setenv("RCEA_DATABASE_URL", engine.url.render_as_string(hide_password=False))
+    runner = CliRunner()
+    with session_scope(engine) as s:
+        name = s.get(Audit, first).name
+        with pytest.raises(FreezeError, match="needs a reason"):
+            abandon_audit(s, s.get(Audit, first), reason="  ", actor="r")
+    out = runner.invoke(app, ["audit", "abandon", "--audit", name, "--reason",
+                              "the guideline changed mid-labelling", "--json"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["outcome"] == "abandoned"
+    # abandoned: no final gate afterwards, and not twice
+    gate = runner.invoke(app, ["audit", "gate", "--audit", name, "--final"])
+    assert gate.exit_code == 1 and "was abandoned" in gate.output
+    again = runner.invoke(app, ["audit", "abandon", "--audit", name, "--reason", "x"])
+    assert again.exit_code == 1 and "already abandoned" in again.output
+    second = drawn_and_labelled(engine, seed=1)
+    with session_scope(engine) as s:
+        assert decide_gate(s, s.get(Audit, second), final=True, actor="r")["status"] == "passed"
+        with pytest.raises(FreezeError, match="final gate on record"):
+            abandon_audit(s, s.get(Audit, second), reason="too late", actor="r")
+        rep = build_report(s, study="s", n_boot=200)
+    StudyReport.model_validate(rep)
+    a, b = rep["attempts"]
+    assert (a["name"], a["outcome"], a["abandon_reason"]) == (
+        name, "abandoned", "the guideline changed mid-labelling")  # fmt: skip
+    assert a["decided_at"] and a["values"] == [] and a["n_labels"] > 0
+    assert (b["outcome"], b["attempt"]) == ("passed", 2)
+    from study.report.html import render_html
+
+    html = render_html(rep, scope="entropy-only (no audit)", figures={}, hashes={})
+    assert "abandoned (the guideline changed mid-labelling)" in html
+    with session_scope(engine) as s:
+        res = publish_report(s, study="s", out_dir=tmp_path / "out", actor="p", n_boot=200,
+                             entropy_only=True)  # fmt: skip
+    bundle = Path(res["bundle"])
+    published = json.loads((bundle / "report.json").read_text())
+    assert published["attempts"][0]["outcome"] == "abandoned"
+    ver = verify_bundle(bundle)
+    assert ver.ok, ver.mismatches
+    from app.view import data
+    from study.settings import get_settings
+
+    get_settings.cache_clear()
+    frame = data.attempts_frame("s")
+    assert list(frame["outcome"]) == ["abandoned", "passed"]
+    assert list(frame["labels counted"]) == [a["n_labels"], b["n_labels"]]
+    assert frame["abandon reason"].iloc[0] == "the guideline changed mid-labelling"
+
+
+def _validity_attempt(kind: str, outcome: str, values: list[dict]) -> dict:  # type: ignore[type-arg]
+    return {"kind": kind, "name": "c", "outcome": outcome, "values": values}
+
+
+def test_rederive_validity_checks_from_their_own_labels() -> None:
+    """A calibration's outcome and values follow from its held-out (human, judge) labels
+    and an accepted-set check's from A's and B's labels, against the frozen thresholds;
+    edited labels give a different outcome."""
+    from audits.acceptance import JudgeAcceptance, calibration_acceptance
+    from audits.calibration import judge_calibration
+    from study.report.attempts import ACCEPTED_KIND, CALIBRATION_KIND, rederive
+
+    human = ["valid"] * 45 + ["invalid"] * 5
+    judge = ["valid"] * 45 + ["invalid"] * 5
+    cal = {"thresholds": JudgeAcceptance().to_dict(), "n_items": 50,
+           "items": [{"item_key": str(i), "human": h, "judge": j}
+                     for i, (h, j) in enumerate(zip(human, judge, strict=True))]}  # fmt: skip
+    acc = calibration_acceptance(judge_calibration(human, judge).to_dict(), JudgeAcceptance())
+    values = [{k: r[k] for k in ("name", "value", "threshold", "passed")}
+              for r in acc["requirements"]]  # fmt: skip
+    got = rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), cal)
+    assert got == {"outcome": "passed", "values": values}
+    # ten human labels flipped: the judge misses its accuracy threshold
+    for item in cal["items"][:10]:
+        item["human"] = "invalid"
+    assert rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), cal)["outcome"] == (
+        "failed")  # fmt: skip
+    # an item without its human label: not complete, so not the recorded decision
+    cal["items"][0]["human"] = None
+    assert rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), cal)["outcome"] == (
+        "in progress")  # fmt: skip
+    items = [{"item_key": str(i), "A": "valid", "B": "valid"} for i in range(60)]
+    checked = {"thresholds": JudgeAcceptance().to_dict(), "n_items": 60, "items": items}
+    ok = rederive(_validity_attempt(ACCEPTED_KIND, "passed", []), checked)
+    assert ok["outcome"] == "passed" and [v["passed"] for v in ok["values"]] == [True, True]
+    for item in checked["items"][:12]:  # B: 48 of 60 valid, lower bound under 0.80
+        item["B"] = "invalid"
+    bad = rederive(_validity_attempt(ACCEPTED_KIND, "passed", []), checked)
+    assert bad["outcome"] == "failed" and [v["passed"] for v in bad["values"]] == [True, False]
+    # undecided attempts are not re-derived
+    assert rederive(_validity_attempt(ACCEPTED_KIND, "in progress", []), checked) is None

@@ -22,6 +22,7 @@ from study.report.schema import StudyReport
 from study.report.verify import verify_bundle
 from study.store import append_event, require_study, session_scope
 from tests.support.helpers import RUBRIC, make_record, write_jsonl
+from tests.support.report_study import accepted_passing
 
 runner = CliRunner()
 GOOD = {
@@ -60,6 +61,8 @@ def _one_eligible(engine, tmp_path: Path, *, eligible: int) -> None:  # type: ig
         append_event(s, actor="r", kind=events.JUDGE_RUN, study_id=sid, payload=run)
         done = {"judge_hash": "j" * 64, "calibration": "c1", "report": GOOD}
         append_event(s, actor="r", kind=events.CALIBRATION_COMPLETED, study_id=sid, payload=done)
+        acc = accepted_passing("j" * 64)
+        append_event(s, actor="r", kind=events.ACCEPTED_COMPLETED, study_id=sid, payload=acc)
 
 
 def test_one_eligible_question_is_insufficient_evidence(  # type: ignore[no-untyped-def]
@@ -143,3 +146,36 @@ def test_verify_rederives_the_flow(engine, tmp_path: Path) -> None:  # type: ign
     (bundle / "hashes.json").write_text(json.dumps(hashes))
     ver = verify_bundle(bundle)
     assert not ver.ok and any("flow" in m for m in ver.mismatches), ver.mismatches
+
+
+def test_each_quantity_has_its_own_floor() -> None:
+    """``[estimators] <quantity>_min_questions`` / ``_min_share`` hold one quantity to its
+    own floor; the others (and every quantity of an old rubric) keep the one floor."""
+    old = parse_rubric(RUBRIC).estimators.min_evidence()
+    assert old == {q: {"questions": 10, "share": 0.25} for q in old}
+    assert sorted(old) == ["mode_entropy", "paired_ratio", "retention", "validity"]
+    text = RUBRIC + "\n[estimators]\nvalidity_min_questions = 1\nvalidity_min_share = 0.02\n"
+    new = parse_rubric(text)
+    floors = new.estimators.min_evidence()
+    assert floors["validity"] == {"questions": 1, "share": 0.02}
+    assert floors["retention"] == floors["paired_ratio"] == {"questions": 10, "share": 0.25}
+    assert new.to_dict()["estimators"]["validity_min_questions"] == 1
+    assert "retention_min_questions" not in new.to_dict()["estimators"]
+    assert parse_rubric(new.to_toml()) == new
+    with pytest.raises(ValueError, match="retention_min_share"):
+        EstimatorSettings(retention_min_share=2.0)
+
+
+def test_the_validity_floor_applies_to_validity_only(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from study.report.build import quantities
+
+    _one_eligible(engine, tmp_path, eligible=1)
+    with session_scope(engine) as s:
+        rep = build_report(s, study="s", n_boot=200)
+    assert rep["parameters"]["min_evidence"]["validity"] == {"questions": 10, "share": 0.25}
+    rep["parameters"]["min_evidence"]["validity"] = {"questions": 1, "share": 0.02}
+    val = [q for q in quantities(rep) if q["section"] == "validity"]
+    assert val and all(q["label"] == AUDITED_LABEL and q["evidence"] is None for q in val)
+    rep["parameters"]["min_evidence"]["validity"] = {"questions": 1, "share": 0.5}
+    val = [q for q in quantities(rep) if q["section"] == "validity"]
+    assert all(q["label"] == INSUFFICIENT_LABEL for q in val)

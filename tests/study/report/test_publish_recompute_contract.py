@@ -335,3 +335,35 @@ def test_recompute_audits_recomputes_a_calibration(engine) -> None:  # type: ign
     assert recompute_audits_in(engine, report) == [
         "judge.calibration.completed (cal-1): status recorded complete, recomputed pending"
     ]
+
+
+# --------------------------------------------------------------------------- accepted set
+
+
+def test_the_accepted_set_check_is_re_decided_from_its_labels(engine) -> None:  # type: ignore[no-untyped-def]
+    """ "Calibrated" rests on the accepted-set check too: publish re-decides its
+    acceptance from the stored labels (``recompute_accepted``)."""
+    from study.report.publish import recompute_accepted
+    from study.store.models import ValidityCheck
+    from study.validity_audit.reports import accepted_report
+    from tests.support.validity import stored_check
+
+    both = {"A": ["valid"] * 40, "B": ["valid"] * 40}
+    acc = stored_check(engine, kind="accepted", judge=["valid"] * 40, name="acc-1", labels=both)
+    pick = sa.select(ValidityCheck).where(ValidityCheck.name == "acc-1")
+    with session_scope(engine) as s:
+        res = accepted_report(s, s.exec(pick).scalar_one())
+    recorded = json.loads(json.dumps(res["acceptance"]))
+    val = {"accepted_check": "acc-1", "accepted_acceptance": recorded}
+    assert recorded["passed"] is True
+    with session_scope(engine) as s:
+        assert recompute_accepted(s, acc["study_id"], val, compare) == []
+    # B's labels changed behind the recorded acceptance: each difference named
+    ten = "SELECT id FROM validity_label WHERE role = 'B' ORDER BY id LIMIT 10"
+    with session_scope(engine) as s:
+        s.exec(sa.text(f"UPDATE validity_label SET label = 'invalid' WHERE id IN ({ten})"))
+    with session_scope(engine) as s:
+        lines = recompute_accepted(s, acc["study_id"], val, compare)
+    where = "judge.accepted.completed (acc-1): acceptance"
+    assert lines and all(x.startswith(where) for x in lines)
+    assert any("passed" in x for x in lines), lines

@@ -27,6 +27,7 @@ from study.store.models import ValidityCheck
 from study.validity_audit.reports import accepted_report, calibration_report
 from study.validity_audit.status import validity_status
 from tests.support.helpers import RUBRIC, audit_study
+from tests.support.report_study import accepted_passing
 from tests.support.validity import stored_check
 
 runner = CliRunner()
@@ -120,10 +121,29 @@ def test_a_calibration_below_a_threshold_refuses_validity_numbers(  # type: igno
 def test_a_calibration_meeting_every_threshold_is_calibrated(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _judged_study(engine, tmp_path, GOOD)
     with session_scope(engine) as s:
-        st = validity_status(s, study_id=require_study(s, name="s").id)
+        sid = require_study(s, name="s").id
+        append_event(s, actor="r", kind=events.ACCEPTED_COMPLETED, study_id=sid,
+                     payload=accepted_passing("j" * 64))  # fmt: skip
+        st = validity_status(s, study_id=sid)
         assert st["status"] == "calibrated" and st["failed_requirements"] == []
         rep = build_report(s, study="s", n_boot=200)
     assert not any("validity" in r for r in refusal_reasons(rep))
+
+
+def test_held_out_calibration_alone_is_incomplete(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A passing held-out calibration without a completed accepted-set check is
+    "calibration-incomplete": validity-dependent numbers are refused like a failed gate."""
+    _judged_study(engine, tmp_path, GOOD)
+    with session_scope(engine) as s:
+        st = validity_status(s, study_id=require_study(s, name="s").id)
+        assert st["status"] == "calibration-incomplete" and st["failed_requirements"] == []
+        assert "no completed accepted-set check" in st["missing"][0]
+        rep = build_report(s, study="s", n_boot=200)
+    assert rep["audits"]["validity"]["status"] == "calibration-incomplete"
+    reasons = refusal_reasons(rep)
+    assert any("calibration is INCOMPLETE" in r for r in reasons), reasons
+    val = [q for q in rep["quantities"] if "validity" in q["depends_on"]]
+    assert val and not any(q["publishable"] for q in val)
 
 
 def _cli(engine, monkeypatch, *args: str):  # type: ignore[no-untyped-def]
