@@ -276,19 +276,18 @@ def abandon(
     record as "abandoned" in the report, the view and the bundle, still counts against
     the rubric's [reaudit] max_attempts, and gets no final gate (docs/publication.md
     "Every attempt")."""
-
-    try:
-        with session_scope(engine()) as s:
-            row = get_audit(s, name=audit)
-            out = abandon_audit(s, row, reason=reason, actor=actor_name(actor))
-            study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]
-    except _domain_errors() as exc:
-        fail(str(exc), as_json=as_json)
-    if as_json:
-        print_json({**out, "outcome": "abandoned"})
-        return
-    typer.echo(f"audit {out['audit']}: abandoned ({out['reason']}); it stays on the record")
-    typer.echo(f"NEXT: rcea audit sample --study {study_name} --rubric NAME --reason TEXT")
+    with store_session(as_json) as s:
+        row = get_audit(s, name=audit)
+        out = abandon_audit(s, row, reason=reason, actor=actor_name(actor))
+        study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]
+    emit(
+        {**out, "outcome": "abandoned"},
+        as_json,
+        lambda: (
+            f"audit {out['audit']}: abandoned ({out['reason']}); it stays on the record\n"
+            f"NEXT: rcea audit sample --study {study_name} --rubric NAME --reason TEXT"
+        ),
+    )
 
 
 def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
