@@ -306,7 +306,7 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
         )
         .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]
     ).first()
-    acc_labels = current_labels(session, acc) if acc is not None else {}
+    acc_labels = validity_labels.current_labels(session, acc) if acc is not None else {}
     acc_done = acc is not None and bool(
         events.latest_payload(session, events.ACCEPTED_COMPLETED, check.study_id, check=acc.name)
     )

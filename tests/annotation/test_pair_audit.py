@@ -213,26 +213,24 @@ def test_push_killed_mid_import_resumes_with_one_project(
     assert study.sync()["changed_by_status"] == {"counted": 3}
 
 
-def test_push_adopts_a_project_created_before_a_crash(study: Study) -> None:
+def test_push_adopts_a_project_created_before_a_crash(
+    study: Study, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A crash between creating the project and committing its id: the re-run finds the
     project by its marker and adopts it instead of creating a second one."""
     import study.labelling.push as core_push
 
-    real_create = None
+    real_create = core_push.create_project
 
     def create_then_die(client, **kw):  # type: ignore[no-untyped-def]
         real_create(client, **kw)
         raise KeyboardInterrupt("crash after project creation")
 
-    from annotation import projects
-
-    real_create = projects.create_project
-    projects.create_project = create_then_die  # type: ignore[assignment]
-    try:
+    # patched where the push looks it up (study.labelling.push imports it by name)
+    with monkeypatch.context() as m:
+        m.setattr(core_push, "create_project", create_then_die)
         with pytest.raises(KeyboardInterrupt):
             study.push()
-    finally:
-        projects.create_project = real_create  # type: ignore[assignment]
     with session_scope(study.engine) as s:
         a = s.exec(sa.select(LabellingProject).where(LabellingProject.role == "A")).scalar_one()
         assert a.state == "intent" and a.project_id is None
