@@ -41,6 +41,29 @@ def pytest_report_header() -> str:
     return f"hypothesis profile: {HYPOTHESIS_PROFILE}"
 
 
+#: The longest tests (minutes each, docs/tests.md): started first, so that xdist's load
+#: scheduling hands them to different workers at once and the short tests fill in around
+#: them, instead of one worker running a demo alone at the end (longest first).
+LONGEST_FIRST = (
+    "tests/app/demo/test_demo_e2e.py",
+    "tests/app/demo/test_demo_scales.py",
+    "tests/app/demo/test_demo_walkthrough_e2e.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests, then the other slow ones, then the rest (a stable sort: the
+    order within each group is the collection order)."""
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::")[0]
+        if path in LONGEST_FIRST:
+            return (0, LONGEST_FIRST.index(path))
+        return (1 if item.get_closest_marker("slow") else 2, 0)
+
+    items.sort(key=rank)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """An xdist worker hands its Label Studio boot times to the controller, which prints
     them (each worker boots its own pool)."""
