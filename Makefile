@@ -10,8 +10,9 @@ BIN := $(VENV)/bin
 EXTRAS ?= dev,llm,train,sign
 PYTEST_ARGS ?=
 # Two pytest-xdist workers (docs/tests.md: measured faster on 2 cores); TEST_WORKERS=0 runs
-# serially. load: tests are handed out as workers finish, the longest first
-# (tests/conftest.py), so the minutes-long demo tests run side by side from the start.
+# serially. load with chunks of one: a free worker takes the next test (two queued each),
+# the longest first (tests/conftest.py), so the minutes-long demo tests run side by side
+# from the start and no worker is left with a queue of its own at the end.
 TEST_WORKERS ?= 2
 
 .PHONY: install shell chromium demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve screenshots clean
@@ -57,7 +58,7 @@ demo: install ## the embedded study end to end, then serve Label Studio, API, vi
 
 test: install ## ruff + the whole test suite (PostgreSQL and browser tests included); the 30 slowest tests and the total
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load --durations=30 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 1 --durations=30 $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

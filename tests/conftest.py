@@ -41,13 +41,15 @@ def pytest_report_header() -> str:
     return f"hypothesis profile: {HYPOTHESIS_PROFILE}"
 
 
-#: The longest tests (minutes each, docs/tests.md): started first, so that xdist's load
-#: scheduling hands them to different workers at once and the short tests fill in around
-#: them, instead of one worker running a demo alone at the end (longest first).
+#: The longest tests (minutes each, docs/tests.md), in this order at the head of the
+#: collection: with ``--dist load --maxschedchunk 1`` (make test) xdist first hands each of
+#: the two workers two tests, so the quick demo and the walkthrough (which reuses what the
+#: quick demo put in the demo cache) go to one worker and the two-scales demo to the
+#: other; every later test goes to whichever worker is free, so none runs alone at the end.
 LONGEST_FIRST = (
     "tests/app/demo/test_demo_e2e.py",
-    "tests/app/demo/test_demo_scales.py",
     "tests/app/demo/test_demo_walkthrough_e2e.py",
+    "tests/app/demo/test_demo_scales.py",
 )
 
 
