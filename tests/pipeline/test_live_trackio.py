@@ -151,7 +151,7 @@ def test_report_to_trackio_without_trackio_fails_before_training(
     cfg = _config(tmp_path / "train.toml", tmp_path / "no-model", tmp_path / "run")
     res = CliRunner().invoke(app, ["train", "run", "--config", str(cfg), "--json"])
     assert res.exit_code == 1, res.output
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     assert not doc["ok"]
     assert "[training] report_to: trackio is not installed" in doc["error"]
     assert "make install" in doc["error"] and "no-model" not in doc["error"]
