@@ -28,14 +28,35 @@ TRACKIO_PROJECT = "rcea"
 def trackio_importable() -> bool:
     """True when trackio can be imported, after appending :data:`TRACKIO_SITE` to
     ``sys.path`` if trackio is not installed in the environment but is there."""
-    if importlib.util.find_spec("trackio") is not None:
-        return True
-    if not (TRACKIO_SITE / "trackio").is_dir():
-        return False
-    if str(TRACKIO_SITE) not in sys.path:
-        sys.path.append(str(TRACKIO_SITE))  # appended: the environment's packages win
-    importlib.invalidate_caches()
-    return importlib.util.find_spec("trackio") is not None
+    if importlib.util.find_spec("trackio") is None:
+        if not (TRACKIO_SITE / "trackio").is_dir():
+            return False
+        if str(TRACKIO_SITE) not in sys.path:
+            sys.path.append(str(TRACKIO_SITE))  # appended: the environment's packages win
+        importlib.invalidate_caches()
+        if importlib.util.find_spec("trackio") is None:
+            return False
+    _give_trl_trackio()
+    return True
+
+
+def _give_trl_trackio() -> None:
+    """TRL's modules import trackio when they load (``if is_trackio_available(): import
+    trackio``, e.g. ``trl.extras.profiling``, whose timings every step logs): those loaded
+    before :data:`TRACKIO_SITE` was on ``sys.path`` get the module now, as they would have."""
+    needy = [
+        mod
+        for name, mod in list(sys.modules.items())
+        if (name == "trl" or name.startswith("trl."))
+        and mod is not None
+        and "is_trackio_available" in vars(mod)
+        and "trackio" not in vars(mod)
+    ]
+    if needy:
+        import trackio
+
+        for mod in needy:
+            mod.trackio = trackio
 
 
 def ensure_report_to(report_to: Sequence[str], source: str | None = None) -> None:

@@ -55,7 +55,7 @@ def _env(tmp: Path) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("RCEA_", "TRACKIO_"))}
     return {
         **keep,
-        "TRACKIO_DIR": str(tmp / "trackio"),
+        "TRACKIO_DIR": str(tmp / "trackio-store"),  # not trackio/: python -c imports from cwd
         "HF_HOME": str(tmp / "hf"),
         "HF_HUB_OFFLINE": "1",
         "RCEA_DATA_DIR": str(tmp / "data"),
