@@ -5,6 +5,8 @@ VENV := .venv
 LS_VENV := .venv-labelstudio
 VERL_SITE := .verl-site
 VERL_VERSION := 0.9.1
+TRACKIO_SITE := .trackio-site
+TRACKIO_VERSION := 0.43.0
 LABEL_STUDIO_VERSION := 1.23.2
 BIN := $(VENV)/bin
 EXTRAS ?= dev,llm,train,sign
@@ -17,24 +19,24 @@ TEST_WORKERS ?= 2
 
 .PHONY: install shell chromium demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve screenshots clean
 
-install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed chromium ## create .venv, .venv-labelstudio and .verl-site; Debian chromium
+install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed $(TRACKIO_SITE)/.installed chromium ## create .venv, .venv-labelstudio, .verl-site and .trackio-site; Debian chromium
 
 chromium: ## Debian chromium for the browser tests (apt-get as root, else the command to run)
 	@.ci/chromium
 
 $(VENV)/.installed: pyproject.toml
-	@echo "[install 1/5] $(VENV): virtual environment and pip"
+	@echo "[install 1/6] $(VENV): virtual environment and pip"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@echo "[install 2/5] $(VENV): rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
+	@echo "[install 2/6] $(VENV): rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $@
 
 $(LS_VENV)/.installed:
-	@echo "[install 3/5] $(LS_VENV): virtual environment and pip"
+	@echo "[install 3/6] $(LS_VENV): virtual environment and pip"
 	@test -x $(LS_VENV)/bin/python || $(PYTHON) -m venv $(LS_VENV)
 	$(LS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	@echo "[install 4/5] $(LS_VENV): label-studio==$(LABEL_STUDIO_VERSION) (≈ 1 min)"
+	@echo "[install 4/6] $(LS_VENV): label-studio==$(LABEL_STUDIO_VERSION) (≈ 1 min)"
 	$(LS_VENV)/bin/python -m pip install --quiet 'label-studio==$(LABEL_STUDIO_VERSION)'
 	@touch $@
 
@@ -43,8 +45,19 @@ $(LS_VENV)/.installed:
 # tests import (core_algos, ray_trainer._dump_generations, DataProto) run on the
 # project's torch and transformers. Tests put it on sys.path (tests/support/verl_env.py).
 $(VERL_SITE)/.installed: $(VENV)/.installed
-	@echo "[install 5/5] $(VERL_SITE): verl==$(VERL_VERSION) and what its dumping and core modules import (≈ 270 MB, mostly ray)"
+	@echo "[install 5/6] $(VERL_SITE): verl==$(VERL_VERSION) and what its dumping and core modules import (≈ 270 MB, mostly ray)"
 	$(BIN)/python -m pip install --quiet --no-deps --target $(VERL_SITE) 'verl==$(VERL_VERSION)' ray 'tensordict==0.10.0' omegaconf hydra-core codetiming 'antlr4-python3-runtime==4.9.3' pyvers msgpack orjson torchdata cachetools
+	@touch $@
+
+# trackio, for TRL's report_to = ["trackio"] (docs/training-live.md): --no-deps into its own
+# target dir, because trackio 0.43 pins pillow<13 and pip would downgrade .venv's Pillow 13,
+# on which trackio imports and logs fine; beside it the only runtime dependencies .venv lacks
+# (gradio-client, brotli, orjson; uvicorn's [standard] extras are for its dashboard only).
+# `rcea train run` appends the folder to sys.path when report_to names trackio
+# (pipeline/training/reporting.py); the test runs it so (tests/support/trackio_env.py).
+$(TRACKIO_SITE)/.installed: $(VENV)/.installed
+	@echo "[install 6/6] $(TRACKIO_SITE): trackio==$(TRACKIO_VERSION) and the gradio-client, brotli, orjson it imports (≈ 17 MB)"
+	$(BIN)/python -m pip install --quiet --no-deps --target $(TRACKIO_SITE) 'trackio==$(TRACKIO_VERSION)' 'gradio-client==2.7.2' 'brotli==1.2.1' 'orjson==3.13.0'
 	@touch $@
 
 shell: install ## an interactive shell with .venv activated (`rcea` on PATH); exit to leave
@@ -94,4 +107,4 @@ view: install ## the Streamlit view
 	$(BIN)/rcea view
 
 clean:
-	rm -rf $(VENV) $(LS_VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(LS_VENV) $(TRACKIO_SITE) .pytest_cache .ruff_cache build *.egg-info

@@ -12,7 +12,9 @@ without the ``train`` extra.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -225,7 +227,10 @@ def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
     from pipeline.training.run import run_training
 
     try:
-        result = run_training(cfg, progress=not as_json)
+        # --json: stdout holds the one JSON document; what the reporting integrations print
+        # while training (trackio's "* Trackio project initialized", …) goes to stderr
+        with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+            result = run_training(cfg, progress=not as_json)
     except (FileNotFoundError, ConfigError) as exc:
         fail(str(exc), as_json=as_json)
     if not result.main_process:

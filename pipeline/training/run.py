@@ -11,7 +11,9 @@ Output directory layout::
                          AutoModelForCausalLM.from_pretrained
       curves.jsonl       one line per logged step: step, progress = step / max_steps, ...
       runs/<stamp>/      TensorBoard event files (report_to = ["tensorboard"], the default):
-                         every logged number, the rcea/ ones included (docs/training-live.md)
+                         every logged number, the rcea/ ones included (docs/training-live.md);
+                         report_to = [..., "trackio"] logs the same numbers to trackio's
+                         project "rcea" in $TRACKIO_DIR (default ~/.cache/huggingface/trackio)
       run.json           resolved config, objective parameters, versions, summary, and
                          "prompt": whether the chat template was applied, the verifier;
                          "distributed": processes, distributed type, backend
@@ -39,6 +41,7 @@ from pipeline.launch import close_process_group_at_exit, world_size
 from pipeline.training.config import TrainConfig
 from pipeline.training.live_metrics import LiveSettings
 from pipeline.training.objectives import ClipCovParams, KLCovParams, make_objective
+from pipeline.training.reporting import TRACKIO_PROJECT, ensure_report_to
 
 CURVES_FILE = "curves.jsonl"
 RUN_FILE = "run.json"
@@ -151,6 +154,7 @@ def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):  # ty
 
     t = cfg.training
     p = objective.params
+    ensure_report_to(t.report_to, cfg.source)  # trackio from .trackio-site
     kwargs: dict[str, Any] = dict(
         output_dir=t.output_dir,
         max_steps=t.max_steps,
@@ -189,6 +193,7 @@ def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):  # ty
         vllm_enable_sleep_mode=t.vllm_enable_sleep_mode,
         vllm_max_model_length=t.vllm_max_model_length,
         report_to=list(t.report_to) or "none",
+        project=TRACKIO_PROJECT,  # trackio's project (only trackio reads it)
         disable_tqdm=not (progress and t.progress_bar),
         remove_unused_columns=False,
         dataloader_num_workers=0,
@@ -238,6 +243,7 @@ def build_trainer(
     from pipeline.training.trainer import RceaGRPOTrainer
 
     t = cfg.training
+    ensure_report_to(t.report_to, cfg.source)  # before the model loads: a missing trackio
     if t.torch_threads:
         torch.set_num_threads(t.torch_threads)
     model_dir = Path(cfg.model.path)

@@ -38,12 +38,14 @@ REQUIRED_SERVICES: dict[str, bool] = {
     "browser": UNDER_CI or _flag("RCEA_REQUIRE_BROWSER"),
     "labelstudio": UNDER_CI or _flag("RCEA_REQUIRE_LABELSTUDIO"),
     "verl": UNDER_CI or _flag("RCEA_REQUIRE_VERL"),
+    "trackio": UNDER_CI or _flag("RCEA_REQUIRE_TRACKIO"),
 }
 _REQUIRED_BY = {
     "postgres": "RCEA_REQUIRE_POSTGRES=1",
     "browser": "RCEA_REQUIRE_BROWSER=1",
     "labelstudio": "RCEA_REQUIRE_LABELSTUDIO=1",
     "verl": "RCEA_REQUIRE_VERL=1",
+    "trackio": "RCEA_REQUIRE_TRACKIO=1",
 }
 
 
