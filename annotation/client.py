@@ -44,6 +44,8 @@ def make_client(url: str, token: str | SecretStr, *, timeout: float = 60.0) -> L
     ``LABEL_STUDIO_USER_TOKEN`` is. We pass our own httpx client so proxies are ignored; the
     SDK then does not enforce its default timeout, so the client carries one.
     """
+    # the SDK's client class loads cryptography and faker (about 1 s): only talking to a
+    # server pays for them, not every `rcea` command that imports this module
     from label_studio_sdk import LabelStudio
 
     return LabelStudio(

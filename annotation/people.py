@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import json
 import re
+import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,8 +110,6 @@ class PersonStatus:
 
 def _port_free(host: str, port: int) -> bool:
     """Nothing listens there now (a server of ours that is down keeps its port)."""
-    import socket
-
     with socket.socket() as sock:
         try:
             sock.bind((host if host != "localhost" else "127.0.0.1", port))

@@ -110,7 +110,7 @@ class _Rows:
         if self.kind == "numpy":
             np.copyto(out, self.x[start:stop], casting="unsafe")
         else:
-            import torch
+            import torch  # the `train` extra: only a torch tensor comes here
 
             torch.from_numpy(out).copy_(self.x[start:stop])
 

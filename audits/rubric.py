@@ -108,6 +108,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from audits.acceptance import JudgeAcceptance
 from audits.sequential import SequentialPlan
 from audits.thresholds import GateThresholds
@@ -427,8 +429,6 @@ class Rubric:
     def to_toml(self) -> str:
         """The rubric as TOML text (defaults written out, ``None`` values omitted);
         ``parse_rubric(r.to_toml()) == r``."""
-        import tomli_w
-
         doc = {
             sec: {k: v for k, v in body.items() if v is not None}
             for sec, body in self.to_dict().items()

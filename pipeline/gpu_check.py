@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.metadata as md
 import importlib.util
 import json
 import math
@@ -68,9 +69,23 @@ import sys
 import tempfile
 import time
 import traceback
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from audits.covariance import (
+    DEFAULT_MAX_CHUNK_BYTES,
+    entropy_change_pair,
+    observed_entropy_change,
+    plan_chunk_rows,
+    predicted_entropy_change,
+)
+from pipeline.policy.model import QWEN25_05B_SHAPE, model_config
+from pipeline.policy.tokenizer import build_char_tokenizer
+from pipeline.probe.entropy_kernel import token_stats
 
 QWEN25_15B_SHAPE: dict[str, Any] = {
     "hidden_size": 1536,
@@ -197,8 +212,6 @@ class Report:
 
 
 def environment(torch: Any) -> dict[str, Any]:
-    import importlib.metadata as md
-
     out: dict[str, Any] = {"python": platform.python_version()}
     for pkg in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "numpy"):
         try:
@@ -277,11 +290,9 @@ def entropy_throughput(
     reps: int = 5,
 ) -> dict[str, Any]:
     """Section 2 (module docstring): tokens/s and peak memory of each method."""
-    import numpy as np
+    # transformers and TRL are the `train` extra: only a device check loads them
     from transformers import Qwen2Config, Qwen2ForCausalLM
     from trl.trainer.utils import add_fused_lm_head, entropy_from_logits, selective_log_softmax
-
-    from pipeline.probe.entropy_kernel import token_stats
 
     shape = shape or QWEN25_15B_SHAPE
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -401,16 +412,6 @@ def covariance_throughput(
 ) -> dict[str, Any]:
     """Section 3: positions/s and peak memory of the three exact kernels, float32 logits on
     the device (old ~ 3·N(0,1), new = old + 0.02·N(0,1), as benchmarks/bench_audits_covariance)."""
-    import tracemalloc
-
-    from audits.covariance import (
-        DEFAULT_MAX_CHUNK_BYTES,
-        entropy_change_pair,
-        observed_entropy_change,
-        plan_chunk_rows,
-        predicted_entropy_change,
-    )
-
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     gen = torch.Generator(device=dev).manual_seed(0)
     old = torch.randn(positions, vocab, generator=gen, device=dev, dtype=torch.float32)
@@ -467,11 +468,9 @@ def covariance_throughput(
 def build_qwen25_shaped(out: Path, seed: int = 0, shape: dict[str, Any] | None = None) -> Path:
     """A random Qwen2.5-0.5B-shaped model (or ``shape``) + character tokenizer padded to its
     vocabulary, saved in ``out``."""
+    # torch and transformers are the `train` extra: only a device check loads them
     import torch
     from transformers import AutoModelForCausalLM
-
-    from pipeline.policy.model import QWEN25_05B_SHAPE, model_config
-    from pipeline.policy.tokenizer import build_char_tokenizer
 
     shape = shape or QWEN25_05B_SHAPE
     tok = build_char_tokenizer(pad_vocab_to=shape["vocab_size"])
@@ -515,6 +514,7 @@ def _train_config(  # type: ignore[no-untyped-def]
     vllm_memory: float = 0.3,
     bf16: bool = True,
 ):
+    # pipeline.training imports torch (the `train` extra): only a device check loads it
     from pipeline.training.config import parse_config
 
     return parse_config(
@@ -576,7 +576,7 @@ def _instrument(trainer: Any, group: int, torch: Any) -> dict[str, Any]:
     values, and whether every trainable parameter's gradient is finite (before the
     optimizer step; losses recorded around ``_compute_loss``, whichever loss computes
     them). Returns the record the callback fills."""
-    from transformers import TrainerCallback
+    from transformers import TrainerCallback  # the `train` extra: only a device check loads it
 
     coin = CoinReward(group)
     trainer.reward_funcs[0] = coin
@@ -630,6 +630,7 @@ def _instrument(trainer: Any, group: int, torch: Any) -> dict[str, Any]:
 
 def _train_once(torch: Any, cfg: Any, group: int) -> dict[str, Any]:
     """Build the trainer for ``cfg``, train, and return timings, memory and checks."""
+    # imports torch, TRL and transformers (the `train` extra): only a device check loads them
     from pipeline.training.run import build_trainer
 
     _free(torch)
@@ -714,7 +715,7 @@ def objectives_check(
     deadline: Callable[[], bool],
 ) -> dict[str, Any]:
     """Section 5: each objective for ``--objective-steps`` steps on the section-4 model."""
-    from pipeline.training.objectives import OBJECTIVES
+    from pipeline.training.objectives import OBJECTIVES  # imports torch (the `train` extra)
 
     model_dir = tmp / "policy"
     if not (model_dir / "config.json").exists():
@@ -818,7 +819,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     try:
-        import torch
+        import torch  # the `train` extra: without it the check says so and exits 0
     except ImportError:
         print("gpu-check skipped: torch is not installed (install the `train` extra)")
         return 0

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.transcript import parse_turns
 
@@ -362,8 +364,6 @@ def _pack_token_lists(
 
 
 def _read_parquet(path: Path, *, max_errors: int, allow_extra: bool) -> RecordBatch:
-    import pyarrow.parquet as pq
-
     source = str(path)
     errs = ErrorCollector(source, max_errors)
     try:
@@ -387,9 +387,6 @@ def iter_parquet_batches(
 ) -> Iterator[RecordBatch]:
     """``iter_jsonl_batches`` for Parquet: row groups read ``chunk_records`` rows at a time,
     each chunk validated as ``read_records`` validates a file (``row N`` of the file)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     if chunk_records < 1:
         raise ValueError("chunk_records must be at least 1")
     path = Path(path)
@@ -436,7 +433,8 @@ def _parquet_columns(names: list[str], errs: ErrorCollector, allow_extra: bool) 
 
 def _parquet_batch(table: Any, source: str, errs: ErrorCollector, row0: int) -> RecordBatch:
     """Validate a table of Parquet rows ``row0 …`` of the file as one batch."""
-    import pyarrow as pa
+    # pyarrow.compute alone takes about 0.2 s to import: only reading Parquet pays for it,
+    # not every `rcea` command (they all import this module)
     import pyarrow.compute as pc
 
     n = table.num_rows

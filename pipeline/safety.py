@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -116,7 +117,6 @@ def install_log_masking() -> None:
     """Every log record created from now on has the URLs in its message masked
     (:func:`mask_urls_in`): an HTTP client logging ``https://user:pass@host/…`` writes
     ``https://user:***@host/…``. Idempotent."""
-    import logging
 
     current = logging.getLogRecordFactory()
     if getattr(current, "_rcea_masks_urls", False):

@@ -29,6 +29,7 @@ import argparse
 import io
 import json
 import os
+import random
 import secrets
 import socket
 import subprocess
@@ -39,6 +40,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import httpx
+import sqlalchemy as sa
+from PIL import Image
+
+from annotation.people import People
+from annotation.projects import create_project, import_tasks
+from annotation.tasks import build_pair_task, pair_label_config
+from study.pair_audit.labels import audit_rubric
+from study.pair_audit.sampling import get_audit
+from study.settings import Settings
+from study.store import open_store, session_scope
+from study.store.models import AuditTask
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "img"
@@ -108,8 +122,6 @@ def _say(msg: str) -> None:
 
 
 def _wait_http(url: str, proc: subprocess.Popen[str], timeout: float = 120) -> None:
-    import httpx
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -168,8 +180,6 @@ class Rcea:
 def save_png(png: bytes, path: Path, max_bytes: int = MAX_BYTES) -> int:
     """Write ``png``; above ``max_bytes`` re-encode it with a 256-colour palette (screens
     of flat colours lose nothing visible). Returns the size written."""
-    from PIL import Image
-
     out = png
     if len(out) > max_bytes:
         img = Image.open(io.BytesIO(png)).convert("RGB")
@@ -185,7 +195,7 @@ def save_png(png: bytes, path: Path, max_bytes: int = MAX_BYTES) -> int:
 
 @contextmanager
 def _browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import sync_playwright  # the `dev` extra: only taking pictures
 
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"{CHROMIUM} missing: `make chromium` installs Debian chromium")
@@ -229,14 +239,6 @@ def view_shots(browser: Any, url: str, password: str, out: Path) -> None:
 def pair_task(data: Path) -> tuple[str, str, str, str]:
     """(server URL, e-mail, password, task URL) of SIMULATED annotator A's first pair task
     of the demo's pair audit."""
-    import sqlalchemy as sa
-
-    from annotation.people import People
-    from study.pair_audit.sampling import get_audit
-    from study.settings import Settings
-    from study.store import open_store, session_scope
-    from study.store.models import AuditTask
-
     logins = json.loads((data / "demo-logins.json").read_text())["simulated"]["A"]
     email, password = logins["email"], logins["password"]
     engine = open_store(Settings(data_dir=data))
@@ -262,16 +264,6 @@ def example_task(data: Path) -> str:
     in its own project on SIMULATED annotator A's server, created once per data dir with
     the demo audit's label config; the task is built by the push's
     ``annotation.tasks.build_pair_task``."""
-    import random
-
-    from annotation.people import People
-    from annotation.projects import create_project, import_tasks
-    from annotation.tasks import build_pair_task, pair_label_config
-    from study.pair_audit.labels import audit_rubric
-    from study.pair_audit.sampling import get_audit
-    from study.settings import Settings
-    from study.store import open_store, session_scope
-
     email = json.loads((data / "demo-logins.json").read_text())["simulated"]["A"]["email"]
     engine = open_store(Settings(data_dir=data))
     with session_scope(engine) as s:

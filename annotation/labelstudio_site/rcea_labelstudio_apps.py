@@ -37,6 +37,7 @@ class RceaConfig(AppConfig):  # type: ignore[misc]
     label = "rcea_labelstudio_apps"
 
     def ready(self) -> None:
+        # Label Studio's own app: importable once Django's app registry is ready (here)
         from webhooks import serializers, utils  # type: ignore
 
         original_post = utils.ssrf_safe_post

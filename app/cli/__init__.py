@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
+import sys
 
 import click
 import typer
 from typer.core import TyperGroup
+
+from app.cli.common import service_error
+from pipeline.launch import close_process_group
+from pipeline.safety import PRIVATE_UMASK, install_log_masking
 
 #: top-level command → the module whose ``register(app)`` defines it, in ``--help`` order.
 #: ``tests/app/cli/test_cli.py`` checks this table against what each module registers.
@@ -77,12 +83,6 @@ def main() -> None:
     """The ``rcea`` entry point: owner-only files (umask 077, so the store, caches,
     artifacts, bundles and logs are 0600/0700), URLs in log records masked, and an
     unreachable external service reported as one line, never a traceback (exit 3)."""
-    import os
-    import sys
-
-    from app.cli.common import service_error
-    from pipeline.launch import close_process_group
-    from pipeline.safety import PRIVATE_UMASK, install_log_masking
 
     os.umask(PRIVATE_UMASK)
     install_log_masking()

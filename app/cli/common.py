@@ -18,6 +18,7 @@ from sqlmodel import Session
 from tqdm import tqdm
 
 from annotation.accounts import AccountError
+from annotation.people import people_from_settings
 from annotation.tasks import BlindingViolation
 from app.cli import exit_codes
 from pipeline.safety import mask_url, mask_urls_in
@@ -184,7 +185,7 @@ def _one_service_error(err: BaseException, cfg: Settings) -> str | None:
             )
         return f"the store at {mask_url(url)} cannot be opened ({reason})"
     try:
-        import openai
+        import openai  # the optional `llm` extra: asked only to name a failed service
     except ImportError:  # the `llm` extra is optional
         return None
     if isinstance(err, openai.APIConnectionError):
@@ -203,8 +204,6 @@ def warn_if_llm_unreachable(usage: dict[str, Any], cfg: Settings | None = None) 
 def _person_at(cfg: Settings, origin: str):  # type: ignore[no-untyped-def]
     """The registered person whose Label Studio server is at ``origin``, if any."""
     try:
-        from annotation.people import people_from_settings
-
         return next((p for p in people_from_settings(cfg).all() if _origin(p.url) == origin), None)
     except Exception:  # noqa: BLE001 - an unreadable registry must not hide the error
         return None

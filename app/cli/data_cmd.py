@@ -10,6 +10,7 @@ import typer
 
 from app.cli.common import emit, engine, fail, is_tty, print_json, settings, store_session
 from app.cli.options import JSON_OPTION, STUDY_OPTION
+from pipeline.importers.verl import dump_hint, looks_like_dump
 from pipeline.records import RecordValidationError, read_records
 from pipeline.safety import mask_url
 from study.progress import status_lines, study_steps
@@ -35,8 +36,6 @@ def validate(
     except FileNotFoundError as exc:
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
-        from pipeline.importers.verl import dump_hint, looks_like_dump
-
         hint = dump_hint(file) if looks_like_dump(file) else None
         if as_json:
             print_json(
@@ -94,8 +93,6 @@ def ingest(
     except FileNotFoundError as exc:
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
-        from pipeline.importers.verl import dump_hint, looks_like_dump
-
         hint = dump_hint(file) if looks_like_dump(file) else None
         if as_json:
             print_json(

@@ -36,6 +36,7 @@ from app.demo.steps import plan, run_steps
 from pipeline.safety import write_private
 from pipeline.sample_study import write_sample_study
 from study import logins as researcher_logins
+from study.labelling import webhook_target
 from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
 from study.pair_audit.push import push_audit
 from study.pair_audit.sampling import audit_overview, draw_audit, get_audit
@@ -363,8 +364,6 @@ def _serve_sample(cfg: Any, audit_name: str) -> None:
     )
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        from study.labelling import webhook_target
-
         accounts = people_accounts(ctx)
         with session_scope(engine()) as s:
             audit = get_audit(s, name=audit_name)

@@ -34,7 +34,13 @@ from app.cli.common import (
     settings,
 )
 from app.cli.options import ACTOR_OPTION, JSON_OPTION
+from pipeline import probe
 from pipeline.chat import PromptFormat
+from pipeline.probe import ConfigError, DatasetError, StageOrderError, load_config, training_curve
+from pipeline.probe.common import question_source
+from pipeline.probe.manifest import MANIFEST_FILE
+from pipeline.probe.score import Scorer
+from pipeline.probe.shard import current_shard
 from study.probe_set import ProbeSetMismatch, bind_probe_set
 from study.records.scoring import score_trajectories
 from study.settings import actor_name
@@ -66,8 +72,6 @@ SYSTEM_OPTION = typer.Option(
 
 
 def _load(config: Path, as_json: bool, **overrides: Any) -> Any:
-    from pipeline.probe import ConfigError, load_config
-
     try:
         return load_config(config, **overrides)
     except ConfigError as exc:
@@ -75,12 +79,10 @@ def _load(config: Path, as_json: bool, **overrides: Any) -> Any:
 
 
 def _errors() -> tuple[type[Exception], ...]:
-    from pipeline.probe import ConfigError, DatasetError, ProbeSetMismatch, StageOrderError
-
     return (
         ConfigError,
         DatasetError,
-        ProbeSetMismatch,
+        probe.ProbeSetMismatch,  # the manifest's (pipeline.probe.manifest), not the study's
         StageOrderError,
         FileNotFoundError,
         RuntimeError,
@@ -89,8 +91,6 @@ def _errors() -> tuple[type[Exception], ...]:
 
 def _bind_study(study: str, cfg: Any, actor: str | None, as_json: bool) -> None:
     """First use: record the probe set; later: refuse another probe-set seed."""
-    from pipeline.probe.common import question_source
-
     try:
         with session_scope(engine()) as s:
             bind_probe_set(
@@ -132,9 +132,6 @@ def _stage(
     as_json: bool,
     overrides: dict[str, Any],
 ) -> None:
-
-    import pipeline.probe as probe
-
     cfg = _load(config, as_json, **overrides)
     # under accelerate launch (entropy, covariance: pipeline.probe.shard) rank 0 alone
     # touches the store and reports; the other ranks compute their share and stay quiet
@@ -348,8 +345,6 @@ def curves_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Record each run dir's training curve as a ``training_curve`` measurement."""
-    from pipeline.probe import ConfigError, training_curve
-
     try:
         rows = [training_curve(d, model=model) for d in run_dirs]
     except ConfigError as exc:
@@ -393,9 +388,6 @@ def score(
     EXISTING trajectories of (run, model, step) under CHECKPOINT (prompt rebuilt from the
     stored question and the chat template), written back; resumable; shards under
     `accelerate launch` (each rank scores its block of the batches, one version)."""
-    from pipeline.probe.score import Scorer
-    from pipeline.probe.shard import current_shard
-
     if not checkpoint.is_dir():
         fail(f"{checkpoint}: no such checkpoint directory", as_json=as_json)
     with domain_errors(as_json, OSError):
@@ -431,7 +423,6 @@ def status_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The probe-set seed and the finished units per stage and checkpoint."""
-    from pipeline.probe.manifest import MANIFEST_FILE
 
     path = out / MANIFEST_FILE
     if not path.exists():

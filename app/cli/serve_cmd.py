@@ -20,7 +20,7 @@ def serve(
     The token is RCEA_API_TOKEN or <data_dir>/api-token, created on first start and never
     printed. With several workers each process has its own connection pool
     (RCEA_DB_POOL_SIZE + RCEA_DB_MAX_OVERFLOW connections at most)."""
-    import uvicorn
+    import uvicorn  # the server: only `rcea serve` starts it
 
     cfg = settings()
     host = host or cfg.api_host

@@ -24,6 +24,8 @@ from app.cli.common import domain_errors, fail, print_json, progress_forced
 from app.cli.options import JSON_OPTION
 from pipeline import toy
 from pipeline.event_curves import event_dirs
+from pipeline.policy import build_base, sample_completions, summarise
+from pipeline.policy.model import TINY_DEFAULTS
 
 train_app = typer.Typer(
     help="Embedded RLVR study: build the tiny base policy, train objectives (TRL GRPO).",
@@ -103,9 +105,7 @@ def build_base_cmd(
         if v is not None
     }
     _check_shape(shape, as_json)
-    import torch
-
-    from pipeline.policy import build_base
+    import torch  # the `train` extra: only the commands that train pay for it
 
     if threads:
         torch.set_num_threads(threads)
@@ -143,8 +143,6 @@ def build_base_cmd(
 
 def _check_shape(shape: dict[str, int], as_json: bool) -> None:
     """Refuse a model shape the Qwen2 attention cannot use, naming the option."""
-    from pipeline.policy.model import TINY_DEFAULTS
-
     names = {
         "hidden_size": "--hidden-size",
         "intermediate_size": "--intermediate-size",
@@ -218,13 +216,14 @@ def run_cmd(
 
 def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
     _need_train_extra(as_json)
+    # pipeline.training imports torch: only `rcea train` pays for it, after the check above
     from pipeline.training.config import ConfigError, load_config
 
     try:
         cfg = load_config(config, **overrides)
     except ConfigError as exc:
         fail(str(exc), as_json=as_json)
-    from pipeline.training.run import run_training
+    from pipeline.training.run import run_training  # imports torch, as above
 
     try:
         # --json: stdout holds the one JSON document; what the reporting integrations print
@@ -274,6 +273,7 @@ def objectives_cmd(
 ) -> None:
     """The objectives and every hyper-parameter of a named preset, with its source."""
     _need_train_extra(as_json)
+    # pipeline.training imports torch: only `rcea train` pays for it, after the check above
     from pipeline.training.objectives import OBJECTIVES
     from pipeline.training.presets import PRESETS, preset_settings
 
@@ -311,9 +311,8 @@ def eval_cmd(
     _need_train_extra(as_json)
     if not (model / "config.json").exists():
         fail(f"{model}: not a model directory (no config.json)", as_json=as_json)
+    # the `train` extra: only the commands that train pay for it, after the check above
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from pipeline.policy import sample_completions, summarise
 
     with domain_errors(as_json):
         questions = toy.generate_questions(split, n, seed=seed)

@@ -52,7 +52,7 @@ def drop_forged_widget_states() -> None:
     """Drop the widget states a browser sent under ids that are no widget's (no element
     id, no metadata): Streamlit raises KeyError on them in every keyed widget, a traceback
     any anonymous visitor could trigger. Run before the first widget of a script run."""
-    try:
+    try:  # Streamlit's private internals: another version may lack them (caught below)
         from streamlit.runtime.state.common import is_element_id
         from streamlit.runtime.state.session_state_proxy import get_session_state
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 from pipeline.importers.common import relabel, source_label
 from pipeline.records import (
     ALL_FIELDS,
@@ -80,8 +82,6 @@ def _read_rows(path: Path, kind: str) -> tuple[list[dict[str, Any]], list[str], 
     """(rows, locations, column names); invalid JSONL lines raise, named."""
     source = str(path)
     if kind == "parquet":
-        import pyarrow.parquet as pq
-
         try:
             table = pq.read_table(path, use_threads=False)
         except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files

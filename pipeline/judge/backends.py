@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from pipeline.judge.prompts import DEFAULT_TEMPLATE, JudgeTemplate
-from pipeline.llm import LLMClient, Messages
+from pipeline.llm import LLMClient, Messages, parse_json_reply
 
 __all__ = [
     "INVALID",
@@ -75,8 +75,6 @@ class JudgeReply(BaseModel):
 def parse_judge_reply(text: str | None) -> JudgeReply:
     """Validate a reply text (a Markdown code fence around the JSON is tolerated);
     raises ``ValueError`` when it is not the judge JSON."""
-    from pipeline.llm import parse_json_reply
-
     return parse_json_reply(text, JudgeReply)
 
 

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline import toy
+
 __all__ = [
     "VERIFIER_KINDS",
     "Verification",
@@ -99,10 +101,8 @@ def verify_math(text: str, gold: str) -> Verification:
 
 def verify_toy(question_id: str, text: str) -> Verification:
     """The toy domain's verifier; raises ``ValueError`` for a non-toy question id."""
-    from pipeline.toy import extract_answer, question_from_id, verify
-
-    question = question_from_id(question_id)
-    return Verification(verify(question, text), extract_answer(text))
+    question = toy.question_from_id(question_id)
+    return Verification(toy.verify(question, text), toy.extract_answer(text))
 
 
 Verifier = Callable[[str, str | None, str], Verification]

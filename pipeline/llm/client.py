@@ -384,7 +384,7 @@ class LLMClient:
 
     def _classify(self, exc: Exception, n_failures: int) -> tuple[str, float, bool]:
         """(kind, seconds to wait, retryable) for an exception from the endpoint."""
-        import openai
+        import openai  # the `llm` extra, as in __post_init__
 
         backoff = min(self.config.backoff_max_s, self.config.backoff_base_s * 2**n_failures)
         backoff *= 0.5 + self._rng.random() / 2  # jitter: concurrent retries spread out

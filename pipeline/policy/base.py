@@ -55,7 +55,7 @@ def build_base(
     progress: bool = True,
 ) -> BaseReport:
     """Build, warm-start, save and evaluate the tiny base model in ``out_dir``."""
-    import torch
+    import torch  # the `train` extra: only `rcea train base` pays for it
 
     t0 = time.perf_counter()
     out = Path(out_dir)

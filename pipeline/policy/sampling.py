@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline import toy
+from pipeline.chat import completion_end, stop_token_ids
 
 
 @dataclass
@@ -64,9 +65,7 @@ def sample_completions(
     ``generation_config`` EOS ids), included. With
     ``token_scores=False`` the [batch × tokens × vocab] scores are not kept (probing computes
     them teacher-forced, chunked): ``token_entropies`` is empty and ``seq_logprob`` NaN."""
-    import torch
-
-    from pipeline.chat import completion_end, stop_token_ids
+    import torch  # the `train` extra: only sampling from a loaded policy needs it
 
     model.eval()
     torch.manual_seed(seed)
@@ -122,11 +121,11 @@ def sample_completions(
 def _encode(tokenizer: Any, items: list[Any]) -> Any:
     """Left-padded ``input_ids``/``attention_mask``: the items' own ``prompt_ids`` when they
     carry them (chat-templated prompts, :mod:`pipeline.chat`), else the tokenised ``prompt``."""
-    from transformers import BatchEncoding
+    from transformers import BatchEncoding  # the `train` extra, as the tokenizer passed in
 
     if not all(getattr(q, "prompt_ids", None) is not None for q in items):
         return tokenizer([q.prompt for q in items], return_tensors="pt", padding=True)
-    import torch
+    import torch  # the `train` extra, as the tokenizer passed in
 
     rows = [list(q.prompt_ids) for q in items]
     width = max(len(r) for r in rows)

@@ -11,6 +11,8 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from pipeline import toy
 
 
@@ -65,8 +67,7 @@ def warm_start(
 
     Loss on completion tokens (and the final EOS) only; AdamW with linear warm-up (5%)
     and cosine decay."""
-    import torch
-    from tqdm.auto import tqdm
+    import torch  # the `train` extra: only the commands that train pay for it
 
     mix = mixture or Mixture()
     rng = random.Random(f"sft:{seed}")

@@ -37,6 +37,7 @@ def _byte_symbol(ch: str) -> str:
 def build_char_tokenizer(pad_vocab_to: int | None = None):  # type: ignore[no-untyped-def]
     """The tokenizer; ``pad_vocab_to`` appends filler tokens (``<extra_N>``) up to that size
     (used to give the GPU check a Qwen2.5-sized vocabulary)."""
+    # the `train` extra: only building a model needs it
     from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
 
     vocab = {tok: i for i, tok in enumerate(SPECIALS)}

@@ -9,14 +9,19 @@ which makes a unit's samples independent of batching, order and resumption).
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import importlib.util
 import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from pipeline.chat import PromptFormat, completion_end, encode_prompt, stop_token_ids
+from pipeline.policy.sampling import sample_completions
 from pipeline.probe.config import Checkpoint, ConfigError, ProbeConfig
 from pipeline.probe.manifest import Manifest
 from pipeline.probe.questions import ProbeQuestion, load_questions
@@ -88,7 +93,7 @@ def open_manifest(cfg: ProbeConfig, out_dir: str | Path) -> Manifest:
 
 def set_threads(cfg: ProbeConfig) -> None:
     if cfg.probe.torch_threads:
-        import torch
+        import torch  # the `train` extra: only a run that sets torch_threads needs it
 
         torch.set_num_threads(cfg.probe.torch_threads)
 
@@ -107,6 +112,7 @@ def _tokenizer_dir(path: Path) -> Path:
 
 def load_policy(path: str | Path) -> tuple[Any, Any]:
     """(model in eval mode on CUDA if available, tokenizer with left padding)."""
+    # torch and transformers are the `train` extra: only loading a checkpoint pays for them
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -126,8 +132,6 @@ def load_policy(path: str | Path) -> tuple[Any, Any]:
 
 def use_vllm(backend: str) -> bool:
     """``vllm`` → True (error if missing); ``auto`` → True iff CUDA and vLLM are present."""
-    import importlib.util
-
     if backend == "transformers":
         return False
     has = importlib.util.find_spec("vllm") is not None
@@ -135,7 +139,7 @@ def use_vllm(backend: str) -> bool:
         if not has:
             raise RuntimeError("backend 'vllm' needs the gpu extra (pip install -e '.[gpu]')")
         return True
-    import torch
+    import torch  # the `train` extra: only the `auto` backend asks for CUDA
 
     return has and torch.cuda.is_available()
 
@@ -167,7 +171,7 @@ class Generator:
         self.vllm = use_vllm(backend)
         self._llm: Any = None
         if self.vllm:
-            from transformers import AutoTokenizer
+            from transformers import AutoTokenizer  # the `train` extra, as load_policy
 
             self.tokenizer = AutoTokenizer.from_pretrained(_tokenizer_dir(Path(path)))
             self.model = None
@@ -176,11 +180,9 @@ class Generator:
 
     def close(self) -> None:
         """Release the model (and vLLM's GPU memory) before the next checkpoint loads."""
-        import gc
-
         self.model = self._llm = None
         gc.collect()
-        import torch
+        import torch  # the `train` extra: a loaded checkpoint imported it already
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -198,7 +200,7 @@ class Generator:
             raise ConfigError(f"{self.path}: [chat] {exc}") from None
 
     def stop_ids(self) -> list[int]:
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig  # the `train` extra, as load_policy
 
         gen_config = getattr(self.model, "generation_config", None)
         if gen_config is None:
@@ -224,8 +226,6 @@ class Generator:
             return self._vllm(
                 prompts, n, seed=seed, temperature=temperature, top_p=top_p, greedy=greedy
             )
-        from pipeline.policy.sampling import sample_completions
-
         items = [_Prompt(str(i), "", list(p)) for i, p in enumerate(prompts)]
         samples = sample_completions(
             self.model,
@@ -256,7 +256,7 @@ class Generator:
         top_p: float,
         greedy: bool,
     ) -> list[list[Generated]]:
-        from vllm import LLM, SamplingParams
+        from vllm import LLM, SamplingParams  # the `gpu` extra: only the vLLM backend needs it
 
         if self._llm is None:
             self._llm = LLM(
@@ -347,6 +347,4 @@ class Timer:
 
 
 def progress_bar(total: int, desc: str, enabled: bool) -> Any:
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, desc=desc, disable=not enabled, leave=False)

@@ -52,6 +52,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pipeline.chat import CHAT_MODES
+from pipeline.judge.verifier import VerifierError, make_verifier
 from pipeline.safety import safe_name
 
 
@@ -311,8 +313,6 @@ def validate(cfg: ProbeConfig) -> None:
     _check_server(cfg)
     if cfg.questions.n is not None and cfg.questions.n < 1:
         raise ConfigError(f"{src}: [questions] n: must be >= 1")
-    from pipeline.chat import CHAT_MODES
-
     if cfg.chat.template not in CHAT_MODES:
         raise ConfigError(
             f"{src}: [chat] template: one of {', '.join(CHAT_MODES)}, got {cfg.chat.template!r}"
@@ -419,7 +419,6 @@ def served_model(cfg: ProbeConfig, ck: Checkpoint) -> tuple[str, str]:
 
 
 def _check_verifier(cfg: ProbeConfig) -> None:
-    from pipeline.judge.verifier import VerifierError, make_verifier
 
     kind = cfg.verifier.kind
     if kind is None:

@@ -48,7 +48,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from audits.covariance import aggregate_transitions, entropy_change_pair
+from audits.tail import reward_stratified_tail, trajectory_advantages
 from pipeline.probe.common import (
     MeasurementRow,
     StageResult,
@@ -112,7 +116,7 @@ def position_logits(
     """Full-vocabulary logits [Σ len(pos), V] (float32, on CPU) at the prefixes predicting
     completion tokens ``positions[i]`` of sequence i, in order — one decoder pass for the
     right-padded batch, the LM head only at those rows."""
-    import torch
+    import torch  # the `train` extra: only scoring a loaded checkpoint needs it
 
     ids, mask, plen = padded_batch(prompts, completions, pad_id)
     device = next(model.parameters()).device
@@ -135,8 +139,6 @@ def _fixed_trajectories(out: Path, ck: Checkpoint, qids: list[str], m: int) -> d
 
 
 def _write_transitions(out: Path, rows: list[dict[str, Any]]) -> tuple[Path, list[dict]]:
-    from audits.covariance import aggregate_transitions
-
     path = out / "TRANSITIONS.csv"
     table = []
     if rows:
@@ -182,11 +184,6 @@ def _write_transitions(out: Path, rows: list[dict[str, Any]]) -> tuple[Path, lis
 
 def endpoint_tail(out: Path, ck: Checkpoint) -> tuple[dict[str, Any], Path]:
     """The reward-stratified tail at endpoint ``ck`` (module docstring); writes its files."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from audits.tail import reward_stratified_tail, trajectory_advantages
-
     tpath = tokens_path(out, ck)
     if not tpath.exists():
         raise StageOrderError(f"{tpath}: missing; run `rcea probe entropy` first")
@@ -309,7 +306,6 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
         old, new = pairs[i]
         label = transition_label(old, new)
         todo = [q for p, q in mine if p == i]
-        from audits.covariance import entropy_change_pair
 
         m_old, tok = load_policy(old.path)
         m_new, _ = load_policy(new.path)

@@ -67,7 +67,7 @@ def padded_batch(
     prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int
 ) -> tuple[Any, Any, list[int]]:
     """Right-padded ``input_ids``/``attention_mask`` of prompt + completion, prompt lengths."""
-    import torch
+    import torch  # the `train` extra: called only with a loaded model's tensors
 
     seqs = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
     width = max(len(s) for s in seqs)
@@ -81,7 +81,7 @@ def padded_batch(
 
 def hidden_states(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     """Final hidden states [B, L, H] (no logits computed)."""
-    import torch
+    import torch  # the `train` extra: called only with a loaded model's tensors
 
     decoder, _ = decoder_and_head(model)
     with torch.no_grad():
@@ -113,7 +113,7 @@ def default_vocab_block(
     if device_type != "cpu":
         return vocab
     if threads is None:
-        import torch
+        import torch  # the `train` extra: called only with a loaded model's tensors
 
         threads = torch.get_num_threads()
     if threads > 1:
@@ -140,7 +140,7 @@ class _ChunkBuffers:
     def __init__(
         self, head: Any, chunk_size: int, device: Any, vocab_block: int | None = None
     ) -> None:
-        import torch
+        import torch  # the `train` extra: called only with a loaded model's tensors
 
         linear = isinstance(head, torch.nn.Linear)
         self.head = head
@@ -175,7 +175,7 @@ class _ChunkBuffers:
         return self._tile_cache[n]
 
     def _logits(self, rows: Any, v0: int, v1: int, z: Any, w: Any, b: Any) -> None:
-        import torch
+        import torch  # the `train` extra: called only with a loaded model's tensors
 
         if self.fast and rows.dtype == torch.float32:
             if b is None:
@@ -188,7 +188,7 @@ class _ChunkBuffers:
             z.copy_(torch.nn.functional.linear(rows, w, b))
 
     def stats(self, rows: Any, targets: Any, temperature: float) -> tuple[Any, Any]:
-        import torch
+        import torch  # the `train` extra: called only with a loaded model's tensors
 
         h, lp = self._stats(rows, targets, temperature, safe=False)
         if not bool(torch.isfinite(h).all()):
@@ -199,7 +199,7 @@ class _ChunkBuffers:
         return h, lp
 
     def _stats(self, rows: Any, targets: Any, temperature: float, *, safe: bool) -> Any:
-        import torch
+        import torch  # the `train` extra: called only with a loaded model's tensors
 
         n = rows.shape[0]
         if self.z is None:  # unknown vocabulary size: one tile, plain tensors
@@ -257,7 +257,7 @@ def token_stats(
 
     Formulas in the module docstring. Completions must be non-empty.
     """
-    import torch
+    import torch  # the `train` extra: called only with a loaded model's tensors
 
     if chunk_size < 1 or batch_size < 1 or temperature <= 0:
         raise ValueError("chunk_size and batch_size must be >= 1, temperature > 0")
@@ -307,7 +307,7 @@ def naive_token_stats(
     model: Any, prompt: Sequence[int], completion: Sequence[int], *, temperature: float = 1.0
 ) -> TokenStats:
     """Reference: one full forward pass, full [tokens × vocab] ``log_softmax`` (tests, bench)."""
-    import torch
+    import torch  # the `train` extra: called only with a loaded model's tensors
 
     ids = torch.tensor([list(prompt) + list(completion)], dtype=torch.long)
     with torch.no_grad():

@@ -33,6 +33,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from pipeline.probe.common import (
     StageResult,
     Timer,
@@ -74,8 +78,6 @@ def _part_name(question_id: str) -> str:
 
 
 def _table(rows: list[dict[str, Any]]) -> Any:
-    import pyarrow as pa
-
     schema = pa.schema(
         [
             ("trajectory_id", pa.string()),
@@ -90,14 +92,10 @@ def _table(rows: list[dict[str, Any]]) -> Any:
 
 def read_tokens(path: Path) -> list[dict[str, Any]]:
     """Rows of a token artifact (lists as Python floats)."""
-    import pyarrow.parquet as pq
-
     return pq.read_table(path).to_pylist()
 
 
 def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
-    import pyarrow.parquet as pq
-
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(_table(rows), tmp)
@@ -120,8 +118,6 @@ def _merge(out: Path, ck: Checkpoint) -> list[dict[str, Any]]:
 def _update_records(
     out: Path, ck: Checkpoint, rows: list[dict[str, Any]], temperature: float
 ) -> int:
-    import numpy as np
-
     stats = {r["trajectory_id"]: r for r in rows}
     recs = read_jsonl(records_path(out, ck))
     for rec in recs:

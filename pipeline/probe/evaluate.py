@@ -34,6 +34,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from audits.passk import macro_pass_at_k
 from pipeline.probe.common import (
     Generator,
     MeasurementRow,
@@ -241,7 +242,6 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def run_bench(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -> StageResult:
     """Greedy accuracy, accuracy traces and pass@k (module docstring); resumable."""
-    from audits.passk import macro_pass_at_k
 
     out = Path(out_dir)
     timer = Timer()

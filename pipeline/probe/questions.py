@@ -23,12 +23,17 @@ Nothing is downloaded: a missing file is an error naming the file to provide.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
+from pipeline import toy
 from pipeline.jsonl import iter_json_objects
+from pipeline.judge.verifier import make_verifier, math_equivalent
 
 QUESTION_COLUMNS = ("problem", "question")
 ANSWER_COLUMNS = ("answer", "solution")
@@ -84,14 +89,10 @@ def math_equal(reference: str, predicted: str | None) -> bool:
     ``predicted`` is None or empty); :func:`pipeline.judge.verifier.math_equivalent`."""
     if predicted is None or not predicted.strip():
         return False
-    from pipeline.judge.verifier import math_equivalent
-
     return math_equivalent(reference, predicted)
 
 
 def _toy_scorer(q: Any, verifier: str | None = None) -> Callable[[str], Scores]:
-    from pipeline import toy
-
     custom = None if verifier in (None, "toy") else make_verifier(verifier)
     gold = str(toy.true_answer(q))
 
@@ -129,18 +130,10 @@ def _verifier_scorer(reference: str, qid: str, verifier: str) -> Callable[[str],
     return score
 
 
-def make_verifier(kind: str) -> Any:
-    from pipeline.judge.verifier import make_verifier as make
-
-    return make(kind)
-
-
 def toy_questions(
     split: str, n: int | None, seed: int, verifier: str | None = None
 ) -> list[ProbeQuestion]:
     """``n`` toy questions of ``split`` drawn with ``seed`` (``pipeline.toy``)."""
-    from pipeline import toy
-
     return [
         ProbeQuestion(
             q.question_id,
@@ -158,8 +151,6 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     if suffix in (".jsonl", ".ndjson"):
         return [obj for _, obj in iter_json_objects(path, error=DatasetError)]
     if suffix in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
-
         try:
             return pq.read_table(path).to_pylist()
         except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for bad files
@@ -231,8 +222,6 @@ def read_benchmark(
             )
         )
     if n is not None:
-        import random
-
         if not 0 < n <= len(out):
             raise DatasetError(f"{path}: has {len(out)} questions; asked for n={n}")
         out = random.Random(f"{path.name}:{seed}").sample(out, n)

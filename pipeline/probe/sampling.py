@@ -58,6 +58,7 @@ from pipeline.probe.manifest import (
     read_jsonl,
     write_jsonl,
 )
+from pipeline.probe.server import ServerSampler
 
 SAMPLE_SETTINGS = (
     "k",
@@ -208,7 +209,6 @@ def _sample_server(
 ) -> bool:
     """The server backend for one checkpoint (:mod:`pipeline.probe.server`); returns
     whether prompts went through the chat template."""
-    from pipeline.probe.server import ServerSampler
 
     sampler = ServerSampler(cfg, ck, out, prompt_format=prompt_format(cfg))
     units = [(q, sampler.prompt_ids(q.prompt), derive_seed(seed, q.question_id)) for q in todo]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.chat import PromptFormat, encode_prompt
+from pipeline.probe.common import load_policy
 from pipeline.probe.entropy_kernel import TokenStats, token_stats
 
 
@@ -37,8 +38,6 @@ class Scorer:
         chunk_size: int = 128,
         batch_size: int = 8,
     ) -> None:
-        from pipeline.probe.common import load_policy
-
         self.path = path
         self.model, self.tokenizer = load_policy(path)
         self.fmt = prompt_format or PromptFormat()

@@ -38,14 +38,18 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.chat import PromptFormat, completion_end, encode_prompt, stop_token_ids
+from pipeline.llm import EndpointError, LLMClient, LLMConfig, run_jobs
 from pipeline.llm.cache import ResponseCache, canonical_json
+from pipeline.probe.common import _tokenizer_dir
 from pipeline.probe.config import Checkpoint, ConfigError, ProbeConfig, served_model
+from pipeline.safety import mask_url
 
 CACHE_DIR = "server-cache"
 
@@ -148,11 +152,6 @@ class ServerSampler:
         openai_client: Any = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
-        import os
-
-        from pipeline.llm import LLMClient, LLMConfig
-        from pipeline.probe.common import _tokenizer_dir
-
         self.cfg, self.ck = cfg, ck
         self.base_url, self.model = served_model(cfg, ck)
         sv = cfg.server
@@ -164,6 +163,7 @@ class ServerSampler:
                     f"{cfg.source}: [server] api_key_env: the environment variable "
                     f"{sv.api_key_env} is not set"
                 )
+        # the `train` extra: only sampling from a server (a probe run) builds the tokenizer
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(_tokenizer_dir(Path(ck.path)))
@@ -192,7 +192,7 @@ class ServerSampler:
         self.cache_hits = 0
 
     def _stop_ids(self) -> list[int]:
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig  # the `train` extra, as the tokenizer
 
         try:
             gen_config = GenerationConfig.from_pretrained(self.ck.path)
@@ -231,8 +231,6 @@ class ServerSampler:
         }
 
     def _where(self, question_id: str) -> str:
-        from pipeline.safety import mask_url
-
         return (
             f"checkpoint {self.ck.label} (served model {self.model!r} at "
             f"{mask_url(self.base_url)}), question {question_id}"
@@ -243,8 +241,6 @@ class ServerSampler:
     ) -> list[ServerCompletion]:
         """The unit's K completions: from the cache when this exact request was answered
         before, else from the server (then cached)."""
-        from pipeline.llm import EndpointError
-
         body = self.body(prompt_ids, seed)
         key = request_key(body)
         entry = self.cache.get(key)
@@ -292,7 +288,6 @@ class ServerSampler:
         :class:`ServerSampleError` once every unit before it is written (so a failure
         leaves exactly the units before the first failed one written; replies received
         for later units are in the cache)."""
-        from pipeline.llm import run_jobs
 
         Job = tuple[int, tuple[Any, list[int], int]]
         done: dict[int, tuple[Any, list[ServerCompletion] | ServerSampleError]] = {}

@@ -57,7 +57,7 @@ class Shard:
         """Sum of ``value`` over the ranks (a collective: every rank must call it)."""
         if self.world == 1:
             return value
-        from accelerate.utils import gather_object
+        from accelerate.utils import gather_object  # the `train` extra: only several ranks
 
         return int(sum(gather_object([value])))
 
@@ -68,6 +68,7 @@ def current_shard() -> Shard:
     world = world_size()
     if world <= 1:
         return Shard()
+    # the `train` extra: only a run over several ranks (accelerate launch) needs them
     import torch
     from accelerate import PartialState
 

@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pipeline.training.objectives import OBJECTIVES, default_params
+from pipeline.judge.verifier import VerifierError, make_verifier
+from pipeline.training.objectives import OBJECTIVES, default_params, make_objective
 from pipeline.training.presets import DEFAULT_PRESET, PRESETS, preset_settings
 
 
@@ -333,8 +334,6 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.chat.system is not None and cfg.chat.template == "none":
         raise ConfigError(f'{src}: [chat] system: needs a chat template (template = "none")')
     _check_verifier(cfg, src)
-    from pipeline.training.objectives import make_objective
-
     try:
         make_objective(cfg.objective, **cfg.resolved_params())
     except ValueError as exc:
@@ -342,7 +341,6 @@ def validate(cfg: TrainConfig) -> None:
 
 
 def _check_verifier(cfg: TrainConfig, src: str) -> None:
-    from pipeline.judge.verifier import VerifierError, make_verifier
 
     kind = cfg.verifier.resolved(cfg.data.source)
     if kind == "toy" and cfg.data.source != "toy":

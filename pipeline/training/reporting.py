@@ -53,7 +53,7 @@ def _give_trl_trackio() -> None:
         and "trackio" not in vars(mod)
     ]
     if needy:
-        import trackio
+        import trackio  # optional, from .trackio-site: only when report_to names it
 
         for mod in needy:
             mod.trackio = trackio

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline import toy
+from pipeline.judge.verifier import make_verifier
 
 
 class ToyReward:
@@ -62,8 +63,6 @@ class VerifierReward:
     __name__ = "verifier_correct"
 
     def __init__(self, kind: str) -> None:
-        from pipeline.judge.verifier import make_verifier
-
         self.kind = kind
         self.verify = make_verifier(kind)
         self._pending: list[float] = []
@@ -100,7 +99,7 @@ def overlong_shaping(max_len: int, buffer_frac: float = 0.2) -> Any:
     0 up to ``max_len - buffer`` tokens (EOS included), then linear down to -1 at ``max_len``,
     -1 beyond; ``buffer = round(buffer_frac * max_len)``. Its magnitude is the reward weight
     (``overlong_penalty``, see :func:`pipeline.training.run.build_trainer`)."""
-    from trl.rewards import get_soft_overlong_punishment
+    from trl.rewards import get_soft_overlong_punishment  # TRL: only building a trainer
 
     if not 0 <= buffer_frac <= 1:
         raise ValueError(f"overlong_buffer_frac must be in [0, 1], got {buffer_frac}")

@@ -27,21 +27,28 @@ times the prompts per optimizer step; ``max_steps`` counts optimizer steps eithe
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import json
 import logging
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch  # the `train` extra, which pipeline.training needs throughout (objectives)
+
 from pipeline import toy
+from pipeline.chat import PromptFormat, training_prompt
 from pipeline.event_curves import is_curve_key
 from pipeline.launch import close_process_group_at_exit, world_size
-from pipeline.training.config import TrainConfig
+from pipeline.probe.questions import DatasetError, read_benchmark
+from pipeline.training.config import ConfigError, TrainConfig
 from pipeline.training.live_metrics import LiveSettings
 from pipeline.training.objectives import ClipCovParams, KLCovParams, make_objective
 from pipeline.training.reporting import TRACKIO_PROJECT, ensure_report_to
+from pipeline.training.rewards import ToyReward, VerifierReward, overlong_shaping
 
 CURVES_FILE = "curves.jsonl"
 RUN_FILE = "run.json"
@@ -64,6 +71,8 @@ class TrainResult:
 
 
 def _curve_callback(path: Path):  # type: ignore[no-untyped-def]
+    # transformers, TRL, datasets and PEFT load only when a trainer is built: reading a
+    # config or the training questions does not pay for them
     from transformers import TrainerCallback
 
     class CurveLogger(TrainerCallback):
@@ -103,8 +112,6 @@ def training_questions(cfg: TrainConfig) -> list[tuple[str, str, str]]:
     if d.source == "toy":
         qs = toy.generate_questions(d.split, d.n_train, seed=d.seed)
         return [(q.question_id, q.prompt, str(toy.true_answer(q))) for q in qs]
-    from pipeline.probe.questions import read_benchmark
-
     kwargs: dict[str, Any] = {}
     if d.prompt_template is not None:
         kwargs["prompt_template"] = d.prompt_template
@@ -116,11 +123,7 @@ def build_dataset(cfg: TrainConfig, tokenizer: Any = None):  # type: ignore[no-u
     """The TRL dataset: ``prompt`` (a conversation when the chat template applies, see
     :func:`pipeline.chat.training_prompt`; raw text otherwise or without a tokenizer),
     ``question_id`` and, for a verifier other than the toy's, ``answer`` (the gold)."""
-    from datasets import Dataset
-
-    from pipeline.chat import PromptFormat, training_prompt
-    from pipeline.probe.questions import DatasetError
-    from pipeline.training.config import ConfigError
+    from datasets import Dataset  # loaded only when a trainer is built (_curve_callback)
 
     try:
         rows = training_questions(cfg)
@@ -142,15 +145,12 @@ def build_dataset(cfg: TrainConfig, tokenizer: Any = None):  # type: ignore[no-u
 def reward_function(cfg: TrainConfig) -> Any:
     """The verifier reward: :class:`ToyReward` for the toy verifier, else
     :class:`VerifierReward` of ``[verifier] kind``."""
-    from pipeline.training.rewards import ToyReward, VerifierReward
-
     kind = cfg.verifier.resolved(cfg.data.source)
     return ToyReward() if kind == "toy" else VerifierReward(kind)
 
 
 def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):  # type: ignore[no-untyped-def]
-    import torch
-    from trl import GRPOConfig
+    from trl import GRPOConfig  # loaded only when a trainer is built (_curve_callback)
 
     t = cfg.training
     p = objective.params
@@ -222,8 +222,6 @@ def live_settings(cfg: TrainConfig, objective: Any) -> LiveSettings | bool:
 
 
 def _dtype(name: str):  # type: ignore[no-untyped-def]
-    import torch
-
     return {
         "float32": torch.float32,
         "bfloat16": torch.bfloat16,
@@ -236,11 +234,10 @@ def build_trainer(
     cfg: TrainConfig, *, progress: bool = True, callbacks: list[Any] | None = None
 ) -> tuple[Any, Any, Any]:
     """(trainer, tokenizer, curve logger) for ``cfg``, ready to ``train()``."""
-    import torch
+    # transformers and TRL (trainer imports TRL) load only here (_curve_callback)
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
-    from pipeline.training.rewards import overlong_shaping
-    from pipeline.training.trainer import RceaGRPOTrainer
+    from pipeline.training.trainer import RceaGRPOTrainer  # imports TRL, as above
 
     t = cfg.training
     ensure_report_to(t.report_to, cfg.source)  # before the model loads: a missing trackio
@@ -276,7 +273,7 @@ def build_trainer(
     args.reward_weights = weights
     peft_config = None
     if cfg.lora.enabled:
-        from peft import LoraConfig
+        from peft import LoraConfig  # loaded only when a trainer is built (_curve_callback)
 
         peft_config = LoraConfig(
             r=cfg.lora.r,
@@ -302,7 +299,7 @@ def build_trainer(
     # values are undefined (docs/training-live.md)
     logging.getLogger("transformers.integrations.integration_utils").setLevel(logging.ERROR)
     if not (progress and t.progress_bar):
-        from transformers.trainer_callback import PrinterCallback
+        from transformers.trainer_callback import PrinterCallback  # as _curve_callback
 
         trainer.remove_callback(PrinterCallback)  # the curve file has the numbers
     return trainer, tokenizer, logger
@@ -312,8 +309,6 @@ def run_training(
     cfg: TrainConfig, *, progress: bool = True, callbacks: list[Any] | None = None
 ) -> TrainResult:
     """Train ``cfg.objective`` on the toy task; returns where everything was written."""
-    import warnings
-
     with warnings.catch_warnings():
         # Transformers 5 deprecation notices about `gradient_checkpointing` (set by TRL's
         # config) and pin_memory on CPU: noise for every run, nothing to act on here.
@@ -339,8 +334,6 @@ def run_training(
         main_process=acc.is_main_process,
     )
     if acc.is_main_process:
-        from pipeline.chat import PromptFormat
-
         prompt = {
             "chat_template_applied": PromptFormat(cfg.chat.template, cfg.chat.system).uses_chat(
                 tokenizer
@@ -392,6 +385,7 @@ def save_final(trainer: Any, cfg: TrainConfig, tokenizer: Any, final: Path) -> N
         adapter = final.parent / "final-adapter"
         trainer.save_model(str(adapter))
         if acc.is_main_process:
+            # PEFT and transformers load only when a trainer is built (_curve_callback)
             from peft import PeftModel
             from transformers import AutoModelForCausalLM
 
@@ -408,7 +402,6 @@ def save_final(trainer: Any, cfg: TrainConfig, tokenizer: Any, final: Path) -> N
 
 
 def versions() -> dict[str, str]:
-    import importlib.metadata as md
 
     out = {}
     for pkg in ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "deepspeed"):

@@ -48,8 +48,9 @@ from pipeline.training.objectives import (
 
 
 def _is_peft(model: Any) -> bool:
-    try:
+    try:  # PEFT: the model is a PeftModel only when PEFT is installed and LoRA is on
         from peft import PeftModel
+
     except ImportError:  # pragma: no cover - peft is part of the train extra
         return False
     return isinstance(model, PeftModel)

@@ -25,7 +25,7 @@ class SignatureError(ValueError):
 
 
 def _crypto():  # type: ignore[no-untyped-def] # cryptography is the optional `sign` extra
-    try:
+    try:  # the optional `sign` extra: only signing and verifying a signature need it
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError:  # pragma: no cover - depends on the install

@@ -3,8 +3,11 @@ teardown (gloo's threads otherwise can abort a rank whose work was done)."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
+import app.cli as cli
 from pipeline import launch
 from tests.support.helpers import free_port
 
@@ -39,16 +42,13 @@ def test_the_rcea_entry_point_closes_the_group_after_every_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """On success and on failure (typer exits through SystemExit either way)."""
-    import sys
-
-    from app.cli import main
-
     calls: list[int] = []
-    monkeypatch.setattr(launch, "close_process_group", lambda: calls.append(1) or False)
+    # patched where the entry point looks it up
+    monkeypatch.setattr(cli, "close_process_group", lambda: calls.append(1) or False)
     for argv, code in ((["rcea", "--help"], 0), (["rcea", "no-such-command"], 2)):
         monkeypatch.setattr(sys, "argv", argv)
         with pytest.raises(SystemExit) as exc:
-            main()
+            cli.main()
         assert exc.value.code == code
     assert calls == [1, 1]
 
