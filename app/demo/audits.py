@@ -257,39 +257,31 @@ def step_simulate_validity(ctx: DemoContext) -> dict[str, Any]:
     if "sim_accounts" not in ctx.notes:
         annotators(ctx)
     accts = ctx.notes["sim_accounts"]
+    # the calibration and the accepted-set check of the same judge, labelled alike
+    checks = {
+        "validity calibration labels": ctx.calibration_name,
+        "accepted-set check labels": ctx.accepted_name,
+    }
+    posted = {}
     with session_scope(ctx.engine()) as s:
-        res = simulate_validity_labels(
-            s,
-            ctx.calibration_name,
-            people_from_settings(ctx.cfg),
-            {accts[r].email: accts[r].password for r in ("A", "B")},
-            load_strategy_fn(VALIDITY_ORACLE),
-            error_rate=ctx.sizes.validity_error,
-            seed=ctx.sizes.seed,
-        )
-        append_event(
-            s,
-            actor=SIM_ACTOR,
-            kind=SIM_EVENT,
-            study_id=require_study(s, name=ctx.study).id,
-            payload={"what": "validity calibration labels", **res},
-        )
-        acc = simulate_validity_labels(
-            s,
-            ctx.accepted_name,
-            people_from_settings(ctx.cfg),
-            {accts[r].email: accts[r].password for r in ("A", "B")},
-            load_strategy_fn(VALIDITY_ORACLE),
-            error_rate=ctx.sizes.validity_error,
-            seed=ctx.sizes.seed,
-        )
-        append_event(
-            s,
-            actor=SIM_ACTOR,
-            kind=SIM_EVENT,
-            study_id=require_study(s, name=ctx.study).id,
-            payload={"what": "accepted-set check labels", **acc},
-        )
+        for what, name in checks.items():
+            posted[what] = simulate_validity_labels(
+                s,
+                name,
+                people_from_settings(ctx.cfg),
+                {accts[r].email: accts[r].password for r in ("A", "B")},
+                load_strategy_fn(VALIDITY_ORACLE),
+                error_rate=ctx.sizes.validity_error,
+                seed=ctx.sizes.seed,
+            )
+            append_event(
+                s,
+                actor=SIM_ACTOR,
+                kind=SIM_EVENT,
+                study_id=require_study(s, name=ctx.study).id,
+                payload={"what": what, **posted[what]},
+            )
+    res = posted["validity calibration labels"]  # its per-person counts are printed below
     for role, r in sorted((k, v) for k, v in res.items() if isinstance(v, dict)):
         ctx.say(
             f"{SIMULATED} validity annotator {role} ({r['email']}): {r['posted']} label(s) "

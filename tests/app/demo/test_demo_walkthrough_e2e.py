@@ -75,30 +75,24 @@ def _label(data: Path, after: str, command: str) -> str:
                     labels[task] = label
                 post_labels(cfg, acct[role], labels)
             return "pairs: " + ", ".join(roles)
-        if command.startswith("rcea judge calibrate sync"):
-            with session_scope(eng) as s:
-                simulate_validity_labels(
-                    s,
-                    f"{STUDY}-validity",
-                    people_from_settings(cfg),
-                    {acct[r].email: acct[r].password for r in ("A", "B")},
-                    load_strategy_fn(VALIDITY_ORACLE),
-                    error_rate=QUICK.validity_error,
-                    seed=QUICK.seed,
-                )
-            return "validity"
-        if command.startswith("rcea judge accepted sync"):
-            with session_scope(eng) as s:
-                simulate_validity_labels(
-                    s,
-                    f"{STUDY}-judge-accepted",
-                    people_from_settings(cfg),
-                    {acct[r].email: acct[r].password for r in ("A", "B")},
-                    load_strategy_fn(VALIDITY_ORACLE),
-                    error_rate=QUICK.validity_error,
-                    seed=QUICK.seed,
-                )
-            return "accepted-set check"
+        # a validity round: the calibration, then the accepted-set check of the same judge
+        rounds = {
+            "rcea judge calibrate sync": (f"{STUDY}-validity", "validity"),
+            "rcea judge accepted sync": (f"{STUDY}-judge-accepted", "accepted-set check"),
+        }
+        for prefix, (name, what) in rounds.items():
+            if command.startswith(prefix):
+                with session_scope(eng) as s:
+                    simulate_validity_labels(
+                        s,
+                        name,
+                        people_from_settings(cfg),
+                        {acct[r].email: acct[r].password for r in ("A", "B")},
+                        load_strategy_fn(VALIDITY_ORACLE),
+                        error_rate=QUICK.validity_error,
+                        seed=QUICK.seed,
+                    )
+                return what
         raise AssertionError(f"the walkthrough waits for {after!r} before {command!r}")
     finally:
         eng.dispose()
