@@ -9,9 +9,7 @@ with the unscored trajectories only."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +21,9 @@ pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 from pipeline.probe.shard import Shard  # noqa: E402
-from tests.support.helpers import free_port, write_jsonl  # noqa: E402
+from tests.support.helpers import write_jsonl  # noqa: E402
+from tests.support.launch import cpu_env, run_rcea  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 QUESTIONS = {"q1": "What is 3 + 4?", "q2": "Solve 2x - 6 = 0 for x."}
 TEXTS = ["3 + 4 = 7. The answer is 7.", "x = 3", "I think 8", "First add: 7", "so 2x = 6"]
 SCORE = ["probe", "score", "--run", "r", "--model", "m", "--step", "0", "--batch", "3"]
@@ -58,29 +55,11 @@ def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _env(db: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RCEA_")}
-    return {
-        **env,
-        "RCEA_DATABASE_URL": f"sqlite:///{db}",
-        "RCEA_DATA_DIR": str(db.parent / f"{db.stem}-data"),
-        "OMP_NUM_THREADS": "1",  # one torch thread per process: the same float order
-        "PYTHONPATH": str(ROOT),
-        "CUDA_VISIBLE_DEVICES": "",
-    }
+    return cpu_env(db, db.parent / f"{db.stem}-data")
 
 
 def _rcea(args: list[str], db: Path, processes: int = 1) -> subprocess.CompletedProcess[str]:
-    if processes == 1:
-        cmd = [str(BIN / "rcea"), *args]
-    else:
-        cmd = [
-            str(BIN / "accelerate"), "launch", "--multi_gpu",
-            "--num_processes", str(processes), "--main_process_port", str(free_port()),
-            str(BIN / "rcea"), *args,
-        ]  # fmt: skip
-    res = subprocess.run(cmd, env=_env(db), capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return res
+    return run_rcea(args, _env(db), processes, timeout=600)
 
 
 def _study(db: Path, name: str = "s") -> None:

@@ -9,10 +9,8 @@ finished resumes in one process from that rank's log."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +22,12 @@ pytest.importorskip("accelerate")
 
 from pipeline.probe import load_config, run_covariance, run_entropy, run_sample  # noqa: E402
 from pipeline.probe import shard as shard_mod  # noqa: E402
-from tests.support.helpers import free_port  # noqa: E402
+from tests.support.launch import cpu_env, run_rcea  # noqa: E402
 from tests.support.probe import (
     save_policy,  # noqa: E402
     write_config,  # noqa: E402
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 STUDY = "sharded"
 
 
@@ -51,29 +47,11 @@ def sampled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def _env(db: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RCEA_")}
-    return {
-        **env,
-        "RCEA_DATABASE_URL": f"sqlite:///{db}",
-        "RCEA_DATA_DIR": str(db.parent / "data"),
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": str(ROOT),
-        "CUDA_VISIBLE_DEVICES": "",
-    }
+    return cpu_env(db, db.parent / "data")
 
 
 def _rcea(args: list[str], db: Path, processes: int) -> subprocess.CompletedProcess[str]:
-    if processes == 1:
-        cmd = [str(BIN / "rcea"), *args]
-    else:
-        cmd = [
-            str(BIN / "accelerate"), "launch", "--multi_gpu",
-            "--num_processes", str(processes), "--main_process_port", str(free_port()),
-            str(BIN / "rcea"), *args,
-        ]  # fmt: skip
-    res = subprocess.run(cmd, env=_env(db), capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return res
+    return run_rcea(args, _env(db), processes, timeout=300)
 
 
 def _run_both(cfg: Path, out: Path, processes: int) -> list[dict[str, Any]]:
