@@ -74,6 +74,7 @@ def create_app(  # type: ignore[no-untyped-def]
                 target=_background_sync, args=(api, interval, stop), daemon=True
             )
             thread.start()
+        api.state.sync_thread = thread
         try:
             yield
         finally:
@@ -81,6 +82,8 @@ def create_app(  # type: ignore[no-untyped-def]
             readback.stop()
             if thread is not None:
                 thread.join(timeout=30)
+                if thread.is_alive():  # a round stalled (store busy): it ends on its own
+                    log.warning("background sync still in a round after 30 s; not waiting")
 
     token = settings.ensure_api_token().get_secret_value()
     api = FastAPI(
@@ -98,6 +101,7 @@ def create_app(  # type: ignore[no-untyped-def]
 
     api.state.people = people_from_settings(settings)
     api.state.sync_rounds = 0  # background sync rounds this process ran
+    api.state.sync_thread = None  # the background sync thread while the app runs
     # webhook read-backs run here, off the request path (started and stopped by lifespan)
     api.state.readback = ReadBackQueue(api.state.engine, api.state.people)
 

@@ -25,7 +25,12 @@ def test_two_api_processes_one_sync(engine, tmp_path: Path) -> None:  # type: ig
             start = first.state.sync_rounds
             assert wait_for(lambda: first.state.sync_rounds >= start + 5, timeout=15)
             assert second.state.sync_rounds == 0  # it tried each round and waited
-        ran_first = first.state.sync_rounds
+    # counted once the first has stopped (read inside the block above, a round still
+    # running at shutdown made this test flaky); shutdown waits up to 30 s for a round
+    # in flight, so on a loaded machine wait for the thread itself
+    first.state.sync_thread.join(timeout=120)
+    assert not first.state.sync_thread.is_alive(), "the stopped app still syncs"
+    ran_first = first.state.sync_rounds
     # the first stopped; a new one (the second's successor) now syncs
     third = create_app(settings, engine=engine, background_sync=True)
     with TestClient(third):
