@@ -86,8 +86,12 @@ def main() -> None:
 
     os.umask(PRIVATE_UMASK)
     install_log_masking()
+    succeeded = False
     try:
         app()
+    except SystemExit as done:  # typer ends every command with one
+        succeeded = done.code in (0, None)
+        raise
     except Exception as exc:  # noqa: BLE001 - re-raised unless it is a service failure
         line = service_error(exc)
         if line is None:
@@ -96,5 +100,6 @@ def main() -> None:
         sys.exit(3)
     finally:
         # a rank of `accelerate launch` must not leave its process group to the
-        # interpreter's teardown (SIGABRT in gloo's threads: pipeline/launch.py)
-        close_process_group()
+        # interpreter's teardown, nor tear it down while another rank still uses it
+        # (SIGABRT in gloo's threads: pipeline/launch.py)
+        close_process_group(synchronize=succeeded)

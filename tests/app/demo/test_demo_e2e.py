@@ -97,10 +97,12 @@ def _demo_run_and_checks(env: dict[str, str], data: Path, tmp_path: Path) -> Non
     assert steps["gate"]["result"]["status"] == "passed"
     assert steps["simulate-validity"]["result"]["status"] == "complete"
     assert steps["simulate-pairs"]["result"]["simulated"] is True
-    # the sequential gate settles before the last look, and says so;
-    # the hidden repeats were labelled
+    # the sequential gate settles (at the latest at its last look), and says so; the
+    # hidden repeats were labelled. Which look depends on the trained policies' samples,
+    # i.e. on the CPU's float kernels (look 2 on one machine, 3 on another); the settling
+    # rule itself is tested on fixed labels (test_demo_sequential.py).
     sim_pairs = steps["simulate-pairs"]["result"]
-    assert sim_pairs["settled_at_look"] in (1, 2), sim_pairs["looks"]
+    assert sim_pairs["settled_at_look"] in (1, 2, 3), sim_pairs["looks"]
     assert f"settled (settled_pass) at look {sim_pairs['settled_at_look']} of 3" in out
     assert sim_pairs["hidden_repeats_labelled"] == {"A": 14, "B": 14}
     bundle = Path(steps["report"]["result"]["bundle"])
@@ -119,7 +121,7 @@ def _demo_run_and_checks(env: dict[str, str], data: Path, tmp_path: Path) -> Non
         assert [g.payload["status"] for g in gates] == ["passed"]
         looks = list_events(s, kind="gate.interim", study_id=st.id)
         settled = [e.payload["look"] for e in looks if e.payload["decision"] == "settled_pass"]
-        assert settled and settled[0] < 3 and settled[-1] == 3
+        assert settled and settled[0] == sim_pairs["settled_at_look"] and settled[-1] == 3
         assert validity_status(s, study_id=st.id)["status"] == "calibrated"
         sims = list_events(s, kind="demo.simulated", study_id=st.id)
         whats = {e.payload["what"] for e in sims}
