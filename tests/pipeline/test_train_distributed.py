@@ -20,7 +20,9 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("accelerate")
 
+from annotation.file_lock import file_lock  # noqa: E402
 from tests.support.helpers import free_port  # noqa: E402
+from tests.support.launch import LAUNCH_LOCK  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCELERATE_CONFIGS = ROOT / "pipeline" / "training" / "configs" / "accelerate"
@@ -55,7 +57,8 @@ def accelerate_launch(args: list[str], *, processes: int = 2, timeout: int = 300
         "--main_process_port", str(free_port()),
         str(bin_dir / "rcea"), *args,
     ]  # fmt: skip
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    with file_lock(LAUNCH_LOCK):  # one launch at a time on the machine (tests/support/launch)
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.slow

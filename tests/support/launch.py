@@ -15,8 +15,9 @@ from tests.support.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-#: One ``accelerate launch`` at a time on this machine: two launches from two xdist
-#: workers at once (the two sharded probe tests) ended with a rank aborting (SIGABRT).
+#: One ``accelerate launch`` at a time on this machine (the sharded probe tests and the
+#: distributed training test): two launches from two xdist workers at once ended with a
+#: rank aborting (SIGABRT), and two launches on two cores only slow each other down.
 LAUNCH_LOCK = Path(tempfile.gettempdir()) / "rcea-tests-accelerate-launch.lock"
 
 
