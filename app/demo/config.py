@@ -24,13 +24,14 @@ human–human macro-F1 near 0.95 (0.97); the oracle adjudicator settles every di
 (and every agreed label that differs from the automatic one) with the truth, so the
 automatic labels match the final reference.
 
-Why the quick simulated gate settles early: its rubric predeclares a sequential plan
+When the quick simulated gate settles: its rubric predeclares a sequential plan
 (looks at half, three quarters and all of its 144 pairs, Pocock spending); the
 annotators label in task order (question by question) and the adjudicator settles
 disagreements look by look. On the quick demo's data the first look (72 pairs, three
-questions with few ``different`` pairs) is undecided and the second (108 pairs) is
-settled (``settled_pass``): a ``gate.interim`` event, a SIMULATED line of the demo and the
-view's Audit page show it.
+questions with few ``different`` pairs) is undecided and the second (108 pairs) or the
+last is settled (``settled_pass``; which one depends on the trained policies' samples,
+i.e. on the CPU's float kernels): a ``gate.interim`` event, a SIMULATED line of the demo
+and the view's Audit page show it.
 """
 
 from __future__ import annotations

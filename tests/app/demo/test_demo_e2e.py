@@ -103,7 +103,10 @@ def _demo_run_and_checks(env: dict[str, str], data: Path, tmp_path: Path) -> Non
     # rule itself is tested on fixed labels (test_demo_sequential.py).
     sim_pairs = steps["simulate-pairs"]["result"]
     assert sim_pairs["settled_at_look"] in (1, 2, 3), sim_pairs["looks"]
-    assert f"settled (settled_pass) at look {sim_pairs['settled_at_look']} of 3" in out
+    at = sim_pairs["settled_at_look"]
+    assert f"sequential plan: the gate was settled at look {at} of 3" in out
+    # before the last look the demo also says that the plan allows stopping there
+    assert (f"settled (settled_pass) at look {at} of 3, before the last look" in out) == (at < 3)
     assert sim_pairs["hidden_repeats_labelled"] == {"A": 14, "B": 14}
     bundle = Path(steps["report"]["result"]["bundle"])
     assert bundle.parent.name == "bundles-SIMULATED"
