@@ -5,6 +5,7 @@ optional dependencies."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,25 +21,26 @@ def test_the_tree_is_every_package_but_the_tests() -> None:
     assert packages - {"tests"} == set(TREE)
 
 
-@pytest.mark.parametrize("package", TREE)
-def test_every_local_import_has_a_reason(package: str) -> None:
-    found = [
+def _offending(package: str, breaks_rule: Callable[[LocalImport], bool]) -> list[str]:
+    """``path:line: import`` of every function-local import in ``package`` that breaks
+    the rule."""
+    return [
         f"{path.relative_to(ROOT)}:{imp.line}: {imp.text}"
         for path in sorted((ROOT / package).rglob("*.py"))
         for imp in local_imports(path)
-        if imp.reason is None
+        if breaks_rule(imp)
     ]
+
+
+@pytest.mark.parametrize("package", TREE)
+def test_every_local_import_has_a_reason(package: str) -> None:
+    found = _offending(package, lambda imp: imp.reason is None)
     assert not found, "hoist to module level, or say why not in a comment:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("package", HEAVY_ONLY)
 def test_no_local_import_but_heavy_ones(package: str) -> None:
-    found = [
-        f"{path.relative_to(ROOT)}:{imp.line}: {imp.text}"
-        for path in sorted((ROOT / package).rglob("*.py"))
-        for imp in local_imports(path)
-        if not imp.heavy
-    ]
+    found = _offending(package, lambda imp: not imp.heavy)
     assert not found, "hoist to module level:\n" + "\n".join(found)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from audits.covariance import FIT_SUMMARY
 from study.report.schema import CheckpointReport, StudyReport
 from study.report.sections import DirectionCounts
 
@@ -232,17 +233,7 @@ def transitions_frame(report: Report) -> pd.DataFrame:
     )
 
 
-FIT_COLUMNS = [
-    "n",
-    "sign_agreement",
-    "spearman_rho",
-    "pearson_r",
-    "slope",
-    "intercept",
-    "r_squared",
-    "median_abs_error",
-    "median_relative_error",
-]
+FIT_COLUMNS = ["n", *FIT_SUMMARY]  # the fit's own key list (audits.covariance)
 
 
 def fit_frame(report: Report) -> pd.DataFrame:

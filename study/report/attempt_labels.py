@@ -27,14 +27,22 @@ from study.validity_audit.labelling import human_reference
 
 def pair_audit_labels(session: Session, audit: Audit) -> dict[str, Any]:
     """The audited pairs of ``audit`` with their labels, the coverages and its rubric."""
+    rubric = session.get(Rubric, audit.rubric_id)
+    return {
+        **audited_pairs(session, audit),
+        "rubric_toml": rubric_spec(rubric).to_toml() if rubric is not None else None,
+    }
+
+
+def audited_pairs(session: Session, audit: Audit) -> dict[str, Any]:
+    """The audited pairs of ``audit`` with A, B, adjudicated and automatic labels and the
+    coverages its gate uses (also the bundle's ``inputs.json`` ``audit`` section)."""
     labels = pair_labels(session, audit)
     overall, audited = coverage(session, audit)
-    rubric = session.get(Rubric, audit.rubric_id)
     return {
         "audit": audit.name,
         "automatic_coverage": overall,
         "audited_coverage": audited,
-        "rubric_toml": rubric_spec(rubric).to_toml() if rubric is not None else None,
         "pairs": [
             {
                 "pair_key": p.pair_key,

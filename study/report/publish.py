@@ -44,8 +44,7 @@ from pipeline.safety import path_under, write_private
 from study import __version__
 from study.pair_audit.freeze import FreezeError, partition_modes
 from study.pair_audit.gate import gate_status
-from study.pair_audit.labels import ADJUDICATOR, coverage, current_labels
-from study.pair_audit.sampling import audit_pairs
+from study.report.attempt_labels import audited_pairs
 from study.report.build import (
     ENTROPY_ONLY_LABEL,
     compute_report,
@@ -467,24 +466,7 @@ def _audit_inputs(session: Session, study_id: int, pair: dict[str, Any]) -> dict
     ).first()
     if audit is None:
         return None
-    labels = current_labels(session, audit)
-    overall, audited = coverage(session, audit)
-    return {
-        "audit": audit.name,
-        "automatic_coverage": overall,
-        "audited_coverage": audited,
-        "pairs": [
-            {
-                "pair_key": p.pair_key,
-                "question_id": p.question_id,
-                "automatic": p.automatic,
-                "A": labels.get("A", {}).get(p.id),
-                "B": labels.get("B", {}).get(p.id),
-                "adjudicated": labels.get(ADJUDICATOR, {}).get(p.id),
-            }
-            for p in audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]
-        ],
-    }
+    return audited_pairs(session, audit)
 
 
 def _inputs_json(

@@ -5,15 +5,15 @@ gets its notifications live."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import closing
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.helpers import serve_http
 from tests.support.labelling_study import Study, wait_for
 
 pytestmark = pytest.mark.slow
@@ -41,14 +41,8 @@ class _Loopback(BaseHTTPRequestHandler):
 @pytest.fixture
 def loopback_service() -> Iterator[str]:
     _Loopback.hits = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Loopback)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve_http(_Loopback) as url:
+        yield url
 
 
 def test_annotator_cannot_make_the_server_fetch_loopback_urls(

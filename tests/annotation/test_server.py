@@ -8,12 +8,11 @@ import socket
 import stat
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import closing
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from annotation.server import (
     server_command,
     server_env,
 )
+from tests.support.helpers import serve_http
 from tests.support.labelstudio_fixture import LabelStudioHandle
 
 STRAY = {
@@ -306,16 +306,9 @@ class _Receiver(BaseHTTPRequestHandler):
 @pytest.fixture
 def webhook_receiver() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     _Receiver.events = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serve_http(_Receiver) as url:
         # on loopback Label Studio admits only rcea's receiver path (SSRF protection on)
-        port = httpd.server_address[1]
-        yield f"http://127.0.0.1:{port}/webhooks/label-studio/receiver", _Receiver.events
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+        yield f"{url}/webhooks/label-studio/receiver", _Receiver.events
 
 
 @pytest.mark.slow

@@ -31,6 +31,7 @@ from app.cli import app  # noqa: E402
 from pipeline.event_curves import event_dirs  # noqa: E402
 from pipeline.training import reporting  # noqa: E402
 from pipeline.training.live_metrics import METRICS  # noqa: E402
+from tests.support.small_base import build_small_base  # noqa: E402
 from tests.support.trackio_env import require_trackio  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,15 +90,7 @@ def _same(a: float, b: float) -> bool:
 @pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 def test_trackio_storage_holds_every_rcea_metric_at_every_step(tmp_path: Path) -> None:
     require_trackio()
-    base = tmp_path / "base"
-    res = CliRunner().invoke(
-        app,
-        [
-            "train", "build-base", "--out", str(base), "--sft-steps", "5",
-            "--eval-questions", "2", "--eval-k", "2", "--threads", "1", "--json",
-        ],
-    )  # fmt: skip
-    assert res.exit_code == 0, res.output
+    base = build_small_base(tmp_path / "base")
     out = tmp_path / "run"
     cfg = _config(tmp_path / "train.toml", base, out)
     env = _env(tmp_path)

@@ -9,7 +9,6 @@ import math
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 pytest.importorskip("trl")
 pytest.importorskip("tensorboard")
@@ -18,12 +17,12 @@ from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E4
     EventAccumulator,
 )
 
-from app.cli import app  # noqa: E402
 from pipeline.event_curves import event_dirs  # noqa: E402
 from pipeline.probe.curves import training_curve  # noqa: E402
 from pipeline.training.config import parse_config  # noqa: E402
 from pipeline.training.live_metrics import METRICS  # noqa: E402
 from pipeline.training.run import run_training  # noqa: E402
+from tests.support.small_base import build_small_base  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,
@@ -34,16 +33,7 @@ STEPS = 3
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("live") / "base"
-    res = CliRunner().invoke(
-        app,
-        [
-            "train", "build-base", "--out", str(out), "--sft-steps", "5",
-            "--eval-questions", "2", "--eval-k", "2", "--threads", "1", "--json",
-        ],
-    )  # fmt: skip
-    assert res.exit_code == 0, res.output
-    return out
+    return build_small_base(tmp_path_factory.mktemp("live") / "base")
 
 
 def _config(base: Path, out: Path, objective: str = "grpo", **training: object):  # type: ignore[no-untyped-def]

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +86,21 @@ def postgres_unavailable_reason(url: str) -> str | None:
     except Exception as exc:  # noqa: BLE001
         return f"no PostgreSQL server answers at {url}: {type(exc).__name__}: {exc}"[:300]
     return None
+
+
+@contextmanager
+def serve_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threaded HTTP server on a free loopback port while the block runs; yields its
+    base URL (``http://127.0.0.1:PORT``)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def free_port() -> int:

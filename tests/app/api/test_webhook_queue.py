@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from app.api import create_app
 from app.api.webhooks import MAX_NOTIFY_IDS, MAX_PENDING_IDS
 from study.settings import Settings
 from study.store.models import LabellingProject
+from tests.support.helpers import serve_http
 from tests.support.labelling_study import SECRET, Study, wait_for
 
 RELEASE = threading.Event()
@@ -49,16 +50,11 @@ class _Stall(BaseHTTPRequestHandler):
 def stalling_server() -> Iterator[str]:
     RELEASE.clear()
     _Stall.seen = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Stall)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        RELEASE.set()
-        httpd.shutdown()
-        httpd.server_close()
+    with serve_http(_Stall) as url:
+        try:
+            yield url
+        finally:
+            RELEASE.set()  # let stalled requests end before the server shuts down
 
 
 def _bind(engine: Any, person: Any, project_id: int) -> None:
