@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from audits._checks import as_float_array, check_same_length
 
@@ -51,6 +50,9 @@ class Correlation:
 
 
 def _pearson_core(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None]:
+    # scipy: ≈ 1 s to import, paid only where it computes (audits/__init__.py)
+    from scipy import stats
+
     n = x.size
     if n < 2:
         return None, None
@@ -92,6 +94,9 @@ def pearson_correlation(x: Any, y: Any) -> Correlation:
 
 def spearman_correlation(x: Any, y: Any) -> Correlation:
     """Spearman's ρ = Pearson's r of the average ranks; two-sided t-approximation p-value."""
+    # scipy: ≈ 1 s to import, paid only where it computes (audits/__init__.py)
+    from scipy import stats
+
     xa, ya = _pair_arrays(x, y)
     if xa.size == 0:
         return Correlation(method="spearman", estimate=None, p_value=None, n=0)

@@ -29,8 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats
-
 from audits._checks import check_same_length
 
 __all__ = [
@@ -150,6 +148,9 @@ def judge_calibration(
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Exact (Clopper–Pearson) two-sided interval for a binomial proportion k/n."""
+    # scipy: ≈ 1 s to import, paid only where it computes (audits/__init__.py)
+    from scipy import stats
+
     if isinstance(k, bool) or isinstance(n, bool) or int(k) != k or int(n) != n:
         raise ValueError(f"k and n must be integers, got k={k!r}, n={n!r}")
     k, n = int(k), int(n)

@@ -50,7 +50,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import optimize, stats
 
 from audits.agreement import DIFFERENT, SAME, check_labels, resolve_adjudication
 from audits.gates import GATE_TOLERANCE, UNCERTAIN, counted_adjudications, evaluate_gate
@@ -139,6 +138,9 @@ class SequentialPlan:
 
 def spent_alpha(t: float, alpha: float, spending: str) -> float:
     """Cumulative one-sided alpha spent by information time ``t`` ∈ [0, 1]."""
+    # scipy: ≈ 1 s to import, paid only where it computes (audits/__init__.py)
+    from scipy import stats
+
     if t <= 0.0:
         return 0.0
     t = min(t, 1.0)
@@ -168,11 +170,17 @@ def _excess(
     c: float, mass: np.ndarray, x: np.ndarray, s0: float, s1: float, sd: float, target: float
 ) -> float:
     """P(cross at this look with boundary c, continuing before) − the alpha to spend."""
+    # scipy: ≈ 1 s to import, paid only where it computes (audits/__init__.py)
+    from scipy import stats
+
     return float(np.sum(mass * stats.norm.sf((c * s1 - x * s0) / sd))) - target
 
 
 def boundaries(looks: Sequence[float], alpha: float, spending: str) -> tuple[float, ...]:
     """One-sided upper boundaries c_1..c_K on the z scale (see the module docstring)."""
+    # scipy: ≈ 1 s to import, paid only where it computes (audits/__init__.py)
+    from scipy import optimize, stats
+
     ts = [float(t) for t in looks]
     k_looks = len(ts)
     if spending == "bonferroni":

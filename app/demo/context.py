@@ -1,19 +1,33 @@
 """What every demo step sees and uses: the context (settings, sizes, options, state, work
 dir), ``rcea`` subprocesses with logs (:class:`RceaJob`), the :class:`Step` record, and
-checks whether a command exists in this build."""
+checks whether a command exists in this build.
+
+The demo's jobs are forked from one server process per demo run (``multiprocessing``'s
+fork server) that has imported torch, transformers, TRL and the ``rcea`` command modules
+once (:data:`PRELOAD`): a fresh ``rcea train run`` spends 7–8 s of CPU importing TRL's
+trainer and a probe stage 5–6 s importing transformers' Qwen2 model before doing any
+work, which for the quick demo's 16-step runs is most of their cost. A forked job is
+otherwise what a fresh ``rcea ARGS`` process is: its own process, the demo's environment
+and working directory, stdout to a file, stderr to the step's log, its exit code, killed
+on Ctrl-C or failure (docs/demo.md "How the demo runs its commands")."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
+import multiprocessing
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.context import BaseContext
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from app.demo.config import DemoSizes
 from app.demo.state import DemoState
@@ -152,9 +166,82 @@ class BarRelay:
             self.shown = False
 
 
+#: What the fork server imports before it forks a job (an ImportError skips a module: a
+#: build without the ``train`` extra forks jobs that import what they need themselves).
+PRELOAD: tuple[str, ...] = (
+    "app.cli",
+    "app.cli.train_cmd",
+    "app.cli.probe_cmd",
+    "app.cli.judge_cmd",
+    "app.cli.report_cmd",
+    "pipeline.training.run",
+    "pipeline.training.trainer",
+    "transformers.models.qwen2.modeling_qwen2",
+)
+
+
+@functools.cache
+def job_context() -> BaseContext | None:
+    """The fork-server context of this process's demo jobs (the server starts with the
+    first job and ends with the demo), or None where the platform has no fork server
+    (each job is then a fresh ``rcea`` process)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return None
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(PRELOAD))
+    return ctx
+
+
+def run_forked(cmd: list[str], env: dict[str, str], stdout: str, stderr: str) -> None:
+    """The body of a forked job: the ``rcea`` script ``cmd[0]`` run as ``__main__`` with
+    the arguments ``cmd[1:]``, as a fresh process runs it, with this environment, stdout
+    appended to ``stdout`` and stderr to ``stderr`` (the process exits with the command's
+    exit code)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.environ.clear()
+    os.environ.update(env)
+    for fd, path in ((1, stdout), (2, stderr)):
+        target = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.argv = list(cmd)
+    try:
+        # the console script imports app.cli.main (preloaded) and exits with its code
+        runpy.run_path(cmd[0], run_name="__main__")
+    finally:
+        # multiprocessing ends a child with os._exit: run what an interpreter's exit runs
+        # (log handlers, TensorBoard writers and the like flush there)
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+class _Running(Protocol):
+    def poll(self) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+
+class _ForkedProcess:
+    """A forked job with the part of :class:`subprocess.Popen` :class:`RceaJob` uses."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+        self.process = process
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        if self.process.exitcode is None:
+            self.process.kill()
+        self.process.join()
+
+
 class RceaJob:
-    """One ``rcea`` subprocess: stdout to a temporary file (read when it exits), stderr
-    appended to ``<work>/logs/<log>.log`` with the command line and the duration."""
+    """One ``rcea`` command in its own process (forked from the demo's fork server, see
+    the module doc): stdout to a temporary file (read when it exits), stderr appended to
+    ``<work>/logs/<log>.log`` with the command line and the duration."""
 
     def __init__(self, ctx: DemoContext, args: list[str], log: str, as_json: bool = True):
         self.args, self.as_json, self.seconds = args, as_json, 0.0
@@ -163,17 +250,29 @@ class RceaJob:
         self.log = logs / f"{log}.log"
         exe = Path(sys.executable).parent / "rcea"
         self.cmd = [str(exe), *args, *(["--json"] if as_json else [])]
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: _Running | None = None
 
     def start(self) -> None:
         self._began = time.monotonic()
         self._err = self.log.open("a", encoding="utf-8")
         self._err.write(f"$ {' '.join(self.cmd)}\n")
         self._err.flush()
-        self._out = tempfile.TemporaryFile()  # noqa: SIM115 - closed in result() or kill()
-
+        fd, out = tempfile.mkstemp(prefix="rcea-job-", suffix=".out")
+        os.close(fd)
+        self._out = Path(out)  # removed in result() or kill()
         env = {**os.environ, "RCEA_PROGRESS": "1"}  # bars on stderr (relayed by BarRelay)
-        self.proc = subprocess.Popen(self.cmd, stdout=self._out, stderr=self._err, env=env)
+        mp = job_context()
+        if mp is None:
+            with self._out.open("wb") as fh:
+                self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=self._err, env=env)
+            return
+        process = mp.Process(
+            target=run_forked,
+            args=(self.cmd, env, str(self._out), str(self.log)),
+            name=f"rcea {' '.join(self.args[:2])}",
+        )
+        process.start()
+        self.proc = _ForkedProcess(process)
 
     def poll(self) -> int | None:
         assert self.proc is not None
@@ -182,25 +281,26 @@ class RceaJob:
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
+        if isinstance(self.proc, subprocess.Popen):
             self.proc.wait()
         self._close()
 
     def _close(self) -> None:
         self._err.close()
-        self._out.close()
+        self._out.unlink(missing_ok=True)
 
     def result(self) -> Any:
         assert self.proc is not None
         self.seconds = time.monotonic() - self._began
-        self._out.seek(0)
-        stdout = self._out.read().decode("utf-8", errors="replace")
-        self._err.write(f"# exit {self.proc.returncode} after {self.seconds:.1f} s\n")
+        code = self.proc.poll()
+        stdout = self._out.read_bytes().decode("utf-8", errors="replace")
+        self._err.write(f"# exit {code} after {self.seconds:.1f} s\n")
         self._close()
         what = f"`rcea {' '.join(self.args)}`"
-        if self.proc.returncode != 0:
+        if code != 0:
             tail = self.log.read_text(encoding="utf-8").splitlines()[-15:]
             raise DemoStepError(
-                f"{what} exited {self.proc.returncode}: "
+                f"{what} exited {code}: "
                 + (stdout.strip()[-2000:] or "(no output)")
                 + "\n  log tail:\n    "
                 + "\n    ".join(tail)
