@@ -30,6 +30,7 @@ import hashlib
 import json
 import secrets
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,6 +195,15 @@ def post_labels(cfg: Any, account: SimAccount, labels: dict[int, str]) -> None:
                 )
 
 
+def post_side_by_side(cfg: Any, batches: list[tuple[SimAccount, dict[int, str]]]) -> None:
+    """Each person's labels posted to their own server at the same time (a thread per
+    person, as two people label side by side): the servers are separate processes, so
+    the two annotators take as long as the longer list, not the sum."""
+    with ThreadPoolExecutor(max_workers=max(1, len(batches))) as pool:
+        for done in [pool.submit(post_labels, cfg, acct, labels) for acct, labels in batches]:
+            done.result()
+
+
 def look_plan(engine: Any, audit_name: str, n_pairs: int) -> tuple[int, ...]:
     """Pairs labelled by both annotators at each predeclared look of the audit's frozen
     rubric (``[sequential]``), or just all of them without a plan."""
@@ -277,6 +287,7 @@ def simulate_pair_audit(
     round_: dict[str, Any] = {"n_pairs": 0}
     final_sync: dict[str, Any] = {"annotations_seen": 0}
     for size in look_plan(engine, audit_name, len(truth)):
+        batches: list[tuple[SimAccount, dict[int, str]]] = []
         for role in ("A", "B"):
             labels: dict[int, str] = {}
             n_wrong = n_rep = 0
@@ -297,7 +308,8 @@ def simulate_pair_audit(
                     f"{len(labels)} task(s) through the Label Studio API ({n_rep} hidden "
                     f"repeat(s)), {n_wrong} deliberately wrong (error rate {error_rate:.1%})"
                 )
-                post_labels(cfg, accounts[role], labels)
+                batches.append((accounts[role], labels))
+        post_side_by_side(cfg, batches)
         synced = _sync(engine, cfg, audit_name)
         # the adjudicator settles what needs it so far (the round grows look by look)
         round_, final_sync = _adjudicate(engine, cfg, audit_name, accounts, truth, echo)

@@ -45,7 +45,7 @@ def _label(data: Path, after: str, command: str) -> str:
     """Do what the walkthrough waits for, as the person it names."""
     from annotation.people import people_from_settings
     from app.demo.config import ORACLE, QUICK
-    from app.demo.simulate import SimAccount, flip, pair_truth, post_labels, todo_pairs
+    from app.demo.simulate import SimAccount, flip, pair_truth, post_side_by_side, todo_pairs
     from app.demo.study import VALIDITY_ORACLE
     from study.codebook import load_strategy_fn
     from study.settings import Settings
@@ -66,6 +66,7 @@ def _label(data: Path, after: str, command: str) -> str:
         if command.startswith("rcea audit sync"):
             truth = pair_truth(eng, audit, load_strategy_fn(ORACLE))
             roles = ("A", "B") if "annotators A and B" in after else ("adjudicator",)
+            batches = []
             for role in roles:
                 labels = {}
                 for key, task in todo_pairs(eng, audit, role).items():
@@ -73,7 +74,8 @@ def _label(data: Path, after: str, command: str) -> str:
                     if role != "adjudicator" and flip(QUICK.seed, role, key, QUICK.annotator_error):
                         label = "different" if label == "same" else "same"
                     labels[task] = label
-                post_labels(cfg, acct[role], labels)
+                batches.append((acct[role], labels))
+            post_side_by_side(cfg, batches)  # each person on their own server, side by side
             return "pairs: " + ", ".join(roles)
         # a validity round: the calibration, then the accepted-set check of the same judge
         rounds = {
