@@ -42,10 +42,10 @@ def pytest_report_header() -> str:
 
 
 #: The longest tests (minutes each, docs/tests.md), in this order at the head of the
-#: collection: with ``--dist load --maxschedchunk 1`` (make test) xdist first hands each of
-#: the two workers two tests, so the quick demo and the walkthrough (which reuses what the
-#: quick demo put in the demo cache) go to one worker and the two-scales demo to the
-#: other; every later test goes to whichever worker is free, so none runs alone at the end.
+#: collection: with ``--dist load --maxschedchunk 1`` (make test, three workers) the quick
+#: demo and the walkthrough (which reuses what the quick demo put in the demo cache) go
+#: to one worker, one after the other, and the two-scales demo to another; every later
+#: test goes to whichever worker is free, so none runs alone at the end.
 LONGEST_FIRST = (
     "tests/app/demo/test_demo_e2e.py",
     "tests/app/demo/test_demo_walkthrough_e2e.py",

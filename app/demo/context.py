@@ -9,7 +9,7 @@ trainer and a probe stage 5–6 s importing transformers' Qwen2 model before doi
 work, which for the quick demo's 16-step runs is most of their cost. A forked job is
 otherwise what a fresh ``rcea ARGS`` process is: its own process, the demo's environment
 and working directory, stdout to a file, stderr to the step's log, its exit code, killed
-on Ctrl-C or failure (docs/demo.md "How the demo runs its commands")."""
+on Ctrl-C or failure (docs/tutorial.md "How the demo runs its commands")."""
 
 from __future__ import annotations
 
