@@ -23,8 +23,11 @@ import html
 import json
 import re
 import subprocess
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 from pydantic import SecretStr
@@ -207,3 +210,16 @@ def set_password(server: LabelStudioServer, email: str, password: str | SecretSt
         lines = [ln for ln in result.stderr.splitlines() if ln.startswith("RCEA: ")]
         reason = lines[-1][6:] if lines else result.stderr.strip()[-2000:]
         raise AccountError(f"could not set the password of {email}: {reason}")
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def side_by_side(work: Callable[[T], R], people: Sequence[T]) -> list[R]:
+    """``work(person)`` for every person at the same time, as people label side by side (a
+    thread each: every person talks to their own server, a process of its own, so the
+    round takes the longest person's time, not the sum); results in ``people``'s order,
+    the first failure raised."""
+    with ThreadPoolExecutor(max_workers=max(1, len(people))) as pool:
+        return list(pool.map(work, people))

@@ -53,18 +53,24 @@ def test_missing_postgres_fails_when_required(env: dict[str, str]) -> None:
     assert "SKIPPED" not in out.stdout
 
 
-def _profile(extra_env: dict[str, str]) -> str:
-    """The profile tests/conftest.py loads under ``extra_env`` (imported, not a session)."""
+def _python(code: str, extra_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE`` in the repository under ``extra_env`` (no CI or Hypothesis
+    variables of this run)."""
     env = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith("HYPOTHESIS_")}
-    out = subprocess.run(
-        [sys.executable, "-c", "import tests.conftest as c; print(c.HYPOTHESIS_PROFILE)"],
+    return subprocess.run(
+        [sys.executable, "-c", code],
         cwd=REPO,
         env={**env, "PYTHONPATH": str(REPO), **extra_env},
         capture_output=True,
         text=True,
         timeout=120,
     )
-    return out.stdout.strip()
+
+
+def _profile(extra_env: dict[str, str]) -> str:
+    """The profile tests/conftest.py loads under ``extra_env`` (imported, not a session)."""
+    code = "import tests.conftest as c; print(c.HYPOTHESIS_PROFILE)"
+    return _python(code, extra_env).stdout.strip()
 
 
 def test_ci_loads_the_derandomised_hypothesis_profile() -> None:
@@ -92,14 +98,6 @@ def test_the_ci_profile_reaches_per_test_settings() -> None:
         "s = settings(max_examples=5); print(settings.default.derandomize, s.derandomize, "
         "s.database, s.max_examples)"
     )
-    env = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith("HYPOTHESIS_")}
     for extra, expected in (({"CI": "true"}, "True True None 5"), ({}, "False False")):
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=REPO,
-            env={**env, "PYTHONPATH": str(REPO), **extra},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        out = _python(code, extra)
         assert out.stdout.startswith(expected), out.stdout + out.stderr

@@ -19,7 +19,6 @@ import json
 import multiprocessing
 import os
 import runpy
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from app.demo.config import DemoSizes
 from app.demo.state import DemoState
@@ -181,12 +180,10 @@ PRELOAD: tuple[str, ...] = (
 
 
 @functools.cache
-def job_context() -> BaseContext | None:
+def job_context() -> BaseContext:
     """The fork-server context of this process's demo jobs (the server starts with the
-    first job and ends with the demo), or None where the platform has no fork server
-    (each job is then a fresh ``rcea`` process)."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return None
+    first job and ends with the demo; every POSIX system has one, and rcea needs POSIX
+    for its file locks)."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(list(PRELOAD))
     return ctx
@@ -217,27 +214,6 @@ def run_forked(cmd: list[str], env: dict[str, str], stdout: str, stderr: str) ->
         sys.stderr.flush()
 
 
-class _Running(Protocol):
-    def poll(self) -> int | None: ...
-
-    def kill(self) -> None: ...
-
-
-class _ForkedProcess:
-    """A forked job with the part of :class:`subprocess.Popen` :class:`RceaJob` uses."""
-
-    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
-        self.process = process
-
-    def poll(self) -> int | None:
-        return self.process.exitcode
-
-    def kill(self) -> None:
-        if self.process.exitcode is None:
-            self.process.kill()
-        self.process.join()
-
-
 class RceaJob:
     """One ``rcea`` command in its own process (forked from the demo's fork server, see
     the module doc): stdout to a temporary file (read when it exits), stderr appended to
@@ -250,7 +226,7 @@ class RceaJob:
         self.log = logs / f"{log}.log"
         exe = Path(sys.executable).parent / "rcea"
         self.cmd = [str(exe), *args, *(["--json"] if as_json else [])]
-        self.proc: _Running | None = None
+        self.proc: multiprocessing.process.BaseProcess | None = None
 
     def start(self) -> None:
         self._began = time.monotonic()
@@ -261,28 +237,22 @@ class RceaJob:
         os.close(fd)
         self._out = Path(out)  # removed in result() or kill()
         env = {**os.environ, "RCEA_PROGRESS": "1"}  # bars on stderr (relayed by BarRelay)
-        mp = job_context()
-        if mp is None:
-            with self._out.open("wb") as fh:
-                self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=self._err, env=env)
-            return
-        process = mp.Process(
+        self.proc = job_context().Process(
             target=run_forked,
             args=(self.cmd, env, str(self._out), str(self.log)),
             name=f"rcea {' '.join(self.args[:2])}",
         )
-        process.start()
-        self.proc = _ForkedProcess(process)
+        self.proc.start()
 
     def poll(self) -> int | None:
         assert self.proc is not None
-        return self.proc.poll()
+        return self.proc.exitcode
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-        if isinstance(self.proc, subprocess.Popen):
-            self.proc.wait()
+        if self.proc is not None:
+            if self.proc.exitcode is None:
+                self.proc.kill()
+            self.proc.join()
         self._close()
 
     def _close(self) -> None:
@@ -292,7 +262,7 @@ class RceaJob:
     def result(self) -> Any:
         assert self.proc is not None
         self.seconds = time.monotonic() - self._began
-        code = self.proc.poll()
+        code = self.proc.exitcode
         stdout = self._out.read_bytes().decode("utf-8", errors="replace")
         self._err.write(f"# exit {code} after {self.seconds:.1f} s\n")
         self._close()

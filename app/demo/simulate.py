@@ -30,7 +30,6 @@ import hashlib
 import json
 import secrets
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import Any
 
 from sqlmodel import select
 
-from annotation.accounts import login_session, set_password
+from annotation.accounts import login_session, set_password, side_by_side
 from annotation.people import people_from_settings
 from annotation.tasks import PAIR_CHOICE
 from audits.sequential import look_sizes
@@ -196,12 +195,8 @@ def post_labels(cfg: Any, account: SimAccount, labels: dict[int, str]) -> None:
 
 
 def post_side_by_side(cfg: Any, batches: list[tuple[SimAccount, dict[int, str]]]) -> None:
-    """Each person's labels posted to their own server at the same time (a thread per
-    person, as two people label side by side): the servers are separate processes, so
-    the two annotators take as long as the longer list, not the sum."""
-    with ThreadPoolExecutor(max_workers=max(1, len(batches))) as pool:
-        for done in [pool.submit(post_labels, cfg, acct, labels) for acct, labels in batches]:
-            done.result()
+    """Each person's labels posted to their own server, the people side by side."""
+    side_by_side(lambda batch: post_labels(cfg, *batch), batches)
 
 
 def look_plan(engine: Any, audit_name: str, n_pairs: int) -> tuple[int, ...]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from typing import Any
 
 from sqlmodel import Session, select
 
-from annotation.accounts import login_session
+from annotation.accounts import login_session, side_by_side
 from annotation.people import People
 from annotation.validity_tasks import choice_result
 from study.labelling import VALIDITY, bindings
@@ -114,9 +113,6 @@ def simulate_validity_labels(
         for b in bindings(session, VALIDITY, check.id)  # type: ignore[arg-type]
         if b.person in creds
     ]
-    # each annotator on their own server at the same time, as two people label side by side
-    with ThreadPoolExecutor(max_workers=max(1, len(people_of))) as pool:
-        running = [(role, pool.submit(label_as, role, email)) for role, email in people_of]
-        for role, done in running:
-            out[role] = done.result()
+    done = side_by_side(lambda person: label_as(*person), people_of)
+    out.update({role: res for (role, _email), res in zip(people_of, done, strict=True)})
     return out

@@ -128,3 +128,19 @@ def test_a_command_loads_only_its_own_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['app.cli.stats_cmd']", out.stdout + out.stderr
+
+
+def test_light_commands_start_without_scipy() -> None:
+    """``rcea demo status``, ``rcea audit sync`` and the like do not import scipy (≈ 1 s):
+    ``audits/`` imports it inside the functions that compute with it."""
+    import subprocess
+    import sys
+
+    modules = ("demo_cmd", "audit_cmd", "judge_cmd", "labelstudio_cmd", "data_cmd", "probe_cmd")
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}: importlib.import_module('app.cli.' + m)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy')[:5])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
