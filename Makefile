@@ -55,7 +55,7 @@ $(VERL_SITE)/.installed: $(VENV)/.installed
 # on which trackio imports and logs fine; beside it the only runtime dependencies .venv lacks
 # (gradio-client, brotli, orjson; uvicorn's [standard] extras are for its dashboard only).
 # `rcea train run` appends the folder to sys.path when report_to names trackio
-# (pipeline/training/reporting.py); the test runs it so (tests/support/trackio_env.py).
+# (rcea/pipeline/training/reporting.py); the test runs it so (tests/support/trackio_env.py).
 $(TRACKIO_SITE)/.installed: $(VENV)/.installed
 	@echo "[install 6/6] $(TRACKIO_SITE): trackio==$(TRACKIO_VERSION) and the gradio-client, brotli, orjson it imports (≈ 17 MB)"
 	$(BIN)/python -m pip install --quiet --no-deps --target $(TRACKIO_SITE) 'trackio==$(TRACKIO_VERSION)' 'gradio-client==2.7.2' 'brotli==1.2.1' 'orjson==3.13.0'
@@ -99,7 +99,7 @@ mutation: install ## mutation testing of the guards and statistics (mutmut; not 
 	$(BIN)/mutmut results
 
 gpu-check: install ## the prepared GPU script (skips cleanly without CUDA)
-	$(BIN)/python -m pipeline.gpu_check
+	$(BIN)/python -m rcea.pipeline.gpu_check
 
 serve: install ## the REST API (bearer token in rcea-data/api-token)
 	$(BIN)/rcea serve

@@ -92,10 +92,10 @@ def solution_text(rng: random.Random, n_steps: int) -> str:
 def build_store(root: Path, n_questions: int, n_pairs: int):  # type: ignore[no-untyped-def]
     """A SQLite store with one study, a frozen rubric and partition, and a drawn audit of
     exactly ``n_pairs`` pairs over 29 questions."""
-    from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-    from study.pair_audit.sampling import draw_audit
-    from study.records.ingest import ingest_file
-    from study.store import make_engine, session_scope, upgrade
+    from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+    from rcea.study.pair_audit.sampling import draw_audit
+    from rcea.study.records.ingest import ingest_file
+    from rcea.study.store import make_engine, session_scope, upgrade
 
     per_question = math.ceil(n_pairs / N_AUDIT_QUESTIONS)
     if math.comb(PER_Q, 2) < per_question:
@@ -177,7 +177,7 @@ def choice_result(label: str) -> list[dict[str, Any]]:
 
 
 def admin_http(url: str, token: str):  # type: ignore[no-untyped-def]
-    from annotation.client import http_client
+    from rcea.annotation.client import http_client
 
     http = http_client(url, timeout=600.0)
     http.headers["Authorization"] = f"Token {token}"
@@ -189,7 +189,7 @@ def annotate_project(  # type: ignore[no-untyped-def]
 ) -> int:
     """Set-up: one annotation per task by ``email``, through bulk predictions and the
     Data Manager action run in that annotator's own session. Returns annotations made."""
-    from annotation.accounts import login_session
+    from rcea.annotation.accounts import login_session
 
     client.projects.import_predictions(
         project_id,
@@ -219,7 +219,7 @@ def annotate_project(  # type: ignore[no-untyped-def]
 
 def baseline_import(client, label_config: str, tasks: list[dict[str, str]]) -> float:  # type: ignore[no-untyped-def]
     """One ``POST /api/tasks/`` per task into a separate project; seconds for all."""
-    from annotation.projects import create_project
+    from rcea.annotation.projects import create_project
 
     pid = create_project(
         client, title="RCEA bench: one task per request", label_config=label_config
@@ -254,8 +254,8 @@ def pair_texts(engine, audit_id: int, pairs) -> dict[str, str]:  # type: ignore[
     """The texts of the pairs' trajectories, read from the store (the push sends these)."""
     from sqlmodel import select
 
-    from study.store import session_scope
-    from study.store.models import Audit, Trajectory
+    from rcea.study.store import session_scope
+    from rcea.study.store.models import Audit, Trajectory
 
     ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
     with session_scope(engine) as s:
@@ -277,11 +277,11 @@ def copy_sqlite(src: Path, dst: Path) -> None:
 def baseline_sync(url: str, token: str, engine, audit_id: int, tasks: list[tuple[int, int]]) -> int:  # type: ignore[no-untyped-def]
     """One ``GET /api/tasks/{id}/annotations/`` per task (annotator A's server), then the
     same parse and the same recorder as the sync."""
-    from annotation.payloads import parse_annotation
-    from study.labelling import PAIR, binding
-    from study.labelling.record import Recorder
-    from study.store import session_scope
-    from study.store.models import Audit
+    from rcea.annotation.payloads import parse_annotation
+    from rcea.study.labelling import PAIR, binding
+    from rcea.study.labelling.record import Recorder
+    from rcea.study.store import session_scope
+    from rcea.study.store.models import Audit
 
     n = 0
     with (
@@ -324,16 +324,16 @@ def main() -> None:
 
     from sqlmodel import select
 
-    from annotation.client import make_client
-    from annotation.people import People
-    from annotation.render import clear_cache, render
-    from annotation.server import LabelStudioServer, default_executable
-    from annotation.tasks import pair_label_config, with_rendered
-    from study.pair_audit.labels import audit_rubric, status_counts
-    from study.pair_audit.push import push_audit, sync_audit
-    from study.pair_audit.sampling import audit_pairs
-    from study.store import make_engine, session_scope
-    from study.store.models import Audit, AuditLabel, AuditTask
+    from rcea.annotation.client import make_client
+    from rcea.annotation.people import People
+    from rcea.annotation.render import clear_cache, render
+    from rcea.annotation.server import LabelStudioServer, default_executable
+    from rcea.annotation.tasks import pair_label_config, with_rendered
+    from rcea.study.pair_audit.labels import audit_rubric, status_counts
+    from rcea.study.pair_audit.push import push_audit, sync_audit
+    from rcea.study.pair_audit.sampling import audit_pairs
+    from rcea.study.store import make_engine, session_scope
+    from rcea.study.store.models import Audit, AuditLabel, AuditTask
 
     with tempfile.TemporaryDirectory(prefix="rcea-bench-push-") as tmp:
         root = Path(tmp)
@@ -373,7 +373,7 @@ def main() -> None:
             client = make_client(server.url, token, timeout=600.0)
 
             # ---- push (measured): accounts made first, as an operator does
-            from study.labelling import ensure_member
+            from rcea.study.labelling import ensure_member
 
             members = {role: ensure_member(people, e, PASSWORD) for role, e in emails.items()}
 
@@ -484,7 +484,7 @@ def main() -> None:
                 raise SystemExit(f"baseline sync recorded {n_base_sync} of {len(subset)}")
 
             # ---- set-up: each annotator changes 2.5 % of their own labels (not measured)
-            from annotation.accounts import login_session
+            from rcea.annotation.accounts import login_session
 
             with session_scope(engine) as s:
                 own = {

@@ -1,4 +1,4 @@
-"""Benchmark of the exact covariance kernels (audits.covariance, docs/estimators.md item 6).
+"""Benchmark of the exact covariance kernels (rcea.audits.covariance, docs/estimators.md item 6).
 
 Full Qwen2.5 vocabulary (152,064) float32 logits; for each number of positions it times
 ``entropy_change_pair``, ``predicted_entropy_change`` and ``observed_entropy_change``
@@ -26,7 +26,7 @@ import tracemalloc
 import numpy as np
 from common import add_json_out, emit  # benchmarks/common.py
 
-from audits.covariance import (
+from rcea.audits.covariance import (
     N_WORK_BUFFERS,
     entropy_change_pair,
     observed_entropy_change,

@@ -21,8 +21,8 @@ import time
 import numpy as np
 from common import add_json_out, emit  # benchmarks/common.py
 
-from audits.entropy import _paired_bootstrap, _paired_bootstrap_loop
-from audits.modes import rarefied_retention
+from rcea.audits.entropy import _paired_bootstrap, _paired_bootstrap_loop
+from rcea.audits.modes import rarefied_retention
 
 
 def _paired_data(n_questions: int = 200, k: int = 64, seed: int = 0):

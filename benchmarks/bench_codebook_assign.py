@@ -43,10 +43,10 @@ STRATEGIES = ["direct", "distribute", "factor", "direct", "distribute"] * 4
 
 def prepare(root: Path, n: int) -> tuple[Path, list[str]]:
     """A SQLite store with n accepted trajectories and frozen (oracle-built) codebooks."""
-    from pipeline.codebook import OracleBackend
-    from study.codebook import freeze_codebooks, induce, merge
-    from study.records.ingest import ingest_file
-    from study.store import make_engine, session_scope, upgrade
+    from rcea.pipeline.codebook import OracleBackend
+    from rcea.study.codebook import freeze_codebooks, induce, merge
+    from rcea.study.records.ingest import ingest_file
+    from rcea.study.store import make_engine, session_scope, upgrade
     from tests.support.fake_llm import domain_records, strategy_of
 
     questions = {f"q{i:04d}": STRATEGIES[:PER_QUESTION] for i in range(n // PER_QUESTION)}
@@ -115,9 +115,9 @@ def measure(
 ) -> dict:  # type: ignore[type-arg]
     import openai  # noqa: F401  (imported before the clock starts)
 
-    from study.codebook import BackendOptions, assign, make_backend
-    from study.settings import Settings
-    from study.store import make_engine
+    from rcea.study.codebook import BackendOptions, assign, make_backend
+    from rcea.study.settings import Settings
+    from rcea.study.store import make_engine
 
     name = f"c{concurrency}"
     db = root / f"{name}.db"
@@ -165,7 +165,7 @@ def resume_cost(prepared: Path, root: Path, port: int, n_calls: int, sig: signal
         PYTHONPATH=str(ROOT),
     )
     cmd = [
-        sys.executable, "-c", "from app.cli import main; main()", "codebook", "assign",
+        sys.executable, "-c", "from rcea.app.cli import main; main()", "codebook", "assign",
         "--study", "bench", "--backend", "openai", "--concurrency", "16", "--batch-size", "10",
         "--actor", "bench",
     ]  # fmt: skip

@@ -47,14 +47,14 @@ def generate(path: Path, n: int, n_tokens: int, seed: int = 0) -> None:
 
 
 def _run(kind: str, path: str, data_dir: str, queue: mp.Queue) -> None:
-    from study.store import make_engine, upgrade
+    from rcea.study.store import make_engine, upgrade
 
     data = Path(data_dir)
     engine = make_engine(f"sqlite:///{data / 'bench.db'}")
     upgrade(engine)
     t0 = time.perf_counter()
     if kind == "bulk":
-        from study.records.ingest import ingest_file
+        from rcea.study.records.ingest import ingest_file
 
         res = ingest_file(
             engine, path, study="bench", artifacts_dir=data / "artifacts", data_dir=data
@@ -69,9 +69,9 @@ def _run(kind: str, path: str, data_dir: str, queue: mp.Queue) -> None:
 
 def _naive(engine, path: Path, data: Path) -> int:  # type: ignore[no-untyped-def]
     """Baseline: validate the same way, then one ``session.add`` per record."""
-    from pipeline.records import SCALAR_FIELDS, read_records
-    from study.store import Ingest, Question, Trajectory, get_or_create_study, session_scope
-    from study.store.artifacts import new_artifact_path, write_token_artifact
+    from rcea.pipeline.records import SCALAR_FIELDS, read_records
+    from rcea.study.store import Ingest, Question, Trajectory, get_or_create_study, session_scope
+    from rcea.study.store.artifacts import new_artifact_path, write_token_artifact
 
     batch = read_records(path)
     with session_scope(engine) as s:

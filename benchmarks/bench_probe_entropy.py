@@ -13,7 +13,7 @@ Methods, each on the same random Qwen2-shaped model and the same token sequences
                  (as TRL's trainers score completions without a fused kernel);
 * ``full``     — full-matrix entropy: forward, then ``log_softmax`` over all scored
                  positions, entropy and chosen log-probs (the naive reference);
-* ``chunked``  — ``pipeline.probe.entropy_kernel.token_stats`` (decoder once, LM head + entropy
+* ``chunked``  — ``rcea.pipeline.probe.entropy_kernel.token_stats`` (decoder once, LM head + entropy
                  over ``chunk`` positions × one vocabulary tile at a time).
 
 Throughput = completion tokens scored per second (median of ``--reps`` rounds after one
@@ -75,7 +75,7 @@ def _setup(args: argparse.Namespace) -> dict:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from pipeline.probe.entropy_kernel import token_stats
+    from rcea.pipeline.probe.entropy_kernel import token_stats
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -200,7 +200,7 @@ def run_profile(args: argparse.Namespace) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from pipeline.probe.entropy_kernel import (
+    from rcea.pipeline.probe.entropy_kernel import (
         _ChunkBuffers,
         decoder_and_head,
         hidden_states,
@@ -323,7 +323,7 @@ def main() -> None:
         f"{fwd['peak_extra_mb'] + chunk_mb:.0f} MB ({'met' if mem_ok else 'NOT met'})"
     )
     skip = ("method", "timing", "profile", "json_out")
-    from pipeline.probe.entropy_kernel import default_vocab_block  # numpy only: no torch here
+    from rcea.pipeline.probe.entropy_kernel import default_vocab_block  # numpy only: no torch here
 
     rows = min(args.chunk, args.tokens)
     tile = min(

@@ -1,6 +1,6 @@
 """Simulation benchmark of the predeclared sequential gate (not a test).
 
-Simulated partition audits (``audits.sequential_sim``: question-level heterogeneity of
+Simulated partition audits (``rcea.audits.sequential_sim``: question-level heterogeneity of
 the share of "different" pairs and of the automatic error rates, two annotators, a
 perfect adjudicator) on the paper's plan — 29 questions × 156 pairs = 4,524 pairs —
 monitored at the rubric's looks with the paper's gate thresholds.
@@ -37,10 +37,10 @@ import numpy as np
 from common import add_json_out, emit  # benchmarks/common.py
 from scipy import optimize
 
-from audits.sequential import SequentialPlan
-from audits.sequential_sim import World, monitor, simulate_audit, true_values
-from audits.thresholds import GateThresholds
-from pipeline.probe.common import progress_bar
+from rcea.audits.sequential import SequentialPlan
+from rcea.audits.sequential_sim import World, monitor, simulate_audit, true_values
+from rcea.audits.thresholds import GateThresholds
+from rcea.pipeline.probe.common import progress_bar
 
 TH = GateThresholds()
 REQ = (

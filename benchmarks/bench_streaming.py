@@ -66,9 +66,9 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 SETUP = """
 import sys
 from pathlib import Path
-from study.codebook import freeze_codebooks, induce, merge
-from study.store import make_engine, session_scope
-from pipeline.codebook import OracleBackend
+from rcea.study.codebook import freeze_codebooks, induce, merge
+from rcea.study.store import make_engine, session_scope
+from rcea.pipeline.codebook import OracleBackend
 from tests.support.fake_llm import strategy_of
 
 engine = make_engine(sys.argv[1])
@@ -151,7 +151,7 @@ def chain(root: Path, n: int, port: int, concurrency: int, n_boot: int, until: s
         RCEA_ACTOR="bench",
         PYTHONPATH=str(ROOT),
     )
-    rcea = [sys.executable, "-c", "from app.cli import main; main()"]
+    rcea = [sys.executable, "-c", "from rcea.app.cli import main; main()"]
     n_success = n // PER_QUESTION * len(STRATEGIES)
     out: dict = {"n": n, "n_successes": n_success}  # type: ignore[type-arg]
     sec, rss, _ = run_child([*rcea, "ingest", str(src), "--study", "bench"], env, root)

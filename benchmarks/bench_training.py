@@ -46,7 +46,7 @@ BATCH, GENERATIONS, COMPLETION = 32, 8, 64  # completions per step, per question
 
 
 def config(model: Path, out: Path, objective: str, steps: int, threads: int):  # type: ignore[no-untyped-def]
-    from pipeline.training.config import parse_config
+    from rcea.pipeline.training.config import parse_config
 
     return parse_config(
         {
@@ -76,7 +76,7 @@ def loss_timings(model: Path, root: Path, reps: int, threads: int) -> dict[str, 
 
     All six trainers are built first; the repetitions then go round-robin over the
     objectives (after one warm-up round) so that machine-load drift hits all of them alike."""
-    from pipeline.training.run import build_trainer
+    from rcea.pipeline.training.run import build_trainer
 
     trainers = {}
     for name in OBJECTIVES:
@@ -117,7 +117,7 @@ def live_child(model: Path, out: Path, live: bool, steps: int, threads: int) -> 
     run's own): median step time, the callback's own time per step, peak RSS."""
     import resource
 
-    from pipeline.training.run import build_trainer
+    from rcea.pipeline.training.run import build_trainer
 
     cfg = config(model, out, "grpo", steps, threads)
     cfg.training.live_metrics = live
@@ -195,13 +195,13 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from pipeline.training.run import run_training
+    from rcea.pipeline.training.run import run_training
 
     with tempfile.TemporaryDirectory(prefix="rcea-bench-train-") as tmp:
         root = Path(tmp)
         model = args.model
         if model is None:
-            from pipeline.policy import build_base
+            from rcea.pipeline.policy import build_base
 
             model = build_base(
                 root / "base", sft_steps=args.sft_steps, eval_questions=4, eval_k=2, progress=False

@@ -88,14 +88,14 @@ def main() -> None:
     import httpx
     from sqlalchemy import select
 
-    from annotation.accounts import login_session
-    from annotation.people import People, person_webhook_secret
-    from annotation.projects import WEBHOOK_SECRET_HEADER
-    from annotation.server import LabelStudioServer, default_executable
-    from study.labelling import WebhookTarget, ensure_member
-    from study.pair_audit.push import push_audit
-    from study.store import session_scope
-    from study.store.models import Audit, AuditLabel, AuditTask
+    from rcea.annotation.accounts import login_session
+    from rcea.annotation.people import People, person_webhook_secret
+    from rcea.annotation.projects import WEBHOOK_SECRET_HEADER
+    from rcea.annotation.server import LabelStudioServer, default_executable
+    from rcea.study.labelling import WebhookTarget, ensure_member
+    from rcea.study.pair_audit.push import push_audit
+    from rcea.study.store import session_scope
+    from rcea.study.store.models import Audit, AuditLabel, AuditTask
 
     with tempfile.TemporaryDirectory(prefix="rcea-bench-flood-") as tmp:
         root = Path(tmp)
@@ -130,7 +130,7 @@ def main() -> None:
             PYTHONPATH=str(ROOT),
         )
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from app.cli import main; main()", "serve",
+            [sys.executable, "-c", "from rcea.app.cli import main; main()", "serve",
              "--port", str(port)],
             env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
         )  # fmt: skip

@@ -111,7 +111,7 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("RCEA_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     get_settings.cache_clear()
 
@@ -119,7 +119,7 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.fixture(scope="session")
 def demo_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's recipe cache of this test session (``$RCEA_DEMO_CACHE_DIR`` of every demo
-    test, :mod:`app.demo.cache`): the first test that needs a base policy, a training run
+    test, :mod:`rcea.app.demo.cache`): the first test that needs a base policy, a training run
     or a probe output builds it, every later one with the same recipe copies it. Shared
     by the xdist workers of one run (the cache locks each recipe)."""
     base = tmp_path_factory.getbasetemp()
@@ -132,7 +132,7 @@ def demo_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def settings(tmp_path: Path):  # type: ignore[no-untyped-def]
-    from study.settings import Settings
+    from rcea.study.settings import Settings
 
     return Settings(data_dir=tmp_path / "data")
 
@@ -141,7 +141,7 @@ def settings(tmp_path: Path):  # type: ignore[no-untyped-def]
 def migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One SQLite store per test session made by exactly ``upgrade()`` from an empty file:
     every SQLite ``store_url`` starts as a copy of it (a later upgrade is a no-op)."""
-    from study.store import make_engine, upgrade
+    from rcea.study.store import make_engine, upgrade
 
     path = tmp_path_factory.mktemp("store-template") / "store.db"
     eng = make_engine(f"sqlite:///{path}")
@@ -169,7 +169,7 @@ def migrated_postgres_template() -> Iterator[str]:
         service_missing("postgres", reason)
     import sqlalchemy as sa
 
-    from study.store import make_engine, upgrade
+    from rcea.study.store import make_engine, upgrade
 
     name = f"rcea_tpl_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(PG_BASE_URL, isolation_level="AUTOCOMMIT")
@@ -217,7 +217,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def engine(store_url: str):  # type: ignore[no-untyped-def]
-    from study.store import make_engine, upgrade
+    from rcea.study.store import make_engine, upgrade
 
     eng = make_engine(store_url)
     upgrade(eng)

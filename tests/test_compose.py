@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from study.settings import Settings
+from rcea.study.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -165,7 +165,7 @@ def test_label_studio_launched_as_rcea_launches_it() -> None:
     protection on, rcea's settings module with the receiver allow-list, nothing phoning
     home), the settings module mounted read-only where PYTHONPATH points, and the api's
     webhook URL on the path that allow-list admits."""
-    from annotation.server import SERVER_ENV, SITE_DIR
+    from rcea.annotation.server import SERVER_ENV, SITE_DIR
 
     s = _compose()["services"]
     for name in PEOPLE:

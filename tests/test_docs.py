@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from study.settings import Settings
+from rcea.study.settings import Settings
 from tools.reference_docs import _commands, cli_page, main, settings_page
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ def test_generated_reference_pages_are_up_to_date() -> None:
 
 
 def test_every_command_and_option_is_in_the_reference() -> None:
-    from app.cli import app
+    from rcea.app.cli import app
 
     page = cli_page()
     for path, cmd in _commands(typer.main.get_command(app), ["rcea"]):

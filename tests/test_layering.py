@@ -31,17 +31,24 @@ FORBIDDEN = {
 }
 #: inside app: subpackage → the app subpackages it must not import
 APP_FORBIDDEN = {
-    "app.cli": ("app.api", "app.view"),
-    "app.api": ("app.cli", "app.view", "app.demo"),
-    "app.view": ("app.cli", "app.api", "app.demo"),
-    "app.demo": ("app.cli", "app.api", "app.view"),
+    "rcea.app.cli": ("rcea.app.api", "rcea.app.view"),
+    "rcea.app.api": ("rcea.app.cli", "rcea.app.view", "rcea.app.demo"),
+    "rcea.app.view": ("rcea.app.cli", "rcea.app.api", "rcea.app.demo"),
+    "rcea.app.demo": ("rcea.app.cli", "rcea.app.api", "rcea.app.view"),
 }
+
+
+def layer(name: str) -> str:
+    """The layer a module belongs to: ``rcea.study.store`` → ``study``; an outside
+    module → its top-level name (``sqlalchemy.orm`` → ``sqlalchemy``)."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "rcea" and len(parts) > 1 else parts[0]
 
 
 def _modules() -> dict[str, Path]:
     mods: dict[str, Path] = {}
     for pkg in PACKAGES:
-        for path in (ROOT / pkg).rglob("*.py"):
+        for path in (ROOT / "rcea" / pkg).rglob("*.py"):
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
@@ -143,9 +150,9 @@ def test_dependency_direction(package: str) -> None:
     bad = {
         f"{mod} imports {name}"
         for mod in MODULES
-        if mod.split(".")[0] == package
+        if layer(mod) == package
         for name in imported(mod)
-        if name.split(".")[0] in forbidden
+        if layer(name) in forbidden
     }
     assert not bad, sorted(bad)
 
@@ -173,6 +180,6 @@ def test_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_relative_imports_are_resolved() -> None:
-    """``from ..store import x`` inside study/report counts as importing study.store."""
-    assert any(m.startswith("study.") for m in MODULES)
-    assert "study.store" in {_resolve(n) for n in imported("study.report.publish")}
+    """``from ..store import x`` inside rcea/study/report counts as importing rcea.study.store."""
+    assert any(m.startswith("rcea.study.") for m in MODULES)
+    assert "rcea.study.store" in {_resolve(n) for n in imported("rcea.study.report.publish")}

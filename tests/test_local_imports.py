@@ -1,6 +1,6 @@
 """Imports live at module level (docs/development.md "Imports"): every function-local
 import of the tree (all but tests/ and benchmarks/) carries a one-line reason in a comment
-on its line or just above it, and study/ and app/demo/ keep none but those of heavy
+on its line or just above it, and rcea/study/ and rcea/app/demo/ keep none but those of heavy
 optional dependencies."""
 
 from __future__ import annotations
@@ -13,12 +13,16 @@ import pytest
 from tools.local_imports import HEAVY, TREE, LocalImport, local_imports, reasons
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY_ONLY = ("study", "app/demo")
+HEAVY_ONLY = ("rcea/study", "rcea/app/demo")
 
 
 def test_the_tree_is_every_package_but_the_tests() -> None:
-    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
-    assert packages - {"tests"} == set(TREE)
+    packages = {
+        str(p.relative_to(ROOT))
+        for p in [*ROOT.iterdir(), *(ROOT / "rcea").iterdir()]
+        if (p / "__init__.py").is_file()
+    }
+    assert packages - {"tests", "rcea"} == set(TREE)
 
 
 def _offending(package: str, breaks_rule: Callable[[LocalImport], bool]) -> list[str]:

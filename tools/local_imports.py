@@ -12,7 +12,7 @@ import is *explained* when
 
 A comment that is only a tool's marker (``# noqa…``, ``# type: …``, ``# pragma: …``) is no
 reason. ``tests/test_local_imports.py`` keeps every local import of the tree (all but
-``tests/`` and ``benchmarks/``) explained, and ``study/`` and ``app/demo/`` free of any
+``tests/`` and ``benchmarks/``) explained, and ``rcea/study/`` and ``rcea/app/demo/`` free of any
 but the :data:`HEAVY` ones.
 
     python -m tools.local_imports [PATH ...] [--all]
@@ -37,7 +37,7 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 
 #: every package of the tree the rule covers: all but tests/ and benchmarks/
-TREE = ("audits", "annotation", "pipeline", "study", "app", "tools")
+TREE = ("rcea/audits", "rcea/annotation", "rcea/pipeline", "rcea/study", "rcea/app", "tools")
 
 # Imports of these top-level modules may stay inside a function: heavy optional
 # dependencies (the train, gpu, llm, sign and dev extras) and the two heavy servers only

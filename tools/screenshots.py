@@ -12,7 +12,7 @@ Debian chromium (Playwright):
 * a rendered pair task with the TeX of real RLVR solutions — a fraction, a root, a display
   block, an aligned block, a code block and ``\\boxed{}`` — in a second project on A's
   server (``Rendering example · annotator A``, built by the push's own
-  ``annotation.tasks.build_pair_task`` under the demo audit's label config), as A sees
+  ``rcea.annotation.tasks.build_pair_task`` under the demo audit's label config), as A sees
   it (``docs/img/labelstudio-rendered-task.png``): the toy domain's solutions hold no
   formulas.
 
@@ -45,14 +45,14 @@ import httpx
 import sqlalchemy as sa
 from PIL import Image
 
-from annotation.people import People
-from annotation.projects import create_project, import_tasks
-from annotation.tasks import build_pair_task, pair_label_config
-from study.pair_audit.labels import audit_rubric
-from study.pair_audit.sampling import get_audit
-from study.settings import Settings
-from study.store import open_store, session_scope
-from study.store.models import AuditTask
+from rcea.annotation.people import People
+from rcea.annotation.projects import create_project, import_tasks
+from rcea.annotation.tasks import build_pair_task, pair_label_config
+from rcea.study.pair_audit.labels import audit_rubric
+from rcea.study.pair_audit.sampling import get_audit
+from rcea.study.settings import Settings
+from rcea.study.store import open_store, session_scope
+from rcea.study.store.models import AuditTask
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "img"
@@ -263,7 +263,7 @@ def example_task(data: Path) -> str:
     """The task URL of the rendered example (:data:`EXAMPLE_LEFT` / :data:`EXAMPLE_RIGHT`)
     in its own project on SIMULATED annotator A's server, created once per data dir with
     the demo audit's label config; the task is built by the push's
-    ``annotation.tasks.build_pair_task``."""
+    ``rcea.annotation.tasks.build_pair_task``."""
     email = json.loads((data / "demo-logins.json").read_text())["simulated"]["A"]["email"]
     engine = open_store(Settings(data_dir=data))
     with session_scope(engine) as s:

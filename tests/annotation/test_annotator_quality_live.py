@@ -20,13 +20,13 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 import tests.support.labelling_study as labelling_study
-from annotation.projects import export_tasks
-from app.cli import app as cli
-from study.pair_audit.annotators import annotator_quality
-from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from study.pair_audit.sampling import audit_pairs, draw_audit
-from study.store import session_scope
-from study.store.models import Audit, AuditTask
+from rcea.annotation.projects import export_tasks
+from rcea.app.cli import app as cli
+from rcea.study.pair_audit.annotators import annotator_quality
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit
+from rcea.study.store import session_scope
+from rcea.study.store.models import Audit, AuditTask
 from tests.support.helpers import RUBRIC, rubric_file
 from tests.support.labelling_study import Study, choice
 from tests.support.labelstudio_fixture import LabelStudioHandle

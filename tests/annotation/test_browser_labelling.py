@@ -13,10 +13,10 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from annotation.tasks import PAIR_CHOICE
-from study.labelling.push import TITLE_SHOWN, round_title
-from study.store import session_scope
-from study.store.models import AuditLabel, AuditTask
+from rcea.annotation.tasks import PAIR_CHOICE
+from rcea.study.labelling.push import TITLE_SHOWN, round_title
+from rcea.study.store import session_scope
+from rcea.study.store.models import AuditLabel, AuditTask
 from tests.support.helpers import chromium_executable
 from tests.support.labelling_study import PASSWORD, Study
 
@@ -35,7 +35,7 @@ QUESTION = "Do these two solutions use the same strategy?"  # header of pair_lab
 
 
 def _json_out(runner: CliRunner, args: list[str]) -> dict:  # type: ignore[type-arg]
-    from app.cli import app
+    from rcea.app.cli import app
 
     out = runner.invoke(app, args)
     assert out.exit_code == 0, out.output
@@ -157,7 +157,7 @@ def test_annotator_labels_in_the_browser(
 
     # --- the operator's side: `rcea audit sync`, then `rcea audit gate`, in-process
     monkeypatch.setenv("RCEA_DATABASE_URL", str(study.engine.url))
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     get_settings.cache_clear()
     runner = CliRunner()

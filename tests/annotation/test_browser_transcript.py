@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from annotation.client import make_client
-from annotation.projects import create_project, import_tasks
-from annotation.validity_tasks import build_validity_task, validity_label_config
+from rcea.annotation.client import make_client
+from rcea.annotation.projects import create_project, import_tasks
+from rcea.annotation.validity_tasks import build_validity_task, validity_label_config
 from tests.support.helpers import chromium_executable
 from tests.support.labelstudio_fixture import LabelStudioHandle
 

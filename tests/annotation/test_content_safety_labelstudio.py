@@ -12,12 +12,12 @@ from xml.etree import ElementTree
 
 import pytest
 
-from annotation.client import http_client, make_client
-from annotation.display import storable, visible
-from annotation.payloads import parse_annotation
-from annotation.projects import create_project, export_tasks, import_tasks
-from annotation.tasks import NOTE_FIELD, PAIR_CHOICE, build_pair_task, pair_label_config
-from annotation.validity_tasks import validity_label_config
+from rcea.annotation.client import http_client, make_client
+from rcea.annotation.display import storable, visible
+from rcea.annotation.payloads import parse_annotation
+from rcea.annotation.projects import create_project, export_tasks, import_tasks
+from rcea.annotation.tasks import NOTE_FIELD, PAIR_CHOICE, build_pair_task, pair_label_config
+from rcea.annotation.validity_tasks import validity_label_config
 from tests.support.labelstudio_fixture import LabelStudioHandle
 
 pytestmark = pytest.mark.slow

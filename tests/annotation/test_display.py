@@ -10,7 +10,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from annotation.display import (
+from rcea.annotation.display import (
     SOFT_BREAK,
     WRAP_WIDTH,
     storable,
@@ -18,8 +18,8 @@ from annotation.display import (
     visible,
     xml_attr,
 )
-from annotation.tasks import build_pair_task, pair_label_config
-from annotation.validity_tasks import build_validity_task, validity_label_config
+from rcea.annotation.tasks import build_pair_task, pair_label_config
+from rcea.annotation.validity_tasks import build_validity_task, validity_label_config
 from tests.support.product_helpers import scan_for_leaks
 
 HOSTILE = "A \"quoted\" & <b>bold</b> 'method' > 2"
@@ -164,8 +164,8 @@ def test_scanner_sees_ids_across_soft_breaks_and_markers() -> None:
 
 
 def test_notes_are_storable_in_both_rounds() -> None:
-    from annotation.payloads import parse_annotation
-    from annotation.validity_tasks import choice_result, parse_validity_annotation
+    from rcea.annotation.payloads import parse_annotation
+    from rcea.annotation.validity_tasks import choice_result, parse_validity_annotation
 
     ann = {"id": 5, "task": 9, "completed_by": 3, "result": choice_result("invalid", "l\x00 1")}
     assert parse_validity_annotation(ann).note == "l⟨U+0000⟩ 1"

@@ -11,10 +11,10 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from study.labelling import sync as sync_module
-from study.pair_audit.push import sync_audit
-from study.store import session_scope
-from study.store.models import Audit, LabellingProject
+from rcea.study.labelling import sync as sync_module
+from rcea.study.pair_audit.push import sync_audit
+from rcea.study.store import session_scope
+from rcea.study.store.models import Audit, LabellingProject
 from tests.support.labelling_study import Study, choice
 
 

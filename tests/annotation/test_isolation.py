@@ -13,11 +13,11 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from annotation.client import http_client
-from annotation.people import person_webhook_secret
-from annotation.projects import WEBHOOK_SECRET_HEADER
-from study.pair_audit.sampling import audit_pairs
-from study.store import list_events, session_scope
+from rcea.annotation.client import http_client
+from rcea.annotation.people import person_webhook_secret
+from rcea.annotation.projects import WEBHOOK_SECRET_HEADER
+from rcea.study.pair_audit.sampling import audit_pairs
+from rcea.study.store import list_events, session_scope
 from tests.support.labelling_study import SECRET, Study, choice, wait_for
 
 pytestmark = pytest.mark.slow
@@ -223,7 +223,7 @@ def test_nul_in_a_note_is_stored_and_later_labels_count_on_postgres(  # type: ig
         study.label_all("A", {t: "different" for t in tasks[1:3]})
         assert study.sync()["changed_by_status"] == {"counted": 2}
         assert [r[2] for r in study.labels()] == ["counted"] * 3
-        from study.store.models import AuditLabel
+        from rcea.study.store.models import AuditLabel
 
         with session_scope(study.engine) as s:
             notes = [n for n in s.exec(sa.select(AuditLabel.note)).scalars() if n]

@@ -1,5 +1,5 @@
 """The blinding guard's contract pinned exactly, written from the mutants `make mutation`
-left alive in annotation/tasks.py (docs/mutation.md): values nested in mappings are
+left alive in rcea/annotation/tasks.py (docs/mutation.md): values nested in mappings are
 scanned, empty forbidden values are ignored, the prefix-tree prefilter matches exactly the
 forbidden words (a word that is a prefix of another included), findings are worded
 exactly, and the task and label config carry what they should."""
@@ -11,7 +11,7 @@ from itertools import chain
 
 import pytest
 
-from annotation.tasks import LeakScanner, build_pair_task, pair_label_config
+from rcea.annotation.tasks import LeakScanner, build_pair_task, pair_label_config
 from tests.support.product_helpers import scan_for_leaks
 
 WORDS = {"abcdef", "abcdefgh", "abcxyz12", "zzzzzz", "grpo-main-run"}

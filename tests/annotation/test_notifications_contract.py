@@ -1,4 +1,4 @@
-"""``annotation.notifications.parse_notification`` pinned exactly, written from the
+"""``rcea.annotation.notifications.parse_notification`` pinned exactly, written from the
 mutants `make mutation` left alive (docs/mutation.md): each refusal's wording, the id
 range's both edges, project ids given as a number or an object, the bulk limit, and
 which actions are single, bulk, deleting or id-less."""
@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from annotation.notifications import (
+from rcea.annotation.notifications import (
     ID_MAX,
     MAX_IDS,
     Notification,
     parse_notification,
 )
-from annotation.payloads import PayloadError
+from rcea.annotation.payloads import PayloadError
 
 
 def _exact(message: str) -> str:

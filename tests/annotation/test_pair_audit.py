@@ -14,13 +14,13 @@ import pytest
 import sqlalchemy as sa
 from sklearn.metrics import f1_score
 
-from annotation.projects import export_tasks
-from study.labelling import PAIR, WebhookTarget, bindings, forbidden_values
-from study.pair_audit.gate import gate_status
-from study.pair_audit.push import adjudicate
-from study.pair_audit.sampling import audit_pairs
-from study.store import list_events, session_scope
-from study.store.models import Audit, LabellingProject, Trajectory
+from rcea.annotation.projects import export_tasks
+from rcea.study.labelling import PAIR, WebhookTarget, bindings, forbidden_values
+from rcea.study.pair_audit.gate import gate_status
+from rcea.study.pair_audit.push import adjudicate
+from rcea.study.pair_audit.sampling import audit_pairs
+from rcea.study.store import list_events, session_scope
+from rcea.study.store.models import Audit, LabellingProject, Trajectory
 from tests.support.labelling_study import PASSWORD, SECRET, Study, choice, wait_for
 from tests.support.labelstudio_fixture import LabelStudioHandle
 from tests.support.product_helpers import scan_for_leaks
@@ -117,7 +117,7 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
     assert sorted([data["answer_1"], data["answer_2"]]) == ["different", "same"]
     assert forbidden.scanner().scan([data]) == []
     with session_scope(study.engine) as s:
-        from study.pair_audit.freeze import FreezeError
+        from rcea.study.pair_audit.freeze import FreezeError
 
         with pytest.raises(FreezeError, match="need adjudication"):
             gate_status(s, s.get(Audit, study.audit_id), final=True)
@@ -131,7 +131,7 @@ def test_pair_audit_in_label_studio(study: Study, api: str) -> None:
     assert len(study.labels()) == 2 * n + 2
     with session_scope(study.engine) as s:
         res = gate_status(s, s.get(Audit, study.audit_id), final=True)
-        from study.pair_audit.gate import record_final_gate
+        from rcea.study.pair_audit.gate import record_final_gate
 
         record_final_gate(s, s.get(Audit, study.audit_id), res, "test")
     # deterministic: B disagrees with A (= the automatic labels) on one pair, adjudicated
@@ -169,7 +169,7 @@ def test_push_killed_mid_import_resumes_with_one_project(
     """Label Studio of B is killed (SIGKILL) after B's first import batch: the push fails;
     after a restart the re-run adopts the half-made project — exactly one project per
     person and round, every task present once — and labels made there are synced."""
-    import annotation.projects as projects
+    import rcea.annotation.projects as projects
 
     monkeypatch.setattr(projects, "IMPORT_BATCH", 4)
     original = projects.import_tasks
@@ -185,14 +185,14 @@ def test_push_killed_mid_import_resumes_with_one_project(
 
         return original(client, project_id, tasks, **{**kw, "progress": progress})
 
-    monkeypatch.setattr("study.labelling.push.import_tasks", import_then_crash)
+    monkeypatch.setattr("rcea.study.labelling.push.import_tasks", import_then_crash)
     with pytest.raises(Exception):  # noqa: B017 - whatever the dead server makes httpx raise
         study.push()
     study.pool["B"].server.start(timeout=300)
     with session_scope(study.engine) as s:
         b = s.exec(sa.select(LabellingProject).where(LabellingProject.role == "B")).scalar_one()
         assert b.state == "created" and b.project_id is not None  # committed before tasks
-    monkeypatch.setattr("study.labelling.push.import_tasks", original)
+    monkeypatch.setattr("rcea.study.labelling.push.import_tasks", original)
     out = study.push()
     with session_scope(study.engine) as s:
         n = len(audit_pairs(s, audit_id=study.audit_id))
@@ -218,7 +218,7 @@ def test_push_adopts_a_project_created_before_a_crash(
 ) -> None:
     """A crash between creating the project and committing its id: the re-run finds the
     project by its marker and adopts it instead of creating a second one."""
-    import study.labelling.push as core_push
+    import rcea.study.labelling.push as core_push
 
     real_create = core_push.create_project
 
@@ -226,7 +226,7 @@ def test_push_adopts_a_project_created_before_a_crash(
         real_create(client, **kw)
         raise KeyboardInterrupt("crash after project creation")
 
-    # patched where the push looks it up (study.labelling.push imports it by name)
+    # patched where the push looks it up (rcea.study.labelling.push imports it by name)
     with monkeypatch.context() as m:
         m.setattr(core_push, "create_project", create_then_die)
         with pytest.raises(KeyboardInterrupt):

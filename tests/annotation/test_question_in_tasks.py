@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from annotation.display import visible
-from annotation.projects import export_tasks
-from annotation.tasks import BlindingViolation
-from study.labelling import PAIR, bindings
-from study.pair_audit.push import adjudicate
-from study.pair_audit.sampling import audit_pairs
-from study.records.ingest import ingest_file
-from study.store import session_scope
-from study.store.models import Audit
+from rcea.annotation.display import visible
+from rcea.annotation.projects import export_tasks
+from rcea.annotation.tasks import BlindingViolation
+from rcea.study.labelling import PAIR, bindings
+from rcea.study.pair_audit.push import adjudicate
+from rcea.study.pair_audit.sampling import audit_pairs
+from rcea.study.records.ingest import ingest_file
+from rcea.study.store import session_scope
+from rcea.study.store.models import Audit
 from tests.support.helpers import make_record, write_jsonl
 from tests.support.labelling_study import PASSWORD, Study
 from tests.support.labelstudio_fixture import LabelStudioHandle
@@ -110,14 +110,14 @@ def test_validity_tasks_show_the_ingested_question(
 ) -> None:
     """No `rcea judge problems`: the records' question texts are the problems annotators
     see in the validity calibration tasks."""
-    from pipeline.toy import problem_by_id
-    from study.labelling import ensure_member
-    from study.settings import Settings
-    from study.store import make_engine, upgrade
-    from study.store.models import ValidityCheck
-    from study.validity_audit.checks import sample_calibration
-    from study.validity_audit.labelling import push_check
-    from study.validity_audit.run import run_judge
+    from rcea.pipeline.toy import problem_by_id
+    from rcea.study.labelling import ensure_member
+    from rcea.study.settings import Settings
+    from rcea.study.store import make_engine, upgrade
+    from rcea.study.store.models import ValidityCheck
+    from rcea.study.validity_audit.checks import sample_calibration
+    from rcea.study.validity_audit.labelling import push_check
+    from rcea.study.validity_audit.run import run_judge
     from tests.support.judge_study import ORACLE, freeze, toy_records
     from tests.support.labelstudio_fixture import register_people
 

@@ -1,4 +1,4 @@
-"""annotation.render: Markdown and TeX to sanitised HTML with MathML."""
+"""rcea.annotation.render: Markdown and TeX to sanitised HTML with MathML."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from annotation.render import (
+from rcea.annotation.render import (
     ALLOWED_TAGS,
     MAX_TEXT,
     html_text,
@@ -181,7 +181,7 @@ def test_html_text() -> None:
 
 
 def test_cache_is_transparent() -> None:
-    from annotation.render import CACHED_TEXT, clear_cache
+    from rcea.annotation.render import CACHED_TEXT, clear_cache
 
     short, long = SOLUTION, SOLUTION + "x" * CACHED_TEXT
     first = render(short), render(long)

@@ -7,15 +7,15 @@ from __future__ import annotations
 import random
 from xml.etree import ElementTree
 
-from annotation.render import render, shown_hash
-from annotation.tasks import (
+from rcea.annotation.render import render, shown_hash
+from rcea.annotation.tasks import (
     HTML_SUFFIX,
     PAIR_CHOICE,
     SHOWN_KEY,
     build_pair_task,
     pair_label_config,
 )
-from annotation.validity_tasks import (
+from rcea.annotation.validity_tasks import (
     VALIDITY_CHOICE,
     build_validity_task,
     validity_label_config,

@@ -20,7 +20,7 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from annotation.accounts import (
+from rcea.annotation.accounts import (
     AccountError,
     LoginFailed,
     create_annotator,
@@ -28,8 +28,8 @@ from annotation.accounts import (
     form_errors,
     login_session,
 )
-from annotation.client import http_client, make_client
-from annotation.server import (
+from rcea.annotation.client import http_client, make_client
+from rcea.annotation.server import (
     SERVER_ENV,
     SITE_DIR,
     LabelStudioError,
@@ -413,8 +413,8 @@ def test_cli_one_server_per_person(
     """`add-annotator` gives a new person a server rcea runs (started now, next port after
     the base) or registers one run elsewhere; `status --json` lists every server with its
     person, URL, pid and health; `stop` stops only what rcea runs."""
-    from app.cli import app
-    from study.settings import get_settings
+    from rcea.app.cli import app
+    from rcea.study.settings import get_settings
 
     base = _free_port()
     monkeypatch.setenv("RCEA_DATA_DIR", str(tmp_path / "data"))
@@ -465,9 +465,9 @@ def test_cli_one_server_per_person(
 
 
 def test_cli_status_when_down_exits_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from annotation.people import People
-    from app.cli import app
-    from study.settings import get_settings
+    from rcea.annotation.people import People
+    from rcea.app.cli import app
+    from rcea.study.settings import get_settings
 
     monkeypatch.setenv("RCEA_LABELSTUDIO_URL", f"http://127.0.0.1:{_free_port()}")
     get_settings.cache_clear()

@@ -1,5 +1,5 @@
 """The migrated template database new Label Studio data dirs start from
-(``annotation.server_template``): made once per installation, even by concurrent starts;
+(``rcea.annotation.server_template``): made once per installation, even by concurrent starts;
 never carrying a user, organisation or token; a failure only costs the server its own
 migrations. The fast tests use a stand-in ``python`` next to a stand-in executable; the
 slow ones read the real template and the session pool's servers."""
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from annotation import server_template
-from annotation.client import http_client
-from annotation.server import LabelStudioServer, server_env
+from rcea.annotation import server_template
+from rcea.annotation.client import http_client
+from rcea.annotation.server import LabelStudioServer, server_env
 from tests.support.labelstudio_fixture import LabelStudioHandle
 
 
@@ -82,7 +82,7 @@ def test_the_migration_sees_no_credentials(tmp_path: Path) -> None:
         "assert not [k for k in os.environ if k.startswith('LABEL_STUDIO_USER')"
         " or k == 'LABEL_STUDIO_PASSWORD'], sorted(os.environ)\n" + MAKES_DB,
     )
-    from annotation.server import Credentials
+    from rcea.annotation.server import Credentials
 
     creds = Credentials("admin@x.org", "pw-12345678", "tok123456")
     env = server_env(tmp_path / "home", creds, base={"PATH": os.defpath})
@@ -146,7 +146,7 @@ def test_start_seeds_a_new_data_dir_and_logs_it(tmp_path: Path) -> None:
     """``start`` copies the template before the first launch (here the stand-in server
     exits at once, which start reports as usual) and says so in the server log; a data dir
     whose template cannot be made is left to migrate itself, with the reason logged."""
-    from annotation.server import LabelStudioError
+    from rcea.annotation.server import LabelStudioError
 
     exe = _installation(tmp_path, MAKES_DB)
     server = LabelStudioServer(tmp_path / "data", 1, executable=exe)

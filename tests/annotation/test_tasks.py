@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from annotation.notifications import parse_notification
-from annotation.payloads import parse_annotation
-from annotation.tasks import build_pair_task, pair_label_config
+from rcea.annotation.notifications import parse_notification
+from rcea.annotation.payloads import parse_annotation
+from rcea.annotation.tasks import build_pair_task, pair_label_config
 from tests.support.product_helpers import scan_for_leaks
 
 

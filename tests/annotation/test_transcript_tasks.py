@@ -8,10 +8,10 @@ from __future__ import annotations
 import random
 import re
 
-from annotation.render import html_text, render_turns
-from annotation.tasks import SHOWN_KEY, TASK_DATA_KEYS, build_pair_task
-from annotation.validity_tasks import TASK_DATA_KEYS as VALIDITY_KEYS
-from annotation.validity_tasks import build_validity_task
+from rcea.annotation.render import html_text, render_turns
+from rcea.annotation.tasks import SHOWN_KEY, TASK_DATA_KEYS, build_pair_task
+from rcea.annotation.validity_tasks import TASK_DATA_KEYS as VALIDITY_KEYS
+from rcea.annotation.validity_tasks import build_validity_task
 from tests.support.product_helpers import scan_for_leaks
 from tests.support.rendered import SHOWN_PAIR, SHOWN_VALIDITY
 

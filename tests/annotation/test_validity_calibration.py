@@ -16,23 +16,23 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from annotation.projects import export_tasks
-from annotation.validity_tasks import choice_result
-from app.cli import app
-from audits.calibration import clopper_pearson
-from pipeline.judge import DEFAULT_TEMPLATE, JudgeTemplate
-from pipeline.toy import process_valid, question_from_id, validity_by_id
-from study.labelling import ensure_member
-from study.settings import Settings, get_settings
-from study.store import list_events, make_engine, require_study, session_scope, upgrade
-from study.store.models import JudgeVerdict, ValidityCheck
-from study.validity_audit.checks import HELD_OUT, check_items, sample_calibration
-from study.validity_audit.labelling import push_check, sync_check
-from study.validity_audit.problems import load_problems
-from study.validity_audit.reports import calibration_report
-from study.validity_audit.run import run_judge
-from study.validity_audit.simulate import simulate_validity_labels
-from study.validity_audit.status import validity_status
+from rcea.annotation.projects import export_tasks
+from rcea.annotation.validity_tasks import choice_result
+from rcea.app.cli import app
+from rcea.audits.calibration import clopper_pearson
+from rcea.pipeline.judge import DEFAULT_TEMPLATE, JudgeTemplate
+from rcea.pipeline.toy import process_valid, question_from_id, validity_by_id
+from rcea.study.labelling import ensure_member
+from rcea.study.settings import Settings, get_settings
+from rcea.study.store import list_events, make_engine, require_study, session_scope, upgrade
+from rcea.study.store.models import JudgeVerdict, ValidityCheck
+from rcea.study.validity_audit.checks import HELD_OUT, check_items, sample_calibration
+from rcea.study.validity_audit.labelling import push_check, sync_check
+from rcea.study.validity_audit.problems import load_problems
+from rcea.study.validity_audit.reports import calibration_report
+from rcea.study.validity_audit.run import run_judge
+from rcea.study.validity_audit.simulate import simulate_validity_labels
+from rcea.study.validity_audit.status import validity_status
 from tests.support.judge_study import MODEL, ORACLE, RUN, WEAK, freeze, ingest_toy
 from tests.support.labelstudio_fixture import LabelStudioHandle, register_people
 from tests.support.product_helpers import scan_for_leaks
@@ -75,7 +75,7 @@ def test_weak_judge_has_worse_held_out_precision(
     }
     settings = Settings(data_dir=tmp_path / "d")
     with session_scope(engine) as s:
-        load_problems(s, study="toy", source="pipeline.toy:problem_by_id")
+        load_problems(s, study="toy", source="rcea.pipeline.toy:problem_by_id")
         sid = require_study(s, name="toy").id
     freeze(engine, "weak", WEAK)
     freeze(engine, "oracle", ORACLE)
@@ -193,7 +193,7 @@ def test_weak_judge_has_worse_held_out_precision(
     assert _cli("accepted", "sync", "--check", "acc")["changed"] == 16
     # 8 items cannot reach the predeclared lower bound of accepted-set precision (the
     # Clopper-Pearson bound of 8/8 is 0.63 < 0.80): the check is complete and failed,
-    # and the command says so with exit code 5 (app/cli/exit_codes.py).
+    # and the command says so with exit code 5 (rcea/app/cli/exit_codes.py).
     out = CliRunner().invoke(app, ["judge", "accepted", "report", "--check", "acc", "--json"])
     assert out.exit_code == 5, out.output
     acc = json.loads(out.output)
@@ -231,7 +231,7 @@ annotators_per_item = 2
 
 def _labels_in_label_studio(people, email: str, project_id: int) -> dict[str, str]:  # type: ignore[no-untyped-def]
     """item key → the label as Label Studio itself stores it (independent of the store)."""
-    from annotation.validity_tasks import CHOICES
+    from rcea.annotation.validity_tasks import CHOICES
 
     out = {}
     for task in export_tasks(people.client(people.require(email)), project_id):
@@ -250,9 +250,9 @@ def test_two_annotators_per_item_with_adjudication(
     servers, B errs on purpose; the report waits for adjudication, reports A–B agreement
     (equal to the agreement recomputed from Label Studio's own exports), and completes once
     the adjudicator (neither A nor B) settles every disagreement."""
-    from audits.calibration import validity_agreement
-    from study.pair_audit.freeze import freeze_rubric
-    from study.validity_audit.labelling import adjudicate_check, needs_adjudication
+    from rcea.audits.calibration import validity_agreement
+    from rcea.study.pair_audit.freeze import freeze_rubric
+    from rcea.study.validity_audit.labelling import adjudicate_check, needs_adjudication
 
     engine = make_engine(f"sqlite:///{tmp_path / 'v2.db'}")
     upgrade(engine)
@@ -264,7 +264,7 @@ def test_two_annotators_per_item_with_adjudication(
     rubric = tmp_path / "two.toml"
     rubric.write_text(TWO_PER_ITEM)
     with session_scope(engine) as s:
-        load_problems(s, study="toy", source="pipeline.toy:problem_by_id")
+        load_problems(s, study="toy", source="rcea.pipeline.toy:problem_by_id")
         freeze_rubric(s, path=rubric, actor="r")
     freeze(engine, "oracle", ORACLE)
     run_judge(engine, study="toy", judge="oracle", settings=Settings(data_dir=tmp_path / "d"),
@@ -331,7 +331,7 @@ def test_two_annotators_per_item_with_adjudication(
         items = [i for i in check_items(s, check_id=check.id) if i.split == HELD_OUT]
     # A and the adjudicator answer the oracle's truth: the reference is the truth
     ref_truth = ["valid" if truth[i.trajectory_id] else "invalid" for i in items]
-    from audits.calibration import judge_calibration
+    from rcea.audits.calibration import judge_calibration
 
     assert (
         final["report"] == judge_calibration(ref_truth, [i.judge_verdict for i in items]).to_dict()

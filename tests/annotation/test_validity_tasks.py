@@ -7,15 +7,15 @@ from xml.etree import ElementTree
 
 import pytest
 
-from annotation.tasks import BlindingViolation
-from annotation.validity_tasks import (
+from rcea.annotation.tasks import BlindingViolation
+from rcea.annotation.validity_tasks import (
     build_validity_task,
     choice_result,
     parse_validity_annotation,
     validity_label_config,
 )
-from study.labelling import Forbidden
-from study.labelling import check_blinding as scan
+from rcea.study.labelling import Forbidden
+from rcea.study.labelling import check_blinding as scan
 
 
 def check_blinding(tasks, forbidden, exact):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""Tests for audits.agreement (docs/estimators.md item 10) against scikit-learn."""
+"""Tests for rcea.audits.agreement (docs/estimators.md item 10) against scikit-learn."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from sklearn.metrics import (
     precision_recall_fscore_support,
 )
 
-from audits.agreement import (
+from rcea.audits.agreement import (
     LABELS,
     final_reference,
     pair_agreement,

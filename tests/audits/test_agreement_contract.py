@@ -1,4 +1,4 @@
-"""Contract tests for audits.agreement (mutation testing).
+"""Contract tests for rcea.audits.agreement (mutation testing).
 
 Exact error messages, the serialised forms (``to_dict``), the convenience properties and
 the adjudication alignment, each pinned against hand counts or scikit-learn.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from sklearn.metrics import f1_score, precision_score, recall_score
 
-from audits.agreement import (
+from rcea.audits.agreement import (
     DIFFERENT,
     LABELS,
     SAME,

@@ -1,4 +1,4 @@
-"""Tests for audits.association (docs/estimators.md item 14) against scipy."""
+"""Tests for rcea.audits.association (docs/estimators.md item 14) against scipy."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from audits.association import (
+from rcea.audits.association import (
     pearson_correlation,
     retention_passk_spearman,
     spearman_correlation,

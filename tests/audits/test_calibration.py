@@ -1,4 +1,4 @@
-"""Tests for audits.calibration (docs/estimators.md item 12) against scikit-learn and scipy."""
+"""Tests for rcea.audits.calibration (docs/estimators.md item 12) against scikit-learn and scipy."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest
 from sklearn.metrics import accuracy_score, f1_score
 
-from audits.calibration import accepted_set_precision, clopper_pearson, judge_calibration
+from rcea.audits.calibration import accepted_set_precision, clopper_pearson, judge_calibration
 
 HUMAN = st.sampled_from(["valid", "invalid"])
 JUDGE = st.sampled_from(["valid", "invalid", "unparseable"])

@@ -1,4 +1,4 @@
-"""Tests for audits.covariance (docs/estimators.md item 6) against independent references."""
+"""Tests for rcea.audits.covariance (docs/estimators.md item 6) against independent references."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import special, stats
 
-from audits.covariance import (
+from rcea.audits.covariance import (
     DEFAULT_MAX_CHUNK_BYTES,
     FIT_SUMMARY,
     N_WORK_BUFFERS,

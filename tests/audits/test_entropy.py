@@ -1,4 +1,4 @@
-"""Tests for audits.entropy against independent references (exact enumeration, scipy)."""
+"""Tests for rcea.audits.entropy against independent references (exact enumeration, scipy)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from audits.entropy import (
+from rcea.audits.entropy import (
     _paired_bootstrap,
     _paired_bootstrap_loop,
     binary_entropy,

@@ -1,4 +1,4 @@
-"""Tests for audits.failure (items 9 and 14)."""
+"""Tests for rcea.audits.failure (items 9 and 14)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from audits.failure import detect_training_failure, last_milestone_before_failure
+from rcea.audits.failure import detect_training_failure, last_milestone_before_failure
 
 STEPS = list(range(0, 8001, 500))
 COLLAPSE = [

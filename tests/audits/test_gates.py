@@ -1,5 +1,5 @@
-"""Tests for audits.gates (docs/estimators.md item 11): passing inputs, each requirement failing
-alone, uncertain-pair exclusion, stages, and values checked against scikit-learn."""
+"""Tests for rcea.audits.gates (docs/estimators.md item 11): passing inputs, each requirement
+failing alone, uncertain-pair exclusion, stages, and values checked against scikit-learn."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 import pytest
 from sklearn.metrics import f1_score, precision_score, recall_score
 
-from audits.gates import GATE_TOLERANCE, evaluate_gate
-from audits.thresholds import GateThresholds
+from rcea.audits.gates import GATE_TOLERANCE, evaluate_gate
+from rcea.audits.thresholds import GateThresholds
 from tests.support.gates import DEFAULT, Audit, build, gate
 
 LAB = ["same", "different"]

@@ -1,4 +1,4 @@
-"""audits.gates' contract pinned exactly, written from the mutants `make mutation` left
+"""rcea.audits.gates' contract pinned exactly, written from the mutants `make mutation` left
 alive (docs/mutation.md): the inclusive tolerance band of every requirement, each bad input
 refused with its exact message naming the argument, the stage and the reference agreement
 carried by the report, and ``to_dict`` built field by field from the dataclass."""
@@ -11,15 +11,15 @@ import re
 
 import pytest
 
-from audits.agreement import AgreementResult, pair_agreement
-from audits.gates import (
+from rcea.audits.agreement import AgreementResult, pair_agreement
+from rcea.audits.gates import (
     GATE_TOLERANCE,
     GateReport,
     RequirementResult,
     evaluate_gate,
     requirement_result,
 )
-from audits.thresholds import GateThresholds
+from rcea.audits.thresholds import GateThresholds
 from tests.support.gates import DEFAULT, build, gate
 
 

@@ -1,4 +1,4 @@
-"""Tests for audits.modes: scipy entropy, exact subset enumeration, properties."""
+"""Tests for rcea.audits.modes: scipy entropy, exact subset enumeration, properties."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from audits.modes import mode_entropy, rarefied_retention
+from rcea.audits.modes import mode_entropy, rarefied_retention
 
 # ---------------------------------------------------------------- mode entropy
 

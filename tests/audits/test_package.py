@@ -1,4 +1,4 @@
-"""``audits`` loads each public name from its module on first use (audits/__init__.py):
+"""``audits`` loads each public name from its module on first use (rcea/audits/__init__.py):
 every name of ``__all__`` is its module's object, and a name it does not export is an
 AttributeError, as for any module."""
 
@@ -8,7 +8,7 @@ import importlib
 
 import pytest
 
-import audits
+from rcea import audits
 
 
 @pytest.mark.parametrize("name", audits.__all__)

@@ -1,4 +1,4 @@
-"""Contract tests for audits.partition (mutation testing): the partition hash
+"""Contract tests for rcea.audits.partition (mutation testing): the partition hash
 is pinned against ``hashlib`` over hand-written canonical JSON."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from audits.partition import partition_hash
+from rcea.audits.partition import partition_hash
 
 
 def _sha(text: str) -> str:

@@ -1,4 +1,4 @@
-"""Tests for audits.passk against math.comb and brute-force enumeration."""
+"""Tests for rcea.audits.passk against math.comb and brute-force enumeration."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from audits.passk import macro_benchmark_accuracy, macro_pass_at_k, pass_at_k
+from rcea.audits.passk import macro_benchmark_accuracy, macro_pass_at_k, pass_at_k
 
 
 def _comb_reference(n, c, k):

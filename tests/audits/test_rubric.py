@@ -1,4 +1,4 @@
-"""Tests for audits.rubric: parsing, validation, defaults and content hashing."""
+"""Tests for rcea.audits.rubric: parsing, validation, defaults and content hashing."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from audits.rubric import (
+from rcea.audits.rubric import (
     DEFAULT_RUBRIC_PATH,
     load_rubric,
     parse_rubric,
 )
-from audits.thresholds import GateThresholds
+from rcea.audits.thresholds import GateThresholds
 
 MINIMAL = """
 [rubric]
@@ -204,7 +204,7 @@ def test_load_from_file(tmp_path):
 
 
 def test_adjudication_scope_setting() -> None:
-    from audits.rubric import parse_rubric
+    from rcea.audits.rubric import parse_rubric
 
     head = '[rubric]\nname = "r"\nversion = 1\n'
     plain = parse_rubric(head)

@@ -1,4 +1,4 @@
-"""Contract tests for audits.rubric (mutation testing): frozen means frozen.
+"""Contract tests for rcea.audits.rubric (mutation testing): frozen means frozen.
 
 Exact refusals (section, key, range, value), each bound at its edge, the canonical JSON
 pinned as text and the content hash against ``hashlib`` over that text.
@@ -10,7 +10,7 @@ import hashlib
 
 import pytest
 
-from audits.rubric import (
+from rcea.audits.rubric import (
     DEFAULT_RUBRIC_PATH,
     AdjudicationPolicy,
     AnnotatorPlan,

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audits.partition import partition_hash
-from audits.sampling import automatic_pair_label, sample_pairs, unrank_pair
+from rcea.audits.partition import partition_hash
+from rcea.audits.sampling import automatic_pair_label, sample_pairs, unrank_pair
 
 
 def _pool(n_questions: int = 6, m: int = 8) -> dict[str, list[str]]:

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from audits.agreement import pair_agreement
-from audits.gates import evaluate_gate
-from audits.rubric import parse_rubric
-from audits.sequential import (
+from rcea.audits.agreement import pair_agreement
+from rcea.audits.gates import evaluate_gate
+from rcea.audits.rubric import parse_rubric
+from rcea.audits.sequential import (
     SequentialPlan,
     boundaries,
     current_look,
@@ -24,8 +24,8 @@ from audits.sequential import (
     question_bootstrap,
     spent_alpha,
 )
-from audits.sequential_sim import World, monitor, simulate_audit, true_values
-from audits.thresholds import GateThresholds
+from rcea.audits.sequential_sim import World, monitor, simulate_audit, true_values
+from rcea.audits.thresholds import GateThresholds
 
 LOOKS = (0.25, 0.5, 0.75, 1.0)
 
@@ -119,7 +119,7 @@ def _stats_of(rows: list[tuple]) -> dict[str, float]:  # type: ignore[type-arg]
 
 
 def _counts() -> np.ndarray:
-    from audits.sequential import label_codes
+    from rcea.audits.sequential import label_codes
 
     qs, rows = [], []
     for i, q in enumerate(_Q):

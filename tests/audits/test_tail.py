@@ -1,4 +1,5 @@
-"""Tests for audits.tail (docs/estimators.md item 7) against explicit sort-based computations."""
+"""Tests for rcea.audits.tail (docs/estimators.md item 7) against explicit sort-based
+computations."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from audits.tail import (
+from rcea.audits.tail import (
     budget_count,
     direction_counts,
     reward_stratified_tail,

@@ -1,4 +1,4 @@
-"""Tests for audits.validity (item 4)."""
+"""Tests for rcea.audits.validity (item 4)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from audits.validity import validity_rate
+from rcea.audits.validity import validity_rate
 
 
 def _rows(spec):

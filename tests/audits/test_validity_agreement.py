@@ -7,7 +7,7 @@ import itertools
 import pytest
 from sklearn.metrics import cohen_kappa_score, f1_score
 
-from audits.calibration import validity_agreement
+from rcea.audits.calibration import validity_agreement
 
 LABELS = ("valid", "invalid")
 

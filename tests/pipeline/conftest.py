@@ -1,8 +1,8 @@
 """A tiny base policy built once per test session: the quick demo's tiny-s base
-(``rcea train build-base`` with ``app.demo.config.QUICK``'s recipe: 1,200 warm-start steps,
+(``rcea train build-base`` with ``rcea.app.demo.config.QUICK``'s recipe: 1,200 warm-start steps,
 seed 0, one thread), good enough for GRPO to be in the entropy-collapse regime that the
 KL-Cov check needs. It is the session's demo cache entry of that recipe
-(:mod:`app.demo.cache`), so the demo tests and these share one warm start, whichever
+(:mod:`rcea.app.demo.cache`), so the demo tests and these share one warm start, whichever
 runs first."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_base(tmp_path_factory: pytest.TempPathFactory, demo_cache_dir: Path) -> Path:
     pytest.importorskip("trl")
-    from app.demo import cache
-    from app.demo.config import QUICK, TINY_S
-    from app.demo.study import base_recipe
+    from rcea.app.demo import cache
+    from rcea.app.demo.config import QUICK, TINY_S
+    from rcea.app.demo.study import base_recipe
 
     work = tmp_path_factory.mktemp("base")
     out = work / "tiny"

@@ -1,4 +1,5 @@
-"""pipeline.chat on the tiny Qwen's BPE tokenizer (no model): prompt ids, refusals, stop ids."""
+"""rcea.pipeline.chat on the tiny Qwen's BPE tokenizer (no model): prompt ids, refusals,
+stop ids."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
-from pipeline.chat import (  # noqa: E402
+from rcea.pipeline.chat import (  # noqa: E402
     RAW,
     PromptFormat,
     completion_end,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.codebook import (
+from rcea.pipeline.codebook import (
     INVALID,
     NEW,
     NONE,
@@ -28,7 +28,7 @@ from pipeline.codebook import (
     plan_batches,
     prompts,
 )
-from pipeline.codebook.schemas import AssignReply, MergeReply
+from rcea.pipeline.codebook.schemas import AssignReply, MergeReply
 from tests.support.fake_llm import render_solution, strategy_of
 
 MODES = [

@@ -13,21 +13,21 @@ torch = pytest.importorskip("torch")
 def test_skips_without_cuda(capsys: pytest.CaptureFixture[str]) -> None:
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present: the full check runs in `make gpu-check`")
-    from pipeline import gpu_check
+    from rcea.pipeline import gpu_check
 
     assert gpu_check.main([]) == 0
     assert "gpu-check skipped: no CUDA device" in capsys.readouterr().out
 
 
 def test_gpu_check_config_is_bf16_lora_vllm(tmp_path: Path) -> None:
-    from pipeline import gpu_check
+    from rcea.pipeline import gpu_check
 
     args = gpu_check._parse(["--steps", "3"])
     cfg = gpu_check.training_config(tmp_path / "m", tmp_path / "o", args, use_vllm=True)
     assert cfg.training.bf16 and cfg.training.use_vllm and cfg.training.vllm_mode == "colocate"
     assert cfg.lora.enabled and cfg.lora.r == 32 and cfg.lora.alpha == 64
     assert cfg.model.dtype == "bfloat16" and cfg.training.max_steps == 3
-    from pipeline.policy.model import QWEN25_05B_SHAPE
+    from rcea.pipeline.policy.model import QWEN25_05B_SHAPE
 
     assert QWEN25_05B_SHAPE["hidden_size"] == 896 and QWEN25_05B_SHAPE["num_hidden_layers"] == 24
 
@@ -38,8 +38,8 @@ def test_tiny_run_writes_every_section(tmp_path: Path, capsys: pytest.CaptureFix
     pytest.importorskip("trl")
     import json
 
-    from pipeline import gpu_check
-    from pipeline.training.objectives import OBJECTIVES
+    from rcea.pipeline import gpu_check
+    from rcea.pipeline.training.objectives import OBJECTIVES
 
     out = tmp_path / "gpu_check.json"
     assert gpu_check.main(["--tiny", "--json-out", str(out)]) == 0
@@ -80,7 +80,7 @@ def test_a_failing_section_is_recorded_and_the_rest_still_run(
 ) -> None:
     import json
 
-    from pipeline import gpu_check
+    from rcea.pipeline import gpu_check
 
     def boom(*a: object, **k: object) -> dict:
         raise RuntimeError("CUDA error: planted")
@@ -99,7 +99,7 @@ def test_a_failing_section_is_recorded_and_the_rest_still_run(
 def test_budget_skips_later_sections(tmp_path: Path) -> None:
     import json
 
-    from pipeline import gpu_check
+    from rcea.pipeline import gpu_check
 
     out = tmp_path / "g.json"
     argv = ["--tiny", "--json-out", str(out), "--only", "env,matmul", "--budget-s", "1e-9"]
@@ -109,7 +109,7 @@ def test_budget_skips_later_sections(tmp_path: Path) -> None:
 
 
 def test_coin_reward_gives_every_group_a_success_and_a_failure() -> None:
-    from pipeline import gpu_check
+    from rcea.pipeline import gpu_check
 
     coin = gpu_check.CoinReward(group=4, seed=3)
     for _ in range(20):
@@ -120,7 +120,7 @@ def test_coin_reward_gives_every_group_a_success_and_a_failure() -> None:
 
 
 def test_entropy_only_and_no_entropy_select_the_sections() -> None:
-    from pipeline import gpu_check
+    from rcea.pipeline import gpu_check
 
     assert gpu_check._parse(["--entropy-only"]).only == "env,matmul,entropy"
     assert "entropy" not in gpu_check._parse(["--no-entropy"]).only.split(",")

@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pipeline.training.objectives import LossBatch, PrepBatch, make_objective  # noqa: E402
+from rcea.pipeline.training.objectives import LossBatch, PrepBatch, make_objective  # noqa: E402
 
 DATA = json.loads((Path(__file__).parent / "data" / "gtpo_reference.json").read_text())
 CASES = DATA["cases"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.judge import (
+from rcea.pipeline.judge import (
     DEFAULT_TEMPLATE,
     JudgeSpec,
     JudgeTemplate,
@@ -17,8 +17,8 @@ from pipeline.judge import (
     verify_math,
     verify_toy,
 )
-from pipeline.judge.prompts import template_from_dict
-from pipeline.toy import VARIANTS, StepError, generate_questions, render_trajectory, verify
+from rcea.pipeline.judge.prompts import template_from_dict
+from rcea.pipeline.toy import VARIANTS, StepError, generate_questions, render_trajectory, verify
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""pipeline.launch: a launched rank destroys its process group before the interpreter's
+"""rcea.pipeline.launch: a launched rank destroys its process group before the interpreter's
 teardown (gloo's threads otherwise can abort a rank whose work was done)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-import app.cli as cli
-from pipeline import launch
+import rcea.app.cli as cli
+from rcea.pipeline import launch
 from tests.support.helpers import free_port
 
 
@@ -74,7 +74,7 @@ def test_the_close_at_exit_is_registered_once(monkeypatch: pytest.MonkeyPatch) -
 RANK = """
 import json, sys, time
 import torch.distributed as dist
-from pipeline import launch
+from rcea.pipeline import launch
 rank, port, late = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
 time.sleep(late)  # this rank finishes its command later

@@ -1,5 +1,5 @@
 """The live ``rcea/`` numbers of a step (docs/training-live.md): on constructed batches each
-equals the ``audits/`` estimator (or the objective's mask rule) applied to the same numbers;
+equals the ``rcea/audits/`` estimator (or the objective's mask rule) applied to the same numbers;
 one outcome only gives NaN (undefined), never 0; verl's own ``DataProto`` gives the same
 dict as the TRL path."""
 
@@ -12,20 +12,20 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from audits.entropy import (  # noqa: E402
+from rcea.audits.entropy import (  # noqa: E402
     broad_token_entropy_ratio,
     outcome_report,
     per_question_token_entropy,
 )
-from audits.tail import reward_stratified_tail  # noqa: E402
-from pipeline.training.live_metrics import (  # noqa: E402
+from rcea.audits.tail import reward_stratified_tail  # noqa: E402
+from rcea.pipeline.training.live_metrics import (  # noqa: E402
     METRICS,
     LiveSettings,
     RolloutRows,
     batch_metrics,
     verl_batch_metrics,
 )
-from pipeline.training.objectives import (  # noqa: E402
+from rcea.pipeline.training.objectives import (  # noqa: E402
     ClipCovParams,
     KLCovParams,
     clip_cov_select,

@@ -27,10 +27,10 @@ from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E4
     EventAccumulator,
 )
 
-from app.cli import app  # noqa: E402
-from pipeline.event_curves import event_dirs  # noqa: E402
-from pipeline.training import reporting  # noqa: E402
-from pipeline.training.live_metrics import METRICS  # noqa: E402
+from rcea.app.cli import app  # noqa: E402
+from rcea.pipeline.event_curves import event_dirs  # noqa: E402
+from rcea.pipeline.training import reporting  # noqa: E402
+from rcea.pipeline.training.live_metrics import METRICS  # noqa: E402
 from tests.support.small_base import build_small_base  # noqa: E402
 from tests.support.trackio_env import require_trackio  # noqa: E402
 
@@ -42,7 +42,7 @@ STEPS = 3
 #: rows, "output_dir": of the run's config (TRL's arguments)}}}
 READBACK = """
 import json
-from pipeline.training.reporting import trackio_importable
+from rcea.pipeline.training.reporting import trackio_importable
 assert trackio_importable()
 from trackio.sqlite_storage import SQLiteStorage as S
 def run(p, r):

@@ -17,11 +17,11 @@ from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E4
     EventAccumulator,
 )
 
-from pipeline.event_curves import event_dirs  # noqa: E402
-from pipeline.probe.curves import training_curve  # noqa: E402
-from pipeline.training.config import parse_config  # noqa: E402
-from pipeline.training.live_metrics import METRICS  # noqa: E402
-from pipeline.training.run import run_training  # noqa: E402
+from rcea.pipeline.event_curves import event_dirs  # noqa: E402
+from rcea.pipeline.probe.curves import training_curve  # noqa: E402
+from rcea.pipeline.training.config import parse_config  # noqa: E402
+from rcea.pipeline.training.live_metrics import METRICS  # noqa: E402
+from rcea.pipeline.training.run import run_training  # noqa: E402
 from tests.support.small_base import build_small_base  # noqa: E402
 
 pytestmark = [
@@ -92,10 +92,10 @@ def test_plain_trl_trainer_with_the_callback(base: Path, tmp_path: Path) -> None
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from pipeline.training.live_callback import RceaLiveCallback
-    from pipeline.training.objectives import make_objective
-    from pipeline.training.rewards import ToyReward
-    from pipeline.training.run import build_dataset, grpo_args
+    from rcea.pipeline.training.live_callback import RceaLiveCallback
+    from rcea.pipeline.training.objectives import make_objective
+    from rcea.pipeline.training.rewards import ToyReward
+    from rcea.pipeline.training.run import build_dataset, grpo_args
 
     cfg = _config(base, tmp_path / "plain", max_steps=2)
     tokenizer = AutoTokenizer.from_pretrained(base)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
-from pipeline.llm import (
+from rcea.pipeline.llm import (
     LLMClient,
     LLMConfig,
     ReplyFormatError,
@@ -253,7 +253,7 @@ def test_cache_digest_collision_is_a_miss_not_a_wrong_reply(
 ) -> None:
     """Two keys with one digest: the index keeps the later, ``get`` of the other reads a
     stored key that differs and answers a miss (the call is repeated, never mixed up)."""
-    import pipeline.llm.cache as cache_mod
+    import rcea.pipeline.llm.cache as cache_mod
 
     monkeypatch.setattr(cache_mod, "_digest", lambda key: 7)
     cache = ResponseCache(tmp_path / "c")
@@ -295,7 +295,7 @@ def test_cache_index_equals_a_dict_through_merges(monkeypatch: pytest.MonkeyPatc
     misses) across many merges, with digests above 2**63 (the uint64 high bit)."""
     import random
 
-    import pipeline.llm.cache as cache_mod
+    import rcea.pipeline.llm.cache as cache_mod
 
     monkeypatch.setattr(cache_mod._Index, "MERGE_AT", 7)
     rng = random.Random(3)

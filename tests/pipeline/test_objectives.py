@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pipeline.training import objectives as ob  # noqa: E402
-from pipeline.training.objectives import LossBatch, make_objective  # noqa: E402
+from rcea.pipeline.training import objectives as ob  # noqa: E402
+from rcea.pipeline.training.objectives import LossBatch, make_objective  # noqa: E402
 
 
 def leaf(rows: list[list[float]]) -> torch.Tensor:
@@ -109,7 +109,7 @@ def test_overlong_shaping_is_trls_and_equals_dapos_formula() -> None:
     at every length it equals DAPO's Eq. 13: 0 up to L - B, (L - B - n) / B up to L, -1
     beyond (L = 10, B = 20% of L)."""
     pytest.importorskip("trl")
-    from pipeline.training.rewards import overlong_shaping
+    from rcea.pipeline.training.rewards import overlong_shaping
 
     shaping = overlong_shaping(10, buffer_frac=0.2)
     assert type(shaping).__module__.startswith("trl.")

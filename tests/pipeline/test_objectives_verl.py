@@ -13,8 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pipeline.training import objectives as ob  # noqa: E402
-from pipeline.training.objectives import LossBatch, make_objective  # noqa: E402
+from rcea.pipeline.training import objectives as ob  # noqa: E402
+from rcea.pipeline.training.objectives import LossBatch, make_objective  # noqa: E402
 from tests.support.verl_env import import_verl  # noqa: E402
 
 SEEDS = list(range(6))
@@ -228,7 +228,7 @@ def test_trainer_applies_the_advantage_epsilon_to_its_rows(core: Any) -> None:
     """The trainer recomputes TRL's advantages from the same weighted rewards with the
     objective's epsilon and keeps this process's rows (process 1 of 2 here)."""
     pytest.importorskip("trl")
-    from pipeline.training.trainer import RceaGRPOTrainer
+    from rcea.pipeline.training.trainer import RceaGRPOTrainer
 
     g = torch.Generator().manual_seed(0)
     rpf = torch.stack(

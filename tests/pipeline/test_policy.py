@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import toy
+from rcea.pipeline import toy
 
 pytest.importorskip("transformers")
 
 
 def test_warm_start_mixture_has_modes_variants_failures_and_slips() -> None:
-    from pipeline.policy import Mixture, sample_example
+    from rcea.pipeline.policy import Mixture, sample_example
 
     rng = random.Random(0)
     qs = toy.generate_questions("train", 200, seed=0)
@@ -44,7 +44,7 @@ def test_warm_start_mixture_has_modes_variants_failures_and_slips() -> None:
 
 
 def test_tokenizer_is_character_level_and_the_model_small() -> None:
-    from pipeline.policy import build_char_tokenizer, build_model, n_parameters
+    from rcea.pipeline.policy import build_char_tokenizer, build_model, n_parameters
 
     tok = build_char_tokenizer()
     text = toy.render_trajectory(toy.Question("sum_times", 3, 4, 5), "distribute", toy.VARIANTS[7])

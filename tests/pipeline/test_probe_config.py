@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.probe.config import ConfigError, load_config, parse_config, run_checkpoints
-from pipeline.probe.questions import DatasetError, last_boxed, load_questions, read_benchmark
+from rcea.pipeline.probe.config import ConfigError, load_config, parse_config, run_checkpoints
+from rcea.pipeline.probe.questions import DatasetError, last_boxed, load_questions, read_benchmark
 
 
 def _fake_run(root: Path, saved: list[int], max_steps: int, final: bool = True) -> Path:
@@ -59,9 +59,9 @@ def test_final_stands_in_for_an_unsaved_last_step(tmp_path: Path) -> None:
 
 
 def test_a_shared_base_is_probed_once_and_starts_every_run(tmp_path: Path) -> None:
-    from pipeline.probe.config import resolve_checkpoints
-    from pipeline.probe.covariance import transition_label, transitions
-    from pipeline.probe.evaluate import passk_checkpoints
+    from rcea.pipeline.probe.config import resolve_checkpoints
+    from rcea.pipeline.probe.covariance import transition_label, transitions
+    from rcea.pipeline.probe.evaluate import passk_checkpoints
 
     first = _fake_run(tmp_path, [50, 100], 100)
     second = tmp_path / "run2"
@@ -110,7 +110,7 @@ def test_config_errors_name_the_table_and_key(tmp_path: Path) -> None:
 
 def test_cli_overrides_and_the_shipped_example() -> None:
     cfg = load_config(
-        Path(__file__).parents[2] / "pipeline/probe/configs/toy.toml",
+        Path(__file__).parents[2] / "rcea/pipeline/probe/configs/toy.toml",
         **{
             "probe.k": 2,
             "questions.n": 5,
@@ -192,7 +192,7 @@ def test_last_boxed_handles_nested_braces() -> None:
 
 
 def test_toy_source_uses_the_probe_split() -> None:
-    from pipeline import toy
+    from rcea.pipeline import toy
 
     qs = load_questions("toy", split="probe", n=None, seed=2027)
     assert len(qs) == 43

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("trl")
 
-from app.cli import app  # noqa: E402
+from rcea.app.cli import app  # noqa: E402
 
 runner = CliRunner()
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
@@ -124,9 +124,9 @@ k = [1, 2, 4]
     passk = _ok(["stats", "passk", str(out / "RESULTS.csv"), "--k", "1,4"])
     assert passk["n_questions"] == 6
 
-    from study.store import open_store, session_scope
-    from study.store.measurements import list_measurements
-    from study.store.repository import require_study
+    from rcea.study.store import open_store, session_scope
+    from rcea.study.store.measurements import list_measurements
+    from rcea.study.store.repository import require_study
 
     with session_scope(open_store()) as s:
         study = require_study(s, name="e2e")

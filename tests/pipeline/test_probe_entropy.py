@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from pipeline.probe.entropy_kernel import naive_token_stats, token_stats  # noqa: E402
+from rcea.pipeline.probe.entropy_kernel import naive_token_stats, token_stats  # noqa: E402
 from tests.support.probe import torch
 
 TEXTS = [
@@ -23,7 +23,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def policy() -> tuple[Any, Any]:
-    from pipeline.policy import build_char_tokenizer, build_model
+    from rcea.pipeline.policy import build_char_tokenizer, build_model
 
     torch.set_num_threads(1)
     tok = build_char_tokenizer()
@@ -96,7 +96,7 @@ def test_lm_head_never_sees_more_rows_than_the_chunk(
 ) -> None:
     """Memory contract: logits exist for at most ``chunk_size`` positions at a time (the
     two reused [chunk × vocab] buffers), and every completion position is scored once."""
-    from pipeline.probe import entropy_kernel as entropy_mod
+    from rcea.pipeline.probe import entropy_kernel as entropy_mod
 
     model, tok = policy
     prompts, comps = _ids(tok)
@@ -128,7 +128,7 @@ def test_gpu_entropy_throughput_figures() -> None:
     """`make gpu-check`'s entropy figure (CUDA only)."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    from pipeline.gpu_check import entropy_throughput
+    from rcea.pipeline.gpu_check import entropy_throughput
 
     fig = entropy_throughput(torch, tokens=256, chunk=128, reps=2)
     methods = ("forward", "full", "chunked")
@@ -159,7 +159,7 @@ def test_chunk_statistics_with_masked_logits_match_float64(
     partly; of 12: the first partly; None: one tile of all 50."""
     import torch
 
-    from pipeline.probe.entropy_kernel import _ChunkBuffers
+    from rcea.pipeline.probe.entropy_kernel import _ChunkBuffers
 
     torch.manual_seed(0)
     head = torch.nn.Linear(16, 50, bias=bias).to(getattr(torch, dtype))
@@ -188,7 +188,7 @@ def test_default_vocabulary_tile() -> None:
     region per small op) and off CPU one tile of the whole vocabulary."""
     import torch
 
-    from pipeline.probe.entropy_kernel import _ChunkBuffers, default_vocab_block
+    from rcea.pipeline.probe.entropy_kernel import _ChunkBuffers, default_vocab_block
 
     assert default_vocab_block(151_936, 128, "cpu", 1) == 2048
     assert default_vocab_block(151_936, 1, "cpu", 1) == 151_936

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from pipeline.probe import (  # noqa: E402
+from rcea.pipeline.probe import (  # noqa: E402
     ProbeSetMismatch,
     StageOrderError,
     load_config,
@@ -23,7 +23,7 @@ from pipeline.probe import (  # noqa: E402
     run_entropy,
     run_sample,
 )
-from pipeline.records import read_records  # noqa: E402
+from rcea.pipeline.records import read_records  # noqa: E402
 from tests.support.probe import (  # noqa: E402
     EPS,
     run_until_killed,
@@ -128,9 +128,9 @@ def test_prediction_error_is_second_order(policies: list[Path]) -> None:
 
     from transformers import AutoModelForCausalLM
 
-    from audits.covariance import entropy_change_pair
-    from pipeline.policy import build_char_tokenizer
-    from pipeline.probe.covariance import position_logits
+    from rcea.audits.covariance import entropy_change_pair
+    from rcea.pipeline.policy import build_char_tokenizer
+    from rcea.pipeline.probe.covariance import position_logits
 
     tok = build_char_tokenizer()
     base = AutoModelForCausalLM.from_pretrained(policies[0])
@@ -232,7 +232,7 @@ def test_benchmark_file_as_question_source(policies: list[Path], tmp_path: Path)
     samples = [json.loads(x) for x in (out / "samples" / "pert--tiny--step0.jsonl").open()]
     assert all(s["strategy"] is None for s in samples)
     prompt = "What is 1+1?\nPlease reason step by step"
-    from pipeline.policy import build_char_tokenizer
+    from rcea.pipeline.policy import build_char_tokenizer
 
     assert samples[0]["prompt_ids"][: len(prompt)] == build_char_tokenizer()(prompt)["input_ids"]
 
@@ -243,7 +243,7 @@ def test_top_p_sampling_labels_cross_entropy(policies: list[Path], tmp_path: Pat
     samples are counted, in `rcea stats entropy` and in the report."""
     from typer.testing import CliRunner
 
-    from app.cli import app as cli
+    from rcea.app.cli import app as cli
 
     results = {}
     for top_p in (1.0, 0.9):

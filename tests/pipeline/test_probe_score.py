@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from app.cli import app
+from rcea.app.cli import app
 from tests.support.helpers import write_jsonl
 
 QUESTIONS = {"q1": "What is 2+3?", "q2": "Compute 7*6."}
@@ -72,11 +72,11 @@ def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_probe_score_writes_back_teacher_forced_numbers(
     ckpt: Path, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipeline.chat import PromptFormat
-    from pipeline.probe.score import Scorer
-    from study.records.scoring import score_trajectories
-    from study.settings import get_settings
-    from study.store import Event, Trajectory, make_engine
+    from rcea.pipeline.chat import PromptFormat
+    from rcea.pipeline.probe.score import Scorer
+    from rcea.study.records.scoring import score_trajectories
+    from rcea.study.settings import get_settings
+    from rcea.study.store import Event, Trajectory, make_engine
 
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
     monkeypatch.setenv("RCEA_DATA_DIR", str(tmp_path / "data"))
@@ -158,7 +158,7 @@ def test_probe_score_writes_back_teacher_forced_numbers(
 def test_probe_score_refuses_an_empty_selection(
     ckpt: Path, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
     monkeypatch.setenv("RCEA_DATA_DIR", str(tmp_path / "data"))

@@ -20,7 +20,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
-from pipeline.probe.shard import Shard  # noqa: E402
+from rcea.pipeline.probe.shard import Shard  # noqa: E402
 from tests.support.helpers import write_jsonl  # noqa: E402
 from tests.support.launch import cpu_env, run_rcea  # noqa: E402
 
@@ -87,7 +87,7 @@ def _events(db: Path) -> list[dict[str, Any]]:
     eng = sa.create_engine(f"sqlite:///{db}")
     try:
         with eng.connect() as conn:
-            from study.store import Event
+            from rcea.study.store import Event
 
             rows = conn.execute(
                 sa.select(Event.payload).where(Event.kind == "probe.score").order_by(Event.id)
@@ -136,10 +136,10 @@ def test_interrupted_launch_resumes_with_the_unscored_block(
     """Rank 1 committed its two batches (4 trajectories) and appended no event; one
     process then scores rank 0's block only (6), as version 1, and every number equals
     a clean single-process run's."""
-    from pipeline.probe.score import Scorer
-    from study.records.scoring import score_trajectories
-    from study.settings import get_settings
-    from study.store import make_engine
+    from rcea.pipeline.probe.score import Scorer
+    from rcea.study.records.scoring import score_trajectories
+    from rcea.study.settings import get_settings
+    from rcea.study.store import make_engine
 
     db = tmp_path / "store.db"
     _study(db, "clean")

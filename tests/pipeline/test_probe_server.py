@@ -17,9 +17,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
 
-from pipeline.probe import ConfigError, load_config, parse_config, run_sample  # noqa: E402
-from pipeline.probe.server import ServerSampleError  # noqa: E402
-from pipeline.records import read_records  # noqa: E402
+from rcea.pipeline.probe import ConfigError, load_config, parse_config, run_sample  # noqa: E402
+from rcea.pipeline.probe.server import ServerSampleError  # noqa: E402
+from rcea.pipeline.records import read_records  # noqa: E402
 from tests.support.fake_llm import FakeLLM, body_key, fake_completion_choices  # noqa: E402
 from tests.support.probe import save_policy  # noqa: E402
 
@@ -83,13 +83,13 @@ def _ok_calls_by_key(fake: FakeLLM) -> dict[str, int]:
 
 
 def _tok() -> Any:
-    from pipeline.policy import build_char_tokenizer
+    from rcea.pipeline.policy import build_char_tokenizer
 
     return build_char_tokenizer()
 
 
 def _unit_seed(probe_seed: int, run: str, model: str, step: int, qid: str) -> int:
-    """The documented unit seed, written out again (pipeline/probe/common.py docstring)."""
+    """The documented unit seed, written out again (rcea/pipeline/probe/common.py docstring)."""
 
     def h(*parts: Any) -> int:
         d = hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()
@@ -217,7 +217,7 @@ def test_what_the_records_say_l_is(
         assert all(r["seq_logprob"] < 0 for r in recs)
     # another mode in the same directory is refused (records would mix meanings of ℓ)
     other = "raw_logprobs" if mode == "processed_logprobs" else "processed_logprobs"
-    from pipeline.probe import ProbeSetMismatch
+    from rcea.pipeline.probe import ProbeSetMismatch
 
     with pytest.raises(ProbeSetMismatch, match="server_logprobs_mode"):
         run_sample(
@@ -242,8 +242,8 @@ def test_entropy_after_server_sampling_replaces_l_with_the_teacher_forced_one(
     """`probe entropy` runs on server samples unchanged: it scores the server's ids under
     the local weights, and its ℓ (at τ, full vocabulary) replaces the server's in the
     records; the server's values stay in samples/."""
-    from pipeline.probe import run_entropy
-    from pipeline.probe.entropy_kernel import naive_token_stats
+    from rcea.pipeline.probe import run_entropy
+    from rcea.pipeline.probe.entropy_kernel import naive_token_stats
 
     cfg = load_config(
         write_config(
@@ -332,7 +332,7 @@ def test_unusable_reply_is_a_clear_error_and_a_rerun_repeats_no_finished_call(
     cfg = load_config(write_config(tmp_path / "c.toml", policy, fake.base_url))
     out = tmp_path / "out"
     tok = _tok()
-    from pipeline.probe.common import probe_questions
+    from rcea.pipeline.probe.common import probe_questions
 
     questions = probe_questions(cfg)
     bad = questions[2]
@@ -402,7 +402,7 @@ def test_cli_probe_sample_with_the_server_backend(
 ) -> None:
     from typer.testing import CliRunner
 
-    from app.cli import app as cli
+    from rcea.app.cli import app as cli
 
     # the config names no endpoint; --base-url gives it
     cfg_path = write_config(
@@ -456,7 +456,7 @@ def test_server_config_checks() -> None:
 
 
 def test_served_model_names(policy: Path) -> None:
-    from pipeline.probe.config import Checkpoint, served_model
+    from rcea.pipeline.probe.config import Checkpoint, served_model
 
     cfg = parse_config(
         {

@@ -20,8 +20,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
-from pipeline.probe import load_config, run_covariance, run_entropy, run_sample  # noqa: E402
-from pipeline.probe import shard as shard_mod  # noqa: E402
+from rcea.pipeline.probe import load_config, run_covariance, run_entropy, run_sample  # noqa: E402
+from rcea.pipeline.probe import shard as shard_mod  # noqa: E402
 from tests.support.launch import cpu_env, run_rcea  # noqa: E402
 from tests.support.probe import (
     save_policy,  # noqa: E402
@@ -81,9 +81,9 @@ def _outputs(out: Path) -> dict[str, Any]:
 
 
 def _store(db: Path) -> tuple[list[tuple], int]:
-    from study.probe_set import PROBE_SET_EVENT
-    from study.store import get_or_create_study, list_events, make_engine, session_scope
-    from study.store.measurements import list_measurements
+    from rcea.study.probe_set import PROBE_SET_EVENT
+    from rcea.study.store import get_or_create_study, list_events, make_engine, session_scope
+    from rcea.study.store.measurements import list_measurements
 
     eng = make_engine(f"sqlite:///{db}")
     try:
@@ -152,8 +152,8 @@ def test_interrupted_launch_resumes_from_a_ranks_log(
     """Rank 1 finished its block and logged it; rank 0 never merged. A later run in one
     process folds rank 1's log, skips those units, and ends with the same files as an
     uninterrupted single-process run."""
-    import pipeline.probe.covariance as cov_mod
-    import pipeline.probe.entropy_run as tok_mod
+    import rcea.pipeline.probe.covariance as cov_mod
+    import rcea.pipeline.probe.entropy_run as tok_mod
 
     cfg_path, base = sampled
     cfg = load_config(cfg_path)
@@ -209,7 +209,7 @@ def test_unsharded_stages_refuse_a_launch(
     units, so they refuse (on every rank) before doing anything."""
     from typer.testing import CliRunner
 
-    from app.cli import app
+    from rcea.app.cli import app
 
     cfg, _ = sampled
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -231,7 +231,7 @@ def test_split_gives_contiguous_blocks_in_rank_order(world: int) -> None:
 def test_fold_logs_in_rank_order_and_a_cut_line(tmp_path: Path) -> None:
     """Rank 0 folds every rank's log (rank 10 after rank 2: numeric order), keeps units
     already done once, drops a last line cut short by a kill, and deletes the logs."""
-    from pipeline.probe.manifest import Manifest
+    from rcea.pipeline.probe.manifest import Manifest
 
     m = Manifest(tmp_path, probe_seed=1, question_source="toy:probe")
     m.mark("entropy", "ck", ["q0"])

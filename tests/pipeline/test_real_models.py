@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 pytest.importorskip("trl")
 pytest.importorskip("tokenizers")
 
-from app.cli import app  # noqa: E402
+from rcea.app.cli import app  # noqa: E402
 from tests.support.tiny_qwen import DEFAULT_SYSTEM, ENDOFTEXT, IM_END, TinyQwen, build_tiny_qwen  # noqa: E402
 
 runner = CliRunner()
@@ -42,7 +42,7 @@ def _ok(args: list[str]) -> dict[str, Any]:
 
 
 def _prompt(qid: str) -> str:
-    from pipeline.probe.questions import DEFAULT_PROMPT_TEMPLATE
+    from rcea.pipeline.probe.questions import DEFAULT_PROMPT_TEMPLATE
 
     return DEFAULT_PROMPT_TEMPLATE.replace("{question}", PROBLEMS[qid][0])
 
@@ -54,7 +54,7 @@ def _tokenizer(path: Path) -> Any:
 
 
 def _template_ids(tok: Any, conversation: list[dict[str, str]]) -> list[int]:
-    """The reference: the tokenizer's own call, independent of pipeline.chat."""
+    """The reference: the tokenizer's own call, independent of rcea.pipeline.chat."""
     out = tok.apply_chat_template(
         conversation, add_generation_prompt=True, tokenize=True, return_dict=True
     )
@@ -261,9 +261,9 @@ k = [1, 2]
 
 
 def test_base_model_without_a_template_gets_raw_text(tmp_path: Path) -> None:
-    from pipeline.chat import PromptFormat
-    from pipeline.probe.common import Generator
-    from pipeline.probe.config import ConfigError
+    from rcea.pipeline.chat import PromptFormat
+    from rcea.pipeline.probe.common import Generator
+    from rcea.pipeline.probe.config import ConfigError
 
     base = build_tiny_qwen(tmp_path / "base", with_chat_template=False)
     gen = Generator(str(base.path), backend="transformers", max_new_tokens=2)
@@ -284,7 +284,7 @@ def test_generation_conditions_on_the_given_prompt_ids(qwen: TinyQwen) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from pipeline.probe.common import Generator
+    from rcea.pipeline.probe.common import Generator
 
     gen = Generator(str(qwen.path), backend="transformers", max_new_tokens=MAX_NEW)
     prompts = [_prompt(q) for q in PROBLEMS]
@@ -307,7 +307,7 @@ def test_generation_conditions_on_the_given_prompt_ids(qwen: TinyQwen) -> None:
 def test_generation_config_stop_ids_end_completions(tmp_path: Path) -> None:
     """Qwen2.5-Instruct also stops on ``<|endoftext|>`` (its generation config's EOS list;
     here also the pad id): a completion ending there is complete, not truncated."""
-    from pipeline.probe.common import Generator
+    from rcea.pipeline.probe.common import Generator
 
     m = build_tiny_qwen(tmp_path / "m", boost_token=ENDOFTEXT, eos_logit=4.0)
     gen = Generator(str(m.path), backend="transformers", max_new_tokens=MAX_NEW)
@@ -387,8 +387,8 @@ def test_trl_conditions_on_the_probe_prompt_ids(
 ) -> None:
     """The prompt ids TRL generates from (captured from the trainer's scored batch) are the
     probe's: the chat template with add_generation_prompt, or the raw text."""
-    from pipeline.training.config import load_config
-    from pipeline.training.run import build_trainer
+    from rcea.pipeline.training.config import load_config
+    from rcea.pipeline.training.run import build_trainer
 
     cfg = load_config(
         _train_config(tmp_path / "t.toml", qwen.path, questions, tmp_path / "run"),

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from pipeline import toy
-from pipeline.toy import Question, StepError, Variant
+from rcea.pipeline import toy
+from rcea.pipeline.toy import Question, StepError, Variant
 
 
 def test_true_answers_and_prompts() -> None:

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("trl")
 
-from app.cli import app  # noqa: E402
+from rcea.app.cli import app  # noqa: E402
 from tests.support.product_helpers import read_curves  # noqa: E402
 
 runner = CliRunner()
@@ -141,8 +141,8 @@ def test_authors_preset_is_each_methods_recipe() -> None:
 def test_preset_resolution_and_record() -> None:
     """Preset, then [objectives.NAME], then [objective.params]; the run record names the
     preset and every resolved value's source."""
-    from pipeline.training.config import ConfigError, parse_config
-    from pipeline.training.objectives import default_params
+    from rcea.pipeline.training.config import ConfigError, parse_config
+    from rcea.pipeline.training.objectives import default_params
 
     base = {"model": {"path": "m"}, "objective": {"name": "kl_cov", "preset": "authors"}}
     cfg = parse_config({**base, "objectives": {"kl_cov": {"k_ratio": 0.2}}})
@@ -157,8 +157,8 @@ def test_preset_resolution_and_record() -> None:
     assert default.preset == "rcea-supplement" and default.resolved_params()["kl_coef"] == 0.5
     with pytest.raises(ConfigError, match="unknown preset"):
         parse_config({"model": {"path": "m"}, "objective": {"name": "grpo", "preset": "x"}})
-    from pipeline.training.objectives import OBJECTIVES, make_objective
-    from pipeline.training.presets import PRESETS, preset_params
+    from rcea.pipeline.training.objectives import OBJECTIVES, make_objective
+    from rcea.pipeline.training.presets import PRESETS, preset_params
 
     for preset in PRESETS:  # every parameter of every objective, and valid together
         for name in OBJECTIVES:
@@ -214,9 +214,9 @@ def test_other_errors_are_clear(quick_base: Path, tmp_path: Path) -> None:
 
 
 def test_shipped_toy_config_parses() -> None:
-    from pipeline.training.config import load_config
+    from rcea.pipeline.training.config import load_config
 
-    path = Path(__file__).resolve().parents[2] / "pipeline/training/configs/toy.toml"
+    path = Path(__file__).resolve().parents[2] / "rcea/pipeline/training/configs/toy.toml"
     for name in ("grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo"):
         cfg = load_config(path, objective=name)
         assert cfg.objective == name
@@ -224,7 +224,7 @@ def test_shipped_toy_config_parses() -> None:
 
 
 def test_cross_field_validation() -> None:
-    from pipeline.training.config import ConfigError, parse_config
+    from rcea.pipeline.training.config import ConfigError, parse_config
 
     base = {"model": {"path": "m"}, "objective": {"name": "grpo"}}
     with pytest.raises(ConfigError, match="must be a multiple of num_generations"):
@@ -298,9 +298,9 @@ def test_build_base_shape_options_give_the_demo_scales(quick_base: Path, tmp_pat
 def test_report_carries_the_preset_and_every_resolved_value(tmp_path: Path) -> None:
     """``probe curves`` reads run.json's preset and resolved values into the
     ``training_curve`` measurement; the report's training curve section types them."""
-    from pipeline.probe.curves import training_curve
-    from pipeline.training.config import parse_config
-    from study.report.sections import TrainingCurve
+    from rcea.pipeline.probe.curves import training_curve
+    from rcea.pipeline.training.config import parse_config
+    from rcea.study.report.sections import TrainingCurve
 
     cfg = parse_config(
         {

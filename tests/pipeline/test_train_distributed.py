@@ -2,7 +2,7 @@
 config file train the tiny policy for a few steps and leave one output set.
 
 The launch is the documented one (docs/scaling-out.md): ``accelerate launch --config_file
-pipeline/training/configs/accelerate/ddp.yaml --num_processes 2 $(which rcea) train run``.
+rcea/pipeline/training/configs/accelerate/ddp.yaml --num_processes 2 $(which rcea) train run``.
 On a machine without CUDA rcea switches Transformers to gloo (``use_cpu``) when
 ``WORLD_SIZE > 1``."""
 
@@ -20,12 +20,12 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("accelerate")
 
-from annotation.file_lock import file_lock  # noqa: E402
+from rcea.annotation.file_lock import file_lock  # noqa: E402
 from tests.support.helpers import free_port  # noqa: E402
 from tests.support.launch import LAUNCH_LOCK  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-ACCELERATE_CONFIGS = ROOT / "pipeline" / "training" / "configs" / "accelerate"
+ACCELERATE_CONFIGS = ROOT / "rcea" / "pipeline" / "training" / "configs" / "accelerate"
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 
 
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWa
 def small_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
-    from pipeline.policy import build_base
+    from rcea.pipeline.policy import build_base
 
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("ddp") / "base"

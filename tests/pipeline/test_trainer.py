@@ -12,10 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from pipeline import toy  # noqa: E402
-from pipeline.training.config import parse_config  # noqa: E402
-from pipeline.training.objectives import OBJECTIVES  # noqa: E402
-from pipeline.training.run import build_trainer, run_training  # noqa: E402
+from rcea.pipeline import toy  # noqa: E402
+from rcea.pipeline.training.config import parse_config  # noqa: E402
+from rcea.pipeline.training.objectives import OBJECTIVES  # noqa: E402
+from rcea.pipeline.training.run import build_trainer, run_training  # noqa: E402
 from tests.support.product_helpers import read_curves  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
@@ -264,6 +264,6 @@ def test_kl_cov_keeps_entropy_higher_than_grpo(tiny_base: Path, tmp_path: Path) 
 def test_real_model_path_needs_cuda() -> None:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device: the bf16 + LoRA + vLLM path runs in `make gpu-check`")
-    from pipeline import gpu_check
+    from rcea.pipeline import gpu_check
 
     assert gpu_check.main(["--steps", "2"]) == 0

@@ -1,4 +1,4 @@
-"""Multi-turn transcripts as turns (``pipeline.transcript``): cut at ChatML turn headers
+"""Multi-turn transcripts as turns (``rcea.pipeline.transcript``): cut at ChatML turn headers
 with the special tokens kept or dropped, tool responses given the role ``tool``, end-of-turn
 tokens stripped; the record field ``turns`` refused, naming file, line and field, when it
 is not a JSON array of ``{"role", "content"}`` objects."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.records import RecordValidationError, read_records
-from pipeline.transcript import Turn, parse_turns, solution_text, split_transcript, turns_json
+from rcea.pipeline.records import RecordValidationError, read_records
+from rcea.pipeline.transcript import Turn, parse_turns, solution_text, split_transcript, turns_json
 from tests.support.helpers import make_record, write_jsonl
 
 WANT = [

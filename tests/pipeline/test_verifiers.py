@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.judge.verifier import (
+from rcea.pipeline.judge.verifier import (
     Verification,
     VerifierError,
     make_verifier,
@@ -84,7 +84,7 @@ def test_unparseable_answers_compare_as_strings() -> None:
 
 
 def test_toy_verifier_matches_the_toy_domain() -> None:
-    from pipeline import toy
+    from rcea.pipeline import toy
 
     q = toy.generate_questions("probe", 1, seed=0)[0]
     good = f"... \\boxed{{{toy.true_answer(q)}}}"
@@ -163,7 +163,7 @@ def _bench_file(tmp_path: Path) -> Path:
 
 
 def test_probe_questions_use_the_configured_verifier(tmp_path: Path) -> None:
-    from pipeline.probe.questions import load_questions
+    from rcea.pipeline.probe.questions import load_questions
 
     path = _bench_file(tmp_path)
     default = {q.question_id: q for q in load_questions(str(path))}
@@ -177,7 +177,7 @@ def test_probe_questions_use_the_configured_verifier(tmp_path: Path) -> None:
     assert custom["a"].score("so \\boxed{0.5}").reward == 0  # not math any more
     # toy questions keep their oracles' validity/strategy under another verifier
     toy_q = load_questions("toy", n=1, seed=0, verifier="math")[0]
-    from pipeline import toy
+    from rcea.pipeline import toy
 
     q = toy.question_from_id(toy_q.question_id)
     text = toy.render_trajectory(q, q.strategies[0], toy.Variant(), None)
@@ -186,7 +186,7 @@ def test_probe_questions_use_the_configured_verifier(tmp_path: Path) -> None:
 
 
 def test_probe_config_checks_the_verifier(tmp_path: Path) -> None:
-    from pipeline.probe import ConfigError, parse_config
+    from rcea.pipeline.probe import ConfigError, parse_config
 
     base = {"checkpoints": {"list": [{"path": "m", "run": "r", "model": "m", "step": 0}]}}
     path = _bench_file(tmp_path)
@@ -200,9 +200,9 @@ def test_probe_config_checks_the_verifier(tmp_path: Path) -> None:
 
 def test_training_config_and_reward_use_the_verifier(tmp_path: Path) -> None:
     pytest.importorskip("trl")
-    from pipeline.training.config import ConfigError, parse_config
-    from pipeline.training.rewards import ToyReward, VerifierReward
-    from pipeline.training.run import build_dataset, reward_function
+    from rcea.pipeline.training.config import ConfigError, parse_config
+    from rcea.pipeline.training.rewards import ToyReward, VerifierReward
+    from rcea.pipeline.training.run import build_dataset, reward_function
 
     path = _bench_file(tmp_path)
     base = {"model": {"path": "m"}, "objective": {"name": "grpo"}}
@@ -230,7 +230,7 @@ def test_training_config_and_reward_use_the_verifier(tmp_path: Path) -> None:
 
 
 def test_judge_verify_accepts_a_python_verifier(tmp_path: Path) -> None:
-    from study.validity_audit.verify import verify_file
+    from rcea.study.validity_audit.verify import verify_file
 
     recs = tmp_path / "r.jsonl"
     recs.write_text(

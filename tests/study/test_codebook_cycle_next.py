@@ -3,7 +3,7 @@ result, printed by ``rcea codebook run``)."""
 
 from __future__ import annotations
 
-from study.codebook.cycle import CycleResult
+from rcea.study.codebook.cycle import CycleResult
 
 
 def test_nothing_waits_then_export_is_the_only_next_step() -> None:

@@ -1,4 +1,4 @@
-"""The one reader of an audit's gate state (``study.pair_audit.gate.audit_gate``) and the
+"""The one reader of an audit's gate state (``rcea.study.pair_audit.gate.audit_gate``) and the
 readers built on it: the API's gate route returns the recorded final gate once there is
 one, with the live preliminary gate beside it; the decision sequence records the final."""
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from annotation.payloads import ParsedAnnotation
-from app.api import create_app
-from study.pair_audit.gate import audit_gate, decide_gate, recorded_final_gate
-from study.pair_audit.labels import record_annotation
-from study.pair_audit.sampling import audit_pairs
-from study.settings import Settings
-from study.store import list_events, session_scope
-from study.store.models import Audit
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.app.api import create_app
+from rcea.study.pair_audit.gate import audit_gate, decide_gate, recorded_final_gate
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs
+from rcea.study.settings import Settings
+from rcea.study.store import list_events, session_scope
+from rcea.study.store.models import Audit
 from tests.support.helpers import audit_study, draw_test_audit, fake_tasks
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from study.report.parameters import ReportParameters
+from rcea.study.report.parameters import ReportParameters
 
 
 def test_overrides_apply_on_top() -> None:

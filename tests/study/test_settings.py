@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from study.settings import Settings
+from rcea.study.settings import Settings
 
 
 def test_env_prefix_and_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -38,8 +38,8 @@ def test_secrets_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     assert secret not in repr(s) and secret not in str(s)
     assert secret not in str(s.public_dict())
 
-    from app.cli import app
-    from study.settings import get_settings
+    from rcea.app.cli import app
+    from rcea.study.settings import get_settings
 
     get_settings.cache_clear()
     out = CliRunner().invoke(app, ["config", "--json"])
@@ -61,7 +61,7 @@ def test_generated_api_token_is_private(tmp_path: Path) -> None:
 def test_actor_name_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     import getpass
 
-    from study.settings import actor_name
+    from rcea.study.settings import actor_name
 
     monkeypatch.delenv("RCEA_ACTOR", raising=False)
     assert actor_name() == getpass.getuser()
@@ -72,8 +72,8 @@ def test_actor_name_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_codebook_backend_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The view's codebook backend and the CLI options' defaults are settings fields read
     from the same ``RCEA_*`` variables; the threshold's default is the codebook's own."""
-    from pipeline.codebook.logic import DEFAULT_CONFIDENCE_THRESHOLD
-    from study.codebook.approval import backend_from_settings
+    from rcea.pipeline.codebook.logic import DEFAULT_CONFIDENCE_THRESHOLD
+    from rcea.study.codebook.approval import backend_from_settings
 
     plain = Settings()
     assert plain.codebook_threshold == DEFAULT_CONFIDENCE_THRESHOLD

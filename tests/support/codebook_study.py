@@ -9,17 +9,17 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from pipeline.codebook import OracleBackend
-from study.codebook import (
+from rcea.pipeline.codebook import OracleBackend
+from rcea.study.codebook import (
     assign,
     freeze_codebooks,
     induce,
     merge,
     reconcile,
 )
-from study.records.ingest import ingest_file
-from study.store import make_engine, session_scope, upgrade
-from study.store.models import (
+from rcea.study.records.ingest import ingest_file
+from rcea.study.store import make_engine, session_scope, upgrade
+from rcea.study.store.models import (
     Trajectory,
 )
 from tests.support.fake_llm import FakeLLM, domain_records, strategy_of
@@ -122,7 +122,7 @@ def llm_env(db: Path, data_dir: Path, llm: FakeLLM) -> dict[str, str]:
 
 
 ASSIGN = [
-    sys.executable, "-c", "from app.cli import main; main()", "codebook", "assign",
+    sys.executable, "-c", "from rcea.app.cli import main; main()", "codebook", "assign",
     "--study", "s", "--backend", "openai", "--batch-size", "2",
     "--concurrency", str(CONCURRENCY), "--timeout", "5", "--actor", "t",
 ]  # fmt: skip

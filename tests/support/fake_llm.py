@@ -191,7 +191,7 @@ def body_key(body: dict[str, Any]) -> str:
 
 def expected_fingerprint(body: dict[str, Any]) -> str:
     """The cache key the client must have used for ``body``, by the rule documented in
-    ``pipeline/llm/cache.py`` (SHA-256 of the canonical JSON of model, messages' role and
+    ``rcea/pipeline/llm/cache.py`` (SHA-256 of the canonical JSON of model, messages' role and
     content, temperature, seed, response_format and max_tokens), written out again here
     so that a bug in the production function shows up as a mismatch."""
     payload = {
@@ -293,7 +293,7 @@ def policy(task: str, messages: list[dict[str, str]], key: str, faults: Faults) 
 
 COMPLETION_VOCAB = tuple(range(4, 40))
 """Token ids the fake completions draw from (printable characters of the tiny char
-tokenizer, :func:`pipeline.policy.build_char_tokenizer`)."""
+tokenizer, :func:`rcea.pipeline.policy.build_char_tokenizer`)."""
 
 
 def fake_completion_choices(

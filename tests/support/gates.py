@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from audits.gates import evaluate_gate
-from audits.thresholds import GateThresholds
+from rcea.audits.gates import evaluate_gate
+from rcea.audits.thresholds import GateThresholds
 
 FLIP = {"same": "different", "different": "same"}
 

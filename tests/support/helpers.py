@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from annotation.people import Person, person_slug
-from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from study.pair_audit.sampling import audit_pairs, draw_audit
-from study.records.ingest import ingest_file
-from study.store import session_scope
-from study.store.models import Audit, AuditTask
+from rcea.annotation.people import Person, person_slug
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit
+from rcea.study.records.ingest import ingest_file
+from rcea.study.store import session_scope
+from rcea.study.store.models import Audit, AuditTask
 
 # Read once, when the test session imports this module: the autouse ``_isolated_env``
 # fixture clears every RCEA_* variable before each test runs.
@@ -128,7 +128,7 @@ def store_counts(engine) -> dict[str, int]:  # type: ignore[no-untyped-def]
     """Rows in the study, question, ingest and trajectory tables."""
     import sqlalchemy as sa
 
-    from study.store import Ingest, Question, Study, Trajectory
+    from rcea.study.store import Ingest, Question, Study, Trajectory
 
     with engine.connect() as conn:
         return {
@@ -206,7 +206,7 @@ def fake_person(role: str) -> Person:
 
 def bind_fake(engine, audit_id: int, role: str, *, project_id: int, user_id: int) -> None:  # type: ignore[no-untyped-def]
     """Bind ``role`` of the audit as `audit push` would (no Label Studio involved)."""
-    from study.labelling import PAIR, bind_existing
+    from rcea.study.labelling import PAIR, bind_existing
 
     with session_scope(engine) as s:
         bind_existing(

@@ -7,8 +7,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, JudgeTemplate
-from pipeline.toy import (
+from rcea.pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, JudgeTemplate
+from rcea.pipeline.toy import (
     VARIANTS,
     StepError,
     generate_questions,
@@ -17,14 +17,14 @@ from pipeline.toy import (
     render_trajectory,
     verify,
 )
-from study.records.ingest import ingest_file
-from study.store import session_scope
-from study.validity_audit.versions import freeze_judge
+from rcea.study.records.ingest import ingest_file
+from rcea.study.store import session_scope
+from rcea.study.validity_audit.versions import freeze_judge
 
 RUN, MODEL = "grpo_main_run", "tiny-char-lm-v9"
 
 
-ORACLE = "pipeline.toy:validity_by_id"
+ORACLE = "rcea.pipeline.toy:validity_by_id"
 
 
 WEAK = "tests.support.judge_study:lucky_answer"

@@ -16,15 +16,15 @@ import pytest
 import sqlalchemy as sa
 from fastapi import FastAPI
 
-from annotation.accounts import login_session
-from annotation.people import People
-from app.api import create_app
-from study.labelling import WebhookTarget
-from study.pair_audit.gate import gate_status
-from study.pair_audit.push import push_audit, sync_audit
-from study.settings import Settings
-from study.store import make_engine, session_scope, upgrade
-from study.store.models import Audit, AuditLabel, AuditTask
+from rcea.annotation.accounts import login_session
+from rcea.annotation.people import People
+from rcea.app.api import create_app
+from rcea.study.labelling import WebhookTarget
+from rcea.study.pair_audit.gate import gate_status
+from rcea.study.pair_audit.push import push_audit, sync_audit
+from rcea.study.settings import Settings
+from rcea.study.store import make_engine, session_scope, upgrade
+from rcea.study.store.models import Audit, AuditLabel, AuditTask
 from tests.support.helpers import audit_study, draw_test_audit, free_port
 from tests.support.labelstudio_fixture import LabelStudioHandle, register_people
 

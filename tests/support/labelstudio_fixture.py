@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from annotation.people import People
-from annotation.server import LabelStudioServer, default_executable
+from rcea.annotation.people import People
+from rcea.annotation.server import LabelStudioServer, default_executable
 from tests.support.helpers import service_missing
 
 BOOT_SECONDS: dict[str, float] = {}

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from annotation.file_lock import file_lock
+from rcea.annotation.file_lock import file_lock
 from tests.support.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,12 +6,12 @@ from __future__ import annotations
 from itertools import count
 from pathlib import Path
 
-from annotation.payloads import ParsedAnnotation
-from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from study.pair_audit.labels import record_annotation
-from study.pair_audit.sampling import audit_pairs, draw_audit
-from study.store import session_scope
-from study.store.models import Audit
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit
+from rcea.study.store import session_scope
+from rcea.study.store.models import Audit
 from tests.support.helpers import audit_study, fake_tasks, rubric_file
 
 #: a rubric whose final gate fails on the helper study (automatic coverage 29/30 < 1)

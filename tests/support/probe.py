@@ -23,7 +23,7 @@ def save_policy(out: Path, seed: int = 0, perturb: float = 0.0, base: Path | Non
     parameter."""
     from transformers import AutoModelForCausalLM
 
-    from pipeline.policy import build_char_tokenizer, build_model
+    from rcea.pipeline.policy import build_char_tokenizer, build_model
 
     tok = build_char_tokenizer()
     if base is None:

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
-from annotation.tasks import LeakScanner
+from rcea.annotation.tasks import LeakScanner
 
 
 def scan_for_leaks(

@@ -8,21 +8,21 @@ from typing import Any
 
 import numpy as np
 
-from annotation.payloads import ParsedAnnotation
-from audits.acceptance import JudgeAcceptance, accepted_acceptance
-from audits.tail import reward_stratified_tail
-from study import events
-from study.labelling import PAIR, bind_existing
-from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from study.pair_audit.gate import gate_status, record_final_gate
-from study.pair_audit.labels import record_annotation
-from study.pair_audit.sampling import audit_pairs, draw_audit
-from study.records.ingest import ingest_file
-from study.report.publish import publish_report
-from study.store import append_event, require_study, session_scope
-from study.store.measurements import record_measurement
-from study.store.models import Audit, AuditTask
-from study.validity_audit.status import CALIBRATION_COMPLETED_EVENT, JUDGE_RUN_EVENT
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.audits.acceptance import JudgeAcceptance, accepted_acceptance
+from rcea.audits.tail import reward_stratified_tail
+from rcea.study import events
+from rcea.study.labelling import PAIR, bind_existing
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.gate import gate_status, record_final_gate
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit
+from rcea.study.records.ingest import ingest_file
+from rcea.study.report.publish import publish_report
+from rcea.study.store import append_event, require_study, session_scope
+from rcea.study.store.measurements import record_measurement
+from rcea.study.store.models import Audit, AuditTask
+from rcea.study.validity_audit.status import CALIBRATION_COMPLETED_EVENT, JUDGE_RUN_EVENT
 from tests.support.helpers import RUBRIC, fake_person, fake_tasks, rubric_file, write_jsonl
 
 RUNS = ("grpo", "ppo", "dapo", "clipcov")
@@ -289,7 +289,7 @@ def judge(  # type: ignore[no-untyped-def]
                 payload={
                     "judge_hash": calibrated_hash,
                     "calibration": "cal-1",
-                    "report": {  # meets the default acceptance (audits/acceptance.py)
+                    "report": {  # meets the default acceptance (rcea/audits/acceptance.py)
                         "accuracy": 0.93,
                         "macro_f1": 0.92,
                         "accepted_valid_precision": 0.94,

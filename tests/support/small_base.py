@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from app.cli import app
+from rcea.app.cli import app
 
 
 def build_small_base(out: Path) -> Path:

@@ -1,7 +1,7 @@
 """trackio, for the test that reads the ``rcea/`` numbers back from trackio's own storage:
 ``make install`` puts it in ``.trackio-site`` (--no-deps: trackio 0.43 pins ``pillow<13``,
 yet it imports and logs on the project's Pillow 13; ``rcea train run`` appends the folder to
-``sys.path`` itself, :mod:`pipeline.training.reporting`). ``require_trackio`` returns the
+``sys.path`` itself, :mod:`rcea.pipeline.training.reporting`). ``require_trackio`` returns the
 folder, or skips with the reason — and fails instead where the run requires trackio (``CI``
 or ``RCEA_REQUIRE_TRACKIO=1``)."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.training.reporting import TRACKIO_SITE
+from rcea.pipeline.training.reporting import TRACKIO_SITE
 from tests.support.helpers import service_missing
 
 

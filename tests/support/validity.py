@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from study.store import get_or_create_study, session_scope
+from rcea.study.store import get_or_create_study, session_scope
 
 
 def stored_check(  # type: ignore[no-untyped-def]
@@ -22,9 +22,9 @@ def stored_check(  # type: ignore[no-untyped-def]
     judge's verdicts ``judge``, and per role (``annotator-1``; or ``A`` and ``B``) one
     counted label per item. ``acceptance``: thresholds frozen into the plan (None: the
     plan has none, as for checks drawn before thresholds existed)."""
-    from pipeline.judge.backends import JudgeSpec
-    from study.store.models import ValidityCheck, ValidityItem, ValidityLabel
-    from study.validity_audit.versions import freeze_judge
+    from rcea.pipeline.judge.backends import JudgeSpec
+    from rcea.study.store.models import ValidityCheck, ValidityItem, ValidityLabel
+    from rcea.study.validity_audit.versions import freeze_judge
 
     with session_scope(engine) as s:
         st = get_or_create_study(s, name=study)

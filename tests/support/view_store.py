@@ -7,23 +7,23 @@ from typing import Any
 
 import numpy as np
 
-from annotation.payloads import ParsedAnnotation
-from audits.tail import reward_stratified_tail
-from pipeline.codebook import OracleBackend
-from study.codebook import (
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.audits.tail import reward_stratified_tail
+from rcea.pipeline.codebook import OracleBackend
+from rcea.study.codebook import (
     assign,
     reconcile,
     request_extensions,
 )
-from study.labelling import PAIR, bind_existing
-from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from study.pair_audit.labels import record_annotation
-from study.pair_audit.sampling import audit_pairs, draw_audit, get_audit
-from study.records.ingest import ingest_file
-from study.settings import Settings
-from study.store import open_store, require_study, session_scope
-from study.store.measurements import record_measurement
-from study.store.models import AuditTask
+from rcea.study.labelling import PAIR, bind_existing
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit, get_audit
+from rcea.study.records.ingest import ingest_file
+from rcea.study.settings import Settings
+from rcea.study.store import open_store, require_study, session_scope
+from rcea.study.store.measurements import record_measurement
+from rcea.study.store.models import AuditTask
 from tests.support.codebook_study import PHASE1, PHASE2, first_half
 from tests.support.fake_llm import MODEL, RUNS, domain_records, strategy_of
 from tests.support.helpers import fake_person, fake_tasks, rubric_file, write_jsonl
@@ -58,7 +58,7 @@ def observed(predicted: float, k: int) -> float:
 
 
 def _tail_report(seed: int) -> dict[str, Any]:
-    """A real ``audits.tail`` report on synthetic tokens (4 questions × 8 samples)."""
+    """A real ``rcea.audits.tail`` report on synthetic tokens (4 questions × 8 samples)."""
     rng = np.random.default_rng(seed)
     groups = [f"q{i // 8}" for i in range(32)]
     rewards = [int(x) for x in rng.integers(0, 2, 32)]

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api import create_app
-from study.records.ingest import ingest_file
-from study.settings import Settings
+from rcea.app.api import create_app
+from rcea.study.records.ingest import ingest_file
+from rcea.study.settings import Settings
 from tests.support.helpers import free_port, make_record, wait_for_http, write_jsonl
 
 TOKEN = "test-token-123"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from app.api import create_app
-from study.settings import Settings
+from rcea.app.api import create_app
+from rcea.study.settings import Settings
 from tests.support.labelling_study import wait_for
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from annotation.people import People, person_webhook_secret
-from app.api import create_app
-from app.api.webhooks import MAX_BODY
-from study.settings import Settings
+from rcea.annotation.people import People, person_webhook_secret
+from rcea.app.api import create_app
+from rcea.app.api.webhooks import MAX_BODY
+from rcea.study.settings import Settings
 from tests.support.labelling_study import SECRET
 
 HEADER = "X-RCEA-Webhook-Secret"

@@ -13,9 +13,9 @@ from contextlib import closing
 import httpx
 import pytest
 
-from annotation.people import person_webhook_secret
-from annotation.projects import WEBHOOK_SECRET_HEADER
-from app.api.webhooks import MAX_NOTIFY_IDS
+from rcea.annotation.people import person_webhook_secret
+from rcea.annotation.projects import WEBHOOK_SECRET_HEADER
+from rcea.app.api.webhooks import MAX_NOTIFY_IDS
 from tests.support.labelling_study import SECRET, Study, wait_for
 
 pytestmark = pytest.mark.slow
@@ -96,8 +96,8 @@ def test_a_notification_is_read_back_in_one_listing_call(
 ) -> None:
     """Twenty annotations named in one notification (some made up) cost one request to
     the person's server, not one per id; each real one is recorded."""
-    from study.labelling import notify
-    from study.store import session_scope
+    from rcea.study.labelling import notify
+    from rcea.study.store import session_scope
 
     study.push()
     tasks = list(study.tasks("A").values())[:5]

@@ -18,12 +18,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session
 
-from annotation.people import People, person_webhook_secret
-from annotation.projects import WEBHOOK_SECRET_HEADER
-from app.api import create_app
-from app.api.webhooks import MAX_NOTIFY_IDS, MAX_PENDING_IDS
-from study.settings import Settings
-from study.store.models import LabellingProject
+from rcea.annotation.people import People, person_webhook_secret
+from rcea.annotation.projects import WEBHOOK_SECRET_HEADER
+from rcea.app.api import create_app
+from rcea.app.api.webhooks import MAX_NOTIFY_IDS, MAX_PENDING_IDS
+from rcea.study.settings import Settings
+from rcea.study.store.models import LabellingProject
 from tests.support.helpers import serve_http
 from tests.support.labelling_study import SECRET, Study, wait_for
 

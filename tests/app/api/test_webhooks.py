@@ -13,12 +13,12 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from annotation.people import People, person_webhook_secret
-from app.api import create_app
-from app.api.webhooks import MAX_BODY
-from study.settings import Settings
-from study.store import session_scope
-from study.store.models import AuditLabel, Event
+from rcea.annotation.people import People, person_webhook_secret
+from rcea.app.api import create_app
+from rcea.app.api.webhooks import MAX_BODY
+from rcea.study.settings import Settings
+from rcea.study.store import session_scope
+from rcea.study.store.models import AuditLabel, Event
 from tests.support.labelling_study import SECRET, Study, choice, serve_api, wait_for
 from tests.support.labelstudio_fixture import LabelStudioHandle
 

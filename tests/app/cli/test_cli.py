@@ -10,7 +10,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from app.cli import app
+from rcea.app.cli import app
 from tests.support.helpers import make_record, write_jsonl
 
 runner = CliRunner()
@@ -105,9 +105,9 @@ def test_console_script_end_to_end(tmp_path: Path) -> None:
 
 
 def test_the_lazy_command_table_matches_what_each_module_registers() -> None:
-    """``app.cli.COMMANDS`` names every top-level command once, with the module that
+    """``rcea.app.cli.COMMANDS`` names every top-level command once, with the module that
     registers it: a command added to a module but not to the table would be unreachable."""
-    from app.cli import COMMANDS, module_commands
+    from rcea.app.cli import COMMANDS, module_commands
 
     for module in set(COMMANDS.values()):
         registered = set(module_commands(module).commands)
@@ -122,24 +122,25 @@ def test_a_command_loads_only_its_own_module() -> None:
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
-        "from app.cli import app\n"
+        "from rcea.app.cli import app\n"
         "assert CliRunner().invoke(app, ['stats', '--help']).exit_code == 0\n"
-        "print(sorted(m for m in sys.modules if m.startswith('app.cli.') and m.endswith('_cmd')))\n"
+        "print(sorted(m for m in sys.modules\n"
+        "             if m.startswith('rcea.app.cli.') and m.endswith('_cmd')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['app.cli.stats_cmd']", out.stdout + out.stderr
+    assert out.stdout.strip() == "['rcea.app.cli.stats_cmd']", out.stdout + out.stderr
 
 
 def test_light_commands_start_without_scipy() -> None:
     """``rcea demo status``, ``rcea audit sync`` and the like do not import scipy (≈ 1 s):
-    ``audits/`` imports it inside the functions that compute with it."""
+    ``rcea/audits/`` imports it inside the functions that compute with it."""
     import subprocess
     import sys
 
     modules = ("demo_cmd", "audit_cmd", "judge_cmd", "labelstudio_cmd", "data_cmd", "probe_cmd")
     code = (
         "import importlib, sys\n"
-        f"for m in {modules!r}: importlib.import_module('app.cli.' + m)\n"
+        f"for m in {modules!r}: importlib.import_module('rcea.app.cli.' + m)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy')[:5])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

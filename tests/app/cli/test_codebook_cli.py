@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from app.cli import app
+from rcea.app.cli import app
 from tests.support.codebook_study import PHASE1, PHASE2
 from tests.support.fake_llm import MODEL, RUNS, domain_records
 from tests.support.helpers import write_jsonl
@@ -97,7 +97,7 @@ def test_codebook_cli_cycle(tmp_path: Path) -> None:
 def test_backend_options_default_to_the_settings(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """``--backend``/``--oracle`` default to the settings ``RCEA_CODEBOOK_*`` (the view's
     backend); a value on the command line wins."""
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     rcea("ingest", str(write_jsonl(tmp_path / "a.jsonl", domain_records(questions=PHASE1))),
          "--study", "s")  # fmt: skip

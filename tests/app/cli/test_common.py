@@ -10,9 +10,9 @@ import pytest
 import typer
 from sqlalchemy.exc import OperationalError
 
-from app.cli import exit_codes
-from app.cli.common import domain_errors, emit, engine, store_session
-from study.store import StoreError, get_or_create_study, list_studies, session_scope
+from rcea.app.cli import exit_codes
+from rcea.app.cli.common import domain_errors, emit, engine, store_session
+from rcea.study.store import StoreError, get_or_create_study, list_studies, session_scope
 
 
 def studies() -> list[str]:
@@ -45,7 +45,7 @@ def test_domain_errors_leave_exits_and_services_alone() -> None:
     assert ex.value.exit_code == exit_codes.FAILED
     down = OperationalError(None, None, Exception("connection refused"))
     with pytest.raises(OperationalError), domain_errors(True):
-        raise down  # app.cli.main names the service (exit 3)
+        raise down  # rcea.app.cli.main names the service (exit 3)
     with pytest.raises(typer.Exit) as ex, domain_errors(False, code=exit_codes.REFUSED):
         raise ValueError("refused")
     assert ex.value.exit_code == exit_codes.REFUSED

@@ -1,4 +1,4 @@
-"""Exit statuses (app/cli/exit_codes.py): a decided, failed gate or check exits FAILED (5),
+"""Exit statuses (rcea/app/cli/exit_codes.py): a decided, failed gate or check exits FAILED (5),
 distinct from an error (1), a refusal (2) and an unreachable service (3); ``--json``
 carries the same outcome."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app
-from app.cli import exit_codes as ec
+from rcea.app.cli import app
+from rcea.app.cli import exit_codes as ec
 from tests.support.helpers import RUBRIC
 from tests.support.pair_audit import FAILING_GATE, drawn_and_labelled, study_with_rubric
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from app.cli import app
+from rcea.app.cli import app
 from tests.support.helpers import write_jsonl
 from tests.support.judge_study import ORACLE, WEAK, toy_records
 
@@ -82,9 +82,9 @@ def test_verify_math_and_toy(tmp_path: Path) -> None:
 
 def test_judge_cli_flow(tmp_path: Path) -> None:
     rcea("ingest", str(write_jsonl(tmp_path / "s.jsonl", toy_records(10, 14))), "--study", "s")
-    bad = rcea("judge", "problems", "pipeline.toy:nope", "--study", "s", code=1).output
-    assert "problem source 'pipeline.toy:nope'" in bad
-    probs = rcea_json("judge", "problems", "pipeline.toy:problem_by_id", "--study", "s")
+    bad = rcea("judge", "problems", "rcea.pipeline.toy:nope", "--study", "s", code=1).output
+    assert "problem source 'rcea.pipeline.toy:nope'" in bad
+    probs = rcea_json("judge", "problems", "rcea.pipeline.toy:problem_by_id", "--study", "s")
     assert probs == {"n_questions": 10, "new": 10, "changed": 0}
     assert "RCEA_LLM" not in rcea("judge", "freeze", "--name", "x", "--backend", "oracle",
                                   code=1).output  # fmt: skip

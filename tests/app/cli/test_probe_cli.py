@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from app.cli import app  # noqa: E402
+from rcea.app.cli import app  # noqa: E402
 from tests.support.probe import save_policy  # noqa: E402
 
 runner = CliRunner()
@@ -27,7 +27,7 @@ def two_policies(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 @pytest.fixture
 def store(store_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
     get_settings.cache_clear()
@@ -57,9 +57,9 @@ def _json(args: list[str], code: int = 0) -> dict:
 
 
 def _measurements(study: str) -> list[tuple[str, str, str, int, str]]:
-    from study.store import open_store, session_scope
-    from study.store.measurements import list_measurements
-    from study.store.repository import require_study
+    from rcea.study.store import open_store, session_scope
+    from rcea.study.store.measurements import list_measurements
+    from rcea.study.store.repository import require_study
 
     with session_scope(open_store()) as s:
         st = require_study(s, name=study)
@@ -69,8 +69,8 @@ def _measurements(study: str) -> list[tuple[str, str, str, int, str]]:
 
 
 def _events(study: str) -> list[dict]:
-    from study.store import list_events, open_store, session_scope
-    from study.store.repository import require_study
+    from rcea.study.store import list_events, open_store, session_scope
+    from rcea.study.store.repository import require_study
 
     with session_scope(open_store()) as s:
         st = require_study(s, name=study)

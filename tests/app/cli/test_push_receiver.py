@@ -12,9 +12,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.api.main import create_app
-from study.labelling import ReceiverError, WebhookTarget, check_receiver
-from study.settings import Settings
+from rcea.app.api.main import create_app
+from rcea.study.labelling import ReceiverError, WebhookTarget, check_receiver
+from rcea.study.settings import Settings
 from tests.support.helpers import free_port
 
 BASE = "http://testserver/webhooks/label-studio"

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app
-from pipeline.safety import install_log_masking, mask_url, mask_urls_in, path_under, safe_name
-from study.settings import Settings, get_settings
-from study.store import list_events, open_store, session_scope
+from rcea.app.cli import app
+from rcea.pipeline.safety import install_log_masking, mask_url, mask_urls_in, path_under, safe_name
+from rcea.study.settings import Settings, get_settings
+from rcea.study.store import list_events, open_store, session_scope
 from tests.support.codebook_study import PHASE1
 from tests.support.fake_llm import FakeLLM, domain_records
 from tests.support.helpers import audit_study, draw_test_audit, fake_tasks, free_port, write_jsonl
@@ -287,7 +287,7 @@ def test_label_studio_down_is_one_line(
 ) -> None:
     """A's server (run elsewhere, registered) does not answer: one line naming A, the URL
     and what to do; and for a server rcea runs that is stopped, the start command."""
-    from annotation.people import People
+    from rcea.annotation.people import People
 
     closed = f"http://127.0.0.1:{free_port()}"
     people = People(audited_store, "http://127.0.0.1:1")
@@ -302,7 +302,7 @@ def test_stopped_managed_server_names_its_start_command(
 ) -> None:
     """A person whose server rcea runs (registered, not running): `audit sync` says to
     start exactly that server."""
-    from annotation.people import People
+    from rcea.annotation.people import People
 
     base = free_port()
     people = People(audited_store, f"http://127.0.0.1:{base}")
@@ -330,8 +330,8 @@ def test_unreachable_server_url_for_a_new_person_is_one_line(tmp_path: Path) -> 
 
 
 def test_researcher_accounts_are_hashed_private_and_checked(tmp_path: Path) -> None:
-    from app.cli.demo_cmd import ensure_demo_view_login
-    from study.logins import logins_path, verify
+    from rcea.app.cli.demo_cmd import ensure_demo_view_login
+    from rcea.study.logins import logins_path, verify
 
     path = logins_path(get_settings())
     add = ["view", "add-researcher", "carol", "--password-stdin"]

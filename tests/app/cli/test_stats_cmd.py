@@ -12,9 +12,9 @@ from scipy import stats as sps
 from sklearn.metrics import f1_score, precision_score, recall_score
 from typer.testing import CliRunner
 
-from app.cli import app
-from audits.covariance import FIT_SUMMARY
-from pipeline.sample_study import write_sample_study
+from rcea.app.cli import app
+from rcea.audits.covariance import FIT_SUMMARY
+from rcea.pipeline.sample_study import write_sample_study
 
 runner = CliRunner()
 
@@ -235,7 +235,7 @@ spending = "obrien_fleming"
 def _seq_csv(tmp_path: Path, labelled: int, e_auto: float, seed: int = 0) -> Path:
     """A simulated audit (12 questions x 40 pairs) written as the offline CSV with a
     question_id column; rows past ``labelled`` have empty annotator cells."""
-    from audits.sequential_sim import World, simulate_audit
+    from rcea.audits.sequential_sim import World, simulate_audit
 
     w = World(e_human=0.02, e_sd=e_auto, e_ds=e_auto, n_questions=12, pairs_per_question=40)
     s = simulate_audit(w, np.random.default_rng(seed))
@@ -251,8 +251,8 @@ def _seq_csv(tmp_path: Path, labelled: int, e_auto: float, seed: int = 0) -> Pat
 
 
 def test_agreement_sequential_interim_decisions(tmp_path: Path) -> None:
-    from audits.rubric import parse_rubric
-    from audits.sequential import interim_decisions
+    from rcea.audits.rubric import parse_rubric
+    from rcea.audits.sequential import interim_decisions
 
     rubric = _write(tmp_path / "r.toml", _SEQ_RUBRIC)
     path = _seq_csv(tmp_path, labelled=150, e_auto=0.02)

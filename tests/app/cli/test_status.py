@@ -1,5 +1,5 @@
 """``rcea status --study S``: any study's next step, from import to verify, computed from
-the store (``study.progress.study_steps``), walked through a study built with the shared
+the store (``rcea.study.progress.study_steps``), walked through a study built with the shared
 report-study support: nothing → imported → judged → audit drawn → final gate failed
 (the options named) / passed with a calibration (publish) → published (verify)."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app
-from study.progress import study_steps
-from study.store import session_scope
+from rcea.app.cli import app
+from rcea.study.progress import study_steps
+from rcea.study.store import session_scope
 from tests.support import report_study
 
 
@@ -53,7 +53,7 @@ def test_status_walks_a_study_from_import_to_verify(  # type: ignore[no-untyped-
     assert "revise the codebook" in failed[0].state
     assert "report" not in [x.track for x in now]  # nothing else to publish
     # The gate command itself names the options when the final gate fails.
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
     get_settings.cache_clear()
@@ -78,8 +78,8 @@ def test_status_passed_gate_publish_and_verify(engine, tmp_path: Path) -> None: 
 
 
 def test_status_cli(store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from study.settings import get_settings
-    from study.store import make_engine, upgrade
+    from rcea.study.settings import get_settings
+    from rcea.study.store import make_engine, upgrade
 
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
     get_settings.cache_clear()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app
+from rcea.app.cli import app
 from tests.support import verl_dumps
 
 QUESTIONS = [("What is 6*7?", "42"), ("What is 10-3?", "7"), ("What is 2^5?", "32")]
@@ -78,7 +78,7 @@ def test_rewards_only_study_reaches_its_outcome_numbers(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     directory, accs = dump
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
@@ -110,8 +110,8 @@ def test_rewards_only_study_reaches_its_outcome_numbers(
     assert ("outcome", "mean_outcome_entropy", 100) in names
     assert ("outcome", "sequence_outcome_term", 0) in names
 
-    from app.view.report_frames import decomposition_frame
-    from study.report.schema import StudyReport
+    from rcea.app.view.report_frames import decomposition_frame
+    from rcea.study.report.schema import StudyReport
 
     frame = decomposition_frame(StudyReport.model_validate(rep))
     assert list(frame["H(R|x)"]) == pytest.approx(
@@ -119,7 +119,7 @@ def test_rewards_only_study_reaches_its_outcome_numbers(
     )
     assert frame["H(Y|x)"].isna().all()
 
-    from study.report.html import render_html
+    from rcea.study.report.html import render_html
 
     page = render_html(rep, scope="entropy-only", figures={}, hashes={})
     assert "<h3>Outcome numbers (rewards only)</h3>" in page
@@ -166,8 +166,8 @@ def test_rubric_sized_to_the_study_and_shipped_rubric_by_name(
 ) -> None:
     import statistics
 
-    from audits.rubric import default_rubric, load_rubric
-    from study.settings import get_settings
+    from rcea.audits.rubric import default_rubric, load_rubric
+    from rcea.study.settings import get_settings
 
     directory, accs = dump
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)

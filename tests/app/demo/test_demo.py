@@ -16,12 +16,12 @@ import httpx
 import psutil
 import pytest
 
-from app.demo.config import DEFAULT, QUICK, SIZES, rubric_toml
-from app.demo.context import DemoContext, DemoStepError, Step
-from app.demo.simulate import flip
-from app.demo.state import DemoState, DemoStateError
-from app.demo.steps import plan, run_steps
-from audits.rubric import parse_rubric
+from rcea.app.demo.config import DEFAULT, QUICK, SIZES, rubric_toml
+from rcea.app.demo.context import DemoContext, DemoStepError, Step
+from rcea.app.demo.simulate import flip
+from rcea.app.demo.state import DemoState, DemoStateError
+from rcea.app.demo.steps import plan, run_steps
+from rcea.audits.rubric import parse_rubric
 from tests.support.helpers import free_port
 from tests.support.labelstudio_fixture import LabelStudioHandle
 
@@ -80,7 +80,7 @@ def test_simulated_error_draws() -> None:
 
 
 def _ctx(tmp_path: Path, lines: list[str]) -> DemoContext:
-    from study.settings import Settings
+    from rcea.study.settings import Settings
 
     state = DemoState(path=tmp_path / "state.json", size="quick", simulate=False, study="t", seed=0)
     return DemoContext(
@@ -175,7 +175,7 @@ def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-unty
 def test_ctrl_c_stops_what_the_demo_started_and_nothing_else(
     labelstudio_pool: list[LabelStudioHandle], tmp_path: Path
 ) -> None:
-    from app.demo.audits import PEOPLE
+    from rcea.app.demo.audits import PEOPLE
     from tests.support.labelstudio_fixture import register_people
 
     data = tmp_path / "data"
@@ -235,10 +235,10 @@ def test_a_failing_step_is_named_and_stays_unfinished(tmp_path: Path) -> None:
 
 
 def test_fresh_starts_over_under_a_new_study_name(tmp_path: Path) -> None:
-    from app.cli.demo_cmd import demo_context
-    from study.records.ingest import ingest_file
-    from study.settings import Settings
-    from study.store import open_store
+    from rcea.app.cli.demo_cmd import demo_context
+    from rcea.study.records.ingest import ingest_file
+    from rcea.study.settings import Settings
+    from rcea.study.store import open_store
     from tests.support.helpers import make_record, write_jsonl
 
     cfg = Settings(data_dir=tmp_path / "data")
@@ -268,7 +268,7 @@ def test_fresh_starts_over_under_a_new_study_name(tmp_path: Path) -> None:
 
 
 def test_default_size_defines_two_policy_scales_and_quick_one() -> None:
-    from app.demo.config import TINY_M, TINY_S
+    from rcea.app.demo.config import TINY_M, TINY_S
 
     assert DEFAULT.models == ["tiny-s", "tiny-m"] and DEFAULT.scales == (TINY_S, TINY_M)
     assert QUICK.models == ["tiny-s"]
@@ -280,7 +280,7 @@ def test_default_size_defines_two_policy_scales_and_quick_one() -> None:
         "--heads", "4", "--kv-heads", "2",
     ]  # fmt: skip
     # The small scale is the tiny model's default shape.
-    from pipeline.policy.model import TINY_DEFAULTS
+    from rcea.pipeline.policy.model import TINY_DEFAULTS
 
     assert {k: TINY_DEFAULTS[k] for k in ("hidden_size", "intermediate_size")} == {
         "hidden_size": 96,
@@ -345,7 +345,7 @@ class _Recording:
             (rd / "run.json").write_text(json.dumps({"config": cfg, "result": {"steps": steps}}))
             return {"steps": steps, "last": {"entropy": 0.5}}
         elif args[:2] == ["probe", "entropy"]:
-            from pipeline.probe.config import load_config, resolve_checkpoints
+            from rcea.pipeline.probe.config import load_config, resolve_checkpoints
             from tests.support.helpers import make_record, write_jsonl
 
             cfg = load_config(opt("--config"))
@@ -373,7 +373,7 @@ def test_study_steps_train_probe_ingest_and_measure_both_scales(tmp_path: Path) 
     scales' records in one study, and every measurement command per scale."""
     from sqlmodel import select
 
-    from app.demo.study import (
+    from rcea.app.demo.study import (
         PROBE_SEED,
         probe_config,
         step_base,
@@ -382,9 +382,9 @@ def test_study_steps_train_probe_ingest_and_measure_both_scales(tmp_path: Path) 
         step_probe,
         step_train,
     )
-    from pipeline.probe.config import load_config, resolve_checkpoints
-    from study.store import open_store, session_scope
-    from study.store.models import Event, Trajectory
+    from rcea.pipeline.probe.config import load_config, resolve_checkpoints
+    from rcea.study.store import open_store, session_scope
+    from rcea.study.store.models import Event, Trajectory
 
     lines: list[str] = []
     ctx = _ctx(tmp_path / "work", lines)
@@ -468,8 +468,8 @@ def test_study_steps_train_probe_ingest_and_measure_both_scales(tmp_path: Path) 
 def test_a_state_made_with_other_sizes_is_refused(tmp_path: Path) -> None:
     """A demo state written before the default trained two scales (or with any other
     sizes) cannot be resumed: its files are laid out for other sizes."""
-    from app.cli.demo_cmd import demo_context
-    from study.settings import Settings
+    from rcea.app.cli.demo_cmd import demo_context
+    from rcea.study.settings import Settings
 
     cfg = Settings(data_dir=tmp_path / "data")
     cfg.ensure_data_dir()

@@ -1,4 +1,4 @@
-"""The demo's opt-in recipe cache (``app.demo.cache``, ``$RCEA_DEMO_CACHE_DIR``): off by
+"""The demo's opt-in recipe cache (``rcea.app.demo.cache``, ``$RCEA_DEMO_CACHE_DIR``): off by
 default; with it, a second demo with equal recipes copies every base, run and probe output
 instead of building it (paths rewritten to its own work dir), still runs the probe
 commands that bind its study, and builds again whatever recipe differs."""
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from app.demo import cache
-from app.demo.config import QUICK
-from app.demo.context import DemoContext
-from app.demo.state import DemoState
+from rcea.app.demo import cache
+from rcea.app.demo.config import QUICK
+from rcea.app.demo.context import DemoContext
+from rcea.app.demo.state import DemoState
 
 
 def _ctx(work: Path, lines: list[str], study: str = "t") -> DemoContext:
-    from study.settings import Settings
+    from rcea.study.settings import Settings
 
     state = DemoState(path=work / "state.json", size="quick", simulate=False, study=study, seed=0)
     ctx = DemoContext(
@@ -75,7 +75,7 @@ class _Recording:
 
 
 def _study_half(ctx: DemoContext) -> None:
-    from app.demo.study import step_base, step_probe, step_train
+    from rcea.app.demo.study import step_base, step_probe, step_train
 
     for name, step in (("base", step_base), ("train", step_train), ("probe", step_probe)):
         ctx.state.mark_done(name, seconds=0.0, result=step(ctx))

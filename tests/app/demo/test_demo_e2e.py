@@ -113,9 +113,9 @@ def _demo_run_and_checks(env: dict[str, str], data: Path, tmp_path: Path) -> Non
     assert (bundle.parent / "SIMULATED.txt").read_text().startswith("SIMULATED")
 
     # --- the store agrees: gate.final passed, calibration completed, simulation recorded
-    from study.settings import Settings
-    from study.store import list_events, open_store, require_study, session_scope
-    from study.validity_audit.status import validity_status
+    from rcea.study.settings import Settings
+    from rcea.study.store import list_events, open_store, require_study, session_scope
+    from rcea.study.validity_audit.status import validity_status
 
     eng = open_store(Settings(data_dir=data))
     with session_scope(eng) as s:
@@ -236,9 +236,9 @@ def _bundle_equals_stats(env: dict[str, str], work: Path, bundle: Path, tmp_path
     assert compared >= 3, "too few checkpoints with a retention value to compare"
 
     assert report["passk"], "no pass@k rows in the bundle"
-    from study.settings import Settings
-    from study.store import open_store, require_study, session_scope
-    from study.store.measurements import list_measurements
+    from rcea.study.settings import Settings
+    from rcea.study.store import open_store, require_study, session_scope
+    from rcea.study.store.measurements import list_measurements
 
     eng = open_store(Settings(data_dir=Path(env["RCEA_DATA_DIR"])))
     with session_scope(eng) as s:

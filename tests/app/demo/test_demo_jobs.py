@@ -1,5 +1,5 @@
 """The demo's ``rcea`` jobs, forked from a fork server that imported torch, transformers and
-TRL once (app/demo/context.py): each behaves as the same command typed in a shell — its
+TRL once (rcea/app/demo/context.py): each behaves as the same command typed in a shell — its
 JSON answer, exit code, stderr in the step's log, the environment of the moment it
 starts — and writes byte-identical files; a killed job is gone."""
 
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from app.demo.context import DemoStepError, RceaJob
+from rcea.app.demo.context import DemoStepError, RceaJob
 
 
 def _ctx(tmp_path: Path) -> SimpleNamespace:

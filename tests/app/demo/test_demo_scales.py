@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from app.demo.config import DEFAULT, QUICK, TINY_M, TINY_S
-from app.demo.context import DemoContext
-from app.demo.state import DemoState
-from app.demo.study import (
+from rcea.app.demo.config import DEFAULT, QUICK, TINY_M, TINY_S
+from rcea.app.demo.context import DemoContext
+from rcea.app.demo.state import DemoState
+from rcea.app.demo.study import (
     step_base,
     step_codebook,
     step_ingest,
@@ -58,10 +58,10 @@ def test_two_scales_run_through_the_study_steps_and_the_report(
 ) -> None:
     from sqlmodel import select
 
-    from study.report.build import build_report
-    from study.settings import Settings
-    from study.store import open_store, session_scope
-    from study.store.models import Measurement, Trajectory
+    from rcea.study.report.build import build_report
+    from rcea.study.settings import Settings
+    from rcea.study.store import open_store, session_scope
+    from rcea.study.store.models import Measurement, Trajectory
 
     assert MINI.scales == (TINY_S, TINY_M)
     data = tmp_path / "data"
@@ -138,8 +138,8 @@ def test_two_scales_run_through_the_study_steps_and_the_report(
     # Each scale's retention equals the single-model computation on its own records.
     from typer.testing import CliRunner
 
-    from app.cli import app
-    from app.demo.export import export_records
+    from rcea.app.cli import app
+    from rcea.app.demo.export import export_records
 
     final = tmp_path / "records-final.jsonl"
     export_records(

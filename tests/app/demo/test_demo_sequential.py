@@ -2,7 +2,7 @@
 repeats, fast: the demo's own quick rubric (6 × 24 pairs, looks
 [0.5, 0.75, 1.0], Pocock, repeat share 0.1) on a small store study, the real push (task
 building, repeats, leak scan) into fake Label Studio projects, and the real simulation
-loop (:func:`app.demo.simulate.simulate_pair_audit`) whose HTTP posts and syncs are
+loop (:func:`rcea.app.demo.simulate.simulate_pair_audit`) whose HTTP posts and syncs are
 replaced by recording the same annotations in the store. The gate settles
 (``settled_pass``) at look 1 of 3 here (on the real quick demo's data: at look 2 of 3),
 a ``gate.interim`` event records each look, the output says so, the final gate passes,
@@ -17,23 +17,23 @@ from typing import Any
 
 from sqlmodel import select
 
-from annotation.payloads import ParsedAnnotation
-from app.demo import simulate
-from app.demo.config import QUICK, rubric_toml
-from study.labelling import PAIR, Member, bind_existing, bindings
-from study.pair_audit.annotators import annotator_quality
-from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from study.pair_audit.gate import gate_status
-from study.pair_audit.labels import (
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.app.demo import simulate
+from rcea.app.demo.config import QUICK, rubric_toml
+from rcea.study.labelling import PAIR, Member, bind_existing, bindings
+from rcea.study.pair_audit.annotators import annotator_quality
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.gate import gate_status
+from rcea.study.pair_audit.labels import (
     ADJUDICATOR,
     current_labels,
     needs_adjudication,
     record_annotation,
 )
-from study.pair_audit.repeats import n_repeats
-from study.pair_audit.sampling import audit_pairs, draw_audit, get_audit
-from study.store import list_events, session_scope
-from study.store.models import Audit, AuditTask
+from rcea.study.pair_audit.repeats import n_repeats
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit, get_audit
+from rcea.study.store import list_events, session_scope
+from rcea.study.store.models import Audit, AuditTask
 from tests.support.fake_labelstudio import PROJECTS, USERS, FakeServers
 from tests.support.helpers import audit_study, fake_person, rubric_file
 
@@ -48,7 +48,7 @@ def _mode(question_id: str, text: str) -> str | None:
 def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-untyped-def]
     engine, settings, tmp_path: Path, monkeypatch
 ) -> None:
-    from study.pair_audit.push import push_audit
+    from rcea.study.pair_audit.push import push_audit
 
     audit_study(engine, tmp_path, n_q=7, per_q=10)  # C(10, 2) = 45 >= 24 pairs each
     with session_scope(engine) as s:
@@ -60,7 +60,7 @@ def test_quick_simulated_audit_settles_before_the_last_look(  # type: ignore[no-
     servers = FakeServers()
     emails = {"A": "a@people.test", "B": "b@people.test"}
     role_of = {e: r for r, e in emails.items()}
-    push_mod = sys.modules["study.labelling.push"]
+    push_mod = sys.modules["rcea.study.labelling.push"]
 
     def project(session, people, binding, **kw):  # type: ignore[no-untyped-def]
         binding.project_id, binding.state = PROJECTS[binding.role], "created"

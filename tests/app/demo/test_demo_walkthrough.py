@@ -1,4 +1,4 @@
-"""The demo walkthrough (:mod:`study.progress`): the researcher's next command at
+"""The demo walkthrough (:mod:`rcea.study.progress`): the researcher's next command at
 every stage, the per-role lines, and the store reader on a fresh store."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from study.progress import (
+from rcea.study.progress import (
     CalibrationProgress,
     PairProgress,
     Progress,
@@ -186,7 +186,7 @@ def test_walkthrough_lines_per_role(tmp_path: Path) -> None:
 
 
 def test_read_progress_on_a_store_without_the_demo(engine) -> None:  # type: ignore[no-untyped-def]
-    from study.store import session_scope
+    from rcea.study.store import session_scope
 
     with session_scope(engine) as s:
         p = read_progress(s, study="nope", audit="nope-pairs", calibration="nope-validity")
@@ -199,9 +199,9 @@ def test_demo_status_cli_reads_the_state_and_never_runs_the_demo(
 ) -> None:  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 
-    import app.cli.demo_cmd as demo_cmd
-    from app.cli import app
-    from app.demo.state import DemoState
+    import rcea.app.cli.demo_cmd as demo_cmd
+    from rcea.app.cli import app
+    from rcea.app.demo.state import DemoState
 
     def _never(*a: object, **k: object) -> None:
         raise AssertionError("`rcea demo status` ran the demo")
@@ -227,9 +227,9 @@ def test_demo_status_cli_reads_the_state_and_never_runs_the_demo(
 def test_audit_gate_text_shows_human_human_macro_f1_in_the_preliminary_stage(capsys) -> None:  # type: ignore[no-untyped-def]
     from sklearn.metrics import f1_score
 
-    from app.cli.audit_cmd import print_gate_status
-    from audits.gates import evaluate_gate
-    from audits.thresholds import GateThresholds
+    from rcea.app.cli.audit_cmd import print_gate_status
+    from rcea.audits.gates import evaluate_gate
+    from rcea.audits.thresholds import GateThresholds
 
     a = ["same", "different", "same", "same", "different", "same", "different", "same"]
     b = ["same", "same", "same", "different", "different", "same", "different", "same"]
@@ -267,7 +267,7 @@ def test_demo_relays_the_latest_tqdm_bar_of_its_subprocess(tmp_path: Path, capsy
 
     from tqdm import tqdm
 
-    from app.demo.context import BarRelay, last_bar
+    from rcea.app.demo.context import BarRelay, last_bar
 
     buf = io.StringIO()
     with tqdm(total=40, desc="warm start", file=buf, mininterval=0, ascii=True) as bar:
@@ -291,7 +291,7 @@ def test_demo_relays_the_latest_tqdm_bar_of_its_subprocess(tmp_path: Path, capsy
 
 
 def test_rcea_progress_forces_bars_under_json(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from app.cli.common import progress_forced
+    from rcea.app.cli.common import progress_forced
 
     monkeypatch.delenv("RCEA_PROGRESS", raising=False)
     assert not progress_forced()

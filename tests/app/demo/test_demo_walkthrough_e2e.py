@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.demo.audits import PEOPLE
+from rcea.app.demo.audits import PEOPLE
 from tests.support.helpers import free_port
 from tests.support.labelstudio_fixture import LabelStudioHandle, register_people
 
@@ -43,14 +43,14 @@ def _next(status: str) -> tuple[str | None, str | None]:
 
 def _label(data: Path, after: str, command: str) -> str:
     """Do what the walkthrough waits for, as the person it names."""
-    from annotation.people import people_from_settings
-    from app.demo.config import ORACLE, QUICK
-    from app.demo.simulate import SimAccount, flip, pair_truth, post_side_by_side, todo_pairs
-    from app.demo.study import VALIDITY_ORACLE
-    from study.codebook import load_strategy_fn
-    from study.settings import Settings
-    from study.store import open_store, session_scope
-    from study.validity_audit.simulate import simulate_validity_labels
+    from rcea.annotation.people import people_from_settings
+    from rcea.app.demo.config import ORACLE, QUICK
+    from rcea.app.demo.simulate import SimAccount, flip, pair_truth, post_side_by_side, todo_pairs
+    from rcea.app.demo.study import VALIDITY_ORACLE
+    from rcea.study.codebook import load_strategy_fn
+    from rcea.study.settings import Settings
+    from rcea.study.store import open_store, session_scope
+    from rcea.study.validity_audit.simulate import simulate_validity_labels
 
     cfg = Settings(data_dir=data)
     eng = open_store(cfg)

@@ -13,9 +13,9 @@ import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 from streamlit.testing.v1 import AppTest
 
-from app.view import auth
-from study.logins import LoginThrottle, add_researcher, logins_path
-from study.settings import Settings, get_settings
+from rcea.app.view import auth
+from rcea.study.logins import LoginThrottle, add_researcher, logins_path
+from rcea.study.settings import Settings, get_settings
 
 MAIN = Path(auth.__file__).resolve().parent / "main.py"
 PASSWORD = "right-password-1"
@@ -133,7 +133,7 @@ def test_widget_state_under_the_session_key_is_no_login_and_no_traceback(
 
 
 def test_view_command_hides_error_details() -> None:
-    from app.cli.view_cmd import streamlit_command
+    from rcea.app.cli.view_cmd import streamlit_command
 
     cmd = streamlit_command("127.0.0.1", 8501, 1000)
     assert cmd[cmd.index("--client.showErrorDetails") + 1] == "none"

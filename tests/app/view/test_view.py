@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from annotation.payloads import ParsedAnnotation
-from app.view import data
-from study.pair_audit.gate import record_final_gate
-from study.pair_audit.labels import record_annotation
-from study.pair_audit.sampling import audit_pairs, get_audit
-from study.records.ingest import ingest_file
-from study.settings import Settings
-from study.store import open_store, session_scope
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.app.view import data
+from rcea.study.pair_audit.gate import record_final_gate
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs, get_audit
+from rcea.study.records.ingest import ingest_file
+from rcea.study.settings import Settings
+from rcea.study.store import open_store, session_scope
 from tests.support.helpers import (
     audit_study,
     chromium_executable,
@@ -332,7 +332,7 @@ def _grid_with(page: Any, header: str) -> dict[str, Any]:
 def _expected_view(settings: Settings) -> dict[str, Any]:
     """What the pages must show, from the report model the view reads (checkpoints of the
     ratio and retention charts)."""
-    from app.view import report_frames as rf
+    from rcea.app.view import report_frames as rf
 
     rep = data.report("s", settings, n_boot=50)
     ratio = rf.ratio_frame(rep).dropna(subset=["paired_ratio"])
@@ -356,7 +356,7 @@ def _expected_view(settings: Settings) -> dict[str, Any]:
 
 
 def _draw_unlabelled(settings: Settings) -> None:
-    from study.pair_audit.sampling import draw_audit
+    from rcea.study.pair_audit.sampling import draw_audit
 
     with session_scope(open_store(settings)) as s:
         draw_audit(s, study="s", rubric="view-rubric", name="unlabelled", actor="r")
@@ -367,7 +367,7 @@ def _adjudicate(settings: Settings) -> None:
     record it)."""
     import sqlalchemy as sa
 
-    from study.store.models import AuditTask
+    from rcea.study.store.models import AuditTask
 
     with session_scope(open_store(settings)) as s:
         audit = get_audit(s, study="s", name="s-audit-1")

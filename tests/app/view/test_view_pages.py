@@ -21,20 +21,20 @@ from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
-from annotation.payloads import ParsedAnnotation
-from app.cli import app as cli_app
-from study.codebook import (
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.app.cli import app as cli_app
+from rcea.study.codebook import (
     final_labels,
     list_extensions,
     researcher_queue,
 )
-from study.logins import add_researcher, logins_path
-from study.pair_audit.gate import gate_status, record_final_gate
-from study.pair_audit.labels import record_annotation
-from study.pair_audit.sampling import audit_pairs, get_audit
-from study.settings import Settings, get_settings
-from study.store import list_events, open_store, require_study, session_scope
-from study.store.models import AuditTask, CodebookVersion
+from rcea.study.logins import add_researcher, logins_path
+from rcea.study.pair_audit.gate import gate_status, record_final_gate
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs, get_audit
+from rcea.study.settings import Settings, get_settings
+from rcea.study.store import list_events, open_store, require_study, session_scope
+from rcea.study.store.models import AuditTask, CodebookVersion
 from tests.support.fake_llm import MODEL
 from tests.support.helpers import fake_person
 from tests.support.view_store import (
@@ -44,7 +44,7 @@ from tests.support.view_store import (
 )
 
 ORACLE = "tests.support.fake_llm:strategy_of"
-MAIN = Path(__file__).resolve().parents[3] / "app" / "view" / "main.py"
+MAIN = Path(__file__).resolve().parents[3] / "rcea" / "app" / "view" / "main.py"
 PAGES = ("overview.py", "entropy.py", "modes.py", "covariance.py", "audit.py")
 RESEARCHERS = ("tester", "carol", "dave")
 PASSWORD = "correct horse battery"
@@ -380,7 +380,7 @@ def test_audit_page_axes_adjudication_count_calibration_and_table_width(
 
 
 def test_progress_bars_none_before_any_label_and_mode_names() -> None:
-    from app.view.charts import mode_label, progress_bars
+    from rcea.app.view.charts import mode_label, progress_bars
 
     zero = pd.DataFrame(
         {"role": ["A", "B", "adjudicator"], "labelled": [0, 0, 0], "of": [24, 24, 0]}

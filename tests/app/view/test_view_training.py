@@ -15,12 +15,12 @@ torch = pytest.importorskip("torch")
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from app.view import training_runs as tr  # noqa: E402
-from study.logins import add_researcher, logins_path  # noqa: E402
-from study.settings import Settings, get_settings  # noqa: E402
+from rcea.app.view import training_runs as tr  # noqa: E402
+from rcea.study.logins import add_researcher, logins_path  # noqa: E402
+from rcea.study.settings import Settings, get_settings  # noqa: E402
 from tests.support.training_events import write_run  # noqa: E402
 
-MAIN = Path(__file__).resolve().parents[3] / "app" / "view" / "main.py"
+MAIN = Path(__file__).resolve().parents[3] / "rcea" / "app" / "view" / "main.py"
 
 
 def test_frames_hold_the_event_values(tmp_path: Path) -> None:

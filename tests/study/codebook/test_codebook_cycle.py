@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import select
 
-from pipeline.codebook import OracleBackend
-from study.codebook import (
+from rcea.pipeline.codebook import OracleBackend
+from rcea.study.codebook import (
     CodebookFrozenError,
     CodebookStageError,
     assign,
@@ -31,8 +31,8 @@ from study.codebook import (
     researcher_queue,
     resolve_dispute,
 )
-from study.store import list_events, session_scope
-from study.store.models import (
+from rcea.study.store import list_events, session_scope
+from rcea.study.store.models import (
     CodebookAssignment,
     CodebookBatch,
     CodebookVersion,
@@ -252,8 +252,8 @@ def test_assign_in_chunks_equals_one_chunk(tmp_path: Path, monkeypatch: pytest.M
     """``assign`` plans and runs bounded chunks of questions (memory flat in the study's
     size): chunks of one question give the same batches, labels and report as one chunk,
     and a rerun in chunks plans and asks nothing new."""
-    import study.codebook.stages as stages
-    from study.store import make_engine, upgrade
+    import rcea.study.codebook.stages as stages
+    from rcea.study.store import make_engine, upgrade
 
     questions = {
         **PHASE1,

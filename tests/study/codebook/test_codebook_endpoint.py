@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from annotation.tasks import BlindingViolation
-from pipeline.codebook.schemas import AssignReply
-from study.codebook import (
+from rcea.annotation.tasks import BlindingViolation
+from rcea.pipeline.codebook.schemas import AssignReply
+from rcea.study.codebook import (
     BackendOptions,
     exclude_trajectory,
     export_partition,
@@ -25,12 +25,17 @@ from study.codebook import (
     merge,
     reconcile,
 )
-from study.codebook import assign as assign_stage
-from study.codebook.backend import llm_config
-from study.records.ingest import ingest_file
-from study.settings import Settings
-from study.store import list_events, require_study, session_scope
-from study.store.models import CodebookAssignment, CodebookBatch, CodebookDispute, CodebookDraft
+from rcea.study.codebook import assign as assign_stage
+from rcea.study.codebook.backend import llm_config
+from rcea.study.records.ingest import ingest_file
+from rcea.study.settings import Settings
+from rcea.study.store import list_events, require_study, session_scope
+from rcea.study.store.models import (
+    CodebookAssignment,
+    CodebookBatch,
+    CodebookDispute,
+    CodebookDraft,
+)
 from tests.support.fake_llm import RUNS, FakeLLM, Faults, domain_records
 from tests.support.helpers import write_jsonl
 
@@ -285,7 +290,7 @@ def test_cli_run_exits_4_while_the_endpoint_is_down_then_retries(
 
     from typer.testing import CliRunner
 
-    from app.cli import app
+    from rcea.app.cli import app
 
     runner = CliRunner()
     path = write_jsonl(tmp_path / "r.jsonl", domain_records(questions=QUESTIONS, unique=True))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from annotation.tasks import BlindingViolation
-from study.codebook import (
+from rcea.annotation.tasks import BlindingViolation
+from rcea.study.codebook import (
     BackendOptions,
     assign,
     decide_extension,
@@ -28,9 +28,9 @@ from study.codebook import (
     researcher_queue,
     resolve_dispute,
 )
-from study.settings import Settings
-from study.store import make_engine, session_scope, upgrade
-from study.store.models import (
+from rcea.study.settings import Settings
+from rcea.study.store import make_engine, session_scope, upgrade
+from rcea.study.store.models import (
     CodebookAssignment,
     CodebookBatch,
     CodebookDispute,

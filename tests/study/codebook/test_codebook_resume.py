@@ -17,11 +17,11 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from pipeline.llm import ResponseCache
-from study.codebook import BackendOptions, assign, make_backend
-from study.settings import Settings
-from study.store import make_engine, session_scope
-from study.store.models import CodebookAssignment, CodebookBatch
+from rcea.pipeline.llm import ResponseCache
+from rcea.study.codebook import BackendOptions, assign, make_backend
+from rcea.study.settings import Settings
+from rcea.study.store import make_engine, session_scope
+from rcea.study.store.models import CodebookAssignment, CodebookBatch
 from tests.support.codebook_study import (
     ASSIGN,
     CONCURRENCY,

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from annotation.tasks import BlindingViolation, build_pair_task, pair_label_config
-from pipeline.codebook import BlindItem, prompts
-from pipeline.codebook.model import Mode
-from pipeline.records import RecordValidationError
-from study.codebook import BackendOptions, freeze_codebooks, induce, make_backend, merge
-from study.codebook import assign as assign_stage
-from study.records.ingest import ingest_file
-from study.settings import Settings
-from study.store import question_texts, session_scope
-from study.store.models import Question, Study, Trajectory
-from study.validity_audit.problems import problems_for
+from rcea.annotation.tasks import BlindingViolation, build_pair_task, pair_label_config
+from rcea.pipeline.codebook import BlindItem, prompts
+from rcea.pipeline.codebook.model import Mode
+from rcea.pipeline.records import RecordValidationError
+from rcea.study.codebook import BackendOptions, freeze_codebooks, induce, make_backend, merge
+from rcea.study.codebook import assign as assign_stage
+from rcea.study.records.ingest import ingest_file
+from rcea.study.settings import Settings
+from rcea.study.store import question_texts, session_scope
+from rcea.study.store.models import Question, Study, Trajectory
+from rcea.study.validity_audit.problems import problems_for
 from tests.support.fake_llm import RUNS, FakeLLM, domain_records
 from tests.support.helpers import write_jsonl
 
@@ -192,9 +192,9 @@ def test_pair_task_and_config_show_the_question() -> None:
 def test_judge_prompt_shows_the_ingested_question(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from pipeline.judge import JudgeSpec
-    from study.validity_audit.run import RunOptions, run_judge
-    from study.validity_audit.versions import freeze_judge
+    from rcea.pipeline.judge import JudgeSpec
+    from rcea.study.validity_audit.run import RunOptions, run_judge
+    from rcea.study.validity_audit.versions import freeze_judge
 
     recs = records()
     ingest(engine, tmp_path, recs, "r")  # no `rcea judge problems`: the records carry them

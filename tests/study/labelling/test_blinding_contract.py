@@ -1,7 +1,7 @@
 """The blinding guards' contract pinned exactly, written from the mutants `make mutation`
-left alive (docs/mutation.md): what ``study.labelling.blinding`` forbids for a push (which
+left alive (docs/mutation.md): what ``rcea.study.labelling.blinding`` forbids for a push (which
 study, which trajectories, substring vs whole-value matching, the empty mode), the refusal
-messages, and the codebook prompt guard (``study.codebook.blinding``): run and model names
+messages, and the codebook prompt guard (``rcea.study.codebook.blinding``): run and model names
 for every question, trajectory ids only for their own question."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from annotation.tasks import BlindingViolation
-from study.codebook.blinding import PromptBlindingGuard, study_guard
-from study.labelling.blinding import (
+from rcea.annotation.tasks import BlindingViolation
+from rcea.study.codebook.blinding import PromptBlindingGuard, study_guard
+from rcea.study.labelling.blinding import (
     FORBIDDEN_KEYS,
     Forbidden,
     check_blinding,
     forbidden_values,
     study_provenance,
 )
-from study.store import Ingest, Trajectory, get_or_create_study, session_scope
+from rcea.study.store import Ingest, Trajectory, get_or_create_study, session_scope
 
 # (trajectory_id, question_id, run, model, step, seed, mode)
 ROWS_A = [

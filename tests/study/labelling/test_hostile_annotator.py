@@ -11,12 +11,12 @@ from contextlib import closing
 import pytest
 import sqlalchemy as sa
 
-from annotation.payloads import MAX_NOTE, NOTE_TRUNCATED
-from annotation.tasks import NOTE_FIELD
-from study.pair_audit.labels import status_counts
-from study.pair_audit.push import sync_audit
-from study.store import list_events, session_scope
-from study.store.models import Audit, AuditLabel
+from rcea.annotation.payloads import MAX_NOTE, NOTE_TRUNCATED
+from rcea.annotation.tasks import NOTE_FIELD
+from rcea.study.pair_audit.labels import status_counts
+from rcea.study.pair_audit.push import sync_audit
+from rcea.study.store import list_events, session_scope
+from rcea.study.store.models import Audit, AuditLabel
 from tests.support.labelling_study import Study, choice
 
 pytestmark = pytest.mark.slow
@@ -179,7 +179,7 @@ def test_lead_time_is_a_claim_bounded_by_server_times(study: Study) -> None:
     contradictions are counted."""
     from datetime import UTC, datetime, timedelta
 
-    from study.pair_audit.annotators import IDLE_CAP_S, annotator_quality
+    from rcea.study.pair_audit.annotators import IDLE_CAP_S, annotator_quality
 
     study.push()
     tasks = list(study.tasks("A").values())[:4]

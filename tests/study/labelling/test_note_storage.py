@@ -9,9 +9,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from annotation.payloads import parse_annotation
-from study.store import append_event, session_scope
-from study.store.models import AuditLabel, Event
+from rcea.annotation.payloads import parse_annotation
+from rcea.study.store import append_event, session_scope
+from rcea.study.store.models import AuditLabel, Event
 from tests.support.helpers import audit_study, draw_test_audit
 
 RAW_NOTE = "first\x00 second \x1b[31m\ttab\r\nline \ud800 end"

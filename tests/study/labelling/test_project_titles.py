@@ -5,8 +5,8 @@ named the same way in pair and validity rounds — and short enough for a projec
 
 from __future__ import annotations
 
-from study.labelling import person_role, round_title
-from study.labelling.push import TITLE_MAX, TITLE_SHOWN
+from rcea.study.labelling import person_role, round_title
+from rcea.study.labelling.push import TITLE_MAX, TITLE_SHOWN
 
 
 def test_roles_are_named_alike_in_every_round() -> None:

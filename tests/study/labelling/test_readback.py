@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
-from annotation.people import People
-from study.labelling.readback import MAX_PENDING_IDS, QueueFull, ReadBackQueue
-from study.store.models import LabellingProject
+from rcea.annotation.people import People
+from rcea.study.labelling.readback import MAX_PENDING_IDS, QueueFull, ReadBackQueue
+from rcea.study.store.models import LabellingProject
 from tests.support.helpers import free_port
 
 

@@ -14,20 +14,20 @@ import sqlalchemy as sa
 from sqlmodel import select
 from typer.testing import CliRunner
 
-import annotation.tasks
-from annotation.projects import export_tasks
-from annotation.tasks import SHOWN_KEY
-from app.cli import app
-from study import events
-from study.labelling import ensure_member
-from study.records.ingest import ingest_file
-from study.settings import Settings
-from study.store import list_events, make_engine, session_scope, upgrade
-from study.store.models import AuditTask, ValidityCheck, ValidityTask
-from study.validity_audit.checks import sample_calibration
-from study.validity_audit.labelling import push_check
-from study.validity_audit.problems import load_problems
-from study.validity_audit.run import run_judge
+import rcea.annotation.tasks
+from rcea.annotation.projects import export_tasks
+from rcea.annotation.tasks import SHOWN_KEY
+from rcea.app.cli import app
+from rcea.study import events
+from rcea.study.labelling import ensure_member
+from rcea.study.records.ingest import ingest_file
+from rcea.study.settings import Settings
+from rcea.study.store import list_events, make_engine, session_scope, upgrade
+from rcea.study.store.models import AuditTask, ValidityCheck, ValidityTask
+from rcea.study.validity_audit.checks import sample_calibration
+from rcea.study.validity_audit.labelling import push_check
+from rcea.study.validity_audit.problems import load_problems
+from rcea.study.validity_audit.run import run_judge
 from tests.support.helpers import write_jsonl
 from tests.support.judge_study import ORACLE, freeze, toy_records
 from tests.support.labelling_study import PASSWORD, Study
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.slow
 
 def changed_renderer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every text now renders to other HTML (what a changed renderer or sanitizer does)."""
-    monkeypatch.setattr(annotation.tasks, "render", lambda text: "<p>another render</p>")
+    monkeypatch.setattr(rcea.annotation.tasks, "render", lambda text: "<p>another render</p>")
 
 
 def stored_hashes(engine: sa.Engine, model: type, role: str) -> dict[int, str | None]:
@@ -110,7 +110,7 @@ def test_validity_tasks_record_the_render_hash(
         study="toy", artifacts_dir=tmp_path / "art", data_dir=tmp_path,
     )  # fmt: skip
     with session_scope(engine) as s:
-        load_problems(s, study="toy", source="pipeline.toy:problem_by_id")
+        load_problems(s, study="toy", source="rcea.pipeline.toy:problem_by_id")
     freeze(engine, "oracle", ORACLE)
     run_judge(engine, study="toy", judge="oracle", settings=Settings(data_dir=tmp_path / "d"),
               actor="r")  # fmt: skip

@@ -14,16 +14,16 @@ import pytest
 from sklearn.metrics import precision_recall_fscore_support
 from typer.testing import CliRunner
 
-from annotation.payloads import parse_annotation
-from annotation.tasks import PAIR_CHOICE
-from app.cli import app
-from study.labelling import PAIR, bind_existing
-from study.pair_audit.annotators import annotator_quality
-from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from study.pair_audit.labels import record_annotation
-from study.pair_audit.sampling import audit_pairs, draw_audit
-from study.store import session_scope
-from study.store.models import Audit, AuditTask
+from rcea.annotation.payloads import parse_annotation
+from rcea.annotation.tasks import PAIR_CHOICE
+from rcea.app.cli import app
+from rcea.study.labelling import PAIR, bind_existing
+from rcea.study.pair_audit.annotators import annotator_quality
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit
+from rcea.study.store import session_scope
+from rcea.study.store.models import Audit, AuditTask
 from tests.support.helpers import RUBRIC, audit_study, fake_person, fake_tasks, rubric_file
 
 T0 = datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC)
@@ -146,7 +146,7 @@ def test_annotator_report_equals_the_export(engine, audit_with_export) -> None: 
 
 def test_annotators_command(engine, audit_with_export, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("RCEA_DATABASE_URL", str(engine.url))
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     get_settings.cache_clear()
     runner = CliRunner()

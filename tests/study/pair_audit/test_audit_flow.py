@@ -10,13 +10,13 @@ import sqlalchemy as sa
 from sklearn.metrics import f1_score
 from sqlalchemy.exc import DBAPIError
 
-from annotation.payloads import ParsedAnnotation
-from study.pair_audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
-from study.pair_audit.gate import gate_status
-from study.pair_audit.labels import record_annotation
-from study.pair_audit.sampling import audit_pairs, draw_audit, get_audit, record_dev_questions
-from study.store import list_events, session_scope
-from study.store.models import Audit, AuditPair, AuditTask, PartitionAssignment
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.study.pair_audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.gate import gate_status
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit, get_audit, record_dev_questions
+from rcea.study.store import list_events, session_scope
+from rcea.study.store.models import Audit, AuditPair, AuditTask, PartitionAssignment
 from tests.support.helpers import (
     RUBRIC,
     audit_study,
@@ -203,7 +203,7 @@ def test_updated_annotation_replaces_label_and_keeps_history(engine, tmp_path: P
                 source="webhook",
             )
     with session_scope(engine) as s:
-        from study.pair_audit.labels import current_labels
+        from rcea.study.pair_audit.labels import current_labels
 
         assert current_labels(s, s.get(Audit, audit_id))["A"][pid] == "different"
         history = [e.payload["label"] for e in list_events(s) if e.kind.startswith("annotation")]
@@ -230,9 +230,9 @@ def test_push_refuses_every_leak_before_touching_label_studio(  # type: ignore[n
 ) -> None:
     """Every kind of provenance in a text is refused, and the scan runs before any server,
     account or project is touched (the people registry must not be used at all)."""
-    from annotation.tasks import BlindingViolation
-    from study.pair_audit.push import push_audit
-    from study.store.models import Trajectory
+    from rcea.annotation.tasks import BlindingViolation
+    from rcea.study.pair_audit.push import push_audit
+    from rcea.study.store.models import Trajectory
 
     audit_study(engine, tmp_path)
     audit_id = draw_test_audit(engine, tmp_path)

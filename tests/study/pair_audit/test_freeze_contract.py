@@ -1,4 +1,4 @@
-"""study.pair_audit.freeze's contract pinned exactly, written from the mutants `make mutation`
+"""rcea.study.pair_audit.freeze's contract pinned exactly, written from the mutants `make mutation`
 left alive (docs/mutation.md): which rubric is the parent and which one a lookup returns,
 the refusals' exact messages, the freeze events' payloads, the uncertain modes, and the
 partition no-op being per study and against the latest partition only."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from audits.rubric import load_rubric
-from study.pair_audit.freeze import (
+from rcea.audits.rubric import load_rubric
+from rcea.study.pair_audit.freeze import (
     FreezeError,
     accepted_trajectories,
     freeze_partition_from_modes,
@@ -22,9 +22,9 @@ from study.pair_audit.freeze import (
     rubric_spec,
     store_partition,
 )
-from study.records.ingest import ingest_file
-from study.store import list_events, require_study, session_scope
-from study.store.models import Rubric
+from rcea.study.records.ingest import ingest_file
+from rcea.study.store import list_events, require_study, session_scope
+from rcea.study.store.models import Rubric
 from tests.support.helpers import RUBRIC, make_record, write_jsonl
 
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from sklearn.metrics import f1_score, precision_score, recall_score
 
-from annotation.payloads import ParsedAnnotation
-from audits.thresholds import GateThresholds
-from study.labelling import PAIR, bind_existing
-from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from study.pair_audit.gate import gate_status
-from study.pair_audit.labels import record_annotation
-from study.pair_audit.sampling import audit_pairs, draw_audit
-from study.store import session_scope
-from study.store.models import Audit, AuditTask
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.audits.thresholds import GateThresholds
+from rcea.study.labelling import PAIR, bind_existing
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.gate import gate_status
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit
+from rcea.study.store import session_scope
+from rcea.study.store.models import Audit, AuditTask
 from tests.support.helpers import RUBRIC, audit_study, fake_person, fake_tasks, rubric_file
 
 DEFAULTS = GateThresholds().to_dict()

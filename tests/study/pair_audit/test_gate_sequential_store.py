@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from annotation.payloads import ParsedAnnotation
-from app.cli import app
-from study.pair_audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
-from study.pair_audit.gate import gate_status
-from study.pair_audit.labels import record_annotation
-from study.pair_audit.sampling import audit_pairs, draw_audit
-from study.store import list_events, session_scope
-from study.store.models import Audit
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.app.cli import app
+from rcea.study.pair_audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.gate import gate_status
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit
+from rcea.study.store import list_events, session_scope
+from rcea.study.store.models import Audit
 from tests.support.helpers import RUBRIC, audit_study, fake_tasks, rubric_file
 
 SEQUENTIAL = '\n[sequential]\nlooks = [0.25, 0.5, 1.0]\nspending = "pocock"\n'
@@ -70,7 +70,7 @@ def test_interim_look_and_one_event_per_look(engine, tmp_path: Path, monkeypatch
     assert by["automatic_coverage"] == "settled_pass"
     assert by["human_human_macro_f1"] == "undecided"
     monkeypatch.setenv("RCEA_DATABASE_URL", str(engine.url))
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     get_settings.cache_clear()
     runner = CliRunner()
@@ -135,8 +135,8 @@ def test_missing_adjudication_blocks_a_stop(engine, tmp_path: Path) -> None:  # 
 def test_api_shows_the_interim_decisions(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from fastapi.testclient import TestClient
 
-    from app.api import create_app
-    from study.settings import Settings
+    from rcea.app.api import create_app
+    from rcea.study.settings import Settings
 
     audit_id = _audit(engine, tmp_path, SEQUENTIAL)
     _label(engine, audit_id, 9)
@@ -160,10 +160,10 @@ def test_view_audit_page_shows_the_interim_decisions(tmp_path: Path, monkeypatch
     the interim decisions as the store computes them, and the recorded looks."""
     from streamlit.testing.v1 import AppTest
 
-    from study.logins import add_researcher, logins_path
-    from study.pair_audit.sequential import record_interim
-    from study.settings import Settings, get_settings
-    from study.store import open_store
+    from rcea.study.logins import add_researcher, logins_path
+    from rcea.study.pair_audit.sequential import record_interim
+    from rcea.study.settings import Settings, get_settings
+    from rcea.study.store import open_store
 
     data = tmp_path / "data"
     settings = Settings(data_dir=data)
@@ -177,7 +177,7 @@ def test_view_audit_page_shows_the_interim_decisions(tmp_path: Path, monkeypatch
     add_researcher(logins_path(settings), "tester", "correct horse battery")
     monkeypatch.setenv("RCEA_DATA_DIR", str(data))
     get_settings.cache_clear()
-    main = Path(__file__).resolve().parents[3] / "app" / "view" / "main.py"
+    main = Path(__file__).resolve().parents[3] / "rcea" / "app" / "view" / "main.py"
     at = AppTest.from_file(str(main), default_timeout=120)
     at.run()
     at.text_input(key="login_name").set_value("tester")
@@ -205,7 +205,7 @@ def test_publish_and_verify_follow_the_plan(engine, tmp_path: Path) -> None:  # 
     """A sequential gate that passes under its (deliberately lax, test-only) plan is
     published and `rcea report verify` re-derives the same plan-based gate from the
     bundle; the recorded report carries the interim decisions."""
-    from study.report.verify import verify_bundle
+    from rcea.study.report.verify import verify_bundle
     from tests.support.report_study import (
         JUDGE,
         draw,

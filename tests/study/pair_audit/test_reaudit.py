@@ -11,14 +11,14 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from app.cli import app
-from audits.rubric import ReauditPolicy, parse_rubric
-from study import events
-from study.pair_audit.freeze import FreezeError, freeze_rubric
-from study.pair_audit.gate import decide_gate, gate_status, record_final_gate
-from study.pair_audit.sampling import draw_audit
-from study.store import list_events, session_scope
-from study.store.models import Audit
+from rcea.app.cli import app
+from rcea.audits.rubric import ReauditPolicy, parse_rubric
+from rcea.study import events
+from rcea.study.pair_audit.freeze import FreezeError, freeze_rubric
+from rcea.study.pair_audit.gate import decide_gate, gate_status, record_final_gate
+from rcea.study.pair_audit.sampling import draw_audit
+from rcea.study.store import list_events, session_scope
+from rcea.study.store.models import Audit
 from tests.support.helpers import RUBRIC, rubric_file
 from tests.support.pair_audit import FAILING_GATE, drawn_and_labelled, study_with_rubric
 
@@ -109,9 +109,9 @@ def test_reaudit_with_policy_needs_reason_and_respects_max(  # type: ignore[no-u
 
 
 def test_report_states_the_failure_after_a_passing_reaudit(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from study.report.build import build_report
-    from study.report.html import render_html
-    from study.report.schema import StudyReport
+    from rcea.study.report.build import build_report
+    from rcea.study.report.html import render_html
+    from rcea.study.report.schema import StudyReport
 
     study_with_rubric(engine, tmp_path, RUBRIC + FAILING_GATE + POLICY)
     first = drawn_and_labelled(engine)

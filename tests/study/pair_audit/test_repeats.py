@@ -16,18 +16,18 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from annotation.payloads import parse_annotation
-from annotation.tasks import PAIR_CHOICE
-from audits.rubric import parse_rubric
-from study.labelling import Member
-from study.pair_audit.annotators import annotator_quality
-from study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
-from study.pair_audit.gate import gate_status
-from study.pair_audit.labels import current_labels, record_annotation, status_counts
-from study.pair_audit.repeats import n_repeats, repeat_key, repeat_positions, with_repeats
-from study.pair_audit.sampling import audit_pairs, draw_audit
-from study.store import session_scope
-from study.store.models import Audit, AuditTask
+from rcea.annotation.payloads import parse_annotation
+from rcea.annotation.tasks import PAIR_CHOICE
+from rcea.audits.rubric import parse_rubric
+from rcea.study.labelling import Member
+from rcea.study.pair_audit.annotators import annotator_quality
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.gate import gate_status
+from rcea.study.pair_audit.labels import current_labels, record_annotation, status_counts
+from rcea.study.pair_audit.repeats import n_repeats, repeat_key, repeat_positions, with_repeats
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit
+from rcea.study.store import session_scope
+from rcea.study.store.models import Audit, AuditTask
 from tests.support.fake_labelstudio import PROJECTS, USERS, FakeServers
 from tests.support.helpers import RUBRIC, audit_study, fake_person, rubric_file
 
@@ -77,10 +77,10 @@ def test_rubric_table_is_validated_and_hashed_only_when_set() -> None:
 def pushed(engine, tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
     import sys
 
-    from study.pair_audit.push import push_audit
+    from rcea.study.pair_audit.push import push_audit
 
     # the package re-exports functions of the same names: patch the module that calls them
-    push_mod = sys.modules["study.labelling.push"]
+    push_mod = sys.modules["rcea.study.labelling.push"]
 
     audit_study(engine, tmp_path)
     with session_scope(engine) as s:
@@ -253,7 +253,7 @@ def test_repeats_never_count_and_self_consistency_is_exact(engine, pushed) -> No
                        "changed": [key[rep_pairs[0]]]}  # fmt: skip
 
     # the view's Annotators table carries the same figures
-    from app.view.data import annotators_view
+    from rcea.app.view.data import annotators_view
 
     with session_scope(engine) as s:
         people = annotators_view(s, s.get(Audit, audit_id))["people"].set_index("round")

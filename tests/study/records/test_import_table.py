@@ -15,12 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app
-from pipeline.importers.table import TableSpec, TableSpecError, parse_pairs, read_table
-from pipeline.records import RecordValidationError
-from study.records.export import export_study, study_records
-from study.records.imports import import_table
-from study.records.ingest import ingest_file
+from rcea.app.cli import app
+from rcea.pipeline.importers.table import TableSpec, TableSpecError, parse_pairs, read_table
+from rcea.pipeline.records import RecordValidationError
+from rcea.study.records.export import export_study, study_records
+from rcea.study.records.imports import import_table
+from rcea.study.records.ingest import ingest_file
 from tests.support.helpers import write_jsonl
 
 # interchange field -> the column name the "lab format" uses
@@ -204,8 +204,8 @@ def test_spec_errors(tmp_path: Path) -> None:
 def test_cli_import_table_and_export(
     store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.cli.common import engine as cli_engine
-    from study.settings import get_settings
+    from rcea.app.cli.common import engine as cli_engine
+    from rcea.study.settings import get_settings
 
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
     get_settings.cache_clear()

@@ -16,12 +16,12 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from app.cli import app
-from pipeline.importers.chat import compile_question_regex, extract_question
-from pipeline.importers.verl import VerlOptions, read_verl_file
-from pipeline.records import RecordValidationError
-from study.records.imports import import_verl
-from study.store import Ingest, Question, Study, Trajectory
+from rcea.app.cli import app
+from rcea.pipeline.importers.chat import compile_question_regex, extract_question
+from rcea.pipeline.importers.verl import VerlOptions, read_verl_file
+from rcea.pipeline.records import RecordValidationError
+from rcea.study.records.imports import import_verl
+from rcea.study.store import Ingest, Question, Study, Trajectory
 
 QUESTIONS = [
     "What is 2+3?",
@@ -337,7 +337,7 @@ def test_record_level_errors_name_the_verl_key(tmp_path: Path) -> None:
 
 
 def test_cli_import_verl(store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
     get_settings.cache_clear()

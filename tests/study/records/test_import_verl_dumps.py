@@ -16,9 +16,9 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from app.cli import app
-from study.events import IMPORT_VERL
-from study.store import Event, Question, Trajectory
+from rcea.app.cli import app
+from rcea.study.events import IMPORT_VERL
+from rcea.study.store import Event, Question, Trajectory
 from tests.support import verl_dumps
 
 QUESTIONS = [
@@ -63,7 +63,7 @@ def samples(step: int, style: str) -> list[tuple[int, int, str]]:
 
 
 def cli(store_url: str, monkeypatch: pytest.MonkeyPatch, *args: str) -> Any:
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
     get_settings.cache_clear()

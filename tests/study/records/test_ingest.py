@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from pipeline.records import RecordValidationError
-from study.store import Trajectory
-from study.store.artifacts import read_token_entropies
+from rcea.pipeline.records import RecordValidationError
+from rcea.study.store import Trajectory
+from rcea.study.store.artifacts import read_token_entropies
 from tests.support.helpers import ingest_into, make_record, store_counts, write_jsonl
 
 _counts = store_counts
@@ -77,7 +77,7 @@ def test_failure_mid_transaction_rolls_back(
 ) -> None:
     """A conflict in the third insert chunk (a concurrent writer won the race) undoes the
     whole ingest: no rows, no question, no ingest record, no artifact."""
-    import study.records.ingest as ingest_mod
+    import rcea.study.records.ingest as ingest_mod
 
     _ingest(engine, write_jsonl(tmp_path / "first.jsonl", [make_record(7)]), tmp_path)
     before = _counts(engine)

@@ -1,4 +1,4 @@
-"""``study.records.ingest`` pinned exactly, written from the mutants `make mutation` left alive
+"""``rcea.study.records.ingest`` pinned exactly, written from the mutants `make mutation` left alive
 (docs/mutation.md): the result of a new and of a repeated ingest field by field, the
 summaries word for word, new questions counted against the study's earlier ones, the
 store-duplicate refusal (message, location, cap) and the stored rows' token links."""
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pipeline.records import RecordValidationError
-from study.records.ingest import IngestResult, file_sha256, ingest_file
-from study.store import Ingest, Question, Trajectory
+from rcea.pipeline.records import RecordValidationError
+from rcea.study.records.ingest import IngestResult, file_sha256, ingest_file
+from rcea.study.store import Ingest, Question, Trajectory
 from tests.support.helpers import make_record, write_jsonl
 
 

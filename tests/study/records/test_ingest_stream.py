@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-import study.records.ingest as ingest_mod
-from pipeline.records import RecordValidationError, iter_jsonl_batches, iter_parquet_batches
-from study.store import Ingest, Question, Trajectory
-from study.store.artifacts import read_token_entropies
+import rcea.study.records.ingest as ingest_mod
+from rcea.pipeline.records import RecordValidationError, iter_jsonl_batches, iter_parquet_batches
+from rcea.study.store import Ingest, Question, Trajectory
+from rcea.study.store.artifacts import read_token_entropies
 from tests.support.helpers import ingest_into, make_record, store_counts, write_jsonl
 
 _counts = store_counts

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.records import RecordValidationError, read_records
+from rcea.pipeline.records import RecordValidationError, read_records
 from tests.support.helpers import make_record, write_jsonl
 
 

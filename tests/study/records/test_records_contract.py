@@ -1,5 +1,5 @@
 # ruff: noqa: E501 - a table of exact messages, one per line
-"""``pipeline.records`` validation pinned exactly, written from the mutants `make
+"""``rcea.pipeline.records`` validation pinned exactly, written from the mutants `make
 mutation` left alive (docs/mutation.md): every message word for word with its line and
 field, both edges of every range, the values a valid file is normalised to, the error
 order and cap, and the Parquet paths."""
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.records import (
+from rcea.pipeline.records import (
     RecordBatch,
     RecordError,
     RecordValidationError,
@@ -396,7 +396,7 @@ def test_parquet_integer_tokens_become_float64(tmp_path: Path) -> None:
 
 def test_finite_without_bounds_takes_every_finite_number() -> None:
     """``finite_number``'s defaults: no minimum and no maximum means any finite number."""
-    from pipeline.records import ErrorCollector, finite_number
+    from rcea.pipeline.records import ErrorCollector, finite_number
 
     errs = ErrorCollector("f", 10)
     col = [-1e308, 0, 1e308, None, math.inf, -math.inf]

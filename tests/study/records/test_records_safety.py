@@ -13,10 +13,10 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from app.cli import app
-from pipeline.records import RecordValidationError, read_records
-from study.records.ingest import write_batch
-from study.store import Ingest, Question, Study, Trajectory
+from rcea.app.cli import app
+from rcea.pipeline.records import RecordValidationError, read_records
+from rcea.study.records.ingest import write_batch
+from rcea.study.store import Ingest, Question, Study, Trajectory
 from tests.support.helpers import make_record, write_jsonl
 
 runner = CliRunner()
@@ -84,7 +84,7 @@ def test_parquet_rows_with_nul_are_named(tmp_path: Path) -> None:
 
 @pytest.fixture
 def store(store_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
     get_settings.cache_clear()
@@ -145,10 +145,10 @@ def test_a_store_refusal_never_prints_the_rows(engine, tmp_path: Path) -> None: 
 
 def test_problem_files_with_nul_are_refused(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Problem statements reach annotators and the store too (`rcea judge problems`)."""
-    from study.records.ingest import ingest_file
-    from study.store import session_scope
-    from study.store.models import JudgeProblem
-    from study.validity_audit.problems import load_problems
+    from rcea.study.records.ingest import ingest_file
+    from rcea.study.store import session_scope
+    from rcea.study.store.models import JudgeProblem
+    from rcea.study.validity_audit.problems import load_problems
 
     recs = write_jsonl(tmp_path / "s.jsonl", [make_record(i) for i in range(3)])
     ingest_file(engine, recs, study="s", artifacts_dir=tmp_path / "a", data_dir=tmp_path)

@@ -1,4 +1,4 @@
-"""What the annotators' tasks are built from (``study.records.shown``): a stored
+"""What the annotators' tasks are built from (``rcea.study.records.shown``): a stored
 multi-turn transcript comes back as its turns, rendered one block per turn in a task; a
 single-turn trajectory as its text."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from annotation.validity_tasks import build_validity_task
-from study.records.ingest import ingest_file
-from study.records.shown import shown_solutions
-from study.store import make_engine, require_study, session_scope
+from rcea.annotation.validity_tasks import build_validity_task
+from rcea.study.records.ingest import ingest_file
+from rcea.study.records.shown import shown_solutions
+from rcea.study.store import make_engine, require_study, session_scope
 from tests.support.helpers import make_record, write_jsonl
 
 TURNS = [

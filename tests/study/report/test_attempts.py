@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from study.pair_audit.gate import decide_gate
-from study.report.attempts import chain, chain_problems
-from study.report.build import build_report
-from study.report.publish import publish_report
-from study.report.schema import StudyReport
-from study.report.verify import verify_bundle
-from study.store import session_scope
-from study.store.models import Audit
+from rcea.study.pair_audit.gate import decide_gate
+from rcea.study.report.attempts import chain, chain_problems
+from rcea.study.report.build import build_report
+from rcea.study.report.publish import publish_report
+from rcea.study.report.schema import StudyReport
+from rcea.study.report.verify import verify_bundle
+from rcea.study.store import session_scope
+from rcea.study.store.models import Audit
 from tests.support.helpers import RUBRIC
 from tests.support.pair_audit import FAILING_GATE, drawn_and_labelled, study_with_rubric
 
@@ -49,7 +49,7 @@ def test_report_lists_every_attempt(engine, tmp_path: Path) -> None:  # type: ig
     cov = next(v for v in failed["values"] if v["name"] == "automatic_coverage")
     assert cov["passed"] is False and cov["threshold"] == 1.0
     assert rep["attempts"][1]["seed"] == 1
-    from study.report.html import render_html
+    from rcea.study.report.html import render_html
 
     html = render_html(rep, scope="entropy-only (no audit)", figures={}, hashes={})
     assert "Every attempt on the record" in html and "B misread the guideline" in html
@@ -116,8 +116,8 @@ def test_a_bundle_with_an_attempt_removed_fails_verify(engine, tmp_path: Path) -
 
 
 def test_the_views_audit_page_lists_every_attempt(engine, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from app.view import data
-    from study.settings import get_settings
+    from rcea.app.view import data
+    from rcea.study.settings import get_settings
 
     first, second = _two_attempts(engine, tmp_path)
     monkeypatch.setenv("RCEA_DATABASE_URL", engine.url.render_as_string(hide_password=False))
@@ -185,9 +185,9 @@ def test_an_abandoned_attempt_stays_on_the_record(  # type: ignore[no-untyped-de
 ) -> None:
     from typer.testing import CliRunner
 
-    from app.cli import app
-    from study.pair_audit.abandon import abandon_audit
-    from study.pair_audit.freeze import FreezeError
+    from rcea.app.cli import app
+    from rcea.study.pair_audit.abandon import abandon_audit
+    from rcea.study.pair_audit.freeze import FreezeError
 
     study_with_rubric(engine, tmp_path, RUBRIC)
     first = drawn_and_labelled(engine)
@@ -218,7 +218,7 @@ def test_an_abandoned_attempt_stays_on_the_record(  # type: ignore[no-untyped-de
         name, "abandoned", "the guideline changed mid-labelling")  # fmt: skip
     assert a["decided_at"] and a["values"] == [] and a["n_labels"] > 0
     assert (b["outcome"], b["attempt"]) == ("passed", 2)
-    from study.report.html import render_html
+    from rcea.study.report.html import render_html
 
     html = render_html(rep, scope="entropy-only (no audit)", figures={}, hashes={})
     assert "abandoned (the guideline changed mid-labelling)" in html
@@ -230,8 +230,8 @@ def test_an_abandoned_attempt_stays_on_the_record(  # type: ignore[no-untyped-de
     assert published["attempts"][0]["outcome"] == "abandoned"
     ver = verify_bundle(bundle)
     assert ver.ok, ver.mismatches
-    from app.view import data
-    from study.settings import get_settings
+    from rcea.app.view import data
+    from rcea.study.settings import get_settings
 
     get_settings.cache_clear()
     frame = data.attempts_frame("s")
@@ -248,9 +248,9 @@ def test_rederive_validity_checks_from_their_own_labels() -> None:
     """A calibration's outcome and values follow from its held-out (human, judge) labels
     and an accepted-set check's from A's and B's labels, against the frozen thresholds;
     edited labels give a different outcome."""
-    from audits.acceptance import JudgeAcceptance, calibration_acceptance
-    from audits.calibration import judge_calibration
-    from study.report.attempts import ACCEPTED_KIND, CALIBRATION_KIND, rederive
+    from rcea.audits.acceptance import JudgeAcceptance, calibration_acceptance
+    from rcea.audits.calibration import judge_calibration
+    from rcea.study.report.attempts import ACCEPTED_KIND, CALIBRATION_KIND, rederive
 
     human = ["valid"] * 45 + ["invalid"] * 5
     judge = ["valid"] * 45 + ["invalid"] * 5

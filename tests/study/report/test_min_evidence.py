@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app
-from audits.rubric import EstimatorSettings, parse_rubric
-from study import events
-from study.records.ingest import ingest_file
-from study.report.build import AUDITED_LABEL, INSUFFICIENT_LABEL, build_report
-from study.report.publication import FULL_SCOPE
-from study.report.publish import publish_report
-from study.report.schema import StudyReport
-from study.report.verify import verify_bundle
-from study.store import append_event, require_study, session_scope
+from rcea.app.cli import app
+from rcea.audits.rubric import EstimatorSettings, parse_rubric
+from rcea.study import events
+from rcea.study.records.ingest import ingest_file
+from rcea.study.report.build import AUDITED_LABEL, INSUFFICIENT_LABEL, build_report
+from rcea.study.report.publication import FULL_SCOPE
+from rcea.study.report.publish import publish_report
+from rcea.study.report.schema import StudyReport
+from rcea.study.report.verify import verify_bundle
+from rcea.study.store import append_event, require_study, session_scope
 from tests.support.helpers import RUBRIC, make_record, write_jsonl
 from tests.support.report_study import accepted_passing
 
@@ -167,7 +167,7 @@ def test_each_quantity_has_its_own_floor() -> None:
 
 
 def test_the_validity_floor_applies_to_validity_only(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from study.report.build import quantities
+    from rcea.study.report.build import quantities
 
     _one_eligible(engine, tmp_path, eligible=1)
     with session_scope(engine) as s:

@@ -19,13 +19,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app as cli
-from app.view import report_frames as rf
-from study.records.ingest import ingest_file
-from study.report.build import build_report
-from study.report.schema import StudyReport
-from study.store import require_study, session_scope
-from study.store.measurements import record_measurement
+from rcea.app.cli import app as cli
+from rcea.app.view import report_frames as rf
+from rcea.study.records.ingest import ingest_file
+from rcea.study.report.build import build_report
+from rcea.study.report.schema import StudyReport
+from rcea.study.store import require_study, session_scope
+from rcea.study.store.measurements import record_measurement
 from tests.support.helpers import write_jsonl
 
 RUNS = ("grpo", "clipcov")
@@ -371,7 +371,7 @@ def test_report_labels_cross_entropy_and_counts_truncated(engine, tmp_path: Path
         )  # fmt: skip
         assert ref["quantity"] == expected and ref["n_truncated"] == c["entropy"]["n_truncated"]
     # a sampling temperature other than ℓ's is a cross-entropy too
-    from study.report.estimates import sequence_quantity
+    from rcea.study.report.estimates import sequence_quantity
 
     assert sequence_quantity(0.7, 1.0, None) == "cross_entropy"
     assert sequence_quantity(0.7, 1.0, 0.7) == "entropy"
@@ -384,7 +384,7 @@ def test_report_labels_cross_entropy_and_counts_truncated(engine, tmp_path: Path
 def test_degenerate_bootstrap_replicates_counted_and_warned() -> None:
     """Near-zero successful entropies: a resampled success mean of 0 makes a replicate
     degenerate. The count is at the top level with a warning above 1 %."""
-    from audits.entropy import entropy_report
+    from rcea.audits.entropy import entropy_report
 
     qids, rewards, ent = [], [], []
     for q in range(2):
@@ -422,13 +422,13 @@ def test_one_eligible_question_says_its_ci_is_zero_width(tmp_path: Path) -> None
 
 
 def test_no_negative_zero_in_json() -> None:
-    from audits._common import jsonable
+    from rcea.audits._common import jsonable
 
     assert json.dumps(jsonable({"x": -0.0, "y": [-0.0, 1.0]})) == '{"x": 0.0, "y": [0.0, 1.0]}'
 
 
 def test_trajectories_missing_from_the_partition_are_counted(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from study.pair_audit.freeze import freeze_partition_from_modes
+    from rcea.study.pair_audit.freeze import freeze_partition_from_modes
 
     recs = [r for r in model_records("3B", seed=0) if r["run"] in ("base", "grpo")]
     first = write_jsonl(tmp_path / "a.jsonl", recs)

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from study.report.build import pair_audit_state
-from study.report.publish import recompute_audits, recompute_calibration, recompute_gate
-from study.report.verify import compare
-from study.store import get_or_create_study, require_study, session_scope
+from rcea.study.report.build import pair_audit_state
+from rcea.study.report.publish import recompute_audits, recompute_calibration, recompute_gate
+from rcea.study.report.verify import compare
+from rcea.study.store import get_or_create_study, require_study, session_scope
 from tests.support.report_study import JUDGE, draw, final_gate, judge, make_report_study, unfreeze
 
 
@@ -80,7 +80,7 @@ def test_a_recorded_hash_the_audit_does_not_bind(engine, gated, field: str) -> N
 
 
 def test_a_rubric_that_no_longer_parses(engine, gated) -> None:  # type: ignore[no-untyped-def]
-    from study.store.models import Rubric
+    from rcea.study.store.models import Rubric
 
     unfreeze(engine, "rubric")
     with engine.begin() as conn:
@@ -97,7 +97,7 @@ def test_a_rubric_that_no_longer_parses(engine, gated) -> None:  # type: ignore[
 
 def test_a_partition_without_assignments(engine, gated) -> None:  # type: ignore[no-untyped-def]
     """Assignments deleted behind the lock: the partition hash recomputes to None."""
-    from study.store.models import PartitionAssignment
+    from rcea.study.store.models import PartitionAssignment
 
     with engine.begin() as conn:
         if engine.dialect.name == "sqlite":
@@ -124,7 +124,7 @@ def test_a_recorded_status_the_labels_do_not_give(engine, gated) -> None:  # typ
 def test_labels_gone_behind_the_gate(engine, gated) -> None:  # type: ignore[no-untyped-def]
     """Every label deleted after gate.final: the recomputed gate is pending with no report
     at all, which is named once (no requirement lines, no summary)."""
-    from study.store.models import AuditLabel
+    from rcea.study.store.models import AuditLabel
 
     with engine.begin() as conn:
         conn.execute(sa.delete(AuditLabel))
@@ -222,9 +222,9 @@ def _calibration(engine, *, labelled: int, n_items: int = 4) -> dict[str, Any]: 
     """A calibration check of ``n_items`` held-out items (and one development item) with
     ``labelled`` of the held-out ones labelled by its single annotator: the judge says
     valid for all; the human says invalid for the first."""
-    from pipeline.judge.backends import JudgeSpec
-    from study.store.models import ValidityCheck, ValidityItem, ValidityLabel
-    from study.validity_audit.versions import freeze_judge
+    from rcea.pipeline.judge.backends import JudgeSpec
+    from rcea.study.store.models import ValidityCheck, ValidityItem, ValidityLabel
+    from rcea.study.validity_audit.versions import freeze_judge
 
     with session_scope(engine) as s:
         st = get_or_create_study(s, name="cal")
@@ -277,8 +277,8 @@ def _cal(engine, study_id: int, val: dict[str, Any]) -> list[str]:  # type: igno
 
 
 def _true_report(engine, study_id: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    from study.store.models import ValidityCheck
-    from study.validity_audit.reports import calibration_report
+    from rcea.study.store.models import ValidityCheck
+    from rcea.study.validity_audit.reports import calibration_report
 
     with session_scope(engine) as s:
         check = s.exec(sa.select(ValidityCheck).where(ValidityCheck.study_id == study_id)).one()[0]
@@ -343,9 +343,9 @@ def test_recompute_audits_recomputes_a_calibration(engine) -> None:  # type: ign
 def test_the_accepted_set_check_is_re_decided_from_its_labels(engine) -> None:  # type: ignore[no-untyped-def]
     """ "Calibrated" rests on the accepted-set check too: publish re-decides its
     acceptance from the stored labels (``recompute_accepted``)."""
-    from study.report.publish import recompute_accepted
-    from study.store.models import ValidityCheck
-    from study.validity_audit.reports import accepted_report
+    from rcea.study.report.publish import recompute_accepted
+    from rcea.study.store.models import ValidityCheck
+    from rcea.study.validity_audit.reports import accepted_report
     from tests.support.validity import stored_check
 
     both = {"A": ["valid"] * 40, "B": ["valid"] * 40}

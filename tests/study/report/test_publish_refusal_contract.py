@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from study.report.publication import PublishRefused, refusal_reasons
-from study.report.publish import recompute_audits
+from rcea.study.report.publication import PublishRefused, refusal_reasons
+from rcea.study.report.publish import recompute_audits
 
 PAIR_BLOCK = "modes rest on partition p1 without a passing final gate"
 VAL_BLOCK = "validity rests on judge j1 with no completed calibration"
@@ -95,8 +95,8 @@ def test_a_calibration_is_recomputed_against_its_stored_check(engine) -> None:  
     """Validity numbers resting on a completed calibration: the check the event names
     is looked up in the report's study, and a judge hash that differs from the one the
     check binds refuses; a check of another study, or none, has nothing to recompute."""
-    from study.store import get_or_create_study, session_scope
-    from study.store.models import JudgeVersion, ValidityCheck
+    from rcea.study.store import get_or_create_study, session_scope
+    from rcea.study.store.models import JudgeVersion, ValidityCheck
 
     with session_scope(engine) as s:
         a = get_or_create_study(s, name="a")

@@ -16,11 +16,11 @@ import pytest
 from scipy import stats as sps
 from typer.testing import CliRunner
 
-from app.cli import app as cli
-from study.records.ingest import ingest_file
-from study.report.build import ENTROPY_ONLY_LABEL, build_report
-from study.store import require_study, session_scope
-from study.store.measurements import record_measurement
+from rcea.app.cli import app as cli
+from rcea.study.records.ingest import ingest_file
+from rcea.study.report.build import ENTROPY_ONLY_LABEL, build_report
+from rcea.study.store import require_study, session_scope
+from rcea.study.store.measurements import record_measurement
 from tests.support.helpers import write_jsonl
 from tests.support.report_study import (
     FAILED_RUN,
@@ -95,7 +95,7 @@ def test_numbers_equal_rcea_stats(engine, tmp_path: Path) -> None:  # type: igno
         assert p["recomputed"]
         path = tmp_path / "passk.csv"
         with session_scope(engine) as s:
-            from study.store.measurements import list_measurements
+            from rcea.study.store.measurements import list_measurements
 
             m = next(
                 m

@@ -8,10 +8,10 @@ import copy
 import re
 from pathlib import Path
 
-from audits.covariance import FIT_SUMMARY
-from study.report.build import build_report
-from study.report.html import fmt, render_html
-from study.store import session_scope
+from rcea.audits.covariance import FIT_SUMMARY
+from rcea.study.report.build import build_report
+from rcea.study.report.html import fmt, render_html
+from rcea.study.store import session_scope
 from tests.support.report_study import (
     JUDGE,
     N_BOOT,

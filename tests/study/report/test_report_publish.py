@@ -3,7 +3,7 @@ without a passing final gate or a validity number on an uncalibrated judge (the 
 names the gate); ``--entropy-only``; the success bundle; the CLI and the API route.
 
 Gates are produced by the real functions (draw, record annotations, ``gate_status``,
-``record_final_gate``); judge events follow the ``study.validity_audit.status`` contract."""
+``record_final_gate``); judge events follow the ``rcea.study.validity_audit.status`` contract."""
 
 from __future__ import annotations
 
@@ -18,19 +18,19 @@ from fastapi.testclient import TestClient
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from annotation.payloads import ParsedAnnotation
-from app.cli import app as cli
-from audits.modes import rarefied_retention
-from study.labelling import PAIR, bind_existing
-from study.pair_audit.freeze import freeze_partition_from_modes
-from study.pair_audit.gate import gate_status
-from study.pair_audit.labels import record_annotation
-from study.pair_audit.sampling import audit_pairs
-from study.records.ingest import ingest_file
-from study.report.build import ENTROPY_ONLY_LABEL, build_report
-from study.report.publication import PublishRefused
-from study.store import list_events, require_study, session_scope
-from study.store.models import Audit, AuditLabel, AuditTask, Trajectory
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.app.cli import app as cli
+from rcea.audits.modes import rarefied_retention
+from rcea.study.labelling import PAIR, bind_existing
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes
+from rcea.study.pair_audit.gate import gate_status
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs
+from rcea.study.records.ingest import ingest_file
+from rcea.study.report.build import ENTROPY_ONLY_LABEL, build_report
+from rcea.study.report.publication import PublishRefused
+from rcea.study.store import list_events, require_study, session_scope
+from rcea.study.store.models import Audit, AuditLabel, AuditTask, Trajectory
 from tests.support.helpers import RUBRIC, fake_person, write_jsonl
 from tests.support.report_study import (
     JUDGE,
@@ -295,7 +295,7 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
         assert again.n_eligible == c["retention"]["n_eligible"] == len(e["draws"])
     assert n_checked > 0
     with session_scope(engine) as s:
-        from study.store.measurements import list_measurements
+        from rcea.study.store.measurements import list_measurements
 
         stored = list_measurements(s, study_id=rep["study_id"], kind="rarefaction_draws")
         assert [m.payload for m in stored] == sorted(
@@ -311,7 +311,7 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
 
 
 def test_cli_build_and_publish(engine, store_url: str, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     make_report_study(engine, tmp_path)
     monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
@@ -340,8 +340,8 @@ def test_cli_build_and_publish(engine, store_url: str, tmp_path: Path, monkeypat
 
 
 def test_api_report_route(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from app.api import create_app
-    from study.settings import Settings
+    from rcea.app.api import create_app
+    from rcea.study.settings import Settings
 
     make_report_study(engine, tmp_path)
     client = TestClient(
@@ -467,7 +467,7 @@ def test_publish_recomputes_the_gate_after_a_label_changed(engine, tmp_path: Pat
 
 
 def test_publish_refuses_when_the_rubric_or_partition_changed(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from study.store.models import PartitionAssignment, Rubric
+    from rcea.study.store.models import PartitionAssignment, Rubric
 
     make_report_study(engine, tmp_path)
     judge(engine, calibrated_hash=JUDGE)

@@ -1,4 +1,4 @@
-"""``rcea report build`` reads the store one checkpoint at a time (study.report.rows): its
+"""``rcea report build`` reads the store one checkpoint at a time (rcea.study.report.rows): its
 report equals the bundle path's (every row in memory, ``compute_report``) on studies with
 a mode column, a frozen partition with late trajectories, production judge verdicts and
 two models; the streamed record-set hash equals the in-memory one under any collation;
@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-import study.report.build as build_mod
-import study.report.rows as rows_mod
-from study.pair_audit.freeze import freeze_partition_from_modes
-from study.records.ingest import ingest_file
-from study.report.build import (
+import rcea.study.report.build as build_mod
+import rcea.study.report.rows as rows_mod
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes
+from rcea.study.records.ingest import ingest_file
+from rcea.study.report.build import (
     build_report,
     compute_report,
     gather_inputs,
@@ -25,10 +25,10 @@ from study.report.build import (
     mode_labels_from_rows,
     pair_audit_state,
 )
-from study.report.rows import StoreRows, record_set_hash, study_trajectories
-from study.settings import Settings
-from study.store import require_study, session_scope
-from study.validity_audit.run import run_judge
+from rcea.study.report.rows import StoreRows, record_set_hash, study_trajectories
+from rcea.study.settings import Settings
+from rcea.study.store import require_study, session_scope
+from rcea.study.validity_audit.run import run_judge
 from tests.support.helpers import write_jsonl
 from tests.support.judge_study import freeze, ingest_toy
 from tests.support.report_study import N_BOOT, make_report_study, report_records

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from study.report.build import build_report
-from study.report.schema import (
+from rcea.study.report.build import build_report
+from rcea.study.report.schema import (
     DOCS,
     SCHEMA_VERSION,
     StudyReport,
@@ -18,7 +18,7 @@ from study.report.schema import (
     report_json_schema,
     report_json_schema_text,
 )
-from study.store import require_study, session_scope
+from rcea.study.store import require_study, session_scope
 from tests.support.report_study import JUDGE, draw, final_gate, judge, make_report_study, publish
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_docs_are_generated_from_the_models() -> None:
     keys, schema = (ROOT / d for d in DOCS)
     assert keys.read_text(encoding="utf-8") == "# Report JSON keys\n\n" + key_list_markdown(), (
-        "docs/report-keys.md is stale: run `python -m study.report.schema`"
+        "docs/report-keys.md is stale: run `python -m rcea.study.report.schema`"
     )
     assert schema.read_text(encoding="utf-8") == report_json_schema_text()
     text = key_list_markdown()
@@ -87,8 +87,8 @@ def test_the_report_is_a_study_report(engine, tmp_path: Path) -> None:  # type: 
     StudyReport.model_validate_json((bundle / "report.json").read_text())
     assert (bundle / "report.schema.json").read_text() == report_json_schema_text()
     # the API is typed with it
-    from app.api import create_app
-    from study.settings import Settings
+    from rcea.app.api import create_app
+    from rcea.study.settings import Settings
 
     client = TestClient(
         create_app(Settings(data_dir=tmp_path / "d", api_token="tok"), engine=engine)
@@ -128,7 +128,7 @@ def test_the_report_is_a_study_report(engine, tmp_path: Path) -> None:  # type: 
     assert "scope" not in r.json()
     # the route hands FastAPI a validated model (not a dict), which serialises to the
     # same JSON as the report
-    from app.api.studies import get_study_report
+    from rcea.app.api.studies import get_study_report
 
     with session_scope(engine) as s:
         typed = get_study_report(sid, s, n_boot=50, base_step=0, base_run="base")

@@ -14,14 +14,15 @@ import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app as cli
-from study.report.verify import verify_bundle
+from rcea.app.cli import app as cli
+from rcea.study.report.verify import verify_bundle
 from tests.support.report_study import JUDGE, draw, final_gate, judge, make_report_study, publish
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -213,14 +214,15 @@ def test_verify_from_the_wheel_in_a_fresh_venv(engine, tmp_path: Path) -> None: 
     environment is not ``--system-site-packages`` of this one (that would expose the
     editable install); the third-party dependencies come from this environment's
     site-packages through a path line in a ``.pth`` file, which does not run the editable
-    finder — so ``app`` and ``study`` can only come from the wheel (asserted)."""
+    finder — so ``rcea`` can only come from the wheel (asserted). The wheel installs one
+    top-level package, ``rcea``, and nothing else beside it (no ``app`` or ``pipeline`` to
+    shadow another project's)."""
     if "sqlite" not in str(engine.url):
         pytest.skip("one store is enough: verify does not use a store")
     bundle = published(engine, tmp_path)
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("app", "study", "audits", "pipeline", "annotation"):
-        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "rcea", src / "rcea", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     wheels = tmp_path / "wheels"
@@ -242,6 +244,9 @@ def test_verify_from_the_wheel_in_a_fresh_venv(engine, tmp_path: Path) -> None: 
         timeout=600,
     )
     (wheel,) = wheels.glob("rcea_audit-*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        top = {n.split("/")[0] for n in whl.namelist() if ".dist-info/" not in n}
+    assert top == {"rcea"}, top
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
@@ -272,7 +277,7 @@ def test_verify_from_the_wheel_in_a_fresh_venv(engine, tmp_path: Path) -> None: 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RCEA_", "PYTHON"))}
     env["HOME"] = str(tmp_path)
     where = subprocess.run(
-        [py, "-c", "import app, study; print(app.__file__); print(study.__file__)"],
+        [py, "-c", "import rcea.app, rcea.study as s; print(rcea.app.__file__, s.__file__)"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -306,7 +311,7 @@ def test_verify_from_the_wheel_in_a_fresh_venv(engine, tmp_path: Path) -> None: 
 
 
 def test_signed_bundle(engine, tmp_path: Path, store_url: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from study.settings import get_settings
+    from rcea.study.settings import get_settings
 
     runner = CliRunner()
     priv, pub = tmp_path / "k.pem", tmp_path / "k.pub.pem"
@@ -366,9 +371,9 @@ def test_signed_bundle(engine, tmp_path: Path, store_url: str, monkeypatch) -> N
 def test_publish_refuses_a_bundle_that_does_not_verify(engine, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The verifier's recomputation is made to disagree (as a nondeterministic estimator
     would): publish refuses, writes nothing and records no event."""
-    import study.report.verify as verify
-    from study.report.publication import PublishRefused
-    from study.store import list_events, session_scope
+    import rcea.study.report.verify as verify
+    from rcea.study.report.publication import PublishRefused
+    from rcea.study.store import list_events, session_scope
 
     make_report_study(engine, tmp_path)
     real = verify.compute_report

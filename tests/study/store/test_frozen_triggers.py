@@ -16,10 +16,10 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import SQLModel
 
-import study.store.models  # noqa: F401 - registers the tables on SQLModel.metadata
+import rcea.study.store.models  # noqa: F401 - registers the tables on SQLModel.metadata
 
 REPO = Path(__file__).resolve().parents[3]
-MIGRATIONS = "study.store.migrations.versions"
+MIGRATIONS = "rcea.study.store.migrations.versions"
 
 
 def readme_frozen_tables() -> list[str]:
@@ -40,7 +40,7 @@ MESSAGES["event"] = "event table is append-only"
 
 def test_the_readme_list_is_what_the_migrations_freeze() -> None:
     frozen: set[str] = set()
-    for path in sorted((REPO / "study/store/migrations/versions").glob("0*.py")):
+    for path in sorted((REPO / "rcea/study/store/migrations/versions").glob("0*.py")):
         module = importlib.import_module(f"{MIGRATIONS}.{path.stem}")
         frozen.update(getattr(module, "FROZEN_TABLES", ()))
     assert sorted(frozen) == sorted(FROZEN)
@@ -109,7 +109,7 @@ def test_frozen_table_rejects_update_and_delete(engine, table_name: str, verb: s
 
 
 # --------------------------------------------------------------- the catalog, exactly
-# Written from the mutants of study/store/migrations/triggers.py that `make mutation` left
+# Written from the mutants of rcea/study/store/migrations/triggers.py that `make mutation` left
 # alive (docs/mutation.md): every trigger and trigger function by name after an upgrade,
 # and none left behind by a downgrade (a leftover PostgreSQL function survives its table).
 
@@ -150,8 +150,8 @@ def _expected(dialect: str, *, bound: bool) -> tuple[set[str], set[str]]:
 
 
 def test_catalog_after_upgrade_and_each_downgrade(store_url: str) -> None:
-    from study.store import make_engine, upgrade
-    from study.store.db import current_revision, downgrade
+    from rcea.study.store import make_engine, upgrade
+    from rcea.study.store.db import current_revision, downgrade
 
     eng = make_engine(store_url)
     dialect = eng.dialect.name
@@ -172,7 +172,7 @@ def test_catalog_after_upgrade_and_each_downgrade(store_url: str) -> None:
 def test_downgrade_0008_lifts_only_the_bound_columns_rule(engine) -> None:  # type: ignore[no-untyped-def]
     """After 0008's downgrade the audit's bound columns are writable again and TRUNCATE
     is no longer refused by a guard of 0008 (rows of frozen tables still are)."""
-    from study.store.db import downgrade
+    from rcea.study.store.db import downgrade
 
     table = SQLModel.metadata.tables["audit"]
     pg = engine.dialect.name == "postgresql"

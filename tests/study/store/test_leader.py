@@ -8,8 +8,8 @@ import subprocess
 import sys
 import textwrap
 
-from study.store import make_engine
-from study.store.leader import Leadership, lock_key
+from rcea.study.store import make_engine
+from rcea.study.store.leader import Leadership, lock_key
 
 
 def test_one_holder_at_a_time(engine) -> None:  # type: ignore[no-untyped-def]
@@ -32,8 +32,8 @@ def test_another_process_cannot_take_it(store_url: str) -> None:
     engine = make_engine(store_url)
     holder = Leadership(engine, "job")
     script = textwrap.dedent(f"""
-        from study.store import make_engine
-        from study.store.leader import Leadership
+        from rcea.study.store import make_engine
+        from rcea.study.store.leader import Leadership
         print(Leadership(make_engine({store_url!r}), "job").acquire())
     """)
 

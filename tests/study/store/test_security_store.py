@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
-from study.settings import Settings
-from study.store import open_store
+from rcea.study.settings import Settings
+from rcea.study.store import open_store
 from tests.support.helpers import audit_study, draw_test_audit
 
 FROZEN = (
@@ -49,7 +49,7 @@ def test_frozen_migration_list_is_complete() -> None:
     import importlib
 
     lists = [
-        importlib.import_module(f"study.store.migrations.versions.{m}").FROZEN_TABLES
+        importlib.import_module(f"rcea.study.store.migrations.versions.{m}").FROZEN_TABLES
         for m in ("0002_pair_audit_tables", "0003_codebook", "0005_judge", "0008_secure")
     ]
     assert set(lists[-1]) == set(lists[0]) | set(lists[1]) | set(lists[2]) == set(FROZEN)

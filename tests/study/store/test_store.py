@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from study.store import (
+from rcea.study.store import (
     Event,
     Trajectory,
     append_event,
@@ -17,7 +17,7 @@ from study.store import (
     study_summary,
     upgrade,
 )
-from study.store.db import current_revision, downgrade
+from rcea.study.store.db import current_revision, downgrade
 from tests.support.product_helpers import table_names
 
 
@@ -32,7 +32,7 @@ def test_migration_creates_tables_and_is_idempotent(engine) -> None:  # type: ig
 def _script_head() -> str:
     from alembic.script import ScriptDirectory
 
-    from study.store.db import alembic_config
+    from rcea.study.store.db import alembic_config
 
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
@@ -81,7 +81,7 @@ def test_events_are_append_only(engine) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_event_needs_actor(engine) -> None:  # type: ignore[no-untyped-def]
-    from study.store import StoreError
+    from rcea.study.store import StoreError
 
     with pytest.raises(StoreError), session_scope(engine) as s:
         append_event(s, actor="", kind="x")
@@ -108,7 +108,7 @@ def test_reward_check_constraint(engine) -> None:  # type: ignore[no-untyped-def
 
 
 def test_summary_counts(engine) -> None:  # type: ignore[no-untyped-def]
-    from study.store import Ingest
+    from rcea.study.store import Ingest
 
     with session_scope(engine) as s:
         st = get_or_create_study(s, name="s1")
@@ -141,7 +141,7 @@ def test_summary_counts(engine) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_measurement_upsert_and_kind_check(engine) -> None:  # type: ignore[no-untyped-def]
-    from study.store.measurements import list_measurements, record_measurement
+    from rcea.study.store.measurements import list_measurements, record_measurement
 
     with session_scope(engine) as s:
         st = get_or_create_study(s, name="m")

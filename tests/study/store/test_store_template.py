@@ -11,8 +11,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from study.store import make_engine, upgrade
-from study.store.db import current_revision
+from rcea.study.store import make_engine, upgrade
+from rcea.study.store.db import current_revision
 
 
 def _catalog(engine: sa.Engine) -> dict[str, Any]:

@@ -16,9 +16,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from annotation.people import person_webhook_secret
-from study.store import session_scope
-from study.store.models import Event
+from rcea.annotation.people import person_webhook_secret
+from rcea.study.store import session_scope
+from rcea.study.store.models import Event
 from tests.support.helpers import free_port
 from tests.support.labelling_study import SECRET, Study, wait_for
 from tests.support.labelstudio_fixture import LabelStudioHandle
@@ -56,7 +56,7 @@ def test_several_workers_on_postgres_lose_and_duplicate_nothing(
         }
         made = {role: study.label_all(role, chosen[role]) for role in ("A", "B")}
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from app.cli import main; main()", "serve",
+            [sys.executable, "-c", "from rcea.app.cli import main; main()", "serve",
              "--workers", str(WORKERS), "--port", str(port)],
             env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )  # fmt: skip

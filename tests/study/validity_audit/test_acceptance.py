@@ -1,4 +1,4 @@
-"""Predeclared acceptance of the validity judge (audits/acceptance.py): "calibrated" only
+"""Predeclared acceptance of the validity judge (rcea/audits/acceptance.py): "calibrated" only
 when every threshold holds; otherwise "calibration-failed", validity-dependent numbers are
 refused at publish, and the report commands exit 5."""
 
@@ -11,21 +11,21 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from app.cli import app
-from audits.acceptance import (
+from rcea.app.cli import app
+from rcea.audits.acceptance import (
     CALIBRATION_FIELDS,
     JudgeAcceptance,
     accepted_acceptance,
     calibration_acceptance,
 )
-from audits.rubric import parse_rubric
-from study import events
-from study.report.build import build_report
-from study.report.publication import refusal_reasons
-from study.store import append_event, list_events, require_study, session_scope
-from study.store.models import ValidityCheck
-from study.validity_audit.reports import accepted_report, calibration_report
-from study.validity_audit.status import validity_status
+from rcea.audits.rubric import parse_rubric
+from rcea.study import events
+from rcea.study.report.build import build_report
+from rcea.study.report.publication import refusal_reasons
+from rcea.study.store import append_event, list_events, require_study, session_scope
+from rcea.study.store.models import ValidityCheck
+from rcea.study.validity_audit.reports import accepted_report, calibration_report
+from rcea.study.validity_audit.status import validity_status
 from tests.support.helpers import RUBRIC, audit_study
 from tests.support.report_study import accepted_passing
 from tests.support.validity import stored_check

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from annotation.tasks import BlindingViolation
-from pipeline.judge import JudgeSpec
-from pipeline.toy import process_valid, question_from_id
-from pipeline.toy.domain import all_questions
-from study.settings import Settings
-from study.store import make_engine, require_study, session_scope, upgrade
-from study.store.models import JudgeVerdict, Trajectory
-from study.validity_audit.problems import load_problems
-from study.validity_audit.run import RunOptions, run_judge
-from study.validity_audit.versions import freeze_judge
+from rcea.annotation.tasks import BlindingViolation
+from rcea.pipeline.judge import JudgeSpec
+from rcea.pipeline.toy import process_valid, question_from_id
+from rcea.pipeline.toy.domain import all_questions
+from rcea.study.settings import Settings
+from rcea.study.store import make_engine, require_study, session_scope, upgrade
+from rcea.study.store.models import JudgeVerdict, Trajectory
+from rcea.study.validity_audit.problems import load_problems
+from rcea.study.validity_audit.run import RunOptions, run_judge
+from rcea.study.validity_audit.versions import freeze_judge
 from tests.support.fake_llm import FakeLLM, expected_fingerprint
 from tests.support.judge_study import MODEL, RUN, ingest_toy
 from tests.support.product_helpers import scan_for_leaks
@@ -56,7 +56,7 @@ def test_openai_judge_run(sqlite_engine, tmp_path: Path) -> None:  # type: ignor
     engine = sqlite_engine
     recs = ingest_toy(engine, tmp_path, n_questions=5, per_question=8)
     with session_scope(engine) as s:
-        load_problems(s, study="toy", source="pipeline.toy:problem_by_id")
+        load_problems(s, study="toy", source="rcea.pipeline.toy:problem_by_id")
         freeze_judge(s, name="llm", spec=JudgeSpec("openai", "judge-model-x", seed=7), actor="r")
         sid = require_study(s, name="toy").id
     successes = {r["trajectory_id"]: r for r in recs if r["reward"] == 1}
@@ -132,7 +132,7 @@ def test_openai_judge_refuses_leaking_prompt(sqlite_engine, tmp_path: Path) -> N
         "step": 0,
         "seed": 1,
     }
-    from study.records.ingest import ingest_file
+    from rcea.study.records.ingest import ingest_file
 
     ingest_file(
         sqlite_engine,
@@ -142,7 +142,7 @@ def test_openai_judge_refuses_leaking_prompt(sqlite_engine, tmp_path: Path) -> N
         data_dir=tmp_path,
     )
     with session_scope(sqlite_engine) as s:
-        load_problems(s, study="leaky", source="pipeline.toy:problem_by_id")
+        load_problems(s, study="leaky", source="rcea.pipeline.toy:problem_by_id")
         freeze_judge(s, name="llm", spec=JudgeSpec("openai", "m"), actor="r")
     with FakeLLM() as llm:
         llm.responder = fake_judge
@@ -155,7 +155,7 @@ def test_openai_judge_refuses_leaking_prompt(sqlite_engine, tmp_path: Path) -> N
 def test_paged_run_equals_one_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Successes are read in keyset pages (bounded memory): pages of 3 rows give the same
     verdicts, validity column and summary as one page, sending the same prompts."""
-    import study.validity_audit.run as judge_run
+    import rcea.study.validity_audit.run as judge_run
 
     outs, stores, served = [], [], []
     for page in (10_000, 3):
@@ -166,7 +166,7 @@ def test_paged_run_equals_one_page(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         upgrade(engine)
         recs = ingest_toy(engine, root, n_questions=5, per_question=8)
         with session_scope(engine) as s:
-            load_problems(s, study="toy", source="pipeline.toy:problem_by_id")
+            load_problems(s, study="toy", source="rcea.pipeline.toy:problem_by_id")
             freeze_judge(s, name="llm", spec=JudgeSpec("openai", "judge-model-x"), actor="r")
         with FakeLLM() as llm:
             llm.responder = fake_judge
@@ -206,8 +206,8 @@ def test_paged_run_scans_a_later_page(
     """The provenance scan knows the trajectory ids of the questions of every page: a
     solution on the third page naming a sibling trajectory's id is refused there, after
     the calls of the first two pages."""
-    import study.validity_audit.run as judge_run
-    from study.records.ingest import ingest_file
+    import rcea.study.validity_audit.run as judge_run
+    from rcea.study.records.ingest import ingest_file
     from tests.support.helpers import write_jsonl
 
     monkeypatch.setattr(judge_run, "PAGE", 2)
@@ -235,7 +235,7 @@ def test_paged_run_scans_a_later_page(
         data_dir=tmp_path,
     )
     with session_scope(sqlite_engine) as s:
-        load_problems(s, study="paged", source="pipeline.toy:problem_by_id")
+        load_problems(s, study="paged", source="rcea.pipeline.toy:problem_by_id")
         freeze_judge(s, name="llm", spec=JudgeSpec("openai", "m"), actor="r")
     with FakeLLM() as llm:
         llm.responder = fake_judge

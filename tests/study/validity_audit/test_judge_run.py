@@ -12,25 +12,25 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import select
 
-from pipeline.judge import DEFAULT_TEMPLATE, JudgeTemplate
-from pipeline.toy import (
+from rcea.pipeline.judge import DEFAULT_TEMPLATE, JudgeTemplate
+from rcea.pipeline.toy import (
     process_valid,
     question_from_id,
 )
-from study.settings import Settings
-from study.store import list_events, require_study, session_scope
-from study.store.models import JudgeVerdict, JudgeVersion, Trajectory, ValidityItem
-from study.validity_audit.checks import (
+from rcea.study.settings import Settings
+from rcea.study.store import list_events, require_study, session_scope
+from rcea.study.store.models import JudgeVerdict, JudgeVersion, Trajectory, ValidityItem
+from rcea.study.validity_audit.checks import (
     DEVELOPMENT,
     HELD_OUT,
     check_items,
     sample_accepted,
     sample_calibration,
 )
-from study.validity_audit.run import run_judge
-from study.validity_audit.status import validity_status
-from study.validity_audit.validity import validity_by_checkpoint
-from study.validity_audit.versions import JudgeError
+from rcea.study.validity_audit.run import run_judge
+from rcea.study.validity_audit.status import validity_status
+from rcea.study.validity_audit.validity import validity_by_checkpoint
+from rcea.study.validity_audit.versions import JudgeError
 from tests.support.judge_study import (
     ORACLE,
     WEAK,
@@ -111,7 +111,7 @@ def test_run_is_resumable_and_writes_validity(engine, tmp_path: Path) -> None:  
 
 
 def test_run_refuses_a_contradicting_backend(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from study.validity_audit.run import RunOptions
+    from rcea.study.validity_audit.run import RunOptions
 
     ingest_toy(engine, tmp_path, n_questions=2, per_question=4)
     freeze(engine, "oracle", ORACLE)
@@ -167,7 +167,7 @@ def test_report_validity_uses_the_verdicts(engine, tmp_path: Path) -> None:  # t
     """Estimator item 4 (docs/estimators.md): unparseable verdicts count against judge
     coverage, never as acceptances — in the report too, although the validity column
     stores them as 0."""
-    from study.report.build import build_report
+    from rcea.study.report.build import build_report
 
     recs = ingest_toy(engine, tmp_path)
     freeze(engine, "undecided", "tests.support.judge_study:undecided_on_slips")
@@ -196,7 +196,7 @@ def test_report_validity_uses_the_verdicts(engine, tmp_path: Path) -> None:  # t
 def test_write_validity_counts_only_this_judges_valid_verdicts(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The column follows the named judge's verdicts alone: with two judges' verdicts
     stored, switching between them rewrites every success (and never a failure)."""
-    from study.validity_audit.run import write_validity
+    from rcea.study.validity_audit.run import write_validity
 
     ingest_toy(engine, tmp_path)
     oracle_id = freeze(engine, "oracle", ORACLE)[0]

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.judge import JudgeSpec
-from study.records.ingest import ingest_file
-from study.settings import Settings
-from study.store import make_engine, session_scope, upgrade
-from study.validity_audit.run import RunOptions, run_judge
-from study.validity_audit.versions import freeze_judge
+from rcea.pipeline.judge import JudgeSpec
+from rcea.study.records.ingest import ingest_file
+from rcea.study.settings import Settings
+from rcea.study.store import make_engine, session_scope, upgrade
+from rcea.study.validity_audit.run import RunOptions, run_judge
+from rcea.study.validity_audit.versions import freeze_judge
 from tests.support.fake_llm import FakeLLM
 from tests.support.helpers import write_jsonl
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from pipeline.judge import JudgeSpec
-from study.store import make_engine, require_study, session_scope, upgrade
-from study.store.models import CodebookBatch, JudgeVerdict
-from study.validity_audit.problems import load_problems
-from study.validity_audit.versions import freeze_judge
+from rcea.pipeline.judge import JudgeSpec
+from rcea.study.store import make_engine, require_study, session_scope, upgrade
+from rcea.study.store.models import CodebookBatch, JudgeVerdict
+from rcea.study.validity_audit.problems import load_problems
+from rcea.study.validity_audit.versions import freeze_judge
 from tests.support.codebook_study import ASSIGN, QUESTIONS, llm_env, prepared_store
 from tests.support.fake_llm import FakeLLM, expected_fingerprint
 from tests.support.judge_study import ingest_toy
@@ -117,7 +117,7 @@ def test_judge_run_interrupted_then_resumed(tmp_path: Path, sig: int) -> None:
     upgrade(engine)
     recs = ingest_toy(engine, tmp_path, n_questions=5, per_question=8)
     with session_scope(engine) as s:
-        load_problems(s, study="toy", source="pipeline.toy:problem_by_id")
+        load_problems(s, study="toy", source="rcea.pipeline.toy:problem_by_id")
         freeze_judge(s, name="llm", spec=JudgeSpec("openai", "judge-model-x", seed=7), actor="r")
         sid = require_study(s, name="toy").id
     successes = {r["trajectory_id"] for r in recs if r["reward"] == 1}

@@ -1,2 +1,0 @@
-"""``rcea demo``: the embedded study end to end (orchestrator, sizes, state, SIMULATED
-annotators, the records export). See :mod:`app.demo.steps`."""

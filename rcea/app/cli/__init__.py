@@ -1,0 +1,105 @@
+"""The ``rcea`` command line (Typer). One module per command group, imported only when
+one of its commands runs (:class:`LazyGroup`), so that ``rcea <group> …`` loads that
+group's domain modules and no other: every command module imports what it needs at its
+top, and starting ``rcea`` stays fast."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import sys
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from rcea.app.cli.common import service_error
+from rcea.pipeline.launch import close_process_group
+from rcea.pipeline.safety import PRIVATE_UMASK, install_log_masking
+
+#: top-level command → the module whose ``register(app)`` defines it, in ``--help`` order.
+#: ``tests/app/cli/test_cli.py`` checks this table against what each module registers.
+COMMANDS: dict[str, str] = {
+    "status": "rcea.app.cli.data_cmd",
+    "validate": "rcea.app.cli.data_cmd",
+    "ingest": "rcea.app.cli.data_cmd",
+    "studies": "rcea.app.cli.data_cmd",
+    "summary": "rcea.app.cli.data_cmd",
+    "config": "rcea.app.cli.data_cmd",
+    "db": "rcea.app.cli.data_cmd",
+    "import": "rcea.app.cli.import_cmd",
+    "export": "rcea.app.cli.import_cmd",
+    "serve": "rcea.app.cli.serve_cmd",
+    "demo": "rcea.app.cli.demo_cmd",
+    "view": "rcea.app.cli.view_cmd",
+    "stats": "rcea.app.cli.stats_cmd",
+    "audit": "rcea.app.cli.audit_cmd",
+    "labelstudio": "rcea.app.cli.labelstudio_cmd",
+    "train": "rcea.app.cli.train_cmd",
+    "codebook": "rcea.app.cli.codebook_cmd",
+    "probe": "rcea.app.cli.probe_cmd",
+    "judge": "rcea.app.cli.judge_cmd",
+    "report": "rcea.app.cli.report_cmd",
+}
+
+
+@functools.cache
+def module_commands(module: str) -> click.Group:
+    """The click group of everything ``module.register`` adds (imported on first use)."""
+    sub = typer.Typer()
+    importlib.import_module(module).register(sub)
+    return typer.main.get_group(sub)
+
+
+class LazyGroup(TyperGroup):
+    """The root group: its commands come from :data:`COMMANDS`, each module imported when
+    one of its commands is looked up (``--help`` looks them all up)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        return None if module is None else module_commands(module).commands.get(cmd_name)
+
+
+app = typer.Typer(
+    name="rcea",
+    cls=LazyGroup,
+    help="RCEA Audit: reward-conditioned entropy studies with blinded human audits.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """RCEA Audit: reward-conditioned entropy studies with blinded human audits."""
+
+
+def main() -> None:
+    """The ``rcea`` entry point: owner-only files (umask 077, so the store, caches,
+    artifacts, bundles and logs are 0600/0700), URLs in log records masked, and an
+    unreachable external service reported as one line, never a traceback (exit 3)."""
+
+    os.umask(PRIVATE_UMASK)
+    install_log_masking()
+    succeeded = False
+    try:
+        app()
+    except SystemExit as done:  # typer ends every command with one
+        succeeded = done.code in (0, None)
+        raise
+    except Exception as exc:  # noqa: BLE001 - re-raised unless it is a service failure
+        line = service_error(exc)
+        if line is None:
+            raise
+        typer.echo(f"error: {line}", err=True)
+        sys.exit(3)
+    finally:
+        # a rank of `accelerate launch` must not leave its process group to the
+        # interpreter's teardown, nor tear it down while another rank still uses it
+        # (SIGABRT in gloo's threads: rcea/pipeline/launch.py)
+        close_process_group(synchronize=succeeded)

@@ -1,0 +1,523 @@
+"""``rcea audit ...``: the blinded pair audit (rubric freeze → sample → Label Studio →
+sync → adjudication → gates)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from sqlmodel import select
+
+from rcea.annotation.people import people_from_settings
+from rcea.app.cli.common import (
+    FULL_SYNC_OPTION,
+    LazyBar,
+    domain_errors,
+    emit,
+    engine,
+    fail,
+    print_json,
+    settings,
+    store_session,
+)
+from rcea.app.cli.options import (
+    ACTOR_OPTION,
+    JSON_OPTION,
+    RECEIVER_CHECK_OPTION,
+    STUDY_OPTION,
+    WEBHOOK_OPTION,
+)
+from rcea.app.cli.stats_cmd import fmt, gate_outcome, print_gate, print_interim
+from rcea.audits.rubric import rubric_path
+from rcea.study.labelling import webhook_target
+from rcea.study.pair_audit.abandon import abandon_audit
+from rcea.study.pair_audit.annotators import annotator_quality
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.gate import decide_gate
+from rcea.study.pair_audit.push import adjudicate, push_audit, sync_audit
+from rcea.study.pair_audit.sampling import (
+    audit_overview,
+    audit_pairs,
+    draw_audit,
+    get_audit,
+    record_dev_questions,
+)
+from rcea.study.pair_audit.sizing import size_rubric, sized_rubric_text
+from rcea.study.progress import failed_gate_options
+from rcea.study.settings import actor_name
+from rcea.study.store import session_scope
+from rcea.study.store.models import Rubric, Study
+
+audit_app = typer.Typer(
+    help="The blinded same/different-strategy pair audit.", no_args_is_help=True
+)
+rubric_app = typer.Typer(help="Frozen audit rubrics.", no_args_is_help=True)
+partition_app = typer.Typer(help="Frozen automatic partitions.", no_args_is_help=True)
+audit_app.add_typer(rubric_app, name="rubric")
+audit_app.add_typer(partition_app, name="partition")
+
+
+@rubric_app.command("freeze")
+def rubric_freeze(
+    rubric: str = typer.Argument(
+        ..., help="rubric TOML, or a shipped rubric by name: default, demo"
+    ),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Store a rubric frozen with its content hash (a change needs a new version)."""
+
+    with domain_errors(as_json):
+        path = rubric_path(rubric)
+    with store_session(as_json) as s:
+        row, created = freeze_rubric(s, path=path, actor=actor_name(actor))
+        out = {
+            "name": row.name,
+            "version": row.version,
+            "content_hash": row.content_hash,
+            "created": created,
+            "parent_id": row.parent_id,
+        }
+    if as_json:
+        print_json(out)
+    else:
+        verb = "froze" if created else "already frozen:"
+        typer.echo(f"{verb} rubric {out['name']} v{out['version']} sha256 {out['content_hash']}")
+
+
+@rubric_app.command("init")
+def rubric_init(
+    study: str = typer.Option(..., "--study", help="the study the pair plan is sized to"),
+    out: Path = typer.Option(..., "--out", help="rubric TOML to write"),
+    name: str = typer.Option(None, "--name", help="rubric name (default: STUDY-rubric)"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing file"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Write a rubric sized to the study (questions, pairs per question, calibration size),
+    every other setting the shipped default's; review it, then `rcea audit rubric freeze`."""
+
+    if out.exists() and not force:
+        fail(f"{out} exists: pass --force to overwrite it", as_json=as_json)
+    with domain_errors(as_json):
+        with session_scope(engine()) as s:
+            size = size_rubric(s, study=study)
+        text = sized_rubric_text(size, name=name or f"{study}-rubric")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    if as_json:
+        print_json(
+            {"ok": True, "out": str(out), "planned_pairs": size.planned_pairs, **size.to_dict()}
+        )
+        return
+    typer.echo(
+        f"wrote {out}: {size.n_questions} question(s) x {size.pairs_per_question} pair(s) = "
+        f"{size.planned_pairs} pairs planned ({size.n_eligible_questions} of "
+        f"{size.n_questions_in_study} questions have two successes, {size.max_pairs} pairs in "
+        f"all); calibration {size.calibration_size} ({size.calibration_held_out} held out)"
+    )
+    typer.echo(f"next: review it, then `rcea audit rubric freeze {out}`")
+
+
+@rubric_app.command("list")
+def rubric_list(as_json: bool = JSON_OPTION) -> None:
+    """Frozen rubrics with their hashes."""
+
+    with session_scope(engine()) as s:
+        rows = [
+            {
+                "name": r.name,
+                "version": r.version,
+                "content_hash": r.content_hash,
+                "frozen_by": r.frozen_by,
+                "frozen_at": r.frozen_at.isoformat(),
+            }
+            for r in s.exec(select(Rubric).order_by(Rubric.id)).all()
+        ]
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        typer.echo(
+            f"{r['name']} v{r['version']}  {r['content_hash'][:16]}  "
+            f"{r['frozen_by']} {r['frozen_at']}"
+        )
+
+
+@partition_app.command("freeze")
+def partition_freeze(
+    study: str = STUDY_OPTION,
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Freeze the study's `mode` column as the automatic partition of its accepted
+    trajectories (until the codebook cycle exports one)."""
+
+    with store_session(as_json) as s:
+        part, created = freeze_partition_from_modes(s, study=study, actor=actor_name(actor))
+        out = {
+            "partition_id": part.id,
+            "content_hash": part.content_hash,
+            "n_accepted": part.n_accepted,
+            "n_uncertain": part.n_uncertain,
+            "created": created,
+        }
+    emit(
+        out,
+        as_json,
+        lambda: (
+            f"{'froze' if created else 'unchanged:'} partition #{out['partition_id']} "
+            f"of {study}: {out['n_accepted']} accepted, {out['n_uncertain']} uncertain, "
+            f"sha256 {out['content_hash']}"
+        ),
+    )
+
+
+@audit_app.command("dev-questions")
+def dev_questions(
+    file: Path = typer.Argument(..., help="one question id per line"),
+    study: str = STUDY_OPTION,
+    actor: str = ACTOR_OPTION,
+) -> None:
+    """Record the questions used to develop codebook prompts: audits never draw them."""
+
+    with domain_errors():
+        questions = file.read_text(encoding="utf-8").splitlines()
+        with session_scope(engine()) as s:
+            n = record_dev_questions(s, study=study, questions=questions, actor=actor_name(actor))
+    typer.echo(f"recorded {n} development question(s) for {study}")
+
+
+@audit_app.command("sample")
+def sample(
+    study: str = STUDY_OPTION,
+    rubric: str = typer.Option(..., "--rubric", help="frozen rubric name"),
+    rubric_version: str = typer.Option(None, help="rubric version (default: latest)"),
+    name: str = typer.Option(None, help="audit name (default: <study>-audit-<n>)"),
+    seed: int = typer.Option(None, help="override the rubric's [pairs] seed"),
+    reason: str = typer.Option(
+        None,
+        "--reason",
+        help="why this audit is drawn (recorded); required to re-audit a partition whose "
+        "final gate failed, which the frozen rubric's [reaudit] policy must allow",
+    ),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Draw the audit pairs and lock the current partition into the audit.
+
+    Refused on a partition whose final gate FAILED unless that audit's frozen rubric
+    predeclares ``[reaudit] max_attempts`` (and a correction) and ``--reason`` is given;
+    the remedy otherwise is a new partition (docs/publication.md "Every attempt")."""
+
+    with store_session(as_json) as s:
+        audit = draw_audit(
+            s,
+            study=study,
+            rubric=rubric,
+            rubric_version=rubric_version,
+            name=name,
+            actor=actor_name(actor),
+            seed=seed,
+            reason=reason,
+        )
+        out = audit_overview(s, audit)
+    emit(
+        out,
+        as_json,
+        lambda: (
+            f"drew audit {out['audit']}: {out['n_pairs']} pairs in {out['n_questions']} "
+            f"questions ({out['n_uncertain_pairs']} with an uncertain member); "
+            f"rubric {out['rubric_hash'][:12]}…, partition {out['partition_hash'][:12]}…"
+        ),
+    )
+
+
+@audit_app.command("gate")
+def gate(
+    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    final: bool = typer.Option(False, "--final", help="the final gate (needs adjudication)"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Preliminary (default) or final gate report; the final one is recorded as an event.
+
+    With a ``[sequential]`` plan in the frozen rubric: the interim decisions at the
+    current look (a ``gate.interim`` event the first time each look is reached), and
+    ``--final`` may stop early once the gate is settled (docs/sequential-gate.md).
+    Exit 5 when the final gate FAILED (rcea/app/cli/exit_codes.py); ``--json`` carries
+    ``outcome`` and ``exit_code``."""
+
+    with store_session(as_json) as s:
+        row = get_audit(s, name=audit)
+        study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]
+        result = decide_gate(s, row, final=final, actor=actor_name(actor))
+    result.update(gate_outcome(result["report"] or {}))
+    options = failed_gate_options(study_name) if final and result["status"] == "failed" else []
+    if as_json:
+        print_json({**result, **({"options": options} if options else {})})
+    else:
+        print_gate_status(result)
+        if options:
+            typer.echo("the final gate FAILED; the options:")
+            for line in options:
+                typer.echo(f"  - {line}")
+    if result["exit_code"]:  # a failed final gate: exit_codes.FAILED
+        raise typer.Exit(result["exit_code"])
+
+
+@audit_app.command("abandon")
+def abandon(
+    audit: str = typer.Option(..., "--audit", help="audit name"),
+    reason: str = typer.Option(..., "--reason", help="why it is abandoned (recorded)"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Stop a pair audit that has no final gate, with a recorded reason. It stays on the
+    record as "abandoned" in the report, the view and the bundle, still counts against
+    the rubric's [reaudit] max_attempts, and gets no final gate (docs/publication.md
+    "Every attempt")."""
+    with store_session(as_json) as s:
+        row = get_audit(s, name=audit)
+        out = abandon_audit(s, row, reason=reason, actor=actor_name(actor))
+        study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]
+    emit(
+        {**out, "outcome": "abandoned"},
+        as_json,
+        lambda: (
+            f"audit {out['audit']}: abandoned ({out['reason']}); it stays on the record\n"
+            f"NEXT: rcea audit sample --study {study_name} --rubric NAME --reason TEXT"
+        ),
+    )
+
+
+def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
+
+    prog = result["progress"]
+    typer.echo(
+        f"audit {result['audit']}: status {result['status']} "
+        f"(A {prog['A']}/{result['n_pairs']}, B {prog['B']}/{result['n_pairs']}, "
+        f"adjudicated {prog['adjudicator']}/{result['n_needing_adjudication']})"
+    )
+    typer.echo(f"rubric {result['rubric_hash'][:16]}…  partition {result['partition_hash'][:16]}…")
+    if result.get("stopped_early"):
+        typer.echo("stopped early: the sequential plan settled the gate before the last look")
+    if result["report"]:
+        print_gate(result["report"])
+    elif result.get("sequential"):
+        print_interim(result["sequential"])
+
+
+@audit_app.command("annotators")
+def annotators(
+    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    window: int = typer.Option(20, min=2, help="labels per rolling-agreement window"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Annotator quality per person and round: labels, throughput, Label Studio lead
+    times, agreement with the final reference per class, disagreement hotspots, and
+    self-consistency on the rubric's hidden repeats ([annotators] repeat_share)."""
+
+    with store_session(as_json) as s:
+        out = annotator_quality(s, get_audit(s, name=audit), window=window)
+    if as_json:
+        print_json(out)
+        return
+
+    typer.echo(
+        f"audit {out['audit']}: {out['n_pairs']} pairs, {out['n_reference']} with a "
+        "final reference so far"
+    )
+    typer.echo(
+        f"{'round':<12}{'person':<28}{'labels':>8}{'median s':>10}{'p90 s':>9}"
+        f"{'/active h':>10}{'accuracy':>10}{'F1 same':>9}{'F1 diff':>9}"
+    )
+    for p in out["annotators"]:
+        vs = p["vs_reference"] or {}
+        pc = vs.get("per_class", {})
+        typer.echo(
+            f"{p['round']:<12}{(p['person'] or '-')[:27]:<28}{p['labels']:>8}"
+            f"{fmt(p['lead_time_median_s']):>10}{fmt(p['lead_time_p90_s']):>9}"
+            f"{fmt(p['labels_per_active_hour']):>10}{fmt(vs.get('accuracy')):>10}"
+            f"{fmt(pc.get('same', {}).get('f1')):>9}{fmt(pc.get('different', {}).get('f1')):>9}"
+        )
+        if p.get("lead_time_contradictions"):
+            typer.echo(
+                f"  {p['lead_time_contradictions']} claimed lead_time(s) exceed the server "
+                "time since the previous label (lead_time is the browser's claim; "
+                "active hours are bounded by created_at)"
+            )
+    repeated = [p for p in out["annotators"] if (p.get("self_consistency") or {}).get("planned")]
+    if repeated:
+        typer.echo("self-consistency on hidden repeats (same label both times):")
+        for p in repeated:
+            sc = p["self_consistency"]
+            typer.echo(
+                f"  {p['round']:<10}{(p['person'] or '-')[:27]:<28}{sc['same']:>4}/{sc['n']:<4}"
+                f" {fmt(sc['share'])} ({sc['planned']} repeats planned)"
+            )
+    hot = [h for h in out["hotspots"] if h["disagreements"]][:10]
+    if hot:
+        typer.echo("disagreement hotspots (A vs B):")
+        for h in hot:
+            typer.echo(
+                f"  {h['question_id']:<24}{h['disagreements']:>4}/{h['pairs_both']:<4}"
+                f" {h['disagreement_share']:.0%}"
+            )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(audit_app, name="audit")
+
+
+# --------------------------------------------------------------------------- Label Studio
+
+
+def _people():  # type: ignore[no-untyped-def]
+
+    return people_from_settings(settings())
+
+
+def _webhook(enabled: bool = True, check: bool = True):  # type: ignore[no-untyped-def]
+    return webhook_target(settings(), check=check) if enabled else None
+
+
+def _print_logins(new_accounts: dict, what: str = "annotator") -> None:  # type: ignore[type-arg]
+    for role, info in sorted(new_accounts.items()):
+        typer.echo(f"  new login for {what} {role}: {info['email']} / {info['password']}")
+
+
+@audit_app.command("push")
+def push(
+    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    annotator_a: str = typer.Option(..., "--annotator-a", help="e-mail of annotator A"),
+    annotator_b: str = typer.Option(..., "--annotator-b", help="e-mail of annotator B"),
+    webhook: bool = WEBHOOK_OPTION,
+    receiver_check: bool = RECEIVER_CHECK_OPTION,
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """One project per annotator, each on the annotator's own Label Studio server, with
+    the same blinded tasks (idempotent; a re-run after a crash adopts what was made).
+
+    Servers and accounts that do not exist yet are created; new passwords are printed
+    once, for handing to the annotators."""
+
+    with domain_errors(as_json, RuntimeError):
+        people = _people()
+        with session_scope(engine()) as s:
+            a = get_audit(s, name=audit)
+            total = 2 * len(audit_pairs(s, audit_id=a.id))
+            with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
+                out = push_audit(
+                    s,
+                    a,
+                    people,
+                    annotators={"A": annotator_a, "B": annotator_b},
+                    webhook=_webhook(webhook, receiver_check),
+                    actor=actor_name(actor),
+                    progress=bar.update,
+                )
+    if as_json:
+        print_json(out)
+        return
+    for role, info in out["projects"].items():
+        typer.echo(
+            f"annotator {role} ({info['email']}): {info['url']}/projects/{info['project_id']} "
+            f"— {info['n_tasks']} tasks ({info['n_new']} new)"
+        )
+        print_render_changed(info["render_changed"], f"annotator {role}")
+    _print_logins(out["new_accounts"])
+
+
+def print_render_changed(changed: list[dict], who: str) -> None:  # type: ignore[type-arg]
+    """A warning per stored task whose recorded render hash differs from this push's
+    (``rcea.study.labelling.push.render_changes``): the stored hash stays."""
+    for c in changed:
+        typer.echo(
+            f"  WARNING: task {c['task_id']} of {who} ({c['key']}) would now show another "
+            f"render (stored {c['stored'][:12]}…, now {str(c['now'])[:12]}…): the task in "
+            "Label Studio and its stored hash are unchanged; push a new round to show it"
+        )
+
+
+def print_adjudication(out: dict, what: str, as_json: bool) -> None:  # type: ignore[type-arg]
+    """The adjudication round's project and the adjudicator's new login (pairs or items)."""
+    if as_json:
+        print_json(out)
+        return
+    typer.echo(
+        f"adjudication ({out['email']}): {out['url']}/projects/{out['project_id']} — "
+        f"{what} ({out['n_new']} new)"
+    )
+    print_render_changed(out["render_changed"], "the adjudicator")
+    if out["new_password"]:
+        typer.echo(f"  new login for the adjudicator: {out['email']} / {out['new_password']}")
+
+
+def print_sync(out: dict, what: str) -> None:  # type: ignore[type-arg]
+    """The sync summary: per new status, and anything that vanished from Label Studio."""
+    by_status = ", ".join(f"{k} {v}" for k, v in out["changed_by_status"].items()) or "none"
+    typer.echo(
+        f"synced {what} ({out['mode']}, {out['tasks_read']} tasks read): "
+        f"{out['annotations_seen']} annotations seen, {out['changed']} changed ({by_status})"
+    )
+    for gone in out["missing_projects"]:
+        typer.echo(
+            f"  WARNING: project {gone['project_id']} of {gone['person']} ({gone['role']}) is "
+            "gone from Label Studio; its labels no longer count"
+        )
+    for role, n in out["missing_tasks"].items():
+        typer.echo(f"  WARNING: {n} task(s) of {role} are gone from Label Studio")
+    if out["malformed"]:
+        typer.echo(f"  {out['malformed']} annotation(s) could not be read")
+
+
+@audit_app.command("sync")
+def sync(
+    audit: str = typer.Option(None, "--audit", help="audit name (default: latest)"),
+    full: bool = FULL_SYNC_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Reconcile with Label Studio both ways: new and changed annotations are verified and
+    recorded, deleted ones stop counting; vanished projects or tasks are reported.
+
+    After the first sync only the tasks changed since the last one are read; `--full`
+    reads every project whole (and notices tasks deleted from Label Studio)."""
+
+    with domain_errors(as_json, RuntimeError):
+        people = _people()
+        with session_scope(engine()) as s:
+            out = sync_audit(s, get_audit(s, name=audit), people, full=full)
+    if as_json:
+        print_json(out)
+    else:
+        print_sync(out, out["audit"])
+
+
+@audit_app.command("adjudicate")
+def adjudicate_cmd(
+    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    adjudicator: str = typer.Option(..., "--adjudicator", help="e-mail of the researcher"),
+    webhook: bool = WEBHOOK_OPTION,
+    receiver_check: bool = RECEIVER_CHECK_OPTION,
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Create or extend the adjudication project on the adjudicator's own server.
+
+    It holds every pair where A and B disagree and every pair whose agreed label differs
+    from the automatic one; adjudicators never see the automatic label or who answered
+    what. The adjudicator is neither annotator."""
+
+    with domain_errors(as_json, RuntimeError):
+        people = _people()
+        with session_scope(engine()) as s:
+            out = adjudicate(
+                s,
+                get_audit(s, name=audit),
+                people,
+                adjudicator=adjudicator,
+                actor=actor_name(actor),
+                webhook=_webhook(webhook, receiver_check),
+            )
+    print_adjudication(out, f"{out['n_pairs']} pair(s)", as_json)

@@ -1,0 +1,243 @@
+"""``rcea import verl``, ``rcea import table`` and ``rcea export``: bring your own study in
+(and take it out) through the interchange schema and the one transactional ingest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rcea.app.cli.common import (
+    domain_errors,
+    emit,
+    engine,
+    fail,
+    is_tty,
+    print_json,
+    progress_forced,
+    settings,
+)
+from rcea.app.cli.options import JSON_OPTION
+from rcea.pipeline.importers.table import TableSpec, TableSpecError, kind_of, parse_pairs
+from rcea.pipeline.importers.verl import VerlOptions
+from rcea.pipeline.records import RecordValidationError
+from rcea.pipeline.safety import path_under
+from rcea.study.records.export import FORMATS, export_study
+from rcea.study.records.imports import import_table as run_table_import
+from rcea.study.records.imports import import_verl as run_import
+from rcea.study.records.ingest import k_min_warnings
+
+import_app = typer.Typer(
+    help="Import a trainer's rollouts or any table as interchange records (all or nothing).",
+    no_args_is_help=True,
+)
+
+
+def _report_invalid(exc: RecordValidationError, source: Path, as_json: bool) -> None:
+    if as_json:
+        print_json(
+            {
+                "ok": False,
+                "source": str(source),
+                "n_errors": len(exc.errors),
+                "truncated": exc.truncated,
+                "errors": [e.to_dict() for e in exc.errors],
+                "message": "nothing was imported",
+            }
+        )
+    else:
+        for err in exc.errors:
+            typer.echo(str(err), err=True)
+        cut = " (stopped early)" if exc.truncated else ""
+        typer.echo(f"nothing imported: {len(exc.errors)} error(s){cut} in {source}", err=True)
+    raise typer.Exit(1)
+
+
+def _progress(as_json: bool) -> bool:
+    return (is_tty() and not as_json) or progress_forced()
+
+
+@import_app.command("verl")
+def import_verl(
+    directory: Path = typer.Argument(
+        ..., help="verl rollout_data_dir / validation_data_dir (or one STEP.jsonl file)"
+    ),
+    study: str = typer.Option(..., "--study", help="study to import into (created if new)"),
+    run: str = typer.Option(..., "--run", help="run name (provenance; e.g. grpo)"),
+    model: str = typer.Option(..., "--model", help="model name (provenance; the dump has none)"),
+    reward_threshold: float = typer.Option(
+        None,
+        "--reward-threshold",
+        help="R = 1 when score (or --reward-key) > this; needed when scores are not all 0/1",
+    ),
+    reward_key: str = typer.Option(
+        None,
+        "--reward-key",
+        help="reward extra holding a 0/1/true/false correctness (e.g. DAPO's acc) for R",
+    ),
+    question_key: str = typer.Option(
+        None, "--question-key", help="key holding the question id (default: hash of the prompt)"
+    ),
+    answer_key: str = typer.Option(None, "--answer-key", help="key holding the extracted answer"),
+    validity_key: str = typer.Option(
+        None, "--validity-key", help="key holding a 0/1 process-validity verdict"
+    ),
+    chat_template: str = typer.Option(
+        "auto",
+        "--chat-template",
+        help="strip this chat template from `input` for the question text: auto|qwen|llama3|none",
+    ),
+    question_regex: str = typer.Option(
+        None,
+        "--question-regex",
+        help="regex with one group capturing the question inside `input` (overrides the template)",
+    ),
+    skip_empty_output: bool = typer.Option(
+        False, "--skip-empty-output", help="leave out samples with an empty completion"
+    ),
+    multi_turn: str = typer.Option(
+        "refuse",
+        "--multi-turn",
+        help="agent-loop transcripts (num_turns > 2 or tool calls): refuse (default) | "
+        "last-turn (the final assistant turn) | transcript (every turn, shown as turns)",
+    ),
+    problems_out: Path = typer.Option(
+        None,
+        "--problems-out",
+        help="also write the question texts as JSONL for `rcea judge problems`",
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Import verl `{global_step}.jsonl` dumps; files already imported are skipped."""
+
+    with domain_errors(as_json):
+        opts = VerlOptions(
+            run=run,
+            model=model,
+            reward_threshold=reward_threshold,
+            reward_key=reward_key,
+            question_key=question_key,
+            answer_key=answer_key,
+            validity_key=validity_key,
+            chat_template=chat_template,
+            question_regex=question_regex,
+            skip_empty_output=skip_empty_output,
+            multi_turn=multi_turn,
+        )
+    cfg = settings()
+    try:
+        result = run_import(
+            engine(),
+            directory,
+            opts,
+            study=study,
+            artifacts_dir=cfg.artifacts_dir,
+            data_dir=cfg.data_dir,
+            progress=_progress(as_json),
+            problems_out=problems_out,
+        )
+    except FileNotFoundError as exc:
+        fail(str(exc), as_json=as_json)
+    except RecordValidationError as exc:
+        _report_invalid(exc, directory, as_json)
+
+    warnings = k_min_warnings(engine(), study)
+    if as_json:
+        print_json({"ok": True, **result.to_dict(), "warnings": warnings})
+        return
+    typer.echo(result.summary())
+    for note in result.notes():
+        typer.echo(note)
+    for line in warnings:
+        typer.echo(f"warning: {line}", err=True)
+    if result.ignored:
+        typer.echo(
+            f"ignored {len(result.ignored)} file(s) not named STEP.jsonl: "
+            + ", ".join(Path(p).name for p in result.ignored[:5])
+            + (" …" if len(result.ignored) > 5 else ""),
+            err=True,
+        )
+
+
+@import_app.command("table")
+def import_table(
+    file: Path = typer.Argument(..., help="a .jsonl, .parquet, .csv or .tsv file"),
+    study: str = typer.Option(..., "--study", help="study to import into (created if new)"),
+    mapping: list[str] = typer.Option(
+        [], "--map", help="FIELD=COLUMN: the column that fills a record field (repeatable)"
+    ),
+    consts: list[str] = typer.Option(
+        [], "--const", help="FIELD=VALUE: a value for every row, for a field the file lacks"
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Import any table whose columns are named differently from the record schema."""
+
+    try:
+        spec = TableSpec(parse_pairs(mapping, "--map"), parse_pairs(consts, "--const"))
+        kind_of(file)
+    except TableSpecError as exc:
+        fail(str(exc), as_json=as_json)
+    cfg = settings()
+    try:
+        result = run_table_import(
+            engine(),
+            file,
+            spec,
+            study=study,
+            artifacts_dir=cfg.artifacts_dir,
+            data_dir=cfg.data_dir,
+            progress=_progress(as_json),
+        )
+    except (FileNotFoundError, TableSpecError) as exc:
+        fail(str(exc), as_json=as_json)
+    except RecordValidationError as exc:
+        _report_invalid(exc, file, as_json)
+
+    warnings = k_min_warnings(engine(), study)
+    if as_json:
+        print_json({"ok": True, **result.to_dict(), "warnings": warnings})
+    else:
+        typer.echo(result.summary())
+        for line in warnings:
+            typer.echo(f"warning: {line}", err=True)
+
+
+def export(
+    study: str = typer.Argument(..., help="study name"),
+    fmt: str = typer.Option(
+        None, "--format", help="jsonl or parquet (default: from --out's suffix, else jsonl)"
+    ),
+    out: Path = typer.Option(None, "--out", help="output file (default: STUDY.FORMAT here)"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing output file"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Write a study's trajectories back in the interchange schema (`rcea ingest` reads it)."""
+
+    suffix_fmt = None
+    if out is not None:
+        suffix_fmt = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl"}.get(
+            out.suffix.lower()
+        )
+    fmt = fmt or suffix_fmt or "jsonl"
+    if fmt not in FORMATS:
+        fail(f"unknown --format {fmt!r}: use jsonl or parquet", as_json=as_json)
+    if suffix_fmt is not None and suffix_fmt != fmt:
+        fail(f"--out {out} is a .{suffix_fmt} name but --format is {fmt}", as_json=as_json)
+    if out is None:
+        try:
+            out = path_under(Path.cwd(), study, suffix=f".{fmt}")
+        except ValueError as exc:
+            fail(f"{exc}; give --out", as_json=as_json)
+    if out.exists() and not force:
+        fail(f"{out} exists: pass --force to overwrite it", as_json=as_json)
+    with domain_errors(as_json):
+        result = export_study(
+            engine(), study, out, fmt=fmt, data_dir=settings().data_dir, progress=_progress(as_json)
+        )
+    emit({"ok": True, **result.__dict__}, as_json, lambda: result.summary())
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(import_app, name="import")
+    app.command()(export)

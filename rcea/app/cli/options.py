@@ -1,0 +1,103 @@
+"""Options every command group shares, declared once. Each reads an ``RCEA_*`` variable
+when it is not given on the command line (the variable is named in ``--help``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from rcea.study.settings import Settings, get_settings
+
+
+def from_settings(name: str) -> Callable[[], Any]:
+    """An option's default read from the settings field ``name`` when the command runs
+    (``RCEA_<NAME>`` or ``.env``), so the CLI and the view read one definition."""
+    return lambda: getattr(get_settings(), name)
+
+
+def setting_help(text: str, name: str) -> str:
+    """``text`` plus where the default comes from: the setting and its own default."""
+    default = Settings.model_fields[name].default
+    otherwise = "" if default is None else f", else {default}"
+    return f"{text} (default: RCEA_{name.upper()}{otherwise})"
+
+
+STUDY_OPTION = typer.Option(..., "--study", envvar="RCEA_STUDY", help="study name")
+ACTOR_OPTION = typer.Option(
+    None,
+    "--actor",
+    envvar="RCEA_ACTOR",
+    help="who does this (default: the login name); recorded in the event log",
+)
+JSON_OPTION = typer.Option(False, "--json", envvar="RCEA_JSON", help="print machine-readable JSON")
+
+# -- pushing to Label Studio
+WEBHOOK_OPTION = typer.Option(True, help="register the live-sync webhook")
+RECEIVER_CHECK_OPTION = typer.Option(
+    True,
+    help="before registering the webhook, check that this data dir's `rcea serve` answers "
+    "at RCEA_API_HOST:RCEA_API_PORT (off only when you start it there afterwards, as "
+    "`rcea demo` does)",
+)
+
+# -- the OpenAI-compatible endpoint (codebook stages, judge runs)
+CONCURRENCY_OPTION = typer.Option(
+    from_settings("llm_concurrency"),
+    "--concurrency",
+    min=1,
+    help=setting_help("requests in flight", "llm_concurrency"),
+)
+TIMEOUT_OPTION = typer.Option(
+    60.0, "--timeout", envvar="RCEA_LLM_TIMEOUT", help="seconds per request"
+)
+RETRIES_OPTION = typer.Option(
+    5, "--max-retries", envvar="RCEA_LLM_MAX_RETRIES", help="retries on 429/5xx/timeouts"
+)
+PRICE_IN_OPTION = typer.Option(
+    0.0, "--price-input", envvar="RCEA_LLM_PRICE_INPUT", help="USD per 1M prompt tokens"
+)
+PRICE_OUT_OPTION = typer.Option(
+    0.0, "--price-output", envvar="RCEA_LLM_PRICE_OUTPUT", help="USD per 1M completion tokens"
+)
+BASE_URL_OPTION = typer.Option(
+    None, "--base-url", help="OpenAI-compatible endpoint (default: RCEA_LLM_BASE_URL)"
+)
+MODEL_OPTION = typer.Option(None, "--model", help="model name (default: RCEA_LLM_MODEL)")
+API_KEY_ENV_OPTION = typer.Option(
+    None,
+    "--api-key-env",
+    help="name of the environment variable holding the API key (default: RCEA_LLM_API_KEY)",
+)
+
+# -- the codebook backend (the view's approve reads the same settings)
+CODEBOOK_BACKEND_OPTION = typer.Option(
+    from_settings("codebook_backend"),
+    "--backend",
+    help=setting_help("openai | oracle", "codebook_backend"),
+)
+CODEBOOK_ORACLE_OPTION = typer.Option(
+    from_settings("codebook_oracle"),
+    "--oracle",
+    help=setting_help(
+        "MODULE:FUNCTION, the domain's strategy_fn(question_id, text) (--backend oracle)",
+        "codebook_oracle",
+    ),
+)
+CODEBOOK_SEED_OPTION = typer.Option(
+    from_settings("codebook_seed"),
+    "--seed",
+    help=setting_help("shuffles and batching (recorded)", "codebook_seed"),
+)
+CODEBOOK_THRESHOLD_OPTION = typer.Option(
+    from_settings("codebook_threshold"),
+    "--threshold",
+    help=setting_help("confidence below → reconcile", "codebook_threshold"),
+)
+RESPONSE_FORMAT_OPTION = typer.Option(
+    "json_object",
+    "--response-format",
+    envvar="RCEA_LLM_RESPONSE_FORMAT",
+    help="json_object | json_schema (structured output) | none (endpoint without it)",
+)

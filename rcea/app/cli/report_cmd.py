@@ -1,0 +1,269 @@
+"""``rcea report ...``: the study report (``build``), the gated bundle (``publish``) and its
+store-free check (``verify``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from rcea.app.cli.common import engine, fail, is_tty, print_json, settings, store_session
+from rcea.app.cli.exit_codes import REFUSED
+from rcea.app.cli.options import JSON_OPTION, STUDY_OPTION
+from rcea.study.report.build import FILL_TOKEN_ENTROPIES, build_report
+from rcea.study.report.parameters import ReportParameters
+from rcea.study.report.publication import PublishRefused
+from rcea.study.report.publish import publish_report
+from rcea.study.report.signing import SignatureError, generate_keypair
+from rcea.study.report.verify import BundleError, verify_bundle
+from rcea.study.settings import actor_name
+from rcea.study.store import StoreError, session_scope
+
+report_app = typer.Typer(
+    help="Study reports and the publish gate (audited numbers only).", no_args_is_help=True
+)
+
+_RUBRIC = "default: the gate rubric's estimators section, else "
+SEED_OPTION = typer.Option(None, help=f"seed of every bootstrap and rarefaction draw ({_RUBRIC}0)")
+N_BOOT_OPTION = typer.Option(None, help=f"bootstrap resamples for every CI ({_RUBRIC}10000)")
+K_MIN_OPTION = typer.Option(None, help=f"K_min gate of every conditional quantity ({_RUBRIC}8)")
+N_MIN_OPTION = typer.Option(None, help=f"retention eligibility min(m_0, m_t) >= n_min ({_RUBRIC}8)")
+N_DRAWS_OPTION = typer.Option(None, help=f"rarefaction draws per checkpoint ({_RUBRIC}20)")
+CONFIDENCE_OPTION = typer.Option(None, help=f"confidence level of every CI ({_RUBRIC}0.95)")
+BASE_STEP_OPTION = typer.Option(0, help="the base checkpoint's step (retention)")
+PARTITION_OPTION = typer.Option(
+    None,
+    help="partition the mode numbers rest on: a content-hash prefix or 'latest' "
+    "(default: the partition of the latest passing final gate)",
+)
+ASSOC_K_OPTION = typer.Option(
+    None,
+    "--association-k",
+    help="k of the retention-pass@k Spearman (default: 64 when stored, else the largest k)",
+)
+ASSOC_BENCH_OPTION = typer.Option(
+    None,
+    "--association-benchmark",
+    help="benchmark of the retention-pass@k Spearman (default: MATH500 when stored)",
+)
+ASSOC_POOLED_OPTION = typer.Option(
+    False,
+    "--association-pooled",
+    help="also fit the association over every model scale together (labelled pooled)",
+)
+BASE_RUN_OPTION = typer.Option(
+    "base", "--base-run", help="the run holding each model's shared base checkpoint"
+)
+
+
+def _params(**kw: Any):  # type: ignore[no-untyped-def]
+    """The report parameters among a command's options."""
+
+    return ReportParameters(**{f.name: kw[f.name] for f in fields(ReportParameters)})
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _print_report(rep: dict[str, Any]) -> None:
+    pair, val = rep["audits"]["pair"], rep["audits"]["validity"]
+    typer.echo(f"report — study {rep['study']} ({rep['generated_at']})")
+    typer.echo(
+        f"pair audit: {pair['status']} (partition {str(pair['partition_hash'])[:12]}, "
+        f"{pair['partition_source']})"
+    )
+    typer.echo(f"validity: {val['status']} (filter {val['filter']})")
+    for imp in rep.get("imports", []):
+        typer.echo(
+            f"imported {imp['source']} as run {imp['run']}, model {imp['model']}: "
+            f"score rule {imp['score_rule'] or 'n/a'}"
+        )
+    table = []
+    for q in rep["quantities"]:
+        where = " ".join(
+            str(x) for x in (q["run"], q["model"], q["step"], q["key"]) if x is not None
+        )
+        ci = "" if q["ci_low"] is None else f"[{_fmt(q['ci_low'])}, {_fmt(q['ci_high'])}]"
+        label = q["label"] if q["publishable"] else "UNPUBLISHABLE"
+        table.append((q["section"], q["name"], where, _fmt(q["value"]), ci, label))
+    head = ("section", "quantity", "where", "value", "95% CI", "label")
+    # Every column as wide as its widest cell: nothing is cut (a model name, a step).
+    width = [max(len(r[i]) for r in [head, *table]) for i in range(len(head))]
+    for r in [head, *table]:
+        cells = [
+            r[i].rjust(width[i]) if i == 3 else r[i].ljust(width[i]) for i in range(len(head) - 1)
+        ]
+        typer.echo("  ".join([*cells, r[-1]]).rstrip())
+    for reason in {q["blocked_by"] for q in rep["quantities"] if q["blocked_by"]}:
+        typer.echo(f"not publishable: {reason}")
+    lacking = [c for c in rep["checkpoints"] if c.get("entropy") is None]
+    if lacking:
+        where = ", ".join(f"{c['run']} {c['model']} {c['step']}" for c in lacking)
+        typer.echo(f"token and sequence entropies missing at: {where}")
+
+        typer.echo(FILL_TOKEN_ENTROPIES)
+
+
+@report_app.command("build")
+def build(
+    study: str = STUDY_OPTION,
+    out: Path = typer.Option(None, "--out", help="also write the JSON report to this file"),
+    seed: int = SEED_OPTION,
+    n_boot: int = N_BOOT_OPTION,
+    k_min: int = K_MIN_OPTION,
+    n_min: int = N_MIN_OPTION,
+    n_draws: int = N_DRAWS_OPTION,
+    confidence: float = CONFIDENCE_OPTION,
+    base_step: int = BASE_STEP_OPTION,
+    base_run: str = BASE_RUN_OPTION,
+    partition: str = PARTITION_OPTION,
+    association_k: int = ASSOC_K_OPTION,
+    association_benchmark: str = ASSOC_BENCH_OPTION,
+    association_pooled: bool = ASSOC_POOLED_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Every RCEA quantity the store supports, per run and checkpoint, with the audit
+    each depends on and whether it is publishable."""
+
+    params = _params(**locals())
+    with store_session(as_json) as s:
+        rep = build_report(s, study=study, params=params, progress=is_tty() and not as_json)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rep, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    if as_json:  # the JSON carries them under insufficient_evidence
+        print_json(rep)
+        return
+    for line in rep.get("insufficient_evidence") or []:  # at the top, on stderr
+        typer.echo(f"warning: {line}", err=True)
+    _print_report(rep)
+    if out is not None:
+        typer.echo(f"wrote {out}")
+
+
+@report_app.command("publish")
+def publish(
+    study: str = STUDY_OPTION,
+    out: Path = typer.Option(
+        None, "--out", help="parent directory of the bundle (default: <data_dir>/reports)"
+    ),
+    entropy_only: bool = typer.Option(
+        False,
+        "--entropy-only",
+        help="publish only the audit-independent numbers, labelled 'entropy-only (no audit)'",
+    ),
+    actor: str = typer.Option(
+        None, "--actor", help="who publishes (default: $RCEA_ACTOR or the login name)"
+    ),
+    include_texts: bool = typer.Option(
+        False,
+        "--include-texts",
+        help="also write the trajectory texts (texts.jsonl); never needed to verify",
+    ),
+    sign: Path = typer.Option(
+        None,
+        "--sign",
+        help="ed25519 private key (PEM) that signs the bundle's hashes.json (signature.json)",
+    ),
+    seed: int = SEED_OPTION,
+    n_boot: int = N_BOOT_OPTION,
+    k_min: int = K_MIN_OPTION,
+    n_min: int = N_MIN_OPTION,
+    n_draws: int = N_DRAWS_OPTION,
+    confidence: float = CONFIDENCE_OPTION,
+    base_step: int = BASE_STEP_OPTION,
+    base_run: str = BASE_RUN_OPTION,
+    partition: str = PARTITION_OPTION,
+    association_k: int = ASSOC_K_OPTION,
+    association_benchmark: str = ASSOC_BENCH_OPTION,
+    association_pooled: bool = ASSOC_POOLED_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Write a dated, self-contained bundle (HTML, JSON, figures, rubric, gate report,
+    hashes). Refused (exit 2) while a retention/mode number rests on a partition without
+    a passing final gate or a validity number on a judge without a completed calibration,
+    unless --entropy-only."""
+
+    params = _params(**locals())
+    target = out if out is not None else settings().data_dir / "reports"
+    try:
+        with session_scope(engine()) as s:
+            res = publish_report(
+                s,
+                study=study,
+                out_dir=target,
+                actor=actor_name(actor),
+                entropy_only=entropy_only,
+                include_texts=include_texts,
+                sign_key=sign,
+                params=params,
+                progress=is_tty() and not as_json,
+            )
+    except PublishRefused as exc:
+        fail(str(exc), code=REFUSED, as_json=as_json, reasons=exc.reasons)
+    except (StoreError, ValueError, OSError) as exc:  # SignatureError is a ValueError
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        print_json({"ok": True, **res})
+        return
+    typer.echo(f"published {res['n_quantities']} quantities ({res['scope']}) to {res['bundle']}")
+    for name in res["files"]:
+        typer.echo(f"  {name}")
+
+
+@report_app.command("verify")
+def verify(
+    bundle: Path = typer.Argument(..., help="a bundle directory written by `rcea report publish`"),
+    key: Path = typer.Option(
+        None, "--key", help="ed25519 public key (PEM): also check the bundle's signature"
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Re-derive every published number of BUNDLE from the bundle alone (no store, no
+    Label Studio) with the same rcea/audits/ functions and seeds, and compare: exact for
+    counts and hashes, 1e-9 relative for floats. Exit 0 with a one-line summary, or 1
+    naming every mismatch (2: not a readable bundle)."""
+
+    try:
+        res = verify_bundle(bundle, public_key=key)
+    except BundleError as exc:
+        fail(str(exc), code=2, as_json=as_json)
+    if as_json:
+        print_json(res.to_dict())
+    else:
+        for line in res.mismatches:
+            typer.echo(f"mismatch: {line}")
+        typer.echo(res.summary())
+    if not res.ok:
+        raise typer.Exit(1)
+
+
+@report_app.command("keygen")
+def keygen(
+    private: Path = typer.Option(..., "--private", help="where to write the private key (PEM)"),
+    public: Path = typer.Option(..., "--public", help="where to write the public key (PEM)"),
+) -> None:
+    """Make an ed25519 key pair for `rcea report publish --sign` / `verify --key`."""
+
+    for path in (private, public):
+        if path.exists():
+            fail(f"{path} exists: not overwriting a key")
+    try:
+        fp = generate_keypair(private, public)
+    except SignatureError as exc:
+        fail(str(exc))
+    private.chmod(0o600)
+    typer.echo(f"wrote {private} and {public} (ed25519 key {fp})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``report`` command group to ``app``."""
+    app.add_typer(report_app, name="report")

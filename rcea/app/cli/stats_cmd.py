@@ -1,0 +1,758 @@
+"""``rcea stats ...``: the RCEA estimators on files (records JSONL/Parquet, CSVs).
+
+These commands are the contract for users with their own data: they read files, call the
+pure functions in ``audits`` and print tables or ``--json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from rcea.app.cli.common import domain_errors, print_json
+from rcea.app.cli.exit_codes import outcome_code
+from rcea.app.cli.options import JSON_OPTION
+from rcea.audits.covariance import FIT_SUMMARY, covariance_fit, covariance_fit_by_group
+from rcea.audits.entropy import outcome_report
+from rcea.audits.passk import macro_pass_at_k
+from rcea.audits.rubric import load_rubric
+from rcea.audits.sequential import planned_gate
+from rcea.audits.thresholds import GateThresholds
+from rcea.pipeline.records import RecordValidationError, read_records
+from rcea.study.report.build import FILL_TOKEN_ENTROPIES
+from rcea.study.report.estimates import checkpoint_entropy, retention_table, sequence_quantity
+from rcea.study.report.sections import RetentionSection
+
+stats_app = typer.Typer(
+    help="RCEA estimators on files (items 1-11 of docs/estimators.md).", no_args_is_help=True
+)
+
+
+class InputError(ValueError):
+    """A bad input file: the message names the file, the line and the column."""
+
+
+def read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    """Rows with their 1-based line numbers; missing file/columns raise ``InputError``."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise InputError(
+                f"{path}:line 1: missing column(s) {', '.join(missing)} "
+                f"(have: {', '.join(header) or 'none'})"
+            )
+        rows = [
+            (reader.line_num, {k: (v or "").strip() for k, v in row.items() if k}) for row in reader
+        ]
+    if not rows:
+        raise InputError(f"{path}: no data rows")
+    return rows
+
+
+def _int_cell(path: Path, line: int, row: dict[str, str], col: str) -> int:
+    try:
+        return int(row[col])
+    except ValueError:
+        raise InputError(
+            f"{path}:line {line}: {col}: expected an integer, got {row[col]!r}"
+        ) from None
+
+
+def _float_cell(path: Path, line: int, row: dict[str, str], col: str) -> float:
+
+    try:
+        value = float(row[col])
+    except ValueError:
+        raise InputError(
+            f"{path}:line {line}: {col}: expected a number, got {row[col]!r}"
+        ) from None
+    if not math.isfinite(value):
+        raise InputError(f"{path}:line {line}: {col}: must be finite, got {row[col]!r}")
+    return value
+
+
+def _load_records(path: Path) -> dict[str, list[Any]]:
+    try:
+        return read_records(path).columns
+    except FileNotFoundError as exc:
+        raise InputError(str(exc)) from None
+    except RecordValidationError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _run(as_json: bool, fn: Any) -> None:
+    with domain_errors(as_json, InputError):
+        fn()
+
+
+# --------------------------------------------------------------------------- entropy
+
+
+MODEL_OPTION = typer.Option(
+    None, "--model", help="model (scale) label; needed when the file holds several"
+)
+
+
+def _outcome_only(
+    records: Path,
+    cols: dict[str, list[Any]],
+    idx: list[int],
+    n_missing: int,
+    *,
+    k_min: int,
+    as_json: bool,
+) -> None:
+    """``rcea stats entropy`` on records without token entropies: the rewards-only numbers
+    (rcea.audits.entropy.outcome_report) and which are missing."""
+
+    try:
+        out = outcome_report(
+            [cols["question_id"][i] for i in idx], [cols["reward"][i] for i in idx], k_min=k_min
+        )
+    except ValueError as exc:
+        raise InputError(f"{records}: {exc}") from None
+    models = sorted({cols["model"][i] for i in idx})
+    data: dict[str, Any] = {
+        "run": cols["run"][idx[0]],
+        "model": models[0] if len(models) == 1 else POOLED,
+        "step": cols["step"][idx[0]],
+        "outcome_only": True,
+        **out.to_dict(),
+        "n_missing_token_entropies": n_missing,
+        "note": f"{n_missing} of {len(idx)} trajectories lack token entropies: "
+        + FILL_TOKEN_ENTROPIES,
+    }
+    if as_json:
+        print_json(data)
+        return
+    _print_flat(
+        f"outcome report (rewards only) — run {data['run']}, model {data['model']}, "
+        f"step {data['step']}",
+        data,
+        (
+            "n_questions",
+            "n_trajectories",
+            "accuracy",
+            "mean_accuracy",
+            "mean_outcome_entropy",
+            "sequence_outcome_term",
+            "coverage_success",
+            "coverage_failure",
+            "share_solved",
+            "share_mixed",
+            "k_min",
+            "n_missing_token_entropies",
+        ),
+    )
+    typer.echo(data["note"])
+
+
+@stats_app.command("entropy")
+def entropy(
+    records: Path = typer.Argument(..., help="records file (.jsonl or .parquet)"),
+    step: int = typer.Option(None, help="checkpoint step (needed if the file has several)"),
+    run: str = typer.Option(None, help="run name (needed if the file has several)"),
+    model: str = MODEL_OPTION,
+    pool_models: bool = typer.Option(
+        False,
+        "--pool-models",
+        help="pool every model's records at the chosen (run, step) into one checkpoint "
+        "(the output says pooled and lists the models)",
+    ),
+    k_min: int = typer.Option(8, help="K_min gate for every conditional quantity"),
+    n_boot: int = typer.Option(10_000, help="bootstrap resamples for the paired CI"),
+    seed: int = typer.Option(0, help="bootstrap seed (recorded in the output)"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Outcome entropy, sequence decomposition and reward-conditioned token entropy
+    (broad and paired ratios, sign test) for one checkpoint (run, model, step).
+
+    A file with several models needs ``--model`` (or ``--pool-models``, labelled)."""
+
+    def go() -> None:
+
+        cols = _load_records(records)
+        if pool_models and model is not None:
+            raise InputError("--pool-models and --model exclude each other")
+        idx = _select_checkpoint(records, cols, run=run, model=model, step=step, pool=pool_models)
+        n_missing = sum(cols["mean_token_entropy"][i] is None for i in idx)
+        if n_missing:  # rewards only (an imported dump): the outcome numbers, said so
+            _outcome_only(records, cols, idx, n_missing, k_min=k_min, as_json=as_json)
+            return
+        try:
+            report = checkpoint_entropy(
+                [cols["question_id"][i] for i in idx],
+                [cols["reward"][i] for i in idx],
+                [cols["mean_token_entropy"][i] for i in idx],
+                [cols["seq_logprob"][i] for i in idx],
+                seed=seed,
+                k_min=k_min,
+                n_boot=n_boot,
+                truncated=[cols["truncated"][i] for i in idx],
+                quantities=[
+                    sequence_quantity(
+                        cols["sampling_temperature"][i],
+                        cols["sampling_top_p"][i],
+                        cols["logprob_temperature"][i],
+                    )
+                    for i in idx
+                ],
+            )
+        except ValueError as exc:
+            raise InputError(f"{records}: {exc}") from None
+        data = report.to_dict()
+        models = sorted({cols["model"][i] for i in idx})
+        data["run"] = cols["run"][idx[0]]
+        data["model"] = models[0] if len(models) == 1 else POOLED
+        data["step"] = cols["step"][idx[0]]
+        if pool_models:
+            data["pooled_models"] = models
+        if as_json:
+            print_json(data)
+            return
+        title = f"entropy report — run {data['run']}, model {data['model']}, step {data['step']}"
+        if pool_models:
+            title += f" (POOLED over models {', '.join(models)})"
+        _print_flat(
+            title,
+            data,
+            (
+                "n_questions",
+                "quantity",
+                "n_truncated",
+                "mean_outcome_entropy",
+                "mean_sequence_entropy",
+                "max_abs_residual",
+                "broad_ratio",
+                "coverage_success",
+                "coverage_failure",
+                "n_paired_questions",
+                "paired_ratio",
+                "paired_ci_low",
+                "paired_ci_high",
+                "n_boot_degenerate",
+                "direction_share",
+                "sign_test_p",
+                "k_min",
+                "n_boot",
+                "seed",
+            ),
+        )
+        _echo_warnings(data)
+
+    _run(as_json, go)
+
+
+POOLED = "pooled"
+
+
+def _models_error(path: Path, models: list[str], pool_flag: str) -> InputError:
+    return InputError(
+        f"{path} holds records of {len(models)} models ({', '.join(map(str, models))}); a "
+        f"checkpoint is (run, model, step) and models are never pooled silently: choose one "
+        f"with --model, or pass {pool_flag}"
+    )
+
+
+def _select_checkpoint(
+    path: Path,
+    cols: dict[str, list[Any]],
+    *,
+    run: str | None,
+    model: str | None,
+    step: int | None,
+    pool: bool = False,
+) -> list[int]:
+    n = len(cols["run"])
+    idx = [
+        i
+        for i in range(n)
+        if (run is None or cols["run"][i] == run)
+        and (model is None or cols["model"][i] == model)
+        and (step is None or cols["step"][i] == step)
+    ]
+    if not idx:
+        raise InputError(f"{path}: no records with run={run!r} model={model!r} step={step!r}")
+    models = sorted({cols["model"][i] for i in idx})
+    if len(models) > 1 and not pool:
+        raise _models_error(path, models, "--pool-models")
+    found = sorted({(cols["run"][i], cols["step"][i]) for i in idx})
+    if len(found) > 1:
+        listing = ", ".join(f"--run {r} --step {s}" for r, s in found[:10])
+        raise InputError(f"{path} holds {len(found)} checkpoints; choose one: {listing}")
+    return idx
+
+
+def _echo_warnings(data: dict[str, Any]) -> None:
+    for w in data.get("warnings") or []:
+        typer.echo(f"warning: {w}")
+
+
+# --------------------------------------------------------------------------- retention
+
+
+@stats_app.command("retention")
+def retention(
+    records: Path = typer.Argument(..., help="records with mode and validity"),
+    base_step: int = typer.Option(0, help="the base checkpoint's step"),
+    base_run: str = typer.Option(
+        "base", help="the run holding a model's shared base checkpoint (when a run has none)"
+    ),
+    model: str = MODEL_OPTION,
+    all_models: bool = typer.Option(
+        False,
+        "--all-models",
+        help="every model of the file, each against its own base (rows name the model)",
+    ),
+    run: str = typer.Option(None, help="only this run's checkpoints"),
+    step: int = typer.Option(None, help="only checkpoints at this step"),
+    n_min: int = typer.Option(8, help="eligibility: min(m_0, m_t) >= n_min"),
+    n_draws: int = typer.Option(20, help="rarefaction draws per checkpoint"),
+    n_boot: int = typer.Option(10_000, help="question-bootstrap resamples"),
+    seed: int = typer.Option(0, help="seed of the draws and the bootstrap"),
+    draws: bool = typer.Option(
+        False, "--draws", help="include the per-question rarefaction draws in --json output"
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Rarefied effective-mode retention of every (run, model, step) against the base of
+    the same model: that run's checkpoint at the base step, else run ``--base-run`` of
+    that model. A model without a base is reported as such, never compared with another
+    model's base. A file with several models needs ``--model`` or ``--all-models``.
+
+    Included trajectories: R = 1, judge-accepted (validity 1; records without a validity
+    verdict are refused) and a mode other than empty/``uncertain``."""
+
+    def go() -> None:
+
+        cols = _load_records(records)
+        n = len(cols["run"])
+        if all_models and model is not None:
+            raise InputError("--all-models and --model exclude each other")
+        rows = [i for i in range(n) if model is None or cols["model"][i] == model]
+        if not rows:
+            raise InputError(f"{records}: no records with model={model!r}")
+        models = sorted({cols["model"][i] for i in rows})
+        if len(models) > 1 and not all_models:
+            raise _models_error(records, models, "--all-models")
+        no_validity = [i for i in rows if cols["reward"][i] == 1 and cols["validity"][i] is None]
+        if no_validity:
+            raise InputError(
+                f"{records}: {len(no_validity)} successful record(s) have no "
+                "validity verdict (first: "
+                f"{cols['trajectory_id'][no_validity[0]]})"
+            )
+        modes: dict[tuple[str, str, int], dict[str, list[str]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        for i in rows:
+            if cols["reward"][i] != 1 or cols["validity"][i] != 1:
+                continue
+            mode = cols["mode"][i]
+            key = (cols["run"][i], cols["model"][i], cols["step"][i])
+            modes[key][cols["question_id"][i]].append("uncertain" if mode in (None, "") else mode)
+        try:
+            table = retention_table(
+                modes,
+                base_step=base_step,
+                base_run=base_run,
+                seed=seed,
+                n_min=n_min,
+                n_draws=n_draws,
+                n_boot=n_boot,
+            )
+        except ValueError as exc:
+            raise InputError(f"{records}: {exc}") from None
+        results = []
+        for row in table:
+            r_run, r_model, r_step = row.key
+            if (run is not None and r_run != run) or (step is not None and r_step != step):
+                continue
+            results.append(
+                {
+                    "run": r_run,
+                    "model": r_model,
+                    "step": r_step,
+                    "base": _key_dict(row.base),
+                    "error": row.error,
+                    **(
+                        RetentionSection.of(row.result, row.base, include_draws=draws).to_json()
+                        if row.result
+                        else {"retention": None}
+                    ),
+                }
+            )
+        if as_json:
+            print_json({"base_step": base_step, "base_run": base_run, "results": results})
+            return
+        typer.echo(
+            f"{'run':<14}{'model':<10}{'step':>7}{'retention':>11}{'95% CI':>20}{'eligible':>10}"
+        )
+        for r in results:
+            if r["error"]:
+                typer.echo(f"{r['run']:<14}{r['model']:<10}{r['step']:>7}  {r['error']}")
+                continue
+            ci = f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
+            typer.echo(
+                f"{r['run']:<14}{r['model']:<10}{r['step']:>7}{fmt(r['retention']):>11}"
+                f"{ci:>20}{r['n_eligible']:>5}/{r['n_denominator']:<4}"
+            )
+            _echo_warnings(r)
+
+    _run(as_json, go)
+
+
+def _key_dict(key: tuple[str, str, int] | None) -> dict[str, Any] | None:
+    return None if key is None else {"run": key[0], "model": key[1], "step": key[2]}
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+LABELS = ("same", "different")
+
+
+@stats_app.command("agreement")
+def agreement(
+    pairs: Path = typer.Argument(
+        ..., help="CSV: pair_id,annotator_a,annotator_b,adjudicated,automatic"
+    ),
+    rubric: Path = typer.Option(
+        None, help="rubric TOML with the gate thresholds and the adjudication scope"
+    ),
+    automatic_coverage: float = typer.Option(
+        None,
+        help="non-uncertain / judge-accepted trajectories of the whole locked partition "
+        "(docs/estimators.md item 11); needed, or --partition, for a final gate",
+    ),
+    partition: Path = typer.Option(
+        None,
+        "--partition",
+        help="CSV trajectory_id,mode of every judge-accepted trajectory of the locked "
+        "partition (mode empty or 'uncertain' = uncertain): the automatic coverage",
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Pair agreement and the six-requirement gate: final when every A/B disagreement is
+    adjudicated and the automatic coverage comes from the locked partition
+    (``--automatic-coverage`` or ``--partition``); otherwise preliminary, or
+    ``provisional`` when only the coverage is missing (computed from the pairs, named so,
+    and never called final). Exit 5 when the final gate FAILED (rcea/app/cli/exit_codes.py);
+    ``--json`` carries ``outcome`` and ``exit_code``."""
+
+    def go() -> None:
+
+        spec = load_rubric(rubric) if rubric else None
+        plan = spec.sequential if spec else None
+        rows = read_csv(
+            pairs, ("pair_id", "annotator_a", "annotator_b", "adjudicated", "automatic")
+        )
+        has_qid = "question_id" in rows[0][1]
+        ids, a, b, adj, auto, qids = [], [], [], [], [], []
+        n_planned = len(rows)
+        for line, row in rows:
+            if plan is not None and not (row["annotator_a"] and row["annotator_b"]):
+                continue  # planned but not yet labelled by both (sequential plan)
+            for col in ("annotator_a", "annotator_b"):
+                if row[col] not in LABELS:
+                    hint = (
+                        ""
+                        if plan is not None or row[col]
+                        else " (empty cells = planned, not labelled: needs a rubric "
+                        "with a [sequential] table)"
+                    )
+                    raise InputError(
+                        f"{pairs}:line {line}: {col}: must be same or different, "
+                        f"got {row[col]!r}{hint}"
+                    )
+            for col in ("adjudicated", "automatic"):
+                if row[col] and row[col] not in LABELS:
+                    raise InputError(
+                        f"{pairs}:line {line}: {col}: must be same, different "
+                        f"or empty, got {row[col]!r}"
+                    )
+            if has_qid and not row["question_id"]:
+                raise InputError(f"{pairs}:line {line}: question_id: empty")
+            ids.append(row["pair_id"])
+            a.append(row["annotator_a"])
+            b.append(row["annotator_b"])
+            adj.append(row["adjudicated"] or None)
+            auto.append(row["automatic"] or None)
+            qids.append(row["question_id"] if has_qid else row["pair_id"])
+        if not ids:
+            raise InputError(f"{pairs}: no pair is labelled by both annotators yet")
+        thresholds = spec.gate if spec else GateThresholds()
+        scope = spec.adjudication.scope if spec else "disagreements_and_automatic"
+        if automatic_coverage is not None and partition is not None:
+            raise InputError("--automatic-coverage and --partition exclude each other")
+        if automatic_coverage is not None:
+            coverage, coverage_source = automatic_coverage, "--automatic-coverage"
+        elif partition is not None:
+            coverage, n_traj = _partition_coverage(partition)
+            coverage_source = f"--partition {partition} ({n_traj} trajectories)"
+        else:
+            coverage = sum(x is not None for x in auto) / len(auto)
+            coverage_source = (
+                "pairs: share of audit pairs with an automatic label, not trajectories "
+                "over the locked partition (give --automatic-coverage or --partition)"
+            )
+        unresolved = [p for p, x, y, j in zip(ids, a, b, adj, strict=True) if x != y and j is None]
+        data = planned_gate(
+            ids,
+            qids,
+            a,
+            b,
+            dict(zip(ids, adj, strict=True)),
+            auto,
+            coverage,
+            thresholds,
+            scope=scope,
+            stage="preliminary" if unresolved else "final",
+            plan=plan,
+            n_planned=n_planned,
+            provisional=automatic_coverage is None and partition is None,
+        )
+        data["automatic_coverage_source"] = coverage_source
+        if plan is not None:
+            data["resampling_unit"] = "question_id" if has_qid else "pair (no question_id column)"
+        data.update(gate_outcome(data))
+        if as_json:
+            print_json(data)
+        else:
+            print_gate(data)
+        if data["exit_code"]:
+            raise typer.Exit(data["exit_code"])
+
+    _run(as_json, go)
+
+
+def _partition_coverage(path: Path) -> tuple[float, int]:
+    """Non-uncertain share of a partition CSV (``trajectory_id,mode``)."""
+    rows = read_csv(path, ("trajectory_id", "mode"))
+    seen: dict[str, int] = {}
+    for line, row in rows:
+        tid = row["trajectory_id"]
+        if not tid:
+            raise InputError(f"{path}:line {line}: trajectory_id: empty")
+        if tid in seen:
+            raise InputError(
+                f"{path}:line {line}: trajectory_id: duplicate {tid!r} (first at line {seen[tid]})"
+            )
+        seen[tid] = line
+    certain = sum(row["mode"] not in ("", "uncertain") for _, row in rows)
+    return certain / len(rows), len(rows)
+
+
+def gate_outcome(data: dict[str, Any]) -> dict[str, Any]:
+    """``outcome`` (passed | failed | undecided) and ``exit_code`` of a gate report: only
+    a final gate decides; a failed one exits ``FAILED`` (rcea/app/cli/exit_codes.py)."""
+
+    decided = data.get("stage") == "final" and data.get("passed") is not None
+    passed = data.get("passed") if decided else None
+    outcome = "undecided" if passed is None else ("passed" if passed else "failed")
+    return {"outcome": outcome, "exit_code": outcome_code(passed)}
+
+
+def print_gate(data: dict[str, Any]) -> None:
+    if data["stage"] == "provisional":
+        would = "pass" if data["provisional_passed"] else "fail"
+        verdict = f"NOT FINAL (would {would}; automatic coverage is not from the partition)"
+    elif data["stage"] == "interim":
+        verdict = "undecided (sequential plan: keep labelling)"
+    else:
+        verdict = {True: "PASSED", False: "FAILED", None: "preliminary (not gated)"}[data["passed"]]
+    typer.echo(f"gate ({data['stage']}): {verdict}")
+    source = data.get("automatic_coverage_source", "the audit's locked partition")
+    typer.echo(f"automatic coverage source: {source}")
+    typer.echo(f"adjudication scope: {data['adjudication_scope']}")
+    typer.echo(
+        f"pairs {data['n_pairs']}, evaluated {data['n_evaluated']}, excluded (uncertain) "
+        f"{data['n_excluded_uncertain']}, adjudicated {data['n_adjudicated']}"
+    )
+    for r in [] if data.get("sequential") else data["requirements"]:
+        mark = {True: "pass", False: "FAIL", None: "-"}[r.get("passed")]
+        typer.echo(
+            f"  {r['name']:<28}{fmt(r['value']):>10} {r['comparator']} {r['threshold']:<8} {mark}"
+        )
+    if not data["requirements"]:  # preliminary: not gated, but the number the team watches
+        typer.echo(f"  {'human_human_macro_f1':<28}{fmt(data.get('human_human_macro_f1')):>10}")
+    for key in ("automatic_vs_a_macro_f1", "automatic_vs_b_macro_f1"):
+        typer.echo(f"  {key:<28}{fmt(data.get(key)):>10}")
+    if data.get("sequential"):
+        fixed = data.get("fixed_sample_passed", data.get("fixed_sample_provisional_passed"))
+        if fixed is not None:
+            typer.echo(f"  (the fixed-sample rule would {'pass' if fixed else 'fail'})")
+        print_interim(data["sequential"])
+
+
+def print_interim(seq: dict[str, Any]) -> None:
+    """The sequential plan's interim decisions (docs/sequential-gate.md)."""
+    plan = seq["plan"]
+    head = (
+        f"sequential plan ({plan['spending']}, alpha {plan['alpha']}, looks "
+        f"{'/'.join(str(t) for t in plan['looks'])}): "
+    )
+    if seq["look"] == 0:
+        typer.echo(
+            head + f"before the first look ({seq['n_labelled']}/{seq['n_planned']} pairs "
+            f"labelled by both; look 1 at {seq['look_sizes'][0]})"
+        )
+        return
+    typer.echo(
+        head + f"look {seq['look']}/{seq['n_looks']} at {seq['n_labelled']}/"
+        f"{seq['n_planned']} pairs, boundary z = {seq['boundary']:.3f}, "
+        f"{seq['n_questions']} questions, {seq['n_open']} open pair(s)"
+    )
+    gate = seq["decision"]
+    if gate == "undecided" and seq.get("pairs_needed") is not None:
+        gate += f" (about {seq['pairs_needed']} more pairs)"
+    typer.echo(f"  gate decision: {gate}")
+    for r in seq["requirements"]:
+        interval = "-" if r["lower"] is None else f"[{fmt(r['lower'])}, {fmt(r['upper'])}]"
+        more = ""
+        if r["decision"] == "undecided" and r.get("pairs_needed") is not None:
+            at = r.get("settles_by_look")
+            more = f"  ~{r['pairs_needed']} more pairs" + (
+                f" (look {at})" if at else " (beyond the plan)"
+            )
+        typer.echo(
+            f"  {r['name']:<28}{fmt(r['value']):>10} {interval:>20} {r['comparator']} "
+            f"{r['threshold']:<6} {r['decision']}{more}"
+        )
+
+
+# --------------------------------------------------------------------------- pass@k
+
+
+@stats_app.command("passk")
+def passk(
+    results: Path = typer.Argument(..., help="CSV: question_id,n,c"),
+    k: str = typer.Option("1,8,64", help="comma-separated k values"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Macro pass@k (stable product form) over questions."""
+
+    def go() -> None:
+
+        try:
+            ks = [int(x) for x in k.split(",") if x.strip()]
+        except ValueError:
+            raise InputError(f"--k must be comma-separated integers, got {k!r}") from None
+        rows = read_csv(results, ("question_id", "n", "c"))
+        ns, cs = [], []
+        for line, row in rows:
+            n_i, c_i = _int_cell(results, line, row, "n"), _int_cell(results, line, row, "c")
+            if not 0 <= c_i <= n_i:
+                raise InputError(f"{results}:line {line}: c: must be in [0, n={n_i}], got {c_i}")
+            if n_i < max(ks):
+                raise InputError(
+                    f"{results}:line {line}: n: pass@{max(ks)} needs n >= {max(ks)}, got {n_i}"
+                )
+            ns.append(n_i)
+            cs.append(c_i)
+        data = macro_pass_at_k(ns, cs, ks).to_dict()
+        if as_json:
+            print_json(data)
+            return
+        typer.echo(f"questions: {len(ns)}")
+        for key, value in data["pass_at_k"].items():
+            typer.echo(f"  {key:<12}{fmt(value)}")
+
+    _run(as_json, go)
+
+
+# --------------------------------------------------------------------------- covfit
+
+
+@stats_app.command("covfit")
+def covfit(
+    transitions: Path = typer.Argument(
+        ..., help="CSV: transition,predicted,observed [,run][,model]"
+    ),
+    exclude_run: list[str] = typer.Option(
+        [],
+        help="failed run to exclude (repeatable); with a model column, a run name that "
+        "exists at several models must name one as RUN:MODEL",
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Exact covariance fit of observed on predicted entropy change across transitions.
+
+    With a ``model`` column the fit is pooled and per model, and an exclusion applies to
+    one (run, model): ``--exclude-run clipcov:7B`` leaves ``clipcov`` at other scales in
+    the fit (docs/estimators.md item 14)."""
+
+    def go() -> None:
+
+        rows = read_csv(transitions, ("transition", "predicted", "observed"))
+        labels = [r["transition"] for _, r in rows]
+        pred = [_float_cell(transitions, ln, r, "predicted") for ln, r in rows]
+        obs = [_float_cell(transitions, ln, r, "observed") for ln, r in rows]
+        runs = [r.get("run", "") for _, r in rows] if "run" in rows[0][1] else None
+        if exclude_run and runs is None:
+            raise InputError(f"{transitions}: --exclude-run needs a 'run' column")
+        if "model" in rows[0][1]:
+            models = [r["model"] for _, r in rows]
+            ids = runs
+            if runs is not None:
+                scales: dict[str, set[str]] = defaultdict(set)
+                for r, m in zip(runs, models, strict=True):
+                    scales[r].add(m)
+                # the report's label: the run, or run:model when the run has several models
+                ids = [
+                    r if len(scales[r]) == 1 else f"{r}:{m}"
+                    for r, m in zip(runs, models, strict=True)
+                ]
+                for name in exclude_run:
+                    if len(scales.get(name, ())) > 1:
+                        options = ", ".join(f"{name}:{m}" for m in sorted(scales[name]))
+                        raise InputError(
+                            f"--exclude-run {name}: that run exists at several models; "
+                            f"name one ({options})"
+                        )
+            data = covariance_fit_by_group(
+                models, labels, pred, obs, runs=ids, excluded_runs=exclude_run
+            ).to_dict()
+        else:
+            data = covariance_fit(labels, pred, obs, runs=runs, excluded_runs=exclude_run).to_dict()
+        if as_json:
+            print_json(data)
+            return
+        pooled = data.get("pooled", data)
+        _print_flat(
+            "covariance fit (pooled)",
+            pooled,
+            ("n", *FIT_SUMMARY, "excluded_runs"),
+        )
+
+    _run(as_json, go)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _print_flat(title: str, data: dict[str, Any], keys: tuple[str, ...]) -> None:
+    typer.echo(title)
+    for key in keys:
+        typer.echo(f"  {key:<24}{fmt(data.get(key))}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(stats_app, name="stats")

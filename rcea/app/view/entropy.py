@@ -1,0 +1,90 @@
+"""Entropy page: training entropy traces per objective on normalised progress (Figure 1/3
+style), failed/successful token-entropy ratios with CIs per checkpoint (Figure 4/5 style)
+and the sequence-entropy decomposition table — all from ``build_report``."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from rcea.app.view import charts
+from rcea.app.view import report_frames as rf
+from rcea.app.view.state import report, selected_study
+
+st.title("Entropy")
+study = selected_study()
+st.caption(
+    "Pure entropy numbers: entropy-only (no audit) — they need neither a pair audit nor "
+    "a calibrated judge."
+)
+rep = report(study)
+
+st.subheader("Training entropy traces")
+training = rf.training_frame(rep)
+if training.empty:
+    st.caption(
+        "No training curve recorded for this study (`rcea train` records one per objective)."
+    )
+else:
+    metrics = rf.training_metrics(training)
+    if metrics:
+        metric = st.selectbox("value", metrics, key="training_metric")
+        trace = training[["run", "model", "series", "step", "progress", metric]].dropna()
+        st.altair_chart(
+            charts.entropy_traces(trace.rename(columns={metric: "value"}), title=metric),
+            width="stretch",
+        )
+    st.caption("x = step / max_steps of each run, so objectives of any length compare.")
+
+st.subheader("Failed / successful token-entropy ratio")
+ratios = rf.ratio_frame(rep)
+p = rep.parameters
+if ratios.empty:
+    st.caption("No checkpoint.")
+else:
+    with_ci = ratios.dropna(subset=["paired_ratio"])
+    if with_ci.empty:
+        st.caption(
+            f"No checkpoint has a question with K₊ ≥ {p.k_min} and K₋ ≥ {p.k_min}: "
+            "the paired ratio is undefined everywhere."
+        )
+    else:
+        st.altair_chart(
+            charts.ratio_with_ci(
+                with_ci.rename(columns={"paired_ratio": "estimate"}),
+                title="paired ratio H_tok,− / H_tok,+",
+            ),
+            width="stretch",
+        )
+    st.dataframe(
+        ratios,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format="%.3f")
+            for c in ("paired_ratio", "ci_low", "ci_high", "broad_ratio", "direction_share")
+        },
+    )
+    st.caption(
+        f"Paired: geometric mean over E = questions with K₊, K₋ ≥ {p.k_min}, 95% "
+        f"hierarchical bootstrap CI (B = {p.n_boot}, seed {p.seed} — set in the "
+        "sidebar; the published report uses B = 10,000). Broad: each outcome over its own "
+        "questions. Direction share and one-sided sign test over E."
+    )
+
+st.subheader("Decomposition (Prop. 1)")
+decomp = rf.decomposition_frame(rep)
+st.dataframe(
+    decomp,
+    hide_index=True,
+    width="stretch",
+    column_config={
+        c: st.column_config.NumberColumn(format="%.2e")
+        for c in ("max |residual|", "max |mixture residual|")
+        if c in decomp.columns
+    },
+)
+st.caption(
+    "Macro over questions, nats. H(Y|x) = −mean ℓ; H(Y|R=r,x) = −mean ℓ over outcome r + "
+    "log p̂_r; the residual H(Y|x) − [h_b(p̂₊) + Σ p̂_r H(Y|R=r,x)] is a consistency check "
+    "(≈ 0 up to rounding)."
+)

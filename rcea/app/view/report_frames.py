@@ -1,0 +1,408 @@
+"""Tidy frames cut from the validated report (``rcea.study.report.schema.StudyReport``, the model
+the API returns and the bundle carries; keys in docs/report-keys.md) for the Entropy, Modes
+and Covariance pages. Pure functions: no store, no Streamlit, no recomputation — every
+number is the report's own, read through the typed sections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from rcea.audits.covariance import FIT_SUMMARY
+from rcea.study.report.schema import CheckpointReport, StudyReport
+from rcea.study.report.sections import DirectionCounts
+
+Report = StudyReport
+
+CHECKPOINT_COLUMNS = ["checkpoint", "run", "model", "step", "reported", "failed_run"]
+
+
+def checkpoint_label(run: str, model: str, step: int) -> str:
+    """How a checkpoint is named across the view: ``run · model @ step``."""
+    return f"{run} · {model} @ {step}"
+
+
+def _ckpt(c: CheckpointReport) -> dict[str, Any]:
+    return {
+        "checkpoint": checkpoint_label(c.run, c.model, c.step),
+        "run": c.run,
+        "model": c.model,
+        "step": c.step,
+        "reported": c.reported,
+        "failed_run": c.failed_run,
+    }
+
+
+def training_frame(report: Report) -> pd.DataFrame:
+    """One row per logged training point: ``run`` (objective), ``model``, ``series``
+    (``run · model``: one line per (run, model), never two scales merged), ``step``,
+    ``progress`` and whatever the producer logged (``entropy``, ``reward``, ``loss``, ...)."""
+    rows = [
+        {"run": c.run, "model": c.model, "series": f"{c.run} · {c.model}", **p.model_dump()}
+        for c in report.training_curves
+        for p in c.points
+    ]
+    return pd.DataFrame(
+        rows, columns=None if rows else ["run", "model", "series", "step", "progress"]
+    )
+
+
+def training_metrics(frame: pd.DataFrame) -> list[str]:
+    """The numeric logged columns of ``training_frame`` besides step and progress,
+    ``entropy`` first."""
+    skip = {"run", "model", "series", "step", "progress"}
+    cols = [c for c in frame.columns if c not in skip and pd.api.types.is_numeric_dtype(frame[c])]
+    return sorted(cols, key=lambda c: (c != "entropy", c))
+
+
+def ratio_frame(report: Report) -> pd.DataFrame:
+    """Failed/successful token-entropy ratios per checkpoint (docs/estimators.md item 3): the
+    paired geometric-mean ratio with its bootstrap CI, |E| and paired coverage, the broad
+    ratio with both outcome coverages, the direction share and the sign-test p."""
+    rows = []
+    for c in report.checkpoints:
+        e = c.entropy
+        rows.append(
+            {
+                **_ckpt(c),
+                "paired_ratio": e and e.paired_ratio,
+                "ci_low": e and e.paired_ci_low,
+                "ci_high": e and e.paired_ci_high,
+                "n_paired": e and e.n_paired_questions,
+                "coverage_paired": e and e.coverage_paired,
+                "broad_ratio": e and e.broad_ratio,
+                "coverage_success": e and e.coverage_success,
+                "coverage_failure": e and e.coverage_failure,
+                "direction_share": e and e.direction_share,
+                "sign_test_p": e and e.sign_test_p,
+                "note": c.entropy_error,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            *CHECKPOINT_COLUMNS,
+            "paired_ratio",
+            "ci_low",
+            "ci_high",
+            "n_paired",
+            "coverage_paired",
+            "broad_ratio",
+            "coverage_success",
+            "coverage_failure",
+            "direction_share",
+            "sign_test_p",
+            "note",
+        ],
+    )
+
+
+def decomposition_frame(report: Report) -> pd.DataFrame:
+    """Prop. 1 per checkpoint (docs/estimators.md items 1–2), macro over questions: H(R|x), Ĥ(Y|x),
+    Ĥ(Y|R=r,x), the reconstruction residual, mean token entropy and the Eq. 5 mixture
+    residual. H(R|x) and the outcome coverages need rewards only (``outcome``): they are
+    there for a checkpoint without token entropies too."""
+    rows = []
+    for c in report.checkpoints:
+        e = c.entropy
+        rows.append(
+            {
+                **_ckpt(c),
+                "n": c.n,
+                "accuracy": c.accuracy,
+                "H(R|x)": c.outcome.mean_outcome_entropy,
+                "coverage (R=1)": c.outcome.coverage_success,
+                "coverage (R=0)": c.outcome.coverage_failure,
+                "H(Y|x)": e and e.mean_sequence_entropy,
+                "H(Y|R=1,x)": e and e.mean_conditional_entropy_success,
+                "H(Y|R=0,x)": e and e.mean_conditional_entropy_failure,
+                "max |residual|": e and e.max_abs_residual,
+                "H_tok": e and e.mean_token_entropy,
+                "max |mixture residual|": e and e.max_abs_token_mixture_residual,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            *CHECKPOINT_COLUMNS,
+            "n",
+            "accuracy",
+            "H(R|x)",
+            "coverage (R=1)",
+            "coverage (R=0)",
+            "H(Y|x)",
+            "H(Y|R=1,x)",
+            "H(Y|R=0,x)",
+            "max |residual|",
+            "H_tok",
+            "max |mixture residual|",
+        ],
+    )
+
+
+def retention_frame(report: Report) -> pd.DataFrame:
+    """Rarefied retention per non-base checkpoint with its question-bootstrap CI
+    (docs/estimators.md item 5, Table 1/A6 style): eligible count out of its denominator and the
+    mean N̄_eff at base and checkpoint."""
+    rows = []
+    for c in report.checkpoints:
+        r = c.retention
+        if r is None and not c.retention_error:
+            continue
+        rows.append(
+            {
+                **_ckpt(c),
+                "retention": r and r.retention,
+                "ci_low": r and r.ci_low,
+                "ci_high": r and r.ci_high,
+                "n_eligible": r and r.n_eligible,
+                "n_denominator": r and r.n_denominator,
+                "mean_n_eff_base": r and r.mean_n_eff_base,
+                "mean_n_eff_checkpoint": r and r.mean_n_eff_checkpoint,
+                "note": c.retention_error,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            *CHECKPOINT_COLUMNS,
+            "retention",
+            "ci_low",
+            "ci_high",
+            "n_eligible",
+            "n_denominator",
+            "mean_n_eff_base",
+            "mean_n_eff_checkpoint",
+            "note",
+        ],
+    )
+
+
+def mode_entropy_frame(report: Report) -> pd.DataFrame:
+    """Mode entropy per checkpoint (docs/estimators.md item 5): eligible questions, mean N_eff and
+    Ĥ(Z|C_x), included and uncertain counts, coverage."""
+    keys = [
+        "n_questions",
+        "n_eligible",
+        "mean_n_eff",
+        "mean_mode_entropy",
+        "n_included",
+        "n_uncertain",
+        "coverage",
+    ]
+    rows = [
+        {**_ckpt(c), **c.modes.model_dump(include=set(keys))}
+        for c in report.checkpoints
+        if c.modes is not None
+    ]
+    return pd.DataFrame(rows, columns=[*CHECKPOINT_COLUMNS, *keys])
+
+
+def transitions_frame(report: Report) -> pd.DataFrame:
+    """Predicted vs observed mean ΔH per adjacent-checkpoint transition (docs/estimators.md item 6);
+    ``in_fit`` is False for failed runs (excluded from the fit, still shown)."""
+    cov = report.covariance
+    rows = [
+        {
+            "transition": t.transition,
+            "run": t.run,
+            "model": t.model,
+            "from_step": t.from_step,
+            "to_step": t.to_step,
+            "predicted": t.predicted,
+            "observed": t.observed,
+            "n_positions": t.n_positions,
+            "in_fit": not t.failed_run,
+        }
+        for t in (cov.transitions if cov else [])
+    ]
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "transition",
+            "run",
+            "model",
+            "from_step",
+            "to_step",
+            "predicted",
+            "observed",
+            "n_positions",
+            "in_fit",
+        ],
+    )
+
+
+FIT_COLUMNS = ["n", *FIT_SUMMARY]  # the fit's own key list (rcea.audits.covariance)
+
+
+def fit_frame(report: Report) -> pd.DataFrame:
+    """Fit statistics (Table A7 style): the pooled fit over non-failed runs, then one row
+    per model group."""
+    cov = report.covariance
+    rows = []
+    if cov is not None:
+        rows.append({"scope": "pooled (non-failed)", **cov.pooled.model_dump(include=_FIT)})
+        for name, fit in sorted(cov.groups.items()):
+            rows.append({"scope": name, **fit.model_dump(include=_FIT)})
+    return pd.DataFrame(rows, columns=["scope", *FIT_COLUMNS])
+
+
+_FIT = set(FIT_COLUMNS)
+
+
+def q99_frame(report: Report) -> pd.DataFrame:
+    """The reward-stratified tail per endpoint (docs/estimators.md item 7, q99 table): share of
+    positive covariance mass in each stratum's tail, the selected fraction (ties kept),
+    the gap in percentage points; failed runs kept and marked."""
+    rows = []
+    for ep in report.tail.endpoints if report.tail else []:
+        rep, s, f = ep.report, ep.report.success, ep.report.failure
+        rows.append(
+            {
+                "endpoint": checkpoint_label(ep.run, ep.model, ep.step),
+                "failed_run": ep.failed_run,
+                "quantile": rep.quantile,
+                "success_share": s.share,
+                "success_selected_fraction": s.selected_fraction,
+                "failure_share": f.share,
+                "failure_selected_fraction": f.selected_fraction,
+                "gap_pp": rep.gap_failure_minus_success_pp,
+                "n_tokens": rep.n_tokens,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "endpoint",
+            "failed_run",
+            "quantile",
+            "success_share",
+            "success_selected_fraction",
+            "failure_share",
+            "failure_selected_fraction",
+            "gap_pp",
+            "n_tokens",
+        ],
+    )
+
+
+def budget_frame(report: Report) -> pd.DataFrame:
+    """Equal-count budget sensitivity per endpoint (Table A8 style)."""
+    rows = [
+        {
+            "endpoint": checkpoint_label(ep.run, ep.model, ep.step),
+            "failed_run": ep.failed_run,
+            **b.model_dump(),
+        }
+        for ep in (report.tail.endpoints if report.tail else [])
+        for b in ep.report.budgets
+    ]
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "endpoint",
+            "failed_run",
+            "budget",
+            "success_k",
+            "failure_k",
+            "success_share",
+            "failure_share",
+            "gap_failure_minus_success_pp",
+        ],
+    )
+
+
+def failure_frame(report: Report) -> pd.DataFrame:
+    """The failure verdict per (run, model) (docs/estimators.md items 9, 13, 14): the reported
+    checkpoint and, next to a failure, the failure-window shares from the training curve."""
+    rows = []
+    for f in report.failure:
+        w = f.failure_window
+        rows.append(
+            {
+                "run": f.run,
+                "model": f.model,
+                "failed": f.failed,
+                "reported_step": f.reported_step,
+                "reported_reason": f.reported_reason,
+                "collapse_step": w and w.collapse_step,
+                "nonzero_variance_share": w and w.nonzero_variance_share,
+                "empty_mask_share": w and w.empty_mask_share,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "run",
+            "model",
+            "failed",
+            "reported_step",
+            "reported_reason",
+            "collapse_step",
+            "nonzero_variance_share",
+            "empty_mask_share",
+        ],
+    )
+
+
+def association_frame(report: Report) -> pd.DataFrame:
+    """The retention–pass@k Spearman per model scale (and pooled only when requested,
+    labelled), on the report's one named benchmark and k."""
+    a = report.association
+    if a is None:
+        return pd.DataFrame(columns=["scope", "metric", "rho", "p_value", "n", "excluded"])
+    fits: list[tuple[str, Any]] = list(a.by_model.items())
+    if a.pooled is not None:
+        fits.append((a.pooled.label, a.pooled))
+    return pd.DataFrame(
+        [
+            {
+                "scope": scope,
+                "metric": a.metric,
+                "rho": fit.rho,
+                "p_value": fit.p_value,
+                "n": fit.n,
+                "excluded": ", ".join(fit.excluded),
+            }
+            for scope, fit in fits
+        ],
+        columns=["scope", "metric", "rho", "p_value", "n", "excluded"],
+    )
+
+
+def direction_counts_frame(counts: DirectionCounts) -> pd.DataFrame:
+    """The report's ``tail.direction_counts`` (the q99 tail, then each equal-count
+    budget) as one row per selection; lists are joined for display."""
+    rows = [counts.quantile_tail, *counts.budgets]
+    flat = [
+        {
+            k: ", ".join(map(str, v)) if isinstance(v, list | tuple) else v
+            for k, v in r.model_dump().items()
+        }
+        for r in rows
+    ]
+    return pd.DataFrame(flat)
+
+
+#: the CONSORT-style stages of a checkpoint's flow (docs/reports.md "Flow"), in order
+FLOW_STAGES = ("imported", "successes", "judged", "accepted", "assigned")
+#: the numbers whose eligible questions the flow ends in
+FLOW_NUMBERS = ("paired_ratio", "validity", "modes", "retention")
+
+
+def flow_frame(report: Report) -> pd.DataFrame:
+    """One row per checkpoint: ``trajectories / questions`` at each stage of its flow,
+    then the eligible questions each number rests on (empty: the number is not computed)."""
+    rows = []
+    for c in report.checkpoints:
+        if c.flow is None:
+            continue
+        row: dict[str, Any] = {"checkpoint": checkpoint_label(c.run, c.model, c.step)}
+        for stage in FLOW_STAGES:
+            f = getattr(c.flow, stage)
+            row[stage] = f"{f.trajectories} / {f.questions}"
+        for name in FLOW_NUMBERS:
+            row[f"eligible: {name}"] = c.flow.eligible.get(name)
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,277 @@
+"""Validity-judge calibration (docs/estimators.md item 12).
+
+``judge_calibration`` — on a held-out, blinded, human-labelled calibration split
+(human ∈ {valid, invalid}; judge ∈ {valid, invalid, unparseable}), n items:
+
+* accuracy = #(judge = human) / n — an ``unparseable`` verdict is never correct;
+* macro-F1 over {valid, invalid} = mean of the two class F1s, F1_ℓ = 2TP/(2TP+FP+FN)
+  (0 when the denominator is 0). An ``unparseable`` verdict counts as wrong: it is a
+  false negative of the human's class and a false positive of neither — exactly
+  sklearn ``f1_score(human, judge, labels=["valid", "invalid"], average="macro",
+  zero_division=0)``;
+* accepted_valid_precision = P(human valid | judge accepted) =
+  #(judge valid ∧ human valid) / #(judge valid); ``None`` when the judge accepted none;
+* valid_recall = P(judge accepted | human valid) = #(judge valid ∧ human valid) /
+  #(human valid); ``None`` when no item is human-valid (unparseable = not accepted);
+* coverage = #(judge ≠ unparseable) / n.
+
+``accepted_set_precision`` — on a random sample of production judge-accepted
+trajectories (apart from the calibration set), each labelled by two annotators:
+precision_a = #(annotator A says valid)/n with an exact Clopper–Pearson interval
+[B(α/2; k, n−k+1), B(1−α/2; k+1, n−k)] (B = beta quantile, lower 0 when k = 0, upper 1
+when k = n, α = 1 − confidence) — the same as ``scipy.stats.binomtest(k, n)
+.proportion_ci(confidence, method="exact")``; likewise for annotator B.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rcea.audits._checks import check_same_length
+
+__all__ = [
+    "INVALID",
+    "UNPARSEABLE",
+    "VALID",
+    "AcceptedSetPrecision",
+    "AnnotatorPrecision",
+    "JudgeCalibration",
+    "ValidityAgreement",
+    "accepted_set_precision",
+    "clopper_pearson",
+    "judge_calibration",
+    "validity_agreement",
+]
+
+VALID = "valid"
+INVALID = "invalid"
+UNPARSEABLE = "unparseable"
+_HUMAN = (VALID, INVALID)
+_JUDGE = (VALID, INVALID, UNPARSEABLE)
+
+
+def _labels(values: Sequence[Any], name: str, allowed: tuple[str, ...]) -> list[str]:
+    if isinstance(values, str):
+        raise ValueError(f"{name} must be a sequence of labels, not a single string")
+    out = list(values)
+    if not out:
+        raise ValueError(f"{name} is empty")
+    for i, v in enumerate(out):
+        if v not in allowed:
+            raise ValueError(f"{name}[{i}] must be one of {list(allowed)}, got {v!r}")
+    return [str(v) for v in out]
+
+
+@dataclass(frozen=True)
+class JudgeCalibration:
+    """Judge vs human labels on the calibration split (formulas in the module docstring)."""
+
+    n_items: int
+    accuracy: float
+    macro_f1: float
+    valid_f1: float
+    invalid_f1: float
+    accepted_valid_precision: float | None
+    valid_recall: float | None
+    coverage: float
+    n_human_valid: int
+    n_human_invalid: int
+    n_judge_valid: int
+    n_judge_invalid: int
+    n_unparseable: int
+    confusion: dict[str, dict[str, int]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_items": self.n_items,
+            "accuracy": self.accuracy,
+            "macro_f1": self.macro_f1,
+            "valid_f1": self.valid_f1,
+            "invalid_f1": self.invalid_f1,
+            "accepted_valid_precision": self.accepted_valid_precision,
+            "valid_recall": self.valid_recall,
+            "coverage": self.coverage,
+            "n_human_valid": self.n_human_valid,
+            "n_human_invalid": self.n_human_invalid,
+            "n_judge_valid": self.n_judge_valid,
+            "n_judge_invalid": self.n_judge_invalid,
+            "n_unparseable": self.n_unparseable,
+            "confusion": {k: dict(v) for k, v in self.confusion.items()},
+        }
+
+
+def judge_calibration(
+    human_labels: Sequence[Any], judge_verdicts: Sequence[Any]
+) -> JudgeCalibration:
+    """Accuracy, macro-F1, accepted-valid precision, valid recall and coverage of the judge.
+
+    ``confusion[human][judge]`` holds the counts (rows human, columns judge verdict).
+    """
+    human = _labels(human_labels, "human_labels", _HUMAN)
+    judge = _labels(judge_verdicts, "judge_verdicts", _JUDGE)
+    n = check_same_length(human_labels=human, judge_verdicts=judge)
+    confusion = {h: {j: 0 for j in _JUDGE} for h in _HUMAN}
+    for h, j in zip(human, judge, strict=True):
+        confusion[h][j] += 1
+
+    def f1(label: str) -> float:
+        tp = confusion[label][label]
+        fp = sum(confusion[h][label] for h in _HUMAN if h != label)
+        fn = sum(confusion[label][j] for j in _JUDGE if j != label)
+        den = 2 * tp + fp + fn
+        return 2 * tp / den if den else 0.0
+
+    n_hv = sum(confusion[VALID].values())
+    n_jv = confusion[VALID][VALID] + confusion[INVALID][VALID]
+    n_unp = confusion[VALID][UNPARSEABLE] + confusion[INVALID][UNPARSEABLE]
+    tp_valid = confusion[VALID][VALID]
+    f1_valid, f1_invalid = f1(VALID), f1(INVALID)
+    return JudgeCalibration(
+        n_items=n,
+        accuracy=(confusion[VALID][VALID] + confusion[INVALID][INVALID]) / n,
+        macro_f1=(f1_valid + f1_invalid) / 2.0,
+        valid_f1=f1_valid,
+        invalid_f1=f1_invalid,
+        accepted_valid_precision=tp_valid / n_jv if n_jv else None,
+        valid_recall=tp_valid / n_hv if n_hv else None,
+        coverage=(n - n_unp) / n,
+        n_human_valid=n_hv,
+        n_human_invalid=n - n_hv,
+        n_judge_valid=n_jv,
+        n_judge_invalid=confusion[VALID][INVALID] + confusion[INVALID][INVALID],
+        n_unparseable=n_unp,
+        confusion=confusion,
+    )
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper–Pearson) two-sided interval for a binomial proportion k/n."""
+    # scipy: ≈ 1 s to import, paid only where it computes (rcea/audits/__init__.py)
+    from scipy import stats
+
+    if isinstance(k, bool) or isinstance(n, bool) or int(k) != k or int(n) != n:
+        raise ValueError(f"k and n must be integers, got k={k!r}, n={n!r}")
+    k, n = int(k), int(n)
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"need n >= 1 and 0 <= k <= n, got k={k}, n={n}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    alpha = 1.0 - confidence
+    lower = 0.0 if k == 0 else float(stats.beta.ppf(alpha / 2.0, k, n - k + 1))
+    upper = 1.0 if k == n else float(stats.beta.ppf(1.0 - alpha / 2.0, k + 1, n - k))
+    return lower, upper
+
+
+@dataclass(frozen=True)
+class AnnotatorPrecision:
+    """Share of sampled judge-accepted trajectories one annotator labelled valid."""
+
+    n: int
+    n_valid: int
+    precision: float
+    ci_low: float
+    ci_high: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "n_valid": self.n_valid,
+            "precision": self.precision,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+        }
+
+
+@dataclass(frozen=True)
+class AcceptedSetPrecision:
+    """Accepted-set precision against each of two annotators (exact binomial CIs)."""
+
+    confidence: float
+    annotator_a: AnnotatorPrecision
+    annotator_b: AnnotatorPrecision
+    annotator_agreement: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "confidence": self.confidence,
+            "annotator_a": self.annotator_a.to_dict(),
+            "annotator_b": self.annotator_b.to_dict(),
+            "annotator_agreement": self.annotator_agreement,
+        }
+
+
+def _annotator(labels: list[str], confidence: float) -> AnnotatorPrecision:
+    n = len(labels)
+    k = labels.count(VALID)
+    lo, hi = clopper_pearson(k, n, confidence)
+    return AnnotatorPrecision(n=n, n_valid=k, precision=k / n, ci_low=lo, ci_high=hi)
+
+
+def accepted_set_precision(
+    labels_annotator_a: Sequence[Any],
+    labels_annotator_b: Sequence[Any],
+    confidence: float = 0.95,
+) -> AcceptedSetPrecision:
+    """Precision of the judge's accepted set per annotator, with Clopper–Pearson intervals.
+
+    Both label sequences cover the same sampled judge-accepted trajectories (same order);
+    ``annotator_agreement`` is the share of items the two annotators label alike.
+    """
+    a = _labels(labels_annotator_a, "labels_annotator_a", _HUMAN)
+    b = _labels(labels_annotator_b, "labels_annotator_b", _HUMAN)
+    n = check_same_length(labels_annotator_a=a, labels_annotator_b=b)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    return AcceptedSetPrecision(
+        confidence=float(confidence),
+        annotator_a=_annotator(a, confidence),
+        annotator_b=_annotator(b, confidence),
+        annotator_agreement=sum(x == y for x, y in zip(a, b, strict=True)) / n,
+    )
+
+
+@dataclass(frozen=True)
+class ValidityAgreement:
+    """Agreement of two annotators on the same validity items."""
+
+    n_items: int
+    n_agree: int
+    agreement: float  # n_agree / n_items
+    macro_f1: float  # A as reference, B as prediction; symmetric for two classes
+    cohen_kappa: float | None  # None when chance agreement is 1 (both constant, equal)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_items": self.n_items,
+            "n_agree": self.n_agree,
+            "agreement": self.agreement,
+            "macro_f1": self.macro_f1,
+            "cohen_kappa": self.cohen_kappa,
+        }
+
+
+def validity_agreement(labels_a: Sequence[Any], labels_b: Sequence[Any]) -> ValidityAgreement:
+    """Two annotators' labels of the same items (both in {valid, invalid}).
+
+    agreement = #(a = b)/n; macro-F1 over {valid, invalid} of b against a (the class F1s
+    swap roles when a and b swap, so the mean is symmetric); Cohen's κ = (p_o − p_e)/(1 − p_e)
+    with p_e = Σ_ℓ (n_a,ℓ/n)(n_b,ℓ/n), ``None`` when p_e = 1 — the same as sklearn
+    ``f1_score(a, b, labels=[valid, invalid], average="macro", zero_division=0)`` and
+    ``cohen_kappa_score(a, b)``."""
+    a = _labels(labels_a, "labels_a", _HUMAN)
+    b = _labels(labels_b, "labels_b", _HUMAN)
+    n = check_same_length(labels_a=a, labels_b=b)
+    agree = sum(x == y for x, y in zip(a, b, strict=True))
+    f1s = []
+    for lab in _HUMAN:
+        tp = sum(x == lab and y == lab for x, y in zip(a, b, strict=True))
+        fp = sum(x != lab and y == lab for x, y in zip(a, b, strict=True))
+        fn = sum(x == lab and y != lab for x, y in zip(a, b, strict=True))
+        den = 2 * tp + fp + fn
+        f1s.append(2 * tp / den if den else 0.0)
+    p_o = agree / n
+    p_e = sum((a.count(lab) / n) * (b.count(lab) / n) for lab in _HUMAN)
+    kappa = None if p_e == 1.0 else (p_o - p_e) / (1.0 - p_e)
+    return ValidityAgreement(n, agree, p_o, sum(f1s) / 2.0, kappa)

@@ -1,0 +1,609 @@
+"""The demo's walkthrough per role: what annotator A, annotator B, the adjudicator and the
+researcher open and do, and the researcher's exact next command at the current stage.
+
+The stage is read from the store (:func:`read_progress`: labels counted, pairs needing
+adjudication, the adjudication pushed, ``gate.final`` recorded, the calibration completed,
+a bundle published) and turned into commands by the pure :func:`next_commands`, so running
+``rcea demo status`` again after each step always says what comes next.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from rcea.study import events
+from rcea.study.labelling import PAIR, VALIDITY
+from rcea.study.labelling.bindings import bindings
+from rcea.study.pair_audit.gate import recorded_final_gate
+from rcea.study.pair_audit.labels import (
+    ADJUDICATOR,
+    audit_rubric,
+    current_labels,
+    needs_adjudication,
+)
+from rcea.study.pair_audit.sampling import audit_pairs
+from rcea.study.store.models import Audit, Rubric, Trajectory, ValidityCheck
+from rcea.study.store.repository import get_study
+from rcea.study.validity_audit import labelling as validity_labels
+from rcea.study.validity_audit.checks import HELD_OUT, check_items
+from rcea.study.validity_audit.status import validity_status
+
+ROLE_TITLES = {"A": "annotator A", "B": "annotator B", "adjudicator": "the adjudicator"}
+
+
+@dataclass(frozen=True)
+class Project:
+    """One person's Label Studio project of a round (from the labelling bindings)."""
+
+    role: str
+    email: str
+    url: str  # the project's address on the person's own server
+    n_labelled: int
+
+
+@dataclass(frozen=True)
+class PairProgress:
+    audit: str
+    n_pairs: int
+    labelled: dict[str, int]  # A, B → pairs with a counted label
+    n_needing_adjudication: int
+    n_adjudication_pushed: int  # pairs in the adjudication project (0: none yet)
+    n_adjudicated: int
+    final_gate: str | None  # passed | failed once a gate.final event is recorded
+    projects: list[Project] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CalibrationProgress:
+    calibration: str
+    double: bool  # two annotators per item (disagreements adjudicated)
+    n_items: int  # held-out items
+    n_unlabelled: int  # held-out items still waiting for a first-round label
+    n_needing_adjudication: int
+    n_adjudication_pushed: int
+    n_adjudicated: int
+    n_reference: int  # held-out items with a human reference
+    completed: bool  # judge.calibration.completed recorded for this calibration
+    projects: list[Project] = field(default_factory=list)
+    # the accepted-set check of the same judge: "calibrated" needs it too
+    # (docs/validity-audit.md "Acceptance"); None: none drawn for this judge
+    accepted: str | None = None
+    accepted_items: int = 0
+    accepted_labelled: dict[str, int] = field(default_factory=dict)  # A, B → items
+    accepted_completed: bool = False
+
+
+@dataclass(frozen=True)
+class Progress:
+    study: str
+    pair: PairProgress | None  # None: the pair audit is not pushed yet
+    calibration: CalibrationProgress | None  # None: the calibration is not pushed yet
+    bundle: str | None  # the latest published bundle
+
+
+@dataclass(frozen=True)
+class NextCommand:
+    track: str  # pair audit | validity calibration | report
+    state: str  # where the track stands, in words
+    command: str | None  # the researcher's command (None: nothing to run, track done)
+    waits_for: str | None = None  # who must act before the command makes progress
+
+
+def _q(value: str) -> str:
+    return shlex.quote(value)
+
+
+def next_commands(p: Progress, adjudicator: str) -> list[NextCommand]:
+    """Each track's next step (pair audit, validity calibration, then publishing)."""
+    out: list[NextCommand] = []
+    if p.pair is None:
+        out.append(NextCommand("pair audit", "not pushed yet", "rcea demo"))
+    else:
+        out.append(_pair_next(p.pair, adjudicator))
+    if p.calibration is None:
+        out.append(NextCommand("validity calibration", "not pushed yet", "rcea demo"))
+    else:
+        out.append(_calibration_next(p.calibration, adjudicator))
+    gate_done = p.pair is not None and p.pair.final_gate is not None
+    cal_done = p.calibration is not None and p.calibration.completed
+    if p.calibration is not None and p.calibration.accepted is not None:
+        cal_done = cal_done and p.calibration.accepted_completed
+    study = _q(p.study)
+    if p.bundle:
+        out.append(NextCommand("report", f"published: {p.bundle}", None))
+    elif gate_done and cal_done and p.pair is not None and p.pair.final_gate == "passed":
+        out.append(
+            NextCommand("report", "ready to publish", f"rcea report publish --study {study}")
+        )
+    elif gate_done and cal_done:
+        out.append(
+            NextCommand(
+                "report",
+                "the final pair gate FAILED: audited numbers cannot be published",
+                f"rcea report publish --study {study} --entropy-only",
+            )
+        )
+    else:
+        out.append(
+            NextCommand(
+                "report",
+                "waits for the final pair gate and a completed calibration",
+                None,
+                "the two tracks above",
+            )
+        )
+    return out
+
+
+def _pair_next(pp: PairProgress, adjudicator: str) -> NextCommand:
+    audit = f"--audit {_q(pp.audit)}"
+    a, b, n = pp.labelled.get("A", 0), pp.labelled.get("B", 0), pp.n_pairs
+    if a < n or b < n:
+        return NextCommand(
+            "pair audit",
+            f"labelling: A {a}/{n}, B {b}/{n}",
+            f"rcea audit sync {audit}",
+            "annotators A and B label every pair (labels also arrive live while `rcea serve` runs)",
+        )
+    need = pp.n_needing_adjudication
+    if need > pp.n_adjudication_pushed:
+        return NextCommand(
+            "pair audit",
+            f"labelled; {need} pair(s) need adjudication, "
+            + (
+                "none pushed yet"
+                if not pp.n_adjudication_pushed
+                else f"{pp.n_adjudication_pushed} pushed"
+            ),
+            # the demo serves this data dir's receiver itself (`rcea demo --serve`)
+            f"rcea audit adjudicate {audit} --adjudicator {_q(adjudicator)} --no-receiver-check",
+        )
+    if pp.n_adjudicated < need:
+        return NextCommand(
+            "pair audit",
+            f"adjudication: {pp.n_adjudicated}/{need}",
+            f"rcea audit sync {audit}",
+            "the adjudicator decides every pushed pair",
+        )
+    if pp.final_gate is None:
+        return NextCommand(
+            "pair audit",
+            "labelled"
+            + (f" and {need} pair(s) adjudicated" if need else ", no adjudication needed"),
+            f"rcea audit gate --final {audit}",
+        )
+    return NextCommand("pair audit", f"final gate {pp.final_gate.upper()}", None)
+
+
+def _calibration_next(cp: CalibrationProgress, adjudicator: str) -> NextCommand:
+    cal = f"--calibration {_q(cp.calibration)}"
+    if cp.completed and cp.accepted is not None and not cp.accepted_completed:
+        check = f"--check {_q(cp.accepted)}"
+        done = min(cp.accepted_labelled.get(r, 0) for r in ("A", "B"))
+        if done < cp.accepted_items:
+            return NextCommand(
+                "validity calibration",
+                f"calibration completed; accepted-set check: A "
+                f"{cp.accepted_labelled.get('A', 0)}/{cp.accepted_items}, B "
+                f"{cp.accepted_labelled.get('B', 0)}/{cp.accepted_items} labelled",
+                f"rcea judge accepted sync {check}",
+                "the validity annotators A and B label every accepted-set item",
+            )
+        return NextCommand(
+            "validity calibration",
+            "calibration completed; every accepted-set item labelled by A and B",
+            f"rcea judge accepted report {check}",
+        )
+    if cp.completed:
+        return NextCommand("validity calibration", "completed", None)
+    if cp.n_unlabelled:
+        return NextCommand(
+            "validity calibration",
+            f"labelling: {cp.n_items - cp.n_unlabelled}/{cp.n_items} held-out items labelled",
+            f"rcea judge calibrate sync {cal}",
+            "the validity annotators label every item",
+        )
+    if cp.double and cp.n_needing_adjudication > cp.n_adjudication_pushed:
+        return NextCommand(
+            "validity calibration",
+            f"{cp.n_needing_adjudication} item(s) need adjudication",
+            f"rcea judge calibrate adjudicate {cal} --adjudicator {_q(adjudicator)} "
+            "--no-receiver-check",
+        )
+    if cp.double and cp.n_adjudicated < cp.n_needing_adjudication:
+        return NextCommand(
+            "validity calibration",
+            f"adjudication: {cp.n_adjudicated}/{cp.n_needing_adjudication}",
+            f"rcea judge calibrate sync {cal}",
+            "the adjudicator decides every pushed item",
+        )
+    return NextCommand(
+        "validity calibration",
+        f"every held-out item has a human reference ({cp.n_reference}/{cp.n_items})",
+        f"rcea judge calibrate report {cal}",
+    )
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def _projects(
+    session: Session, family: Any, owner_id: int, labels: dict[str, dict]
+) -> list[Project]:  # type: ignore[type-arg]
+
+    return [
+        Project(
+            role=b.role,
+            email=b.person,
+            url=f"{b.server_url.rstrip('/')}/projects/{b.project_id}",
+            n_labelled=len(labels.get(b.role, {})),
+        )
+        for b in bindings(session, family, owner_id)
+        if b.project_id is not None
+    ]
+
+
+def read_pair(session: Session, audit_name: str) -> PairProgress | None:
+    audit = session.exec(select(Audit).where(Audit.name == audit_name)).first()
+    if audit is None:
+        return None
+    projects = _projects(session, PAIR, audit.id, current_labels(session, audit))  # type: ignore[arg-type]
+    if not any(p.role in ("A", "B") for p in projects):
+        return None
+    pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]
+    labels = current_labels(session, audit)
+    todo = needs_adjudication(pairs, labels, audit_rubric(session, audit).adjudication.scope)
+    adj = labels.get(ADJUDICATOR, {})
+    pushed = events.latest_payload(
+        session, events.AUDIT_ADJUDICATE, audit.study_id, audit_id=audit.id
+    )
+    gate = recorded_final_gate(session, audit) or {}
+    return PairProgress(
+        audit=audit.name,
+        n_pairs=len(pairs),
+        labelled={r: len(labels.get(r, {})) for r in ("A", "B")},
+        n_needing_adjudication=len(todo),
+        n_adjudication_pushed=int(pushed.get("n_pairs", 0)),
+        n_adjudicated=sum(p.id in adj for p in todo),
+        final_gate=gate.get("status"),
+        projects=projects,
+    )
+
+
+def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
+    check = session.exec(
+        select(ValidityCheck).where(ValidityCheck.name == name, ValidityCheck.kind == "calibration")
+    ).first()
+    if check is None:
+        return None
+    labels = validity_labels.current_labels(session, check)
+    projects = _projects(session, VALIDITY, check.id, labels)  # type: ignore[arg-type]
+    if not any(p.role != validity_labels.ADJUDICATOR for p in projects):
+        return None
+    items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]
+    double = validity_labels.double_labelled(check)
+    first = {r: v for r, v in labels.items() if r != validity_labels.ADJUDICATOR}
+    if double:
+        unlabelled = [i for i in items if not all(i.id in first.get(r, {}) for r in ("A", "B"))]
+    else:
+        unlabelled = [i for i in items if not any(i.id in v for v in first.values())]
+    disputed = validity_labels.needs_adjudication(session, check)
+    adj = labels.get(validity_labels.ADJUDICATOR, {})
+    ref = validity_labels.human_reference(session, check)
+    pushed = events.latest_payload(
+        session, events.judge_round(check.kind, "adjudicate"), check.study_id, check=name
+    )
+    done = events.latest_payload(
+        session, events.CALIBRATION_COMPLETED, check.study_id, calibration=name
+    )
+    acc = session.exec(
+        select(ValidityCheck)
+        .where(
+            ValidityCheck.study_id == check.study_id,
+            ValidityCheck.kind == "accepted",
+            ValidityCheck.judge_hash == check.judge_hash,
+        )
+        .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]
+    ).first()
+    acc_labels = validity_labels.current_labels(session, acc) if acc is not None else {}
+    acc_done = acc is not None and bool(
+        events.latest_payload(session, events.ACCEPTED_COMPLETED, check.study_id, check=acc.name)
+    )
+    return CalibrationProgress(
+        calibration=name,
+        double=double,
+        n_items=len(items),
+        n_unlabelled=len(unlabelled),
+        n_needing_adjudication=len(disputed),
+        n_adjudication_pushed=int(pushed.get("n_items", 0)),
+        n_adjudicated=sum(i.id in adj for i in disputed),
+        n_reference=sum(i.id in ref for i in items),
+        completed=bool(done) and done.get("judge_hash") == check.judge_hash,
+        projects=projects,
+        accepted=acc.name if acc is not None else None,
+        accepted_items=len(check_items(session, check_id=acc.id)) if acc is not None else 0,  # type: ignore[arg-type]
+        accepted_labelled={r: len(acc_labels.get(r, {})) for r in ("A", "B")},
+        accepted_completed=acc_done,
+    )
+
+
+def read_progress(session: Session, *, study: str, audit: str, calibration: str) -> Progress:
+    """Where the demo study stands, from the store only."""
+
+    st = get_study(session, name=study)
+    bundle = None
+    if st is not None:
+        bundle = events.latest_payload(session, events.REPORT_PUBLISH, st.id).get("bundle")  # type: ignore[arg-type]
+    return Progress(
+        study=study,
+        pair=read_pair(session, audit),
+        calibration=read_calibration(session, calibration),
+        bundle=bundle,
+    )
+
+
+# --------------------------------------------------------------------------- the text
+
+
+@dataclass(frozen=True)
+class Where:
+    """Addresses the walkthrough names: each person's server, the files with logins."""
+
+    people: dict[str, str]  # role → e-mail (A, B, adjudicator)
+    servers: dict[str, str]  # e-mail → the person's own Label Studio server
+    logins_file: Path
+    view_url: str
+    view_login: str  # where the researcher's view login is
+    simulated: bool = False
+
+
+def walkthrough(p: Progress, where: Where) -> list[str]:
+    """The walkthrough per role, then the researcher's next commands (first: NEXT)."""
+    sim = "SIMULATED " if where.simulated else ""
+    projects = (p.pair.projects if p.pair else []) + (
+        p.calibration.projects if p.calibration else []
+    )
+    lines = [f"walkthrough — study {p.study} (run `rcea demo status` again after each step)"]
+    for role, title in ROLE_TITLES.items():
+        email = where.people[role]
+        server = where.servers.get(email, "(no server yet: `rcea labelstudio add-annotator`)")
+        lines.append(f"  {sim}{title} — {email}")
+        lines.append(f"    open {server}/user/login/ (password: {where.logins_file}, mode 0600)")
+        mine = [pr for pr in projects if pr.email == email]
+        for pr in mine:
+            what = _what(pr, p)
+            lines.append(f"    {what}: {pr.url} ({pr.n_labelled} labelled)")
+        if not mine:
+            lines.append(
+                "    nothing to label yet"
+                + (
+                    ": the researcher pushes the adjudication when A and B have labelled"
+                    if role == "adjudicator"
+                    else ""
+                )
+            )
+    steps = next_commands(p, where.people["adjudicator"])
+    lines.append(f"  the researcher — view {where.view_url} (login: {where.view_login})")
+    first = True
+    for s in steps:
+        lines.append(f"    {s.track}: {s.state}")
+        if s.waits_for:
+            lines.append(f"      after {s.waits_for}:")
+        if s.command:
+            mark = "NEXT" if first else "then"
+            first = False
+            lines.append(f"      {mark}: {s.command}")
+    if first:
+        lines.append("    done: every step is finished")
+    return lines
+
+
+def _what(pr: Project, p: Progress) -> str:
+    if p.pair and pr in p.pair.projects:
+        if pr.role == "adjudicator":
+            return "decide each pair's answer (answers in random order, sources hidden)"
+        return "label each pair same/different strategy"
+    if pr.role == "adjudicator":
+        return "decide each disputed validity item"
+    return "label each answer's validity"
+
+
+# --------------------------------------------------------------------------- any study
+
+
+def failed_gate_options(study: str) -> list[str]:
+    """What a researcher can do after a FAILED final pair gate (docs/pair-audit.md)."""
+    s = _q(study)
+    return [
+        f"publish the audit-independent numbers alone: rcea report publish --study {s} "
+        "--entropy-only",
+        f"revise the codebook (rcea codebook status --study {s}; edit, re-freeze, "
+        "re-assign), freeze a new partition and draw a new audit: rcea audit sample "
+        f"--study {s} --rubric RUBRIC",
+        "change the rubric only if it was predeclared wrongly: a new rubric version, "
+        "reported as a deviation",
+    ]
+
+
+def study_steps(session: Session, *, study: str) -> list[NextCommand]:
+    """Where any study stands, from import to verify, read from the store alone: one
+    :class:`NextCommand` per track that applies now (import; validity judge and its
+    calibration; codebook and partition; pair audit; report; verify). A track whose
+    prerequisite is missing says what it waits for; a failed gate names the options.
+    The engine behind ``rcea status --study S`` (``rcea demo status`` reads the same
+    pair and calibration states)."""
+    s = _q(study)
+    st = get_study(session, name=study)
+    n = 0
+    if st is not None:
+        n = session.execute(
+            select(func.count()).select_from(Trajectory).where(Trajectory.study_id == st.id)
+        ).scalar_one()
+    if st is None or not n:
+        return [
+            NextCommand(
+                "import",
+                "no trajectories" if st is not None else f"no study {study}",
+                f"rcea import verl DIR --study {s} --run RUN --model MODEL",
+            )
+        ]
+    out: list[NextCommand] = []
+    # -- token entropies of the trajectories themselves (rewards-only imports lack them)
+    lacking = session.execute(
+        select(Trajectory.run, Trajectory.model, Trajectory.step, func.count())
+        .where(Trajectory.study_id == st.id, Trajectory.mean_token_entropy.is_(None))  # type: ignore[union-attr]
+        .group_by(Trajectory.run, Trajectory.model, Trajectory.step)
+        .order_by(Trajectory.run, Trajectory.model, Trajectory.step)
+    ).all()
+    if lacking:
+        run, model, step, _ = lacking[0]
+        out.append(
+            NextCommand(
+                "token entropies",
+                f"{sum(r[3] for r in lacking)} trajectories at {len(lacking)} checkpoint(s) "
+                "have none (the outcome numbers need rewards only)",
+                f"rcea probe score --study {s} --run {_q(run)} --model {_q(model)} "
+                f"--step {step} --checkpoint DIR",
+            )
+        )
+    # -- the validity judge and its calibration
+    vstat = validity_status(session, study_id=st.id)  # type: ignore[arg-type]
+    judged = vstat["status"] != "no-judge"
+    if not judged:
+        out.append(
+            NextCommand(
+                "validity judge",
+                "no judge run on this study",
+                f"rcea judge run --study {s} --judge NAME",
+                "a frozen judge (`rcea judge freeze --name NAME`, once)",
+            )
+        )
+    elif vstat["status"] == "calibrated":
+        out.append(NextCommand("validity calibration", f"completed ({vstat['calibration']})", None))
+    elif vstat["status"] == "calibration-incomplete":
+        out.append(
+            NextCommand(
+                "accepted-set check",
+                f"calibration {vstat['calibration']} passed; no completed accepted-set check",
+                f"rcea judge accepted sample --study {s} --size 300 --judge "
+                f"{_q(str(vstat.get('judge_name')))}",
+            )
+        )
+    else:
+        sampled = events.latest_payload(session, events.CALIBRATION_SAMPLE, st.id)
+        if not sampled:
+            out.append(
+                NextCommand(
+                    "validity calibration",
+                    f"judge {vstat.get('judge_name')} ran; no calibration sample",
+                    f"rcea judge calibrate sample --study {s} --judge "
+                    f"{_q(str(vstat.get('judge_name')))}",
+                )
+            )
+        else:
+            cp = read_calibration(session, sampled["calibration"])
+            out.append(
+                NextCommand(
+                    "validity calibration",
+                    f"sample {sampled['calibration']} drawn, not pushed",
+                    f"rcea judge calibrate push --calibration {_q(sampled['calibration'])} "
+                    "--annotator A_EMAIL --annotator B_EMAIL",
+                )
+                if cp is None
+                else _calibration_next(cp, "ADJUDICATOR_EMAIL")
+            )
+    # -- the codebook cycle and the frozen partition
+    partition = events.latest_payload(session, events.PARTITION_FREEZE, st.id)
+    if not partition:
+        out.append(
+            NextCommand(
+                "codebook",
+                "no frozen partition",
+                f"rcea codebook run --study {s}",
+                None if judged else "the validity judge run (modes use judge-accepted successes)",
+            )
+        )
+    # -- the pair audit
+    pp: PairProgress | None = None
+    if partition:
+        sample = events.latest_payload(session, events.AUDIT_SAMPLE, st.id)
+        if not sample:
+            rubrics = session.execute(select(func.count()).select_from(Rubric)).scalar_one()
+            out.append(
+                NextCommand(
+                    "pair audit",
+                    "partition frozen; no audit sample",
+                    f"rcea audit sample --study {s} --rubric RUBRIC",
+                )
+                if rubrics
+                else NextCommand(
+                    "pair audit",
+                    "partition frozen; no rubric frozen (size one to the study, review it, "
+                    "then `rcea audit rubric freeze rubric.toml`)",
+                    f"rcea audit rubric init --study {s} --out rubric.toml",
+                )
+            )
+        else:
+            pp = read_pair(session, sample["name"])
+            out.append(
+                NextCommand(
+                    "pair audit",
+                    f"audit {sample['name']} drawn ({sample['n_pairs']} pairs), not pushed",
+                    f"rcea audit push --audit {_q(sample['name'])} "
+                    "--annotator-a A_EMAIL --annotator-b B_EMAIL",
+                    "`rcea serve` answering at RCEA_API_HOST:RCEA_API_PORT (webhooks)",
+                )
+                if pp is None
+                else _pair_next(pp, "ADJUDICATOR_EMAIL")
+            )
+            if pp is not None and pp.final_gate == "failed":
+                out.append(
+                    NextCommand(
+                        "pair audit",
+                        "the final gate FAILED; the options: "
+                        + " | ".join(failed_gate_options(study)),
+                        f"rcea report publish --study {s} --entropy-only",
+                    )
+                )
+    # -- the report and its verification
+    bundle = events.latest_payload(session, events.REPORT_PUBLISH, st.id).get("bundle")
+    if bundle:
+        out.append(NextCommand("verify", f"published: {bundle}", f"rcea report verify {bundle}"))
+    elif pp is not None and pp.final_gate == "passed" and vstat["status"] == "calibrated":
+        out.append(
+            NextCommand(
+                "report", "ready to publish", f"rcea report publish --study {s} --out reports/"
+            )
+        )
+    elif pp is None or pp.final_gate != "failed":
+        out.append(
+            NextCommand(
+                "report",
+                "the audit-independent numbers are ready; audited ones are UNPUBLISHABLE "
+                "until the final pair gate passes and the calibration completes",
+                f"rcea report build --study {s}",
+            )
+        )
+    return out
+
+
+def status_lines(study: str, steps: list[NextCommand]) -> list[str]:
+    """``rcea status``'s text: each track's state, the first command marked NEXT."""
+    lines = [f"status — study {study}"]
+    first = True
+    for step in steps:
+        lines.append(f"  {step.track}: {step.state}")
+        if step.waits_for:
+            lines.append(f"    needs {step.waits_for}")
+        if step.command:
+            lines.append(f"    {'NEXT' if first else 'then'}: {step.command}")
+            first = False
+    if first:
+        lines.append("  done: every step is finished")
+    return lines

@@ -1,0 +1,82 @@
+"""The publication rule: what a bundle may call audited.
+
+A report is refused while any quantity that depends on the partition rests on a partition
+without a passing final gate bound to it, or any quantity that depends on validity rests on
+a judge without a completed calibration bound to its hash (docs/publication.md); the
+refusal names every missing gate. An entropy-only bundle keeps only the audit-independent
+quantities (:func:`strip_audited`). Both the publisher (:mod:`rcea.study.report.publish`) and
+the verifier (:mod:`rcea.study.report.verify`) apply this one rule.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from rcea.study import events
+
+# Appended by `rcea demo --simulate-annotators` for every simulated labelling round.
+SIMULATED_EVENT = events.DEMO_SIMULATED
+
+PUBLISH_EVENT = events.REPORT_PUBLISH
+#: ``inputs.json`` format tag (what ``rcea report verify`` reads).
+BUNDLE_FORMAT = "rcea-bundle-inputs/1"
+FULL_SCOPE = "full (audited)"
+
+
+class PublishRefused(ValueError):
+    """Publishing would release numbers whose audit has not passed; ``reasons`` names
+    each missing gate."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        self.reasons = reasons
+        super().__init__("refusing to publish: " + "; ".join(reasons))
+
+
+def refusal_reasons(report: dict[str, Any]) -> list[str]:
+    """The missing gates behind the report's unpublishable quantities (empty = none)."""
+    deps = {d for q in report["quantities"] if not q["publishable"] for d in q["depends_on"]}
+    reasons = []
+    pair = report["audits"]["pair"]["blocked_by"]
+    val = report["audits"]["validity"]["blocked_by"]
+    if "partition" in deps and pair:
+        reasons.append(pair)
+    if "validity" in deps and val:
+        reasons.append(val)
+    return reasons
+
+
+def evidence_lines(quantities: list[dict[str, Any]]) -> list[str]:
+    """One line per number below the predeclared minimum evidence."""
+    return [
+        f"{q['name']} {q['run']}/{q['model']}/step {q['step']}: {q['evidence']}"
+        for q in quantities
+        if q.get("evidence")
+    ]
+
+
+def publication_scope(report: dict[str, Any], entropy_only_label: str) -> str:
+    """The scope a bundle states: ``full (audited)`` when audit-dependent numbers are
+    published, qualified with how many numbers rest on insufficient evidence (never
+    called audited); else ``entropy_only_label``. One rule for publish and verify."""
+    if not any(q["depends_on"] for q in report["quantities"]):
+        return entropy_only_label  # nothing is called audited; the labels say the rest
+    n = sum(1 for q in report["quantities"] if q.get("evidence"))
+    if n:
+        return f"{FULL_SCOPE}; {n} number(s) with insufficient evidence, not audited"
+    return FULL_SCOPE
+
+
+def strip_audited(report: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``report`` without any audit-dependent number: per-checkpoint
+    ``validity``, ``modes`` and ``retention`` and the ``association`` become ``None`` and
+    ``quantities`` keeps those with ``depends_on == []``."""
+    out = copy.deepcopy(report)
+    for c in out["checkpoints"]:
+        c["validity"] = c["modes"] = c["retention"] = None
+        c["retention_error"] = None
+    out["association"] = None
+    out["quantities"] = [q for q in out["quantities"] if not q["depends_on"]]
+    if "insufficient_evidence" in out:
+        out["insufficient_evidence"] = evidence_lines(out["quantities"])
+    return out

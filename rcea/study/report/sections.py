@@ -1,0 +1,613 @@
+"""Typed estimator sections of the study report (``rcea.study.report.schema.StudyReport``).
+
+One pydantic model per section that ``rcea.study.report.build`` fills from an ``rcea/audits/``
+result:
+the keys are exactly those of the JSON the report has always carried (so published
+bundles keep verifying), now with types and a description each. Every quantity carries
+its value, its CI where it has one (``*_ci_low``/``*_ci_high``), its units ``n_*`` and
+coverage; the checkpoint (run, model, step) it belongs to is the enclosing
+``checkpoints[]`` entry or, for the measurement sections, the row's own ``run``,
+``model`` and ``step`` (:class:`AtCheckpoint`). What each published number rests on
+(``depends_on``: partition, validity) is on its row of ``quantities[]``; the section
+models state the part that is fixed as ``DEPENDS_ON``.
+
+Floats that are undefined (no eligible question, constant inputs) are ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rcea.audits.modes import mode_entropy
+
+Dependency = Literal["partition", "validity"]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    #: the audits every number of the section rests on at least; ``quantities[].depends_on``
+    #: is exact (it adds ``validity`` to partition numbers when a verdict filters successes)
+    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ()
+
+
+class CheckpointRef(Section):
+    """A checkpoint: (run, model, step)."""
+
+    run: str = Field(description="run")
+    model: str = Field(description="model (scale)")
+    step: int = Field(description="training step")
+
+
+class AtCheckpoint(Section):
+    """A row that belongs to one checkpoint."""
+
+    run: str = Field(description="run of the checkpoint")
+    model: str = Field(description="model (scale) of the checkpoint")
+    step: int = Field(description="training step of the checkpoint")
+
+
+# --------------------------------------------------------------------------- items 1-3
+
+
+class BroadRatio(Section):
+    """Item 3 broad ratio: pooled failed/successful token entropy over eligible strata."""
+
+    k_min: int = Field(description="K_min of each outcome stratum")
+    n_questions: int = Field(description="questions")
+    n_success_eligible: int = Field(description="questions with K+ >= k_min")
+    n_failure_eligible: int = Field(description="questions with K- >= k_min")
+    coverage_success: float | None = Field(description="n_success_eligible / n_questions")
+    coverage_failure: float | None = Field(description="n_failure_eligible / n_questions")
+    token_entropy_success: float | None = Field(description="macro H_tok of successes")
+    token_entropy_failure: float | None = Field(description="macro H_tok of failures")
+    ratio: float | None = Field(description="token_entropy_failure / token_entropy_success")
+
+
+class QuestionRatio(Section):
+    question_id: str = Field(description="question")
+    ratio: float | None = Field(description="its failed/successful token-entropy ratio")
+
+
+class PairedRatio(Section):
+    """Item 3 paired ratio: geometric mean over questions with both strata eligible."""
+
+    k_min: int = Field(description="K_min of both strata")
+    n_questions: int = Field(description="questions")
+    n_paired_questions: int = Field(description="questions with both strata eligible (|E|)")
+    coverage_paired: float | None = Field(description="n_paired_questions / n_questions")
+    paired_question_ids: list[str] = Field(description="the questions of E")
+    excluded_question_ids: list[str] = Field(description="questions of E left out of the ratio")
+    n_ratio_questions: int = Field(description="questions the ratio is computed over")
+    ratio: float | None = Field(description="geometric-mean failed/successful ratio")
+    ci_low: float | None = Field(description="lower bound of its question-bootstrap CI")
+    ci_high: float | None = Field(description="upper bound of its CI")
+    confidence: float = Field(description="confidence level of the CI")
+    n_boot: int = Field(description="bootstrap resamples")
+    n_boot_nonfinite: int = Field(description="resamples with a non-finite ratio")
+    seed: int = Field(description="bootstrap seed")
+    min_success_entropy: float | None = Field(description="floor on the success entropy")
+    direction_share: float | None = Field(description="share of E with failed > successful")
+    n_higher: int = Field(description="questions with failed > successful")
+    n_lower: int = Field(description="questions with failed < successful")
+    n_ties: int = Field(description="ties")
+    sign_test_n: int = Field(description="questions in the sign test (ties dropped)")
+    sign_test_p: float | None = Field(description="two-sided exact sign-test p")
+    question_ratios: list[QuestionRatio] = Field(description="per-question ratio")
+
+
+class EntropySection(Section):
+    """Items 1-3 at one checkpoint (``rcea.audits.entropy.EntropyReport`` without per-question
+    rows): macro entropies, Prop. 1 residual checks, the broad and paired ratios."""
+
+    n_questions: int = Field(description="questions")
+    n_trajectories: int = Field(description="trajectories")
+    k_min: int = Field(description="K_min of every conditional quantity")
+    n_boot: int = Field(description="bootstrap resamples")
+    seed: int = Field(description="bootstrap seed")
+    confidence: float = Field(description="confidence level")
+    quantity: str | None = Field(description="what -mean l estimates: entropy | cross_entropy")
+    mean_outcome_entropy: float = Field(description="macro H(R|x)")
+    mean_token_entropy: float = Field(description="macro mean token entropy H_tok")
+    mean_sequence_entropy: float | None = Field(description="macro H(Y|x)")
+    mean_conditional_entropy_success: float | None = Field(description="macro H(Y|R=1,x)")
+    mean_conditional_entropy_failure: float | None = Field(description="macro H(Y|R=0,x)")
+    max_abs_residual: float | None = Field(description="max |Prop. 1 residual| (software check)")
+    max_abs_token_mixture_residual: float = Field(description="max |Eq. 5 mixture residual|")
+    n_truncated: int | None = Field(description="truncated trajectories, when recorded")
+    n_boot_degenerate: int = Field(description="paired-ratio resamples that were degenerate")
+    boot_degenerate_share: float | None = Field(description="their share of n_boot")
+    warnings: list[str] = Field(description="estimator warnings")
+    paired_ratio: float | None = Field(description="paired.ratio (item 3 value)")
+    paired_ci_low: float | None = Field(description="paired.ci_low")
+    paired_ci_high: float | None = Field(description="paired.ci_high")
+    n_paired_questions: int = Field(description="paired.n_paired_questions (its n)")
+    coverage_paired: float | None = Field(description="paired.coverage_paired (its coverage)")
+    direction_share: float | None = Field(description="paired.direction_share")
+    sign_test_p: float | None = Field(description="paired.sign_test_p")
+    broad_ratio: float | None = Field(description="broad.ratio")
+    coverage_success: float | None = Field(description="broad.coverage_success")
+    coverage_failure: float | None = Field(description="broad.coverage_failure")
+    broad: BroadRatio = Field(description="the broad ratio")
+    paired: PairedRatio = Field(description="the paired ratio")
+
+
+# --------------------------------------------------------------------------- items 4-5
+
+
+class ValiditySection(Section):
+    """Item 4 at one checkpoint (``rcea.audits.validity.ValidityResult`` without per-question
+    rows)."""
+
+    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("validity",)
+    k_min: int = Field(description="K+ gate of a question")
+    n_questions: int = Field(description="questions")
+    n_eligible: int = Field(description="questions with K+ >= k_min (the n)")
+    coverage: float | None = Field(description="n_eligible / n_questions")
+    mean_validity_rate: float | None = Field(description="macro v+(x) over eligible questions")
+    mean_validity_entropy: float | None = Field(description="macro h_b(v+(x))")
+    n_judged: int = Field(description="successes with a verdict")
+    n_accepted: int = Field(description="successes judged valid")
+    n_unparseable: int = Field(description="unparseable verdicts (against coverage)")
+    judge_coverage: float | None = Field(description="parseable / judged successes")
+    judge_coverage_eligible: float | None = Field(
+        description="the same over eligible questions only"
+    )
+
+
+class ModeSummary(Section):
+    """Item 5 at one checkpoint."""
+
+    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
+    n_questions: int = Field(description="questions with included labels")
+    n_eligible: int = Field(description="questions with at least n_min included labels")
+    mean_n_eff: float | None = Field(description="macro mean N_eff = exp(H(Z|C_x))")
+    mean_mode_entropy: float | None = Field(description="macro mean mode entropy")
+    n_included: int = Field(description="included (non-uncertain) labels")
+    n_uncertain: int = Field(description="uncertain labels (against coverage)")
+    coverage: float | None = Field(description="included / (included + uncertain)")
+    n_not_in_partition: int = Field(description="accepted successes the partition lacks")
+
+    @classmethod
+    def of(
+        cls, by_q: dict[str, list[str]] | None, n_min: int, n_not_in_partition: int = 0
+    ) -> ModeSummary | None:
+        """Per question H(Z|C_x) and N_eff = exp(H); macro means over the questions with
+        at least ``n_min`` included (non-uncertain) labels. ``n_not_in_partition``:
+        accepted successes the partition does not hold (left out of every mode number
+        and of ``coverage``, which is over the partition). ``None`` without labels."""
+
+        if not by_q:
+            return None
+        ents = [mode_entropy(labels) for labels in by_q.values()]
+        elig = [e for e in ents if e.n >= n_min and e.entropy is not None]
+        n_incl = sum(e.n for e in ents)
+        n_unc = sum(e.n_excluded for e in ents)
+        return cls(
+            n_questions=len(ents),
+            n_eligible=len(elig),
+            mean_n_eff=sum(e.n_eff for e in elig) / len(elig) if elig else None,  # type: ignore[misc]
+            mean_mode_entropy=sum(e.entropy for e in elig) / len(elig) if elig else None,  # type: ignore[misc]
+            n_included=n_incl,
+            n_uncertain=n_unc,
+            coverage=n_incl / (n_incl + n_unc) if n_incl + n_unc else None,
+            n_not_in_partition=n_not_in_partition,
+        )
+
+
+class RarefactionDraws(Section):
+    base_draws: list[list[int]] = Field(description="positions drawn from the base labels")
+    checkpoint_draws: list[list[int]] = Field(description="positions drawn at the checkpoint")
+
+
+class RetentionSection(Section):
+    """Item 5 rarefied retention of one checkpoint against the same model's base
+    (``rcea.audits.modes.RarefiedRetention`` without per-question rows)."""
+
+    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
+    retention: float | None = Field(description="the value: rarefied mode retention")
+    ci_low: float | None = Field(description="lower bound of its question-bootstrap CI")
+    ci_high: float | None = Field(description="upper bound of its CI")
+    confidence: float = Field(description="confidence level of the CI")
+    n_eligible: int = Field(description="eligible questions: min(m_0, m_t) >= n_min (its n)")
+    n_denominator: int = Field(description="questions it could have used")
+    eligible_share: float | None = Field(description="n_eligible / n_denominator (coverage)")
+    n_base_only: int = Field(description="questions labelled at the base only")
+    n_checkpoint_only: int = Field(description="questions labelled at the checkpoint only")
+    mean_n_eff_base: float | None = Field(description="macro N_eff at the base")
+    mean_n_eff_checkpoint: float | None = Field(description="macro N_eff at the checkpoint")
+    n_min: int = Field(description="eligibility threshold")
+    n_draws: int = Field(description="rarefaction draws")
+    n_boot: int = Field(description="bootstrap resamples")
+    seed: int = Field(description="seed of draws and bootstrap")
+    exclude: list[str] = Field(description="labels left out (uncertain)")
+    n_boot_degenerate: int = Field(description="degenerate resamples")
+    boot_degenerate_share: float | None = Field(description="their share of n_boot")
+    warnings: list[str] = Field(description="estimator warnings")
+    draws: dict[str, RarefactionDraws] | None = Field(
+        default=None,
+        description="only with include_draws (the bundle keeps them in rarefaction.json): "
+        "question -> its draws",
+    )
+    base: CheckpointRef = Field(description="the base checkpoint it is compared with")
+
+    @classmethod
+    def of(
+        cls, res: Any, base: tuple[str, str, int] | None, *, include_draws: bool = False
+    ) -> RetentionSection:
+        """From an ``rcea.audits.modes.RarefiedRetention``; with ``include_draws`` the
+        per-question rarefaction draws (``draws``: question id → ``base_draws`` /
+        ``checkpoint_draws``, positions in the question's label list as given), from which
+        the result is recomputable (``rarefied_retention(stored_draws=...)``)."""
+        d = res.to_dict(include_draws=False)
+        d.pop("questions", None)
+        if include_draws:
+            d["draws"] = {str(q): v for q, v in res.draws().items()}
+        if base is not None:
+            d["base"] = dict(zip(("run", "model", "step"), base, strict=True))
+        return cls.model_validate(d)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object (``draws`` only when it was set)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+# --------------------------------------------------------------------------- item 6
+
+
+class CovarianceFit(Section):
+    """Observed on predicted mean delta-H across transitions
+    (``rcea.audits.covariance.CovarianceFit``)."""
+
+    n: int = Field(description="transitions in the fit")
+    transitions: list[str] = Field(description="their labels")
+    sign_agreement: float | None = Field(description="share with the same sign")
+    spearman_rho: float | None = Field(description="Spearman rho")
+    spearman_p: float | None = Field(description="its p")
+    pearson_r: float | None = Field(description="Pearson r")
+    pearson_p: float | None = Field(description="its p")
+    slope: float | None = Field(description="OLS slope")
+    intercept: float | None = Field(description="OLS intercept")
+    r_squared: float | None = Field(description="R^2")
+    median_abs_error: float | None = Field(description="median |observed - predicted|")
+    median_relative_error: float | None = Field(description="median relative error")
+    n_relative_error: int = Field(description="transitions with a relative error")
+    n_zero_observed: int = Field(description="transitions with observed = 0")
+    excluded_runs: list[str] = Field(description="failed runs left out")
+    excluded_transitions: list[str] = Field(description="their transitions")
+
+
+class CovarianceTransition(Section):
+    transition: str = Field(description="label run:model:from->to")
+    run: str = Field(description="run")
+    model: str = Field(description="model (scale)")
+    from_step: int | None = Field(description="step before")
+    to_step: int = Field(description="step after")
+    predicted: float | None = Field(description="mean predicted delta-H")
+    observed: float | None = Field(description="mean observed delta-H")
+    n_positions: int | None = Field(description="token positions averaged")
+    failed_run: bool = Field(description="its (run, model) failed: shown, not fitted")
+
+
+class CovarianceSection(Section):
+    """Item 6: the covariance fit pooled and per model group."""
+
+    pooled: CovarianceFit = Field(description="fit over every non-failed transition")
+    groups: dict[str, CovarianceFit] = Field(description="model group -> its fit")
+    transitions: list[CovarianceTransition] = Field(description="one row per transition")
+    excluded_runs: list[str] = Field(description="failed runs left out of every fit")
+
+
+# --------------------------------------------------------------------------- item 7
+
+
+class TailShare(Section):
+    n_tokens: int = Field(description="tokens of the stratum")
+    cutoff: float | None = Field(description="the tail cutoff")
+    n_selected: int = Field(description="tokens selected (ties kept)")
+    selected_fraction: float | None = Field(description="n_selected / n_tokens")
+    positive_mass: float | None = Field(description="positive covariance mass of the stratum")
+    tail_positive_mass: float | None = Field(description="of it, in the tail")
+    share: float | None = Field(description="tail_positive_mass / positive_mass")
+
+
+class TailBudget(Section):
+    budget: float = Field(description="equal-count budget (share of tokens)")
+    success_k: int = Field(description="success tokens selected")
+    failure_k: int = Field(description="failure tokens selected")
+    success_share: float | None = Field(description="share of success positive mass")
+    failure_share: float | None = Field(description="share of failure positive mass")
+    gap_failure_minus_success_pp: float | None = Field(description="gap in percentage points")
+
+
+class TailReport(Section):
+    """``rcea.audits.tail`` at one endpoint."""
+
+    endpoint: str | None = Field(description="endpoint label, when the producer named one")
+    quantile: float = Field(description="the tail quantile (q99)")
+    n_tokens: int = Field(description="tokens")
+    n_trajectories: int = Field(description="trajectories")
+    n_groups: int = Field(description="GRPO groups")
+    n_zero_variance_groups: int = Field(description="groups with zero reward variance")
+    mean_logprob: float | None = Field(description="mean token log-probability")
+    mean_advantage: float | None = Field(description="mean advantage")
+    success: TailShare = Field(description="the R = 1 stratum")
+    failure: TailShare = Field(description="the R = 0 stratum")
+    gap_failure_minus_success_pp: float | None = Field(description="gap in percentage points")
+    budgets: list[TailBudget] = Field(description="equal-count budget sensitivity")
+
+
+class TailEndpoint(AtCheckpoint):
+    failed_run: bool = Field(description="its (run, model) failed")
+    report: TailReport = Field(description="the tail at this endpoint")
+
+
+class DirectionCount(Section):
+    selection: str = Field(description="q99 tail or the budget")
+    n_endpoints: int = Field(description="endpoints counted")
+    failure_greater: int = Field(description="endpoints with failure share > success share")
+    success_greater: int = Field(description="the reverse")
+    equal: int = Field(description="ties")
+    undefined: int = Field(description="endpoints with an undefined share")
+    mean_success_share: float | None = Field(description="mean success share")
+    mean_failure_share: float | None = Field(description="mean failure share")
+    mean_gap_failure_minus_success_pp: float | None = Field(description="mean gap (pp)")
+    undefined_endpoints: list[str] = Field(description="which endpoints were undefined")
+
+
+class DirectionCounts(Section):
+    quantile_tail: DirectionCount = Field(description="over the q99 tails")
+    budgets: list[DirectionCount] = Field(description="one per equal-count budget")
+
+
+class TailSection(Section):
+    """Item 7: the reward-stratified tail per endpoint and the direction counts."""
+
+    endpoints: list[TailEndpoint] = Field(description="one per endpoint")
+    direction_counts: DirectionCounts = Field(description="over non-failed endpoints")
+
+
+# --------------------------------------------------------------------------- items 8, 9, 14
+
+
+class TrainingPoint(BaseModel):
+    """One logged training point; the producer's own metrics are kept as extra keys."""
+
+    model_config = ConfigDict(extra="allow")
+    step: int | None = Field(default=None, description="training step")
+    progress: float | None = Field(default=None, description="training progress in [0, 1]")
+
+
+class ObjectiveSetting(BaseModel):
+    """One resolved objective hyper-parameter of a training run."""
+
+    value: Any = Field(description="the value the run used")
+    source: str = Field(description="where it comes from: the preset's source, or the table")
+
+
+class TrainingCurve(Section):
+    run: str = Field(description="run")
+    model: str = Field(description="model (scale)")
+    points: list[TrainingPoint] = Field(description="logged points (entropy, reward, ...)")
+    preset: str | None = Field(
+        default=None, description="the objective preset of the run (docs/objectives.md)"
+    )
+    params: dict[str, ObjectiveSetting] = Field(
+        default_factory=dict, description="parameter -> every resolved objective value"
+    )
+
+
+class GreedyRow(AtCheckpoint):
+    """Item 8 at one checkpoint."""
+
+    accuracy: dict[str, float | None] = Field(description="benchmark -> greedy accuracy")
+    n: dict[str, int | None] = Field(description="benchmark -> items")
+    macro_accuracy: float | None = Field(description="unweighted mean over benchmarks")
+
+
+class PassKRow(AtCheckpoint):
+    benchmark: str = Field(description="benchmark")
+    n: int | None = Field(description="samples per question")
+    n_questions: int | None = Field(description="questions (its n); None when not recomputed")
+    pass_at_k: dict[str, float | None] = Field(
+        description="pass_at_<k> -> macro pass@k (recomputed with the stable product form "
+        "from the stored per-question n, c: equal to `rcea stats passk` on that CSV)"
+    )
+    recomputed: bool = Field(
+        description="false: the producer's values (no per-question counts stored)"
+    )
+
+
+class FailureCheck(Section):
+    """``rcea.audits.failure`` on one benchmark's accuracy trace."""
+
+    benchmark: str = Field(description="benchmark")
+    peak: float = Field(description="peak accuracy")
+    peak_step: int = Field(description="step of the peak")
+    last_peak_step: int = Field(description="last step at the peak")
+    endpoint: float = Field(description="accuracy at the endpoint")
+    endpoint_step: int = Field(description="endpoint step")
+    drop: float = Field(description="peak - endpoint")
+    peak_ok: bool = Field(description="peak >= peak_min")
+    endpoint_ok: bool = Field(description="endpoint <= endpoint_max")
+    drop_ok: bool = Field(description="drop >= drop_min")
+    failed: bool = Field(description="all three")
+    collapse_step: int | None = Field(description="first step of the collapse")
+    peak_min: float = Field(description="threshold")
+    endpoint_max: float = Field(description="threshold")
+    drop_min: float = Field(description="threshold")
+    n_points: int = Field(description="trace points")
+
+
+class FailureWindow(Section):
+    """Item 13 around the collapse."""
+
+    collapse_step: int = Field(description="the collapse step")
+    progress_low: float = Field(description="window start (training progress)")
+    progress_high: float = Field(description="window end")
+    n_points: int = Field(description="training points in the window")
+    nonzero_variance_share: float | None = Field(description="mean 1 - frac_reward_zero_std")
+    n_nonzero_variance_points: int = Field(description="its points")
+    empty_mask_share: float | None = Field(description="mean objective/cov_mask_empty")
+    n_empty_mask_points: int = Field(description="its points")
+
+
+class FailureRun(Section):
+    """Item 9 for one (run, model)."""
+
+    run: str = Field(description="run")
+    model: str = Field(description="model (scale)")
+    failed: bool = Field(description="any benchmark check failed")
+    checks: list[FailureCheck] = Field(description="one per benchmark")
+    reported_step: int | None = Field(
+        description="the checkpoint reported (item 14); for a failed pair the latest stored "
+        "checkpoint at or before the last step attaining the peak"
+    )
+    reported_reason: str | None = Field(
+        description="'final checkpoint' or 'last pre-failure milestone'"
+    )
+    failure_window: FailureWindow | None = Field(description="item 13, when failed")
+
+
+class AssociationFit(Section):
+    """``rcea.audits.association``: Spearman of retention and pass@k over methods."""
+
+    rho: float | None = Field(description="Spearman rho")
+    p_value: float | None = Field(description="its p")
+    n: int = Field(description="methods in the fit")
+    methods: list[str] = Field(description="them")
+    excluded: list[str] = Field(description="failed methods left out")
+    missing: list[str] = Field(description="methods without both numbers")
+
+
+class PooledAssociationFit(AssociationFit):
+    label: str = Field(description="'pooled over models ...'")
+
+
+class AssociationRow(AtCheckpoint):
+    method: str = Field(description="the method (run)")
+    label: str = Field(description="run, or run:model when the run has several scales")
+    retention: float | None = Field(description="its retention at the reported checkpoint")
+    pass_at_k: float | None = Field(description="its pass@k there")
+
+
+class AssociationSection(Section):
+    """Retention-pass@k Spearman per model (exploratory, docs/estimators.md item 14)."""
+
+    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
+    benchmark: str = Field(description="benchmark")
+    benchmark_source: str = Field(description="default | chosen | only benchmark | first ...")
+    k: int = Field(description="k of pass@k")
+    metric: str = Field(description="'<benchmark> pass@<k>'")
+    by_model: dict[str, AssociationFit] = Field(description="model -> its fit")
+    pooled: PooledAssociationFit | None = Field(description="only when asked for")
+    rows: list[AssociationRow] = Field(description="the methods' points")
+    rho: float | None = Field(description="by_model's only fit, with one scale")
+    p_value: float | None = Field(description="likewise")
+    n: int | None = Field(description="likewise")
+    methods: list[str] | None = Field(description="likewise")
+    excluded: list[str] | None = Field(description="likewise")
+    missing: list[str] | None = Field(description="likewise")
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+class ClassScores(Section):
+    precision: float = Field(description="precision")
+    recall: float = Field(description="recall")
+    f1: float = Field(description="F1")
+    support: int = Field(description="count in the reference")
+
+
+class Agreement(Section):
+    """``rcea.audits.agreement.AgreementResult``."""
+
+    n_pairs: int = Field(description="pairs compared")
+    macro_f1: float = Field(description="macro F1 over same/different")
+    accuracy: float = Field(description="accuracy")
+    cohen_kappa: float | None = Field(description="Cohen's kappa")
+    per_class: dict[str, ClassScores] = Field(description="same / different -> scores")
+    confusion: dict[str, dict[str, int]] = Field(description="reference -> label -> count")
+
+
+class Requirement(Section):
+    name: str = Field(description="requirement")
+    value: float | None = Field(description="its value")
+    threshold: float = Field(description="the rubric's threshold")
+    comparator: str = Field(description=">= or <=")
+    passed: bool | None = Field(
+        description="value <comparator> threshold (None: interim under a sequential plan)"
+    )
+    decision: str | None = Field(
+        default=None,
+        description="sequential plan only: settled_pass | settled_fail | undecided at the look",
+    )
+    lower: float | None = Field(default=None, description="sequential: interval lower bound")
+    upper: float | None = Field(default=None, description="sequential: interval upper bound")
+    se: float | None = Field(default=None, description="sequential: standard error")
+    pairs_needed: int | None = Field(
+        default=None, description="sequential: pairs estimated to settle an undecided one"
+    )
+    settles_by_look: int | None = Field(
+        default=None, description="sequential: the look by which it is expected to settle"
+    )
+
+
+class GateThresholds(Section):
+    human_human_macro_f1_min: float = Field(description="rubric threshold")
+    automatic_macro_f1_min: float = Field(description="rubric threshold")
+    gap_max: float = Field(description="rubric threshold")
+    different_precision_min: float = Field(description="rubric threshold")
+    different_recall_min: float = Field(description="rubric threshold")
+    automatic_coverage_min: float = Field(description="rubric threshold")
+
+
+class GateSection(Section):
+    """The pair-audit gate (``rcea.audits.gates.GateReport``)."""
+
+    stage: str = Field(description="final | preliminary")
+    passed: bool | None = Field(description="None in the preliminary stage")
+    human_human_macro_f1: float | None = Field(description="F1_HH")
+    automatic_macro_f1: float | None = Field(description="automatic vs reference")
+    gap: float | None = Field(description="F1_HH - automatic")
+    different_precision: float | None = Field(description="of the automatic 'different'")
+    different_recall: float | None = Field(description="likewise")
+    automatic_coverage: float = Field(description="share of pairs the partition labels")
+    audited_coverage: float | None = Field(description="share evaluated")
+    automatic_vs_a_macro_f1: float | None = Field(default=None, description="automatic vs A")
+    automatic_vs_b_macro_f1: float | None = Field(default=None, description="automatic vs B")
+    human_human_macro_f1_evaluated: float | None = Field(
+        default=None, description="F1_HH on evaluated pairs"
+    )
+    adjudication_scope: str = Field(
+        default="disagreements_and_automatic", description="which pairs are adjudicated"
+    )
+    n_adjudications_out_of_scope: int = Field(default=0, description="adjudications not used")
+    requirements: list[Requirement] = Field(description="each requirement")
+    thresholds: GateThresholds = Field(description="the frozen rubric's thresholds")
+    rubric_hash: str | None = Field(description="SHA-256 of the rubric")
+    partition_hash: str | None = Field(description="SHA-256 of the partition")
+    n_pairs: int = Field(description="pairs drawn")
+    n_evaluated: int = Field(description="pairs evaluated")
+    n_excluded_uncertain: int = Field(description="pairs excluded as uncertain")
+    n_adjudicated: int = Field(description="pairs adjudicated")
+    n_unresolved: int = Field(description="disagreements not adjudicated")
+    excluded_pair_ids: list[str] = Field(description="the excluded pairs")
+    human_human: Agreement | None = Field(description="A vs B")
+    automatic_vs_reference: Agreement | None = Field(description="automatic vs reference")
+    automatic_vs_a: Agreement | None = Field(default=None, description="automatic vs A")
+    automatic_vs_b: Agreement | None = Field(default=None, description="automatic vs B")
+    sequential: dict[str, Any] | None = Field(
+        default=None,
+        description="the interim report under the rubric's [sequential] plan "
+        "(docs/sequential-gate.md)",
+    )
+    decision: str | None = Field(
+        default=None, description="sequential: the gate's settled_pass | settled_fail | undecided"
+    )
+    gate_rule: str | None = Field(default=None, description="sequential when a plan decides")
+    fixed_sample_passed: bool | None = Field(
+        default=None, description="sequential: what the fixed-sample rule would have said"
+    )

@@ -1,0 +1,129 @@
+"""Store operations used by the CLI, the service and later the domain packages.
+
+Functions take a session and keyword-only arguments; they do not commit (the caller's
+``session_scope`` does), so several operations form one transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from rcea.study.store.models import Event, Ingest, JudgeProblem, Question, Study, Trajectory
+
+
+class StoreError(ValueError):
+    """A request the store refuses (unknown study, duplicate ids, ...)."""
+
+
+def get_study(session: Session, *, name: str) -> Study | None:
+    return session.exec(select(Study).where(Study.name == name)).first()
+
+
+def require_study(session: Session, *, name: str) -> Study:
+    study = get_study(session, name=name)
+    if study is None:
+        known = ", ".join(s.name for s in session.exec(select(Study)).all()) or "none"
+        raise StoreError(f"no study named {name!r} (known studies: {known})")
+    return study
+
+
+def get_or_create_study(session: Session, *, name: str, description: str = "") -> Study:
+    study = get_study(session, name=name)
+    if study is None:
+        study = Study(name=name, description=description)
+        session.add(study)
+        session.flush()
+    return study
+
+
+def list_studies(session: Session) -> list[Study]:
+    return list(session.exec(select(Study).order_by(Study.id)).all())
+
+
+def append_event(
+    session: Session,
+    *,
+    actor: str,
+    kind: str,
+    payload: dict[str, Any] | None = None,
+    study_id: int | None = None,
+) -> Event:
+    """Append one event to the audit log (the table rejects updates and deletes)."""
+    if not actor or not kind:
+        raise StoreError("an event needs an actor and a kind")
+    event = Event(actor=actor, kind=kind, payload=payload or {}, study_id=study_id)
+    session.add(event)
+    session.flush()
+    return event
+
+
+def list_events(
+    session: Session, *, kind: str | None = None, study_id: int | None = None
+) -> list[Event]:
+    stmt = select(Event).order_by(Event.id)
+    if kind is not None:
+        stmt = stmt.where(Event.kind == kind)
+    if study_id is not None:
+        stmt = stmt.where(Event.study_id == study_id)
+    return list(session.exec(stmt).all())
+
+
+def study_summary(session: Session, *, study_id: int) -> dict[str, Any]:
+    """Counts of trajectories by run, step and reward, plus totals."""
+    study = session.get(Study, study_id)
+    if study is None:
+        raise StoreError(f"no study with id {study_id}")
+    rows = session.exec(
+        select(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.reward, func.count())
+        .where(Trajectory.study_id == study_id)
+        .group_by(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.reward)
+        .order_by(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.reward)
+    ).all()
+    groups: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for run, model, step, reward, count in rows:
+        g = groups.setdefault(
+            (run, model, step),
+            {"run": run, "model": model, "step": step, "n": 0, "n_success": 0, "n_failure": 0},
+        )
+        g["n"] += count
+        g["n_success" if reward == 1 else "n_failure"] += count
+    n_questions = session.exec(
+        select(func.count()).select_from(Question).where(Question.study_id == study_id)
+    ).one()
+    n_ingests = session.exec(
+        select(func.count()).select_from(Ingest).where(Ingest.study_id == study_id)
+    ).one()
+    total = sum(g["n"] for g in groups.values())
+    return {
+        "study": study.name,
+        "study_id": study.id,
+        "n_trajectories": total,
+        "n_questions": int(n_questions),
+        "n_ingests": int(n_ingests),
+        "groups": list(groups.values()),
+    }
+
+
+def question_texts(session: Session, *, study_id: int) -> dict[str, str]:
+    """question_id -> problem statement, for the study's questions ingested with one."""
+    rows = session.exec(
+        select(Question.question_id, Question.text).where(
+            Question.study_id == study_id,
+            Question.text.is_not(None),  # type: ignore[union-attr]
+        )
+    ).all()
+    return {q: t for q, t in rows if t}
+
+
+def problem_texts(session: Session, *, study_id: int) -> dict[str, str]:
+    """question_id -> the problem statement shown to annotators, the judge and the
+    codebook prompts: the ingested ``question``, overridden by a text loaded with
+    ``rcea judge problems`` (the way to correct a stored text)."""
+
+    out = question_texts(session, study_id=study_id)
+    for p in session.exec(select(JudgeProblem).where(JudgeProblem.study_id == study_id)).all():
+        out[p.question_id] = p.text
+    return out

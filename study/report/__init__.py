@@ -1,4 +1,0 @@
-"""Reports and the publish gate: ``build_report`` assembles every RCEA quantity the store
-supports (``study.report.build``); ``publish_report`` refuses while a retention/mode number
-rests on an ungated partition or a validity number on an uncalibrated judge, and
-otherwise writes a dated, self-contained bundle (``study.report.publish``)."""
