@@ -36,6 +36,12 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
     n_questions = 29
     # max_pairs = 5000 # optional cap (absent = no cap)
     # strategy_definition = "..."  # shown to annotators and adjudicators
+    # min_pairs_per_question = 3   # optional floor: pairs per question from what each
+                                   # question can give, up to pairs_per_question; at most
+                                   # n_questions questions (PairPlan)
+    # runs = ["grpo"]              # optional: draw only from these checkpoints
+    # models = ["qwen2.5-1.5b"]
+    # steps = [40]
 
     [adjudication]     # optional; which labelled pairs go to the adjudicator
     scope = "disagreements_and_automatic"  # or "disagreements" (A ≠ B only)
@@ -239,15 +245,39 @@ class EstimatorSettings:
         return out
 
 
+def _names(section: str, key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not value:
+        raise ValueError(f"[{section}] {key} must be a non-empty list of names, got {value!r}")
+    for v in value:
+        if not isinstance(v, str) or not v.strip():
+            raise ValueError(f"[{section}] {key} must hold non-empty strings, got {v!r}")
+    return tuple(sorted(set(value)))
+
+
 @dataclass(frozen=True)
 class PairPlan:
-    """Pair-sampling plan of the partition audit (``max_pairs=None``: no overall cap)."""
+    """Pair-sampling plan of the partition audit (``max_pairs=None``: no overall cap).
+
+    Two allocations. **Fixed** (``min_pairs_per_question`` absent, the paper's): exactly
+    ``n_questions`` questions, each with at least ``pairs_per_question`` pairs, give
+    ``pairs_per_question`` pairs each; fewer qualifying questions refuse the draw.
+    **From what each question can give** (``min_pairs_per_question`` = the floor, what
+    ``rcea audit rubric init`` writes): a question qualifies with at least the floor's
+    pairs and gives all of them up to ``pairs_per_question`` (the cap); at most
+    ``n_questions`` qualifying questions are drawn, questions below the floor are left
+    out and listed. ``runs``/``models``/``steps`` (absent: every checkpoint) restrict the
+    draw to the trajectories of those checkpoints. Each of the four keys enters the hash
+    only when set, so rubrics frozen before them keep their hashes."""
 
     seed: int = 0
     pairs_per_question: int = 156
     n_questions: int = 29
     max_pairs: int | None = None
     strategy_definition: str = DEFAULT_STRATEGY_DEFINITION
+    min_pairs_per_question: int | None = None
+    runs: tuple[str, ...] | None = None
+    models: tuple[str, ...] | None = None
+    steps: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         s = "pairs"
@@ -258,9 +288,48 @@ class PairPlan:
         _int(s, "n_questions", self.n_questions, 1)
         if self.max_pairs is not None:
             _int(s, "max_pairs", self.max_pairs, 1)
+        if self.min_pairs_per_question is not None:
+            _int(s, "min_pairs_per_question", self.min_pairs_per_question, 1)
+            if self.min_pairs_per_question > self.pairs_per_question:
+                raise ValueError(
+                    f"[pairs] min_pairs_per_question ({self.min_pairs_per_question}) must not "
+                    f"exceed pairs_per_question ({self.pairs_per_question})"
+                )
+        for key in ("runs", "models"):
+            if getattr(self, key) is not None:
+                object.__setattr__(self, key, _names(s, key, getattr(self, key)))
+        if self.steps is not None:
+            if not isinstance(self.steps, list | tuple) or not self.steps:
+                raise ValueError(f"[pairs] steps must be a non-empty list, got {self.steps!r}")
+            steps = tuple(sorted({_int(s, "steps", v, 0) for v in self.steps}))
+            object.__setattr__(self, "steps", steps)
+
+    @property
+    def from_each_question(self) -> bool:
+        """Whether pairs per question come from what each question can give (a floor)."""
+        return self.min_pairs_per_question is not None
+
+    @property
+    def floor(self) -> int:
+        """The fewest pairs a question must have to be drawn."""
+        return self.min_pairs_per_question or self.pairs_per_question
+
+    def scope(self) -> dict[str, list[Any]]:
+        """The checkpoints the draw is restricted to (only the stated keys)."""
+        return {
+            k: list(getattr(self, k))
+            for k in ("runs", "models", "steps")
+            if getattr(self, k) is not None
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for key in ("min_pairs_per_question", "runs", "models", "steps"):
+            if out[key] is None:  # only when set: earlier rubrics keep their hashes
+                out.pop(key)
+            elif key != "min_pairs_per_question":
+                out[key] = list(out[key])
+        return out
 
 
 #: Adjudication scopes: A ≠ B only, or also A = B ≠ automatic.

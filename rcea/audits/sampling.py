@@ -50,6 +50,7 @@ def sample_pairs(
     seed: int,
     excluded_questions: Sequence[str] = (),
     max_pairs: int | None = None,
+    min_pairs_per_question: int | None = None,
 ) -> list[SampledPair]:
     """Draw ``n_questions`` questions, then ``pairs_per_question`` distinct unordered pairs
     of trajectories within each, without replacement; optionally cap the total.
@@ -57,22 +58,37 @@ def sample_pairs(
     Questions in ``excluded_questions`` (those used to develop codebook prompts) are never
     drawn. Only questions with at least C(m, 2) >= ``pairs_per_question`` pairs qualify;
     asking for more qualifying questions than exist raises ``ValueError`` naming the
-    shortfall. Same inputs and seed → same pairs and keys (order of the mapping and of
-    trajectories inside it does not matter: both are sorted first).
+    shortfall. With ``min_pairs_per_question`` (a floor) a question qualifies with at
+    least the floor's pairs and gives min(C(m, 2), ``pairs_per_question``) pairs, and at
+    most ``n_questions`` qualifying questions are drawn (all of them when fewer; none
+    qualifying raises ``ValueError``). Same inputs and seed → same pairs and keys (order
+    of the mapping and of trajectories inside it does not matter: both are sorted first).
     """
     if pairs_per_question < 1 or n_questions < 1:
         raise ValueError("pairs_per_question and n_questions must be >= 1")
     if max_pairs is not None and max_pairs < 1:
         raise ValueError(f"max_pairs must be >= 1, got {max_pairs}")
+    if min_pairs_per_question is not None and min_pairs_per_question < 1:
+        raise ValueError(f"min_pairs_per_question must be >= 1, got {min_pairs_per_question}")
     excluded = set(excluded_questions)
     pool = {q: sorted(set(ts)) for q, ts in trajectories_by_question.items() if q not in excluded}
-    qualifying = sorted(q for q, ts in pool.items() if comb(len(ts), 2) >= pairs_per_question)
+    floor = pairs_per_question if min_pairs_per_question is None else min_pairs_per_question
+    qualifying = sorted(q for q, ts in pool.items() if comb(len(ts), 2) >= floor)
+    if min_pairs_per_question is not None:
+        if not qualifying:
+            raise ValueError(
+                f"no question has the floor of {floor} pair(s) (of {len(pool)} "
+                f"non-excluded question(s), {len(excluded)} excluded); lower "
+                "min_pairs_per_question in the rubric"
+            )
+        n_questions = min(n_questions, len(qualifying))
     if len(qualifying) < n_questions:
         raise ValueError(
             f"the pair plan asks for {n_questions} question(s) with at least "
             f"{pairs_per_question} pairs each, but only {len(qualifying)} of "
             f"{len(pool)} non-excluded question(s) qualify ({len(excluded)} excluded); "
-            "lower pairs_per_question or n_questions in the rubric"
+            "lower pairs_per_question or n_questions in the rubric, or write a plan that "
+            "takes from each question what it can give (`rcea audit rubric init`)"
         )
     rng = np.random.default_rng(seed)
     chosen = sorted(
@@ -82,7 +98,8 @@ def sample_pairs(
     for q in chosen:
         ts = pool[q]
         total = comb(len(ts), 2)
-        picks = np.sort(rng.choice(total, size=pairs_per_question, replace=False))
+        size = min(total, pairs_per_question)
+        picks = np.sort(rng.choice(total, size=size, replace=False))
         for idx in picks.tolist():
             i, j = unrank_pair(int(idx), len(ts))
             pairs.append((q, ts[i], ts[j]))

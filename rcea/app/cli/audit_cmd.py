@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from rcea.annotation.people import people_from_settings
+from rcea.app.cli import exit_codes
 from rcea.app.cli.common import (
     FULL_SYNC_OPTION,
     LazyBar,
@@ -28,12 +29,14 @@ from rcea.app.cli.options import (
     WEBHOOK_OPTION,
 )
 from rcea.app.cli.stats_cmd import fmt, gate_outcome, print_gate, print_interim
-from rcea.audits.rubric import rubric_path
+from rcea.audits.rubric import Rubric as RubricSpec
+from rcea.audits.rubric import load_rubric, rubric_path
 from rcea.study.labelling import webhook_target
 from rcea.study.pair_audit.abandon import abandon_audit
 from rcea.study.pair_audit.annotators import annotator_quality
-from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
+from rcea.study.pair_audit.freeze import freeze_partition_from_modes, get_rubric, rubric_spec
 from rcea.study.pair_audit.gate import decide_gate
+from rcea.study.pair_audit.plan import check_rubric, freeze_checked
 from rcea.study.pair_audit.push import adjudicate, push_audit, sync_audit
 from rcea.study.pair_audit.sampling import (
     audit_overview,
@@ -42,7 +45,7 @@ from rcea.study.pair_audit.sampling import (
     get_audit,
     record_dev_questions,
 )
-from rcea.study.pair_audit.sizing import size_rubric, sized_rubric_text
+from rcea.study.pair_audit.sizing import DEFAULT_MIN_PAIRS, size_rubric, sized_rubric_text
 from rcea.study.progress import failed_gate_options
 from rcea.study.settings import actor_name
 from rcea.study.store import session_scope
@@ -62,60 +65,220 @@ def rubric_freeze(
     rubric: str = typer.Argument(
         ..., help="rubric TOML, or a shipped rubric by name: default, demo"
     ),
+    study: str = typer.Option(
+        None,
+        "--study",
+        help="check the plans against this study first; refuse one it cannot meet",
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="freeze a plan the study cannot meet (needs --reason)"
+    ),
+    reason: str = typer.Option(None, "--reason", help="why --force (recorded)"),
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Store a rubric frozen with its content hash (a change needs a new version)."""
+    """Store a rubric frozen with its content hash (a change needs a new version).
+
+    With ``--study``: refused when the study cannot meet the rubric's plans (what
+    ``rcea audit rubric check`` shows), unless ``--force --reason TEXT``."""
 
     with domain_errors(as_json):
         path = rubric_path(rubric)
     with store_session(as_json) as s:
-        row, created = freeze_rubric(s, path=path, actor=actor_name(actor))
+        row, created, check = freeze_checked(
+            s, path=path, actor=actor_name(actor), study=study, force=force, reason=reason
+        )
         out = {
             "name": row.name,
             "version": row.version,
             "content_hash": row.content_hash,
             "created": created,
             "parent_id": row.parent_id,
+            "checked_against": study,
+            **({"check": check} if check is not None else {}),
         }
     if as_json:
         print_json(out)
+        return
+    verb = "froze" if created else "already frozen:"
+    typer.echo(f"{verb} rubric {out['name']} v{out['version']} sha256 {out['content_hash']}")
+    if check is not None:
+        flow = check["pairs"]
+        typer.echo(
+            f"checked against {study}: {flow['n_pairs']} pairs on {flow['n_questions_drawn']} "
+            "questions"
+            + ("" if check["meets_plan"] else " — FORCED: " + "; ".join(check["problems"]))
+        )
+        for line in check["warnings"]:
+            typer.echo(f"warning: {line}", err=True)
     else:
-        verb = "froze" if created else "already frozen:"
-        typer.echo(f"{verb} rubric {out['name']} v{out['version']} sha256 {out['content_hash']}")
+        typer.echo(
+            "not checked against a study: `rcea audit rubric check RUBRIC --study S` shows "
+            "what it gives"
+        )
+
+
+def _resolve_spec(s: Session, rubric: str) -> RubricSpec:
+    """A rubric file, a shipped rubric by name, or a frozen rubric by name."""
+    try:
+        return load_rubric(rubric_path(rubric))
+    except ValueError:
+        return rubric_spec(get_rubric(s, name=rubric))
+
+
+def print_flow(flow: dict) -> None:  # type: ignore[type-arg]
+    """The pair plan's flow table (``rcea.study.pair_audit.plan.pair_flow``)."""
+    scope = flow["scope"]
+    where = (
+        scope
+        if isinstance(scope, str)
+        else ", ".join(f"{k} {', '.join(map(str, v))}" for k, v in scope.items())
+    )
+    typer.echo(
+        f"pairs ({flow['allocation']}, floor {flow['floor']}, cap {flow['cap']} per question; "
+        f"checkpoints: {where}; from {flow['source']}):"
+    )
+    rows = [
+        ("questions in the study", flow["n_questions_in_study"]),
+        ("with judge-accepted successes there", flow["n_questions_with_successes"]),
+        ("development questions left out", flow["n_development_excluded"]),
+        (f"below the floor of {flow['floor']} pair(s), left out", flow["n_below_floor"]),
+        ("reach the floor", flow["n_qualifying"]),
+        ("drawn", flow["n_questions_drawn"]),
+    ]
+    for label, n in rows:
+        typer.echo(f"  {label:<44}{n:>6}")
+    for b in flow["below_floor"][:20]:
+        typer.echo(f"    {b['question_id']}: {b['successes']} success(es), {b['pairs']} pair(s)")
+    if len(flow["below_floor"]) > 20:
+        typer.echo(f"    … {len(flow['below_floor']) - 20} more (--json lists all)")
+    typer.echo(
+        f"  pairs drawn: {flow['n_pairs']} ({2 * flow['n_pairs']} labels from annotators A "
+        f"and B) of {flow['pairs_available']} available"
+    )
+    if flow["error"]:
+        typer.echo(f"  `rcea audit sample` would refuse: {flow['error']}")
+
+
+@rubric_app.command("check")
+def rubric_check(
+    rubric: str = typer.Argument(
+        ..., help="rubric TOML, a shipped rubric (default, demo) or a frozen rubric's name"
+    ),
+    study: str = typer.Option(..., "--study", help="the study the plans are checked against"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """What a rubric's plans give on a study, before it is frozen.
+
+    The pairs `rcea audit sample` would draw (the flow table), the calibration sample
+    and the checkpoints whose numbers reach the evidence floors. Exit 2 when the study
+    cannot meet the plan (`rubric freeze --study` refuses it then)."""
+
+    with store_session(as_json) as s:
+        out = check_rubric(s, study=study, rubric=_resolve_spec(s, rubric))
+    if as_json:
+        print_json({"ok": True, **out})
+    else:
+        typer.echo(
+            f"rubric {out['rubric']} v{out['version']} ({out['content_hash'][:12]}…) on study "
+            f"{study}:"
+        )
+        print_flow(out["pairs"])
+        cal = out["calibration"]
+        if cal is None:
+            typer.echo("calibration: no [calibration] plan (`judge calibrate sample` needs --size)")
+        else:
+            typer.echo(
+                f"calibration: {cal['n_drawn']} item(s) of {cal['population']} "
+                f"{cal['population_source']}, {cal['held_out']} held out "
+                f"({cal['n_development']} for development)"
+            )
+        ev = out["evidence"]
+        for key, k in (("validity", "k_min"), ("retention", "n_min")):
+            c = ev[key]
+            typer.echo(
+                f"evidence: {k} = {ev[k]}: {c['n_meeting_floor']} of {c['n_checkpoints']} "
+                f"checkpoint(s) reach the {key} floor (median share {c['median_share']:.0%})"
+            )
+        for line in out["problems"]:
+            typer.echo(f"problem: {line}", err=True)
+        for line in out["warnings"]:
+            typer.echo(f"warning: {line}", err=True)
+        typer.echo(
+            "the study can meet this plan"
+            if out["meets_plan"]
+            else f"the study cannot meet this plan: `rcea audit rubric init --study {study}` "
+            "writes one it can"
+        )
+    if not out["meets_plan"]:
+        raise typer.Exit(exit_codes.REFUSED)
 
 
 @rubric_app.command("init")
 def rubric_init(
-    study: str = typer.Option(..., "--study", help="the study the pair plan is sized to"),
+    study: str = typer.Option(..., "--study", help="the study the plans are sized to"),
     out: Path = typer.Option(..., "--out", help="rubric TOML to write"),
+    run: list[str] = typer.Option(
+        None, "--run", help="draw pairs only from this run (repeatable; default: every run)"
+    ),
+    model: list[str] = typer.Option(
+        None, "--model", help="draw pairs only from this model (repeatable)"
+    ),
+    step: list[int] = typer.Option(
+        None, "--step", help="draw pairs only from this step (repeatable)"
+    ),
+    min_pairs: int = typer.Option(
+        DEFAULT_MIN_PAIRS,
+        "--min-pairs",
+        min=1,
+        help="the floor: questions with fewer pairs are left out (listed)",
+    ),
+    questions: int = typer.Option(
+        None, "--questions", min=1, help="draw at most this many questions (default: all)"
+    ),
     name: str = typer.Option(None, "--name", help="rubric name (default: STUDY-rubric)"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing file"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Write a rubric sized to the study (questions, pairs per question, calibration size),
-    every other setting the shipped default's; review it, then `rcea audit rubric freeze`."""
+    """Write a rubric whose plans the study can meet.
+
+    Pairs per question from the judge-accepted successes each question has at the
+    checkpoints drawn from (a floor, questions below it left out and listed), K_min and
+    n_min from the samples per question, the calibration from the judged population;
+    every other setting the shipped default's. Review it, `rcea audit rubric check`,
+    then freeze it."""
 
     if out.exists() and not force:
         fail(f"{out} exists: pass --force to overwrite it", as_json=as_json)
     with domain_errors(as_json):
         with session_scope(engine()) as s:
-            size = size_rubric(s, study=study)
+            size = size_rubric(
+                s,
+                study=study,
+                runs=run or None,
+                models=model or None,
+                steps=step or None,
+                min_pairs=min_pairs,
+                n_questions=questions,
+            )
         text = sized_rubric_text(size, name=name or f"{study}-rubric")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     if as_json:
-        print_json(
-            {"ok": True, "out": str(out), "planned_pairs": size.planned_pairs, **size.to_dict()}
-        )
+        print_json({"ok": True, "out": str(out), **size.to_dict()})
         return
     typer.echo(
-        f"wrote {out}: {size.n_questions} question(s) x {size.pairs_per_question} pair(s) = "
-        f"{size.planned_pairs} pairs planned ({size.n_eligible_questions} of "
-        f"{size.n_questions_in_study} questions have two successes, {size.max_pairs} pairs in "
-        f"all); calibration {size.calibration_size} ({size.calibration_held_out} held out)"
+        f"wrote {out}: {size.planned_pairs} pairs planned on {size.flow['n_questions_drawn']} "
+        f"question(s); K_min {size.k_min}, n_min {size.n_min}; calibration "
+        f"{size.calibration_size} ({size.calibration_held_out} held out)"
     )
-    typer.echo(f"next: review it, then `rcea audit rubric freeze {out}`")
+    print_flow(size.flow)
+    for line in size.warnings:
+        typer.echo(f"warning: {line}", err=True)
+    typer.echo(
+        f"next: review it, then `rcea audit rubric check {out} --study {study}` and "
+        f"`rcea audit rubric freeze {out} --study {study}`"
+    )
 
 
 @rubric_app.command("list")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import insert
 from sqlmodel import Session, select
@@ -19,12 +20,16 @@ class FreezeError(ValueError):
     """A freeze request that would change a frozen object, or lacks what it needs."""
 
 
-def freeze_rubric(session: Session, *, path: Path, actor: str) -> tuple[Rubric, bool]:
+def freeze_rubric(
+    session: Session, *, path: Path, actor: str, check: dict[str, Any] | None = None
+) -> tuple[Rubric, bool]:
     """Store the rubric at ``path`` frozen with its content hash.
 
     Returns ``(row, created)``. Freezing identical content again is a no-op. A different
     content under an existing ``name``/``version`` is refused: a change is a new version,
-    which records the latest earlier version of the same name as its parent.
+    which records the latest earlier version of the same name as its parent. ``check``
+    (what the plans give on a study, and a forced freeze's reason) goes into the
+    ``rubric.freeze`` event.
     """
     spec = load_rubric(path)
     digest = spec.content_hash()
@@ -64,6 +69,7 @@ def freeze_rubric(session: Session, *, path: Path, actor: str) -> tuple[Rubric, 
             "content_hash": digest,
             "parent_id": row.parent_id,
             "source": str(path),
+            **({"check": check} if check is not None else {}),
         },
     )
     return row, True

@@ -4,11 +4,13 @@ to one frozen rubric hash and one locked partition hash."""
 from __future__ import annotations
 
 from collections import defaultdict
+from math import comb
 from typing import Any
 
 from sqlalchemy import insert
 from sqlmodel import Session, select
 
+from rcea.audits.rubric import PairPlan
 from rcea.audits.sampling import automatic_pair_label, sample_pairs
 from rcea.study import events
 from rcea.study.pair_audit.freeze import (
@@ -18,10 +20,32 @@ from rcea.study.pair_audit.freeze import (
     partition_modes,
     rubric_spec,
 )
-from rcea.study.store import append_event, list_events, require_study
+from rcea.study.store import Trajectory, append_event, list_events, require_study
 from rcea.study.store.models import Audit, AuditPair, Rubric
 
 DEV_QUESTIONS_EVENT = events.CODEBOOK_DEV_QUESTIONS
+
+#: (run, model, step)
+Checkpoint = tuple[str, str, int]
+
+
+def in_scope(plan: PairPlan, run: str, model: str, step: int) -> bool:
+    """Whether a trajectory of (run, model, step) is in the pair plan's checkpoints."""
+    return (
+        (plan.runs is None or run in plan.runs)
+        and (plan.models is None or model in plan.models)
+        and (plan.steps is None or step in plan.steps)
+    )
+
+
+def checkpoint_of(session: Session, *, study_id: int) -> dict[str, Checkpoint]:
+    """trajectory_id → (run, model, step) of every trajectory of the study."""
+    rows = session.exec(
+        select(Trajectory.trajectory_id, Trajectory.run, Trajectory.model, Trajectory.step).where(
+            Trajectory.study_id == study_id
+        )
+    ).all()
+    return {t: (r, m, s) for t, r, m, s in rows}
 
 
 def record_dev_questions(session: Session, *, study: str, questions: list[str], actor: str) -> int:
@@ -69,11 +93,13 @@ def draw_audit(
         session, study_id=st.id, partition_hash=part.content_hash, rubric=rub, reason=reason
     )
     modes = partition_modes(session, partition_id=part.id)
+    plan = spec.pairs
+    where = checkpoint_of(session, study_id=st.id) if plan.scope() else {}
     by_q: dict[str, list[str]] = defaultdict(list)
     for tid, (qid, _mode) in modes.items():
-        by_q[qid].append(tid)
+        if not plan.scope() or (tid in where and in_scope(plan, *where[tid])):
+            by_q[qid].append(tid)
     excluded = dev_questions(session, study_id=st.id)
-    plan = spec.pairs
     seed = plan.seed if seed is None else seed
     pairs = sample_pairs(
         by_q,
@@ -82,6 +108,10 @@ def draw_audit(
         seed=seed,
         excluded_questions=excluded,
         max_pairs=plan.max_pairs,
+        min_pairs_per_question=plan.min_pairs_per_question,
+    )
+    below_floor = sorted(
+        q for q, ts in by_q.items() if q not in excluded and comb(len(set(ts)), 2) < plan.floor
     )
     name = name or f"{study}-audit-{len(session.exec(select(Audit)).all()) + 1}"
     if session.exec(select(Audit).where(Audit.name == name)).first() is not None:
@@ -130,6 +160,8 @@ def draw_audit(
             "n_pairs": len(pairs),
             "n_questions": len({p.question_id for p in pairs}),
             "excluded_questions": excluded,
+            "below_floor": below_floor,
+            **({"scope": plan.scope()} if plan.scope() else {}),
             "attempt": attempt["attempt"],
             "reason": reason,
             "failed_before": attempt["failed_before"],

@@ -1,95 +1,267 @@
-"""``rcea audit rubric init --study S``: a rubric whose pair plan and calibration fit the
-study, every other setting the shipped default's, spelled out (docs/rubrics.md).
+"""``rcea audit rubric init --study S``: a rubric whose plans the study can meet, every
+other setting the shipped default's, spelled out (docs/rubrics.md "Sizing a rubric").
 
-The pair audit draws within-question pairs of successful (R = 1) trajectories: a question
-with K₊ successes has at most K₊(K₊−1)/2 pairs. The plan asks for at most the shipped
-numbers (156 pairs on 29 questions) and never more than the study has: ``n_questions``
-= the questions with K₊ ≥ 2 (capped), ``pairs_per_question`` = the median pair count over
-them (capped), the calibration ``size`` = the successes (capped), its held-out share
-kept."""
+* **Pairs** come from the judge-accepted successes (R = 1, validity 1 or not judged:
+  what the partition will hold) each question has *at the checkpoints the audit draws
+  from* (``--run``/``--model``/``--step``, written into the plan; none: every
+  checkpoint), development questions left out. A question with m such successes can
+  give C(m, 2) pairs: it gives all of them up to a cap (the default's 156, or less when
+  no question has that many), and a question below the floor (``--min-pairs``, default
+  3) is left out and listed. Every question at or above the floor is drawn
+  (``--questions N`` draws at most N). The plan is the rule, not a count, so
+  ``rcea audit sample`` meets it on the same study.
+* **K_min and n_min** are the largest values, at most the default 8, at which at least
+  half of the checkpoints (checkpoint pairs for n_min) reach the minimum-evidence floor
+  (:mod:`rcea.audits.evidence_sizing`); a value lowered from the default comes with a
+  warning that says what is traded.
+* **Calibration**: ``size`` = the judged population (the verdicts of the latest judge
+  run, else the verifier successes), at most the default 600, the held-out share kept."""
 
 from __future__ import annotations
 
 import re
-import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
+from math import comb
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlmodel import Session
 
-from rcea.audits.rubric import DEFAULT_RUBRIC_PATH, default_rubric, parse_rubric
-from rcea.study.store import Trajectory, require_study
+from rcea.audits.evidence_sizing import ThresholdCoverage, largest_threshold
+from rcea.audits.rubric import DEFAULT_RUBRIC_PATH, PairPlan, default_rubric, parse_rubric
+from rcea.study.pair_audit.plan import (
+    accepted_successes,
+    judged_population,
+    pair_flow,
+    retention_counts,
+    success_counts,
+)
+from rcea.study.pair_audit.sampling import dev_questions, in_scope
+from rcea.study.store import require_study
+
+#: the fewest pairs a question gives to be audited, unless ``--min-pairs`` says otherwise
+DEFAULT_MIN_PAIRS = 3
 
 
-@dataclass(frozen=True)
+@dataclass
 class RubricSize:
     study: str
-    n_questions_in_study: int
-    n_eligible_questions: int
-    n_successes: int
-    max_pairs: int
-    n_questions: int
-    pairs_per_question: int
+    plan: PairPlan
+    flow: dict[str, Any]
+    k_min: int
+    n_min: int
+    k_table: list[ThresholdCoverage]
+    n_table: list[ThresholdCoverage]
+    most_samples_per_question: int
     calibration_size: int
     calibration_held_out: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    calibration_population: int
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def planned_pairs(self) -> int:
-        return self.n_questions * self.pairs_per_question
+        return int(self.flow["n_pairs"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "study": self.study,
+            "pairs": self.plan.to_dict(),
+            "flow": self.flow,
+            "planned_pairs": self.planned_pairs,
+            "k_min": self.k_min,
+            "n_min": self.n_min,
+            "k_min_coverage": [c.to_dict() for c in self.k_table],
+            "n_min_coverage": [c.to_dict() for c in self.n_table],
+            "most_samples_per_question": self.most_samples_per_question,
+            "calibration_size": self.calibration_size,
+            "calibration_held_out": self.calibration_held_out,
+            "calibration_population": self.calibration_population,
+            "warnings": self.warnings,
+        }
 
 
-def size_rubric(session: Session, *, study: str) -> RubricSize:
-    """The pair plan and calibration size the study supports (module docstring)."""
-    st = require_study(session, name=study)
-    rows = session.execute(
-        select(Trajectory.question_id, func.sum(Trajectory.reward))
-        .where(Trajectory.study_id == st.id)
-        .group_by(Trajectory.question_id)
-    ).all()
-    succ = {q: int(k or 0) for q, k in rows}
-    pairs = sorted(k * (k - 1) // 2 for k in succ.values() if k >= 2)
-    base = default_rubric()
-    if not pairs:
-        raise ValueError(
-            f"study {study} has no question with two successful trajectories: "
-            "the pair audit has nothing to draw"
+def _check_scope(
+    known: set[tuple[str, str, int]],
+    runs: list[str] | None,
+    models: list[str] | None,
+    steps: list[int] | None,
+    study: str,
+) -> None:
+    for what, given, idx in (("run", runs, 0), ("model", models, 1), ("step", steps, 2)):
+        have = sorted({ck[idx] for ck in known})
+        for g in given or []:
+            if g not in have:
+                raise ValueError(
+                    f"study {study} has no {what} {g!r} (its {what}s: "
+                    + ", ".join(str(h) for h in have)
+                    + ")"
+                )
+
+
+def _tradeoff(name: str, value: int, default: int, most: int, cov: ThresholdCoverage) -> str:
+    if name == "k_min":
+        what = (
+            f"a question counts for validity and mode numbers at a checkpoint with "
+            f"K+ >= {value} verifier successes"
         )
-    cal = base.calibration
-    assert cal is not None  # the shipped rubric has one
-    n_success = sum(succ.values())
-    size = min(cal.size, n_success)
-    held = max(1, min(size, round(size * cal.held_out / cal.size)))
-    return RubricSize(
-        study=study,
-        n_questions_in_study=len(succ),
-        n_eligible_questions=len(pairs),
-        n_successes=n_success,
-        max_pairs=sum(pairs),
-        n_questions=min(base.pairs.n_questions, len(pairs)),
-        pairs_per_question=max(
-            1, min(base.pairs.pairs_per_question, int(statistics.median(pairs)))
-        ),
-        calibration_size=size,
-        calibration_held_out=held,
+        why = (
+            f"with at most {most} success(es) of one question at a checkpoint, K+ >= {default} "
+            "is out of reach"
+            if most < default
+            else f"K+ >= {default} needs (nearly) every sample of a question to succeed"
+        )
+    else:
+        what = (
+            f"a question counts for retention with n(x) = min(m0, m_t) >= {value} accepted "
+            "successes at both checkpoints"
+        )
+        why = f"n(x) >= {default} is out of reach for most questions"
+    return (
+        f"{name} = {value} (default {default}): {what}; {why}. At {value}, "
+        f"{cov.n_meeting_floor} of {cov.n_checkpoints} checkpoint(s) reach the "
+        f"minimum-evidence floor (median share of questions counted "
+        f"{cov.median_share:.0%}). The trade-off: more questions count, each question's "
+        f"estimate rests on as few as {value} samples (noisier per question, less "
+        "selected toward easy questions); raise the samples per question "
+        "(verl: actor_rollout_ref.rollout.val_kwargs.n) to keep the default"
     )
 
 
+def size_rubric(
+    session: Session,
+    *,
+    study: str,
+    runs: list[str] | None = None,
+    models: list[str] | None = None,
+    steps: list[int] | None = None,
+    min_pairs: int = DEFAULT_MIN_PAIRS,
+    n_questions: int | None = None,
+) -> RubricSize:
+    """The plans the study can meet (module docstring). ``ValueError`` when no question
+    reaches the floor at the chosen checkpoints, naming what there is."""
+    st = require_study(session, name=study)
+    sid: int = st.id  # type: ignore[assignment]
+    base = default_rubric()
+    if min_pairs < 1:
+        raise ValueError(f"--min-pairs must be >= 1, got {min_pairs}")
+    succ = success_counts(session, study_id=sid, accepted_only=False)
+    _check_scope(set(succ), runs, models, steps, study)
+    scope = PairPlan(
+        runs=tuple(runs) if runs else None,
+        models=tuple(models) if models else None,
+        steps=tuple(steps) if steps else None,
+    )
+    dev = set(dev_questions(session, study_id=sid))
+    per_q: dict[str, int] = {}
+    for qid, _tid, ck in accepted_successes(session, study_id=sid):
+        if qid not in dev and in_scope(scope, *ck):
+            per_q[qid] = per_q.get(qid, 0) + 1
+    avail = {q: comb(m, 2) for q, m in per_q.items()}
+    qualifying = [q for q, a in avail.items() if a >= min_pairs]
+    where = scope.scope() or "every checkpoint"
+    if not qualifying:
+        most = max(per_q.values(), default=0)
+        raise ValueError(
+            f"study {study}: no question has {min_pairs} pair(s) of judge-accepted successes "
+            f"at {where} ({len(per_q)} question(s) with any; the most successes of one "
+            f"question: {most}): the pair audit has nothing to draw; choose more "
+            "checkpoints (--run/--model/--step) or a lower --min-pairs"
+        )
+    cap = min(base.pairs.pairs_per_question, max(avail[q] for q in qualifying))
+    plan = PairPlan(
+        seed=base.pairs.seed,
+        pairs_per_question=max(cap, min_pairs),
+        n_questions=min(n_questions or len(qualifying), len(qualifying)),
+        min_pairs_per_question=min_pairs,
+        runs=scope.runs,
+        models=scope.models,
+        steps=scope.steps,
+    )
+    flow = pair_flow(session, study_id=sid, plan=plan)
+
+    est = base.estimators
+    floors = est.min_evidence()
+    warnings: list[str] = []
+    most = max((max(per.values(), default=0) for per in succ.values()), default=0)
+    k_min, k_table, k_ok = largest_threshold(
+        {ck: list(per.values()) for ck, per in succ.items()},
+        default=est.k_min,
+        min_questions=floors["validity"]["questions"],
+        min_share=floors["validity"]["share"],
+    )
+    acc = success_counts(session, study_id=sid, accepted_only=True)
+    n_min, n_table, n_ok = largest_threshold(
+        retention_counts(acc),
+        default=est.n_min,
+        min_questions=floors["retention"]["questions"],
+        min_share=floors["retention"]["share"],
+    )
+    for name, value, default, table, ok in (
+        ("k_min", k_min, est.k_min, k_table, k_ok),
+        ("n_min", n_min, est.n_min, n_table, n_ok),
+    ):
+        if value != default and table:
+            warnings.append(_tradeoff(name, value, default, most, table[-1]))
+        if not ok:
+            warnings.append(
+                f"{name} = {value}: even so, fewer than half of the checkpoints reach the "
+                'minimum-evidence floor: most such numbers will read "insufficient evidence"'
+            )
+
+    cal = base.calibration
+    assert cal is not None  # the shipped rubric has one
+    population, _source = judged_population(session, study_id=sid)
+    size = max(1, min(cal.size, population))
+    held = max(1, min(size, round(size * cal.held_out / cal.size)))
+    return RubricSize(
+        study=study,
+        plan=plan,
+        flow=flow,
+        k_min=k_min,
+        n_min=n_min,
+        k_table=k_table,
+        n_table=n_table,
+        most_samples_per_question=most,
+        calibration_size=size,
+        calibration_held_out=held,
+        calibration_population=population,
+        warnings=warnings,
+    )
+
+
+def _toml_list(values: tuple[Any, ...]) -> str:
+    return "[" + ", ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in values) + "]"
+
+
 def sized_rubric_text(size: RubricSize, *, name: str) -> str:
-    """The shipped default rubric's TOML with ``name`` and the sized plan; parsed back
+    """The shipped default rubric's TOML with ``name`` and the sized plans; parsed back
     before it is returned (``ValueError`` if the result is not a valid rubric)."""
     text = DEFAULT_RUBRIC_PATH.read_text(encoding="utf-8")
+    plan, flow = size.plan, size.flow
     subs = {
         ("rubric", "name"): f'"{name}"',
-        ("rubric", "description"): f'"The RCEA defaults, pair plan sized to study {size.study}."',
-        ("pairs", "pairs_per_question"): str(size.pairs_per_question),
-        ("pairs", "n_questions"): str(size.n_questions),
+        ("rubric", "description"): f'"The RCEA defaults, plans sized to study {size.study}."',
+        ("estimators", "k_min"): str(size.k_min),
+        ("estimators", "n_min"): str(size.n_min),
+        ("pairs", "pairs_per_question"): str(plan.pairs_per_question),
+        ("pairs", "n_questions"): str(plan.n_questions),
         ("calibration", "size"): str(size.calibration_size),
         ("calibration", "held_out"): str(size.calibration_held_out),
     }
+    notes = {
+        ("estimators", "k_min"): f"   # sized: at most {size.most_samples_per_question} "
+        "samples per question (default 8)",
+        ("estimators", "n_min"): "   # sized to the accepted successes (default 8)",
+        ("pairs", "pairs_per_question"): "   # the cap: a question gives what it has, up to this",
+        ("pairs", "n_questions"): (
+            f"   # at most; {flow['n_qualifying']} question(s) reach the floor, "
+            f"{flow['n_below_floor']} below it"
+        ),
+        ("calibration", "size"): f"   # of {size.calibration_population} judged successes",
+    }
+    extra = [f"min_pairs_per_question = {plan.min_pairs_per_question}   # the floor"]
+    for key in ("runs", "models", "steps"):
+        if getattr(plan, key) is not None:
+            extra.append(f"{key} = {_toml_list(getattr(plan, key))}")
     out, section = [], None
     for line in text.splitlines():
         m = re.match(r"\s*\[(\w+)\]", line)
@@ -97,15 +269,16 @@ def sized_rubric_text(size: RubricSize, *, name: str) -> str:
             section = m.group(1)
         kv = re.match(r"(\s*)(\w+)(\s*=\s*)([^#]*?)(\s*#.*)?$", line)
         if kv and (section, kv.group(2)) in subs:
-            line = f"{kv.group(1)}{kv.group(2)}{kv.group(3)}{subs[(section, kv.group(2))]}"
-            if kv.group(2) == "pairs_per_question":
-                line += (
-                    f"   # sized to {size.study}: {size.n_eligible_questions} questions with "
-                    f"K+ >= 2, {size.max_pairs} pairs in all"
-                )
-        elif line.startswith("# Pair-sampling plan"):
+            key = (section, kv.group(2))
+            line = f"{kv.group(1)}{kv.group(2)}{kv.group(3)}{subs[key]}{notes.get(key, '')}"
+            out.append(line)
+            if key == ("pairs", "n_questions"):
+                out.extend(extra)
+            continue
+        if line.startswith("# Pair-sampling plan"):
             line = (
-                "# Pair-sampling plan of the partition audit (sized by `rcea audit rubric init`)."
+                f"# Pair-sampling plan (sized by `rcea audit rubric init` to {size.study}: "
+                f"{flow['n_pairs']} pairs on {flow['n_questions_drawn']} questions)."
             )
         out.append(line)
     result = "\n".join(out) + "\n"
