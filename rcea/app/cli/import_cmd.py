@@ -23,6 +23,7 @@ from rcea.pipeline.importers.verl import VerlOptions
 from rcea.pipeline.records import RecordValidationError
 from rcea.pipeline.safety import path_under
 from rcea.study.records.export import FORMATS, export_study
+from rcea.study.records.imports import ReimportError
 from rcea.study.records.imports import import_table as run_table_import
 from rcea.study.records.imports import import_verl as run_import
 from rcea.study.records.ingest import k_min_warnings
@@ -138,10 +139,17 @@ def import_verl(
         )
     except FileNotFoundError as exc:
         fail(str(exc), as_json=as_json)
+    except ReimportError as exc:
+        fail(
+            str(exc),
+            as_json=as_json,
+            earlier_options=exc.earlier,
+            suggested_study=exc.suggested_study,
+        )
     except RecordValidationError as exc:
         _report_invalid(exc, directory, as_json)
 
-    warnings = k_min_warnings(engine(), study)
+    warnings = result.warnings + k_min_warnings(engine(), study)
     if as_json:
         print_json({"ok": True, **result.to_dict(), "warnings": warnings})
         return

@@ -297,6 +297,7 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
     keys_seen: set[str] = set()
     n_answer = 0
     n_stripped = 0
+    n_empty = 0
     group_size: dict[tuple[int, str], int] = defaultdict(int)
     with path.open("r", encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
@@ -399,6 +400,7 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
             group_size[(step, qid)] += 1
             if isinstance(output, str) and not output.strip():
                 if opts.skip_empty_output:
+                    n_empty += 1
                     continue  # its seed stays used: the others keep their sampling index
                 err(
                     loc,
@@ -449,13 +451,21 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
             )
             rows.append(record)
             locs.append(loc)
+    answer_absent = None  # the import decides over all its files (one file: an error)
     if opts.answer_key is not None and rows and n_answer == 0:
-        err(
+        answer_absent = RecordError(
+            source,
             "file",
             opts.answer_key,
             f"--answer-key {opts.answer_key!r} is in no line of this file (keys: "
             + ", ".join(sorted(keys_seen))
-            + ")",
+            + ")"
+            + (
+                "; a reward function that returns a bare score (verl's GRPO examples) "
+                "writes no reward extras: leave --answer-key out"
+                if not keys_seen - DUMP_BASE_KEYS
+                else ""
+            ),
         )
     rule: dict[str, Any] | None = None
     if not errors and rows:
@@ -494,4 +504,6 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
     batch.extra["n_answer_missing"] = (
         sum(r.get("answer") is None for r in rows) if opts.answer_key else 0
     )
+    batch.extra["answer_key_absent"] = answer_absent
+    batch.extra["n_empty_skipped"] = n_empty
     return batch

@@ -9,12 +9,15 @@ files again is a no-op and importing a directory with new step files adds only t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from tqdm import tqdm
 
@@ -24,7 +27,7 @@ from rcea.pipeline.importers.verl import VerlOptions, read_verl_file, step_files
 from rcea.pipeline.records import RecordBatch, RecordError, RecordValidationError
 from rcea.study.events import IMPORT_VERL
 from rcea.study.records.ingest import IngestResult, ingest_batches, known_hashes
-from rcea.study.store import append_event, require_study, session_scope
+from rcea.study.store import Study, append_event, list_events, require_study, session_scope
 
 
 @dataclass
@@ -43,6 +46,10 @@ class ImportResult:
     score_rules: dict[str, Any] = field(default_factory=dict)
     n_special_stripped: int = 0
     n_answer_missing: int = 0
+    n_empty_skipped: int = 0
+    #: verl only: one line per thing the import could not fill (e.g. --answer-key absent
+    #: from some files), printed as ``warning:`` lines
+    warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         if not self.n_imported_files:
@@ -64,6 +71,11 @@ class ImportResult:
         if self.n_special_stripped:
             out.append(
                 f"stripped {self.n_special_stripped} trailing special token(s) from completions"
+            )
+        if self.n_empty_skipped:
+            out.append(
+                f"skipped {self.n_empty_skipped} empty completion(s) (--skip-empty-output; "
+                "their seeds stay used)"
             )
         if self.n_answer_missing:
             out.append(f"{self.n_answer_missing} sample(s) have no --answer-key value")
@@ -97,6 +109,7 @@ def _store(
     artifacts_dir: Path,
     data_dir: Path,
     progress: bool,
+    before_write: Callable[[list[RecordBatch]], None] | None = None,
 ) -> ImportResult:
     known = known_hashes(engine, study)
     items: list[tuple[RecordBatch, str]] = []
@@ -120,6 +133,8 @@ def _store(
         bar.close()
     if errors:  # every file's problems in one report; nothing is written
         raise RecordValidationError(errors, truncated=truncated)
+    if before_write is not None:
+        before_write([b for b, _ in items])
     results: list[IngestResult] = []
     if items:
         results = ingest_batches(
@@ -165,11 +180,31 @@ def import_verl(
             [RecordError(str(directory), "directory", None, "no {global_step}.jsonl files")]
         )
     options = opts.digest_options()
+    file_bytes = {p: file_digest(p) for p in files}
+    refuse_reimport(engine, study, directory, opts, file_bytes)
     read: dict[Path, RecordBatch] = {}
+    warnings: list[str] = []
 
     def read_one(path: Path) -> RecordBatch:
         read[path] = read_verl_file(path, opts)
         return read[path]
+
+    def answers(batches: list[RecordBatch]) -> None:
+        """--answer-key absent from every file read: an error per file; from some: a
+        warning with the counts (those samples get no answer)."""
+        absent = [b.extra["answer_key_absent"] for b in batches if b.extra.get("answer_key_absent")]
+        if absent and len(absent) == len(batches):
+            raise RecordValidationError(absent)
+        if absent:
+            n_rows = sum(len(b.columns["trajectory_id"]) for b in batches)
+            n_missing = sum(b.extra.get("n_answer_missing", 0) for b in batches)
+            warnings.append(
+                f"--answer-key {opts.answer_key!r} is in no line of {len(absent)} of "
+                f"{len(batches)} file(s) ("
+                + ", ".join(Path(e.source).name for e in absent[:5])
+                + (" …" if len(absent) > 5 else "")
+                + f"); {n_missing} of {n_rows} sample(s) have no answer"
+            )
 
     result = _store(
         engine,
@@ -181,14 +216,19 @@ def import_verl(
         artifacts_dir=artifacts_dir,
         data_dir=data_dir,
         progress=progress,
+        before_write=answers if opts.answer_key is not None else None,
     )
     result.ignored = [str(p) for p in other]
+    result.warnings = warnings
     imported = [p for p in files if p in read and str(p) in result.imported]
     result.score_rules = {str(p): read[p].extra.get("score_rule") for p in imported}
     result.n_special_stripped = sum(read[p].extra.get("n_special_stripped", 0) for p in imported)
     result.n_answer_missing = sum(read[p].extra.get("n_answer_missing", 0) for p in imported)
+    result.n_empty_skipped = sum(read[p].extra.get("n_empty_skipped", 0) for p in imported)
     if imported:
-        record_verl_import(engine, study, str(directory), opts, result)
+        record_verl_import(
+            engine, study, str(directory), opts, result, {str(p): file_bytes[p] for p in imported}
+        )
     if problems_out is not None:
         problems: dict[str, str] = {}
         for path in files:
@@ -202,9 +242,15 @@ def import_verl(
 
 
 def record_verl_import(
-    engine: Engine, study: str, source: str, opts: VerlOptions, result: ImportResult
+    engine: Engine,
+    study: str,
+    source: str,
+    opts: VerlOptions,
+    result: ImportResult,
+    files: dict[str, str] | None = None,
 ) -> None:
-    """Append an ``import.verl`` event: the options and each file's score rule."""
+    """Append an ``import.verl`` event: the options, each file's score rule and the
+    SHA-256 of each imported file's bytes (what :func:`refuse_reimport` compares)."""
 
     with session_scope(engine) as session:
         st = require_study(session, name=study)
@@ -219,7 +265,100 @@ def record_verl_import(
                 "score_rules": result.score_rules,
                 "n_special_stripped": result.n_special_stripped,
                 "n_answer_missing": result.n_answer_missing,
+                "n_empty_skipped": result.n_empty_skipped,
+                "files": files or {},
             },
+        )
+
+
+class ReimportError(ValueError):
+    """Files imported before into the study under other options: one line, the earlier
+    options and a free study name."""
+
+    def __init__(self, message: str, *, earlier: dict[str, Any], suggested_study: str) -> None:
+        super().__init__(message)
+        self.earlier = earlier
+        self.suggested_study = suggested_study
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes alone (the ingest hash also covers the options)."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def free_study_name(engine: Engine, study: str) -> str:
+    """``STUDY-2``, ``STUDY-3``, …: the first name no study has."""
+    with session_scope(engine) as session:
+        taken = set(session.execute(select(Study.name)).scalars())
+    n = 2
+    while f"{study}-{n}" in taken:
+        n += 1
+    return f"{study}-{n}"
+
+
+#: VerlOptions field → its command-line option (for the re-import line)
+_FLAGS = {
+    "reward_threshold": "--reward-threshold",
+    "reward_key": "--reward-key",
+    "question_key": "--question-key",
+    "answer_key": "--answer-key",
+    "validity_key": "--validity-key",
+    "chat_template": "--chat-template",
+    "question_regex": "--question-regex",
+    "skip_empty_output": "--skip-empty-output",
+    "multi_turn": "--multi-turn",
+}
+
+
+def _flag(key: str, value: Any) -> str:
+    flag = _FLAGS.get(key, f"--{key}")
+    if isinstance(value, bool):
+        return flag if value else f"no {flag}"
+    return f"no {flag}" if value is None else f"{flag} {value}"
+
+
+def refuse_reimport(
+    engine: Engine, study: str, directory: Path, opts: VerlOptions, file_bytes: dict[Path, str]
+) -> None:
+    """Refuse (:class:`ReimportError`) when files with these bytes were imported into
+    ``study`` before for the same run and model under other options: their trajectory ids
+    exist, so importing them again could only collide (one "already exists" per sample).
+    The line names the options that differ, with the earlier ones, and a free study."""
+    with session_scope(engine) as session:
+        st = session.execute(select(Study).where(Study.name == study)).scalar_one_or_none()
+        if st is None:
+            return
+        earlier = list_events(session, kind=IMPORT_VERL, study_id=st.id)
+        payloads = [e.payload for e in earlier]
+    now = opts.digest_options()
+    mine = set(file_bytes.values())
+    paths = {str(p.resolve()) for p in file_bytes}
+    for old in reversed(payloads):
+        before = old.get("options", {})
+        if (before.get("run"), before.get("model")) != (opts.run, opts.model):
+            continue  # another run or model: other trajectory ids, no collision
+        if old.get("files"):
+            n_same = len(mine & set(old["files"].values()))
+        else:  # an import recorded before file hashes were: its file paths
+            n_same = len(paths & {str(Path(f).resolve()) for f in old.get("score_rules", {})})
+        if not n_same:
+            continue
+        changed = [k for k in sorted(now) if k not in ("run", "model") and before.get(k) != now[k]]
+        if not changed:
+            continue
+        suggest = free_study_name(engine, study)
+        raise ReimportError(
+            f"{directory}: {n_same} file(s) were imported into study {study} before "
+            f"(run {opts.run}, model {opts.model}) with other options: "
+            + ", ".join(f"{_flag(k, before.get(k))} then, {_flag(k, now[k])} now" for k in changed)
+            + "; nothing imported. Rerun with the earlier options, or import into a new "
+            f"study: --study {suggest}",
+            earlier=before,
+            suggested_study=suggest,
         )
 
 

@@ -161,6 +161,18 @@ def calibration_plan(
     )
 
 
+def calibration_too_big(study: str, n_pool: int, plan: CalibrationPlan) -> str:
+    """The refusal of the default calibration plan on a smaller judged population: what
+    to run instead (docs/how-to-verl.md step 4)."""
+    return (
+        f"study {study} has {n_pool} judged verifier successes, fewer than the default "
+        f"calibration plan's {plan.size} items ({plan.held_out} held out); size the plan "
+        f"from the study first: `rcea audit rubric init --study {study} --out rubric.toml`, "
+        f"`rcea audit rubric freeze rubric.toml --study {study}`, then pass "
+        f"`--rubric {study}-rubric` (or choose the size yourself: --size N --held-out H)"
+    )
+
+
 def sample_calibration(
     session: Session,
     *,
@@ -184,10 +196,18 @@ def sample_calibration(
             f"judge {jv.name} v{jv.version} has no verdicts in study {study!r}: "
             "run `rcea judge run` first"
         )
+    if rubric is None and size is None and len(pool) < plan.size:
+        raise JudgeError(calibration_too_big(study, len(pool), plan))
     n = min(plan.size, len(pool))
     if n < plan.held_out:
         raise JudgeError(
             f"only {len(pool)} judged verifier successes; the plan holds out {plan.held_out}"
+            + (
+                f" (rubric {rubric}): size it to the study with `rcea audit rubric init "
+                f"--study {study} --out rubric.toml`, freeze it, pass its --rubric"
+                if rubric
+                else f"; pass --size N --held-out H with H <= {len(pool)}"
+            )
         )
     rng = random.Random(f"calibration:{plan.seed}")
     acc = [v for v in pool if v.verdict == VALID]
