@@ -164,8 +164,6 @@ def test_rubric_sized_to_the_study_and_shipped_rubric_by_name(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import statistics
-
     from rcea.audits.rubric import default_rubric, load_rubric
     from rcea.study.settings import get_settings
 
@@ -184,18 +182,20 @@ def test_rubric_sized_to_the_study_and_shipped_rubric_by_name(
     for pairs in accs.values():
         for q, r in pairs:
             succ[q] += r
-    pair_counts = [k * (k - 1) // 2 for k in succ.values() if k >= 2]
+    pair_counts = {q: k * (k - 1) // 2 for q, k in succ.items()}
+    qualifying = [c for c in pair_counts.values() if c >= 3]  # the default floor
     out = tmp_path / "rubric.toml"
     res = runner.invoke(app, ["audit", "rubric", "init", "--study", "s", "--out", str(out)])
     assert res.exit_code == 0, res.output
     rubric = load_rubric(out)
     assert rubric.name == "s-rubric"
-    assert rubric.pairs.n_questions == len(pair_counts) <= 29
-    assert rubric.pairs.pairs_per_question == min(156, int(statistics.median(pair_counts)))
+    assert rubric.pairs.n_questions == len(qualifying)
+    assert rubric.pairs.min_pairs_per_question == 3
+    assert rubric.pairs.pairs_per_question == min(156, max(qualifying))
     assert rubric.calibration.size == min(600, sum(succ.values()))
     assert rubric.gate == default_rubric().gate  # every other default kept
-    planned = rubric.pairs.n_questions * rubric.pairs.pairs_per_question
-    assert f"= {planned} pairs planned" in res.output
+    planned = sum(min(c, rubric.pairs.pairs_per_question) for c in qualifying)
+    assert f"wrote {out}: {planned} pairs planned" in res.output
     assert "rcea audit rubric freeze" in res.output
     again = runner.invoke(app, ["audit", "rubric", "init", "--study", "s", "--out", str(out)])
     assert again.exit_code != 0 and "--force" in again.output
