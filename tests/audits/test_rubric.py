@@ -10,6 +10,7 @@ import pytest
 
 from rcea.audits.rubric import (
     DEFAULT_RUBRIC_PATH,
+    PairPlan,
     load_rubric,
     parse_rubric,
 )
@@ -221,3 +222,32 @@ def test_adjudication_scope_setting() -> None:
     assert parse_rubric(narrow.to_toml()) == narrow
     with pytest.raises(ValueError, match=r"\[adjudication\] scope must be one of"):
         parse_rubric(head + '[adjudication]\nscope = "everything"\n')
+
+
+def test_pair_floor_and_scope_enter_the_hash_only_when_set() -> None:
+    """Rubrics frozen before the floor and the checkpoint scope keep their hashes; set,
+    they change it, round-trip through TOML, and are validated."""
+    base = load_rubric(DEFAULT_RUBRIC_PATH)
+    assert set(base.to_dict()["pairs"]) == {
+        "seed", "pairs_per_question", "n_questions", "max_pairs", "strategy_definition"
+    }  # fmt: skip
+    sized = parse_rubric(
+        '[rubric]\nname = "x"\nversion = "1"\n[pairs]\npairs_per_question = 28\n'
+        'n_questions = 40\nmin_pairs_per_question = 3\nruns = ["grpo"]\nsteps = [40, 0]\n'
+    )
+    assert sized.pairs.steps == (0, 40) and sized.pairs.runs == ("grpo",)
+    assert sized.pairs.scope() == {"runs": ["grpo"], "steps": [0, 40]}
+    assert parse_rubric(sized.to_toml()) == sized
+    assert (
+        sized.content_hash()
+        != parse_rubric(
+            '[rubric]\nname = "x"\nversion = "1"\n[pairs]\npairs_per_question = 28\n'
+            "n_questions = 40\n"
+        ).content_hash()
+    )
+    with pytest.raises(ValueError, match="min_pairs_per_question .* must not exceed"):
+        PairPlan(pairs_per_question=3, min_pairs_per_question=5)
+    with pytest.raises(ValueError, match=r"\[pairs\] steps must be >= 0"):
+        PairPlan(steps=(-1,))
+    with pytest.raises(ValueError, match=r"\[pairs\] runs must be a non-empty list"):
+        PairPlan(runs=())

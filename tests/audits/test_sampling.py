@@ -97,3 +97,21 @@ def test_partition_hash_ignores_order(rows, rnd) -> None:  # type: ignore[no-unt
 def test_partition_hash_rejects_double_assignment() -> None:
     with pytest.raises(ValueError, match="assigned twice"):
         partition_hash([("q", "t", "a"), ("q", "t", "b")])
+
+
+def test_floor_takes_from_each_question_what_it_can_give() -> None:
+    """With ``min_pairs_per_question`` a question qualifies at the floor and gives all its
+    pairs up to the cap; at most ``n_questions`` questions; fixed plans are unchanged."""
+    pool = {f"q{m}": [f"q{m}-t{i}" for i in range(m)] for m in (1, 2, 3, 4, 6, 9)}
+    pairs = sample_pairs(pool, pairs_per_question=10, n_questions=29, seed=3,
+                         min_pairs_per_question=3)  # fmt: skip
+    per_q = {q: sum(p.question_id == q for p in pairs) for q in pool}
+    # C(m, 2): 0, 1, 3, 6, 15, 36 → q1 and q2 below the floor of 3, q6 and q9 capped at 10
+    assert per_q == {"q1": 0, "q2": 0, "q3": 3, "q4": 6, "q6": 10, "q9": 10}
+    two = sample_pairs(pool, pairs_per_question=10, n_questions=2, seed=3,
+                       min_pairs_per_question=3)  # fmt: skip
+    assert len({p.question_id for p in two}) == 2
+    with pytest.raises(ValueError, match="no question has the floor of 40 pair"):
+        sample_pairs(pool, pairs_per_question=50, n_questions=2, seed=3, min_pairs_per_question=40)
+    with pytest.raises(ValueError, match="only 2 of 6 non-excluded question"):
+        sample_pairs(pool, pairs_per_question=10, n_questions=3, seed=3)
