@@ -391,6 +391,11 @@ def sample(
             f"drew audit {out['audit']}: {out['n_pairs']} pairs in {out['n_questions']} "
             f"questions ({out['n_uncertain_pairs']} with an uncertain member); "
             f"rubric {out['rubric_hash'][:12]}…, partition {out['partition_hash'][:12]}…"
+            + (
+                f"; {len(out['below_floor'])} question(s) below the plan's floor left out"
+                if out["below_floor"]
+                else ""
+            )
         ),
     )
 

@@ -285,4 +285,12 @@ def audit_overview(session: Session, audit: Audit) -> dict[str, Any]:
         "n_questions": len({p.question_id for p in pairs}),
         "n_uncertain_pairs": sum(1 for p in pairs if p.automatic is None),
         "excluded_questions": audit.excluded_questions,
+        "below_floor": next(
+            (
+                ev.payload.get("below_floor", [])
+                for ev in list_events(session, kind=events.AUDIT_SAMPLE, study_id=audit.study_id)
+                if ev.payload.get("audit_id") == audit.id
+            ),
+            [],
+        ),
     }

@@ -107,7 +107,7 @@ def test_init_sizes_pairs_from_each_question_at_the_audited_checkpoint(
     judged.json("audit", "partition", "freeze", "--study", "s")
     drawn = judged.json("audit", "sample", "--study", "s", "--rubric", "s-rubric")
     assert drawn["n_pairs"] == size["planned_pairs"]
-    assert drawn["n_questions"] == len(keep)
+    assert drawn["n_questions"] == len(keep) and len(drawn["below_floor"]) == len(below)
     eng = make_engine(judged.url)
     with session_scope(eng) as s:
         (ev,) = list_events(s, kind="audit.sample")
