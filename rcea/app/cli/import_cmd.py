@@ -23,7 +23,7 @@ from rcea.pipeline.importers.verl import VerlOptions
 from rcea.pipeline.records import RecordValidationError
 from rcea.pipeline.safety import path_under
 from rcea.study.records.export import FORMATS, export_study
-from rcea.study.records.imports import ReimportError
+from rcea.study.records.imports import ReimportError, evidence_warnings
 from rcea.study.records.imports import import_table as run_table_import
 from rcea.study.records.imports import import_verl as run_import
 from rcea.study.records.ingest import k_min_warnings
@@ -149,7 +149,9 @@ def import_verl(
     except RecordValidationError as exc:
         _report_invalid(exc, directory, as_json)
 
-    warnings = result.warnings + k_min_warnings(engine(), study)
+    warnings = (
+        result.warnings + k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
+    )
     if as_json:
         print_json({"ok": True, **result.to_dict(), "warnings": warnings})
         return

@@ -21,11 +21,14 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from tqdm import tqdm
 
+from rcea.audits.evidence_sizing import coverage_at
+from rcea.audits.rubric import EstimatorSettings
 from rcea.pipeline.importers.common import import_digest
 from rcea.pipeline.importers.table import TableSpec, read_table
 from rcea.pipeline.importers.verl import VerlOptions, read_verl_file, step_files
 from rcea.pipeline.records import RecordBatch, RecordError, RecordValidationError
 from rcea.study.events import IMPORT_VERL
+from rcea.study.pair_audit.plan import success_counts
 from rcea.study.records.ingest import IngestResult, ingest_batches, known_hashes
 from rcea.study.store import Study, append_event, list_events, require_study, session_scope
 
@@ -360,6 +363,34 @@ def refuse_reimport(
             earlier=before,
             suggested_study=suggest,
         )
+
+
+def evidence_warnings(engine: Engine, study: str) -> list[str]:
+    """One line when, at the default K_min, fewer than half of the study's checkpoints
+    have enough questions with K₊ ≥ K_min for the minimum-evidence floor (docs/estimators.md
+    "Minimum evidence"): their validity and mode numbers would read "insufficient
+    evidence" under the default rubric. ``rcea audit rubric init`` sizes K_min to the
+    study; the line says so (with 8 samples per question, K₊ ≥ 8 needs all 8 to succeed)."""
+    est = EstimatorSettings()
+    floor = est.min_evidence()["validity"]
+    with session_scope(engine) as session:
+        st = require_study(session, name=study)
+        succ = success_counts(session, study_id=st.id, accepted_only=False)  # type: ignore[arg-type]
+    cov = coverage_at(
+        {ck: list(per.values()) for ck, per in succ.items()},
+        est.k_min,
+        min_questions=floor["questions"],
+        min_share=floor["share"],
+    )
+    if not cov.n_checkpoints or 2 * cov.n_meeting_floor >= cov.n_checkpoints:
+        return []
+    return [
+        f"at the default K_min = {est.k_min}, {cov.n_checkpoints - cov.n_meeting_floor} of "
+        f"{cov.n_checkpoints} checkpoint(s) have too few questions with K+ >= {est.k_min} "
+        f"successes for the minimum-evidence floor ({floor['questions']} questions, "
+        f'{floor["share"]:.0%}): their validity and mode numbers would read "insufficient '
+        f'evidence"; `rcea audit rubric init --study {study}` sizes K_min to the study'
+    ]
 
 
 def write_problems(path: Path, problems: dict[str, str]) -> None:

@@ -182,6 +182,9 @@ def test_import_counts_the_skipped_and_refuses_a_reimport_with_other_options(
     text = cli("import", "verl", str(dump), "--study", "t", *vs.IMPORT_ARGS)
     assert "skipped 1 empty completion(s) (--skip-empty-output" in text.output
     assert "score rule: R = 1 when score > 0; score values seen: -1.0, 1.0" in text.output
+    # 8 samples per question: K+ >= 8 needs every sample to succeed, and the import says so
+    assert "warning: at the default K_min = 8, 3 of 3 checkpoint(s) have too few" in text.output
+    assert "`rcea audit rubric init --study t` sizes K_min to the study" in text.output
 
     again = cli("import", "verl", str(dump), "--study", "s", *vs.IMPORT_ARGS)
     assert again.exit_code == 0 and "already imported: all 3 file(s)" in again.output
