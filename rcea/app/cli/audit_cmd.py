@@ -177,7 +177,7 @@ def rubric_check(
     with store_session(as_json) as s:
         out = check_rubric(s, study=study, rubric=_resolve_spec(s, rubric))
     if as_json:
-        print_json({"ok": True, **out})
+        print_json({"ok": out["meets_plan"], **out})
     else:
         typer.echo(
             f"rubric {out['rubric']} v{out['version']} ({out['content_hash'][:12]}…) on study "

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlmodel import select
 from typer.testing import CliRunner
 
 from rcea.app.cli import app
 from rcea.audits.rubric import load_rubric
 from rcea.study.settings import get_settings
 from rcea.study.store import list_events, make_engine, session_scope
+from rcea.study.store.models import AuditPair
 from tests.support import verl_study as vs
 
 
@@ -128,7 +130,7 @@ def test_unknown_checkpoint_and_nothing_to_draw_are_named(judged: Cli, tmp_path:
 
 def test_check_and_freeze_refuse_a_plan_the_study_cannot_meet(judged: Cli) -> None:
     check = judged.json("audit", "rubric", "check", "default", "--study", "s", code=2)
-    assert not check["meets_plan"]
+    assert not check["meets_plan"] and check["ok"] is False
     assert "asks for 29 question(s) with at least 156 pairs" in check["problems"][0]
     assert check["pairs"]["n_questions_drawn"] == 0
     assert check["calibration"]["population"] == sum(
@@ -227,3 +229,35 @@ def test_answer_key_absent_from_a_grpo_dump_and_from_some_files(
         f"--answer-key 'pred' is in no line of 1 of 3 file(s) (40.jsonl); {per_file} of "
         f"{3 * per_file - 1} sample(s) have no answer"
     ) in res["warnings"]
+
+
+def test_plan_scoped_to_one_run_and_step_draws_only_there(
+    judged: Cli, dump: Path, tmp_path: Path
+) -> None:
+    """Two runs of one model: pooled, every question could give pairs across runs and
+    steps; a plan for run r2 at step 40 counts, and draws, only those trajectories."""
+    res = judged("import", "verl", str(dump), "--study", "s", *vs.IMPORT_ARGS[2:], "--run", "r2",
+                 "--model", vs.MODEL)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    eng = make_engine(judged.url)
+    vs.judge_study(eng, "s", judged.data)  # the same judge: judges only the new successes
+    out = tmp_path / "r2.toml"
+    pooled = judged.json("audit", "rubric", "init", "--study", "s", "--out", str(out))
+    size = judged.json("audit", "rubric", "init", "--study", "s", "--out", str(out), "--force",
+                       "--run", "r2", "--step", "40")  # fmt: skip
+    keep, below = expected_pairs(2)
+    assert size["flow"]["n_questions_drawn"] == len(keep)
+    assert size["planned_pairs"] == sum(keep.values())  # the cap is the largest: all pairs
+    assert pooled["planned_pairs"] > size["planned_pairs"]
+    judged.json("audit", "rubric", "freeze", str(out), "--study", "s")
+    judged.json("audit", "partition", "freeze", "--study", "s")
+    judged.json("audit", "sample", "--study", "s", "--rubric", "s-rubric")
+    with session_scope(eng) as s:
+        pairs = s.exec(select(AuditPair)).all()
+        assert len(pairs) == size["planned_pairs"]
+        assert all(
+            t.startswith(f"r2:{vs.MODEL}:s40:")
+            for p in pairs
+            for t in (p.trajectory_a, p.trajectory_b)
+        )
+    eng.dispose()
