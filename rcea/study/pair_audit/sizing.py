@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from math import comb
 from typing import Any
 
-from sqlmodel import Session
+from sqlalchemy import func
+from sqlmodel import Session, select
 
 from rcea.audits.evidence_sizing import ThresholdCoverage, largest_threshold
 from rcea.audits.rubric import DEFAULT_RUBRIC_PATH, PairPlan, default_rubric, parse_rubric
@@ -36,7 +37,7 @@ from rcea.study.pair_audit.plan import (
     success_counts,
 )
 from rcea.study.pair_audit.sampling import dev_questions, in_scope
-from rcea.study.store import require_study
+from rcea.study.store import Trajectory, require_study
 
 #: the fewest pairs a question gives to be audited, unless ``--min-pairs`` says otherwise
 DEFAULT_MIN_PAIRS = 3
@@ -182,6 +183,13 @@ def size_rubric(
     floors = est.min_evidence()
     warnings: list[str] = []
     most = max((max(per.values(), default=0) for per in succ.values()), default=0)
+    per_ckpt_q = (
+        select(func.count().label("n"))
+        .where(Trajectory.study_id == sid)
+        .group_by(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.question_id)
+        .subquery()
+    )
+    most_samples = int(session.exec(select(func.max(per_ckpt_q.c.n))).one() or 0)
     k_min, k_table, k_ok = largest_threshold(
         {ck: list(per.values()) for ck, per in succ.items()},
         default=est.k_min,
@@ -220,7 +228,7 @@ def size_rubric(
         n_min=n_min,
         k_table=k_table,
         n_table=n_table,
-        most_samples_per_question=most,
+        most_samples_per_question=most_samples,
         calibration_size=size,
         calibration_held_out=held,
         calibration_population=population,

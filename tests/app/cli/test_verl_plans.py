@@ -92,6 +92,7 @@ def test_init_sizes_pairs_from_each_question_at_the_audited_checkpoint(
     assert rubric.pairs.pairs_per_question == cap
     # 8 samples per question: K_min = 8 needs every sample to succeed; lowered, with words
     assert rubric.estimators.k_min < 8 and rubric.estimators.k_min == size["k_min"]
+    assert size["most_samples_per_question"] == vs.N_SAMPLES
     assert any(w.startswith(f"k_min = {size['k_min']} (default 8)") for w in size["warnings"])
     assert any("The trade-off" in w for w in size["warnings"])
 
