@@ -204,7 +204,7 @@ def import_table(
     except RecordValidationError as exc:
         _report_invalid(exc, file, as_json)
 
-    warnings = k_min_warnings(engine(), study)
+    warnings = k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
     if as_json:
         print_json({"ok": True, **result.to_dict(), "warnings": warnings})
     else:
