@@ -47,6 +47,7 @@ EXPORTS: dict[str, str] = {
     "pass_at_k": "rcea.audits.passk",
     "predicted_entropy_change": "rcea.audits.covariance",
     "rarefied_retention": "rcea.audits.modes",
+    "realization_retention": "rcea.audits.realization",
     "retention_passk_spearman": "rcea.audits.association",
     "reward_stratified_tail": "rcea.audits.tail",
     "sample_pairs": "rcea.audits.sampling",
@@ -54,6 +55,7 @@ EXPORTS: dict[str, str] = {
     "sign_test_greater": "rcea.audits.entropy",
     "spearman_correlation": "rcea.audits.association",
     "validity_rate": "rcea.audits.validity",
+    "within_mode_entropy": "rcea.audits.realization",
 }
 __all__ = sorted(EXPORTS)
 
