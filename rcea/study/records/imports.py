@@ -20,9 +20,10 @@ from tqdm import tqdm
 
 from rcea.pipeline.importers.common import import_digest
 from rcea.pipeline.importers.table import TableSpec, read_table
+from rcea.pipeline.importers.trl import TrlOptions, completion_files, read_trl_file
 from rcea.pipeline.importers.verl import VerlOptions, read_verl_file, step_files
 from rcea.pipeline.records import RecordBatch, RecordError, RecordValidationError
-from rcea.study.events import IMPORT_VERL
+from rcea.study.events import IMPORT_TRL, IMPORT_VERL
 from rcea.study.records.ingest import IngestResult, ingest_batches, known_hashes
 from rcea.study.store import append_event, require_study, session_scope
 
@@ -43,6 +44,10 @@ class ImportResult:
     score_rules: dict[str, Any] = field(default_factory=dict)
     n_special_stripped: int = 0
     n_answer_missing: int = 0
+    #: TRL only: completions left out as empty (--skip-empty-output), and files that
+    #: re-logged the previous file's generation batch (skipped, not imported twice)
+    n_empty_skipped: int = 0
+    relogged: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         if not self.n_imported_files:
@@ -67,6 +72,13 @@ class ImportResult:
             )
         if self.n_answer_missing:
             out.append(f"{self.n_answer_missing} sample(s) have no --answer-key value")
+        if self.n_empty_skipped:
+            out.append(f"skipped {self.n_empty_skipped} empty completion(s) (--skip-empty-output)")
+        if self.relogged:
+            out.append(
+                f"skipped {len(self.relogged)} file(s) that re-log the previous step's "
+                "generation batch: " + ", ".join(Path(p).name for p in self.relogged[:5])
+            )
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -261,3 +273,79 @@ def import_table(
         data_dir=data_dir,
         progress=progress,
     )
+
+
+def import_trl(
+    engine: Engine,
+    directory: str | Path,
+    opts: TrlOptions,
+    *,
+    study: str,
+    artifacts_dir: Path,
+    data_dir: Path,
+    progress: bool = False,
+) -> ImportResult:
+    """Import TRL's ``completions_{step}.parquet`` logs (an output dir, its ``completions/``
+    folder or one file), all or nothing; files already imported are skipped, and files that
+    re-log the previous file's rows are skipped and listed."""
+    directory = Path(directory)
+    files, other = completion_files(directory)
+    if not files:
+        raise RecordValidationError(
+            [RecordError(str(directory), "directory", None, "no completions_{step}.parquet files")]
+        )
+    batches: dict[Path, RecordBatch] = {}
+    relogged: list[str] = []
+    errors: list[RecordError] = []
+    previous = None
+    for path in files:
+        try:
+            batch = read_trl_file(path, opts, previous=previous)
+        except RecordValidationError as exc:
+            errors.extend(exc.errors)
+            previous = None
+            continue
+        if batch is None:
+            relogged.append(str(path))
+            continue
+        previous = batch.extra.pop("columns")
+        batches[path] = batch
+    if errors:
+        raise RecordValidationError(errors)
+    options = opts.digest_options()
+    result = _store(
+        engine,
+        str(directory),
+        list(batches),
+        batches.__getitem__,
+        lambda p: import_digest(p, "trl", options),
+        study=study,
+        artifacts_dir=artifacts_dir,
+        data_dir=data_dir,
+        progress=progress,
+    )
+    result.ignored = [str(p) for p in other]
+    result.relogged = relogged
+    result.n_files = len(files)
+    imported = [p for p in batches if str(p) in result.imported]
+    result.score_rules = {str(p): batches[p].extra["score_rule"] for p in imported}
+    result.n_special_stripped = sum(batches[p].extra["n_special_stripped"] for p in imported)
+    result.n_empty_skipped = sum(batches[p].extra["n_empty_skipped"] for p in imported)
+    if imported:
+        with session_scope(engine) as session:
+            st = require_study(session, name=study)
+            append_event(
+                session,
+                actor="rcea import trl",
+                kind=IMPORT_TRL,
+                study_id=st.id,
+                payload={
+                    "source": str(directory),
+                    "options": options,
+                    "score_rules": result.score_rules,
+                    "n_special_stripped": result.n_special_stripped,
+                    "n_empty_skipped": result.n_empty_skipped,
+                    "relogged": relogged,
+                },
+            )
+    return result
