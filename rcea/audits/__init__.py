@@ -38,6 +38,7 @@ EXPORTS: dict[str, str] = {
     "macro_benchmark_accuracy": "rcea.audits.passk",
     "macro_pass_at_k": "rcea.audits.passk",
     "mode_entropy": "rcea.audits.modes",
+    "mode_stratified_tail": "rcea.audits.mode_tail",
     "observed_entropy_change": "rcea.audits.covariance",
     "outcome_entropy": "rcea.audits.entropy",
     "pair_agreement": "rcea.audits.agreement",
@@ -47,13 +48,16 @@ EXPORTS: dict[str, str] = {
     "pass_at_k": "rcea.audits.passk",
     "predicted_entropy_change": "rcea.audits.covariance",
     "rarefied_retention": "rcea.audits.modes",
+    "realization_retention": "rcea.audits.realization",
     "retention_passk_spearman": "rcea.audits.association",
     "reward_stratified_tail": "rcea.audits.tail",
     "sample_pairs": "rcea.audits.sampling",
     "sequence_decomposition": "rcea.audits.entropy",
     "sign_test_greater": "rcea.audits.entropy",
+    "token_covariances": "rcea.audits.tail",
     "spearman_correlation": "rcea.audits.association",
     "validity_rate": "rcea.audits.validity",
+    "within_mode_entropy": "rcea.audits.realization",
 }
 __all__ = sorted(EXPORTS)
 

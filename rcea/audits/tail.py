@@ -52,6 +52,8 @@ __all__ = [
     "budget_count",
     "direction_counts",
     "reward_stratified_tail",
+    "TokenCovariance",
+    "token_covariances",
     "trajectory_advantages",
 ]
 
@@ -205,6 +207,50 @@ def _budget_share(c: np.ndarray, k: int) -> float | None:
     return _share(float(top[top > 0].sum()), positive_mass)
 
 
+@dataclass(frozen=True)
+class TokenCovariance:
+    """Item 7's per-token centred products at one endpoint: ``c[j]`` of token j of
+    trajectory ``trajectory[j]``, with the token-weighted means they are centred on."""
+
+    c: np.ndarray
+    trajectory: np.ndarray
+    rewards: np.ndarray
+    mean_logprob: float
+    mean_advantage: float
+    n_groups: int
+    n_zero_variance_groups: int
+
+
+def token_covariances(
+    group_ids: Sequence[Any],
+    rewards: Any,
+    token_trajectory: Any,
+    token_logprob: Any,
+    *,
+    eps: float = ADVANTAGE_EPS,
+) -> TokenCovariance:
+    """c_{i,t} = (log π_{i,t} − L̄)(A_i − Ā) for every eligible token (module docstring);
+    the one computation item 7 and item 16 (:mod:`rcea.audits.mode_tail`) share."""
+    r = as_binary_array(rewards, "rewards")
+    n_traj = check_same_length(group_ids=group_ids, rewards=r)
+    logp = as_float_array(token_logprob, "token_logprob")
+    traj_f = as_float_array(token_trajectory, "token_trajectory")
+    check_same_length(token_trajectory=traj_f, token_logprob=logp)
+    if np.any(traj_f != np.floor(traj_f)) or traj_f.min() < 0 or traj_f.max() >= n_traj:
+        raise ValueError(
+            f"token_trajectory must hold integer trajectory indices in [0, {n_traj - 1}]"
+        )
+    traj = traj_f.astype(np.int64)
+    adv, n_groups, n_zero_var = _advantages(group_ids, r, eps)
+    a_tok = adv[traj]
+    # Exactly rounded sums (math.fsum): the means, hence every c, do not depend on the
+    # order of the tokens, so neither do the tail's ties at the cutoff.
+    mean_logp = math.fsum(logp.tolist()) / logp.size
+    mean_adv = math.fsum(a_tok.tolist()) / a_tok.size
+    c = (logp - mean_logp) * (a_tok - mean_adv)
+    return TokenCovariance(c, traj, r, mean_logp, mean_adv, n_groups, n_zero_var)
+
+
 def reward_stratified_tail(
     group_ids: Sequence[Any],
     rewards: Any,
@@ -221,28 +267,14 @@ def reward_stratified_tail(
     ``group_ids`` and ``rewards`` (0/1) are per trajectory; ``token_trajectory`` (index
     into them) and ``token_logprob`` are per eligible completion token.
     """
-    r = as_binary_array(rewards, "rewards")
-    n_traj = check_same_length(group_ids=group_ids, rewards=r)
     quantile = check_probability(quantile, "quantile")
     for q in budgets:
         if not 0.0 < float(q) <= 1.0:
             raise ValueError(f"budgets must be in (0, 1], got {q}")
-    logp = as_float_array(token_logprob, "token_logprob")
-    traj_f = as_float_array(token_trajectory, "token_trajectory")
-    check_same_length(token_trajectory=traj_f, token_logprob=logp)
-    if np.any(traj_f != np.floor(traj_f)) or traj_f.min() < 0 or traj_f.max() >= n_traj:
-        raise ValueError(
-            f"token_trajectory must hold integer trajectory indices in [0, {n_traj - 1}]"
-        )
-    traj = traj_f.astype(np.int64)
-
-    adv, n_groups, n_zero_var = _advantages(group_ids, r, eps)
-    a_tok = adv[traj]
-    # Exactly rounded sums (math.fsum): the means, hence every c, do not depend on the
-    # order of the tokens, so neither do the tail's ties at the cutoff.
-    mean_logp = math.fsum(logp.tolist()) / logp.size
-    mean_adv = math.fsum(a_tok.tolist()) / a_tok.size
-    c = (logp - mean_logp) * (a_tok - mean_adv)
+    tc = token_covariances(group_ids, rewards, token_trajectory, token_logprob, eps=eps)
+    c, traj, r = tc.c, tc.trajectory, tc.rewards
+    n_traj, n_groups, n_zero_var = r.size, tc.n_groups, tc.n_zero_variance_groups
+    mean_logp, mean_adv = tc.mean_logprob, tc.mean_advantage
     success_mask = r[traj] == 1
     c_s = c[success_mask]
     c_f = c[~success_mask]

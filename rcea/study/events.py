@@ -28,6 +28,7 @@ EXTENSION_REJECT = "codebook.extension.reject"
 
 # -- imports
 IMPORT_VERL = "import.verl"
+IMPORT_TRL = "import.trl"
 
 # -- probing
 PROBE_SET = "probe.probe_set"

@@ -19,12 +19,14 @@ from rcea.app.cli.common import (
 )
 from rcea.app.cli.options import JSON_OPTION
 from rcea.pipeline.importers.table import TableSpec, TableSpecError, kind_of, parse_pairs
+from rcea.pipeline.importers.trl import TrlOptions
 from rcea.pipeline.importers.verl import VerlOptions
 from rcea.pipeline.records import RecordValidationError
 from rcea.pipeline.safety import path_under
 from rcea.study.records.export import FORMATS, export_study
 from rcea.study.records.imports import ReimportError, evidence_warnings
 from rcea.study.records.imports import import_table as run_table_import
+from rcea.study.records.imports import import_trl as run_trl_import
 from rcea.study.records.imports import import_verl as run_import
 from rcea.study.records.ingest import k_min_warnings
 
@@ -167,6 +169,81 @@ def import_verl(
             + (" …" if len(result.ignored) > 5 else ""),
             err=True,
         )
+
+
+@import_app.command("trl")
+def import_trl(
+    directory: Path = typer.Argument(
+        ...,
+        help="TRL GRPOTrainer output_dir (its completions/ folder, written with "
+        "log_completions=True), the folder itself, or one completions_STEP.parquet",
+    ),
+    study: str = typer.Option(..., "--study", help="study to import into (created if new)"),
+    run: str = typer.Option(..., "--run", help="run name (provenance; e.g. grpo)"),
+    model: str = typer.Option(..., "--model", help="model name (provenance; the logs have none)"),
+    reward_column: str = typer.Option(
+        None,
+        "--reward-column",
+        help="the reward function column that is the verifier outcome (needed when the logs "
+        "have several reward columns)",
+    ),
+    reward_threshold: float = typer.Option(
+        None,
+        "--reward-threshold",
+        help="R = 1 when the reward column > this; needed when its values are not all 0/1",
+    ),
+    chat_template: str = typer.Option(
+        "auto",
+        "--chat-template",
+        help="strip this chat template from a text prompt for the question: auto|qwen|llama3|none",
+    ),
+    question_regex: str = typer.Option(
+        None,
+        "--question-regex",
+        help="regex with one group capturing the question inside a text prompt",
+    ),
+    skip_empty_output: bool = typer.Option(
+        False, "--skip-empty-output", help="leave out empty completions (counted)"
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Import TRL's completion logs (completions_{step}.parquet); prompt groups are rebuilt
+    from identical questions within a step; files already imported are skipped, and a file
+    that re-logs the previous step's generation batch is skipped and listed."""
+
+    with domain_errors(as_json):
+        opts = TrlOptions(
+            run=run,
+            model=model,
+            reward_column=reward_column,
+            reward_threshold=reward_threshold,
+            chat_template=chat_template,
+            question_regex=question_regex,
+            skip_empty_output=skip_empty_output,
+        )
+    cfg = settings()
+    try:
+        result = run_trl_import(
+            engine(),
+            directory,
+            opts,
+            study=study,
+            artifacts_dir=cfg.artifacts_dir,
+            data_dir=cfg.data_dir,
+            progress=_progress(as_json),
+        )
+    except FileNotFoundError as exc:
+        fail(str(exc), as_json=as_json)
+    except RecordValidationError as exc:
+        _report_invalid(exc, directory, as_json)
+    warnings = k_min_warnings(engine(), study)
+    emit(
+        {"ok": True, **result.to_dict(), "warnings": warnings},
+        as_json,
+        lambda: "\n".join(
+            [result.summary(), *result.notes(), *(f"warning: {w}" for w in warnings)]
+        ),
+    )
 
 
 @import_app.command("table")

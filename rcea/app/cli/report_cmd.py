@@ -10,14 +10,25 @@ from typing import Any
 
 import typer
 
-from rcea.app.cli.common import engine, fail, is_tty, print_json, settings, store_session
+from rcea.app.cli.common import (
+    emit,
+    engine,
+    fail,
+    is_tty,
+    print_json,
+    settings,
+    store_session,
+)
 from rcea.app.cli.exit_codes import REFUSED
 from rcea.app.cli.options import JSON_OPTION, STUDY_OPTION
+from rcea.study.report import figures as report_figures
+from rcea.study.report import paper
 from rcea.study.report.build import FILL_TOKEN_ENTROPIES, build_report
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.publication import PublishRefused
 from rcea.study.report.publish import publish_report
 from rcea.study.report.signing import SignatureError, generate_keypair
+from rcea.study.report.sources import ReportSourceError, report_from_path
 from rcea.study.report.verify import BundleError, verify_bundle
 from rcea.study.settings import actor_name
 from rcea.study.store import StoreError, session_scope
@@ -244,6 +255,85 @@ def verify(
         typer.echo(res.summary())
     if not res.ok:
         raise typer.Exit(1)
+
+
+SOURCE_ARGUMENT = typer.Argument(
+    ...,
+    help="a published bundle directory (verified first), a report JSON from "
+    "`rcea report build --out`, or a study name (its report is built from the store)",
+)
+OUT_DIR_OPTION = typer.Option(..., "--out", help="directory to write the files into")
+
+
+def _report_of(source: str, as_json: bool) -> dict[str, Any]:
+    path = Path(source)
+    # a study name has no slash; anything path-like is read as a file, so a mistyped
+    # path says "no such file" rather than "no such study"
+    if path.exists() or "/" in source or source.endswith(".json"):
+        try:
+            return report_from_path(path)
+        except ReportSourceError as exc:
+            fail(str(exc), as_json=as_json)
+    with store_session(as_json) as s:
+        return build_report(s, study=source, params=ReportParameters())
+
+
+def _write_files(out: Path, files: dict[str, bytes], as_json: bool) -> list[str]:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            (out / name).write_bytes(data)
+    except OSError as exc:
+        fail(f"{out}: cannot write ({exc.strerror or exc})", as_json=as_json)
+    return [str((out / name).resolve()) for name in files]
+
+
+@report_app.command("tables")
+def tables(
+    source: str = SOURCE_ARGUMENT,
+    fmt: str = typer.Option("latex", "--format", help="latex (booktabs), markdown or csv"),
+    out: Path = OUT_DIR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The report's numbers as tables a paper can include: one table per section, every
+    number with its CI and its label (a audited, u unaudited, * insufficient evidence, b
+    blocked), footnotes for insufficient evidence; CSV is the long form, one row per
+    number. Writes OUT/rcea-tables.{tex,md,csv}."""
+
+    if fmt not in paper.FORMATS:
+        fail(f"unknown --format {fmt!r}: use latex, markdown or csv", as_json=as_json)
+    rep = _report_of(source, as_json)
+    name = f"rcea-tables{paper.FORMATS[fmt]}"
+    written = _write_files(out, {name: paper.render_tables(rep, fmt).encode()}, as_json)
+    emit(
+        {"ok": True, "study": rep["study"], "format": fmt, "files": written},
+        as_json,
+        lambda: f"wrote {written[0]} (study {rep['study']})",
+    )
+
+
+@report_app.command("figures")
+def figures(
+    source: str = SOURCE_ARGUMENT,
+    fmt: str = typer.Option("pdf", "--format", help="pdf, svg or png"),
+    out: Path = OUT_DIR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The report's figures, one file per figure (colour-blind-safe): pass@k against k for
+    base vs trained, entropy by outcome over steps, retention with CIs, the covariance fit
+    scatter, the paired ratio, accuracy and pass@k, training entropy. Only figures whose
+    data the report holds are drawn; a bundle gives the same figures every time."""
+
+    if fmt not in report_figures.FORMATS:
+        fail(f"unknown --format {fmt!r}: use pdf, svg or png", as_json=as_json)
+    rep = _report_of(source, as_json)
+    drawn = report_figures.make_figures(rep, fmt)
+    written = _write_files(out, {f"{k}.{fmt}": v for k, v in drawn.items()}, as_json)
+    emit(
+        {"ok": True, "study": rep["study"], "format": fmt, "files": written},
+        as_json,
+        lambda: "\n".join([f"wrote {len(written)} figure(s) (study {rep['study']}):", *written]),
+    )
 
 
 @report_app.command("keygen")

@@ -25,7 +25,12 @@ from rcea.audits.sequential import planned_gate
 from rcea.audits.thresholds import GateThresholds
 from rcea.pipeline.records import RecordValidationError, read_records
 from rcea.study.report.build import FILL_TOKEN_ENTROPIES
-from rcea.study.report.estimates import checkpoint_entropy, retention_table, sequence_quantity
+from rcea.study.report.estimates import (
+    checkpoint_entropy,
+    realization_table,
+    retention_table,
+    sequence_quantity,
+)
 from rcea.study.report.sections import RetentionSection
 
 stats_app = typer.Typer(
@@ -413,6 +418,80 @@ def retention(
 
 def _key_dict(key: tuple[str, str, int] | None) -> dict[str, Any] | None:
     return None if key is None else {"run": key[0], "model": key[1], "step": key[2]}
+
+
+# --------------------------------------------------------------------------- modes
+
+
+@stats_app.command("modes")
+def modes(
+    records: Path = typer.Argument(
+        ..., help="records with mode, validity, seq_logprob and mean_token_entropy"
+    ),
+    k_min: int = typer.Option(8, "--k-min", help="a question counts when K_C >= k_min"),
+    base_step: int = typer.Option(0, help="the base checkpoint's step (realization retention)"),
+    base_run: str = typer.Option(
+        "base", help="the run holding a model's shared base checkpoint (when a run has none)"
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Between-mode and within-mode entropy of every (run, model, step)
+    (docs/estimators.md item 15): over the accepted, assigned successes C_x of each question,
+    the chain rule H(Y|C,x) = H(Z|C,x) + W(x) splits their sequence entropy into the mode
+    entropy (which strategy) and the within-mode realization entropy W (how it is worded),
+    with the token-level mixture and the rule's residual; macro over questions with
+    K_C >= k_min (coverage); realization retention W_t/W_0 against the same model's base."""
+
+    def go() -> None:
+        cols = _load_records(records)
+        rows = [dict(zip(cols, values, strict=True)) for values in zip(*cols.values(), strict=True)]
+        try:
+            table = realization_table(rows, k_min=k_min, base_step=base_step, base_run=base_run)
+        except ValueError as exc:
+            raise InputError(f"{records}: {exc}") from None
+        out = [
+            {
+                "run": row.key[0],
+                "model": row.key[1],
+                "step": row.key[2],
+                **{
+                    k: getattr(row.report, k)
+                    for k in (
+                        "mode_entropy",
+                        "within_mode_entropy",
+                        "within_mode_token_entropy",
+                        "sequence_entropy",
+                        "decomposition_residual",
+                        "token_mixture_residual",
+                        "coverage",
+                        "n_eligible",
+                        "n_with_successes",
+                        "share_in_repeated_modes",
+                    )
+                },
+                "k_min": k_min,
+                "base": list(row.base) if row.base else None,
+                "realization_retention": row.retention.retention if row.retention else None,
+                "retention_n_eligible": row.retention.n_eligible if row.retention else None,
+                "retention_error": row.retention_error,
+            }
+            for row in table
+        ]
+        if as_json:
+            print_json({"checkpoints": out})
+            return
+        typer.echo(
+            f"{'run':<12}{'model':<10}{'step':>6}  {'H(Z|C)':>8}{'W':>10}{'W_tok':>8}"
+            f"{'coverage':>10}{'ret W':>8}"
+        )
+        for r in out:
+            typer.echo(
+                f"{r['run']:<12}{r['model']:<10}{r['step']:>6}  {fmt(r['mode_entropy']):>8}"
+                f"{fmt(r['within_mode_entropy']):>10}{fmt(r['within_mode_token_entropy']):>8}"
+                f"{fmt(r['coverage']):>10}{fmt(r['realization_retention']):>8}"
+            )
+
+    _run(as_json, go)
 
 
 # --------------------------------------------------------------------------- agreement

@@ -25,9 +25,10 @@ from rcea.audits.evidence_sizing import coverage_at
 from rcea.audits.rubric import EstimatorSettings
 from rcea.pipeline.importers.common import import_digest
 from rcea.pipeline.importers.table import TableSpec, read_table
+from rcea.pipeline.importers.trl import TrlOptions, completion_files, read_trl_file
 from rcea.pipeline.importers.verl import VerlOptions, read_verl_file, step_files
 from rcea.pipeline.records import RecordBatch, RecordError, RecordValidationError
-from rcea.study.events import IMPORT_VERL
+from rcea.study.events import IMPORT_TRL, IMPORT_VERL
 from rcea.study.pair_audit.plan import success_counts
 from rcea.study.records.ingest import IngestResult, ingest_batches, known_hashes
 from rcea.study.store import Study, append_event, list_events, require_study, session_scope
@@ -49,10 +50,14 @@ class ImportResult:
     score_rules: dict[str, Any] = field(default_factory=dict)
     n_special_stripped: int = 0
     n_answer_missing: int = 0
+    #: completions left out as empty (--skip-empty-output; their seeds stay used)
     n_empty_skipped: int = 0
     #: verl only: one line per thing the import could not fill (e.g. --answer-key absent
     #: from some files), printed as ``warning:`` lines
     warnings: list[str] = field(default_factory=list)
+    #: TRL only: files that re-logged the previous file's generation batch (skipped, not
+    #: imported twice)
+    relogged: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         if not self.n_imported_files:
@@ -82,6 +87,11 @@ class ImportResult:
             )
         if self.n_answer_missing:
             out.append(f"{self.n_answer_missing} sample(s) have no --answer-key value")
+        if self.relogged:
+            out.append(
+                f"skipped {len(self.relogged)} file(s) that re-log the previous step's "
+                "generation batch: " + ", ".join(Path(p).name for p in self.relogged[:5])
+            )
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -431,3 +441,79 @@ def import_table(
         data_dir=data_dir,
         progress=progress,
     )
+
+
+def import_trl(
+    engine: Engine,
+    directory: str | Path,
+    opts: TrlOptions,
+    *,
+    study: str,
+    artifacts_dir: Path,
+    data_dir: Path,
+    progress: bool = False,
+) -> ImportResult:
+    """Import TRL's ``completions_{step}.parquet`` logs (an output dir, its ``completions/``
+    folder or one file), all or nothing; files already imported are skipped, and files that
+    re-log the previous file's rows are skipped and listed."""
+    directory = Path(directory)
+    files, other = completion_files(directory)
+    if not files:
+        raise RecordValidationError(
+            [RecordError(str(directory), "directory", None, "no completions_{step}.parquet files")]
+        )
+    batches: dict[Path, RecordBatch] = {}
+    relogged: list[str] = []
+    errors: list[RecordError] = []
+    previous = None
+    for path in files:
+        try:
+            batch = read_trl_file(path, opts, previous=previous)
+        except RecordValidationError as exc:
+            errors.extend(exc.errors)
+            previous = None
+            continue
+        if batch is None:
+            relogged.append(str(path))
+            continue
+        previous = batch.extra.pop("columns")
+        batches[path] = batch
+    if errors:
+        raise RecordValidationError(errors)
+    options = opts.digest_options()
+    result = _store(
+        engine,
+        str(directory),
+        list(batches),
+        batches.__getitem__,
+        lambda p: import_digest(p, "trl", options),
+        study=study,
+        artifacts_dir=artifacts_dir,
+        data_dir=data_dir,
+        progress=progress,
+    )
+    result.ignored = [str(p) for p in other]
+    result.relogged = relogged
+    result.n_files = len(files)
+    imported = [p for p in batches if str(p) in result.imported]
+    result.score_rules = {str(p): batches[p].extra["score_rule"] for p in imported}
+    result.n_special_stripped = sum(batches[p].extra["n_special_stripped"] for p in imported)
+    result.n_empty_skipped = sum(batches[p].extra["n_empty_skipped"] for p in imported)
+    if imported:
+        with session_scope(engine) as session:
+            st = require_study(session, name=study)
+            append_event(
+                session,
+                actor="rcea import trl",
+                kind=IMPORT_TRL,
+                study_id=st.id,
+                payload={
+                    "source": str(directory),
+                    "options": options,
+                    "score_rules": result.score_rules,
+                    "n_special_stripped": result.n_special_stripped,
+                    "n_empty_skipped": result.n_empty_skipped,
+                    "relogged": relogged,
+                },
+            )
+    return result

@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rcea.audits.entropy import EntropyReport, entropy_report
 from rcea.audits.modes import RarefiedRetention, rarefied_retention
+from rcea.audits.realization import (
+    RealizationReport,
+    RealizationRetention,
+    realization_retention,
+    within_mode_entropy,
+)
 
 UNCERTAIN = "uncertain"
 
@@ -169,3 +176,65 @@ def checkpoint_entropy(
 
 def _sort_key(key: Key) -> tuple[str, ...]:
     return tuple(f"{v:020d}" if isinstance(v, int) else str(v) for v in key)
+
+
+@dataclass(frozen=True)
+class RealizationRow:
+    """Item 15 at one checkpoint, and its realization retention against the base of the
+    same model (``None`` at the base itself, or with ``retention_error`` saying why)."""
+
+    key: CheckpointKey
+    report: RealizationReport
+    base: CheckpointKey | None = None
+    retention: RealizationRetention | None = None
+    retention_error: str | None = None
+
+
+def realization_table(
+    rows: Iterable[dict[str, Any]], *, k_min: int, base_step: int, base_run: str = BASE_RUN
+) -> list[RealizationRow]:
+    """Within-mode realization entropy (docs/estimators.md item 15) of every (run, model,
+    step) in ``rows`` (trajectory dicts with run, model, step, question_id, reward,
+    validity, mode, seq_logprob, mean_token_entropy), in key order, each with its
+    realization retention against the base of the same model (:func:`base_checkpoint`).
+    C = R = 1, validity 1 and a mode (a missing mode counts as ``uncertain``). Raises
+    ``ValueError`` naming the first trajectory without ℓ or token entropy, or a success
+    without a validity verdict."""
+    by_key: dict[CheckpointKey, list[dict[str, Any]]] = {}
+    for r in rows:
+        for name in ("seq_logprob", "mean_token_entropy"):
+            if r.get(name) is None:
+                raise ValueError(
+                    f"trajectory {r.get('trajectory_id')!r} has no {name}: item 15 needs "
+                    "sequence log-probabilities and token entropies (`rcea probe score`)"
+                )
+        if r["reward"] == 1 and r.get("validity") is None:
+            raise ValueError(
+                f"trajectory {r.get('trajectory_id')!r} is a success without a validity "
+                "verdict: judge it first (`rcea judge run`)"
+            )
+        by_key.setdefault((r["run"], r["model"], r["step"]), []).append(r)
+    reports = {
+        key: within_mode_entropy(
+            [r["question_id"] for r in rs],
+            [int(r["reward"] == 1 and r["validity"] == 1) for r in rs],
+            [mode_label(r.get("mode")) for r in rs],
+            [r["seq_logprob"] for r in rs],
+            [r["mean_token_entropy"] for r in rs],
+            k_min=k_min,
+        )
+        for key, rs in by_key.items()
+    }
+    out = []
+    for key in sorted(reports, key=_sort_key):
+        run, model, step = key
+        if step == base_step:
+            out.append(RealizationRow(key, reports[key]))
+            continue
+        base, why = base_checkpoint(reports, run, model, base_step=base_step, base_run=base_run)
+        if base is None:
+            out.append(RealizationRow(key, reports[key], retention_error=why))
+            continue
+        ret = realization_retention(reports[key], reports[base])
+        out.append(RealizationRow(key, reports[key], base, ret))
+    return out

@@ -1,5 +1,5 @@
-"""The report's figures as PNG bytes (matplotlib, Agg backend). Only figures whose data
-exist are drawn; every function returns ``None`` when there is nothing to draw.
+"""The report's figures (matplotlib, Agg backend) as PNG, PDF or SVG bytes. Only figures
+whose data exist are drawn; every function returns ``None`` when there is nothing to draw.
 
 * ``training_entropy``: training-time policy entropy vs normalised progress (step /
   max_steps), one line per objective (measurement ``training_curve``).
@@ -10,6 +10,16 @@ exist are drawn; every function returns ``None`` when there is nothing to draw.
 * ``retention``: rarefied mode retention vs the base with CIs per checkpoint (item 5).
 * ``accuracy_passk``: verifier accuracy of the sampled trajectories and pass@k per
   checkpoint (item 8).
+* ``passk_curve``: pass@k against k (log scale) for each model's base checkpoint and its
+  last checkpoint of every run, one panel per benchmark (item 8).
+* ``entropy_by_outcome``: success- and failure-conditioned sequence entropy over
+  checkpoint steps, one colour per run, solid for successes and dashed for failures
+  (item 1).
+
+Colours are the Okabe–Ito palette (distinguishable under the common colour-vision
+deficiencies), and the markers differ as well. ``make_figures(report, fmt)`` renders PNG
+(the bundle's), PDF or SVG: the same report — a bundle's ``report.json`` — gives the same
+figures (``rcea report figures``).
 """
 
 from __future__ import annotations
@@ -18,11 +28,32 @@ import io
 from collections import defaultdict
 from typing import Any
 
+from cycler import cycler
 from matplotlib.figure import Figure
 
+#: Okabe & Ito's colour-blind-safe palette (black last: it is the reference lines' grey)
+OKABE_ITO = (
+    "#E69F00",
+    "#56B4E9",
+    "#009E73",
+    "#F0E442",
+    "#0072B2",
+    "#D55E00",
+    "#CC79A7",
+    "#000000",
+)
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+STYLE = cycler(color=OKABE_ITO) + cycler(marker=MARKERS)
+FORMATS = ("png", "pdf", "svg")
+#: figures that a paper would include, beside the bundle's own
+PAPER_FIGURES = ("passk_curve", "entropy_by_outcome")
 
-def make_figures(report: dict[str, Any]) -> dict[str, bytes]:
-    """``{file stem: PNG bytes}`` for every figure whose data the report holds."""
+
+def make_figures(report: dict[str, Any], fmt: str = "png") -> dict[str, bytes]:
+    """``{file stem: bytes}`` in ``fmt`` (png, pdf or svg) for every figure whose data the
+    report holds."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown figure format {fmt!r}: use one of {', '.join(FORMATS)}")
     out: dict[str, bytes] = {}
     for name, fn in (
         ("training_entropy", training_entropy),
@@ -30,33 +61,47 @@ def make_figures(report: dict[str, Any]) -> dict[str, bytes]:
         ("covariance_scatter", covariance_scatter),
         ("retention", retention),
         ("accuracy_passk", accuracy_passk),
+        ("passk_curve", passk_curve),
+        ("entropy_by_outcome", entropy_by_outcome),
     ):
-        png = fn(report)
-        if png is not None:
-            out[name] = png
+        fig = fn(report)
+        if fig is not None:
+            out[name] = _render(fig, fmt)
     return out
 
 
-def _png(fig: Any) -> bytes:
+def _render(fig: Any, fmt: str) -> bytes:
     buf = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    # no creation date or software version in the file: the same report gives the same bytes
+    metadata: dict[str, Any] = {
+        "png": {"Software": None},
+        "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+        "svg": {"Creator": None, "Date": None},
+    }[fmt]
+    fig.savefig(buf, format=fmt, dpi=110, metadata=metadata)
     return buf.getvalue()
 
 
-def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Any, Any]:
+def _figure(title: str, xlabel: str, ylabel: str, ncols: int = 1) -> tuple[Any, Any]:
     # A bare Figure renders through Agg on savefig without pyplot's global backend
     # state, so importing this module changes nothing for the view or the CLI.
-    fig = Figure(figsize=(7, 4))
-    ax = fig.subplots()
+    fig = Figure(figsize=(7 if ncols == 1 else 4.2 * ncols, 4))
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    for ax in axes:
+        ax.set_prop_cycle(STYLE)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    if ncols > 1:
+        fig.suptitle(title)
+        return fig, axes
+    ax = axes[0]
     ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
     return fig, ax
 
 
-def training_entropy(report: dict[str, Any]) -> bytes | None:
+def training_entropy(report: dict[str, Any]) -> Figure | None:
     # one line per (run, model): two scales of one objective are never one line
     curves = [
         (
@@ -75,7 +120,7 @@ def training_entropy(report: dict[str, Any]) -> bytes | None:
             [p.get("progress", p.get("step")) for p in pts], [p["entropy"] for p in pts], label=run
         )
     ax.legend()
-    return _png(fig)
+    return fig
 
 
 def _by_run(checkpoints: list[dict[str, Any]], value: Any) -> dict[str, list[tuple[int, Any]]]:
@@ -87,7 +132,7 @@ def _by_run(checkpoints: list[dict[str, Any]], value: Any) -> dict[str, list[tup
     return series
 
 
-def _errorbars(title: str, ylabel: str, series: dict[str, list[tuple[int, Any]]]) -> bytes:
+def _errorbars(title: str, ylabel: str, series: dict[str, list[tuple[int, Any]]]) -> Figure:
     fig, ax = _figure(title, "checkpoint step", ylabel)
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
     for label, pts in series.items():
@@ -98,10 +143,10 @@ def _errorbars(title: str, ylabel: str, series: dict[str, list[tuple[int, Any]]]
         hi = [v[2] - v[0] if v[2] is not None else 0.0 for _, v in pts]
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label)
     ax.legend()
-    return _png(fig)
+    return fig
 
 
-def paired_ratio(report: dict[str, Any]) -> bytes | None:
+def paired_ratio(report: dict[str, Any]) -> Figure | None:
     def value(c: dict[str, Any]) -> Any:
         e = c["entropy"]
         if not e or e.get("paired_ratio") is None:
@@ -114,7 +159,7 @@ def paired_ratio(report: dict[str, Any]) -> bytes | None:
     return _errorbars("Paired failed/successful token-entropy ratio", "ratio (95% CI)", series)
 
 
-def retention(report: dict[str, Any]) -> bytes | None:
+def retention(report: dict[str, Any]) -> Figure | None:
     def value(c: dict[str, Any]) -> Any:
         r = c["retention"]
         if not r or r.get("retention") is None:
@@ -127,7 +172,7 @@ def retention(report: dict[str, Any]) -> bytes | None:
     return _errorbars("Rarefied effective-mode retention vs base", "retention (95% CI)", series)
 
 
-def covariance_scatter(report: dict[str, Any]) -> bytes | None:
+def covariance_scatter(report: dict[str, Any]) -> Figure | None:
     cov = report["covariance"]
     if not cov or not cov["transitions"]:
         return None
@@ -150,10 +195,10 @@ def covariance_scatter(report: dict[str, Any]) -> bytes | None:
         [lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", linestyle="--", label="identity"
     )
     ax.legend()
-    return _png(fig)
+    return fig
 
 
-def accuracy_passk(report: dict[str, Any]) -> bytes | None:
+def accuracy_passk(report: dict[str, Any]) -> Figure | None:
     acc = _by_run(report["checkpoints"], lambda c: c["accuracy"])
     passk: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for p in report["passk"]:
@@ -171,4 +216,80 @@ def accuracy_passk(report: dict[str, Any]) -> bytes | None:
         ax.plot([s for s, _ in pts], [v for _, v in pts], marker="s", linestyle=":", label=label)
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize="small")
-    return _png(fig)
+    return fig
+
+
+def passk_curve(report: dict[str, Any]) -> Figure | None:
+    # base = each model's earliest checkpoint of the base run (else its earliest anywhere);
+    # trained = the last checkpoint of every other run of that model
+    by_bench: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in report["passk"]:
+        by_bench[p["benchmark"]].append(p)
+    panels: dict[str, list[tuple[str, list[tuple[int, float]]]]] = {}
+    for bench, rows in sorted(by_bench.items()):
+        curves = []
+        for model in sorted({p["model"] for p in rows}):
+            mine = [p for p in rows if p["model"] == model]
+            first = min(p["step"] for p in mine)
+            base = [p for p in mine if p["step"] == first]
+            base = [p for p in base if p["run"] == "base"] or base[:1]
+            picks = [(f"{model} base: {base[0]['run']} step {first}", base[0])] if base else []
+            for run in sorted({p["run"] for p in mine} - {"base"}):
+                last = max((p for p in mine if p["run"] == run), key=lambda p: p["step"])
+                if last is not base[0]:
+                    picks.append((f"{run} ({model}) step {last['step']}", last))
+            for label, p in picks:
+                pts = sorted(
+                    (int(name.rsplit("_", 1)[1]), v)
+                    for name, v in p["pass_at_k"].items()
+                    if v is not None and name.rsplit("_", 1)[-1].isdigit()
+                )
+                if pts:
+                    curves.append((label, pts))
+        if curves:
+            panels[bench] = curves
+    if not panels:
+        return None
+    fig, axes = _figure("pass@k against k", "k", "pass@k", ncols=len(panels))
+    axes = axes if len(panels) > 1 else [axes]
+    for ax, (bench, curves) in zip(axes, panels.items(), strict=True):
+        ax.set_title(bench)
+        ax.set_xscale("log", base=2)
+        for label, pts in curves:
+            ax.plot([k for k, _ in pts], [v for _, v in pts], label=label)
+        ax.set_ylim(0, 1.02)
+        ax.legend(fontsize="x-small")
+    return fig
+
+
+def entropy_by_outcome(report: dict[str, Any]) -> Figure | None:
+    series: dict[str, dict[str, list[tuple[int, float]]]] = defaultdict(
+        lambda: {"success": [], "failure": []}
+    )
+    for c in report["checkpoints"]:
+        e = c.get("entropy") or {}
+        for outcome in ("success", "failure"):
+            v = e.get(f"mean_conditional_entropy_{outcome}")
+            if v is not None:
+                series[f"{c['run']} ({c['model']})"][outcome].append((c["step"], v))
+    series = {k: v for k, v in series.items() if v["success"] or v["failure"]}
+    if not series:
+        return None
+    fig, ax = _figure(
+        "Entropy by verifier outcome", "checkpoint step", "conditional sequence entropy (nats)"
+    )
+    for i, (label, by_outcome) in enumerate(sorted(series.items())):
+        colour, marker = OKABE_ITO[i % len(OKABE_ITO)], MARKERS[i % len(MARKERS)]
+        for outcome, line in (("success", "-"), ("failure", "--")):
+            pts = sorted(by_outcome[outcome])
+            if pts:
+                ax.plot(
+                    [s for s, _ in pts],
+                    [v for _, v in pts],
+                    color=colour,
+                    marker=marker,
+                    linestyle=line,
+                    label=f"{label} {outcome}",
+                )
+    ax.legend(fontsize="x-small", ncol=2)
+    return fig

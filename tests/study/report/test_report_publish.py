@@ -211,6 +211,8 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
                 "covariance_scatter",
                 "retention",
                 "accuracy_passk",
+                "passk_curve",
+                "entropy_by_outcome",
             )
         )
     ]

@@ -1,0 +1,159 @@
+"""Mode-stratified covariance at one endpoint (docs/estimators.md item 16).
+
+Item 7's per-token centred products c_{i,t} = (log π_{i,t} − L̄)(A_i − Ā) — the same L̄ and
+Ā over every eligible token of the endpoint, :func:`rcea.audits.tail.token_covariances` —
+restricted to the tokens of C (accepted, assigned successes: R = 1, judge-accepted, a mode
+that is not ``uncertain``). Modes are question-local, so the pooled split is by rank: the
+majority mode maj(x) of question x is its mode with the most members in C at this
+checkpoint (ties broken by ``mode_order``, else by the labels' sorted order).
+
+    M = Σ_x Σ_{tokens of maj(x), c>0} c / Σ_x Σ_{tokens of C, c>0} c
+    T = (tokens of C in maj(x)) / (tokens of C)
+    concentration ratio = M / T        (> 1: the positive covariance mass — the updates
+                                        that shrink entropy — concentrates on the
+                                        dominant strategy)
+
+Also: the share of item 7's success-stratum tail (tokens of R = 1 trajectories with c at or
+above its ``quantile`` cutoff) whose positive mass falls in maj(x) tokens, and per question
+the ratio M_x / T_x (questions whose C holds positive mass and more than one mode) with
+its median and quartiles. M, T and the ratio are ``None`` when C holds no positive mass.
+Mode-dependent: audited only when the partition passed its gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rcea.audits._checks import as_binary_array, check_probability
+from rcea.audits._common import dataclass_dict
+from rcea.audits.modes import DEFAULT_EXCLUDE, _check_label
+from rcea.audits.tail import ADVANTAGE_EPS, token_covariances
+
+__all__ = ["ModeTailResult", "mode_stratified_tail"]
+
+
+@dataclass(frozen=True)
+class ModeTailResult:
+    """Item 16 at one endpoint (module docstring)."""
+
+    endpoint: str | None
+    n_questions: int
+    n_tokens_c: int
+    majority_mass_share: float | None
+    majority_token_share: float | None
+    concentration_ratio: float | None
+    success_tail_majority_share: float | None
+    n_success_tail: int
+    question_ratios: dict[str, float] = field(default_factory=dict)
+    question_ratio_quartiles: tuple[float, float, float] | None = None
+    majority_modes: dict[str, Hashable] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclass_dict(self)
+
+
+def _share(num: float, den: float) -> float | None:
+    return num / den if den > 0 else None
+
+
+def mode_stratified_tail(
+    group_ids: Sequence[Any],
+    rewards: Any,
+    in_c: Any,
+    modes: Sequence[Hashable | None],
+    token_trajectory: Any,
+    token_logprob: Any,
+    *,
+    quantile: float = 0.99,
+    mode_order: Iterable[Hashable] | None = None,
+    exclude: Iterable[Hashable] = DEFAULT_EXCLUDE,
+    endpoint: str | None = None,
+    eps: float = ADVANTAGE_EPS,
+) -> ModeTailResult:
+    """Item 16 for one endpoint. Per trajectory: ``group_ids`` (question), 0/1
+    ``rewards``, ``in_c`` (1: an accepted success) and ``modes`` (its mode label; ignored
+    outside C); per eligible token: ``token_trajectory`` and ``token_logprob`` as for
+    :func:`rcea.audits.tail.reward_stratified_tail`."""
+    quantile = check_probability(quantile, "quantile")
+    tc = token_covariances(group_ids, rewards, token_trajectory, token_logprob, eps=eps)
+    c_flag = as_binary_array(in_c, "in_c")
+    labels = list(modes)
+    if not (len(c_flag) == len(labels) == tc.rewards.size):
+        raise ValueError(
+            f"length mismatch: group_ids={tc.rewards.size}, in_c={len(c_flag)}, modes={len(labels)}"
+        )
+    excl = frozenset(exclude)
+    rank = {z: i for i, z in enumerate(mode_order or ())}
+    questions = [str(g) for g in group_ids]
+
+    member: list[Hashable | None] = []
+    counts: dict[str, dict[Hashable, int]] = {}
+    for i, (flag, z) in enumerate(zip(c_flag, labels, strict=True)):
+        if flag and tc.rewards[i] != 1:
+            raise ValueError(f"in_c[{i}] is 1 but rewards[{i}] is 0: C holds successes only")
+        if not flag:
+            member.append(None)
+            continue
+        z = _check_label(z, f"modes[{i}]")
+        if z in excl:
+            member.append(None)
+            continue
+        member.append(z)
+        by_q = counts.setdefault(questions[i], {})
+        by_q[z] = by_q.get(z, 0) + 1
+
+    def order_key(item: tuple[Hashable, int]) -> tuple[Any, ...]:
+        z, k = item
+        return (-k, rank.get(z, len(rank)), isinstance(z, str), z)
+
+    majority = {q: min(by_q.items(), key=order_key)[0] for q, by_q in counts.items()}
+    is_c = np.array([z is not None for z in member])
+    is_maj = np.array([z is not None and majority[questions[i]] == z for i, z in enumerate(member)])
+    c, traj = tc.c, tc.trajectory
+    tok_c, tok_maj = is_c[traj], is_maj[traj]
+    pos = c > 0
+    mass_c = float(c[tok_c & pos].sum())
+    m_share = _share(float(c[tok_maj & pos].sum()), mass_c)
+    t_share = _share(float(tok_maj.sum()), float(tok_c.sum()))
+    ratio = m_share / t_share if m_share is not None and t_share else None
+
+    # item 7's success-stratum tail: cutoff over every R = 1 token
+    success = tc.rewards[traj] == 1
+    tail_share, n_tail = None, 0
+    if success.any():
+        cutoff = float(np.quantile(c[success], quantile, method="inverted_cdf"))
+        tail = success & (c >= cutoff)
+        n_tail = int(tail.sum())
+        tail_share = _share(float(c[tail & tok_maj & pos].sum()), float(c[tail & pos].sum()))
+
+    ratios: dict[str, float] = {}
+    tok_q = np.array(questions, dtype=object)[traj]
+    for q, by_q in sorted(counts.items()):
+        if len(by_q) < 2:
+            continue  # one mode: its ratio is 1 by construction
+        in_q = tok_q == q
+        m_q = _share(float(c[in_q & tok_maj & pos].sum()), float(c[in_q & tok_c & pos].sum()))
+        t_q = _share(float((in_q & tok_maj).sum()), float((in_q & tok_c).sum()))
+        if m_q is not None and t_q:
+            ratios[q] = m_q / t_q
+    quartiles = None
+    if ratios:
+        qs = np.quantile(np.array(list(ratios.values())), [0.25, 0.5, 0.75])
+        quartiles = (float(qs[0]), float(qs[1]), float(qs[2]))
+    return ModeTailResult(
+        endpoint=endpoint,
+        n_questions=len(counts),
+        n_tokens_c=int(tok_c.sum()),
+        majority_mass_share=m_share,
+        majority_token_share=t_share,
+        concentration_ratio=ratio,
+        success_tail_majority_share=tail_share,
+        n_success_tail=n_tail,
+        question_ratios=ratios,
+        question_ratio_quartiles=quartiles,
+        majority_modes=dict(sorted(majority.items())),
+    )

@@ -1,0 +1,97 @@
+"""rcea.audits.mode_tail (docs/estimators.md item 16) against a plain-numpy computation
+written here, and a constructed endpoint where one mode's tokens carry all the positive
+covariance mass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rcea.audits.mode_tail import mode_stratified_tail
+from rcea.audits.tail import reward_stratified_tail
+
+
+def _endpoint(seed: int, n_q: int = 10, k: int = 8):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(seed)
+    n = n_q * k
+    groups = [f"q{j}" for j in range(n_q) for _ in range(k)]
+    rewards = (rng.random(n) < 0.5).astype(int)
+    in_c = rewards * (rng.random(n) < 0.85)
+    modes = rng.choice(["a", "b", "c", "uncertain"], size=n, p=[0.5, 0.3, 0.15, 0.05]).tolist()
+    lengths = rng.integers(3, 12, size=n)
+    traj = np.repeat(np.arange(n), lengths)
+    logp = -rng.gamma(1.5, 1.0, size=traj.size)
+    return groups, rewards, in_c, modes, traj, logp
+
+
+def _reference(groups, rewards, in_c, modes, traj, logp, quantile=0.99):  # type: ignore[no-untyped-def]
+    r = np.asarray(rewards, float)
+    adv = np.zeros(len(r))
+    for g in set(groups):
+        idx = [i for i, x in enumerate(groups) if x == g]
+        mu, sd = r[idx].mean(), r[idx].std()
+        adv[idx] = 0.0 if sd == 0 else (r[idx] - mu) / (sd + 1e-6)
+    a = adv[traj]
+    c = (logp - logp.mean()) * (a - a.mean())
+    member = [m if f and m != "uncertain" else None for f, m in zip(in_c, modes, strict=True)]
+    maj = {}
+    for g in set(groups):
+        cnt = {}
+        for i, x in enumerate(groups):
+            if x == g and member[i] is not None:
+                cnt[member[i]] = cnt.get(member[i], 0) + 1
+        if cnt:
+            maj[g] = sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    in_maj = np.array([member[t] is not None and maj[groups[t]] == member[t] for t in traj])
+    in_cc = np.array([member[t] is not None for t in traj])
+    m = c[in_maj & (c > 0)].sum() / c[in_cc & (c > 0)].sum()
+    share_t = in_maj.sum() / in_cc.sum()
+    succ = r[traj] == 1
+    cut = np.sort(c[succ])[int(np.ceil(quantile * succ.sum())) - 1]
+    tail = succ & (c >= cut)
+    tail_share = c[tail & in_maj & (c > 0)].sum() / c[tail & (c > 0)].sum()
+    return m, share_t, tail_share, maj
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_matches_a_plain_numpy_computation(seed: int) -> None:
+    args = _endpoint(seed)
+    res = mode_stratified_tail(*args[:4], args[4], args[5])
+    m, t, tail, maj = _reference(*args)
+    assert res.majority_mass_share == pytest.approx(m, rel=1e-9)
+    assert res.majority_token_share == pytest.approx(t, rel=1e-12)
+    assert res.concentration_ratio == pytest.approx(m / t, rel=1e-9)
+    assert res.success_tail_majority_share == pytest.approx(tail, rel=1e-9, abs=1e-15)
+    assert res.majority_modes == dict(sorted(maj.items()))
+    # the success tail is item 7's: the same cutoff, the same selection size
+    item7 = reward_stratified_tail(args[0], args[1], args[4], args[5])
+    assert res.n_success_tail == item7.success.n_selected
+
+
+def test_a_mode_carrying_all_positive_mass_has_ratio_one_over_its_token_share() -> None:
+    # one question, 4 successes in mode a (the majority, 3 tokens each) and 2 in b, 2
+    # failures; the a tokens are the confident ones (log π above the mean) of successes
+    # (A above the mean), so every positive c is on a tokens
+    groups = ["q"] * 8
+    rewards = [1, 1, 1, 1, 1, 1, 0, 0]
+    in_c = [1, 1, 1, 1, 1, 1, 0, 0]
+    modes = ["a", "a", "a", "a", "b", "b", None, None]
+    traj = np.repeat(np.arange(8), 3)
+    logp = np.array([-0.1] * 12 + [-5.0] * 6 + [-2.0] * 6)
+    res = mode_stratified_tail(groups, rewards, in_c, modes, traj, logp)
+    assert res.majority_modes == {"q": "a"}
+    assert res.majority_mass_share == 1.0
+    assert res.majority_token_share == pytest.approx(12 / 18)
+    assert res.concentration_ratio == pytest.approx(18 / 12)
+    assert res.question_ratios == {"q": pytest.approx(18 / 12)}
+
+
+def test_ties_follow_the_codebook_order_and_bad_input_is_named() -> None:
+    groups = ["q"] * 4
+    args = (groups, [1, 1, 0, 0], [1, 1, 0, 0], ["b", "a", None, None], np.arange(4), -np.ones(4))
+    assert mode_stratified_tail(*args).majority_modes == {"q": "a"}
+    assert mode_stratified_tail(*args, mode_order=["b", "a"]).majority_modes == {"q": "b"}
+    with pytest.raises(ValueError, match=r"in_c\[2\] is 1 but rewards\[2\] is 0"):
+        mode_stratified_tail(
+            groups, [1, 1, 0, 0], [1, 1, 1, 0], ["a"] * 4, np.arange(4), -np.ones(4)
+        )
