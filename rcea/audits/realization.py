@@ -115,11 +115,11 @@ def _mean(values: list[float]) -> float | None:
 
 
 def within_mode_entropy(
-    question_ids: Sequence[QuestionId] | np.ndarray,
-    in_c: Sequence[int] | np.ndarray,
+    question_ids: Sequence[QuestionId] | np.ndarray[Any, Any],
+    in_c: Sequence[int] | np.ndarray[Any, Any],
     modes: Sequence[Hashable | None],
-    seq_logprobs: Sequence[float] | np.ndarray,
-    mean_token_entropy: Sequence[float] | np.ndarray,
+    seq_logprobs: Sequence[float] | np.ndarray[Any, Any],
+    mean_token_entropy: Sequence[float] | np.ndarray[Any, Any],
     *,
     k_min: int = 8,
     exclude: Iterable[Hashable] = DEFAULT_EXCLUDE,
@@ -190,8 +190,8 @@ def _question(
     qid: QuestionId,
     k: int,
     by_mode: dict[Hashable, list[int]],
-    ell: np.ndarray,
-    h: np.ndarray,
+    ell: np.ndarray[Any, Any],
+    h: np.ndarray[Any, Any],
     k_min: int,
 ) -> QuestionRealization:
     k_c = sum(len(v) for v in by_mode.values())

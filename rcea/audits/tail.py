@@ -212,9 +212,9 @@ class TokenCovariance:
     """Item 7's per-token centred products at one endpoint: ``c[j]`` of token j of
     trajectory ``trajectory[j]``, with the token-weighted means they are centred on."""
 
-    c: np.ndarray
-    trajectory: np.ndarray
-    rewards: np.ndarray
+    c: np.ndarray[Any, Any]
+    trajectory: np.ndarray[Any, Any]
+    rewards: np.ndarray[Any, Any]
     mean_logprob: float
     mean_advantage: float
     n_groups: int

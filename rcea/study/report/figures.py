@@ -83,7 +83,7 @@ def _render(fig: Any, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-def _figure(title: str, xlabel: str, ylabel: str, ncols: int = 1) -> tuple[Any, Any]:
+def _figure(title: str, xlabel: str, ylabel: str, ncols: int = 1) -> tuple[Figure, Any]:
     # A bare Figure renders through Agg on savefig without pyplot's global backend
     # state, so importing this module changes nothing for the view or the CLI.
     fig = Figure(figsize=(7 if ncols == 1 else 4.2 * ncols, 4))

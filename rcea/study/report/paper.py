@@ -149,10 +149,11 @@ def _table(section: str, qs: list[dict[str, Any]]) -> Table:
     for key in sorted(rows, key=_sort_key):
         cells = []
         for name in columns:
-            q = rows[key].get(name)
-            if q is None:
+            found = rows[key].get(name)
+            if found is None:
                 cells.append(Cell("–"))
                 continue
+            q = found
             cell = Cell(_cell_text(q), _mark(q))
             reason = q.get("evidence") if cell.mark == "*" else None
             if cell.mark == BLOCKED_MARK:
