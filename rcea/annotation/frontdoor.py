@@ -464,6 +464,7 @@ class FrontDoor:
             res = self._nginx("-s", "reload")
             if res.returncode != 0:
                 raise FrontDoorError(f"nginx reload failed: {res.stderr.strip()}")
+            self._wait_listening(proc, state)
             return self.status()
         self._refuse_busy_ports(state)
         self.pid_file.unlink(missing_ok=True)
@@ -474,13 +475,40 @@ class FrontDoor:
                 f"(log {self.error_log})"
             )
         deadline = time.monotonic() + 10
-        while self.running() is None:
+        while (proc := self.running()) is None:
             if time.monotonic() > deadline:
                 raise FrontDoorError(
                     f"nginx did not start; log {self.error_log}:\n{self._log_tail()}"
                 )
             time.sleep(0.05)
+        self._wait_listening(proc, state)
         return self.status()
+
+    def _wait_listening(self, proc: psutil.Process, state: DoorState, timeout: float = 10) -> None:
+        """Until nginx (master and workers) listens on exactly the configured ports
+        (``nginx -s reload`` only sends the signal: new routes open, removed ones close a
+        moment later)."""
+        want = {r.port for r in state.routes}
+        deadline = time.monotonic() + timeout
+        while True:
+            try:  # old workers keep the old sockets until they have finished
+                conns = proc.net_connections(kind="inet")
+                for child in proc.children():
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        conns += child.net_connections(kind="inet")
+            except psutil.AccessDenied:
+                return  # cannot tell (not ours to inspect)
+            except psutil.Error as exc:
+                raise FrontDoorError(f"nginx exited; log {self.error_log}") from exc
+            have = {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
+            if have == want:
+                return
+            if time.monotonic() > deadline:
+                raise FrontDoorError(
+                    f"nginx listens on {sorted(have)}, not on {sorted(want)}; log "
+                    f"{self.error_log}:\n{self._log_tail()}"
+                )
+            time.sleep(0.05)
 
     def stop(self, timeout: float = 10.0) -> bool:
         proc = self.running()
