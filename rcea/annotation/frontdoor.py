@@ -35,7 +35,6 @@ import contextlib
 import grp
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -65,6 +64,11 @@ LOGIN_PER_MINUTE = 10  # sustained login attempts per client address and person
 LOGIN_BURST = 10  # attempts accepted at once (the 11th within a minute gets 429)
 MAX_BODY = "8m"  # request bodies held in memory (never written to disk by the workers)
 VIEW, API, LABELSTUDIO = "view", "api", "labelstudio"
+LOCAL, COMPOSE = "local", "compose"
+#: Docker's embedded DNS: in compose the door resolves the services' names when a request
+#: comes (a person's server that is not up yet does not keep the door from starting).
+COMPOSE_RESOLVER = "127.0.0.11"
+COMPOSE_PID = "/tmp/rcea-frontdoor.pid"
 
 
 class FrontDoorError(RuntimeError):
@@ -96,6 +100,7 @@ class DoorState:
     key: str
     ca: str | None  # the local authority people trust; None for the operator's certificate
     routes: tuple[Route, ...]
+    runtime: str = LOCAL  # LOCAL: rcea runs nginx here; COMPOSE: the compose service does
 
     def route(self, name: str) -> Route | None:
         return next((r for r in self.routes if r.name == name), None)
@@ -119,6 +124,7 @@ class DoorState:
             key=str(data["key"]),
             ca=data.get("ca"),
             routes=tuple(Route(**r) for r in data.get("routes", [])),
+            runtime=str(data.get("runtime", LOCAL)),
         )
 
 
@@ -199,10 +205,13 @@ PROXY_HEADERS = """\
             proxy_cookie_flags ~ secure;"""
 
 
-def _locations(route: Route) -> str:
+def _locations(route: Route, runtime: str = LOCAL) -> str:
     up = route.upstream
     held = f"            limit_req zone=rcea_login burst={LOGIN_BURST - 1} nodelay;"
-    plain = f"            proxy_pass {up};\n{PROXY_HEADERS}"
+    if runtime == COMPOSE:  # a variable: resolved per request (COMPOSE_RESOLVER)
+        plain = f"            set $rcea_up {up};\n            proxy_pass $rcea_up;\n{PROXY_HEADERS}"
+    else:
+        plain = f"            proxy_pass {up};\n{PROXY_HEADERS}"
     if route.kind == LABELSTUDIO:
         return f"""\
         location = /user/login/ {{
@@ -258,6 +267,9 @@ def render(
     host = state.public_host
     name_check = f"[{host}]" if ":" in host else host
     user = "user nobody nogroup;\n" if workers_as_nobody else ""
+    resolver = (
+        f"    resolver {COMPOSE_RESOLVER} valid=10s ipv6=off;\n" if state.runtime == COMPOSE else ""
+    )
     servers = []
     for route in state.routes:
         redirect = f"https://{name_check}:{route.port}$request_uri"
@@ -271,7 +283,7 @@ def render(
         if ($host != "{name_check}") {{
             return 421;
         }}
-{_locations(route)}
+{_locations(route, state.runtime)}
     }}"""
         )
     temp = "\n".join(
@@ -297,7 +309,7 @@ http {{
     client_max_body_size {MAX_BODY};
     client_body_buffer_size {MAX_BODY};
     proxy_max_temp_file_size 0;
-{temp}
+{resolver}{temp}
     gzip on;
     gzip_proxied any;
     gzip_types text/css application/javascript application/json image/svg+xml;
@@ -382,9 +394,13 @@ class FrontDoor:
         view_upstream: str,
         api_upstream: str,
         bind: str = "0.0.0.0",
+        runtime: str = LOCAL,
     ) -> DoorState:
         """Write ``door.json`` and ``nginx.conf`` for ``people`` (slug → the URL of their
-        server); checked with ``nginx -t`` before it replaces the running config."""
+        server); checked with ``nginx -t`` before it replaces the running config (for
+        COMPOSE, where the nginx container reads it, when nginx is installed here)."""
+        if runtime not in (LOCAL, COMPOSE):
+            raise FrontDoorError(f"door runtime {runtime!r}: {LOCAL} or {COMPOSE}")
         public_host = check_public_host(public_host)
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with file_lock(self.dir / ".lock"):
@@ -407,16 +423,27 @@ class FrontDoor:
                 str(cert.key),
                 str(cert.ca) if cert.ca else None,
                 tuple(routes),
+                runtime,
             )
             text = self.render(state)
             candidate = self.dir / f".{CONF_FILE}.new"
             candidate.write_text(text)
-            self._test(candidate)
+            if runtime == LOCAL or self._executable or nginx_installed():
+                self._test(candidate)
             os.replace(candidate, self.conf)
             self.state_file.write_text(json.dumps(state.to_dict(), indent=2) + "\n")
         return state
 
     def render(self, state: DoorState) -> str:
+        if state.runtime == COMPOSE:  # the nginx container: logs to docker, temp in /tmp
+            return render(
+                state,
+                pid=COMPOSE_PID,
+                error_log="stderr",
+                access_log="/dev/stdout",
+                temp_dir="/tmp",
+                workers_as_nobody=False,
+            )
         temp = self.dir / "tmp"
         temp.mkdir(mode=0o700, exist_ok=True)
         return render(
@@ -459,6 +486,10 @@ class FrontDoor:
         state = self.state()
         if state is None or not self.conf.exists():
             raise FrontDoorError(f"no front door configured in {self.dir}")
+        if state.runtime == COMPOSE:
+            raise FrontDoorError(
+                f"the front door in {self.dir} is compose's (its frontdoor service runs it)"
+            )
         proc = self.running()
         if proc is not None:
             res = self._nginx("-s", "reload")
@@ -565,4 +596,5 @@ def _workers_as_nobody() -> bool:
 
 
 def nginx_installed() -> bool:
-    return shutil.which("nginx") is not None or DEFAULT_NGINX.exists()
+    path = os.environ.get(NGINX_ENV)
+    return Path(path).exists() if path else DEFAULT_NGINX.exists()

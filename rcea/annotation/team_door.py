@@ -13,7 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rcea.annotation.frontdoor import DoorState, DoorStatus, FrontDoor, FrontDoorError
+from rcea.annotation.frontdoor import (
+    LOCAL,
+    DoorState,
+    DoorStatus,
+    FrontDoor,
+    FrontDoorError,
+)
 from rcea.annotation.people import People
 from rcea.annotation.tls import Certificate, TLSError, certificate
 
@@ -29,6 +35,7 @@ class DoorSettings:
     tls_key: Path | None = None
     view_url: str = "http://127.0.0.1:8501"
     api_url: str = "http://127.0.0.1:8000"
+    runtime: str = LOCAL  # COMPOSE: write the config for compose's frontdoor service
 
 
 def door_of(people: People) -> FrontDoor:
@@ -54,6 +61,7 @@ def configure_door(people: People, cfg: DoorSettings) -> DoorState:
         view_upstream=cfg.view_url,
         api_upstream=cfg.api_url,
         bind=cfg.bind,
+        runtime=cfg.runtime,
     )
 
 
@@ -65,7 +73,8 @@ def open_door(people: People, cfg: DoorSettings) -> DoorStatus:
 
 def refresh_door(people: People) -> DoorState | None:
     """After the registry changed: rewrite a configured door for the people registered now
-    (same name, ports, certificate) and reload it if it runs. None without a door."""
+    (same name, ports, certificate) and reload it if it runs here (compose's frontdoor
+    service reloads when the file changes). None without a door."""
     door = door_of(people)
     state = door.state()
     if state is None:
@@ -79,8 +88,9 @@ def refresh_door(people: People) -> DoorState | None:
         view_upstream=routes["view"],
         api_upstream=routes["api"],
         bind=state.bind,
+        runtime=state.runtime,
     )
-    if door.running() is not None:
+    if state.runtime == LOCAL and door.running() is not None:
         door.start()
     return new
 

@@ -114,11 +114,23 @@ class Settings(BaseSettings):
         "local CA rcea makes in <data_dir>/frontdoor)",
     )
     tls_key: Path | None = Field(None, description="front door: the certificate's PEM key")
+    door_view_url: str | None = Field(
+        None, description="front door: the view behind it (default http://127.0.0.1:<view_port>)"
+    )
+    door_api_url: str | None = Field(
+        None, description="front door: the API behind it (default http://127.0.0.1:<api_port>)"
+    )
     view_auth: str = Field(
         "password",
         description="view login: password (<data_dir>/researchers), oidc (st.login with "
         ".streamlit/secrets.toml [auth]) or none (refused unless the view is on loopback)",
     )
+
+    @field_validator("tls_cert", "tls_key", "door_view_url", "door_api_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # compose passes ``${RCEA_TLS_CERT:-}``: an empty value means "not set", not "."
+        return None if value == "" else value
 
     @field_validator("database_url")
     @classmethod

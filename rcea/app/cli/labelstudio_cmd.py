@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, NoReturn
 import typer
 
 from rcea.annotation.accounts import AccountError, create_annotator, set_password
-from rcea.annotation.frontdoor import FrontDoorError
+from rcea.annotation.frontdoor import COMPOSE, LOCAL, FrontDoorError
 from rcea.annotation.people import people_from_settings
 from rcea.annotation.server import LabelStudioError
 from rcea.annotation.team_door import (
     DoorSettings,
+    configure_door,
     door_of,
     invitation,
     open_door,
@@ -57,9 +58,12 @@ def _fail(exc: Exception, as_json: bool) -> NoReturn:
     fail(str(exc), as_json=as_json)
 
 
-def _door_settings(public: str, port: int | None, bind: str | None) -> DoorSettings:
+def _door_settings(
+    public: str, port: int | None, bind: str | None, runtime: str = LOCAL
+) -> DoorSettings:
     """The door's settings: the options given, else ``RCEA_PUBLIC_*`` / ``RCEA_TLS_*``;
-    the view and the API behind it on loopback at their configured ports."""
+    the view and the API behind it at ``RCEA_DOOR_*_URL``, else on loopback at their
+    configured ports."""
     cfg = settings()
     return DoorSettings(
         public_host=public,
@@ -67,8 +71,9 @@ def _door_settings(public: str, port: int | None, bind: str | None) -> DoorSetti
         bind=bind or cfg.public_bind,
         tls_cert=cfg.tls_cert,
         tls_key=cfg.tls_key,
-        view_url=f"http://127.0.0.1:{cfg.view_port}",
-        api_url=f"http://127.0.0.1:{cfg.api_port}",
+        view_url=cfg.door_view_url or f"http://127.0.0.1:{cfg.view_port}",
+        api_url=cfg.door_api_url or f"http://127.0.0.1:{cfg.api_port}",
+        runtime=runtime,
     )
 
 
@@ -255,6 +260,39 @@ def add_annotator(
         typer.echo("  password:  unchanged (pass --password to reset it)")
     if door_url:
         typer.echo("  `rcea labelstudio invite` prints the line to send (without the password)")
+
+
+@labelstudio_app.command("door-config")
+def door_config(
+    public: str = typer.Option(
+        None, "--public", help="the public name or address (default: RCEA_PUBLIC_HOST)"
+    ),
+    public_port: int = typer.Option(
+        None, help="first public port (default: RCEA_PUBLIC_PORT, else 8443)"
+    ),
+    compose: bool = typer.Option(
+        False, help="for docker-compose.yml's frontdoor service (it runs nginx and reloads)"
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Write the front door's certificate and nginx config for every registered person
+    without starting nginx (compose's frontdoor service runs it; `start --public` does both
+    here)."""
+    public = public or settings().public_host
+    if not public:
+        fail("set RCEA_PUBLIC_HOST or pass --public", as_json=as_json)
+    runtime = COMPOSE if compose else LOCAL
+    try:
+        state = configure_door(_people(), _door_settings(public, public_port, None, runtime))
+    except FrontDoorError as exc:
+        _fail(exc, as_json)
+    conf = door_of(_people()).conf
+    if as_json:
+        print_json({"ok": True, "config": str(conf), **state.to_dict()})
+        return
+    typer.echo(f"wrote {conf} ({len(state.routes)} routes, {runtime})")
+    if state.ca:
+        typer.echo(f"every browser must trust the local CA {state.ca}")
 
 
 @labelstudio_app.command("remove")
