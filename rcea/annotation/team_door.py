@@ -36,6 +36,7 @@ class DoorSettings:
     view_url: str = "http://127.0.0.1:8501"
     api_url: str = "http://127.0.0.1:8000"
     runtime: str = LOCAL  # COMPOSE: write the config for compose's frontdoor service
+    view_auth: str = "password"  # RCEA_VIEW_AUTH: "none" is refused behind the door
 
 
 def door_of(people: People) -> FrontDoor:
@@ -47,7 +48,16 @@ def _routes(people: People) -> dict[str, str]:
 
 
 def configure_door(people: People, cfg: DoorSettings) -> DoorState:
-    """Write the door's certificate (or check the operator's) and config for every person."""
+    """Write the door's certificate (or check the operator's) and config for every person.
+
+    A view without login (``RCEA_VIEW_AUTH=none``, allowed on loopback for one person at
+    the server) is refused: the door would open it to every laptop."""
+    if cfg.view_auth == "none":
+        raise FrontDoorError(
+            "RCEA_VIEW_AUTH=none: the front door would serve the view without login to "
+            "everyone who reaches it; use RCEA_VIEW_AUTH=password (`rcea view "
+            "add-researcher NAME`) or oidc"
+        )
     door = door_of(people)
     try:
         cert = certificate(door.dir, cfg.public_host, cfg.tls_cert, cfg.tls_key)

@@ -268,6 +268,14 @@ def test_cli_opens_lists_invites_and_closes(
         assert invited.exit_code == 0, invited.output
         assert f"https://{NAME}:{base + 2}/" in invited.stdout
         assert "password you were given separately" in invited.stdout
+        # a view without login is never put behind the door
+        monkeypatch.setenv("RCEA_VIEW_AUTH", "none")
+        get_settings.cache_clear()
+        open_view = runner.invoke(app, ["labelstudio", "start", "--public", NAME, "--json"])
+        assert open_view.exit_code == 1
+        assert "RCEA_VIEW_AUTH=none" in json.loads(open_view.output)["error"]
+        monkeypatch.delenv("RCEA_VIEW_AUTH")
+        get_settings.cache_clear()
         # a wrong port: one clear line, JSON still
         low = runner.invoke(
             app, ["labelstudio", "start", "--public", NAME, "--public-port", "80", "--json"]

@@ -74,6 +74,7 @@ def _door_settings(
         view_url=cfg.door_view_url or f"http://127.0.0.1:{cfg.view_port}",
         api_url=cfg.door_api_url or f"http://127.0.0.1:{cfg.api_port}",
         runtime=runtime,
+        view_auth=cfg.view_auth,
     )
 
 
