@@ -7,7 +7,6 @@ chromium and real Label Studio servers."""
 from __future__ import annotations
 
 import json
-import random
 import socket
 import ssl
 import stat
@@ -33,29 +32,9 @@ from rcea.annotation.frontdoor import (
 from rcea.annotation.people import People
 from rcea.annotation.team_door import DoorSettings, invitation, open_door, refresh_door
 from rcea.annotation.tls import TLSError, certificate, local_certificate
-from tests.support.helpers import nginx_executable
+from tests.support.helpers import free_port_run, nginx_executable
 
 NAME = "labelling.rcea.test"
-
-
-def free_ports(n: int = 6) -> int:
-    """The first of ``n`` consecutive free loopback ports (the door's view, API, people)."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 60000)
-        socks = []
-        try:
-            for port in range(base, base + n):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise RuntimeError("no run of free ports")
 
 
 def _verify(cert_file: Path, ca_file: Path, name: str) -> None:
@@ -170,7 +149,7 @@ def door(tmp_path: Path) -> Iterator[Door]:
     people = People(tmp_path / "data", "http://127.0.0.1:1")
     for who in ("a", "b"):
         people.add(f"{who}@rcea.test", url=f"{upstream}/{who}", token=f"token{who}xyz")
-    base = free_ports()
+    base = free_port_run(6)
     cfg = DoorSettings(NAME, base, "127.0.0.1", view_url=upstream, api_url=upstream)
     st = open_door(people, cfg)
     try:
@@ -250,7 +229,7 @@ def test_cli_opens_lists_invites_and_closes(
     monkeypatch.setenv("RCEA_PUBLIC_BIND", "127.0.0.1")
     get_settings.cache_clear()
     People(data, "http://127.0.0.1:1").add("a@rcea.test", url=upstream, token="tokenaxyz")
-    base = free_ports()
+    base = free_port_run(6)
     runner = CliRunner()
     try:
         out = runner.invoke(

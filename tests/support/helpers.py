@@ -75,6 +75,29 @@ def chromium_executable() -> str:
     return CHROMIUM
 
 
+def free_port_run(n: int) -> int:
+    """The first of ``n`` consecutive free loopback ports (a front door's view, API and
+    people)."""
+    import random
+
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000)
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + n):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
 NGINX = "/usr/sbin/nginx"
 CERTUTIL = "/usr/bin/certutil"
 
