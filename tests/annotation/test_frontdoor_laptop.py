@@ -11,7 +11,8 @@ inside the laptop:
   store through rcea's sync;
 * A's password on B's address does not log in;
 * plain HTTP on a public port is redirected to HTTPS and never shows a login page;
-* the Label Studio servers' own ports are unreachable;
+* the Label Studio servers' own ports (and the view's and the API's) are unreachable;
+* a researcher logs in to the real view, and the real API answers behind the door;
 * the 11th login attempt within a minute gets 429;
 * the certificate verifies for the public name and fails for another.
 
@@ -42,8 +43,10 @@ from rcea.study.store.models import AuditTask
 from tests.support.helpers import (
     CERTUTIL,
     chromium_executable,
+    free_port,
     laptop_namespace_support,
     nginx_executable,
+    wait_for_http,
 )
 from tests.support.labelling_study import PASSWORD, Study
 
@@ -152,6 +155,13 @@ PROBE = textwrap.dedent(
                    extensions={"sni_hostname": name}).status_code
             for _ in range(a["attempts"])
         ]
+    api = f"https://{ip}:{a['api_port']}"
+    with httpx.Client(transport=httpx.HTTPTransport(verify=ctx), timeout=10) as c:
+        hdr = {"Host": f"{name}:{a['api_port']}"}
+        out["api"] = [
+            c.get(api + path, headers=hdr, extensions={"sni_hostname": name}).status_code
+            for path in ("/health", "/openapi.json", "/webhooks/label-studio/x")
+        ]
     print(json.dumps(out))
     """
 )
@@ -188,9 +198,45 @@ def _fetch(page, path: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
     )
 
 
+RESEARCHER, RESEARCHER_PASSWORD = "erin", "s3cret-passphrase"
+
+
+@pytest.fixture
+def view(tmp_path: Path) -> Iterator[str]:
+    """`rcea view` (password login, one researcher) on a free loopback port; its URL."""
+    port = free_port()
+    env = {**os.environ, "RCEA_DATA_DIR": str(tmp_path / "view-data")}
+    exe = Path(sys.executable).parent / "rcea"
+    subprocess.run(
+        [str(exe), "view", "add-researcher", RESEARCHER, "--password-stdin"],
+        input=f"{RESEARCHER_PASSWORD}\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    proc = subprocess.Popen(
+        [str(exe), "view", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for_http(f"{url}/_stcore/health", timeout=90, proc=proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def test_annotator_labels_from_a_laptop_through_the_front_door(
-    study: Study, laptop: Laptop, tmp_path: Path
+    study: Study, api: str, view: str, laptop: Laptop, tmp_path: Path
 ) -> None:
+    """Also: a researcher logs in to the real view (Streamlit's websocket through the door)
+    and the real API answers its health check and refuses the OpenAPI schema without the
+    token; its webhook receiver is not served at the door."""
     nginx_executable()
     chromium_executable()
     from playwright.sync_api import Error as PlaywrightError
@@ -215,8 +261,8 @@ def test_annotator_labels_from_a_laptop_through_the_front_door(
             NAME,
             base,
             bind=laptop.server_ip,
-            view_url="http://127.0.0.1:9",
-            api_url="http://127.0.0.1:9",
+            view_url=view,
+            api_url=api.split("/webhooks/")[0],
         ),
     )
     data_dir = study.people.root.parent
@@ -276,6 +322,15 @@ def test_annotator_labels_from_a_laptop_through_the_front_door(
                     assert tried.value.status == 200  # the form again (a login redirects)
                     expect(other.locator("input[name='password']")).to_be_visible()
                     assert _fetch(other, "/api/current-user/whoami")["status"] in (401, 403)
+                    # a researcher on the view: its login runs over the websocket
+                    researcher = browser.new_page()
+                    researcher.goto(f"{door.state.public_url('view')}/")
+                    heading = researcher.get_by_role("heading", name="RCEA Audit — log in")
+                    heading.wait_for(timeout=60_000)
+                    researcher.get_by_role("textbox", name="Researcher").fill(RESEARCHER)
+                    researcher.get_by_role("textbox", name="Password").fill(RESEARCHER_PASSWORD)
+                    researcher.get_by_role("button", name="Log in").click()
+                    researcher.get_by_text("Logged in as").wait_for(timeout=60_000)
                 except (PlaywrightError, AssertionError):
                     page.screenshot(path=str(tmp_path / "failure.png"))
                     raise
@@ -290,6 +345,7 @@ def test_annotator_labels_from_a_laptop_through_the_front_door(
 
         # --- the rest from the laptop, with plain Python
         backends = [int(h.url.rsplit(":", 1)[1]) for h in study.pool.values()]
+        backends += [int(u.split(":")[2].split("/")[0]) for u in (view, api)]  # view, API
         args = {
             "ip": laptop.server_ip,
             "name": NAME,
@@ -298,6 +354,7 @@ def test_annotator_labels_from_a_laptop_through_the_front_door(
             "held_port": port["adjudicator"],
             "attempts": LOGIN_BURST + 1,
             "backend_ports": backends,
+            "api_port": door.state.route("api").port,  # type: ignore[union-attr]
         }
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         res = laptop.run(sys.executable, "-c", PROBE, json.dumps(args), env=env)
@@ -313,6 +370,7 @@ def test_annotator_labels_from_a_laptop_through_the_front_door(
         )
         assert set(got["backends"].values()) == {"ConnectionRefusedError"}, got["backends"]
         assert got["logins"][-1] == 429 and 429 not in got["logins"][:-1], got["logins"]
+        assert got["api"] == [200, 401, 404], got["api"]
 
         # --- the password in no log and no process's command line
         door_dir = FrontDoor(data_dir).dir
