@@ -279,3 +279,55 @@ def test_cli_opens_lists_invites_and_closes(
         FrontDoor(data).stop()
         server.shutdown()
         get_settings.cache_clear()
+
+
+@pytest.mark.slow
+def test_add_annotator_opens_a_route_and_remove_closes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, labelstudio_pool: list
+) -> None:
+    """With the door open, `add-annotator` for a fourth and a fifth person (real Label
+    Studio servers of the session pool, registered as servers run elsewhere) opens each
+    one's HTTPS route at once, with the login page behind it; `remove` closes it."""
+    from rcea.app.cli import app
+    from rcea.study.settings import get_settings
+
+    nginx_executable()
+    data = tmp_path / "data"
+    monkeypatch.setenv("RCEA_DATA_DIR", str(data))
+    monkeypatch.setenv("RCEA_PUBLIC_BIND", "127.0.0.1")
+    get_settings.cache_clear()
+    base = free_port_run(6)
+    runner = CliRunner()
+    try:
+        opened = runner.invoke(
+            app, ["labelstudio", "start", "--public", NAME, "--public-port", str(base)]
+        )
+        assert opened.exit_code == 0, opened.output
+        ca = data / "frontdoor" / "ca.crt"
+        urls = {}
+        for who, handle in zip(("d", "e"), labelstudio_pool[:2], strict=True):
+            email = f"{who}-{base}@rcea.test"
+            out = runner.invoke(
+                app,
+                ["labelstudio", "add-annotator", email, "--server-url", handle.url,
+                 "--server-token", handle.token, "--password", "door-pass-123", "--json"],
+            )  # fmt: skip
+            assert out.exit_code == 0, out.output
+            got = json.loads(out.output)
+            assert got["login_url"] == f"{got['public_url']}/user/login/"
+            assert "door-pass-123" not in got["public_url"]
+            urls[email] = got["public_url"]
+            port = int(got["public_url"].rsplit(":", 1)[1])
+            page = _https("GET", port, "/user/login/", ca)
+            assert page.status_code == 200 and 'name="password"' in page.text
+        assert sorted(int(u.rsplit(":", 1)[1]) for u in urls.values()) == [base + 2, base + 3]
+        gone = next(iter(urls))
+        removed = runner.invoke(app, ["labelstudio", "remove", gone, "--json"])
+        assert removed.exit_code == 0, removed.output
+        with pytest.raises(httpx.ConnectError):
+            _https("GET", int(urls[gone].rsplit(":", 1)[1]), "/user/login/", ca)
+        kept = int(urls[list(urls)[1]].rsplit(":", 1)[1])
+        assert _https("GET", kept, "/user/login/", ca).status_code == 200
+    finally:
+        FrontDoor(data).stop()
+        get_settings.cache_clear()
