@@ -3,11 +3,7 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /srv/rcea
 COPY pyproject.toml README.md ./
-COPY app ./app
-COPY study ./study
-COPY annotation ./annotation
-COPY pipeline ./pipeline
-COPY audits ./audits
+COPY rcea ./rcea
 RUN pip install '.[llm,sign]'
 RUN useradd --create-home rcea && mkdir -p /data && chown rcea /data
 USER rcea

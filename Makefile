@@ -18,15 +18,18 @@ PYTEST_ARGS ?=
 # minutes-long demo tests start at once and no worker is left with a queue at the end.
 TEST_WORKERS ?= 3
 
-.PHONY: install shell chromium texlive demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve screenshots clean
+.PHONY: install shell chromium texlive nginx demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve screenshots clean
 
-install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed $(TRACKIO_SITE)/.installed chromium texlive ## create .venv, .venv-labelstudio, .verl-site and .trackio-site; Debian chromium and pdflatex
+install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed $(TRACKIO_SITE)/.installed chromium texlive nginx ## create .venv, .venv-labelstudio, .verl-site and .trackio-site; Debian chromium, pdflatex and nginx
 
 chromium: ## Debian chromium for the browser tests (apt-get as root, else the command to run)
 	@.ci/chromium
 
 texlive: ## Debian pdflatex + booktabs for the LaTeX table test (apt-get as root, else the command)
 	@.ci/texlive
+
+nginx: ## Debian nginx-light for the front door (docs/team.md; apt-get as root, else the command to run)
+	@.ci/nginx
 
 $(VENV)/.installed: pyproject.toml
 	@echo "[install 1/6] $(VENV): virtual environment and pip"

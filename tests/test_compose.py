@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from rcea.study.settings import Settings
+from tests.support.helpers import nginx_executable
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,24 +20,30 @@ def _compose() -> dict:
 
 
 def interpolate(value: str, env: dict[str, str] | None = None) -> str:
-    """Compose's ``${VAR:-default}`` / ``${VAR}`` substitution (the forms this file uses),
-    with ``env`` as the operator's environment (empty: nothing set)."""
+    """Compose's ``${VAR:-default}`` / ``${VAR:?message}`` / ``${VAR}`` substitution (the
+    forms this file uses), with ``env`` as the operator's environment (empty: nothing set;
+    an unset required variable becomes empty here, where compose would refuse to start)."""
     env = env or {}
 
     def sub(m: re.Match[str]) -> str:
-        name, default = m.group(1), m.group(3) or ""
-        return env.get(name) or default
+        name, op, rest = m.group(1), m.group(2) or "", m.group(3) or ""
+        return env.get(name) or ("" if "?" in op else rest)
 
-    return re.sub(r"\$\{(\w+)(:?-([^}]*))?\}", sub, value)
+    return re.sub(r"\$\{(\w+)(?:(:?[-?])([^}]*))?\}", sub, value)
+
+
+def _ports(spec: str) -> list[int]:
+    first, _, last = spec.partition("-")
+    return list(range(int(first), int(last or first) + 1))
 
 
 def published(service: str, env: dict[str, str] | None = None) -> list[tuple[str, int, int]]:
     """``(host ip, host port, container port)`` of each published port, as compose
-    resolves the short syntax ``IP:HOST:CONTAINER``."""
+    resolves the short syntax ``IP:HOST:CONTAINER`` (ranges ``A-B`` included)."""
     out = []
     for spec in _compose()["services"][service].get("ports", []):
         ip, host, container = interpolate(str(spec), env).rsplit(":", 2)
-        out.append((ip, int(host), int(container)))
+        out += [(ip, h, c) for h, c in zip(_ports(host), _ports(container), strict=True)]
     return out
 
 
@@ -43,7 +52,14 @@ PEOPLE = ("labelstudio-a", "labelstudio-b", "labelstudio-adjudicator")
 
 def test_services_present() -> None:
     services = _compose()["services"]
-    assert set(services) == {"postgres", *PEOPLE, "api", "view"}
+    assert set(services) == {
+        "postgres",
+        *PEOPLE,
+        "api",
+        "view",
+        "frontdoor-config",
+        "frontdoor",
+    }
     for name in PEOPLE:
         assert re.fullmatch(r"heartexlabs/label-studio:\d+\.\d+\.\d+", services[name]["image"])
     assert re.fullmatch(r"postgres:\d+(\.\d+)?", services["postgres"]["image"])
@@ -51,7 +67,7 @@ def test_services_present() -> None:
 
 def test_rcea_env_vars_are_settings_fields() -> None:
     fields = {f"RCEA_{name.upper()}" for name in Settings.model_fields}
-    for svc in ("api", "view"):
+    for svc in ("api", "view", "frontdoor-config"):
         env = _compose()["services"][svc]["environment"]
         unknown = {k for k in env if k.startswith("RCEA_")} - fields
         assert not unknown, f"{svc}: {unknown} are not Settings fields"
@@ -61,8 +77,11 @@ def test_ports_and_urls_are_consistent() -> None:
     s = _compose()["services"]
     api_env, view_env = s["api"]["environment"], s["view"]["environment"]
     api_port, view_port = int(api_env["RCEA_API_PORT"]), int(view_env["RCEA_VIEW_PORT"])
-    assert ("127.0.0.1", api_port, api_port) in published("api")
-    assert ("127.0.0.1", view_port, view_port) in published("view")
+    # reached through the front door only, at their service names and ports
+    assert published("api") == published("view") == []
+    door_env = s["frontdoor-config"]["environment"]
+    assert door_env["RCEA_DOOR_API_URL"] == f"http://api:{api_port}"
+    assert door_env["RCEA_DOOR_VIEW_URL"] == f"http://view:{view_port}"
     for env in (api_env, view_env):
         url = env["RCEA_DATABASE_URL"]
         assert url.startswith("postgresql+psycopg://") and "@postgres:5432/" in url
@@ -73,10 +92,11 @@ def test_ports_and_urls_are_consistent() -> None:
 
 
 def test_one_label_studio_per_person() -> None:
-    """Each person's server has its own data volume, host port and admin token variable,
-    legacy tokens on, sign-up by invite only; the api depends on every one of them."""
+    """Each person's server has its own data volume and admin token variable, legacy
+    tokens on, sign-up by invite only, no published port (the front door is the way in);
+    the api depends on every one of them."""
     s = _compose()["services"]
-    volumes, ports, tokens = set(), set(), set()
+    volumes, tokens = set(), set()
     for name in PEOPLE:
         env = s[name]["environment"]
         assert env["LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN"] == "true"
@@ -87,8 +107,8 @@ def test_one_label_studio_per_person() -> None:
         volumes.update(  # its own data volume (the read-only settings mount is shared)
             v.split(":")[0] for v in s[name]["volumes"] if not v.startswith("./")
         )
-        ports.update(host for _ip, host, _c in published(name))
-    assert len(volumes) == len(ports) == len(tokens) == len(PEOPLE)
+        assert published(name) == [], name
+    assert len(volumes) == len(tokens) == len(PEOPLE)
     assert volumes <= set(_compose()["volumes"])
     assert set(PEOPLE) <= set(s["api"]["depends_on"])
     assert "RCEA_LABELSTUDIO_TOKEN" not in s["api"]["environment"]
@@ -103,16 +123,15 @@ def test_no_secret_literals() -> None:
 
 def test_dockerfile_installs_packages_and_exposes_ports() -> None:
     text = (ROOT / "Dockerfile").read_text()
-    for pkg in ("app", "annotation", "pipeline", "audits"):
-        assert f"COPY {pkg} ./{pkg}" in text
+    assert "COPY rcea ./rcea" in text
     assert "EXPOSE 8000 8501" in text
 
 
 def test_published_ports_listen_on_loopback_by_default() -> None:
     """Every published port binds 127.0.0.1 unless the operator sets RCEA_PUBLISH_HOST;
-    PostgreSQL is not published at all."""
+    only the front door publishes any."""
     services = _compose()["services"]
-    assert "ports" not in services["postgres"]
+    assert {name for name, svc in services.items() if svc.get("ports")} == {"frontdoor"}
     for name, svc in services.items():
         for spec in svc.get("ports", []):
             assert str(spec).count(":") >= 2, f"{name}: {spec} binds every interface"
@@ -137,7 +156,6 @@ def test_webhook_url_is_the_api_service_reachable_from_label_studio() -> None:
     )
     url = urlsplit(cfg.resolved_webhook_url)
     assert url.hostname == "api" and url.hostname in s
-    assert url.port in {container for _ip, _host, container in published("api")}
     assert url.port == int(env["RCEA_API_PORT"])
     assert url.path == "/webhooks/label-studio"
     assert "--port" in s["api"]["command"]
@@ -181,3 +199,49 @@ def test_label_studio_launched_as_rcea_launches_it() -> None:
     path = re.search(r'"RCEA_WEBHOOK_PATH", "([^"]+)"', settings_py).group(1)  # type: ignore[union-attr]
     receiver = s["api"]["environment"]["RCEA_WEBHOOK_URL"]
     assert (receiver.split("://", 1)[1].split("/", 1)[1] + "/") == path.lstrip("/"), receiver
+
+
+def test_front_door_config_is_rcea_own_for_the_compose_people(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The frontdoor-config service's command, run with its environment (data dir moved
+    to a temp dir) after the three people are registered as the compose comment says,
+    writes a config nginx accepts, where the frontdoor service reads it, with every
+    person's route on a published port and the services' names behind it."""
+    from typer.testing import CliRunner
+
+    from rcea.annotation.frontdoor import COMPOSE, FrontDoor
+    from rcea.annotation.people import People
+    from rcea.app.cli import app
+    from rcea.study.settings import get_settings
+
+    nginx_executable()
+    s = _compose()["services"]
+    env = {k: interpolate(str(v), {"RCEA_PUBLIC_HOST": "labelling.example.org"})
+           for k, v in s["frontdoor-config"]["environment"].items()}  # fmt: skip
+    assert env["RCEA_DATA_DIR"] == "/data"
+    door_conf = "/data/frontdoor/nginx.conf"
+    assert door_conf in " ".join(s["frontdoor"]["command"])
+    assert "rceadata:/data:ro" in s["frontdoor"]["volumes"]
+    assert "rceadata:/data" in s["frontdoor-config"]["volumes"]
+    for key, value in {**env, "RCEA_DATA_DIR": str(tmp_path)}.items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    people = People(tmp_path, "http://127.0.0.1:1")
+    for name in PEOPLE:
+        people.add(f"{name}@example.org", url=f"http://{name}:8080", token=f"token{len(name)}x")
+    out = CliRunner().invoke(app, [*s["frontdoor-config"]["command"][1:], "--json"])
+    get_settings.cache_clear()
+    assert out.exit_code == 0, out.output
+    state = FrontDoor(tmp_path).state()
+    assert state is not None and state.runtime == COMPOSE and state.ca
+    door_ports = {host for _ip, host, _c in published("frontdoor")}
+    upstreams = {r.upstream.split("//")[1].split(":")[0] for r in state.routes}
+    assert upstreams == {*PEOPLE, "api", "view"} and upstreams <= set(s)
+    assert {r.port for r in state.routes} <= door_ports
+    assert len(door_ports) >= len(state.routes) + 5  # room for more people
+    conf = FrontDoor(tmp_path).conf
+    res = subprocess.run(
+        ["nginx", "-t", "-q", "-c", str(conf), "-e", "stderr"], capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr

@@ -6,6 +6,8 @@ listens on loopback only, and a developer's ``HTTP_PROXY`` must not route it els
 
 from __future__ import annotations
 
+import os
+import ssl
 import time
 from typing import TYPE_CHECKING
 
@@ -27,13 +29,22 @@ def _secret(value: str | SecretStr) -> str:
     return value.get_secret_value() if isinstance(value, SecretStr) else value
 
 
+def _verify() -> ssl.SSLContext | bool:
+    """Certificates of HTTPS servers are checked against certifi's authorities, or the
+    file named by ``SSL_CERT_FILE`` (e.g. a lab's own CA, or the local CA of rcea's front
+    door, docs/team.md). Read here because the clients ignore the environment otherwise."""
+    cafile = os.environ.get("SSL_CERT_FILE")
+    return ssl.create_default_context(cafile=cafile) if cafile else True
+
+
 def http_client(url: str, *, timeout: float = 60.0, follow_redirects: bool = True) -> httpx.Client:
     """A plain httpx client bound to ``url`` that never goes through a proxy."""
     return httpx.Client(
         base_url=url.rstrip("/"),
         timeout=timeout,
         follow_redirects=follow_redirects,
-        trust_env=False,
+        trust_env=False,  # no proxy variables; SSL_CERT_FILE is honoured by _verify
+        verify=_verify(),
     )
 
 

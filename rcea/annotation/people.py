@@ -243,6 +243,17 @@ class People:
             self._save(data)
             return self._person(email, entry)
 
+    def remove(self, email: str) -> Person:
+        """Take ``email`` out of the registry (their server, if rcea runs it, is stopped
+        first; its data dir stays on disk, with every label, for the record)."""
+        person = self.require(email)
+        self.stop(person)
+        with self._locked():
+            data = self._load()
+            data.pop(person.email, None)
+            self._save(data)
+        return person
+
     # servers
     def server(self, person: Person) -> LabelStudioServer:
         if not person.managed or person.port is None:

@@ -93,11 +93,44 @@ class Settings(BaseSettings):
         description="codebook: a confidence below this sends a label to reconciliation",
     )
     view_port: int = Field(8501, description="port of the Streamlit view")
+    public_host: str | None = Field(
+        None,
+        description="the front door's public name (or address) people type in their browser; "
+        "set: `rcea labelstudio start` opens the HTTPS front door (docs/team.md)",
+    )
+    public_port: int = Field(
+        8443,
+        ge=1024,
+        le=65533,
+        description="front door: the view's public HTTPS port; the API takes the next, "
+        "each person one after that",
+    )
+    public_bind: str = Field(
+        "0.0.0.0", description="front door: the address nginx listens on (default: all)"
+    )
+    tls_cert: Path | None = Field(
+        None,
+        description="front door: PEM certificate for the public name (default: one from a "
+        "local CA rcea makes in <data_dir>/frontdoor)",
+    )
+    tls_key: Path | None = Field(None, description="front door: the certificate's PEM key")
+    door_view_url: str | None = Field(
+        None, description="front door: the view behind it (default http://127.0.0.1:<view_port>)"
+    )
+    door_api_url: str | None = Field(
+        None, description="front door: the API behind it (default http://127.0.0.1:<api_port>)"
+    )
     view_auth: str = Field(
         "password",
         description="view login: password (<data_dir>/researchers), oidc (st.login with "
         ".streamlit/secrets.toml [auth]) or none (refused unless the view is on loopback)",
     )
+
+    @field_validator("tls_cert", "tls_key", "door_view_url", "door_api_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # compose passes ``${RCEA_TLS_CERT:-}``: an empty value means "not set", not "."
+        return None if value == "" else value
 
     @field_validator("database_url")
     @classmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Iterator
 from contextlib import closing
 
 import httpx
@@ -18,9 +19,27 @@ from rcea.annotation.people import person_webhook_secret
 from rcea.annotation.projects import WEBHOOK_SECRET_HEADER
 from rcea.study.pair_audit.sampling import audit_pairs
 from rcea.study.store import list_events, session_scope
-from tests.support.labelling_study import SECRET, Study, choice, wait_for
+from tests.support.labelling_study import SECRET, Study, choice, through_front_door, wait_for
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(params=["loopback", "front door"])
+def study(  # type: ignore[no-untyped-def]
+    request, tmp_path, labelstudio_pool, monkeypatch
+) -> Iterator[Study]:
+    """Every attack twice: on the servers' own loopback addresses, and through rcea's front
+    door (HTTPS, a port per person; docs/team.md), as people on other machines reach them."""
+    if request.param == "loopback":
+        st = Study(tmp_path, labelstudio_pool)
+        yield st
+        st.engine.dispose()
+        return
+    with through_front_door(tmp_path, labelstudio_pool, monkeypatch) as public:
+        st = Study(tmp_path, public)
+        assert all(st.person(r).url.startswith("https://127.0.0.1:") for r in ("A", "B"))
+        yield st
+        st.engine.dispose()
 
 
 def labelled(study: Study) -> dict[str, dict[int, int]]:

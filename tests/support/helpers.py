@@ -44,6 +44,7 @@ REQUIRED_SERVICES: dict[str, bool] = {
     "verl": UNDER_CI or _flag("RCEA_REQUIRE_VERL"),
     "trackio": UNDER_CI or _flag("RCEA_REQUIRE_TRACKIO"),
     "latex": UNDER_CI or _flag("RCEA_REQUIRE_LATEX"),
+    "frontdoor": UNDER_CI or _flag("RCEA_REQUIRE_FRONTDOOR"),
 }
 _REQUIRED_BY = {
     "postgres": "RCEA_REQUIRE_POSTGRES=1",
@@ -52,6 +53,7 @@ _REQUIRED_BY = {
     "verl": "RCEA_REQUIRE_VERL=1",
     "trackio": "RCEA_REQUIRE_TRACKIO=1",
     "latex": "RCEA_REQUIRE_LATEX=1",
+    "frontdoor": "RCEA_REQUIRE_FRONTDOOR=1",
 }
 
 
@@ -73,6 +75,56 @@ def chromium_executable() -> str:
             f"{CHROMIUM} missing: `apt-get install chromium` (`make install` and .ci/run do this)",
         )
     return CHROMIUM
+
+
+def free_port_run(n: int) -> int:
+    """The first of ``n`` consecutive free loopback ports (a front door's view, API and
+    people)."""
+    import random
+
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000)
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + n):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
+NGINX = "/usr/sbin/nginx"
+CERTUTIL = "/usr/bin/certutil"
+
+
+def nginx_executable() -> str:
+    """Debian nginx's path for the front door tests; skips (or fails, when required:
+    ``CI`` or ``RCEA_REQUIRE_FRONTDOOR=1``) without it."""
+    if not Path(NGINX).exists():
+        service_missing(
+            "frontdoor", f"{NGINX} missing: `apt-get install nginx-light` (`make install` does it)"
+        )
+    return NGINX
+
+
+def laptop_namespace_support() -> None:
+    """The laptop test makes network namespaces (root, ``ip netns``) and has chromium trust
+    a local CA (``certutil``); skips (or fails, when required) without them."""
+    if os.geteuid() != 0:
+        service_missing("frontdoor", "network namespaces need root (`ip netns add`)")
+    if not Path("/usr/sbin/ip").exists() and not Path("/usr/bin/ip").exists():
+        service_missing("frontdoor", "`ip` missing: `apt-get install iproute2`")
+    if not Path(CERTUTIL).exists():
+        service_missing(
+            "frontdoor", f"{CERTUTIL} missing: `apt-get install libnss3-tools` (.ci/nginx)"
+        )
 
 
 @lru_cache(maxsize=4)

@@ -132,6 +132,39 @@ class Study:
             return gate_status(s, s.get(Audit, self.audit_id), final=False)
 
 
+@contextlib.contextmanager
+def through_front_door(
+    tmp_path: Path, pool: list[LabelStudioHandle], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[LabelStudioHandle]]:
+    """rcea's front door (real nginx, a local CA made for 127.0.0.1) in front of the pool
+    servers; yields the pool with each server's public HTTPS address instead of its own.
+    Every HTTP client of the test (httpx, the Label Studio SDK) trusts the CA through
+    ``SSL_CERT_FILE``: a study on these handles reaches Label Studio only through the door."""
+    from dataclasses import replace
+
+    from rcea.annotation.frontdoor import FrontDoor
+    from rcea.annotation.team_door import DoorSettings, open_door
+    from tests.support.helpers import free_port_run, nginx_executable
+
+    nginx_executable()
+    door_data = tmp_path / "front-door"
+    people = register_people(door_data, pool, [f"pool-{i}@rcea.test" for i in range(len(pool))])
+    base = free_port_run(len(pool) + 2)
+    cfg = DoorSettings("127.0.0.1", base, "127.0.0.1", view_url="http://127.0.0.1:9",
+                       api_url="http://127.0.0.1:9")  # fmt: skip
+    status = open_door(people, cfg)
+    try:
+        assert status.state is not None and status.state.ca is not None
+        monkeypatch.setenv("SSL_CERT_FILE", status.state.ca)
+        slug = {p.url: p.slug for p in people.all()}
+        yield [
+            replace(handle, url=status.state.public_url(slug[handle.url]))  # type: ignore[arg-type]
+            for handle in pool
+        ]
+    finally:
+        FrontDoor(door_data).stop()
+
+
 @pytest.fixture
 def study(tmp_path: Path, labelstudio_pool: list[LabelStudioHandle]) -> Iterator[Study]:
     st = Study(tmp_path, labelstudio_pool)

@@ -7,6 +7,13 @@ fetch a URL for them (``POST /api/projects/{id}/import`` with ``url=…``, cloud
 ML backends, exports): loopback and private addresses are refused. The one exception is
 the webhook to rcea's receiver (:mod:`rcea_labelstudio_apps`): a webhook whose URL path
 starts with :data:`WEBHOOK_PATH` is created and delivered even on loopback.
+
+Behind rcea's front door (``rcea/annotation/frontdoor.py``, docs/team.md) the browser's
+origin is ``https://<public name>:<port>``; the door sends ``Host: <name>:<port>`` and
+``X-Forwarded-Proto: https``, which :data:`SECURE_PROXY_SSL_HEADER` trusts, so Django's CSRF
+origin check accepts the login form under any public name without a list of trusted
+origins. The server listens on loopback only: nobody but a local process can send that
+header, and one that does gains nothing it could not do over plain HTTP.
 """
 
 import os
@@ -17,6 +24,7 @@ from label_studio.core.settings.base import *  # type: ignore  # noqa: F403, I00
 from label_studio.core.settings.label_studio import *  # type: ignore  # noqa: F403
 
 SSRF_PROTECTION_ENABLED = True
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 USE_DEFAULT_BANNED_SUBNETS = True
 ML_BLOCK_LOCAL_IP = True
 WEBHOOK_PATH = os.environ.get("RCEA_WEBHOOK_PATH", "/webhooks/label-studio/")

@@ -7,6 +7,11 @@ data, logs and generated admin credentials under ``<data_dir>/labelstudio/people
 talks to servers run elsewhere (``add-annotator --server-url``). Admin passwords and
 tokens are never printed; an annotator's e-mail and password are, since they are meant to
 be handed to that person.
+
+With ``--public HOST`` (or ``RCEA_PUBLIC_HOST``) ``start`` also opens the front door: one
+nginx with TLS in front of every person's server, the view and the API
+(:mod:`rcea.annotation.team_door`, docs/team.md); ``invite`` prints the line to send each
+person, ``stop`` closes the door with the servers.
 """
 
 from __future__ import annotations
@@ -17,8 +22,18 @@ from typing import TYPE_CHECKING, NoReturn
 import typer
 
 from rcea.annotation.accounts import AccountError, create_annotator, set_password
+from rcea.annotation.frontdoor import COMPOSE, LOCAL, FrontDoorError
 from rcea.annotation.people import people_from_settings
 from rcea.annotation.server import LabelStudioError
+from rcea.annotation.team_door import (
+    DoorSettings,
+    configure_door,
+    door_of,
+    invitation,
+    open_door,
+    public_url,
+    refresh_door,
+)
 from rcea.app.cli.common import fail, print_json, settings
 from rcea.app.cli.options import JSON_OPTION
 
@@ -43,6 +58,26 @@ def _fail(exc: Exception, as_json: bool) -> NoReturn:
     fail(str(exc), as_json=as_json)
 
 
+def _door_settings(
+    public: str, port: int | None, bind: str | None, runtime: str = LOCAL
+) -> DoorSettings:
+    """The door's settings: the options given, else ``RCEA_PUBLIC_*`` / ``RCEA_TLS_*``;
+    the view and the API behind it at ``RCEA_DOOR_*_URL``, else on loopback at their
+    configured ports."""
+    cfg = settings()
+    return DoorSettings(
+        public_host=public,
+        port=port or cfg.public_port,
+        bind=bind or cfg.public_bind,
+        tls_cert=cfg.tls_cert,
+        tls_key=cfg.tls_key,
+        view_url=cfg.door_view_url or f"http://127.0.0.1:{cfg.view_port}",
+        api_url=cfg.door_api_url or f"http://127.0.0.1:{cfg.api_port}",
+        runtime=runtime,
+        view_auth=cfg.view_auth,
+    )
+
+
 def _chosen(people: People, emails: list[str] | None, as_json: bool) -> list[Person]:
 
     try:
@@ -56,13 +91,28 @@ def _chosen(people: People, emails: list[str] | None, as_json: bool) -> list[Per
 def start(
     emails: list[str] = PEOPLE_ARG,
     timeout: float = typer.Option(300.0, help="seconds to wait for each server"),
+    public: str = typer.Option(
+        None,
+        "--public",
+        help="open the HTTPS front door under this name or address (default: "
+        "RCEA_PUBLIC_HOST; unset: loopback only, no door)",
+    ),
+    public_port: int = typer.Option(
+        None, help="front door: first public port (default: RCEA_PUBLIC_PORT, else 8443)"
+    ),
+    bind: str = typer.Option(
+        None, help="front door: address nginx listens on (default: RCEA_PUBLIC_BIND, else all)"
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Start the servers rcea runs (or reuse running ones); wait until each is healthy.
 
-    The first start of a person's server sets up its database (about 20 s to a minute)."""
+    With --public, also open the front door (nginx, TLS) in front of every person's server,
+    the view and the API, and print each public address. The first start of a person's
+    server sets up its database (about 20 s to a minute)."""
 
     people = _people()
+    public = public or settings().public_host
     chosen = _chosen(people, emails, as_json)
     if not chosen and not as_json:
         typer.echo("no people yet: `rcea labelstudio add-annotator EMAIL` adds one (and a server)")
@@ -76,8 +126,23 @@ def start(
         out.append(st.to_dict())
         if not as_json:
             typer.echo(f"{person.email}: Label Studio at {person.url} (pid {st.to_dict()['pid']})")
+    door = None
+    if public:
+        try:
+            door = open_door(people, _door_settings(public, public_port, bind)).to_dict()
+        except FrontDoorError as exc:
+            _fail(exc, as_json)
+        for row in out:
+            row["public_url"] = door["urls"].get(row["slug"])
     if as_json:
-        print_json({"ok": True, "servers": out})
+        print_json({"ok": True, "servers": out, "door": door})
+    elif door:
+        typer.echo(f"front door (nginx pid {door['pid']}) at {public}:")
+        for name, url in door["urls"].items():
+            typer.echo(f"  {name}: {url}/")
+        if door["ca_file"]:
+            typer.echo(f"  every browser must trust the local CA {door['ca_file']} (docs/team.md)")
+        typer.echo("next: `rcea labelstudio invite` prints the line to send each person")
 
 
 @labelstudio_app.command("stop")
@@ -85,33 +150,45 @@ def stop(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
     """Stop the servers rcea started (nothing else; external servers are left alone)."""
     people = _people()
     stopped = []
+    door_closed = False
+    if not emails:  # everything: the door first, so nobody reaches a stopping server
+        door_closed = door_of(people).stop()
+        if door_closed and not as_json:
+            typer.echo("closed the front door")
     for person in _chosen(people, emails, as_json):
         if people.stop(person):
             stopped.append(person.email)
             if not as_json:
                 typer.echo(f"stopped {person.email}'s Label Studio ({person.url})")
     if as_json:
-        print_json({"ok": True, "stopped": stopped})
+        print_json({"ok": True, "stopped": stopped, "door_closed": door_closed})
     elif not stopped:
         typer.echo("no Label Studio of rcea's was running")
 
 
 @labelstudio_app.command("status")
 def status(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
-    """Every person's server: e-mail, URL, pid, health; exit code 3 when one is down."""
+    """Every person's server: e-mail, URL, public URL at the front door, pid, health; exit
+    code 3 when one is down (or a configured front door is not running)."""
     people = _people()
     rows = [people.status(p) for p in _chosen(people, emails, as_json)]
+    door = door_of(people).status()
+    dicts = [{**r.to_dict(), "public_url": public_url(people, r.person.slug)} for r in rows]
     if as_json:
-        print_json({"ok": True, "servers": [r.to_dict() for r in rows]})
+        door_out = door.to_dict() if door.state else None
+        print_json({"ok": True, "servers": dicts, "door": door_out})
     else:
         if not rows:
             typer.echo("no people yet: `rcea labelstudio add-annotator EMAIL` adds one")
-        for r in rows:
-            d = r.to_dict()
+        for r, d in zip(rows, dicts, strict=True):
             kind = "rcea" if r.person.managed else "external"
             health = "healthy" if r.healthy else "NOT answering"
-            typer.echo(f"{r.person.email}: {r.person.url} ({kind}, pid {d['pid']}), {health}")
-    if any(not r.healthy for r in rows):
+            at = f", public {d['public_url']}/" if d["public_url"] else ""
+            typer.echo(f"{r.person.email}: {r.person.url} ({kind}, pid {d['pid']}), {health}{at}")
+        if door.state:
+            state = "open" if door.running else "NOT running"
+            typer.echo(f"front door at {door.state.public_host}: {state}")
+    if any(not r.healthy for r in rows) or (door.state and not door.running):
         raise typer.Exit(NOT_RUNNING)
 
 
@@ -152,11 +229,13 @@ def add_annotator(
                     "password there"
                 )
             set_password(people.server(person), annotator.email, password)
-    except (AccountError, LabelStudioError) as exc:
+        refresh_door(people)  # a configured door routes the new person at once
+    except (AccountError, LabelStudioError, FrontDoorError) as exc:
         _fail(exc, as_json)
     password_set = annotator.created or bool(password)
     shown = new_password if password_set else None
-    login_url = f"{person.url}/user/login/"
+    door_url = public_url(people, person.slug)
+    login_url = f"{door_url or person.url}/user/login/"
     if as_json:
         print_json(
             {
@@ -167,6 +246,7 @@ def add_annotator(
                 "password_set": password_set,
                 "password": shown,
                 "login_url": login_url,
+                "public_url": door_url,
                 "server": person.public(),
             }
         )
@@ -179,6 +259,82 @@ def add_annotator(
         typer.echo(f"  password:  {shown}")
     else:
         typer.echo("  password:  unchanged (pass --password to reset it)")
+    if door_url:
+        typer.echo("  `rcea labelstudio invite` prints the line to send (without the password)")
+
+
+@labelstudio_app.command("door-config")
+def door_config(
+    public: str = typer.Option(
+        None, "--public", help="the public name or address (default: RCEA_PUBLIC_HOST)"
+    ),
+    public_port: int = typer.Option(
+        None, help="first public port (default: RCEA_PUBLIC_PORT, else 8443)"
+    ),
+    compose: bool = typer.Option(
+        False, help="for docker-compose.yml's frontdoor service (it runs nginx and reloads)"
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Write the front door's certificate and nginx config for every registered person
+    without starting nginx (compose's frontdoor service runs it; `start --public` does both
+    here)."""
+    public = public or settings().public_host
+    if not public:
+        fail("set RCEA_PUBLIC_HOST or pass --public", as_json=as_json)
+    runtime = COMPOSE if compose else LOCAL
+    try:
+        state = configure_door(_people(), _door_settings(public, public_port, None, runtime))
+    except FrontDoorError as exc:
+        _fail(exc, as_json)
+    conf = door_of(_people()).conf
+    if as_json:
+        print_json({"ok": True, "config": str(conf), **state.to_dict()})
+        return
+    typer.echo(f"wrote {conf} ({len(state.routes)} routes, {runtime})")
+    if state.ca:
+        typer.echo(f"every browser must trust the local CA {state.ca}")
+
+
+@labelstudio_app.command("remove")
+def remove(
+    email: str = typer.Argument(..., help="the person's e-mail"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Take a person off the team: stop their server (rcea's), drop them from the registry
+    and close their route at the front door. Their server's data, labels included, stays
+    on disk for the record."""
+    people = _people()
+    try:
+        person = people.remove(email)
+        refresh_door(people)
+    except (LabelStudioError, FrontDoorError) as exc:
+        _fail(exc, as_json)
+    if as_json:
+        print_json({"ok": True, "removed": person.email, "data_kept": person.managed})
+    else:
+        typer.echo(f"removed {person.email} (their route at the front door is closed)")
+
+
+@labelstudio_app.command("invite")
+def invite(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
+    """Print, per person, the one line to send them: their HTTPS address at the front door,
+    their login and, with a local CA, the file to trust. Never the password: send that by
+    another channel (add-annotator printed it once)."""
+    people = _people()
+    try:
+        lines = {p.email: invitation(people, p.email) for p in _chosen(people, emails, as_json)}
+    except (LabelStudioError, FrontDoorError) as exc:
+        _fail(exc, as_json)
+    state = door_of(people).state()
+    ca = state.ca if state else None
+    if as_json:
+        print_json({"ok": True, "invitations": lines, "ca_file": ca})
+        return
+    for line in lines.values():
+        typer.echo(line)
+    if ca:
+        typer.echo(f"(attach {ca} to each message)", err=True)
 
 
 def register(app: typer.Typer) -> None:
