@@ -18,8 +18,10 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from rcea.study import events
+from rcea.study.codebook.cycle import cycle_progress
 from rcea.study.labelling import PAIR, VALIDITY
 from rcea.study.labelling.bindings import bindings
+from rcea.study.pair_audit.freeze import FreezeError, latest_partition
 from rcea.study.pair_audit.gate import recorded_final_gate
 from rcea.study.pair_audit.labels import (
     ADJUDICATOR,
@@ -27,11 +29,12 @@ from rcea.study.pair_audit.labels import (
     current_labels,
     needs_adjudication,
 )
-from rcea.study.pair_audit.sampling import audit_pairs
+from rcea.study.pair_audit.sampling import audit_pairs, failed_final_gates, reaudit_check
+from rcea.study.report.publish import publishability
 from rcea.study.store.models import Audit, Rubric, Trajectory, ValidityCheck
 from rcea.study.store.repository import get_study
 from rcea.study.validity_audit import labelling as validity_labels
-from rcea.study.validity_audit.checks import HELD_OUT, check_items
+from rcea.study.validity_audit.checks import ACCEPTED_CHECK_SIZE, HELD_OUT, check_items
 from rcea.study.validity_audit.status import validity_status
 
 ROLE_TITLES = {"A": "annotator A", "B": "annotator B", "adjudicator": "the adjudicator"}
@@ -77,6 +80,10 @@ class CalibrationProgress:
     accepted_items: int = 0
     accepted_labelled: dict[str, int] = field(default_factory=dict)  # A, B → items
     accepted_completed: bool = False
+    # the missed acceptance thresholds of the judge's latest completed calibration or
+    # accepted-set check (validity_status "calibration-failed"); empty: none missed
+    failed: tuple[str, ...] = ()
+    judge_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,7 @@ class NextCommand:
     state: str  # where the track stands, in words
     command: str | None  # the researcher's command (None: nothing to run, track done)
     waits_for: str | None = None  # who must act before the command makes progress
+    optional: bool = False  # never the NEXT step: nothing waits for it
 
 
 def _q(value: str) -> str:
@@ -111,7 +119,7 @@ def next_commands(p: Progress, adjudicator: str) -> list[NextCommand]:
     else:
         out.append(_calibration_next(p.calibration, adjudicator))
     gate_done = p.pair is not None and p.pair.final_gate is not None
-    cal_done = p.calibration is not None and p.calibration.completed
+    cal_done = p.calibration is not None and p.calibration.completed and not p.calibration.failed
     if p.calibration is not None and p.calibration.accepted is not None:
         cal_done = cal_done and p.calibration.accepted_completed
     study = _q(p.study)
@@ -141,55 +149,82 @@ def next_commands(p: Progress, adjudicator: str) -> list[NextCommand]:
     return out
 
 
-def _pair_next(pp: PairProgress, adjudicator: str) -> NextCommand:
-    audit = f"--audit {_q(pp.audit)}"
+def _pair_next(pp: PairProgress, adjudicator: str, study: str | None = None) -> NextCommand:
+    """The pair audit's next step. The demo (``study`` None) names the audit and serves
+    its own receiver (``--no-receiver-check``); a real study names the study, whose
+    latest audit the command acts on (:mod:`rcea.study.targets`), and its receiver is
+    ``rcea serve``."""
+    audit = f"--audit {_q(pp.audit)}" if study is None else f"--study {_q(study)}"
     a, b, n = pp.labelled.get("A", 0), pp.labelled.get("B", 0), pp.n_pairs
+    pre = "" if study is None else f"audit {pp.audit} "  # the demo has one audit
     if a < n or b < n:
         return NextCommand(
             "pair audit",
-            f"labelling: A {a}/{n}, B {b}/{n}",
+            f"{pre}labelling: A {a}/{n}, B {b}/{n}",
             f"rcea audit sync {audit}",
             "annotators A and B label every pair (labels also arrive live while `rcea serve` runs)",
         )
     need = pp.n_needing_adjudication
     if need > pp.n_adjudication_pushed:
+        receiver = (
+            " --no-receiver-check"  # the demo serves this data dir's receiver itself
+            if study is None
+            else ""
+        )
         return NextCommand(
             "pair audit",
-            f"labelled; {need} pair(s) need adjudication, "
+            f"{pre}labelled; {need} pair(s) need adjudication, "
             + (
                 "none pushed yet"
                 if not pp.n_adjudication_pushed
                 else f"{pp.n_adjudication_pushed} pushed"
             ),
-            # the demo serves this data dir's receiver itself (`rcea demo --serve`)
-            f"rcea audit adjudicate {audit} --adjudicator {_q(adjudicator)} --no-receiver-check",
+            f"rcea audit adjudicate {audit} --adjudicator {_q(adjudicator)}{receiver}",
+            None if study is None else _SERVE,
         )
     if pp.n_adjudicated < need:
         return NextCommand(
             "pair audit",
-            f"adjudication: {pp.n_adjudicated}/{need}",
+            f"{pre}adjudication: {pp.n_adjudicated}/{need}",
             f"rcea audit sync {audit}",
             "the adjudicator decides every pushed pair",
         )
     if pp.final_gate is None:
         return NextCommand(
             "pair audit",
-            "labelled"
+            f"{pre}labelled"
             + (f" and {need} pair(s) adjudicated" if need else ", no adjudication needed"),
             f"rcea audit gate --final {audit}",
         )
-    return NextCommand("pair audit", f"final gate {pp.final_gate.upper()}", None)
+    return NextCommand("pair audit", f"{pre}final gate {pp.final_gate.upper()}", None)
 
 
-def _calibration_next(cp: CalibrationProgress, adjudicator: str) -> NextCommand:
-    cal = f"--calibration {_q(cp.calibration)}"
+_SERVE = "`rcea serve` answering at RCEA_API_HOST:RCEA_API_PORT (webhooks)"
+
+
+def _calibration_next(
+    cp: CalibrationProgress, adjudicator: str, study: str | None = None
+) -> NextCommand:
+    """The calibration's next step (``study``: as for :func:`_pair_next`)."""
+    cal = f"--calibration {_q(cp.calibration)}" if study is None else f"--study {_q(study)}"
+    receiver = " --no-receiver-check" if study is None else ""
+    pre = "" if study is None else f"calibration {cp.calibration} "  # the demo has one
+    if cp.failed:
+        return NextCommand(
+            "validity calibration",
+            f"calibration {cp.calibration} FAILED ({'; '.join(cp.failed)}): validity-"
+            "dependent numbers cannot be published; the remedy: freeze a revised judge "
+            "(a new version), run it and calibrate it anew, or publish without them",
+            f"rcea judge freeze --name {_q(cp.judge_name or 'NAME')} --template TEMPLATE "
+            "--reason TEXT",
+        )
     if cp.completed and cp.accepted is not None and not cp.accepted_completed:
-        check = f"--check {_q(cp.accepted)}"
+        check = f"--check {_q(cp.accepted)}" if study is None else f"--study {_q(study)}"
         done = min(cp.accepted_labelled.get(r, 0) for r in ("A", "B"))
         if done < cp.accepted_items:
             return NextCommand(
                 "validity calibration",
-                f"calibration completed; accepted-set check: A "
+                f"calibration completed; accepted-set check {cp.accepted}: A "
                 f"{cp.accepted_labelled.get('A', 0)}/{cp.accepted_items}, B "
                 f"{cp.accepted_labelled.get('B', 0)}/{cp.accepted_items} labelled",
                 f"rcea judge accepted sync {check}",
@@ -197,35 +232,37 @@ def _calibration_next(cp: CalibrationProgress, adjudicator: str) -> NextCommand:
             )
         return NextCommand(
             "validity calibration",
-            "calibration completed; every accepted-set item labelled by A and B",
+            f"calibration completed; every item of accepted-set check {cp.accepted} "
+            "labelled by A and B",
             f"rcea judge accepted report {check}",
         )
     if cp.completed:
-        return NextCommand("validity calibration", "completed", None)
+        return NextCommand("validity calibration", f"{pre}completed", None)
     if cp.n_unlabelled:
         return NextCommand(
             "validity calibration",
-            f"labelling: {cp.n_items - cp.n_unlabelled}/{cp.n_items} held-out items labelled",
+            f"{pre}labelling: {cp.n_items - cp.n_unlabelled}/{cp.n_items} held-out items labelled",
             f"rcea judge calibrate sync {cal}",
             "the validity annotators label every item",
         )
     if cp.double and cp.n_needing_adjudication > cp.n_adjudication_pushed:
         return NextCommand(
             "validity calibration",
-            f"{cp.n_needing_adjudication} item(s) need adjudication",
-            f"rcea judge calibrate adjudicate {cal} --adjudicator {_q(adjudicator)} "
-            "--no-receiver-check",
+            f"{pre}{cp.n_needing_adjudication} item(s) need adjudication",
+            f"rcea judge calibrate adjudicate {cal} --adjudicator {_q(adjudicator)}{receiver}",
+            None if study is None else _SERVE,
         )
     if cp.double and cp.n_adjudicated < cp.n_needing_adjudication:
         return NextCommand(
             "validity calibration",
-            f"adjudication: {cp.n_adjudicated}/{cp.n_needing_adjudication}",
+            f"{pre}adjudication: {cp.n_adjudicated}/{cp.n_needing_adjudication}",
             f"rcea judge calibrate sync {cal}",
             "the adjudicator decides every pushed item",
         )
     return NextCommand(
         "validity calibration",
-        f"every held-out item has a human reference ({cp.n_reference}/{cp.n_items})",
+        f"every held-out item {'' if study is None else 'of ' + pre}has a human reference "
+        f"({cp.n_reference}/{cp.n_items})",
         f"rcea judge calibrate report {cal}",
     )
 
@@ -315,6 +352,12 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     acc_done = acc is not None and bool(
         events.latest_payload(session, events.ACCEPTED_COMPLETED, check.study_id, check=acc.name)
     )
+    vstat = validity_status(session, study_id=check.study_id)  # type: ignore[arg-type]
+    failed = (
+        vstat.get("failed_requirements") or []
+        if vstat["status"] == "calibration-failed" and vstat["judge_hash"] == check.judge_hash
+        else []
+    )
     return CalibrationProgress(
         calibration=name,
         double=double,
@@ -330,6 +373,8 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
         accepted_items=len(check_items(session, check_id=acc.id)) if acc is not None else 0,  # type: ignore[arg-type]
         accepted_labelled={r: len(acc_labels.get(r, {})) for r in ("A", "B")},
         accepted_completed=acc_done,
+        failed=tuple(failed),
+        judge_name=vstat.get("judge_name"),
     )
 
 
@@ -417,10 +462,61 @@ def _what(pr: Project, p: Progress) -> str:
 # --------------------------------------------------------------------------- any study
 
 
-def failed_gate_options(study: str) -> list[str]:
-    """What a researcher can do after a FAILED final pair gate (docs/pair-audit.md)."""
+def reaudit_allowed(session: Session, *, study: str) -> dict[str, Any] | None:
+    """The re-audit of the study's latest partition that its failed audit's frozen rubric
+    allows now (``[reaudit]``), decided by the rule ``rcea audit sample`` applies
+    (:func:`~rcea.study.pair_audit.sampling.reaudit_check`): ``rubric``, ``version``,
+    ``attempt``, ``max_attempts``, ``correction``; ``None`` when no final gate failed on
+    it or the rubric allows no further audit."""
+    st = get_study(session, name=study)
+    if st is None:
+        return None
+    try:
+        part = latest_partition(session, study_id=st.id)  # type: ignore[arg-type]
+    except FreezeError:
+        return None
+    failed = failed_final_gates(session, study_id=st.id, partition_hash=part.content_hash)  # type: ignore[arg-type]
+    if not failed:
+        return None
+    rubric = session.exec(
+        select(Rubric).where(Rubric.content_hash == failed[0]["rubric_hash"])
+    ).first()
+    if rubric is None:
+        return None
+    try:
+        attempt = reaudit_check(
+            session,
+            study_id=st.id,  # type: ignore[arg-type]
+            partition_hash=part.content_hash,
+            rubric=rubric,
+            reason="(asked by rcea status)",
+        )
+    except FreezeError:
+        return None
+    policy = attempt["policy"] or {}
+    return {
+        "rubric": rubric.name,
+        "version": rubric.version,
+        "attempt": attempt["attempt"],
+        "max_attempts": policy.get("max_attempts"),
+        "correction": policy.get("correction"),
+    }
+
+
+def failed_gate_options(session: Session, *, study: str) -> list[str]:
+    """What a researcher can do after a FAILED final pair gate (docs/pair-audit.md): the
+    re-audit the frozen rubric allows (when it does), the entropy-only bundle, a revised
+    codebook with a new partition, or a corrected rubric reported as a deviation."""
     s = _q(study)
-    return [
+    out = []
+    again = reaudit_allowed(session, study=study)
+    if again is not None:
+        out.append(
+            f"re-audit the same partition as the rubric predeclares (attempt "
+            f"{again['attempt']} of {again['max_attempts']}, correction "
+            f"{again['correction']}): {_reaudit_command(study, again)}"
+        )
+    out += [
         f"publish the audit-independent numbers alone: rcea report publish --study {s} "
         "--entropy-only",
         f"revise the codebook (rcea codebook status --study {s}; edit, re-freeze, "
@@ -429,15 +525,43 @@ def failed_gate_options(study: str) -> list[str]:
         "change the rubric only if it was predeclared wrongly: a new rubric version, "
         "reported as a deviation",
     ]
+    return out
+
+
+def _reaudit_command(study: str, again: dict[str, Any]) -> str:
+    return (
+        f"rcea audit sample --study {_q(study)} --rubric {_q(again['rubric'])} "
+        f"--rubric-version {_q(str(again['version']))} --reason TEXT"
+    )
+
+
+def study_rubric(session: Session, *, study: str, study_id: int) -> Rubric | None:
+    """The frozen rubric a study's commands should name: the one its latest audit used,
+    else the one ``rcea audit rubric init`` names for it (``STUDY-rubric``), else the
+    latest frozen one; ``None`` when none is frozen."""
+    audit = session.exec(
+        select(Audit).where(Audit.study_id == study_id).order_by(Audit.id.desc())  # type: ignore[union-attr]
+    ).first()
+    if audit is not None:
+        used = session.exec(select(Rubric).where(Rubric.content_hash == audit.rubric_hash)).first()
+        if used is not None:
+            return used
+    order = Rubric.id.desc()  # type: ignore[union-attr]
+    named = session.exec(select(Rubric).where(Rubric.name == f"{study}-rubric").order_by(order))
+    return named.first() or session.exec(select(Rubric).order_by(order)).first()
 
 
 def study_steps(session: Session, *, study: str) -> list[NextCommand]:
     """Where any study stands, from import to verify, read from the store alone: one
     :class:`NextCommand` per track that applies now (import; validity judge and its
-    calibration; codebook and partition; pair audit; report; verify). A track whose
-    prerequisite is missing says what it waits for; a failed gate names the options.
-    The engine behind ``rcea status --study S`` (``rcea demo status`` reads the same
-    pair and calibration states)."""
+    calibration; codebook and partition; pair audit; report; verify; optionally token
+    entropies). Each track reads the state its own commands read (``validity_status``,
+    the calibration's labels, the codebook cycle's queue, the recorded final gate, the
+    re-audit rule of ``rcea audit sample``); the report track asks
+    :func:`~rcea.study.report.publish.publishability`, ``rcea report publish``'s own
+    decision. The engine
+    behind ``rcea status --study S`` (``rcea demo status`` reads the same pair and
+    calibration states)."""
     s = _q(study)
     st = get_study(session, name=study)
     n = 0
@@ -453,95 +577,45 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
                 f"rcea import verl DIR --study {s} --run RUN --model MODEL",
             )
         ]
+    sid: int = st.id  # type: ignore[assignment]
     out: list[NextCommand] = []
-    # -- token entropies of the trajectories themselves (rewards-only imports lack them)
-    lacking = session.execute(
-        select(Trajectory.run, Trajectory.model, Trajectory.step, func.count())
-        .where(Trajectory.study_id == st.id, Trajectory.mean_token_entropy.is_(None))  # type: ignore[union-attr]
-        .group_by(Trajectory.run, Trajectory.model, Trajectory.step)
-        .order_by(Trajectory.run, Trajectory.model, Trajectory.step)
-    ).all()
-    if lacking:
-        run, model, step, _ = lacking[0]
-        out.append(
-            NextCommand(
-                "token entropies",
-                f"{sum(r[3] for r in lacking)} trajectories at {len(lacking)} checkpoint(s) "
-                "have none (the outcome numbers need rewards only)",
-                f"rcea probe score --study {s} --run {_q(run)} --model {_q(model)} "
-                f"--step {step} --checkpoint DIR",
-            )
-        )
+    rubric = study_rubric(session, study=study, study_id=sid)
     # -- the validity judge and its calibration
-    vstat = validity_status(session, study_id=st.id)  # type: ignore[arg-type]
+    vstat = validity_status(session, study_id=sid)
+    out.append(_validity_step(session, study, sid, vstat, rubric))
     judged = vstat["status"] != "no-judge"
-    if not judged:
-        out.append(
-            NextCommand(
-                "validity judge",
-                "no judge run on this study",
-                f"rcea judge run --study {s} --judge NAME",
-                "a frozen judge (`rcea judge freeze --name NAME`, once)",
-            )
-        )
-    elif vstat["status"] == "calibrated":
-        out.append(NextCommand("validity calibration", f"completed ({vstat['calibration']})", None))
-    elif vstat["status"] == "calibration-incomplete":
-        out.append(
-            NextCommand(
-                "accepted-set check",
-                f"calibration {vstat['calibration']} passed; no completed accepted-set check",
-                f"rcea judge accepted sample --study {s} --size 300 --judge "
-                f"{_q(str(vstat.get('judge_name')))}",
-            )
-        )
-    else:
-        sampled = events.latest_payload(session, events.CALIBRATION_SAMPLE, st.id)
-        if not sampled:
+    # -- the codebook cycle and the frozen partition
+    partition = events.latest_payload(session, events.PARTITION_FREEZE, sid)
+    if not partition:
+        cycle = cycle_progress(session, study=study)
+        if cycle is None:
             out.append(
                 NextCommand(
-                    "validity calibration",
-                    f"judge {vstat.get('judge_name')} ran; no calibration sample",
-                    f"rcea judge calibrate sample --study {s} --judge "
-                    f"{_q(str(vstat.get('judge_name')))}",
+                    "codebook",
+                    "no codebook stage has run",
+                    f"rcea codebook run --study {s}",
+                    None
+                    if judged
+                    else "the validity judge run (modes use judge-accepted successes)",
                 )
             )
         else:
-            cp = read_calibration(session, sampled["calibration"])
-            out.append(
-                NextCommand(
-                    "validity calibration",
-                    f"sample {sampled['calibration']} drawn, not pushed",
-                    f"rcea judge calibrate push --calibration {_q(sampled['calibration'])} "
-                    "--annotator A_EMAIL --annotator B_EMAIL",
-                )
-                if cp is None
-                else _calibration_next(cp, "ADJUDICATOR_EMAIL")
-            )
-    # -- the codebook cycle and the frozen partition
-    partition = events.latest_payload(session, events.PARTITION_FREEZE, st.id)
-    if not partition:
-        out.append(
-            NextCommand(
-                "codebook",
-                "no frozen partition",
-                f"rcea codebook run --study {s}",
-                None if judged else "the validity judge run (modes use judge-accepted successes)",
-            )
-        )
+            state, command = cycle.next_command(study)
+            out.append(NextCommand("codebook", state, command))
     # -- the pair audit
     pp: PairProgress | None = None
     if partition:
-        sample = events.latest_payload(session, events.AUDIT_SAMPLE, st.id)
-        if not sample:
-            rubrics = session.execute(select(func.count()).select_from(Rubric)).scalar_one()
+        latest = session.exec(
+            select(Audit).where(Audit.study_id == sid).order_by(Audit.id.desc())  # type: ignore[union-attr]
+        ).first()
+        if latest is None:
             out.append(
                 NextCommand(
                     "pair audit",
                     "partition frozen; no audit sample",
-                    f"rcea audit sample --study {s} --rubric RUBRIC",
+                    f"rcea audit sample --study {s} --rubric {_q(rubric.name)}",
                 )
-                if rubrics
+                if rubric is not None
                 else NextCommand(
                     "pair audit",
                     "partition frozen; no rubric frozen (size one to the study, review it, "
@@ -550,47 +624,172 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
                 )
             )
         else:
-            pp = read_pair(session, sample["name"])
+            pp = read_pair(session, latest.name)
+            n_pairs = len(audit_pairs(session, audit_id=latest.id))  # type: ignore[arg-type]
             out.append(
                 NextCommand(
                     "pair audit",
-                    f"audit {sample['name']} drawn ({sample['n_pairs']} pairs), not pushed",
-                    f"rcea audit push --audit {_q(sample['name'])} "
-                    "--annotator-a A_EMAIL --annotator-b B_EMAIL",
-                    "`rcea serve` answering at RCEA_API_HOST:RCEA_API_PORT (webhooks)",
+                    f"audit {latest.name} drawn ({n_pairs} pairs), not pushed",
+                    f"rcea audit push --study {s} --annotator-a A_EMAIL --annotator-b B_EMAIL",
+                    _SERVE,
                 )
                 if pp is None
-                else _pair_next(pp, "ADJUDICATOR_EMAIL")
+                else _pair_next(pp, "ADJUDICATOR_EMAIL", study)
             )
             if pp is not None and pp.final_gate == "failed":
+                options = failed_gate_options(session, study=study)
+                again = reaudit_allowed(session, study=study)
                 out.append(
                     NextCommand(
                         "pair audit",
-                        "the final gate FAILED; the options: "
-                        + " | ".join(failed_gate_options(study)),
-                        f"rcea report publish --study {s} --entropy-only",
+                        "the final gate FAILED; the options: " + " | ".join(options),
+                        _reaudit_command(study, again)
+                        if again is not None
+                        else f"rcea report publish --study {s} --entropy-only",
                     )
                 )
     # -- the report and its verification
-    bundle = events.latest_payload(session, events.REPORT_PUBLISH, st.id).get("bundle")
+    bundle = events.latest_payload(session, events.REPORT_PUBLISH, sid).get("bundle")
     if bundle:
         out.append(NextCommand("verify", f"published: {bundle}", f"rcea report verify {bundle}"))
-    elif pp is not None and pp.final_gate == "passed" and vstat["status"] == "calibrated":
-        out.append(
-            NextCommand(
-                "report", "ready to publish", f"rcea report publish --study {s} --out reports/"
-            )
-        )
-    elif pp is None or pp.final_gate != "failed":
+    elif pp is not None and pp.final_gate == "failed":
+        pass  # the failed gate's step names what can be published
+    elif any(x.command for x in out):
+        # publish's decision is asked once nothing before it is left to do (it builds the
+        # report): until then the audited numbers wait for the tracks above
         out.append(
             NextCommand(
                 "report",
-                "the audit-independent numbers are ready; audited ones are UNPUBLISHABLE "
-                "until the final pair gate passes and the calibration completes",
+                "the audit-independent numbers are ready; the audited ones wait for the "
+                "tracks above",
                 f"rcea report build --study {s}",
             )
         )
+    else:
+        refusals = publishability(session, study=study)
+        out.append(
+            NextCommand(
+                "report",
+                "ready to publish (`rcea report publish` would not refuse)",
+                f"rcea report publish --study {s} --out reports/",
+            )
+            if not refusals
+            else NextCommand(
+                "report",
+                "`rcea report publish` refuses the audited numbers: "
+                + "; ".join(refusals)
+                + "; the audit-independent numbers alone can be published",
+                f"rcea report publish --study {s} --entropy-only --out reports/",
+            )
+        )
+    # -- token entropies: optional, offered only where the team has checkpoints
+    probe = _probe_step(session, study, sid)
+    if probe is not None:
+        out.append(probe)
     return out
+
+
+def _validity_step(
+    session: Session, study: str, sid: int, vstat: dict[str, Any], rubric: Rubric | None
+) -> NextCommand:
+    s = _q(study)
+    judge = _q(str(vstat.get("judge_name") or "NAME"))
+    status = vstat["status"]
+    if status == "no-judge":
+        return NextCommand(
+            "validity judge",
+            "no judge run on this study",
+            f"rcea judge run --study {s} --judge NAME",
+            "a frozen judge (`rcea judge freeze --name NAME`, once)",
+        )
+    if status == "calibrated":
+        return NextCommand("validity calibration", f"completed ({vstat['calibration']})", None)
+    latest = session.exec(
+        select(ValidityCheck)
+        .where(
+            ValidityCheck.study_id == sid,
+            ValidityCheck.kind == "calibration",
+            ValidityCheck.judge_hash == vstat["judge_hash"],
+        )
+        .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]
+    ).first()
+    if latest is None:
+        if status == "calibration-failed":  # an accepted-set check failed, say
+            return NextCommand(
+                "validity calibration",
+                "FAILED (" + "; ".join(vstat.get("failed_requirements") or []) + "); the "
+                "remedy: freeze a revised judge (a new version), run it and calibrate it anew",
+                f"rcea judge freeze --name {judge} --template TEMPLATE --reason TEXT",
+            )
+        if rubric is None:
+            return NextCommand(
+                "validity calibration",
+                f"judge {vstat.get('judge_name')} ran; the calibration sample is sized from "
+                "the rubric: size one to the study, review it, then `rcea audit rubric "
+                "freeze rubric.toml`",
+                f"rcea audit rubric init --study {s} --out rubric.toml",
+            )
+        return NextCommand(
+            "validity calibration",
+            f"judge {vstat.get('judge_name')} ran; no calibration sample",
+            f"rcea judge calibrate sample --study {s} --judge {judge} --rubric {_q(rubric.name)}",
+        )
+    cp = read_calibration(session, latest.name)
+    if cp is None:
+        return NextCommand(
+            "validity calibration",
+            f"calibration {latest.name} drawn, not pushed",
+            f"rcea judge calibrate push --study {s} --annotator A_EMAIL --annotator B_EMAIL",
+            _SERVE,
+        )
+    if status == "calibration-incomplete" and cp.accepted is None:
+        return NextCommand(
+            "accepted-set check",
+            f"calibration {vstat['calibration']} passed; no accepted-set check drawn",
+            f"rcea judge accepted sample --study {s} --judge {judge} --size {ACCEPTED_CHECK_SIZE}",
+        )
+    if cp.completed and cp.accepted is not None and not cp.failed:
+        acc_pushed = _projects(session, VALIDITY, _check_id(session, cp.accepted), {})
+        if not acc_pushed:
+            return NextCommand(
+                "accepted-set check",
+                f"accepted-set check {cp.accepted} drawn, not pushed",
+                f"rcea judge accepted push --study {s} --annotator-a A_EMAIL --annotator-b B_EMAIL",
+                _SERVE,
+            )
+    return _calibration_next(cp, "ADJUDICATOR_EMAIL", study)
+
+
+def _check_id(session: Session, name: str) -> int:
+    row = session.exec(select(ValidityCheck).where(ValidityCheck.name == name)).first()
+    assert row is not None and row.id is not None
+    return row.id
+
+
+def _probe_step(session: Session, study: str, sid: int) -> NextCommand | None:
+    """Token entropies of the imported trajectories, offered only when some are missing
+    *and* the team has checkpoints (a ``probe score`` of this study recorded one that is
+    still on disk): never a blocker — the rewards-only and audited numbers need no probe."""
+    lacking = session.execute(
+        select(Trajectory.run, Trajectory.model, Trajectory.step, func.count())
+        .where(Trajectory.study_id == sid, Trajectory.mean_token_entropy.is_(None))  # type: ignore[union-attr]
+        .group_by(Trajectory.run, Trajectory.model, Trajectory.step)
+        .order_by(Trajectory.run, Trajectory.model, Trajectory.step)
+    ).all()
+    if not lacking:
+        return None
+    scored = events.payloads(session, events.PROBE_SCORE, sid)
+    if not any(p.get("checkpoint") and Path(str(p["checkpoint"])).is_dir() for p in scored):
+        return None
+    run, model, step, _ = lacking[0]
+    return NextCommand(
+        "token entropies",
+        f"{sum(r[3] for r in lacking)} trajectories at {len(lacking)} checkpoint(s) have "
+        "none: optional (the outcome and audited numbers need rewards only)",
+        f"rcea probe score --study {_q(study)} --run {_q(run)} --model {_q(model)} "
+        f"--step {step} --checkpoint DIR",
+        optional=True,
+    )
 
 
 def status_lines(study: str, steps: list[NextCommand]) -> list[str]:
@@ -601,7 +800,9 @@ def status_lines(study: str, steps: list[NextCommand]) -> list[str]:
         lines.append(f"  {step.track}: {step.state}")
         if step.waits_for:
             lines.append(f"    needs {step.waits_for}")
-        if step.command:
+        if step.command and step.optional:
+            lines.append(f"    optional: {step.command}")
+        elif step.command:
             lines.append(f"    {'NEXT' if first else 'then'}: {step.command}")
             first = False
     if first:
