@@ -198,7 +198,7 @@ def config(as_json: bool = JSON_OPTION) -> None:
 def status(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Where a study stands, from import to verify, and the next command (from the store)."""
 
-    with session_scope(engine()) as s:
+    with store_session(as_json) as s:
         steps = study_steps(s, study=study)
     if as_json:
         print_json({"study": study, "steps": [asdict(x) for x in steps]})
