@@ -4,7 +4,9 @@ researcher open and do, and the researcher's exact next command at the current s
 The stage is read from the store (:func:`read_progress`: labels counted, pairs needing
 adjudication, the adjudication pushed, ``gate.final`` recorded, the calibration completed,
 a bundle published) and turned into commands by the pure :func:`next_commands`, so running
-``rcea demo status`` again after each step always says what comes next.
+``rcea demo status`` again after each step always says what comes next. The pair and
+calibration steps (:func:`pair_next`, :func:`calibration_next`) are also those of any
+study's ``rcea status`` (:mod:`rcea.study.study_status`), there naming the study.
 """
 
 from __future__ import annotations
@@ -14,14 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func
 from sqlmodel import Session, select
 
 from rcea.study import events
-from rcea.study.codebook.cycle import cycle_progress
 from rcea.study.labelling import PAIR, VALIDITY
 from rcea.study.labelling.bindings import bindings
-from rcea.study.pair_audit.freeze import FreezeError, latest_partition
 from rcea.study.pair_audit.gate import recorded_final_gate
 from rcea.study.pair_audit.labels import (
     ADJUDICATOR,
@@ -29,12 +28,11 @@ from rcea.study.pair_audit.labels import (
     current_labels,
     needs_adjudication,
 )
-from rcea.study.pair_audit.sampling import audit_pairs, failed_final_gates, reaudit_check
-from rcea.study.report.publish import publishability
-from rcea.study.store.models import Audit, Rubric, Trajectory, ValidityCheck
+from rcea.study.pair_audit.sampling import audit_pairs
+from rcea.study.store.models import Audit, ValidityCheck
 from rcea.study.store.repository import get_study
 from rcea.study.validity_audit import labelling as validity_labels
-from rcea.study.validity_audit.checks import ACCEPTED_CHECK_SIZE, HELD_OUT, check_items
+from rcea.study.validity_audit.checks import HELD_OUT, check_items
 from rcea.study.validity_audit.status import validity_status
 
 ROLE_TITLES = {"A": "annotator A", "B": "annotator B", "adjudicator": "the adjudicator"}
@@ -113,11 +111,11 @@ def next_commands(p: Progress, adjudicator: str) -> list[NextCommand]:
     if p.pair is None:
         out.append(NextCommand("pair audit", "not pushed yet", "rcea demo"))
     else:
-        out.append(_pair_next(p.pair, adjudicator))
+        out.append(pair_next(p.pair, adjudicator))
     if p.calibration is None:
         out.append(NextCommand("validity calibration", "not pushed yet", "rcea demo"))
     else:
-        out.append(_calibration_next(p.calibration, adjudicator))
+        out.append(calibration_next(p.calibration, adjudicator))
     gate_done = p.pair is not None and p.pair.final_gate is not None
     cal_done = p.calibration is not None and p.calibration.completed and not p.calibration.failed
     if p.calibration is not None and p.calibration.accepted is not None:
@@ -149,7 +147,7 @@ def next_commands(p: Progress, adjudicator: str) -> list[NextCommand]:
     return out
 
 
-def _pair_next(pp: PairProgress, adjudicator: str, study: str | None = None) -> NextCommand:
+def pair_next(pp: PairProgress, adjudicator: str, study: str | None = None) -> NextCommand:
     """The pair audit's next step. The demo (``study`` None) names the audit and serves
     its own receiver (``--no-receiver-check``); a real study names the study, whose
     latest audit the command acts on (:mod:`rcea.study.targets`), and its receiver is
@@ -180,7 +178,7 @@ def _pair_next(pp: PairProgress, adjudicator: str, study: str | None = None) -> 
                 else f"{pp.n_adjudication_pushed} pushed"
             ),
             f"rcea audit adjudicate {audit} --adjudicator {_q(adjudicator)}{receiver}",
-            None if study is None else _SERVE,
+            None if study is None else SERVE,
         )
     if pp.n_adjudicated < need:
         return NextCommand(
@@ -199,10 +197,10 @@ def _pair_next(pp: PairProgress, adjudicator: str, study: str | None = None) -> 
     return NextCommand("pair audit", f"{pre}final gate {pp.final_gate.upper()}", None)
 
 
-_SERVE = "`rcea serve` answering at RCEA_API_HOST:RCEA_API_PORT (webhooks)"
+SERVE = "`rcea serve` answering at RCEA_API_HOST:RCEA_API_PORT (webhooks)"
 
 
-def _calibration_next(
+def calibration_next(
     cp: CalibrationProgress, adjudicator: str, study: str | None = None
 ) -> NextCommand:
     """The calibration's next step (``study``: as for :func:`_pair_next`)."""
@@ -250,7 +248,7 @@ def _calibration_next(
             "validity calibration",
             f"{pre}{cp.n_needing_adjudication} item(s) need adjudication",
             f"rcea judge calibrate adjudicate {cal} --adjudicator {_q(adjudicator)}{receiver}",
-            None if study is None else _SERVE,
+            None if study is None else SERVE,
         )
     if cp.double and cp.n_adjudicated < cp.n_needing_adjudication:
         return NextCommand(
@@ -270,7 +268,7 @@ def _calibration_next(
 # --------------------------------------------------------------------------- the store
 
 
-def _projects(
+def bound_projects(
     session: Session, family: Any, owner_id: int, labels: dict[str, dict]
 ) -> list[Project]:  # type: ignore[type-arg]
 
@@ -290,7 +288,7 @@ def read_pair(session: Session, audit_name: str) -> PairProgress | None:
     audit = session.exec(select(Audit).where(Audit.name == audit_name)).first()
     if audit is None:
         return None
-    projects = _projects(session, PAIR, audit.id, current_labels(session, audit))  # type: ignore[arg-type]
+    projects = bound_projects(session, PAIR, audit.id, current_labels(session, audit))  # type: ignore[arg-type]
     if not any(p.role in ("A", "B") for p in projects):
         return None
     pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]
@@ -320,7 +318,7 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     if check is None:
         return None
     labels = validity_labels.current_labels(session, check)
-    projects = _projects(session, VALIDITY, check.id, labels)  # type: ignore[arg-type]
+    projects = bound_projects(session, VALIDITY, check.id, labels)  # type: ignore[arg-type]
     if not any(p.role != validity_labels.ADJUDICATOR for p in projects):
         return None
     items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]
@@ -457,354 +455,3 @@ def _what(pr: Project, p: Progress) -> str:
     if pr.role == "adjudicator":
         return "decide each disputed validity item"
     return "label each answer's validity"
-
-
-# --------------------------------------------------------------------------- any study
-
-
-def reaudit_allowed(session: Session, *, study: str) -> dict[str, Any] | None:
-    """The re-audit of the study's latest partition that its failed audit's frozen rubric
-    allows now (``[reaudit]``), decided by the rule ``rcea audit sample`` applies
-    (:func:`~rcea.study.pair_audit.sampling.reaudit_check`): ``rubric``, ``version``,
-    ``attempt``, ``max_attempts``, ``correction``; ``None`` when no final gate failed on
-    it or the rubric allows no further audit."""
-    st = get_study(session, name=study)
-    if st is None:
-        return None
-    try:
-        part = latest_partition(session, study_id=st.id)  # type: ignore[arg-type]
-    except FreezeError:
-        return None
-    failed = failed_final_gates(session, study_id=st.id, partition_hash=part.content_hash)  # type: ignore[arg-type]
-    if not failed:
-        return None
-    rubric = session.exec(
-        select(Rubric).where(Rubric.content_hash == failed[0]["rubric_hash"])
-    ).first()
-    if rubric is None:
-        return None
-    try:
-        attempt = reaudit_check(
-            session,
-            study_id=st.id,  # type: ignore[arg-type]
-            partition_hash=part.content_hash,
-            rubric=rubric,
-            reason="(asked by rcea status)",
-        )
-    except FreezeError:
-        return None
-    policy = attempt["policy"] or {}
-    return {
-        "rubric": rubric.name,
-        "version": rubric.version,
-        "attempt": attempt["attempt"],
-        "max_attempts": policy.get("max_attempts"),
-        "correction": policy.get("correction"),
-    }
-
-
-def failed_gate_options(session: Session, *, study: str) -> list[str]:
-    """What a researcher can do after a FAILED final pair gate (docs/pair-audit.md): the
-    re-audit the frozen rubric allows (when it does), the entropy-only bundle, a revised
-    codebook with a new partition, or a corrected rubric reported as a deviation."""
-    s = _q(study)
-    out = []
-    again = reaudit_allowed(session, study=study)
-    if again is not None:
-        out.append(
-            f"re-audit the same partition as the rubric predeclares (attempt "
-            f"{again['attempt']} of {again['max_attempts']}, correction "
-            f"{again['correction']}): {_reaudit_command(study, again)}"
-        )
-    out += [
-        f"publish the audit-independent numbers alone: rcea report publish --study {s} "
-        "--entropy-only",
-        f"revise the codebook (rcea codebook status --study {s}; edit, re-freeze, "
-        "re-assign), freeze a new partition and draw a new audit: rcea audit sample "
-        f"--study {s} --rubric RUBRIC",
-        "change the rubric only if it was predeclared wrongly: a new rubric version, "
-        "reported as a deviation",
-    ]
-    return out
-
-
-def _reaudit_command(study: str, again: dict[str, Any]) -> str:
-    return (
-        f"rcea audit sample --study {_q(study)} --rubric {_q(again['rubric'])} "
-        f"--rubric-version {_q(str(again['version']))} --reason TEXT"
-    )
-
-
-def study_rubric(session: Session, *, study: str, study_id: int) -> Rubric | None:
-    """The frozen rubric a study's commands should name: the one its latest audit used,
-    else the one ``rcea audit rubric init`` names for it (``STUDY-rubric``), else the
-    latest frozen one; ``None`` when none is frozen."""
-    audit = session.exec(
-        select(Audit).where(Audit.study_id == study_id).order_by(Audit.id.desc())  # type: ignore[union-attr]
-    ).first()
-    if audit is not None:
-        used = session.exec(select(Rubric).where(Rubric.content_hash == audit.rubric_hash)).first()
-        if used is not None:
-            return used
-    order = Rubric.id.desc()  # type: ignore[union-attr]
-    named = session.exec(select(Rubric).where(Rubric.name == f"{study}-rubric").order_by(order))
-    return named.first() or session.exec(select(Rubric).order_by(order)).first()
-
-
-def study_steps(session: Session, *, study: str) -> list[NextCommand]:
-    """Where any study stands, from import to verify, read from the store alone: one
-    :class:`NextCommand` per track that applies now (import; validity judge and its
-    calibration; codebook and partition; pair audit; report; verify; optionally token
-    entropies). Each track reads the state its own commands read (``validity_status``,
-    the calibration's labels, the codebook cycle's queue, the recorded final gate, the
-    re-audit rule of ``rcea audit sample``); the report track asks
-    :func:`~rcea.study.report.publish.publishability`, ``rcea report publish``'s own
-    decision. The engine
-    behind ``rcea status --study S`` (``rcea demo status`` reads the same pair and
-    calibration states)."""
-    s = _q(study)
-    st = get_study(session, name=study)
-    n = 0
-    if st is not None:
-        n = session.execute(
-            select(func.count()).select_from(Trajectory).where(Trajectory.study_id == st.id)
-        ).scalar_one()
-    if st is None or not n:
-        return [
-            NextCommand(
-                "import",
-                "no trajectories" if st is not None else f"no study {study}",
-                f"rcea import verl DIR --study {s} --run RUN --model MODEL",
-            )
-        ]
-    sid: int = st.id  # type: ignore[assignment]
-    out: list[NextCommand] = []
-    rubric = study_rubric(session, study=study, study_id=sid)
-    # -- the validity judge and its calibration
-    vstat = validity_status(session, study_id=sid)
-    out.append(_validity_step(session, study, sid, vstat, rubric))
-    judged = vstat["status"] != "no-judge"
-    # -- the codebook cycle and the frozen partition
-    partition = events.latest_payload(session, events.PARTITION_FREEZE, sid)
-    if not partition:
-        cycle = cycle_progress(session, study=study)
-        if cycle is None:
-            out.append(
-                NextCommand(
-                    "codebook",
-                    "no codebook stage has run",
-                    f"rcea codebook run --study {s}",
-                    None
-                    if judged
-                    else "the validity judge run (modes use judge-accepted successes)",
-                )
-            )
-        else:
-            state, command = cycle.next_command(study)
-            out.append(NextCommand("codebook", state, command))
-    # -- the pair audit
-    pp: PairProgress | None = None
-    if partition:
-        latest = session.exec(
-            select(Audit).where(Audit.study_id == sid).order_by(Audit.id.desc())  # type: ignore[union-attr]
-        ).first()
-        if latest is None:
-            out.append(
-                NextCommand(
-                    "pair audit",
-                    "partition frozen; no audit sample",
-                    f"rcea audit sample --study {s} --rubric {_q(rubric.name)}",
-                )
-                if rubric is not None
-                else NextCommand(
-                    "pair audit",
-                    "partition frozen; no rubric frozen (size one to the study, review it, "
-                    "then `rcea audit rubric freeze rubric.toml`)",
-                    f"rcea audit rubric init --study {s} --out rubric.toml",
-                )
-            )
-        else:
-            pp = read_pair(session, latest.name)
-            n_pairs = len(audit_pairs(session, audit_id=latest.id))  # type: ignore[arg-type]
-            out.append(
-                NextCommand(
-                    "pair audit",
-                    f"audit {latest.name} drawn ({n_pairs} pairs), not pushed",
-                    f"rcea audit push --study {s} --annotator-a A_EMAIL --annotator-b B_EMAIL",
-                    _SERVE,
-                )
-                if pp is None
-                else _pair_next(pp, "ADJUDICATOR_EMAIL", study)
-            )
-            if pp is not None and pp.final_gate == "failed":
-                options = failed_gate_options(session, study=study)
-                again = reaudit_allowed(session, study=study)
-                out.append(
-                    NextCommand(
-                        "pair audit",
-                        "the final gate FAILED; the options: " + " | ".join(options),
-                        _reaudit_command(study, again)
-                        if again is not None
-                        else f"rcea report publish --study {s} --entropy-only",
-                    )
-                )
-    # -- the report and its verification
-    bundle = events.latest_payload(session, events.REPORT_PUBLISH, sid).get("bundle")
-    if bundle:
-        out.append(NextCommand("verify", f"published: {bundle}", f"rcea report verify {bundle}"))
-    elif pp is not None and pp.final_gate == "failed":
-        pass  # the failed gate's step names what can be published
-    elif any(x.command for x in out):
-        # publish's decision is asked once nothing before it is left to do (it builds the
-        # report): until then the audited numbers wait for the tracks above
-        out.append(
-            NextCommand(
-                "report",
-                "the audit-independent numbers are ready; the audited ones wait for the "
-                "tracks above",
-                f"rcea report build --study {s}",
-            )
-        )
-    else:
-        refusals = publishability(session, study=study)
-        out.append(
-            NextCommand(
-                "report",
-                "ready to publish (`rcea report publish` would not refuse)",
-                f"rcea report publish --study {s} --out reports/",
-            )
-            if not refusals
-            else NextCommand(
-                "report",
-                "`rcea report publish` refuses the audited numbers: "
-                + "; ".join(refusals)
-                + "; the audit-independent numbers alone can be published",
-                f"rcea report publish --study {s} --entropy-only --out reports/",
-            )
-        )
-    # -- token entropies: optional, offered only where the team has checkpoints
-    probe = _probe_step(session, study, sid)
-    if probe is not None:
-        out.append(probe)
-    return out
-
-
-def _validity_step(
-    session: Session, study: str, sid: int, vstat: dict[str, Any], rubric: Rubric | None
-) -> NextCommand:
-    s = _q(study)
-    judge = _q(str(vstat.get("judge_name") or "NAME"))
-    status = vstat["status"]
-    if status == "no-judge":
-        return NextCommand(
-            "validity judge",
-            "no judge run on this study",
-            f"rcea judge run --study {s} --judge NAME",
-            "a frozen judge (`rcea judge freeze --name NAME`, once)",
-        )
-    if status == "calibrated":
-        return NextCommand("validity calibration", f"completed ({vstat['calibration']})", None)
-    latest = session.exec(
-        select(ValidityCheck)
-        .where(
-            ValidityCheck.study_id == sid,
-            ValidityCheck.kind == "calibration",
-            ValidityCheck.judge_hash == vstat["judge_hash"],
-        )
-        .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]
-    ).first()
-    if latest is None:
-        if status == "calibration-failed":  # an accepted-set check failed, say
-            return NextCommand(
-                "validity calibration",
-                "FAILED (" + "; ".join(vstat.get("failed_requirements") or []) + "); the "
-                "remedy: freeze a revised judge (a new version), run it and calibrate it anew",
-                f"rcea judge freeze --name {judge} --template TEMPLATE --reason TEXT",
-            )
-        if rubric is None:
-            return NextCommand(
-                "validity calibration",
-                f"judge {vstat.get('judge_name')} ran; the calibration sample is sized from "
-                "the rubric: size one to the study, review it, then `rcea audit rubric "
-                "freeze rubric.toml`",
-                f"rcea audit rubric init --study {s} --out rubric.toml",
-            )
-        return NextCommand(
-            "validity calibration",
-            f"judge {vstat.get('judge_name')} ran; no calibration sample",
-            f"rcea judge calibrate sample --study {s} --judge {judge} --rubric {_q(rubric.name)}",
-        )
-    cp = read_calibration(session, latest.name)
-    if cp is None:
-        return NextCommand(
-            "validity calibration",
-            f"calibration {latest.name} drawn, not pushed",
-            f"rcea judge calibrate push --study {s} --annotator A_EMAIL --annotator B_EMAIL",
-            _SERVE,
-        )
-    if status == "calibration-incomplete" and cp.accepted is None:
-        return NextCommand(
-            "accepted-set check",
-            f"calibration {vstat['calibration']} passed; no accepted-set check drawn",
-            f"rcea judge accepted sample --study {s} --judge {judge} --size {ACCEPTED_CHECK_SIZE}",
-        )
-    if cp.completed and cp.accepted is not None and not cp.failed:
-        acc_pushed = _projects(session, VALIDITY, _check_id(session, cp.accepted), {})
-        if not acc_pushed:
-            return NextCommand(
-                "accepted-set check",
-                f"accepted-set check {cp.accepted} drawn, not pushed",
-                f"rcea judge accepted push --study {s} --annotator-a A_EMAIL --annotator-b B_EMAIL",
-                _SERVE,
-            )
-    return _calibration_next(cp, "ADJUDICATOR_EMAIL", study)
-
-
-def _check_id(session: Session, name: str) -> int:
-    row = session.exec(select(ValidityCheck).where(ValidityCheck.name == name)).first()
-    assert row is not None and row.id is not None
-    return row.id
-
-
-def _probe_step(session: Session, study: str, sid: int) -> NextCommand | None:
-    """Token entropies of the imported trajectories, offered only when some are missing
-    *and* the team has checkpoints (a ``probe score`` of this study recorded one that is
-    still on disk): never a blocker — the rewards-only and audited numbers need no probe."""
-    lacking = session.execute(
-        select(Trajectory.run, Trajectory.model, Trajectory.step, func.count())
-        .where(Trajectory.study_id == sid, Trajectory.mean_token_entropy.is_(None))  # type: ignore[union-attr]
-        .group_by(Trajectory.run, Trajectory.model, Trajectory.step)
-        .order_by(Trajectory.run, Trajectory.model, Trajectory.step)
-    ).all()
-    if not lacking:
-        return None
-    scored = events.payloads(session, events.PROBE_SCORE, sid)
-    if not any(p.get("checkpoint") and Path(str(p["checkpoint"])).is_dir() for p in scored):
-        return None
-    run, model, step, _ = lacking[0]
-    return NextCommand(
-        "token entropies",
-        f"{sum(r[3] for r in lacking)} trajectories at {len(lacking)} checkpoint(s) have "
-        "none: optional (the outcome and audited numbers need rewards only)",
-        f"rcea probe score --study {_q(study)} --run {_q(run)} --model {_q(model)} "
-        f"--step {step} --checkpoint DIR",
-        optional=True,
-    )
-
-
-def status_lines(study: str, steps: list[NextCommand]) -> list[str]:
-    """``rcea status``'s text: each track's state, the first command marked NEXT."""
-    lines = [f"status — study {study}"]
-    first = True
-    for step in steps:
-        lines.append(f"  {step.track}: {step.state}")
-        if step.waits_for:
-            lines.append(f"    needs {step.waits_for}")
-        if step.command and step.optional:
-            lines.append(f"    optional: {step.command}")
-        elif step.command:
-            lines.append(f"    {'NEXT' if first else 'then'}: {step.command}")
-            first = False
-    if first:
-        lines.append("  done: every step is finished")
-    return lines

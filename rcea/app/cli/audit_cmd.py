@@ -37,6 +37,7 @@ from rcea.study.pair_audit.annotators import annotator_quality
 from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
 from rcea.study.pair_audit.gate import decide_gate
 from rcea.study.pair_audit.push import adjudicate, push_audit, sync_audit
+from rcea.study.pair_audit.reaudit import failed_gate_options
 from rcea.study.pair_audit.sampling import (
     audit_overview,
     audit_pairs,
@@ -44,7 +45,6 @@ from rcea.study.pair_audit.sampling import (
     record_dev_questions,
 )
 from rcea.study.pair_audit.sizing import size_rubric, sized_rubric_text
-from rcea.study.progress import failed_gate_options
 from rcea.study.settings import actor_name
 from rcea.study.store import session_scope
 from rcea.study.store.models import Rubric

@@ -17,10 +17,10 @@ from rcea.app.cli import app
 from rcea.study import events
 from rcea.study.labelling import VALIDITY, bind_existing
 from rcea.study.pair_audit.sampling import draw_audit
-from rcea.study.progress import status_lines, study_steps
 from rcea.study.settings import get_settings
 from rcea.study.store import append_event, make_engine, require_study, session_scope, upgrade
 from rcea.study.store.models import Trajectory, ValidityCheck
+from rcea.study.study_status import status_lines, study_steps
 from rcea.study.validity_audit.status import validity_status
 from tests.support import report_study
 from tests.support.helpers import RUBRIC, fake_person
