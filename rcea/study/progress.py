@@ -12,6 +12,7 @@ study's ``rcea status`` (:mod:`rcea.study.study_status`), there naming the study
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,30 @@ def next_commands(p: Progress, adjudicator: str) -> list[NextCommand]:
     return out
 
 
+#: What to do after a calibration or accepted-set check missed a predeclared threshold
+#: (docs/validity-audit.md "Acceptance"), in words; :func:`calibration_remedy_command`
+#: is the command that starts it (``rcea status``, ``rcea demo status``, ``rcea judge status``)
+CALIBRATION_REMEDY = (
+    "validity-dependent numbers cannot be published; the remedy: freeze a revised judge "
+    "(a new version), run it and calibrate it anew, or publish without them"
+)
+
+
+def calibration_remedy_command(judge_name: str | None) -> str:
+    return f"rcea judge freeze --name {_q(judge_name or 'NAME')} --template TEMPLATE --reason TEXT"
+
+
+def failed_calibration_step(
+    what: str, failed: Sequence[str], judge_name: str | None
+) -> NextCommand:
+    """The validity track after a missed threshold: FAILED, which ones, the remedy."""
+    return NextCommand(
+        "validity calibration",
+        f"{what} FAILED ({'; '.join(failed)}): {CALIBRATION_REMEDY}",
+        calibration_remedy_command(judge_name),
+    )
+
+
 def pair_next(pp: PairProgress, adjudicator: str, study: str | None = None) -> NextCommand:
     """The pair audit's next step. The demo (``study`` None) names the audit and serves
     its own receiver (``--no-receiver-check``); a real study names the study, whose
@@ -208,14 +233,7 @@ def calibration_next(
     receiver = " --no-receiver-check" if study is None else ""
     pre = "" if study is None else f"calibration {cp.calibration} "  # the demo has one
     if cp.failed:
-        return NextCommand(
-            "validity calibration",
-            f"calibration {cp.calibration} FAILED ({'; '.join(cp.failed)}): validity-"
-            "dependent numbers cannot be published; the remedy: freeze a revised judge "
-            "(a new version), run it and calibrate it anew, or publish without them",
-            f"rcea judge freeze --name {_q(cp.judge_name or 'NAME')} --template TEMPLATE "
-            "--reason TEXT",
-        )
+        return failed_calibration_step(f"calibration {cp.calibration}", cp.failed, cp.judge_name)
     if cp.completed and cp.accepted is not None and not cp.accepted_completed:
         check = f"--check {_q(cp.accepted)}" if study is None else f"--study {_q(study)}"
         done = min(cp.accepted_labelled.get(r, 0) for r in ("A", "B"))

@@ -26,6 +26,7 @@ from rcea.study.progress import (
     PairProgress,
     bound_projects,
     calibration_next,
+    failed_calibration_step,
     pair_next,
     read_calibration,
     read_pair,
@@ -220,12 +221,11 @@ def _validity_step(
         .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]
     ).first()
     if latest is None:
-        if status == "calibration-failed":  # an accepted-set check failed, say
-            return NextCommand(
-                "validity calibration",
-                "FAILED (" + "; ".join(vstat.get("failed_requirements") or []) + "); the "
-                "remedy: freeze a revised judge (a new version), run it and calibrate it anew",
-                f"rcea judge freeze --name {judge} --template TEMPLATE --reason TEXT",
+        if status == "calibration-failed":  # recorded by another tool, say
+            return failed_calibration_step(
+                "the validity audit",
+                vstat.get("failed_requirements") or [],
+                vstat.get("judge_name"),
             )
         if rubric is None:
             return NextCommand(

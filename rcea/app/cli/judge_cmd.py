@@ -50,6 +50,7 @@ from rcea.app.cli.options import (
 )
 from rcea.pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, load_template
 from rcea.study.codebook.backend import load_strategy_fn
+from rcea.study.progress import CALIBRATION_REMEDY, calibration_remedy_command
 from rcea.study.settings import actor_name
 from rcea.study.store import require_study, session_scope
 from rcea.study.store.models import ValidityCheck
@@ -663,6 +664,8 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
         typer.echo(f"  calibration {out['calibration']}")
     for line in out.get("failed_requirements") or []:
         typer.echo(f"  FAILED: {line}")
+    if out["status"] == "calibration-failed":
+        typer.echo(f"  {CALIBRATION_REMEDY}: {calibration_remedy_command(out.get('judge_name'))}")
     for c in out["checks"]:
         typer.echo(f"  {c['kind']} {c['name']} (judge {c['judge_hash'][:12]}…)")
 

@@ -295,7 +295,7 @@ def sample_accepted(
     if len(pool) < size:
         raise JudgeError(
             f"only {len(pool)} judge-accepted trajectories outside the calibration sets; "
-            f"asked for {size}"
+            f"asked for {size}" + (f": draw all of them with --size {len(pool)}" if pool else "")
         )
     picked = random.Random(f"accepted:{seed}").sample(pool, size)
     check = _new_check(
