@@ -6,18 +6,27 @@ with its action; a name of another study's record is refused."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
+from sqlmodel import select
 from typer.testing import CliRunner
 
-from rcea.app.cli import app
+from rcea.annotation.payloads import ParsedAnnotation
+from rcea.app.cli import app, audit_cmd
+from rcea.study.labelling import Member
+from rcea.study.pair_audit.labels import record_annotation
+from rcea.study.pair_audit.sampling import audit_pairs
 from rcea.study.settings import get_settings
 from rcea.study.store import session_scope
-from rcea.study.store.models import Audit
+from rcea.study.store.models import Audit, AuditTask
 from rcea.study.targets import TargetError, resolve_audit, resolve_check
 from tests.support import report_study
+from tests.support.fake_labelstudio import FakeServers
+from tests.support.helpers import fake_person, fake_tasks
 from tests.support.validity import stored_check
 
 
@@ -101,3 +110,72 @@ def test_the_resolver_never_mixes_studies(two_studies, tmp_path: Path) -> None: 
     stored_check(two_studies, kind="calibration", judge=["valid"], labels={}, study="rep")
     with session_scope(two_studies) as s:  # only rep has one: no --study needed
         assert resolve_check(s, study=None, name=None, kind="calibration").name == "c1"
+
+
+def _disputed_labels(engine, audit_id: int) -> None:  # type: ignore[no-untyped-def]
+    """A says "same" and B "different" on every pair: each needs adjudication."""
+    tasks = fake_tasks(engine, audit_id)
+    with session_scope(engine) as s:
+        audit = s.get(Audit, audit_id)
+        for role, user, label in (("A", 11, "same"), ("B", 12, "different")):
+            for p in audit_pairs(s, audit_id=audit_id):
+                ann = ParsedAnnotation(
+                    audit_id * 10_000 + tasks[role][p.id], tasks[role][p.id], None, user,
+                    label, None, False,
+                )  # fmt: skip
+                record_annotation(s, audit, ann, source="test")
+
+
+def test_adjudicate_sends_only_this_studys_pairs(  # type: ignore[no-untyped-def]
+    two_studies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both studies have disputed pairs; `rcea audit adjudicate --study rep` puts rep's
+    (and no pair of the study drawn after it) into the adjudicator's project."""
+    with session_scope(two_studies) as s:
+        ids = {a.name: a.id for a in s.exec(select(Audit)).all()}
+        pair_ids = {n: {p.id for p in audit_pairs(s, audit_id=i)} for n, i in ids.items()}
+    for audit_id in ids.values():
+        _disputed_labels(two_studies, audit_id)
+    servers = FakeServers()
+    labelling_push = sys.modules["rcea.study.labelling.push"]
+    pair_push = sys.modules["rcea.study.pair_audit.push"]
+
+    def member(people, email, password=None):  # type: ignore[no-untyped-def]
+        return Member(fake_person("adjudicator"), 13)
+
+    def project(session, people, binding, **kw):  # type: ignore[no-untyped-def]
+        binding.project_id, binding.state = 30 + binding.owner_id, "created"
+        session.add(binding)
+        return binding.project_id
+
+    class People:
+        def client(self, person):  # type: ignore[no-untyped-def]
+            return None
+
+        def http(self, person):  # type: ignore[no-untyped-def]
+            return contextlib.nullcontext(None)
+
+    monkeypatch.setattr(pair_push, "ensure_member", member)
+    monkeypatch.setattr(labelling_push, "ensure_project", project)
+    monkeypatch.setattr(labelling_push, "import_tasks", servers.import_tasks)
+    monkeypatch.setattr(labelling_push, "export_tasks", servers.export_tasks)
+    monkeypatch.setattr(audit_cmd, "_people", People)
+    res = CliRunner().invoke(
+        app,
+        ["audit", "adjudicate", "--study", "rep", "--adjudicator", "r@x.org", "--no-webhook",
+         "--json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert (out["study"], out["audit"], out["n_pairs"]) == (
+        "rep", "rep-audit-1", len(pair_ids["rep-audit-1"])
+    )  # fmt: skip
+    with session_scope(two_studies) as s:
+        sent = {
+            t.pair_id
+            for t in s.exec(select(AuditTask).where(AuditTask.role == "adjudicator")).all()
+        }
+    assert sent == pair_ids["rep-audit-1"]
+    assert not sent & pair_ids["other-audit-2"]
+    (project_tasks,) = servers.projects.values()
+    assert len(project_tasks) == len(pair_ids["rep-audit-1"])
