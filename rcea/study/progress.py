@@ -4,17 +4,19 @@ researcher open and do, and the researcher's exact next command at the current s
 The stage is read from the store (:func:`read_progress`: labels counted, pairs needing
 adjudication, the adjudication pushed, ``gate.final`` recorded, the calibration completed,
 a bundle published) and turned into commands by the pure :func:`next_commands`, so running
-``rcea demo status`` again after each step always says what comes next.
+``rcea demo status`` again after each step always says what comes next. The pair and
+calibration steps (:func:`pair_next`, :func:`calibration_next`) are also those of any
+study's ``rcea status`` (:mod:`rcea.study.study_status`), there naming the study.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func
 from sqlmodel import Session, select
 
 from rcea.study import events
@@ -28,7 +30,7 @@ from rcea.study.pair_audit.labels import (
     needs_adjudication,
 )
 from rcea.study.pair_audit.sampling import audit_pairs
-from rcea.study.store.models import Audit, Rubric, Trajectory, ValidityCheck
+from rcea.study.store.models import Audit, ValidityCheck
 from rcea.study.store.repository import get_study
 from rcea.study.validity_audit import labelling as validity_labels
 from rcea.study.validity_audit.checks import HELD_OUT, check_items
@@ -77,6 +79,10 @@ class CalibrationProgress:
     accepted_items: int = 0
     accepted_labelled: dict[str, int] = field(default_factory=dict)  # A, B → items
     accepted_completed: bool = False
+    # the missed acceptance thresholds of the judge's latest completed calibration or
+    # accepted-set check (validity_status "calibration-failed"); empty: none missed
+    failed: tuple[str, ...] = ()
+    judge_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,7 @@ class NextCommand:
     state: str  # where the track stands, in words
     command: str | None  # the researcher's command (None: nothing to run, track done)
     waits_for: str | None = None  # who must act before the command makes progress
+    optional: bool = False  # never the NEXT step: nothing waits for it
 
 
 def _q(value: str) -> str:
@@ -105,13 +112,13 @@ def next_commands(p: Progress, adjudicator: str) -> list[NextCommand]:
     if p.pair is None:
         out.append(NextCommand("pair audit", "not pushed yet", "rcea demo"))
     else:
-        out.append(_pair_next(p.pair, adjudicator))
+        out.append(pair_next(p.pair, adjudicator))
     if p.calibration is None:
         out.append(NextCommand("validity calibration", "not pushed yet", "rcea demo"))
     else:
-        out.append(_calibration_next(p.calibration, adjudicator))
+        out.append(calibration_next(p.calibration, adjudicator))
     gate_done = p.pair is not None and p.pair.final_gate is not None
-    cal_done = p.calibration is not None and p.calibration.completed
+    cal_done = p.calibration is not None and p.calibration.completed and not p.calibration.failed
     if p.calibration is not None and p.calibration.accepted is not None:
         cal_done = cal_done and p.calibration.accepted_completed
     study = _q(p.study)
@@ -141,55 +148,99 @@ def next_commands(p: Progress, adjudicator: str) -> list[NextCommand]:
     return out
 
 
-def _pair_next(pp: PairProgress, adjudicator: str) -> NextCommand:
-    audit = f"--audit {_q(pp.audit)}"
+#: What to do after a calibration or accepted-set check missed a predeclared threshold
+#: (docs/validity-audit.md "Acceptance"), in words; :func:`calibration_remedy_command`
+#: is the command that starts it (``rcea status``, ``rcea demo status``, ``rcea judge status``)
+CALIBRATION_REMEDY = (
+    "validity-dependent numbers cannot be published; the remedy: freeze a revised judge "
+    "(a new version), run it and calibrate it anew, or publish without them"
+)
+
+
+def calibration_remedy_command(judge_name: str | None) -> str:
+    return f"rcea judge freeze --name {_q(judge_name or 'NAME')} --template TEMPLATE --reason TEXT"
+
+
+def failed_calibration_step(
+    what: str, failed: Sequence[str], judge_name: str | None
+) -> NextCommand:
+    """The validity track after a missed threshold: FAILED, which ones, the remedy."""
+    return NextCommand(
+        "validity calibration",
+        f"{what} FAILED ({'; '.join(failed)}): {CALIBRATION_REMEDY}",
+        calibration_remedy_command(judge_name),
+    )
+
+
+def pair_next(pp: PairProgress, adjudicator: str, study: str | None = None) -> NextCommand:
+    """The pair audit's next step. The demo (``study`` None) names the audit and serves
+    its own receiver (``--no-receiver-check``); a real study names the study, whose
+    latest audit the command acts on (:mod:`rcea.study.targets`), and its receiver is
+    ``rcea serve``."""
+    audit = f"--audit {_q(pp.audit)}" if study is None else f"--study {_q(study)}"
     a, b, n = pp.labelled.get("A", 0), pp.labelled.get("B", 0), pp.n_pairs
+    pre = "" if study is None else f"audit {pp.audit} "  # the demo has one audit
     if a < n or b < n:
         return NextCommand(
             "pair audit",
-            f"labelling: A {a}/{n}, B {b}/{n}",
+            f"{pre}labelling: A {a}/{n}, B {b}/{n}",
             f"rcea audit sync {audit}",
             "annotators A and B label every pair (labels also arrive live while `rcea serve` runs)",
         )
     need = pp.n_needing_adjudication
     if need > pp.n_adjudication_pushed:
+        receiver = (
+            " --no-receiver-check"  # the demo serves this data dir's receiver itself
+            if study is None
+            else ""
+        )
         return NextCommand(
             "pair audit",
-            f"labelled; {need} pair(s) need adjudication, "
+            f"{pre}labelled; {need} pair(s) need adjudication, "
             + (
                 "none pushed yet"
                 if not pp.n_adjudication_pushed
                 else f"{pp.n_adjudication_pushed} pushed"
             ),
-            # the demo serves this data dir's receiver itself (`rcea demo --serve`)
-            f"rcea audit adjudicate {audit} --adjudicator {_q(adjudicator)} --no-receiver-check",
+            f"rcea audit adjudicate {audit} --adjudicator {_q(adjudicator)}{receiver}",
+            None if study is None else SERVE,
         )
     if pp.n_adjudicated < need:
         return NextCommand(
             "pair audit",
-            f"adjudication: {pp.n_adjudicated}/{need}",
+            f"{pre}adjudication: {pp.n_adjudicated}/{need}",
             f"rcea audit sync {audit}",
             "the adjudicator decides every pushed pair",
         )
     if pp.final_gate is None:
         return NextCommand(
             "pair audit",
-            "labelled"
+            f"{pre}labelled"
             + (f" and {need} pair(s) adjudicated" if need else ", no adjudication needed"),
             f"rcea audit gate --final {audit}",
         )
-    return NextCommand("pair audit", f"final gate {pp.final_gate.upper()}", None)
+    return NextCommand("pair audit", f"{pre}final gate {pp.final_gate.upper()}", None)
 
 
-def _calibration_next(cp: CalibrationProgress, adjudicator: str) -> NextCommand:
-    cal = f"--calibration {_q(cp.calibration)}"
+SERVE = "`rcea serve` answering at RCEA_API_HOST:RCEA_API_PORT (webhooks)"
+
+
+def calibration_next(
+    cp: CalibrationProgress, adjudicator: str, study: str | None = None
+) -> NextCommand:
+    """The calibration's next step (``study``: as for :func:`_pair_next`)."""
+    cal = f"--calibration {_q(cp.calibration)}" if study is None else f"--study {_q(study)}"
+    receiver = " --no-receiver-check" if study is None else ""
+    pre = "" if study is None else f"calibration {cp.calibration} "  # the demo has one
+    if cp.failed:
+        return failed_calibration_step(f"calibration {cp.calibration}", cp.failed, cp.judge_name)
     if cp.completed and cp.accepted is not None and not cp.accepted_completed:
-        check = f"--check {_q(cp.accepted)}"
+        check = f"--check {_q(cp.accepted)}" if study is None else f"--study {_q(study)}"
         done = min(cp.accepted_labelled.get(r, 0) for r in ("A", "B"))
         if done < cp.accepted_items:
             return NextCommand(
                 "validity calibration",
-                f"calibration completed; accepted-set check: A "
+                f"calibration completed; accepted-set check {cp.accepted}: A "
                 f"{cp.accepted_labelled.get('A', 0)}/{cp.accepted_items}, B "
                 f"{cp.accepted_labelled.get('B', 0)}/{cp.accepted_items} labelled",
                 f"rcea judge accepted sync {check}",
@@ -197,35 +248,37 @@ def _calibration_next(cp: CalibrationProgress, adjudicator: str) -> NextCommand:
             )
         return NextCommand(
             "validity calibration",
-            "calibration completed; every accepted-set item labelled by A and B",
+            f"calibration completed; every item of accepted-set check {cp.accepted} "
+            "labelled by A and B",
             f"rcea judge accepted report {check}",
         )
     if cp.completed:
-        return NextCommand("validity calibration", "completed", None)
+        return NextCommand("validity calibration", f"{pre}completed", None)
     if cp.n_unlabelled:
         return NextCommand(
             "validity calibration",
-            f"labelling: {cp.n_items - cp.n_unlabelled}/{cp.n_items} held-out items labelled",
+            f"{pre}labelling: {cp.n_items - cp.n_unlabelled}/{cp.n_items} held-out items labelled",
             f"rcea judge calibrate sync {cal}",
             "the validity annotators label every item",
         )
     if cp.double and cp.n_needing_adjudication > cp.n_adjudication_pushed:
         return NextCommand(
             "validity calibration",
-            f"{cp.n_needing_adjudication} item(s) need adjudication",
-            f"rcea judge calibrate adjudicate {cal} --adjudicator {_q(adjudicator)} "
-            "--no-receiver-check",
+            f"{pre}{cp.n_needing_adjudication} item(s) need adjudication",
+            f"rcea judge calibrate adjudicate {cal} --adjudicator {_q(adjudicator)}{receiver}",
+            None if study is None else SERVE,
         )
     if cp.double and cp.n_adjudicated < cp.n_needing_adjudication:
         return NextCommand(
             "validity calibration",
-            f"adjudication: {cp.n_adjudicated}/{cp.n_needing_adjudication}",
+            f"{pre}adjudication: {cp.n_adjudicated}/{cp.n_needing_adjudication}",
             f"rcea judge calibrate sync {cal}",
             "the adjudicator decides every pushed item",
         )
     return NextCommand(
         "validity calibration",
-        f"every held-out item has a human reference ({cp.n_reference}/{cp.n_items})",
+        f"every held-out item {'' if study is None else 'of ' + pre}has a human reference "
+        f"({cp.n_reference}/{cp.n_items})",
         f"rcea judge calibrate report {cal}",
     )
 
@@ -233,7 +286,7 @@ def _calibration_next(cp: CalibrationProgress, adjudicator: str) -> NextCommand:
 # --------------------------------------------------------------------------- the store
 
 
-def _projects(
+def bound_projects(
     session: Session, family: Any, owner_id: int, labels: dict[str, dict]
 ) -> list[Project]:  # type: ignore[type-arg]
 
@@ -253,7 +306,7 @@ def read_pair(session: Session, audit_name: str) -> PairProgress | None:
     audit = session.exec(select(Audit).where(Audit.name == audit_name)).first()
     if audit is None:
         return None
-    projects = _projects(session, PAIR, audit.id, current_labels(session, audit))  # type: ignore[arg-type]
+    projects = bound_projects(session, PAIR, audit.id, current_labels(session, audit))  # type: ignore[arg-type]
     if not any(p.role in ("A", "B") for p in projects):
         return None
     pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]
@@ -283,7 +336,7 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     if check is None:
         return None
     labels = validity_labels.current_labels(session, check)
-    projects = _projects(session, VALIDITY, check.id, labels)  # type: ignore[arg-type]
+    projects = bound_projects(session, VALIDITY, check.id, labels)  # type: ignore[arg-type]
     if not any(p.role != validity_labels.ADJUDICATOR for p in projects):
         return None
     items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]
@@ -315,6 +368,12 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     acc_done = acc is not None and bool(
         events.latest_payload(session, events.ACCEPTED_COMPLETED, check.study_id, check=acc.name)
     )
+    vstat = validity_status(session, study_id=check.study_id)  # type: ignore[arg-type]
+    failed = (
+        vstat.get("failed_requirements") or []
+        if vstat["status"] == "calibration-failed" and vstat["judge_hash"] == check.judge_hash
+        else []
+    )
     return CalibrationProgress(
         calibration=name,
         double=double,
@@ -330,6 +389,8 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
         accepted_items=len(check_items(session, check_id=acc.id)) if acc is not None else 0,  # type: ignore[arg-type]
         accepted_labelled={r: len(acc_labels.get(r, {})) for r in ("A", "B")},
         accepted_completed=acc_done,
+        failed=tuple(failed),
+        judge_name=vstat.get("judge_name"),
     )
 
 
@@ -412,198 +473,3 @@ def _what(pr: Project, p: Progress) -> str:
     if pr.role == "adjudicator":
         return "decide each disputed validity item"
     return "label each answer's validity"
-
-
-# --------------------------------------------------------------------------- any study
-
-
-def failed_gate_options(study: str) -> list[str]:
-    """What a researcher can do after a FAILED final pair gate (docs/pair-audit.md)."""
-    s = _q(study)
-    return [
-        f"publish the audit-independent numbers alone: rcea report publish --study {s} "
-        "--entropy-only",
-        f"revise the codebook (rcea codebook status --study {s}; edit, re-freeze, "
-        "re-assign), freeze a new partition and draw a new audit: rcea audit sample "
-        f"--study {s} --rubric RUBRIC",
-        "change the rubric only if it was predeclared wrongly: a new rubric version, "
-        "reported as a deviation",
-    ]
-
-
-def study_steps(session: Session, *, study: str) -> list[NextCommand]:
-    """Where any study stands, from import to verify, read from the store alone: one
-    :class:`NextCommand` per track that applies now (import; validity judge and its
-    calibration; codebook and partition; pair audit; report; verify). A track whose
-    prerequisite is missing says what it waits for; a failed gate names the options.
-    The engine behind ``rcea status --study S`` (``rcea demo status`` reads the same
-    pair and calibration states)."""
-    s = _q(study)
-    st = get_study(session, name=study)
-    n = 0
-    if st is not None:
-        n = session.execute(
-            select(func.count()).select_from(Trajectory).where(Trajectory.study_id == st.id)
-        ).scalar_one()
-    if st is None or not n:
-        return [
-            NextCommand(
-                "import",
-                "no trajectories" if st is not None else f"no study {study}",
-                f"rcea import verl DIR --study {s} --run RUN --model MODEL",
-            )
-        ]
-    out: list[NextCommand] = []
-    # -- token entropies of the trajectories themselves (rewards-only imports lack them)
-    lacking = session.execute(
-        select(Trajectory.run, Trajectory.model, Trajectory.step, func.count())
-        .where(Trajectory.study_id == st.id, Trajectory.mean_token_entropy.is_(None))  # type: ignore[union-attr]
-        .group_by(Trajectory.run, Trajectory.model, Trajectory.step)
-        .order_by(Trajectory.run, Trajectory.model, Trajectory.step)
-    ).all()
-    if lacking:
-        run, model, step, _ = lacking[0]
-        out.append(
-            NextCommand(
-                "token entropies",
-                f"{sum(r[3] for r in lacking)} trajectories at {len(lacking)} checkpoint(s) "
-                "have none (the outcome numbers need rewards only)",
-                f"rcea probe score --study {s} --run {_q(run)} --model {_q(model)} "
-                f"--step {step} --checkpoint DIR",
-            )
-        )
-    # -- the validity judge and its calibration
-    vstat = validity_status(session, study_id=st.id)  # type: ignore[arg-type]
-    judged = vstat["status"] != "no-judge"
-    if not judged:
-        out.append(
-            NextCommand(
-                "validity judge",
-                "no judge run on this study",
-                f"rcea judge run --study {s} --judge NAME",
-                "a frozen judge (`rcea judge freeze --name NAME`, once)",
-            )
-        )
-    elif vstat["status"] == "calibrated":
-        out.append(NextCommand("validity calibration", f"completed ({vstat['calibration']})", None))
-    elif vstat["status"] == "calibration-incomplete":
-        out.append(
-            NextCommand(
-                "accepted-set check",
-                f"calibration {vstat['calibration']} passed; no completed accepted-set check",
-                f"rcea judge accepted sample --study {s} --size 300 --judge "
-                f"{_q(str(vstat.get('judge_name')))}",
-            )
-        )
-    else:
-        sampled = events.latest_payload(session, events.CALIBRATION_SAMPLE, st.id)
-        if not sampled:
-            out.append(
-                NextCommand(
-                    "validity calibration",
-                    f"judge {vstat.get('judge_name')} ran; no calibration sample",
-                    f"rcea judge calibrate sample --study {s} --judge "
-                    f"{_q(str(vstat.get('judge_name')))}",
-                )
-            )
-        else:
-            cp = read_calibration(session, sampled["calibration"])
-            out.append(
-                NextCommand(
-                    "validity calibration",
-                    f"sample {sampled['calibration']} drawn, not pushed",
-                    f"rcea judge calibrate push --calibration {_q(sampled['calibration'])} "
-                    "--annotator A_EMAIL --annotator B_EMAIL",
-                )
-                if cp is None
-                else _calibration_next(cp, "ADJUDICATOR_EMAIL")
-            )
-    # -- the codebook cycle and the frozen partition
-    partition = events.latest_payload(session, events.PARTITION_FREEZE, st.id)
-    if not partition:
-        out.append(
-            NextCommand(
-                "codebook",
-                "no frozen partition",
-                f"rcea codebook run --study {s}",
-                None if judged else "the validity judge run (modes use judge-accepted successes)",
-            )
-        )
-    # -- the pair audit
-    pp: PairProgress | None = None
-    if partition:
-        sample = events.latest_payload(session, events.AUDIT_SAMPLE, st.id)
-        if not sample:
-            rubrics = session.execute(select(func.count()).select_from(Rubric)).scalar_one()
-            out.append(
-                NextCommand(
-                    "pair audit",
-                    "partition frozen; no audit sample",
-                    f"rcea audit sample --study {s} --rubric RUBRIC",
-                )
-                if rubrics
-                else NextCommand(
-                    "pair audit",
-                    "partition frozen; no rubric frozen (size one to the study, review it, "
-                    "then `rcea audit rubric freeze rubric.toml`)",
-                    f"rcea audit rubric init --study {s} --out rubric.toml",
-                )
-            )
-        else:
-            pp = read_pair(session, sample["name"])
-            out.append(
-                NextCommand(
-                    "pair audit",
-                    f"audit {sample['name']} drawn ({sample['n_pairs']} pairs), not pushed",
-                    f"rcea audit push --audit {_q(sample['name'])} "
-                    "--annotator-a A_EMAIL --annotator-b B_EMAIL",
-                    "`rcea serve` answering at RCEA_API_HOST:RCEA_API_PORT (webhooks)",
-                )
-                if pp is None
-                else _pair_next(pp, "ADJUDICATOR_EMAIL")
-            )
-            if pp is not None and pp.final_gate == "failed":
-                out.append(
-                    NextCommand(
-                        "pair audit",
-                        "the final gate FAILED; the options: "
-                        + " | ".join(failed_gate_options(study)),
-                        f"rcea report publish --study {s} --entropy-only",
-                    )
-                )
-    # -- the report and its verification
-    bundle = events.latest_payload(session, events.REPORT_PUBLISH, st.id).get("bundle")
-    if bundle:
-        out.append(NextCommand("verify", f"published: {bundle}", f"rcea report verify {bundle}"))
-    elif pp is not None and pp.final_gate == "passed" and vstat["status"] == "calibrated":
-        out.append(
-            NextCommand(
-                "report", "ready to publish", f"rcea report publish --study {s} --out reports/"
-            )
-        )
-    elif pp is None or pp.final_gate != "failed":
-        out.append(
-            NextCommand(
-                "report",
-                "the audit-independent numbers are ready; audited ones are UNPUBLISHABLE "
-                "until the final pair gate passes and the calibration completes",
-                f"rcea report build --study {s}",
-            )
-        )
-    return out
-
-
-def status_lines(study: str, steps: list[NextCommand]) -> list[str]:
-    """``rcea status``'s text: each track's state, the first command marked NEXT."""
-    lines = [f"status — study {study}"]
-    first = True
-    for step in steps:
-        lines.append(f"  {step.track}: {step.state}")
-        if step.waits_for:
-            lines.append(f"    needs {step.waits_for}")
-        if step.command:
-            lines.append(f"    {'NEXT' if first else 'then'}: {step.command}")
-            first = False
-    if first:
-        lines.append("  done: every step is finished")
-    return lines

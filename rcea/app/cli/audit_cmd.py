@@ -20,12 +20,14 @@ from rcea.app.cli.common import (
     print_json,
     settings,
     store_session,
+    with_target,
 )
 from rcea.app.cli.options import (
     ACTOR_OPTION,
     JSON_OPTION,
     RECEIVER_CHECK_OPTION,
     STUDY_OPTION,
+    STUDY_SCOPE_OPTION,
     WEBHOOK_OPTION,
 )
 from rcea.app.cli.stats_cmd import fmt, gate_outcome, print_gate, print_interim
@@ -38,18 +40,18 @@ from rcea.study.pair_audit.freeze import freeze_partition_from_modes, get_rubric
 from rcea.study.pair_audit.gate import decide_gate
 from rcea.study.pair_audit.plan import check_rubric, freeze_checked
 from rcea.study.pair_audit.push import adjudicate, push_audit, sync_audit
+from rcea.study.pair_audit.reaudit import failed_gate_options
 from rcea.study.pair_audit.sampling import (
     audit_overview,
     audit_pairs,
     draw_audit,
-    get_audit,
     record_dev_questions,
 )
 from rcea.study.pair_audit.sizing import DEFAULT_MIN_PAIRS, size_rubric, sized_rubric_text
-from rcea.study.progress import failed_gate_options
 from rcea.study.settings import actor_name
 from rcea.study.store import session_scope
-from rcea.study.store.models import Rubric, Study
+from rcea.study.store.models import Rubric
+from rcea.study.targets import resolve_audit, target_of
 
 audit_app = typer.Typer(
     help="The blinded same/different-strategy pair audit.", no_args_is_help=True
@@ -58,6 +60,8 @@ rubric_app = typer.Typer(help="Frozen audit rubrics.", no_args_is_help=True)
 partition_app = typer.Typer(help="Frozen automatic partitions.", no_args_is_help=True)
 audit_app.add_typer(rubric_app, name="rubric")
 audit_app.add_typer(partition_app, name="partition")
+
+AUDIT_OPTION = typer.Option(None, "--audit", help="audit name (default: the study's latest)")
 
 
 @rubric_app.command("freeze")
@@ -402,7 +406,8 @@ def sample(
 
 @audit_app.command("gate")
 def gate(
-    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    audit: str = AUDIT_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     final: bool = typer.Option(False, "--final", help="the final gate (needs adjudication)"),
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
@@ -416,11 +421,16 @@ def gate(
     ``outcome`` and ``exit_code``."""
 
     with store_session(as_json) as s:
-        row = get_audit(s, name=audit)
-        study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]
+        row = resolve_audit(s, study=study, audit=audit)
+        target = target_of(s, row)
         result = decide_gate(s, row, final=final, actor=actor_name(actor))
+        options = (
+            failed_gate_options(s, study=target.study)
+            if final and result["status"] == "failed"
+            else []
+        )
     result.update(gate_outcome(result["report"] or {}))
-    options = failed_gate_options(study_name) if final and result["status"] == "failed" else []
+    result = with_target(result, target, as_json)
     if as_json:
         print_json({**result, **({"options": options} if options else {})})
     else:
@@ -436,6 +446,7 @@ def gate(
 @audit_app.command("abandon")
 def abandon(
     audit: str = typer.Option(..., "--audit", help="audit name"),
+    study: str = STUDY_SCOPE_OPTION,
     reason: str = typer.Option(..., "--reason", help="why it is abandoned (recorded)"),
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
@@ -445,11 +456,12 @@ def abandon(
     the rubric's [reaudit] max_attempts, and gets no final gate (docs/publication.md
     "Every attempt")."""
     with store_session(as_json) as s:
-        row = get_audit(s, name=audit)
+        row = resolve_audit(s, study=study, audit=audit)
+        target = target_of(s, row)
         out = abandon_audit(s, row, reason=reason, actor=actor_name(actor))
-        study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]
+    study_name = target.study
     emit(
-        {**out, "outcome": "abandoned"},
+        with_target({**out, "outcome": "abandoned"}, target, as_json),
         as_json,
         lambda: (
             f"audit {out['audit']}: abandoned ({out['reason']}); it stays on the record\n"
@@ -477,7 +489,8 @@ def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
 
 @audit_app.command("annotators")
 def annotators(
-    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    audit: str = AUDIT_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     window: int = typer.Option(20, min=2, help="labels per rolling-agreement window"),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -486,7 +499,9 @@ def annotators(
     self-consistency on the rubric's hidden repeats ([annotators] repeat_share)."""
 
     with store_session(as_json) as s:
-        out = annotator_quality(s, get_audit(s, name=audit), window=window)
+        row = resolve_audit(s, study=study, audit=audit)
+        target = target_of(s, row)
+        out = with_target(annotator_quality(s, row, window=window), target, as_json)
     if as_json:
         print_json(out)
         return
@@ -556,7 +571,8 @@ def _print_logins(new_accounts: dict, what: str = "annotator") -> None:  # type:
 
 @audit_app.command("push")
 def push(
-    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    audit: str = AUDIT_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     annotator_a: str = typer.Option(..., "--annotator-a", help="e-mail of annotator A"),
     annotator_b: str = typer.Option(..., "--annotator-b", help="e-mail of annotator B"),
     webhook: bool = WEBHOOK_OPTION,
@@ -573,7 +589,10 @@ def push(
     with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
-            a = get_audit(s, name=audit)
+            a = resolve_audit(s, study=study, audit=audit)
+            target = target_of(s, a)
+            if not as_json:
+                typer.echo(target.line())
             total = 2 * len(audit_pairs(s, audit_id=a.id))
             with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
                 out = push_audit(
@@ -586,7 +605,7 @@ def push(
                     progress=bar.update,
                 )
     if as_json:
-        print_json(out)
+        print_json({**target.as_dict(), **out})
         return
     for role, info in out["projects"].items():
         typer.echo(
@@ -642,7 +661,8 @@ def print_sync(out: dict, what: str) -> None:  # type: ignore[type-arg]
 
 @audit_app.command("sync")
 def sync(
-    audit: str = typer.Option(None, "--audit", help="audit name (default: latest)"),
+    audit: str = AUDIT_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     full: bool = FULL_SYNC_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -655,7 +675,10 @@ def sync(
     with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
-            out = sync_audit(s, get_audit(s, name=audit), people, full=full)
+            row = resolve_audit(s, study=study, audit=audit)
+            target = target_of(s, row)
+            out = sync_audit(s, row, people, full=full)
+    out = with_target(out, target, as_json)
     if as_json:
         print_json(out)
     else:
@@ -664,7 +687,8 @@ def sync(
 
 @audit_app.command("adjudicate")
 def adjudicate_cmd(
-    audit: str = typer.Option(None, "--audit", help="audit name (default: the latest)"),
+    audit: str = AUDIT_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     adjudicator: str = typer.Option(..., "--adjudicator", help="e-mail of the researcher"),
     webhook: bool = WEBHOOK_OPTION,
     receiver_check: bool = RECEIVER_CHECK_OPTION,
@@ -680,12 +704,16 @@ def adjudicate_cmd(
     with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
+            row = resolve_audit(s, study=study, audit=audit)
+            target = target_of(s, row)
+            if not as_json:
+                typer.echo(target.line())
             out = adjudicate(
                 s,
-                get_audit(s, name=audit),
+                row,
                 people,
                 adjudicator=adjudicator,
                 actor=actor_name(actor),
                 webhook=_webhook(webhook, receiver_check),
             )
-    print_adjudication(out, f"{out['n_pairs']} pair(s)", as_json)
+    print_adjudication({**target.as_dict(), **out}, f"{out['n_pairs']} pair(s)", as_json)

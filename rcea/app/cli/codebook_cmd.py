@@ -835,7 +835,7 @@ def run_cmd(
         typer.echo(
             f"froze {res.n_frozen} codebook(s) now; {res.n_extensions} pending extension request(s)"
         )
-        typer.echo("next: " + "; ".join(res.next_steps()))
+        typer.echo("next: " + "; ".join(res.next_steps(study)))
         if why:
             typer.echo(f"not finished (exit {code}): {why}", err=True)
     if code:

@@ -25,6 +25,7 @@ from rcea.pipeline.safety import mask_url, mask_urls_in
 from rcea.study.labelling.bindings import LabellingError
 from rcea.study.settings import Settings, get_settings
 from rcea.study.store import open_store, session_scope
+from rcea.study.targets import Target, TargetError
 
 FULL_SYNC_OPTION = typer.Option(
     False, "--full", help="read every project whole (default: tasks changed since the last sync)"
@@ -75,6 +76,8 @@ def domain_errors(
         yield
     except typer.Exit:
         raise  # a command's own exit (click's Exit is a RuntimeError)
+    except TargetError as exc:  # which study: the one line, then the candidates
+        fail(exc.headline if as_json else str(exc), code=code, as_json=as_json, **exc.details())
     except DOMAIN_ERRORS + extra as exc:
         fail(str(exc), code=code, as_json=as_json)
 
@@ -95,6 +98,14 @@ def emit(out: Any, as_json: bool, text: Callable[[], str]) -> None:
         print_json(out)
     else:
         typer.echo(text())
+
+
+def with_target(out: dict[str, Any], target: Target, as_json: bool) -> dict[str, Any]:
+    """The study and record a command acted on, with its result: under ``--json`` as
+    keys of ``out`` (returned), else printed first as one line."""
+    if not as_json:
+        typer.echo(target.line())
+    return {**target.as_dict(), **out}
 
 
 def is_tty() -> bool:

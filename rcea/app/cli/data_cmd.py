@@ -13,7 +13,6 @@ from rcea.app.cli.options import JSON_OPTION, STUDY_OPTION
 from rcea.pipeline.importers.verl import dump_hint, looks_like_dump
 from rcea.pipeline.records import RecordValidationError, read_records
 from rcea.pipeline.safety import mask_url
-from rcea.study.progress import status_lines, study_steps
 from rcea.study.records.ingest import ingest_file, k_min_warnings
 from rcea.study.store import (
     list_studies,
@@ -198,7 +197,11 @@ def config(as_json: bool = JSON_OPTION) -> None:
 def status(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Where a study stands, from import to verify, and the next command (from the store)."""
 
-    with session_scope(engine()) as s:
+    # the publisher's decision brings matplotlib (figures): loaded by `rcea status` alone,
+    # not by the other commands of this module
+    from rcea.study.study_status import status_lines, study_steps
+
+    with store_session(as_json) as s:
         steps = study_steps(s, study=study)
     if as_json:
         print_json({"study": study, "steps": [asdict(x) for x in steps]})

@@ -32,6 +32,7 @@ from rcea.app.cli.common import (
     settings,
     store_session,
     warn_if_llm_unreachable,
+    with_target,
 )
 from rcea.app.cli.exit_codes import outcome_code
 from rcea.app.cli.options import (
@@ -43,17 +44,20 @@ from rcea.app.cli.options import (
     RECEIVER_CHECK_OPTION,
     RETRIES_OPTION,
     STUDY_OPTION,
+    STUDY_SCOPE_OPTION,
     TIMEOUT_OPTION,
     WEBHOOK_OPTION,
 )
 from rcea.pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, load_template
 from rcea.study.codebook.backend import load_strategy_fn
+from rcea.study.progress import CALIBRATION_REMEDY, calibration_remedy_command
 from rcea.study.settings import actor_name
 from rcea.study.store import require_study, session_scope
 from rcea.study.store.models import ValidityCheck
+from rcea.study.targets import resolve_check, target_of
 from rcea.study.validity_audit.checks import (
+    ACCEPTED_CHECK_SIZE,
     check_items,
-    get_check,
     sample_accepted,
     sample_calibration,
 )
@@ -295,6 +299,7 @@ def run_cmd(
 
 def _push(  # type: ignore[no-untyped-def]
     kind: str,
+    study: str | None,
     name: str | None,
     annotators: list[str],
     actor: str | None,
@@ -306,7 +311,10 @@ def _push(  # type: ignore[no-untyped-def]
     with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
-            check = get_check(s, name=name, kind=kind)
+            check = resolve_check(s, study=study, name=name, kind=kind)
+            target = target_of(s, check)
+            if not as_json:
+                typer.echo(target.line())
             n = len(check_items(s, check_id=check.id))  # type: ignore[arg-type]
             total = n * (2 if kind == "accepted" else 1)
             with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
@@ -320,7 +328,7 @@ def _push(  # type: ignore[no-untyped-def]
                     progress=bar.update,
                 )
     if as_json:
-        print_json(out)
+        print_json({**target.as_dict(), **out})
         return
     for role, info in out["projects"].items():
         typer.echo(
@@ -331,12 +339,17 @@ def _push(  # type: ignore[no-untyped-def]
     _print_logins(out["new_accounts"])
 
 
-def _sync(kind: str, name: str | None, as_json: bool, full: bool = False) -> None:
+def _sync(
+    kind: str, study: str | None, name: str | None, as_json: bool, full: bool = False
+) -> None:
 
     with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
-            out = sync_check(s, get_check(s, name=name, kind=kind), people, full=full)
+            check = resolve_check(s, study=study, name=name, kind=kind)
+            target = target_of(s, check)
+            out = sync_check(s, check, people, full=full)
+    out = with_target(out, target, as_json)
     if as_json:
         print_json(out)
     else:
@@ -345,6 +358,14 @@ def _sync(kind: str, name: str | None, as_json: bool, full: bool = False) -> Non
 
 def _fmt(x: Any) -> str:
     return "—" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+CALIBRATION_OPTION = typer.Option(
+    None, "--calibration", help="calibration name (default: the study's latest)"
+)
+CHECK_OPTION = typer.Option(
+    None, "--check", help="accepted-set check name (default: the study's latest)"
+)
 
 
 @calibrate_app.command("sample")
@@ -389,7 +410,8 @@ def calibrate_sample(
 
 @calibrate_app.command("push")
 def calibrate_push(
-    calibration: str = typer.Option(None, "--calibration", help="name (default: latest)"),
+    calibration: str = CALIBRATION_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     annotator: list[str] = typer.Option(..., "--annotator", help="annotator e-mail (repeat)"),
     webhook: bool = WEBHOOK_OPTION,
     receiver_check: bool = RECEIVER_CHECK_OPTION,
@@ -399,12 +421,13 @@ def calibrate_push(
     """Serve the items as blinded single-trajectory tasks, each annotator on their own
     server: split among the annotators, or — when the rubric plan says
     `annotators_per_item = 2` — every item to both (give exactly two: A and B)."""
-    _push("calibration", calibration, annotator, actor, as_json, webhook, receiver_check)
+    _push("calibration", study, calibration, annotator, actor, as_json, webhook, receiver_check)
 
 
 @calibrate_app.command("adjudicate")
 def calibrate_adjudicate(
-    calibration: str = typer.Option(None, "--calibration", help="name (default: latest)"),
+    calibration: str = CALIBRATION_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     adjudicator: str = typer.Option(..., "--adjudicator", help="e-mail of the researcher"),
     webhook: bool = WEBHOOK_OPTION,
     receiver_check: bool = RECEIVER_CHECK_OPTION,
@@ -417,31 +440,37 @@ def calibrate_adjudicate(
     with domain_errors(as_json, RuntimeError):
         people = _people()
         with session_scope(engine()) as s:
+            check = resolve_check(s, study=study, name=calibration, kind="calibration")
+            target = target_of(s, check)
+            if not as_json:
+                typer.echo(target.line())
             out = adjudicate_check(
                 s,
-                get_check(s, name=calibration, kind="calibration"),
+                check,
                 people,
                 adjudicator=adjudicator,
                 actor=actor_name(actor),
                 webhook=_webhook(webhook, receiver_check),
             )
-    print_adjudication(out, f"{out['n_items']} item(s)", as_json)
+    print_adjudication({**target.as_dict(), **out}, f"{out['n_items']} item(s)", as_json)
 
 
 @calibrate_app.command("sync")
 def calibrate_sync(
-    calibration: str = typer.Option(None, "--calibration", help="name (default: latest)"),
+    calibration: str = CALIBRATION_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     full: bool = FULL_SYNC_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Pull new, changed and deleted annotations (idempotent; after the first sync only
     tasks changed since the last one, `--full` for all); refuses if the judge changed."""
-    _sync("calibration", calibration, as_json, full)
+    _sync("calibration", study, calibration, as_json, full)
 
 
 @calibrate_app.command("report")
 def calibrate_report(
-    calibration: str = typer.Option(None, "--calibration", help="name (default: latest)"),
+    calibration: str = CALIBRATION_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     split: str = typer.Option("held-out", "--split", help="held-out | development"),
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
@@ -453,12 +482,10 @@ def calibrate_report(
     (rcea/app/cli/exit_codes.py); ``--json`` carries ``outcome`` and ``exit_code``."""
 
     with store_session(as_json) as s:
-        out = calibration_report(
-            s,
-            get_check(s, name=calibration, kind="calibration"),
-            split=split,
-            actor=actor_name(actor),
-        )
+        row = resolve_check(s, study=study, name=calibration, kind="calibration")
+        target = target_of(s, row)
+        out = calibration_report(s, row, split=split, actor=actor_name(actor))
+    out = with_target(out, target, as_json)
     out["exit_code"] = outcome_code({"passed": True, "failed": False}.get(out["outcome"]))
     if as_json:
         print_json(out)
@@ -505,7 +532,7 @@ def _print_acceptance(out: dict[str, Any]) -> None:
 @accepted_app.command("sample")
 def accepted_sample(
     study: str = STUDY_OPTION,
-    size: int = typer.Option(..., "--size", min=1, help="trajectories to check"),
+    size: int = typer.Option(ACCEPTED_CHECK_SIZE, "--size", min=1, help="trajectories to check"),
     judge: str = typer.Option(None, "--judge", help="judge name (default: latest run's)"),
     version: int = typer.Option(None, "--version", help="judge version"),
     seed: int = typer.Option(0, "--seed", help="sampling seed (recorded)"),
@@ -543,7 +570,8 @@ def accepted_sample(
 
 @accepted_app.command("push")
 def accepted_push(
-    check: str = typer.Option(None, "--check", help="check name (default: latest)"),
+    check: str = CHECK_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     annotator_a: str = typer.Option(..., "--annotator-a", help="e-mail of annotator A"),
     annotator_b: str = typer.Option(..., "--annotator-b", help="e-mail of annotator B"),
     webhook: bool = WEBHOOK_OPTION,
@@ -552,22 +580,27 @@ def accepted_push(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Both annotators label every sampled trajectory (own project, own order)."""
-    _push("accepted", check, [annotator_a, annotator_b], actor, as_json, webhook, receiver_check)
+    _push(
+        "accepted", study, check, [annotator_a, annotator_b], actor, as_json, webhook,
+        receiver_check,
+    )  # fmt: skip
 
 
 @accepted_app.command("sync")
 def accepted_sync(
-    check: str = typer.Option(None, "--check", help="check name (default: latest)"),
+    check: str = CHECK_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     full: bool = FULL_SYNC_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Pull new, changed and deleted annotations (idempotent; `--full` reads all)."""
-    _sync("accepted", check, as_json, full)
+    _sync("accepted", study, check, as_json, full)
 
 
 @accepted_app.command("report")
 def accepted_report_cmd(
-    check: str = typer.Option(None, "--check", help="check name (default: latest)"),
+    check: str = CHECK_OPTION,
+    study: str = STUDY_SCOPE_OPTION,
     confidence: float = typer.Option(0.95, "--confidence", help="interval confidence"),
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
@@ -577,12 +610,10 @@ def accepted_report_cmd(
     predeclared threshold: exit 5 when it is missed (rcea/app/cli/exit_codes.py)."""
 
     with store_session(as_json) as s:
-        out = accepted_report(
-            s,
-            get_check(s, name=check, kind="accepted"),
-            confidence=confidence,
-            actor=actor_name(actor),
-        )
+        row = resolve_check(s, study=study, name=check, kind="accepted")
+        target = target_of(s, row)
+        out = accepted_report(s, row, confidence=confidence, actor=actor_name(actor))
+    out = with_target(out, target, as_json)
     out["exit_code"] = outcome_code({"passed": True, "failed": False}.get(out["outcome"]))
     if as_json:
         print_json(out)
@@ -633,6 +664,8 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
         typer.echo(f"  calibration {out['calibration']}")
     for line in out.get("failed_requirements") or []:
         typer.echo(f"  FAILED: {line}")
+    if out["status"] == "calibration-failed":
+        typer.echo(f"  {CALIBRATION_REMEDY}: {calibration_remedy_command(out.get('judge_name'))}")
     for c in out["checks"]:
         typer.echo(f"  {c['kind']} {c['name']} (judge {c['judge_hash'][:12]}…)")
 

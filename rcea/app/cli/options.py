@@ -25,6 +25,13 @@ def setting_help(text: str, name: str) -> str:
 
 
 STUDY_OPTION = typer.Option(..., "--study", envvar="RCEA_STUDY", help="study name")
+STUDY_SCOPE_OPTION = typer.Option(
+    None,
+    "--study",
+    envvar="RCEA_STUDY",
+    help="the study whose record this acts on (needed when the data dir holds more than "
+    "one study's; default: the only one)",
+)
 ACTOR_OPTION = typer.Option(
     None,
     "--actor",

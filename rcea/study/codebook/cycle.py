@@ -4,6 +4,7 @@ where a researcher decides. Resumable like each stage: finished batches are not 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,10 +13,15 @@ from sqlmodel import Session, select
 
 from rcea.pipeline.codebook.logic import DEFAULT_CONFIDENCE_THRESHOLD
 from rcea.study.codebook.common import StageReport, transport_failed
-from rcea.study.codebook.review import freeze_codebooks, request_extensions, researcher_queue
+from rcea.study.codebook.review import (
+    freeze_codebooks,
+    list_extensions,
+    request_extensions,
+    researcher_queue,
+)
 from rcea.study.codebook.stages import assign, induce, merge, reconcile
 from rcea.study.store import require_study, session_scope
-from rcea.study.store.models import CodebookBatch
+from rcea.study.store.models import CodebookBatch, CodebookVersion
 
 
 def unanswered_batches(session: Session, *, study: str) -> int:
@@ -47,16 +53,41 @@ class CycleResult:
             return "researcher"
         return None
 
-    def next_steps(self) -> list[str]:
-        """The commands that apply now, in order (none but export when nothing waits)."""
+    def next_steps(self, study: str | None = None) -> list[str]:
+        """The commands that apply now, in order (none but export when nothing waits);
+        with ``study``, each names it (``--study S``)."""
+        at = f" --study {shlex.quote(study)}" if study else ""
         if self.n_unanswered:
-            return ["rcea codebook run  (retries the unanswered batches)"]
+            return [f"rcea codebook run{at}  (retries the unanswered batches)"]
         steps = []
         if self.n_queue:
-            steps.append("rcea codebook queue, then rcea codebook resolve")
+            steps.append(f"rcea codebook queue{at}, then rcea codebook resolve")
         if self.n_extensions:
-            steps.append("rcea codebook extend, then rcea codebook approve / reject")
-        return steps or ["rcea codebook export"]
+            steps.append(f"rcea codebook extend{at}, then rcea codebook approve / reject")
+        return steps or [f"rcea codebook export{at}"]
+
+    def next_command(self, study: str) -> tuple[str, str]:
+        """Where the cycle stands in words and the one command that advances it (what
+        ``rcea status`` names; the same order as :meth:`next_steps`)."""
+        at = f"--study {shlex.quote(study)}"
+        if self.n_unanswered:
+            return (
+                f"{self.n_unanswered} batch(es) got no answer from the endpoint",
+                f"rcea codebook run {at}",
+            )
+        if self.n_queue:
+            return (
+                f"{self.n_queue} item(s) wait in the researcher queue "
+                "(then `rcea codebook resolve`)",
+                f"rcea codebook queue {at}",
+            )
+        if self.n_extensions:
+            return (
+                f"{self.n_extensions} extension request(s) wait for review "
+                "(then `rcea codebook approve` / `reject`)",
+                f"rcea codebook extend {at}",
+            )
+        return "the cycle ran; nothing waits: export the partition", f"rcea codebook export {at}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,4 +137,26 @@ def run_cycle(
         out.n_unanswered = unanswered_batches(s, study=study) + sum(
             len(r.details.get("unanswered", [])) for r in out.reports if r.stage == "merge"
         )
+    return out
+
+
+def cycle_progress(session: Session, *, study: str) -> CycleResult | None:
+    """The cycle's state read from the store alone (``rcea status``): what a researcher
+    must decide and what the endpoint left unanswered, as :func:`run_cycle` counts it;
+    ``None`` before any codebook stage ran."""
+    st = require_study(session, name=study)
+    started = (
+        session.exec(
+            select(CodebookBatch.id).where(CodebookBatch.study_id == st.id).limit(1)
+        ).first()
+        or session.exec(
+            select(CodebookVersion.id).where(CodebookVersion.study_id == st.id).limit(1)
+        ).first()
+    )
+    if started is None:
+        return None
+    out = CycleResult()
+    out.n_unanswered = unanswered_batches(session, study=study)
+    out.n_queue = len(researcher_queue(session, study=study))
+    out.n_extensions = len(list_extensions(session, study=study, status="pending"))
     return out

@@ -103,11 +103,8 @@ def publish_report(
     inputs = gather_inputs(session, study=study, params=ReportParameters.of(params, **overrides))
     report = with_time(compute_report(inputs, include_draws=True, progress=progress))
     rarefaction = _rarefaction(inputs, report)
-    reasons = refusal_reasons(report)
-    if reasons and not entropy_only:
-        raise PublishRefused(reasons)
     if not entropy_only:
-        reasons = recompute_audits(session, report)
+        reasons = publication_refusals(session, report)
         if reasons:
             raise PublishRefused(reasons)
     if entropy_only:
@@ -122,6 +119,7 @@ def publish_report(
     pair = report["audits"]["pair"]
     val = report["audits"]["validity"]
 
+    out_dir = out_dir.absolute()  # the path printed and recorded works from anywhere
     out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     final = _bundle_path(out_dir, study)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=out_dir))
@@ -191,6 +189,32 @@ def publish_report(
         "files": sorted([*files, "hashes.json"]),
         "n_quantities": len(report["quantities"]),
     }
+
+
+def publication_refusals(session: Session, report: dict[str, Any]) -> list[str]:
+    """The one publish decision: why ``rcea report publish`` (without ``--entropy-only``)
+    refuses ``report`` — a missing gate (:func:`refusal_reasons`), else a recorded gate
+    or calibration its stored labels no longer give (:func:`recompute_audits`); empty:
+    it publishes."""
+    return refusal_reasons(report) or recompute_audits(session, report)
+
+
+#: bootstrap resamples of the report ``publishability`` builds: whether a number is
+#: publishable never rests on its interval, only on which numbers exist and their gates
+#: (the least a rubric may predeclare, docs/rubrics.md)
+DECISION_N_BOOT = 100
+
+
+def publishability(
+    session: Session, *, study: str, params: ReportParameters | None = None
+) -> list[str]:
+    """Why ``rcea report publish --study STUDY`` would refuse now (empty: it would
+    publish): the report built as publish builds it (intervals from fewer resamples,
+    which decide nothing here) and :func:`publication_refusals`, the publisher's own
+    decision. What ``rcea status`` asks."""
+    params = ReportParameters.of(params, n_boot=DECISION_N_BOOT)
+    report = compute_report(gather_inputs(session, study=study, params=params))
+    return publication_refusals(session, report)
 
 
 def _bundle_path(out_dir: Path, study: str) -> Path:

@@ -271,6 +271,12 @@ def production_judge(session: Session, *, study_id: int) -> JudgeVersion:
     return get_judge(session, name=last["judge_name"], version=last.get("judge_version"))
 
 
+#: trajectories an accepted-set check draws unless told otherwise: the one value the CLI's
+#: ``--size``, ``rcea status`` and docs/how-to-verl.md use (at 0.93 precision its lower
+#: 95% Clopper-Pearson bound is about 0.86, above the 0.80 default threshold)
+ACCEPTED_CHECK_SIZE = 100
+
+
 def sample_accepted(
     session: Session,
     *,
@@ -309,7 +315,7 @@ def sample_accepted(
     if len(pool) < size:
         raise JudgeError(
             f"only {len(pool)} judge-accepted trajectories outside the calibration sets; "
-            f"asked for {size}"
+            f"asked for {size}" + (f": draw all of them with --size {len(pool)}" if pool else "")
         )
     picked = random.Random(f"accepted:{seed}").sample(pool, size)
     check = _new_check(
