@@ -71,6 +71,8 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
     valid_recall_min = 0.90
     coverage_min = 0.95
     accepted_precision_lower_min = 0.80  # lower 95% bound of accepted-set precision, each annotator
+    basis = "population"                 # the calibration figures the thresholds apply to:
+                                         # population-weighted (default) or "balanced"
 
 ``[acceptance]`` likewise enters the content (and hash) only when it differs from the
 defaults; the defaults apply to every rubric without it.
@@ -406,7 +408,7 @@ class Rubric:
             # only when declared: rubrics without a re-audit policy keep their hashes
             **({"reaudit": self.reaudit.to_dict()} if self.reaudit != ReauditPolicy() else {}),
             **(
-                {"acceptance": self.acceptance.to_dict()}
+                {"acceptance": self.acceptance.hashed()}
                 if self.acceptance != JudgeAcceptance()
                 else {}
             ),

@@ -22,7 +22,7 @@ from rcea.audits.acceptance import (
     accepted_acceptance,
     calibration_acceptance,
 )
-from rcea.audits.calibration import accepted_set_precision, judge_calibration
+from rcea.audits.calibration import accepted_set_precision, calibration_figures
 from rcea.audits.rubric import Rubric, parse_rubric
 from rcea.audits.sequential import planned_gate
 from rcea.study import events
@@ -272,10 +272,13 @@ def rederive(attempt: dict[str, Any], labels: dict[str, Any] | None) -> dict[str
         done = [i for i in labels["items"] if i.get("human") is not None]
         if not done or len(done) < labels.get("n_items", len(labels["items"])):
             return {"outcome": "in progress", "values": []}
-        report = judge_calibration([i["human"] for i in done], [i["judge"] for i in done])
-        data = calibration_acceptance(
-            report.to_dict(), JudgeAcceptance.from_dict(labels.get("thresholds"))
+        report = calibration_figures(
+            [i["human"] for i in done],
+            [i["judge"] for i in done],
+            labels.get("population"),  # absent in bundles written before population figures
+            **(labels.get("bootstrap") or {}),
         )
+        data = calibration_acceptance(report, JudgeAcceptance.from_dict(labels.get("thresholds")))
         passed = data["passed"]
     else:
         both = [i for i in labels["items"] if i.get("A") is not None and i.get("B") is not None]

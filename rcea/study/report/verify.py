@@ -41,7 +41,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rcea.audits.calibration import judge_calibration
+from rcea.audits.calibration import calibration_figures
 from rcea.audits.modes import rarefied_retention
 from rcea.audits.partition import partition_hash
 from rcea.audits.rubric import parse_rubric
@@ -569,7 +569,17 @@ def _check_calibration(cal: dict[str, Any], val: dict[str, Any], res: Verificati
             "judge calibration (the bundle carries its report, not its held-out items)"
         )
         return
-    rep = judge_calibration([i["human"] for i in items], [i["judge"] for i in items]).to_dict()
+    # the population figures from the verdict counts and bootstrap settings they record
+    pop = (cal.get("report") or {}).get("population") or {}
+    rep = calibration_figures(
+        [i["human"] for i in items],
+        [i["judge"] for i in items],
+        pop.get("population"),
+        n_boot=int(pop.get("n_boot", 10_000)),
+        seed=int(pop.get("seed", 0)),
+    )
+    if not pop:  # a report written before population figures: compare what it has
+        rep.pop("population")
     lines = []
     res.n_checked += compare(cal.get("report"), _jsonable(rep), "calibration.json report", lines)
     bad.extend(lines[:MAX_NAMED])

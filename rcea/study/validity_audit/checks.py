@@ -136,8 +136,35 @@ def acceptance_thresholds(session: Session, *, rubric: str | None) -> JudgeAccep
 
 def check_acceptance(check: ValidityCheck) -> JudgeAcceptance:
     """The thresholds frozen into a check's plan when it was drawn (checks drawn before
-    thresholds existed: the documented defaults)."""
+    thresholds existed: the documented defaults; before the basis existed: on the balanced
+    sample)."""
     return JudgeAcceptance.from_dict(check.plan.get("acceptance"))
+
+
+#: bootstrap replicates of the population-weighted calibration intervals
+CALIBRATION_N_BOOT = 10_000
+
+
+def population_counts(session: Session, check: ValidityCheck) -> dict[str, int]:
+    """The judge's verdict counts over the study's whole judged population (``accepted``:
+    ``valid``; ``not_accepted``: the rest), recorded in the plan when the calibration was
+    drawn; calibrations drawn before that: counted now from the bound judge's verdicts
+    (immutable, though a later run may have added some)."""
+    recorded = check.plan.get("population")
+    if recorded:
+        return {k: int(v) for k, v in recorded.items()}
+    pool = _verdicts(session, judge_id=check.judge_id, study_id=check.study_id)
+    n_acc = sum(v.verdict == VALID for v in pool)
+    return {"accepted": n_acc, "not_accepted": len(pool) - n_acc}
+
+
+def bootstrap_settings(check: ValidityCheck) -> dict[str, int]:
+    """``n_boot`` and ``seed`` of the population intervals (the plan's; its seed before
+    they were recorded)."""
+    return {
+        "n_boot": int(check.plan.get("n_boot", CALIBRATION_N_BOOT)),
+        "seed": int(check.plan.get("bootstrap_seed", check.seed)),
+    }
 
 
 def calibration_plan(
@@ -222,6 +249,10 @@ def sample_calibration(
             "held_out_judge_accepted": h_acc,
             "held_out_judge_not_accepted": h_rej,
             "balanced": n_acc == n_rej or abs(n_acc - n_rej) <= 1,
+            # the verdict shares of the whole judged population (population figures)
+            "population": {"accepted": len(acc), "not_accepted": len(rej)},
+            "n_boot": CALIBRATION_N_BOOT,
+            "bootstrap_seed": plan.seed,
         },
         actor=actor,
     )

@@ -28,7 +28,11 @@ from typing import Any
 from sqlmodel import Session, select
 
 from rcea.audits.acceptance import ACCEPTED_CONFIDENCE, accepted_acceptance, calibration_acceptance
-from rcea.audits.calibration import accepted_set_precision, judge_calibration, validity_agreement
+from rcea.audits.calibration import (
+    accepted_set_precision,
+    calibration_figures,
+    validity_agreement,
+)
 from rcea.study import events
 from rcea.study.store import append_event, list_events
 from rcea.study.store.models import JudgeVersion, ValidityCheck
@@ -37,8 +41,10 @@ from rcea.study.validity_audit.checks import (
     CALIBRATION,
     DEVELOPMENT,
     HELD_OUT,
+    bootstrap_settings,
     check_acceptance,
     check_items,
+    population_counts,
 )
 from rcea.study.validity_audit.labelling import (
     ADJUDICATOR,
@@ -105,10 +111,12 @@ def calibration_report(
         )
     if not done:
         return {**base, "report": None}
-    report = judge_calibration(
+    report = calibration_figures(
         [human_of[i.id] for i in done],  # type: ignore[index]
         [i.judge_verdict for i in done],
-    ).to_dict()
+        population_counts(session, check),
+        **bootstrap_settings(check),
+    )
     out = {**base, "report": report}
     if held_out and complete:  # decided: the predeclared acceptance thresholds apply
         acceptance = calibration_acceptance(report, check_acceptance(check))
