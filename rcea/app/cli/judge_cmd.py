@@ -480,6 +480,9 @@ def calibrate_report(
         )
     r = out["report"]
     if r:
+        pop = r.get("population") or {}
+        ci = pop.get("intervals") or {}
+        typer.echo(f"  {'':<26}{'balanced sample':>16}  population (95% CI)")
         for key in (
             "accuracy",
             "macro_f1",
@@ -487,7 +490,11 @@ def calibrate_report(
             "valid_recall",
             "coverage",
         ):
-            typer.echo(f"  {key}: {_fmt(r[key])}")
+            low_high = ci.get(key)
+            band = f" [{_fmt(low_high[0])}, {_fmt(low_high[1])}]" if low_high else ""
+            typer.echo(f"  {key:<26}{_fmt(r[key]):>16}  {_fmt(pop.get(key))}{band}")
+        if pop.get("note"):
+            typer.echo(f"  population: {pop['note']}")
     _print_acceptance(out)
 
 
@@ -495,7 +502,8 @@ def _print_acceptance(out: dict[str, Any]) -> None:
     """The predeclared acceptance of a decided report, and its exit status."""
     acc = out.get("acceptance")
     if acc is not None:
-        typer.echo(f"acceptance: {'PASSED' if acc['passed'] else 'FAILED'}")
+        basis = f" (on the {acc['basis']} figures)" if acc.get("basis") else ""
+        typer.echo(f"acceptance: {'PASSED' if acc['passed'] else 'FAILED'}{basis}")
         for r in acc["requirements"]:
             mark = "pass" if r["passed"] else "FAIL"
             typer.echo(f"  {r['name']:<30}{_fmt(r['value']):>10} >= {r['threshold']:<6} {mark}")

@@ -145,17 +145,17 @@ def check_acceptance(check: ValidityCheck) -> JudgeAcceptance:
 CALIBRATION_N_BOOT = 10_000
 
 
-def population_counts(session: Session, check: ValidityCheck) -> dict[str, int]:
+def population_counts(session: Session, check: ValidityCheck) -> dict[str, int] | None:
     """The judge's verdict counts over the study's whole judged population (``accepted``:
     ``valid``; ``not_accepted``: the rest), recorded in the plan when the calibration was
     drawn; calibrations drawn before that: counted now from the bound judge's verdicts
-    (immutable, though a later run may have added some)."""
+    (immutable, though a later run may have added some); ``None`` when there are none."""
     recorded = check.plan.get("population")
     if recorded:
         return {k: int(v) for k, v in recorded.items()}
     pool = _verdicts(session, judge_id=check.judge_id, study_id=check.study_id)
     n_acc = sum(v.verdict == VALID for v in pool)
-    return {"accepted": n_acc, "not_accepted": len(pool) - n_acc}
+    return {"accepted": n_acc, "not_accepted": len(pool) - n_acc} if pool else None
 
 
 def bootstrap_settings(check: ValidityCheck) -> dict[str, int]:

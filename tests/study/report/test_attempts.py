@@ -254,10 +254,12 @@ def test_rederive_validity_checks_from_their_own_labels() -> None:
 
     human = ["valid"] * 45 + ["invalid"] * 5
     judge = ["valid"] * 45 + ["invalid"] * 5
-    cal = {"thresholds": JudgeAcceptance().to_dict(), "n_items": 50,
+    cal = {"thresholds": JudgeAcceptance(basis="balanced").to_dict(), "n_items": 50,
            "items": [{"item_key": str(i), "human": h, "judge": j}
                      for i, (h, j) in enumerate(zip(human, judge, strict=True))]}  # fmt: skip
-    acc = calibration_acceptance(judge_calibration(human, judge).to_dict(), JudgeAcceptance())
+    acc = calibration_acceptance(
+        judge_calibration(human, judge).to_dict(), JudgeAcceptance(basis="balanced")
+    )
     values = [{k: r[k] for k in ("name", "value", "threshold", "passed")}
               for r in acc["requirements"]]  # fmt: skip
     got = rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), cal)
@@ -281,3 +283,29 @@ def test_rederive_validity_checks_from_their_own_labels() -> None:
     assert bad["outcome"] == "failed" and [v["passed"] for v in bad["values"]] == [True, False]
     # undecided attempts are not re-derived
     assert rederive(_validity_attempt(ACCEPTED_KIND, "in progress", []), checked) is None
+
+
+def test_rederive_a_population_basis_calibration() -> None:
+    """A calibration judged on the population basis re-derives from its labels, the
+    population's verdict counts and the bootstrap settings its labels carry."""
+    from rcea.audits.acceptance import JudgeAcceptance, calibration_acceptance
+    from rcea.audits.calibration import calibration_figures
+    from rcea.study.report.attempts import CALIBRATION_KIND, rederive
+
+    human = ["valid"] * 5 + ["invalid"] * 5
+    judge = ["valid"] * 3 + ["invalid"] * 2 + ["invalid"] * 5  # balanced recall 3/5
+    pop = {"accepted": 9000, "not_accepted": 1000}
+    t = JudgeAcceptance(macro_f1_min=0.5, coverage_min=0.0, accepted_valid_precision_min=0.5)
+    cal = {"thresholds": t.to_dict(), "population": pop, "bootstrap": {"n_boot": 100, "seed": 4},
+           "n_items": 10, "items": [{"item_key": str(i), "human": h, "judge": j}
+                                    for i, (h, j) in enumerate(zip(human, judge, strict=True))]}  # fmt: skip
+    rep = calibration_figures(human, judge, pop, n_boot=100, seed=4)
+    acc = calibration_acceptance(rep, t)
+    values = [{k: r[k] for k in ("name", "value", "threshold", "passed")}
+              for r in acc["requirements"]]  # fmt: skip
+    got = rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), cal)
+    assert got == {"outcome": "passed" if acc["passed"] else "failed", "values": values}
+    assert acc["basis"] == "population"
+    # without the population counts the population basis cannot pass
+    no_pop = rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), {**cal, "population": None})
+    assert no_pop["outcome"] == "failed"
