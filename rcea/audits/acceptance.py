@@ -70,6 +70,12 @@ class JudgeAcceptance:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def tightened(self, by: float) -> JudgeAcceptance:
+        """These thresholds with ``by`` added to each calibration minimum (capped at 1):
+        a later calibration attempt under a re-calibration policy."""
+        raised = {f"{k}_min": min(1.0, getattr(self, f"{k}_min") + by) for k in CALIBRATION_FIELDS}
+        return JudgeAcceptance(**{**asdict(self), **raised})
+
     def hashed(self) -> dict[str, Any]:
         """The rubric content: ``basis`` only when not the default (rubrics frozen before
         it existed keep their hashes)."""

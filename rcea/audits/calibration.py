@@ -177,7 +177,13 @@ def judge_calibration(
 
 
 #: the population figures, in report order
-POPULATION_FIGURES = ("accuracy", "macro_f1", "valid_recall", "accepted_valid_precision", "coverage")
+POPULATION_FIGURES = (
+    "accuracy",
+    "macro_f1",
+    "valid_recall",
+    "accepted_valid_precision",
+    "coverage",
+)
 #: the two strata of the calibration sample (by the judge's verdict)
 STRATA = ("accepted", "not_accepted")
 #: Jeffreys' pseudo-count per cell of the stratified Bayesian bootstrap
@@ -338,6 +344,7 @@ def calibration_figures(
     *,
     n_boot: int = 10_000,
     seed: int = 0,
+    confidence: float = 0.95,
 ) -> dict[str, Any]:
     """A calibration report: the balanced-sample figures of :func:`judge_calibration` at the
     top level and, under ``population``, those of :func:`population_calibration` (``None``
@@ -347,7 +354,12 @@ def calibration_figures(
         None
         if population is None
         else population_calibration(
-            human_labels, judge_verdicts, population, n_boot=n_boot, seed=seed
+            human_labels,
+            judge_verdicts,
+            population,
+            n_boot=n_boot,
+            seed=seed,
+            confidence=confidence,
         ).to_dict()
     )
     return out

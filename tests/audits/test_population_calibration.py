@@ -86,7 +86,7 @@ def test_matches_sklearn_weighted_metrics(data) -> None:
     assert f["accepted_valid_precision"] == pytest.approx(prec, abs=1e-9)
     unp = sum(wi for wi, j in zip(w, judge, strict=True) if j == "unparseable")
     assert f["coverage"] == pytest.approx(1 - unp, abs=1e-9)
-    for k, ci in res.intervals.items():
+    for ci in res.intervals.values():
         if ci is not None:
             assert ci[0] <= ci[1]
 

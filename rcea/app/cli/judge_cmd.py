@@ -50,7 +50,8 @@ from rcea.pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, load_template
 from rcea.study.codebook.backend import load_strategy_fn
 from rcea.study.settings import actor_name
 from rcea.study.store import require_study, session_scope
-from rcea.study.store.models import ValidityCheck
+from rcea.study.store.models import Study, ValidityCheck
+from rcea.study.validity_audit.attempts import abandon_check
 from rcea.study.validity_audit.checks import (
     check_items,
     get_check,
@@ -347,6 +348,16 @@ def _fmt(x: Any) -> str:
     return "—" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
 
 
+REASON_OPTION = typer.Option(
+    None, "--reason", help="why (recorded; required for a re-draw after a failed attempt)"
+)
+
+
+def require_study_name(session: Any, study_id: int) -> str:
+    row = session.get(Study, study_id)
+    return row.name if row is not None else "S"
+
+
 @calibrate_app.command("sample")
 def calibrate_sample(
     study: str = STUDY_OPTION,
@@ -357,11 +368,14 @@ def calibrate_sample(
     held_out: int = typer.Option(None, "--held-out", min=1, help="held out (default 117)"),
     seed: int = typer.Option(None, "--seed", help="sampling seed (default: rubric or 0)"),
     name: str = typer.Option(None, "--name", help="calibration name"),
+    reason: str = REASON_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Draw a blinded calibration set balanced between judge-accepted and not accepted
-    verdicts, split into development and held-out parts; binds the judge hash."""
+    verdicts, split into development and held-out parts; binds the judge hash. After a
+    FAILED calibration of the judge only under the rubric's [recalibration] policy, with
+    --reason (fresh items, tightened thresholds); otherwise freeze a new judge version."""
 
     with store_session(as_json) as s:
         check = sample_calibration(
@@ -374,6 +388,7 @@ def calibrate_sample(
             held_out=held_out,
             seed=seed,
             name=name,
+            reason=reason,
             actor=actor_name(actor),
         )
         out = {"calibration": check.name, "judge_hash": check.judge_hash, **check.plan}
@@ -383,8 +398,40 @@ def calibrate_sample(
     typer.echo(
         f"drew calibration {out['calibration']}: {out['n_drawn']} items "
         f"({out['n_judge_accepted']} judge-accepted, {out['n_judge_not_accepted']} not), "
-        f"{out['held_out']} held out, seed {out['seed']}; judge {out['judge_hash'][:12]}…"
+        f"{out['held_out']} held out, seed {out['seed']}; judge {out['judge_hash'][:12]}…; "
+        f"attempt {out['attempt']} (α {out['alpha']:g})"
     )
+
+
+def _abandon(kind: str, name: str | None, reason: str, actor: str, as_json: bool) -> None:
+    with store_session(as_json) as s:
+        row = get_check(s, name=name, kind=kind)
+        out = abandon_check(s, row, reason=reason, actor=actor_name(actor))
+        study_name = require_study_name(s, row.study_id)
+    what = "calibration" if kind == "calibration" else "accepted-set check"
+    cmd = "calibrate" if kind == "calibration" else "accepted"
+    emit(
+        {**out, "outcome": "abandoned"},
+        as_json,
+        lambda: (
+            f"{what} {row.name}: abandoned ({out['reason']}); it stays on the record and "
+            f"counts as an attempt\nNEXT: rcea judge {cmd} sample --study {study_name} "
+            "... --reason TEXT (allowed until an attempt fails; then only under the rubric's "
+            "[recalibration] policy)"
+        ),
+    )
+
+
+@calibrate_app.command("abandon")
+def calibrate_abandon(
+    calibration: str = typer.Option(..., "--calibration", help="calibration name"),
+    reason: str = typer.Option(..., "--reason", help="why it is abandoned (recorded)"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Stop a calibration with no decided report, with a recorded reason; it stays on the
+    record as "abandoned" (report, view, bundle) and is never decided afterwards."""
+    _abandon("calibration", calibration, reason, actor, as_json)
 
 
 @calibrate_app.command("push")
@@ -521,10 +568,12 @@ def accepted_sample(
     rubric: str = typer.Option(
         None, "--rubric", help="frozen rubric whose [acceptance] threshold applies (recorded)"
     ),
+    reason: str = REASON_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Sample judge-accepted trajectories at random, outside every calibration set."""
+    """Sample judge-accepted trajectories at random, outside every calibration set (and,
+    after a failed check, under the rubric's [recalibration] policy with --reason)."""
 
     with store_session(as_json) as s:
         check = sample_accepted(
@@ -536,6 +585,7 @@ def accepted_sample(
             seed=seed,
             name=name,
             rubric=rubric,
+            reason=reason,
             actor=actor_name(actor),
         )
         out = {"check": check.name, "judge_hash": check.judge_hash, **check.plan}
@@ -547,6 +597,18 @@ def accepted_sample(
             f"accepted trajectories, seed {out['seed']}"
         ),
     )
+
+
+@accepted_app.command("abandon")
+def accepted_abandon(
+    check: str = typer.Option(..., "--check", help="check name"),
+    reason: str = typer.Option(..., "--reason", help="why it is abandoned (recorded)"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Stop an accepted-set check with no decided report, with a recorded reason; it
+    stays on the record as "abandoned" and is never decided afterwards."""
+    _abandon("accepted", check, reason, actor, as_json)
 
 
 @accepted_app.command("push")

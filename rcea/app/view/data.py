@@ -62,6 +62,7 @@ from rcea.study.store.models import (
     Trajectory,
     ValidityCheck,
 )
+from rcea.study.validity_audit.figures import calibration_figure_rows
 from rcea.study.validity_audit.status import validity_status
 
 if TYPE_CHECKING:
@@ -749,6 +750,23 @@ def calibration_progress(study: str, settings: Settings | None = None) -> pd.Dat
         rows,
         columns=["calibration", "status", "labelled", "of", "share", "awaiting adjudication"],
     )
+
+
+CALIBRATION_FIGURE_COLUMNS = [
+    "calibration", "outcome", "basis", "figure", "balanced", "population", "low", "high",
+    "threshold", "passed",
+]  # fmt: skip
+
+
+def calibration_figures(study: str, settings: Settings | None = None) -> pd.DataFrame:
+    """Every completed calibration's figures on the balanced sample and on the population
+    (with its interval) beside the threshold of the declared basis
+    (:func:`rcea.study.validity_audit.figures.calibration_figure_rows`)."""
+
+    with session_scope(engine(settings)) as session:
+        sid = require_study(session, name=study).id
+        rows = calibration_figure_rows(session, study_id=sid)  # type: ignore[arg-type]
+    return pd.DataFrame(rows, columns=CALIBRATION_FIGURE_COLUMNS)
 
 
 def mode_names(study: str, settings: Settings | None = None) -> dict[str, dict[str, str]]:

@@ -40,6 +40,8 @@ AUDIT_EVENT_KINDS = (
     events.CALIBRATION_COMPLETED,
     events.ACCEPTED_SAMPLE,
     events.ACCEPTED_COMPLETED,
+    events.CALIBRATION_ABANDON,
+    events.ACCEPTED_ABANDON,
 )
 GENESIS = "0" * 64
 PAIR_KIND = "pair audit"
@@ -106,6 +108,14 @@ def chain_problems(entries: list[dict[str, Any]]) -> list[str]:
     return bad
 
 
+def _multiplicity(policy: dict[str, Any] | None) -> dict[str, Any]:
+    """The stated correction of an attempt's policy and the per-attempt α it implies
+    (Bonferroni: 0.05 / max_attempts; none: 0.05; no policy recorded: none)."""
+    correction = (policy or {}).get("correction") or "none"
+    m = int((policy or {}).get("max_attempts") or 1)
+    return {"correction": correction, "alpha": 0.05 / m if correction == "bonferroni" else 0.05}
+
+
 def _requirements(report: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [
         {k: r.get(k) for k in ("name", "value", "threshold", "passed")}
@@ -146,11 +156,14 @@ def _attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "drawn_at": e["time"],
                 "attempt": p.get("attempt"),
                 "reason": p.get("reason"),
+                **_multiplicity(p.get("reaudit")),
+                "thresholds": None,
                 "n_items": p.get("n_pairs"),
                 "outcome": "in progress",
                 "decided_at": None,
                 "abandon_reason": None,
                 "values": [],
+                "basis": None,
             }
             by_key[("pair", p.get("audit_id"))] = a
             out.append(a)
@@ -166,16 +179,27 @@ def _attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "seed": p.get("seed"),
                 "drawn_by": e["actor"],
                 "drawn_at": e["time"],
-                "attempt": None,
-                "reason": None,
+                "attempt": p.get("attempt"),
+                "reason": p.get("reason"),
+                **_multiplicity(p.get("recalibration")),
+                "thresholds": p.get("acceptance"),
                 "n_items": p.get("held_out") if cal else p.get("size"),
                 "outcome": "in progress",
                 "decided_at": None,
                 "abandon_reason": None,
                 "values": [],
+                "basis": None,
             }
             by_key[("calibration" if cal else "accepted", name)] = a
             out.append(a)
+        elif kind in (events.CALIBRATION_ABANDON, events.ACCEPTED_ABANDON):
+            cal = kind == events.CALIBRATION_ABANDON
+            name = p.get("calibration") if cal else p.get("check")
+            a = by_key.get(("calibration" if cal else "accepted", name))
+            if a is not None and a["outcome"] == "in progress":
+                a["outcome"] = ABANDONED
+                a["decided_at"] = e["time"]
+                a["abandon_reason"] = p.get("reason")
         elif kind == events.AUDIT_ABANDON:
             a = by_key.get(("pair", p.get("audit_id")))
             if a is not None and a["outcome"] == "in progress":
@@ -192,13 +216,15 @@ def _attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             cal = kind == events.CALIBRATION_COMPLETED
             name = p.get("calibration") if cal else p.get("check")
             a = by_key.get(("calibration" if cal else "accepted", name))
-            if a is not None:
+            if a is not None and a["outcome"] != ABANDONED:
                 acc = p.get("acceptance")
                 a["outcome"] = (
                     "recorded" if acc is None else ("passed" if acc.get("passed") else "failed")
                 )
                 a["decided_at"] = e["time"]
                 a["values"] = _requirements(acc)
+                if cal:  # recorded before the basis existed: the balanced sample
+                    a["basis"] = (acc or {}).get("basis") or "balanced"
     return out
 
 

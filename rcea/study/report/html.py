@@ -39,6 +39,55 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+#: the judge calibration's figures, in report order
+_CAL_FIGURES = ("accuracy", "macro_f1", "accepted_valid_precision", "valid_recall", "coverage")
+
+
+def _calibration_table(val: dict[str, Any]) -> list[str]:
+    """The completed calibration's figures on the balanced sample and on the population
+    (with its interval), and the predeclared threshold on the basis it applies to."""
+    rep = val.get("report")
+    if not rep:
+        return []
+    pop = rep.get("population") or {}
+    ci = pop.get("intervals") or {}
+    acc = val.get("acceptance") or {}
+    basis = acc.get("basis") or "balanced"
+    thresholds = {r["name"]: r for r in acc.get("requirements") or []}
+    rows = []
+    for k in _CAL_FIGURES:
+        band = ci.get(k)
+        req = thresholds.get(k)
+        rows.append(
+            [
+                k,
+                rep.get(k),
+                fmt(pop.get(k)) + (f" [{fmt(band[0])}, {fmt(band[1])}]" if band else ""),
+                ""
+                if req is None
+                else f">= {fmt(req['threshold'])} ({'pass' if req['passed'] else 'FAIL'})",
+            ]
+        )
+    weights = pop.get("weights") or {}
+    return [
+        f"<h3>Judge calibration {escape(str(val.get('calibration')))}</h3>",
+        "<p class='label'>The calibration sample is stratified by the judge's verdict (about "
+        "half accepted, half not), so its raw figures describe that balanced sample; the "
+        "population figures weight each stratum by its share of the whole judged population"
+        + (
+            f" (accepted {fmt(weights.get('accepted'))}, not accepted "
+            f"{fmt(weights.get('not_accepted'))})"
+            if weights
+            else " (not recorded for this calibration)"
+        )
+        + f", with {fmt(pop.get('confidence'))} stratified-bootstrap intervals. The "
+        f"predeclared thresholds apply to the <strong>{escape(basis)}</strong> figures.</p>",
+        _table(
+            ["figure", "balanced sample", "population (interval)", f"threshold ({basis})"], rows
+        ),
+    ]
+
+
 def render_html(
     report: dict[str, Any],
     *,
@@ -104,6 +153,7 @@ def render_html(
             ],
         ),
     ]
+    parts += _calibration_table(val)
     flows = [c for c in report["checkpoints"] if c.get("flow")]
     if flows:
         parts.append("<h3>Flow per checkpoint (trajectories / questions)</h3>")

@@ -577,6 +577,7 @@ def _check_calibration(cal: dict[str, Any], val: dict[str, Any], res: Verificati
         pop.get("population"),
         n_boot=int(pop.get("n_boot", 10_000)),
         seed=int(pop.get("seed", 0)),
+        confidence=float(pop.get("confidence", 0.95)),
     )
     if not pop:  # a report written before population figures: compare what it has
         rep.pop("population")

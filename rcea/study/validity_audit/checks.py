@@ -26,12 +26,13 @@ from typing import Any
 from sqlmodel import Session, select
 
 from rcea.audits.acceptance import JudgeAcceptance
-from rcea.audits.rubric import CalibrationPlan
+from rcea.audits.rubric import CalibrationPlan, RecalibrationPolicy
 from rcea.pipeline.judge import VALID
 from rcea.study import events
 from rcea.study.pair_audit.freeze import get_rubric, rubric_spec
 from rcea.study.store import append_event, list_events, require_study
 from rcea.study.store.models import JudgeVerdict, JudgeVersion, ValidityCheck, ValidityItem
+from rcea.study.validity_audit.attempts import attempt_check, attempt_seed, prior_checks
 from rcea.study.validity_audit.status import JUDGE_RUN_EVENT
 from rcea.study.validity_audit.versions import JudgeError, get_judge
 
@@ -126,14 +127,6 @@ def _add_items(
     session.flush()
 
 
-def acceptance_thresholds(session: Session, *, rubric: str | None) -> JudgeAcceptance:
-    """The judge acceptance thresholds of the rubric ``[acceptance]`` (the documented
-    defaults without a rubric or without the section: rcea/audits/acceptance.py)."""
-    if rubric:
-        return rubric_spec(get_rubric(session, name=rubric)).acceptance
-    return JudgeAcceptance()
-
-
 def check_acceptance(check: ValidityCheck) -> JudgeAcceptance:
     """The thresholds frozen into a check's plan when it was drawn (checks drawn before
     thresholds existed: the documented defaults; before the basis existed: on the balanced
@@ -158,13 +151,56 @@ def population_counts(session: Session, check: ValidityCheck) -> dict[str, int] 
     return {"accepted": n_acc, "not_accepted": len(pool) - n_acc} if pool else None
 
 
-def bootstrap_settings(check: ValidityCheck) -> dict[str, int]:
-    """``n_boot`` and ``seed`` of the population intervals (the plan's; its seed before
-    they were recorded)."""
+def bootstrap_settings(check: ValidityCheck) -> dict[str, Any]:
+    """``n_boot``, ``seed`` and ``confidence`` of the population intervals (the plan's;
+    before they were recorded: 10,000, the check's seed, 95%)."""
     return {
         "n_boot": int(check.plan.get("n_boot", CALIBRATION_N_BOOT)),
         "seed": int(check.plan.get("bootstrap_seed", check.seed)),
+        "confidence": float(check.plan.get("confidence", 0.95)),
     }
+
+
+def _attempt(
+    session: Session,
+    *,
+    study_id: int,
+    judge: JudgeVersion,
+    kind: str,
+    rubric: str | None,
+    reason: str | None,
+) -> tuple[dict[str, Any], JudgeAcceptance, set[str]]:
+    """The attempt this draw is (rcea/study/validity_audit/attempts.py), the thresholds
+    it is judged against (the rubric's, tightened for a later attempt), and the
+    trajectories of earlier attempts (never drawn again)."""
+    row = get_rubric(session, name=rubric) if rubric else None
+    spec = rubric_spec(row) if row is not None else None
+    att = attempt_check(
+        session,
+        study_id=study_id,
+        judge_hash=judge.content_hash,
+        kind=kind,
+        rubric_hash=row.content_hash if row is not None else None,
+        policy=spec.recalibration if spec is not None else RecalibrationPolicy(),
+        reason=reason,
+    )
+    base = spec.acceptance if spec is not None else JudgeAcceptance()
+    seen = {
+        i.trajectory_id
+        for c in prior_checks(session, study_id=study_id, judge_hash=judge.content_hash, kind=kind)
+        for i in check_items(session, check_id=c.id)  # type: ignore[arg-type]
+    }
+    plan = {
+        "rubric_hash": row.content_hash if row is not None else None,
+        "recalibration": att["policy"],
+        "attempt": att["attempt"],
+        "reason": reason,
+        "failed_before": att["failed_before"],
+        "tighten_by": att["tighten_by"],
+        "alpha": att["alpha"],
+        "n_excluded_earlier_attempts": len(seen),
+    }
+    return plan, base.tightened(att["tighten_by"]), seen
 
 
 def calibration_plan(
@@ -200,25 +236,38 @@ def sample_calibration(
     held_out: int | None = None,
     seed: int | None = None,
     name: str | None = None,
+    reason: str | None = None,
 ) -> ValidityCheck:
-    """Draw a balanced, blinded calibration set (see the module docstring)."""
+    """Draw a balanced, blinded calibration set (see the module docstring). After a
+    failed calibration of the same judge only under its predeclared re-calibration
+    policy, with ``reason``; a later attempt's items are disjoint from every earlier
+    attempt's and drawn with a seed derived from the attempt."""
     st = require_study(session, name=study)
     jv = get_judge(session, name=judge, version=judge_version)
     plan = calibration_plan(session, rubric=rubric, size=size, held_out=held_out, seed=seed)
-    pool = _verdicts(session, judge_id=jv.id, study_id=st.id)  # type: ignore[arg-type]
-    if not pool:
+    reason = (reason or "").strip() or None
+    record, thresholds, seen = _attempt(
+        session, study_id=st.id, judge=jv, kind=CALIBRATION, rubric=rubric, reason=reason
+    )  # type: ignore[arg-type]
+    everything = _verdicts(session, judge_id=jv.id, study_id=st.id)  # type: ignore[arg-type]
+    if not everything:
         raise JudgeError(
             f"judge {jv.name} v{jv.version} has no verdicts in study {study!r}: "
             "run `rcea judge run` first"
         )
+    pool = [v for v in everything if v.trajectory_id not in seen]
     n = min(plan.size, len(pool))
     if n < plan.held_out:
         raise JudgeError(
-            f"only {len(pool)} judged verifier successes; the plan holds out {plan.held_out}"
+            f"only {len(pool)} judged verifier successes"
+            + (f" outside earlier attempts' {len(seen)} items" if seen else "")
+            + f"; the plan holds out {plan.held_out}"
         )
-    rng = random.Random(f"calibration:{plan.seed}")
+    drawn_seed = attempt_seed(plan.seed, record["attempt"])
+    rng = random.Random(f"calibration:{drawn_seed}")
     acc = [v for v in pool if v.verdict == VALID]
     rej = [v for v in pool if v.verdict != VALID]
+    n_accepted = sum(v.verdict == VALID for v in everything)
     rng.shuffle(acc)
     rng.shuffle(rej)
     n_acc = min(len(acc), n // 2)
@@ -237,11 +286,14 @@ def sample_calibration(
         name=name,
         study=study,
         judge=jv,
-        seed=plan.seed,
+        seed=drawn_seed,
         plan={
             **plan.to_dict(),
+            "seed": drawn_seed,
+            "rubric_seed": plan.seed,
             "rubric": rubric,
-            "acceptance": acceptance_thresholds(session, rubric=rubric).to_dict(),
+            **record,
+            "acceptance": thresholds.to_dict(),
             "n_drawn": n,
             "n_pool": len(pool),
             "n_judge_accepted": n_acc,
@@ -250,9 +302,10 @@ def sample_calibration(
             "held_out_judge_not_accepted": h_rej,
             "balanced": n_acc == n_rej or abs(n_acc - n_rej) <= 1,
             # the verdict shares of the whole judged population (population figures)
-            "population": {"accepted": len(acc), "not_accepted": len(rej)},
+            "population": {"accepted": n_accepted, "not_accepted": len(everything) - n_accepted},
             "n_boot": CALIBRATION_N_BOOT,
-            "bootstrap_seed": plan.seed,
+            "bootstrap_seed": drawn_seed,
+            "confidence": 1.0 - record["alpha"],
         },
         actor=actor,
     )
@@ -293,10 +346,13 @@ def sample_accepted(
     seed: int = 0,
     name: str | None = None,
     rubric: str | None = None,
+    reason: str | None = None,
 ) -> ValidityCheck:
     """Draw ``size`` judge-accepted trajectories outside every calibration set; the
     acceptance threshold (rubric ``[acceptance]``, defaults without one) is frozen into
-    the plan."""
+    the plan. After a failed accepted-set check of the judge, only under its predeclared
+    policy with ``reason``, items disjoint from earlier checks', seed derived from the
+    attempt (as for calibrations)."""
     st = require_study(session, name=study)
     jv = (
         get_judge(session, name=judge, version=judge_version)
@@ -310,10 +366,14 @@ def sample_accepted(
             .where(ValidityCheck.study_id == st.id, ValidityCheck.kind == CALIBRATION)
         ).all()
     )
+    reason = (reason or "").strip() or None
+    record, thresholds, seen = _attempt(
+        session, study_id=st.id, judge=jv, kind=ACCEPTED, rubric=rubric, reason=reason
+    )  # type: ignore[arg-type]
     pool = [
         v
         for v in _verdicts(session, judge_id=jv.id, study_id=st.id)  # type: ignore[arg-type]
-        if v.verdict == VALID and v.trajectory_id not in calibrated
+        if v.verdict == VALID and v.trajectory_id not in calibrated | seen
     ]
     if size < 1:
         raise JudgeError("--size must be at least 1")
@@ -322,7 +382,8 @@ def sample_accepted(
             f"only {len(pool)} judge-accepted trajectories outside the calibration sets; "
             f"asked for {size}"
         )
-    picked = random.Random(f"accepted:{seed}").sample(pool, size)
+    drawn_seed = attempt_seed(seed, record["attempt"])
+    picked = random.Random(f"accepted:{drawn_seed}").sample(pool, size)
     check = _new_check(
         session,
         kind=ACCEPTED,
@@ -330,14 +391,16 @@ def sample_accepted(
         name=name,
         study=study,
         judge=jv,
-        seed=seed,
+        seed=drawn_seed,
         plan={
             "size": size,
-            "seed": seed,
+            "seed": drawn_seed,
+            "rubric_seed": seed,
             "n_pool": len(pool),
             "n_excluded": len(calibrated),
             "rubric": rubric,
-            "acceptance": acceptance_thresholds(session, rubric=rubric).to_dict(),
+            **record,
+            "acceptance": thresholds.to_dict(),
         },
         actor=actor,
     )

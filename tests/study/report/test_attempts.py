@@ -296,9 +296,17 @@ def test_rederive_a_population_basis_calibration() -> None:
     judge = ["valid"] * 3 + ["invalid"] * 2 + ["invalid"] * 5  # balanced recall 3/5
     pop = {"accepted": 9000, "not_accepted": 1000}
     t = JudgeAcceptance(macro_f1_min=0.5, coverage_min=0.0, accepted_valid_precision_min=0.5)
-    cal = {"thresholds": t.to_dict(), "population": pop, "bootstrap": {"n_boot": 100, "seed": 4},
-           "n_items": 10, "items": [{"item_key": str(i), "human": h, "judge": j}
-                                    for i, (h, j) in enumerate(zip(human, judge, strict=True))]}  # fmt: skip
+    items = [
+        {"item_key": str(i), "human": h, "judge": j}
+        for i, (h, j) in enumerate(zip(human, judge, strict=True))
+    ]
+    cal = {
+        "thresholds": t.to_dict(),
+        "population": pop,
+        "bootstrap": {"n_boot": 100, "seed": 4},
+        "n_items": 10,
+        "items": items,
+    }
     rep = calibration_figures(human, judge, pop, n_boot=100, seed=4)
     acc = calibration_acceptance(rep, t)
     values = [{k: r[k] for k in ("name", "value", "threshold", "passed")}
@@ -307,5 +315,7 @@ def test_rederive_a_population_basis_calibration() -> None:
     assert got == {"outcome": "passed" if acc["passed"] else "failed", "values": values}
     assert acc["basis"] == "population"
     # without the population counts the population basis cannot pass
-    no_pop = rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), {**cal, "population": None})
+    no_pop = rederive(
+        _validity_attempt(CALIBRATION_KIND, "passed", values), {**cal, "population": None}
+    )
     assert no_pop["outcome"] == "failed"
