@@ -3,7 +3,8 @@ automatic pair label of docs/estimators.md item 10."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
 
@@ -42,6 +43,22 @@ def unrank_pair(index: int, m: int) -> tuple[int, int]:
     return i, i + 1 + remaining
 
 
+def attempt_seed(seed: int, attempt: int) -> int:
+    """The sampling seed of attempt ``attempt``: the rubric's seed for the first, else a
+    hash of seed and attempt (a re-draw never repeats the first draw's order): the first
+    8 hex digits of SHA-256("rcea-attempt\\0SEED\\0ATTEMPT") modulo 2³¹ − 1."""
+    if attempt <= 1:
+        return int(seed)
+    digest = hashlib.sha256(f"rcea-attempt\x00{seed}\x00{attempt}".encode()).hexdigest()
+    return int(digest[:8], 16) % (2**31 - 1)
+
+
+def _rank_pair(i: int, j: int, m: int) -> int:
+    """The inverse of :func:`unrank_pair` (i ≠ j in any order)."""
+    i, j = min(i, j), max(i, j)
+    return i * (m - 1) - i * (i - 1) // 2 + (j - i - 1)
+
+
 def sample_pairs(
     trajectories_by_question: Mapping[str, Sequence[str]],
     *,
@@ -50,6 +67,7 @@ def sample_pairs(
     seed: int,
     excluded_questions: Sequence[str] = (),
     max_pairs: int | None = None,
+    excluded_pairs: Collection[tuple[str, str]] = (),
 ) -> list[SampledPair]:
     """Draw ``n_questions`` questions, then ``pairs_per_question`` distinct unordered pairs
     of trajectories within each, without replacement; optionally cap the total.
@@ -59,6 +77,11 @@ def sample_pairs(
     asking for more qualifying questions than exist raises ``ValueError`` naming the
     shortfall. Same inputs and seed → same pairs and keys (order of the mapping and of
     trajectories inside it does not matter: both are sorted first).
+
+    ``excluded_pairs`` (unordered trajectory pairs, e.g. an earlier audit's) are never
+    drawn again: a question qualifies when C(m, 2) minus its excluded pairs still holds
+    ``pairs_per_question``, and its pairs are drawn from the rest (without exclusions the
+    draw is exactly the one above).
     """
     if pairs_per_question < 1 or n_questions < 1:
         raise ValueError("pairs_per_question and n_questions must be >= 1")
@@ -66,7 +89,22 @@ def sample_pairs(
         raise ValueError(f"max_pairs must be >= 1, got {max_pairs}")
     excluded = set(excluded_questions)
     pool = {q: sorted(set(ts)) for q, ts in trajectories_by_question.items() if q not in excluded}
-    qualifying = sorted(q for q, ts in pool.items() if comb(len(ts), 2) >= pairs_per_question)
+    seen = {tuple(sorted(p)) for p in excluded_pairs}
+    taken: dict[str, np.ndarray] = {}
+    for q, ts in pool.items():
+        where = {t: k for k, t in enumerate(ts)}
+        ranks = [
+            _rank_pair(where[a], where[b], len(ts))
+            for a, b in seen
+            if a in where and b in where and a != b
+        ]
+        if ranks:
+            taken[q] = np.unique(np.array(ranks, dtype=np.int64))
+    qualifying = sorted(
+        q
+        for q, ts in pool.items()
+        if comb(len(ts), 2) - len(taken.get(q, ())) >= pairs_per_question
+    )
     if len(qualifying) < n_questions:
         raise ValueError(
             f"the pair plan asks for {n_questions} question(s) with at least "
@@ -82,7 +120,11 @@ def sample_pairs(
     for q in chosen:
         ts = pool[q]
         total = comb(len(ts), 2)
-        picks = np.sort(rng.choice(total, size=pairs_per_question, replace=False))
+        if q in taken:  # only pairs no earlier draw holds
+            rest = np.setdiff1d(np.arange(total, dtype=np.int64), taken[q])
+            picks = np.sort(rng.choice(rest, size=pairs_per_question, replace=False))
+        else:
+            picks = np.sort(rng.choice(total, size=pairs_per_question, replace=False))
         for idx in picks.tolist():
             i, j = unrank_pair(int(idx), len(ts))
             pairs.append((q, ts[i], ts[j]))

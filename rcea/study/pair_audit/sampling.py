@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import insert
 from sqlmodel import Session, select
 
-from rcea.audits.sampling import automatic_pair_label, sample_pairs
+from rcea.audits.sampling import attempt_seed, automatic_pair_label, sample_pairs
 from rcea.study import events
 from rcea.study.pair_audit.freeze import (
     FreezeError,
@@ -74,15 +74,34 @@ def draw_audit(
         by_q[qid].append(tid)
     excluded = dev_questions(session, study_id=st.id)
     plan = spec.pairs
-    seed = plan.seed if seed is None else seed
-    pairs = sample_pairs(
-        by_q,
-        pairs_per_question=plan.pairs_per_question,
-        n_questions=plan.n_questions,
-        seed=seed,
-        excluded_questions=excluded,
-        max_pairs=plan.max_pairs,
-    )
+    base_seed = plan.seed if seed is None else seed
+    # a later attempt on the partition: fresh pairs (none an earlier audit of it drew),
+    # with a seed derived from the attempt (docs/publication.md "Every attempt")
+    seed = attempt_seed(base_seed, attempt["attempt"])
+    earlier = [
+        (p.trajectory_a, p.trajectory_b)
+        for a in session.exec(
+            select(Audit).where(Audit.study_id == st.id, Audit.partition_hash == part.content_hash)
+        ).all()
+        for p in audit_pairs(session, audit_id=a.id)  # type: ignore[arg-type]
+    ]
+    try:
+        pairs = sample_pairs(
+            by_q,
+            pairs_per_question=plan.pairs_per_question,
+            n_questions=plan.n_questions,
+            seed=seed,
+            excluded_questions=excluded,
+            max_pairs=plan.max_pairs,
+            excluded_pairs=earlier,
+        )
+    except ValueError as exc:
+        if not earlier:
+            raise
+        raise FreezeError(
+            f"{exc} — after excluding the {len(earlier)} pairs earlier audits of this "
+            "partition drew (a re-audit draws fresh pairs)"
+        ) from exc
     name = name or f"{study}-audit-{len(session.exec(select(Audit)).all()) + 1}"
     if session.exec(select(Audit).where(Audit.name == name)).first() is not None:
         raise FreezeError(f"an audit named {name!r} already exists")
@@ -127,6 +146,8 @@ def draw_audit(
             "rubric_hash": rub.content_hash,
             "partition_hash": part.content_hash,
             "seed": seed,
+            "rubric_seed": base_seed,
+            "n_excluded_earlier_pairs": len(earlier),
             "n_pairs": len(pairs),
             "n_questions": len({p.question_id for p in pairs}),
             "excluded_questions": excluded,

@@ -16,12 +16,12 @@ does likewise for accepted-set checks).
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from sqlmodel import Session, select
 
 from rcea.audits.rubric import RecalibrationPolicy
+from rcea.audits.sampling import attempt_seed
 from rcea.study import events
 from rcea.study.store import append_event, list_events
 from rcea.study.store.models import ValidityCheck
@@ -32,15 +32,7 @@ ALPHA = 0.05
 _COMPLETED = {"calibration": events.CALIBRATION_COMPLETED, "accepted": events.ACCEPTED_COMPLETED}
 _ABANDON = {"calibration": events.CALIBRATION_ABANDON, "accepted": events.ACCEPTED_ABANDON}
 _NAME_KEY = {"calibration": "calibration", "accepted": "check"}
-
-
-def attempt_seed(seed: int, attempt: int) -> int:
-    """The sampling seed of attempt ``attempt``: the rubric's seed for the first, else a
-    hash of seed and attempt (so a re-draw never repeats the first draw's order)."""
-    if attempt <= 1:
-        return int(seed)
-    digest = hashlib.sha256(f"rcea-attempt\x00{seed}\x00{attempt}".encode()).hexdigest()
-    return int(digest[:8], 16) % (2**31 - 1)
+__all__ = ["ALPHA", "abandon_check", "attempt_check", "attempt_seed", "prior_checks"]
 
 
 def attempt_alpha(policy: dict[str, Any] | None) -> float:

@@ -20,6 +20,7 @@ from rcea.pipeline.toy import (
 from rcea.study.settings import Settings
 from rcea.study.store import list_events, require_study, session_scope
 from rcea.study.store.models import JudgeVerdict, JudgeVersion, Trajectory, ValidityItem
+from rcea.study.validity_audit.attempts import attempt_seed
 from rcea.study.validity_audit.checks import (
     DEVELOPMENT,
     HELD_OUT,
@@ -27,7 +28,6 @@ from rcea.study.validity_audit.checks import (
     sample_accepted,
     sample_calibration,
 )
-from rcea.study.validity_audit.attempts import attempt_seed
 from rcea.study.validity_audit.run import run_judge
 from rcea.study.validity_audit.status import validity_status
 from rcea.study.validity_audit.validity import validity_by_checkpoint
