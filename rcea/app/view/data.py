@@ -41,6 +41,7 @@ from rcea.study.report.attempt_labels import attempt_labels
 from rcea.study.report.attempts import AUDIT_EVENT_KINDS, attempts
 from rcea.study.report.build import build_report, mode_labels
 from rcea.study.report.estimates import UNCERTAIN
+from rcea.study.report.html import changes_text
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.schema import StudyReport
 from rcea.study.settings import Settings, get_settings
@@ -263,6 +264,11 @@ def attempts_frame(study: str, settings: Settings | None = None) -> pd.DataFrame
         r["failed requirements"] = ", ".join(str(x) for x in failed)
         r["labels counted"] = r.pop("n_labels")
         r["abandon reason"] = r.pop("abandon_reason")
+        r["changed after a failed attempt"] = changes_text(r)
+        r.pop("changed_after_failure")
+        r["thresholds"] = ", ".join(
+            f"{k} {v}" for k, v in (r.pop("thresholds") or {}).items() if k != "basis"
+        )
     return pd.DataFrame(rows)
 
 

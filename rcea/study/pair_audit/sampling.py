@@ -151,6 +151,9 @@ def draw_audit(
             "n_pairs": len(pairs),
             "n_questions": len({p.question_id for p in pairs}),
             "excluded_questions": excluded,
+            # the rubric's content (its head aside): what a later attempt is compared
+            # with when this one fails ("changed after a failed attempt")
+            "design": {k: v for k, v in spec.to_dict().items() if k != "rubric"},
             "attempt": attempt["attempt"],
             "reason": reason,
             "failed_before": attempt["failed_before"],

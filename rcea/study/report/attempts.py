@@ -123,6 +123,48 @@ def _requirements(report: dict[str, Any] | None) -> list[dict[str, Any]]:
     ]
 
 
+def _flat(design: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in design.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def design_changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every setting that differs between two attempts' designs (``key`` dotted as
+    ``section.setting``, ``before``, ``after``), sorted by key."""
+    a, b = _flat(before), _flat(after)
+    return [
+        {"key": k, "before": a.get(k), "after": b.get(k)}
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    ]
+
+
+def _mark_changes(out: list[dict[str, Any]], designs: dict[int, Any]) -> None:
+    """``changed_after_failure`` of each attempt: the design differences from the latest
+    earlier FAILED attempt of the same kind in the study (``since``: its name), ``[]``
+    when nothing changed or none failed before, ``None`` when a design is not recorded."""
+    for i, a in enumerate(out):
+        failed = [
+            j for j in range(i) if out[j]["kind"] == a["kind"] and out[j]["outcome"] == "failed"
+        ]
+        if not failed:
+            a["changed_after_failure"] = []
+            continue
+        j = failed[-1]
+        if designs.get(i) is None or designs.get(j) is None:
+            a["changed_after_failure"] = None
+            continue
+        a["changed_after_failure"] = [
+            {"since": out[j]["name"], **d} for d in design_changes(designs[j], designs[i])
+        ]
+
+
 def attempts(
     entries: list[dict[str, Any]], labels: dict[str, dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
@@ -142,8 +184,11 @@ def attempts(
 def _attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     by_key: dict[tuple[str, Any], dict[str, Any]] = {}
+    designs: dict[int, Any] = {}
     for e in entries:
         p, kind = e["payload"], e["kind"]
+        if kind in (events.AUDIT_SAMPLE, events.CALIBRATION_SAMPLE, events.ACCEPTED_SAMPLE):
+            designs[len(out)] = p.get("design")
         if kind == events.AUDIT_SAMPLE:
             a = {
                 "kind": PAIR_KIND,
@@ -225,6 +270,7 @@ def _attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 a["values"] = _requirements(acc)
                 if cal:  # recorded before the basis existed: the balanced sample
                     a["basis"] = (acc or {}).get("basis") or "balanced"
+    _mark_changes(out, designs)
     return out
 
 

@@ -39,6 +39,20 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+#: how a design change after a failed attempt is labelled (``rcea report verify`` looks for it)
+CHANGED_LABEL = "changed after a failed attempt"
+
+
+def changes_text(attempt: dict[str, Any]) -> str:
+    """``changed after a failed attempt (NAME): key before → after; …`` or ``""``."""
+    changes = attempt.get("changed_after_failure") or []
+    if not changes:
+        return ""
+    since = changes[0]["since"]
+    diff = "; ".join(f"{c['key']} {fmt(c['before'])} → {fmt(c['after'])}" for c in changes)
+    return f"{CHANGED_LABEL} ({since}): {diff}"
+
+
 #: the judge calibration's figures, in report order
 _CAL_FIGURES = ("accuracy", "macro_f1", "accepted_valid_precision", "valid_recall", "coverage")
 
@@ -187,8 +201,10 @@ def render_html(
                     "seed",
                     "drawn",
                     "attempt / reason",
+                    "α (correction)",
                     "labels counted",
                     "outcome",
+                    "changed after a failed attempt",
                 ],
                 [
                     [
@@ -198,14 +214,23 @@ def render_html(
                         a["seed"],
                         f"{a['drawn_at']} by {a['drawn_by']}",
                         f"{a['attempt'] or ''} {a['reason'] or ''}".strip(),
+                        "" if a.get("alpha") is None else f"{fmt(a['alpha'])} ({a['correction']})",
                         "" if a.get("n_labels") is None else a["n_labels"],
                         a["outcome"]
-                        + (f" ({a['abandon_reason']})" if a.get("abandon_reason") else ""),
+                        + (f" ({a['abandon_reason']})" if a.get("abandon_reason") else "")
+                        + (f"; thresholds on the {a['basis']} figures" if a.get("basis") else ""),
+                        changes_text(a),
                     ]
                     for a in report["attempts"]
                 ],
             )
         )
+        for a in report["attempts"]:
+            if a.get("changed_after_failure"):
+                parts.append(
+                    f"<p class='blocked'>{escape(a['kind'])} <strong>{escape(str(a['name']))}"
+                    f"</strong>: {escape(changes_text(a))}</p>"
+                )
     for f in pair.get("failures_on_partition") or []:
         parts.append(
             "<p class='blocked'>A failed attempt is on the record of this partition: the "

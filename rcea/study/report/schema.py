@@ -192,6 +192,14 @@ class Attempt(_Model):
         "labels the bundle carries (inputs.json attempt_labels); null when not carried",
     )
     values: list[AttemptValue] = Field(description="the gate or acceptance values recorded")
+    changed_after_failure: list[JSONObject] | None = Field(
+        default=None,
+        description="changed after a failed attempt: every design setting (rubric section."
+        "setting; calibrations: sizes, labels per item, the predeclared thresholds before "
+        "any declared tightening) that differs from the latest earlier FAILED attempt of "
+        "the same kind (`since`, `key`, `before`, `after`); [] when none; null when a "
+        "design is not recorded",
+    )
     basis: str | None = Field(
         default=None,
         description="calibrations: the figures its thresholds applied to (population: "

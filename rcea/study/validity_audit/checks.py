@@ -200,6 +200,9 @@ def _attempt(
         "alpha": att["alpha"],
         "n_excluded_earlier_attempts": len(seen),
     }
+    # the predeclared design a later attempt is compared with when this one fails
+    # ("changed after a failed attempt"): the rubric's thresholds before any tightening
+    plan["design"] = {"acceptance": base.to_dict()}
     return plan, base.tightened(att["tighten_by"]), seen
 
 
@@ -264,6 +267,11 @@ def sample_calibration(
             + f"; the plan holds out {plan.held_out}"
         )
     drawn_seed = attempt_seed(plan.seed, record["attempt"])
+    record["design"]["calibration"] = {
+        "size": plan.size,
+        "held_out": plan.held_out,
+        "annotators_per_item": plan.annotators_per_item,
+    }
     rng = random.Random(f"calibration:{drawn_seed}")
     acc = [v for v in pool if v.verdict == VALID]
     rej = [v for v in pool if v.verdict != VALID]
@@ -383,6 +391,7 @@ def sample_accepted(
             f"asked for {size}"
         )
     drawn_seed = attempt_seed(seed, record["attempt"])
+    record["design"]["accepted"] = {"size": size}
     picked = random.Random(f"accepted:{drawn_seed}").sample(pool, size)
     check = _new_check(
         session,

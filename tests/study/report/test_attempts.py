@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlmodel import select
 
 from rcea.study.pair_audit.gate import decide_gate
 from rcea.study.report.attempts import chain, chain_problems
@@ -319,3 +320,67 @@ def test_rederive_a_population_basis_calibration() -> None:
         _validity_attempt(CALIBRATION_KIND, "passed", values), {**cal, "population": None}
     )
     assert no_pop["outcome"] == "failed"
+
+
+def test_a_change_after_a_failed_attempt_is_shown_and_verified(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A calibration failed, then a later one with a lowered threshold and two annotators
+    per item passed: the later attempt is listed as "changed after a failed attempt" with
+    each difference, on the bundle's page too; verify fails when the page hides it."""
+    from rcea.audits.acceptance import JudgeAcceptance
+    from rcea.study import events
+    from rcea.study.report.html import CHANGED_LABEL
+    from rcea.study.store import append_event, require_study
+    from rcea.study.store.models import ValidityCheck
+    from rcea.study.validity_audit.reports import calibration_report
+    from tests.support.validity import stored_check
+
+    _two_attempts(engine, tmp_path)
+    strict = JudgeAcceptance(basis="balanced").to_dict()
+    lenient = {**strict, "macro_f1_min": 0.5}
+    for name, judge, thresholds, per_item in (
+        ("c1", ["valid"] * 5 + ["invalid"] * 5, strict, 1),
+        ("c2", ["valid"] * 10, lenient, 2),
+    ):
+        human = {"annotator-1": ["valid"] * 10}
+        made = stored_check(engine, kind="calibration", judge=judge, name=name, study="s",
+                            labels=human, acceptance=thresholds)  # fmt: skip
+        with session_scope(engine) as s:
+            design = {
+                "acceptance": thresholds,
+                "calibration": {"size": 10, "held_out": 10, "annotators_per_item": per_item},
+            }
+            payload = {"calibration": name, "judge_hash": made["judge_hash"], "held_out": 10,
+                       "acceptance": thresholds, "design": design}  # fmt: skip
+            sid = require_study(s, name="s").id
+            append_event(
+                s, actor="r", kind=events.CALIBRATION_SAMPLE, study_id=sid, payload=payload
+            )
+            check = s.exec(select(ValidityCheck).where(ValidityCheck.name == name)).one()
+            assert calibration_report(s, check)["outcome"] == (
+                "failed" if name == "c1" else "passed"
+            )
+    with session_scope(engine) as s:
+        rep = build_report(s, study="s", n_boot=200)
+        res = publish_report(
+            s, study="s", out_dir=tmp_path / "out", actor="p", n_boot=200, entropy_only=True
+        )
+    cal = [a for a in rep["attempts"] if a["kind"] == "calibration"]
+    assert [a["outcome"] for a in cal] == ["failed", "passed"]
+    assert cal[0]["changed_after_failure"] == []
+    assert cal[1]["changed_after_failure"] == [
+        {"since": "c1", "key": "acceptance.macro_f1_min", "before": 0.85, "after": 0.5},
+        {"since": "c1", "key": "calibration.annotators_per_item", "before": 1, "after": 2},
+    ]
+    bundle = Path(res["bundle"])
+    page = (bundle / "report.html").read_text()
+    assert f"{CHANGED_LABEL} (c1): acceptance.macro_f1_min 0.85 → 0.5" in page
+    ver = verify_bundle(bundle)
+    assert ver.ok, ver.mismatches
+    hidden = page.replace(CHANGED_LABEL, "adjusted")
+    (bundle / "report.html").write_text(hidden)
+    hashes = json.loads((bundle / "hashes.json").read_text())
+    hashes["files"]["report.html"] = hashlib.sha256(hidden.encode()).hexdigest()
+    (bundle / "hashes.json").write_text(json.dumps(hashes, indent=2) + "\n")
+    ver = verify_bundle(bundle)
+    assert not ver.ok
+    assert any("c2 was changed after a failed attempt" in m for m in ver.mismatches), ver.mismatches
