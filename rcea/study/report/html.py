@@ -8,6 +8,7 @@ from html import escape
 from typing import Any
 
 from rcea.audits.covariance import FIT_SUMMARY
+from rcea.study.report.publication import CHANGED_LABEL
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -39,8 +40,13 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-#: how a design change after a failed attempt is labelled (``rcea report verify`` looks for it)
-CHANGED_LABEL = "changed after a failed attempt"
+def _changed_mark(audit: dict[str, Any]) -> str:
+    changes = audit.get("changed_after_failure") or []
+    if not changes:
+        return ""
+    return (
+        f" — {CHANGED_LABEL} ({changes[0]['since']}: " + ", ".join(c["key"] for c in changes) + ")"
+    )
 
 
 def changes_text(attempt: dict[str, Any]) -> str:
@@ -153,14 +159,14 @@ def render_html(
             [
                 [
                     f"pair audit {pair['audit'] or ''}".strip(),
-                    pair["status"],
+                    pair["status"] + _changed_mark(pair),
                     f"partition {pair['partition_hash'] or 'n/a'} ({pair['partition_source']}),"
                     f" rubric {pair['rubric_hash'] or 'n/a'}",
                     pair["blocked_by"],
                 ],
                 [
                     "validity (judge calibration)",
-                    val["status"],
+                    val["status"] + _changed_mark(val),
                     f"judge {val.get('judge_hash') or 'n/a'}, filter {val['filter']}",
                     val["blocked_by"],
                 ],

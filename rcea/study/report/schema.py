@@ -231,6 +231,11 @@ class PairAudit(_Model):
         "does not erase it; docs/publication.md)",
     )
     blocked_by: str | None = Field(description="why mode numbers are not publishable")
+    changed_after_failure: list[JSONObject] = Field(
+        default_factory=list,
+        description="when the passing gate's audit was changed after a failed attempt: "
+        "each difference (as attempts[].changed_after_failure); the scope says so",
+    )
 
 
 class ValidityAudit(BaseModel):
@@ -255,6 +260,11 @@ class ValidityAudit(BaseModel):
         description="whether a validity verdict filters the accepted set"
     )
     blocked_by: str | None = Field(description="why validity numbers are not publishable")
+    changed_after_failure: list[JSONObject] = Field(
+        default_factory=list,
+        description="when the passing calibration was changed after a failed attempt: "
+        "each difference (as attempts[].changed_after_failure); the scope says so",
+    )
 
 
 class Audits(_Model):

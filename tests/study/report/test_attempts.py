@@ -384,3 +384,26 @@ def test_a_change_after_a_failed_attempt_is_shown_and_verified(engine, tmp_path:
     ver = verify_bundle(bundle)
     assert not ver.ok
     assert any("c2 was changed after a failed attempt" in m for m in ver.mismatches), ver.mismatches
+
+
+def test_a_pass_resting_on_a_post_hoc_change_is_marked_in_the_scope() -> None:
+    """The bundle's scope (its "audited" label) says when the pass the numbers rest on
+    came after a design change following a failed attempt."""
+    from rcea.study.report.publication import CHANGED_LABEL, FULL_SCOPE, publication_scope
+
+    change = {"since": "c1", "key": "acceptance.macro_f1_min", "before": 0.85, "after": 0.75}
+    report = {
+        "quantities": [{"depends_on": ["validity"], "evidence": None}],
+        "audits": {
+            "pair": {"changed_after_failure": []},
+            "validity": {"changed_after_failure": [change]},
+        },
+    }
+    scope = publication_scope(report, "entropy only")
+    assert scope.startswith(FULL_SCOPE)
+    assert f"judge calibration passed {CHANGED_LABEL} (c1: acceptance.macro_f1_min)" in scope
+    report["audits"]["validity"]["changed_after_failure"] = []
+    assert publication_scope(report, "entropy only") == FULL_SCOPE
+    # an entropy-only report calls nothing audited, so carries no mark
+    report["quantities"] = [{"depends_on": [], "evidence": None}]
+    assert publication_scope(report, "entropy only") == "entropy only"
