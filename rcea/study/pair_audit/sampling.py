@@ -157,7 +157,13 @@ def draw_audit(
             "attempt": attempt["attempt"],
             "reason": reason,
             "failed_before": attempt["failed_before"],
-            **({"reaudit": attempt["policy"]} if attempt["policy"] else {}),
+            # the policy it runs under: the failed audit's, or (a first attempt) its own
+            # rubric's when that declares one — so every attempt shows the same α
+            **(
+                {"reaudit": policy}
+                if (policy := attempt["policy"] or _own_policy(spec, rub))
+                else {}
+            ),
         },
     )
     return audit
@@ -240,6 +246,13 @@ def reaudit_check(
         )
     out["policy"] = {**policy.to_dict(), "rubric_hash": first["rubric_hash"]}
     return out
+
+
+def _own_policy(spec: Any, rub: Rubric) -> dict[str, Any] | None:
+    """The rubric's own ``[reaudit]`` policy (``None`` when it declares none)."""
+    if not spec.reaudit.allows_reaudit:
+        return None
+    return {**spec.reaudit.to_dict(), "rubric_hash": rub.content_hash}
 
 
 def get_audit(session: Session, *, name: str | None = None, study: str | None = None) -> Audit:

@@ -49,11 +49,17 @@ def test_report_lists_every_attempt(engine, tmp_path: Path) -> None:  # type: ig
     assert failed["seed"] == 5 and failed["drawn_by"] == "r" and failed["decided_at"]
     cov = next(v for v in failed["values"] if v["name"] == "automatic_coverage")
     assert cov["passed"] is False and cov["threshold"] == 1.0
-    assert rep["attempts"][1]["seed"] == 1
+    # a re-audit draws with a seed derived from the attempt (and fresh pairs)
+    from rcea.audits.sampling import attempt_seed
+
+    assert rep["attempts"][1]["seed"] == attempt_seed(1, 2)
+    assert [(a["correction"], a["alpha"]) for a in rep["attempts"]] == [
+        ("bonferroni", 0.025), ("bonferroni", 0.025)]  # fmt: skip
     from rcea.study.report.html import render_html
 
     html = render_html(rep, scope="entropy-only (no audit)", figures={}, hashes={})
     assert "Every attempt on the record" in html and "B misread the guideline" in html
+    assert "0.025 (bonferroni)" in html  # the attempt's α is shown, not only in inputs.json
 
 
 def test_chain_detects_a_removed_or_edited_event() -> None:
