@@ -10,7 +10,10 @@ refuses one that is clearly worse (0.80 accuracy, 0.71 recall). Macro-F1 0.85 is
 gate's agreement threshold; coverage 0.95 (at most 1 in 20 unparseable verdicts) matches the
 gate's automatic coverage. The accepted-set check's lower 95% Clopper–Pearson bound 0.80
 against each annotator: the paper's 91.3% / 89.1% clear it on a few hundred items, and a
-lower bound under 0.80 means one accepted trajectory in five may be invalid.
+lower bound under 0.80 means one accepted trajectory in five may be invalid. The default
+calibration design holds out 300 items (rcea/audits/rubric.py) and applies these to the
+population-weighted figures: a judge of ≥ 95 % population accuracy then passes with
+probability ≥ 0.948 in simulation (benchmarks/bench_calibration_design.py).
 
 ``basis`` says which figures the calibration thresholds apply to: ``population`` (the
 default: the population-weighted figures of rcea/audits/calibration.py, what the judge does

@@ -42,7 +42,7 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
 
     [calibration]      # optional judge-calibration plan
     size = 600
-    held_out = 117     # 1 <= held_out <= size
+    held_out = 300     # 1 <= held_out <= size
     seed = 0
     annotators_per_item = 2   # optional, default 1; 2: A and B label every item and
                               # their disagreements are adjudicated
@@ -319,7 +319,7 @@ class CalibrationPlan:
     """Judge-calibration plan: ``size`` labelled items of which ``held_out`` are held out."""
 
     size: int = 600
-    held_out: int = 117
+    held_out: int = 300
     seed: int = 0
     annotators_per_item: int = 1  # 2: A and B label every item; disagreements adjudicated
 

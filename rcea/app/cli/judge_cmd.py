@@ -365,7 +365,7 @@ def calibrate_sample(
     version: int = typer.Option(None, "--version", help="judge version (default: latest)"),
     rubric: str = typer.Option(None, "--rubric", help="frozen rubric with a [calibration] plan"),
     size: int = typer.Option(None, "--size", min=1, help="items (default: rubric or 600)"),
-    held_out: int = typer.Option(None, "--held-out", min=1, help="held out (default 117)"),
+    held_out: int = typer.Option(None, "--held-out", min=1, help="held out (default 300)"),
     seed: int = typer.Option(None, "--seed", help="sampling seed (default: rubric or 0)"),
     name: str = typer.Option(None, "--name", help="calibration name"),
     reason: str = REASON_OPTION,

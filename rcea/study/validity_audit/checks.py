@@ -5,7 +5,7 @@
   (``valid``) and not accepted (``invalid`` or ``unparseable``) — half each, the other
   stratum filling in when one is short — split into ``held_out`` held-out items
   (stratified, proportional to the two strata) and the rest for development. The plan
-  comes from a frozen rubric's ``[calibration]`` table (defaults 600 / 117 / seed 0) and
+  comes from a frozen rubric's ``[calibration]`` table (defaults 600 / 300 / seed 0) and
   may be overridden. The judge version and its hash are bound when the sample is drawn
   and the verdict of each item is stored with it: the judge is frozen before any label
   exists; a changed judge is a new version and needs a new calibration.
