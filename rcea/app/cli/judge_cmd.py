@@ -700,7 +700,16 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     if out["judge_hash"]:
         typer.echo(f"  judge {out.get('judge_name')} {out['judge_hash'][:16]}…")
     if out["calibration"]:
-        typer.echo(f"  calibration {out['calibration']}")
+        basis = (out.get("acceptance") or {}).get("basis") or "balanced"
+        typer.echo(f"  calibration {out['calibration']} (thresholds on the {basis} figures)")
+        rep = out.get("report") or {}
+        pop = rep.get("population") or {}
+        for key in ("accuracy", "macro_f1", "valid_recall"):
+            band = (pop.get("intervals") or {}).get(key)
+            ci = f" [{_fmt(band[0])}, {_fmt(band[1])}]" if band else ""
+            typer.echo(
+                f"    {key}: balanced {_fmt(rep.get(key))}, population {_fmt(pop.get(key))}{ci}"
+            )
     for line in out.get("failed_requirements") or []:
         typer.echo(f"  FAILED: {line}")
     for c in out["checks"]:

@@ -226,6 +226,16 @@ def test_population_basis_passes_a_judge_the_balanced_sample_understates(  # typ
     assert data["acceptance"]["basis"] == "population" and data["outcome"] == "passed"
     text = _cli(engine, monkeypatch, "judge", "calibrate", "report", "--calibration", "pop")
     assert "population" in text.output and "0.98" in text.output
+    # the view's audit page: both bases beside the threshold of the declared one
+    from rcea.app.view import data
+    from rcea.study.settings import get_settings
+
+    get_settings.cache_clear()
+    frame = data.calibration_figures("cal")
+    row = frame[frame["figure"] == "accuracy"].iloc[0]
+    assert (row["calibration"], row["outcome"], row["basis"]) == ("pop", "passed", "population")
+    assert row["balanced"] == pytest.approx(0.8) and row["population"] == pytest.approx(0.98)
+    assert row["low"] < 0.98 < row["high"] and row["threshold"] == 0.9 and row["passed"]
 
 
 def test_accepted_report_exit_codes(engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
