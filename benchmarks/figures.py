@@ -224,6 +224,27 @@ def _sequential_gate(f: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _calibration_design(f: dict[str, Any]) -> list[Row]:
+    judges = f["judges"]
+    issue, bad = judges["issue_judge"], judges["bad_judge"]
+    good = f["min_pass_rate_good"]
+    ok = good >= 0.9 and f["max_pass_rate_bad"] <= 0.05
+    return [
+        (
+            f"`bench_calibration_design.py`: {f['reps']:,} simulated calibrations per judge "
+            f"of the default design ({f['design']['size']} items, {f['design']['held_out']} "
+            "held out, default thresholds on the population basis)",
+            f"{f['seconds']:.0f} s; judges of ≥ 95 % population accuracy pass in ≥ "
+            f"{good:.1%}; the issue's judge (accuracy {issue['truth']['accuracy']:.3f}) "
+            f"{issue['pass_rate_population']:.1%}; a judge of accuracy "
+            f"{bad['truth']['accuracy']:.2f} {bad['pass_rate_population']:.1%}",
+            f"the same labels on the balanced basis: the issue's judge passes "
+            f"{issue['pass_rate_balanced']:.1%}",
+            f"good judges ≥ 90 %, bad ≤ 5 % ({_met(ok)})",
+        )
+    ]
+
+
 def _streaming(f: dict[str, Any]) -> list[Row]:
     sizes = f["sizes"]
     small, big = sizes[0], sizes[-1]
@@ -296,6 +317,7 @@ FORMATS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "training": _training,
     "probe_entropy": _probe_entropy,
     "sequential_gate": _sequential_gate,
+    "calibration_design": _calibration_design,
     "streaming": _streaming,
     "webhook_flood": _webhook_flood,
 }

@@ -33,6 +33,7 @@ EXPORTS: dict[str, str] = {
     "evaluate_gate": "rcea.audits.gates",
     "final_reference": "rcea.audits.agreement",
     "judge_calibration": "rcea.audits.calibration",
+    "population_calibration": "rcea.audits.calibration",
     "last_milestone_before_failure": "rcea.audits.failure",
     "load_rubric": "rcea.audits.rubric",
     "macro_benchmark_accuracy": "rcea.audits.passk",

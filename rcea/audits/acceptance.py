@@ -10,7 +10,17 @@ refuses one that is clearly worse (0.80 accuracy, 0.71 recall). Macro-F1 0.85 is
 gate's agreement threshold; coverage 0.95 (at most 1 in 20 unparseable verdicts) matches the
 gate's automatic coverage. The accepted-set check's lower 95% Clopper–Pearson bound 0.80
 against each annotator: the paper's 91.3% / 89.1% clear it on a few hundred items, and a
-lower bound under 0.80 means one accepted trajectory in five may be invalid."""
+lower bound under 0.80 means one accepted trajectory in five may be invalid. The default
+calibration design holds out 300 items (rcea/audits/rubric.py) and applies these to the
+population-weighted figures: a judge of ≥ 95 % population accuracy then passes with
+probability ≥ 0.948 in simulation (benchmarks/bench_calibration_design.py).
+
+``basis`` says which figures the calibration thresholds apply to: ``population`` (the
+default: the population-weighted figures of rcea/audits/calibration.py, what the judge does
+on the whole judged population) or ``balanced`` (the raw figures of the verdict-stratified
+sample). Thresholds recorded before the basis existed applied to the balanced sample:
+:meth:`JudgeAcceptance.from_dict` reads a stored table without ``basis`` (or none at all)
+as ``balanced``."""
 
 from __future__ import annotations
 
@@ -26,6 +36,8 @@ CALIBRATION_FIELDS = (
     "valid_recall",
     "coverage",
 )
+#: the figures calibration thresholds may apply to (the first is the default)
+BASES = ("population", "balanced")
 #: the confidence of the accepted-set interval the lower-bound threshold applies to
 ACCEPTED_CONFIDENCE = 0.95
 
@@ -41,9 +53,16 @@ class JudgeAcceptance:
     valid_recall_min: float = 0.90
     coverage_min: float = 0.95
     accepted_precision_lower_min: float = 0.80
+    basis: str = BASES[0]
 
     def __post_init__(self) -> None:
+        if self.basis not in BASES:
+            raise ValueError(
+                f"[acceptance] basis must be one of {', '.join(BASES)}, got {self.basis!r}"
+            )
         for f in fields(self):
+            if f.name == "basis":
+                continue
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
                 raise ValueError(f"[acceptance] {f.name} must be a number, got {v!r}")
@@ -54,9 +73,25 @@ class JudgeAcceptance:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def tightened(self, by: float) -> JudgeAcceptance:
+        """These thresholds with ``by`` added to each calibration minimum (capped at 1):
+        a later calibration attempt under a re-calibration policy."""
+        raised = {f"{k}_min": min(1.0, getattr(self, f"{k}_min") + by) for k in CALIBRATION_FIELDS}
+        return JudgeAcceptance(**{**asdict(self), **raised})
+
+    def hashed(self) -> dict[str, Any]:
+        """The rubric content: ``basis`` only when not the default (rubrics frozen before
+        it existed keep their hashes)."""
+        out = asdict(self)
+        if self.basis == BASES[0]:
+            out.pop("basis")
+        return out
+
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> JudgeAcceptance:
-        return cls(**data) if data else cls()
+        """Thresholds stored with a check; without ``basis`` (or without any) they were
+        recorded before the basis existed and applied to the balanced sample."""
+        return cls(**{"basis": "balanced", **(data or {})})
 
 
 def _requirement(name: str, value: float | None, threshold: float) -> dict[str, Any]:
@@ -71,11 +106,18 @@ def _requirement(name: str, value: float | None, threshold: float) -> dict[str, 
 
 
 def calibration_acceptance(report: dict[str, Any], t: JudgeAcceptance) -> dict[str, Any]:
-    """Each held-out calibration value against its minimum; ``passed`` only when all
-    hold (a missing value fails)."""
-    reqs = [_requirement(k, report.get(k), getattr(t, f"{k}_min")) for k in CALIBRATION_FIELDS]
+    """Each held-out calibration value on the thresholds' ``basis`` (the report's
+    ``population`` figures, or its balanced top-level ones) against its minimum; ``passed``
+    only when all hold (a missing value fails: a report without population figures fails
+    a population basis)."""
+    values = report if t.basis == "balanced" else (report.get("population") or {})
+    reqs = [
+        {**_requirement(k, values.get(k), getattr(t, f"{k}_min")), "basis": t.basis}
+        for k in CALIBRATION_FIELDS
+    ]
     return {
         "passed": all(r["passed"] for r in reqs),
+        "basis": t.basis,
         "requirements": reqs,
         "thresholds": t.to_dict(),
     }

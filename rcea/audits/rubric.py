@@ -48,7 +48,7 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
 
     [calibration]      # optional judge-calibration plan
     size = 600
-    held_out = 117     # 1 <= held_out <= size
+    held_out = 300     # 1 <= held_out <= size
     seed = 0
     annotators_per_item = 2   # optional, default 1; 2: A and B label every item and
                               # their disagreements are adjudicated
@@ -77,9 +77,16 @@ Format (every section but ``[rubric]`` may be omitted; missing keys get the defa
     valid_recall_min = 0.90
     coverage_min = 0.95
     accepted_precision_lower_min = 0.80  # lower 95% bound of accepted-set precision, each annotator
+    basis = "population"                 # the calibration figures the thresholds apply to:
+                                         # population-weighted (default) or "balanced"
+
+    [recalibration]    # optional; may a judge whose calibration FAILED be calibrated again?
+    max_attempts = 2              # >= 1 calibrations of one judge (default 1: none)
+    tighten = 0.02                # added to each calibration minimum per later attempt
+    correction = "bonferroni"     # stated multiplicity correction, shown with each attempt
 
 ``[acceptance]`` likewise enters the content (and hash) only when it differs from the
-defaults; the defaults apply to every rubric without it.
+defaults; the defaults apply to every rubric without it. So does ``[recalibration]``.
 
 ``[reaudit]`` enters the content (and hash) only when it is not the default
 (``max_attempts = 1``): rubrics frozen before it existed keep their hashes. Without it a
@@ -131,6 +138,7 @@ __all__ = [
     "JudgeAcceptance",
     "PairPlan",
     "ReauditPolicy",
+    "RecalibrationPolicy",
     "Rubric",
     "SequentialPlan",
     "default_rubric",
@@ -380,7 +388,7 @@ class CalibrationPlan:
     """Judge-calibration plan: ``size`` labelled items of which ``held_out`` are held out."""
 
     size: int = 600
-    held_out: int = 117
+    held_out: int = 300
     seed: int = 0
     annotators_per_item: int = 1  # 2: A and B label every item; disagreements adjudicated
 
@@ -428,6 +436,36 @@ class ReauditPolicy:
 
 
 @dataclass(frozen=True)
+class RecalibrationPolicy:
+    """The rubric's ``[recalibration]`` table: how many calibrations (and, separately,
+    accepted-set checks) one frozen judge may have once one of them FAILED
+    (``max_attempts``; 1, the default: a failure binds the judge, the remedy is a new judge
+    version), how the calibration thresholds tighten for each later attempt (``tighten``
+    is added to every ``[acceptance]`` calibration minimum per attempt after the first,
+    capped at 1), and the stated multiplicity correction of the attempts' intervals."""
+
+    max_attempts: int = 1
+    tighten: float = 0.0
+    correction: str = "none"
+
+    def __post_init__(self) -> None:
+        _int("recalibration", "max_attempts", self.max_attempts, 1, 20)
+        object.__setattr__(self, "tighten", _unit("recalibration", "tighten", self.tighten))
+        if self.correction not in REAUDIT_CORRECTIONS:
+            raise ValueError(
+                f"[recalibration] correction must be one of {', '.join(REAUDIT_CORRECTIONS)}, "
+                f"got {self.correction!r}"
+            )
+
+    @property
+    def allows_recalibration(self) -> bool:
+        return self.max_attempts > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Rubric:
     """A parsed, validated, default-filled rubric. ``source`` (where it was read from) is
     not part of its content or hash."""
@@ -444,6 +482,7 @@ class Rubric:
     annotators: AnnotatorPlan = field(default_factory=AnnotatorPlan)
     reaudit: ReauditPolicy = field(default_factory=ReauditPolicy)
     acceptance: JudgeAcceptance = field(default_factory=JudgeAcceptance)
+    recalibration: RecalibrationPolicy = field(default_factory=RecalibrationPolicy)
     source: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -475,8 +514,14 @@ class Rubric:
             # only when declared: rubrics without a re-audit policy keep their hashes
             **({"reaudit": self.reaudit.to_dict()} if self.reaudit != ReauditPolicy() else {}),
             **(
-                {"acceptance": self.acceptance.to_dict()}
+                {"acceptance": self.acceptance.hashed()}
                 if self.acceptance != JudgeAcceptance()
+                else {}
+            ),
+            # only when declared: rubrics without a re-calibration policy keep their hashes
+            **(
+                {"recalibration": self.recalibration.to_dict()}
+                if self.recalibration != RecalibrationPolicy()
                 else {}
             ),
         }
@@ -516,6 +561,7 @@ _SECTIONS: dict[str, type] = {
     "annotators": AnnotatorPlan,
     "reaudit": ReauditPolicy,
     "acceptance": JudgeAcceptance,
+    "recalibration": RecalibrationPolicy,
 }
 _RUBRIC_KEYS = ("name", "version", "description")
 
@@ -578,6 +624,7 @@ def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubr
         annotators=parts["annotators"],
         reaudit=parts["reaudit"],
         acceptance=parts["acceptance"],
+        recalibration=parts["recalibration"],
         source=source,
     )
 

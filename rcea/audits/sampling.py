@@ -3,9 +3,11 @@ automatic pair label of docs/estimators.md item 10."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +44,22 @@ def unrank_pair(index: int, m: int) -> tuple[int, int]:
     return i, i + 1 + remaining
 
 
+def attempt_seed(seed: int, attempt: int) -> int:
+    """The sampling seed of attempt ``attempt``: the rubric's seed for the first, else a
+    hash of seed and attempt (a re-draw never repeats the first draw's order): the first
+    8 hex digits of SHA-256("rcea-attempt\\0SEED\\0ATTEMPT") modulo 2³¹ − 1."""
+    if attempt <= 1:
+        return int(seed)
+    digest = hashlib.sha256(f"rcea-attempt\x00{seed}\x00{attempt}".encode()).hexdigest()
+    return int(digest[:8], 16) % (2**31 - 1)
+
+
+def _rank_pair(i: int, j: int, m: int) -> int:
+    """The inverse of :func:`unrank_pair` (i ≠ j in any order)."""
+    i, j = min(i, j), max(i, j)
+    return i * (m - 1) - i * (i - 1) // 2 + (j - i - 1)
+
+
 def sample_pairs(
     trajectories_by_question: Mapping[str, Sequence[str]],
     *,
@@ -51,6 +69,7 @@ def sample_pairs(
     excluded_questions: Sequence[str] = (),
     max_pairs: int | None = None,
     min_pairs_per_question: int | None = None,
+    excluded_pairs: Collection[tuple[str, str]] = (),
 ) -> list[SampledPair]:
     """Draw ``n_questions`` questions, then ``pairs_per_question`` distinct unordered pairs
     of trajectories within each, without replacement; optionally cap the total.
@@ -59,10 +78,15 @@ def sample_pairs(
     drawn. Only questions with at least C(m, 2) >= ``pairs_per_question`` pairs qualify;
     asking for more qualifying questions than exist raises ``ValueError`` naming the
     shortfall. With ``min_pairs_per_question`` (a floor) a question qualifies with at
-    least the floor's pairs and gives min(C(m, 2), ``pairs_per_question``) pairs, and at
+    least the floor's pairs and gives min(its pairs, ``pairs_per_question``) pairs, and at
     most ``n_questions`` qualifying questions are drawn (all of them when fewer; none
     qualifying raises ``ValueError``). Same inputs and seed → same pairs and keys (order
     of the mapping and of trajectories inside it does not matter: both are sorted first).
+
+    ``excluded_pairs`` (unordered trajectory pairs, e.g. an earlier audit's) are never
+    drawn again: a question's pairs are C(m, 2) minus its excluded pairs, it qualifies
+    when those still meet the plan (or the floor), and its pairs are drawn from the rest
+    (without exclusions the draw is exactly the one above).
     """
     if pairs_per_question < 1 or n_questions < 1:
         raise ValueError("pairs_per_question and n_questions must be >= 1")
@@ -72,8 +96,23 @@ def sample_pairs(
         raise ValueError(f"min_pairs_per_question must be >= 1, got {min_pairs_per_question}")
     excluded = set(excluded_questions)
     pool = {q: sorted(set(ts)) for q, ts in trajectories_by_question.items() if q not in excluded}
+    seen = {tuple(sorted(p)) for p in excluded_pairs}
+    taken: dict[str, np.ndarray[Any, Any]] = {}
+    for q, ts in pool.items():
+        where = {t: k for k, t in enumerate(ts)}
+        ranks = [
+            _rank_pair(where[a], where[b], len(ts))
+            for a, b in seen
+            if a in where and b in where and a != b
+        ]
+        if ranks:
+            taken[q] = np.unique(np.array(ranks, dtype=np.int64))
+
+    def available(q: str) -> int:
+        return comb(len(pool[q]), 2) - len(taken.get(q, ()))
+
     floor = pairs_per_question if min_pairs_per_question is None else min_pairs_per_question
-    qualifying = sorted(q for q, ts in pool.items() if comb(len(ts), 2) >= floor)
+    qualifying = sorted(q for q in pool if available(q) >= floor)
     if min_pairs_per_question is not None:
         if not qualifying:
             raise ValueError(
@@ -98,8 +137,12 @@ def sample_pairs(
     for q in chosen:
         ts = pool[q]
         total = comb(len(ts), 2)
-        size = min(total, pairs_per_question)
-        picks = np.sort(rng.choice(total, size=size, replace=False))
+        size = min(available(q), pairs_per_question)
+        if q in taken:  # only pairs no earlier draw holds
+            rest = np.setdiff1d(np.arange(total, dtype=np.int64), taken[q])
+            picks = np.sort(rng.choice(rest, size=size, replace=False))
+        else:
+            picks = np.sort(rng.choice(total, size=size, replace=False))
         for idx in picks.tolist():
             i, j = unrank_pair(int(idx), len(ts))
             pairs.append((q, ts[i], ts[j]))

@@ -49,6 +49,8 @@ CALIBRATION_SAMPLE = "judge.calibration.sample"
 CALIBRATION_COMPLETED = "judge.calibration.completed"
 ACCEPTED_SAMPLE = "judge.accepted.sample"
 ACCEPTED_COMPLETED = "judge.accepted.completed"
+CALIBRATION_ABANDON = "judge.calibration.abandon"
+ACCEPTED_ABANDON = "judge.accepted.abandon"
 
 # -- publication and the demo
 REPORT_PUBLISH = "report.publish"

@@ -86,7 +86,7 @@ def test_default_rubric_file_has_paper_defaults(tmp_path):
     assert r.estimators.k_min == 8 and r.estimators.n_min == 8 and r.estimators.n_draws == 20
     assert r.estimators.n_boot == 10_000 and r.estimators.confidence == 0.95
     assert r.calibration is not None
-    assert (r.calibration.size, r.calibration.held_out) == (600, 117)
+    assert (r.calibration.size, r.calibration.held_out) == (600, 300)
     assert r.source == str(DEFAULT_RUBRIC_PATH)
 
 

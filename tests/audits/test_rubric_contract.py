@@ -256,7 +256,7 @@ def test_defaults_of_each_section() -> None:
     assert PairPlan().n_questions == 29
     assert PairPlan().max_pairs is None
     assert AdjudicationPolicy().scope == "disagreements_and_automatic"
-    assert CalibrationPlan() == CalibrationPlan(600, 117, 0, 1)
+    assert CalibrationPlan() == CalibrationPlan(600, 300, 0, 1)
     assert EstimatorSettings() == EstimatorSettings(8, 8, 20, 10_000, 0.95, 0)
     r = Rubric(name="r", version="1")
     assert r.calibration is None and r.sequential is None and r.source is None

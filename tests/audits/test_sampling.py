@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rcea.audits.partition import partition_hash
-from rcea.audits.sampling import automatic_pair_label, sample_pairs, unrank_pair
+from rcea.audits.sampling import (
+    _rank_pair,
+    attempt_seed,
+    automatic_pair_label,
+    sample_pairs,
+    unrank_pair,
+)
 
 
 def _pool(n_questions: int = 6, m: int = 8) -> dict[str, list[str]]:
@@ -51,6 +57,37 @@ def test_excluded_questions_never_drawn() -> None:
             pool, pairs_per_question=3, n_questions=2, seed=seed, excluded_questions=["q0", "q1"]
         )
         assert {p.question_id for p in pairs} == {"q2", "q3"}
+
+
+@given(st.integers(2, 30))
+def test_rank_inverts_unrank(m: int) -> None:
+    for k in range(comb(m, 2)):
+        i, j = unrank_pair(k, m)
+        assert _rank_pair(i, j, m) == _rank_pair(j, i, m) == k
+
+
+def test_excluded_pairs_are_never_drawn_again() -> None:
+    """A re-draw excluding an earlier draw's pairs: disjoint, and a question with too few
+    pairs left no longer qualifies; without exclusions the draw is unchanged."""
+    pool = _pool(n_questions=3, m=6)  # 15 pairs per question
+    first = sample_pairs(pool, pairs_per_question=10, n_questions=3, seed=2)
+    same = sample_pairs(pool, pairs_per_question=10, n_questions=3, seed=2, excluded_pairs=[])
+    assert same == first
+    taken = [(p.trajectory_b, p.trajectory_a) for p in first]  # order does not matter
+    again = sample_pairs(
+        pool, pairs_per_question=5, n_questions=3, seed=attempt_seed(2, 2), excluded_pairs=taken
+    )
+    pairs = {frozenset((p.trajectory_a, p.trajectory_b)) for p in again}
+    assert len(pairs) == 15 and not pairs & {frozenset(t) for t in taken}
+    with pytest.raises(ValueError, match="only 0 of"):
+        sample_pairs(pool, pairs_per_question=6, n_questions=1, seed=0, excluded_pairs=taken)
+
+
+def test_attempt_seed() -> None:
+    assert attempt_seed(7, 1) == 7
+    seeds = {attempt_seed(7, k) for k in range(2, 12)}
+    assert len(seeds) == 10 and 7 not in seeds
+    assert attempt_seed(7, 2) == attempt_seed(7, 2) != attempt_seed(8, 2)
 
 
 def test_plan_asking_for_too_much_is_refused() -> None:

@@ -17,11 +17,14 @@ def stored_check(  # type: ignore[no-untyped-def]
     name: str = "c1",
     study: str = "cal",
     acceptance: dict[str, Any] | None = None,
+    population: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """A check of ``len(judge)`` held-out items (``kind`` calibration or accepted): the
     judge's verdicts ``judge``, and per role (``annotator-1``; or ``A`` and ``B``) one
     counted label per item. ``acceptance``: thresholds frozen into the plan (None: the
-    plan has none, as for checks drawn before thresholds existed)."""
+    plan has none, as for checks drawn before thresholds existed); ``population``: the
+    judge's verdict counts over the judged population recorded in the plan (None: none,
+    so the report has no population figures)."""
     from rcea.pipeline.judge.backends import JudgeSpec
     from rcea.study.store.models import ValidityCheck, ValidityItem, ValidityLabel
     from rcea.study.validity_audit.versions import freeze_judge
@@ -32,6 +35,8 @@ def stored_check(  # type: ignore[no-untyped-def]
         plan: dict[str, Any] = {"annotators_per_item": 2 if "A" in labels else 1}
         if acceptance is not None:
             plan["acceptance"] = acceptance
+        if population is not None:
+            plan["population"] = population
         check = ValidityCheck(
             study_id=st.id,
             kind=kind,

@@ -53,8 +53,9 @@ from rcea.study.codebook.backend import load_strategy_fn
 from rcea.study.progress import CALIBRATION_REMEDY, calibration_remedy_command
 from rcea.study.settings import actor_name
 from rcea.study.store import require_study, session_scope
-from rcea.study.store.models import ValidityCheck
+from rcea.study.store.models import Study, ValidityCheck
 from rcea.study.targets import resolve_check, target_of
+from rcea.study.validity_audit.attempts import abandon_check
 from rcea.study.validity_audit.checks import (
     ACCEPTED_CHECK_SIZE,
     check_items,
@@ -368,6 +369,16 @@ CHECK_OPTION = typer.Option(
 )
 
 
+REASON_OPTION = typer.Option(
+    None, "--reason", help="why (recorded; required for a re-draw after a failed attempt)"
+)
+
+
+def require_study_name(session: Any, study_id: int) -> str:
+    row = session.get(Study, study_id)
+    return row.name if row is not None else "S"
+
+
 @calibrate_app.command("sample")
 def calibrate_sample(
     study: str = STUDY_OPTION,
@@ -375,14 +386,17 @@ def calibrate_sample(
     version: int = typer.Option(None, "--version", help="judge version (default: latest)"),
     rubric: str = typer.Option(None, "--rubric", help="frozen rubric with a [calibration] plan"),
     size: int = typer.Option(None, "--size", min=1, help="items (default: rubric or 600)"),
-    held_out: int = typer.Option(None, "--held-out", min=1, help="held out (default 117)"),
+    held_out: int = typer.Option(None, "--held-out", min=1, help="held out (default 300)"),
     seed: int = typer.Option(None, "--seed", help="sampling seed (default: rubric or 0)"),
     name: str = typer.Option(None, "--name", help="calibration name"),
+    reason: str = REASON_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Draw a blinded calibration set balanced between judge-accepted and not accepted
-    verdicts, split into development and held-out parts; binds the judge hash."""
+    verdicts, split into development and held-out parts; binds the judge hash. After a
+    FAILED calibration of the judge only under the rubric's [recalibration] policy, with
+    --reason (fresh items, tightened thresholds); otherwise freeze a new judge version."""
 
     with store_session(as_json) as s:
         check = sample_calibration(
@@ -395,6 +409,7 @@ def calibrate_sample(
             held_out=held_out,
             seed=seed,
             name=name,
+            reason=reason,
             actor=actor_name(actor),
         )
         out = {"calibration": check.name, "judge_hash": check.judge_hash, **check.plan}
@@ -404,8 +419,40 @@ def calibrate_sample(
     typer.echo(
         f"drew calibration {out['calibration']}: {out['n_drawn']} items "
         f"({out['n_judge_accepted']} judge-accepted, {out['n_judge_not_accepted']} not), "
-        f"{out['held_out']} held out, seed {out['seed']}; judge {out['judge_hash'][:12]}…"
+        f"{out['held_out']} held out, seed {out['seed']}; judge {out['judge_hash'][:12]}…; "
+        f"attempt {out['attempt']} (α {out['alpha']:g})"
     )
+
+
+def _abandon(kind: str, name: str | None, reason: str, actor: str, as_json: bool) -> None:
+    with store_session(as_json) as s:
+        row = resolve_check(s, study=None, name=name, kind=kind)
+        out = abandon_check(s, row, reason=reason, actor=actor_name(actor))
+        study_name = require_study_name(s, row.study_id)
+    what = "calibration" if kind == "calibration" else "accepted-set check"
+    cmd = "calibrate" if kind == "calibration" else "accepted"
+    emit(
+        {**out, "outcome": "abandoned"},
+        as_json,
+        lambda: (
+            f"{what} {row.name}: abandoned ({out['reason']}); it stays on the record and "
+            f"counts as an attempt\nNEXT: rcea judge {cmd} sample --study {study_name} "
+            "... --reason TEXT (allowed until an attempt fails; then only under the rubric's "
+            "[recalibration] policy)"
+        ),
+    )
+
+
+@calibrate_app.command("abandon")
+def calibrate_abandon(
+    calibration: str = typer.Option(..., "--calibration", help="calibration name"),
+    reason: str = typer.Option(..., "--reason", help="why it is abandoned (recorded)"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Stop a calibration with no decided report, with a recorded reason; it stays on the
+    record as "abandoned" (report, view, bundle) and is never decided afterwards."""
+    _abandon("calibration", calibration, reason, actor, as_json)
 
 
 @calibrate_app.command("push")
@@ -507,6 +554,9 @@ def calibrate_report(
         )
     r = out["report"]
     if r:
+        pop = r.get("population") or {}
+        ci = pop.get("intervals") or {}
+        typer.echo(f"  {'':<26}{'balanced sample':>16}  population (95% CI)")
         for key in (
             "accuracy",
             "macro_f1",
@@ -514,7 +564,11 @@ def calibrate_report(
             "valid_recall",
             "coverage",
         ):
-            typer.echo(f"  {key}: {_fmt(r[key])}")
+            low_high = ci.get(key)
+            band = f" [{_fmt(low_high[0])}, {_fmt(low_high[1])}]" if low_high else ""
+            typer.echo(f"  {key:<26}{_fmt(r[key]):>16}  {_fmt(pop.get(key))}{band}")
+        if pop.get("note"):
+            typer.echo(f"  population: {pop['note']}")
     _print_acceptance(out)
 
 
@@ -522,7 +576,8 @@ def _print_acceptance(out: dict[str, Any]) -> None:
     """The predeclared acceptance of a decided report, and its exit status."""
     acc = out.get("acceptance")
     if acc is not None:
-        typer.echo(f"acceptance: {'PASSED' if acc['passed'] else 'FAILED'}")
+        basis = f" (on the {acc['basis']} figures)" if acc.get("basis") else ""
+        typer.echo(f"acceptance: {'PASSED' if acc['passed'] else 'FAILED'}{basis}")
         for r in acc["requirements"]:
             mark = "pass" if r["passed"] else "FAIL"
             typer.echo(f"  {r['name']:<30}{_fmt(r['value']):>10} >= {r['threshold']:<6} {mark}")
@@ -540,10 +595,12 @@ def accepted_sample(
     rubric: str = typer.Option(
         None, "--rubric", help="frozen rubric whose [acceptance] threshold applies (recorded)"
     ),
+    reason: str = REASON_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Sample judge-accepted trajectories at random, outside every calibration set."""
+    """Sample judge-accepted trajectories at random, outside every calibration set (and,
+    after a failed check, under the rubric's [recalibration] policy with --reason)."""
 
     with store_session(as_json) as s:
         check = sample_accepted(
@@ -555,6 +612,7 @@ def accepted_sample(
             seed=seed,
             name=name,
             rubric=rubric,
+            reason=reason,
             actor=actor_name(actor),
         )
         out = {"check": check.name, "judge_hash": check.judge_hash, **check.plan}
@@ -566,6 +624,18 @@ def accepted_sample(
             f"accepted trajectories, seed {out['seed']}"
         ),
     )
+
+
+@accepted_app.command("abandon")
+def accepted_abandon(
+    check: str = typer.Option(..., "--check", help="check name"),
+    reason: str = typer.Option(..., "--reason", help="why it is abandoned (recorded)"),
+    actor: str = ACTOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Stop an accepted-set check with no decided report, with a recorded reason; it
+    stays on the record as "abandoned" and is never decided afterwards."""
+    _abandon("accepted", check, reason, actor, as_json)
 
 
 @accepted_app.command("push")
@@ -661,7 +731,16 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     if out["judge_hash"]:
         typer.echo(f"  judge {out.get('judge_name')} {out['judge_hash'][:16]}…")
     if out["calibration"]:
-        typer.echo(f"  calibration {out['calibration']}")
+        basis = (out.get("acceptance") or {}).get("basis") or "balanced"
+        typer.echo(f"  calibration {out['calibration']} (thresholds on the {basis} figures)")
+        rep = out.get("report") or {}
+        pop = rep.get("population") or {}
+        for key in ("accuracy", "macro_f1", "valid_recall"):
+            band = (pop.get("intervals") or {}).get(key)
+            ci = f" [{_fmt(band[0])}, {_fmt(band[1])}]" if band else ""
+            typer.echo(
+                f"    {key}: balanced {_fmt(rep.get(key))}, population {_fmt(pop.get(key))}{ci}"
+            )
     for line in out.get("failed_requirements") or []:
         typer.echo(f"  FAILED: {line}")
     if out["status"] == "calibration-failed":

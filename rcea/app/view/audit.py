@@ -205,6 +205,16 @@ else:
         "Held-out items with a human reference (the agreed or adjudicated label); "
         "`rcea judge calibrate report` records the calibration once every one has one."
     )
+    figures = data.calibration_figures(study)
+    if not figures.empty:
+        st.subheader("Calibration figures: balanced sample and population")
+        st.dataframe(figures, hide_index=True, width="stretch")
+        st.caption(
+            "The calibration sample is stratified by the judge's verdict, so its raw "
+            "figures describe that balanced sample; the population figures weight each "
+            "stratum by its share of the whole judged population (95% stratified-bootstrap "
+            "interval low–high). The predeclared thresholds apply to the basis shown."
+        )
 
 st.header("Codebook extension requests")
 done = st.session_state.pop("decided", None)

@@ -41,6 +41,7 @@ from rcea.study.report.attempt_labels import attempt_labels
 from rcea.study.report.attempts import AUDIT_EVENT_KINDS, attempts
 from rcea.study.report.build import build_report, mode_labels
 from rcea.study.report.estimates import UNCERTAIN
+from rcea.study.report.html import changes_text
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.schema import StudyReport
 from rcea.study.settings import Settings, get_settings
@@ -62,6 +63,7 @@ from rcea.study.store.models import (
     Trajectory,
     ValidityCheck,
 )
+from rcea.study.validity_audit.figures import calibration_figure_rows
 from rcea.study.validity_audit.status import validity_status
 
 if TYPE_CHECKING:
@@ -262,6 +264,11 @@ def attempts_frame(study: str, settings: Settings | None = None) -> pd.DataFrame
         r["failed requirements"] = ", ".join(str(x) for x in failed)
         r["labels counted"] = r.pop("n_labels")
         r["abandon reason"] = r.pop("abandon_reason")
+        r["changed after a failed attempt"] = changes_text(r)
+        r.pop("changed_after_failure")
+        r["thresholds"] = ", ".join(
+            f"{k} {v}" for k, v in (r.pop("thresholds") or {}).items() if k != "basis"
+        )
     return pd.DataFrame(rows)
 
 
@@ -749,6 +756,23 @@ def calibration_progress(study: str, settings: Settings | None = None) -> pd.Dat
         rows,
         columns=["calibration", "status", "labelled", "of", "share", "awaiting adjudication"],
     )
+
+
+CALIBRATION_FIGURE_COLUMNS = [
+    "calibration", "outcome", "basis", "figure", "balanced", "population", "low", "high",
+    "threshold", "passed",
+]  # fmt: skip
+
+
+def calibration_figures(study: str, settings: Settings | None = None) -> pd.DataFrame:
+    """Every completed calibration's figures on the balanced sample and on the population
+    (with its interval) beside the threshold of the declared basis
+    (:func:`rcea.study.validity_audit.figures.calibration_figure_rows`)."""
+
+    with session_scope(engine(settings)) as session:
+        sid = require_study(session, name=study).id
+        rows = calibration_figure_rows(session, study_id=sid)  # type: ignore[arg-type]
+    return pd.DataFrame(rows, columns=CALIBRATION_FIGURE_COLUMNS)
 
 
 def mode_names(study: str, settings: Settings | None = None) -> dict[str, dict[str, str]]:

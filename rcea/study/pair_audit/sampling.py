@@ -11,7 +11,7 @@ from sqlalchemy import insert
 from sqlmodel import Session, select
 
 from rcea.audits.rubric import PairPlan
-from rcea.audits.sampling import automatic_pair_label, sample_pairs
+from rcea.audits.sampling import attempt_seed, automatic_pair_label, sample_pairs
 from rcea.study import events
 from rcea.study.pair_audit.freeze import (
     FreezeError,
@@ -100,16 +100,35 @@ def draw_audit(
         if not plan.scope() or (tid in where and in_scope(plan, *where[tid])):
             by_q[qid].append(tid)
     excluded = dev_questions(session, study_id=st.id)
-    seed = plan.seed if seed is None else seed
-    pairs = sample_pairs(
-        by_q,
-        pairs_per_question=plan.pairs_per_question,
-        n_questions=plan.n_questions,
-        seed=seed,
-        excluded_questions=excluded,
-        max_pairs=plan.max_pairs,
-        min_pairs_per_question=plan.min_pairs_per_question,
-    )
+    base_seed = plan.seed if seed is None else seed
+    # a later attempt on the partition: fresh pairs (none an earlier audit of it drew),
+    # with a seed derived from the attempt (docs/publication.md "Every attempt")
+    seed = attempt_seed(base_seed, attempt["attempt"])
+    earlier = [
+        (p.trajectory_a, p.trajectory_b)
+        for a in session.exec(
+            select(Audit).where(Audit.study_id == st.id, Audit.partition_hash == part.content_hash)
+        ).all()
+        for p in audit_pairs(session, audit_id=a.id)  # type: ignore[arg-type]
+    ]
+    try:
+        pairs = sample_pairs(
+            by_q,
+            pairs_per_question=plan.pairs_per_question,
+            n_questions=plan.n_questions,
+            seed=seed,
+            excluded_questions=excluded,
+            max_pairs=plan.max_pairs,
+            min_pairs_per_question=plan.min_pairs_per_question,
+            excluded_pairs=earlier,
+        )
+    except ValueError as exc:
+        if not earlier:
+            raise
+        raise FreezeError(
+            f"{exc} — after excluding the {len(earlier)} pairs earlier audits of this "
+            "partition drew (a re-audit draws fresh pairs)"
+        ) from exc
     below_floor = sorted(
         q for q, ts in by_q.items() if q not in excluded and comb(len(set(ts)), 2) < plan.floor
     )
@@ -157,15 +176,26 @@ def draw_audit(
             "rubric_hash": rub.content_hash,
             "partition_hash": part.content_hash,
             "seed": seed,
+            "rubric_seed": base_seed,
+            "n_excluded_earlier_pairs": len(earlier),
             "n_pairs": len(pairs),
             "n_questions": len({p.question_id for p in pairs}),
             "excluded_questions": excluded,
             "below_floor": below_floor,
             **({"scope": plan.scope()} if plan.scope() else {}),
+            # the rubric's content (its head aside): what a later attempt is compared
+            # with when this one fails ("changed after a failed attempt")
+            "design": {k: v for k, v in spec.to_dict().items() if k != "rubric"},
             "attempt": attempt["attempt"],
             "reason": reason,
             "failed_before": attempt["failed_before"],
-            **({"reaudit": attempt["policy"]} if attempt["policy"] else {}),
+            # the policy it runs under: the failed audit's, or (a first attempt) its own
+            # rubric's when that declares one — so every attempt shows the same α
+            **(
+                {"reaudit": policy}
+                if (policy := attempt["policy"] or _own_policy(spec, rub))
+                else {}
+            ),
         },
     )
     return audit
@@ -248,6 +278,13 @@ def reaudit_check(
         )
     out["policy"] = {**policy.to_dict(), "rubric_hash": first["rubric_hash"]}
     return out
+
+
+def _own_policy(spec: Any, rub: Rubric) -> dict[str, Any] | None:
+    """The rubric's own ``[reaudit]`` policy (``None`` when it declares none)."""
+    if not spec.reaudit.allows_reaudit:
+        return None
+    return {**spec.reaudit.to_dict(), "rubric_hash": rub.content_hash}
 
 
 def get_audit(session: Session, *, name: str | None = None, study: str | None = None) -> Audit:

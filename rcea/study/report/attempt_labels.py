@@ -20,7 +20,13 @@ from rcea.study.pair_audit.labels import current_labels as pair_labels
 from rcea.study.pair_audit.sampling import audit_pairs
 from rcea.study.report.attempts import ACCEPTED_KIND, CALIBRATION_KIND, PAIR_KIND, label_key
 from rcea.study.store.models import Audit, Rubric, ValidityCheck
-from rcea.study.validity_audit.checks import HELD_OUT, check_acceptance, check_items
+from rcea.study.validity_audit.checks import (
+    HELD_OUT,
+    bootstrap_settings,
+    check_acceptance,
+    check_items,
+    population_counts,
+)
 from rcea.study.validity_audit.labelling import current_labels as validity_labels
 from rcea.study.validity_audit.labelling import human_reference
 
@@ -58,11 +64,14 @@ def audited_pairs(session: Session, audit: Audit) -> dict[str, Any]:
 
 
 def calibration_labels(session: Session, check: ValidityCheck) -> dict[str, Any]:
-    """Held-out items with the human reference label, and the frozen thresholds."""
+    """Held-out items with the human reference label, the frozen thresholds, and the
+    population's verdict counts and bootstrap settings of the population figures."""
     human = human_reference(session, check)
     items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]
     return {
         "thresholds": check_acceptance(check).to_dict(),
+        "population": population_counts(session, check),
+        "bootstrap": bootstrap_settings(check),
         "n_items": len(items),
         "items": [
             {"item_key": i.item_key, "human": human.get(i.id), "judge": i.judge_verdict}  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ from rcea.audits.acceptance import (
     accepted_acceptance,
     calibration_acceptance,
 )
-from rcea.audits.calibration import accepted_set_precision, judge_calibration
+from rcea.audits.calibration import accepted_set_precision, calibration_figures
 from rcea.audits.rubric import Rubric, parse_rubric
 from rcea.audits.sequential import planned_gate
 from rcea.study import events
@@ -40,6 +40,8 @@ AUDIT_EVENT_KINDS = (
     events.CALIBRATION_COMPLETED,
     events.ACCEPTED_SAMPLE,
     events.ACCEPTED_COMPLETED,
+    events.CALIBRATION_ABANDON,
+    events.ACCEPTED_ABANDON,
 )
 GENESIS = "0" * 64
 PAIR_KIND = "pair audit"
@@ -106,11 +108,61 @@ def chain_problems(entries: list[dict[str, Any]]) -> list[str]:
     return bad
 
 
+def _multiplicity(policy: dict[str, Any] | None) -> dict[str, Any]:
+    """The stated correction of an attempt's policy and the per-attempt α it implies
+    (Bonferroni: 0.05 / max_attempts; none: 0.05; no policy recorded: none)."""
+    correction = (policy or {}).get("correction") or "none"
+    m = int((policy or {}).get("max_attempts") or 1)
+    return {"correction": correction, "alpha": 0.05 / m if correction == "bonferroni" else 0.05}
+
+
 def _requirements(report: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [
         {k: r.get(k) for k in ("name", "value", "threshold", "passed")}
         for r in (report or {}).get("requirements") or []
     ]
+
+
+def _flat(design: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in design.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def design_changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every setting that differs between two attempts' designs (``key`` dotted as
+    ``section.setting``, ``before``, ``after``), sorted by key."""
+    a, b = _flat(before), _flat(after)
+    return [
+        {"key": k, "before": a.get(k), "after": b.get(k)}
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    ]
+
+
+def _mark_changes(out: list[dict[str, Any]], designs: dict[int, Any]) -> None:
+    """``changed_after_failure`` of each attempt: the design differences from the latest
+    earlier FAILED attempt of the same kind in the study (``since``: its name), ``[]``
+    when nothing changed or none failed before, ``None`` when a design is not recorded."""
+    for i, a in enumerate(out):
+        failed = [
+            j for j in range(i) if out[j]["kind"] == a["kind"] and out[j]["outcome"] == "failed"
+        ]
+        if not failed:
+            a["changed_after_failure"] = []
+            continue
+        j = failed[-1]
+        if designs.get(i) is None or designs.get(j) is None:
+            a["changed_after_failure"] = None
+            continue
+        a["changed_after_failure"] = [
+            {"since": out[j]["name"], **d} for d in design_changes(designs[j], designs[i])
+        ]
 
 
 def attempts(
@@ -132,8 +184,11 @@ def attempts(
 def _attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     by_key: dict[tuple[str, Any], dict[str, Any]] = {}
+    designs: dict[int, Any] = {}
     for e in entries:
         p, kind = e["payload"], e["kind"]
+        if kind in (events.AUDIT_SAMPLE, events.CALIBRATION_SAMPLE, events.ACCEPTED_SAMPLE):
+            designs[len(out)] = p.get("design")
         if kind == events.AUDIT_SAMPLE:
             a = {
                 "kind": PAIR_KIND,
@@ -146,11 +201,14 @@ def _attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "drawn_at": e["time"],
                 "attempt": p.get("attempt"),
                 "reason": p.get("reason"),
+                **_multiplicity(p.get("reaudit")),
+                "thresholds": None,
                 "n_items": p.get("n_pairs"),
                 "outcome": "in progress",
                 "decided_at": None,
                 "abandon_reason": None,
                 "values": [],
+                "basis": None,
             }
             by_key[("pair", p.get("audit_id"))] = a
             out.append(a)
@@ -166,16 +224,27 @@ def _attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "seed": p.get("seed"),
                 "drawn_by": e["actor"],
                 "drawn_at": e["time"],
-                "attempt": None,
-                "reason": None,
+                "attempt": p.get("attempt"),
+                "reason": p.get("reason"),
+                **_multiplicity(p.get("recalibration")),
+                "thresholds": p.get("acceptance"),
                 "n_items": p.get("held_out") if cal else p.get("size"),
                 "outcome": "in progress",
                 "decided_at": None,
                 "abandon_reason": None,
                 "values": [],
+                "basis": None,
             }
             by_key[("calibration" if cal else "accepted", name)] = a
             out.append(a)
+        elif kind in (events.CALIBRATION_ABANDON, events.ACCEPTED_ABANDON):
+            cal = kind == events.CALIBRATION_ABANDON
+            name = p.get("calibration") if cal else p.get("check")
+            a = by_key.get(("calibration" if cal else "accepted", name))
+            if a is not None and a["outcome"] == "in progress":
+                a["outcome"] = ABANDONED
+                a["decided_at"] = e["time"]
+                a["abandon_reason"] = p.get("reason")
         elif kind == events.AUDIT_ABANDON:
             a = by_key.get(("pair", p.get("audit_id")))
             if a is not None and a["outcome"] == "in progress":
@@ -192,13 +261,16 @@ def _attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             cal = kind == events.CALIBRATION_COMPLETED
             name = p.get("calibration") if cal else p.get("check")
             a = by_key.get(("calibration" if cal else "accepted", name))
-            if a is not None:
+            if a is not None and a["outcome"] != ABANDONED:
                 acc = p.get("acceptance")
                 a["outcome"] = (
                     "recorded" if acc is None else ("passed" if acc.get("passed") else "failed")
                 )
                 a["decided_at"] = e["time"]
                 a["values"] = _requirements(acc)
+                if cal:  # recorded before the basis existed: the balanced sample
+                    a["basis"] = (acc or {}).get("basis") or "balanced"
+    _mark_changes(out, designs)
     return out
 
 
@@ -272,10 +344,13 @@ def rederive(attempt: dict[str, Any], labels: dict[str, Any] | None) -> dict[str
         done = [i for i in labels["items"] if i.get("human") is not None]
         if not done or len(done) < labels.get("n_items", len(labels["items"])):
             return {"outcome": "in progress", "values": []}
-        report = judge_calibration([i["human"] for i in done], [i["judge"] for i in done])
-        data = calibration_acceptance(
-            report.to_dict(), JudgeAcceptance.from_dict(labels.get("thresholds"))
+        report = calibration_figures(
+            [i["human"] for i in done],
+            [i["judge"] for i in done],
+            labels.get("population"),  # absent in bundles written before population figures
+            **(labels.get("bootstrap") or {}),
         )
+        data = calibration_acceptance(report, JudgeAcceptance.from_dict(labels.get("thresholds")))
         passed = data["passed"]
     else:
         both = [i for i in labels["items"] if i.get("A") is not None and i.get("B") is not None]

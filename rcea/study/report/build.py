@@ -38,7 +38,13 @@ from rcea.study.pair_audit.gate import audit_gate
 from rcea.study.pair_audit.sampling import failed_final_gates
 from rcea.study.records.imports import describe_rule
 from rcea.study.report.attempt_labels import attempt_labels
-from rcea.study.report.attempts import AUDIT_EVENT_KINDS, attempts, chain
+from rcea.study.report.attempts import (
+    AUDIT_EVENT_KINDS,
+    CALIBRATION_KIND,
+    PAIR_KIND,
+    attempts,
+    chain,
+)
 from rcea.study.report.estimates import (
     UNCERTAIN,
     checkpoint_entropy,
@@ -489,6 +495,16 @@ def compute_report_from(
     # every pair audit, calibration and accepted-set check on the record (bundles written
     # before the chain: none listed)
     report["attempts"] = attempts(inputs.get("audit_events") or [], inputs.get("attempt_labels"))
+    # a pass that rests on a design changed after a failed attempt carries the mark
+    changed = {
+        (a["kind"], a["name"]): a["changed_after_failure"]
+        for a in report["attempts"]
+        if a["outcome"] == "passed" and a.get("changed_after_failure")
+    }
+    pair["changed_after_failure"] = changed.get((PAIR_KIND, pair.get("audit"))) or []
+    validity["changed_after_failure"] = (
+        changed.get((CALIBRATION_KIND, validity.get("calibration"))) or []
+    )
     return report
 
 

@@ -8,6 +8,7 @@ from html import escape
 from typing import Any
 
 from rcea.audits.covariance import FIT_SUMMARY
+from rcea.study.report.publication import CHANGED_LABEL
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -37,6 +38,74 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
         "<tr>" + "".join(f"<td>{escape(fmt(v))}</td>" for v in row) + "</tr>" for row in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _changed_mark(audit: dict[str, Any]) -> str:
+    changes = audit.get("changed_after_failure") or []
+    if not changes:
+        return ""
+    return (
+        f" — {CHANGED_LABEL} ({changes[0]['since']}: " + ", ".join(c["key"] for c in changes) + ")"
+    )
+
+
+def changes_text(attempt: dict[str, Any]) -> str:
+    """``changed after a failed attempt (NAME): key before → after; …`` or ``""``."""
+    changes = attempt.get("changed_after_failure") or []
+    if not changes:
+        return ""
+    since = changes[0]["since"]
+    diff = "; ".join(f"{c['key']} {fmt(c['before'])} → {fmt(c['after'])}" for c in changes)
+    return f"{CHANGED_LABEL} ({since}): {diff}"
+
+
+#: the judge calibration's figures, in report order
+_CAL_FIGURES = ("accuracy", "macro_f1", "accepted_valid_precision", "valid_recall", "coverage")
+
+
+def _calibration_table(val: dict[str, Any]) -> list[str]:
+    """The completed calibration's figures on the balanced sample and on the population
+    (with its interval), and the predeclared threshold on the basis it applies to."""
+    rep = val.get("report")
+    if not rep:
+        return []
+    pop = rep.get("population") or {}
+    ci = pop.get("intervals") or {}
+    acc = val.get("acceptance") or {}
+    basis = acc.get("basis") or "balanced"
+    thresholds = {r["name"]: r for r in acc.get("requirements") or []}
+    rows = []
+    for k in _CAL_FIGURES:
+        band = ci.get(k)
+        req = thresholds.get(k)
+        rows.append(
+            [
+                k,
+                rep.get(k),
+                fmt(pop.get(k)) + (f" [{fmt(band[0])}, {fmt(band[1])}]" if band else ""),
+                ""
+                if req is None
+                else f">= {fmt(req['threshold'])} ({'pass' if req['passed'] else 'FAIL'})",
+            ]
+        )
+    weights = pop.get("weights") or {}
+    return [
+        f"<h3>Judge calibration {escape(str(val.get('calibration')))}</h3>",
+        "<p class='label'>The calibration sample is stratified by the judge's verdict (about "
+        "half accepted, half not), so its raw figures describe that balanced sample; the "
+        "population figures weight each stratum by its share of the whole judged population"
+        + (
+            f" (accepted {fmt(weights.get('accepted'))}, not accepted "
+            f"{fmt(weights.get('not_accepted'))})"
+            if weights
+            else " (not recorded for this calibration)"
+        )
+        + f", with {fmt(pop.get('confidence'))} stratified-bootstrap intervals. The "
+        f"predeclared thresholds apply to the <strong>{escape(basis)}</strong> figures.</p>",
+        _table(
+            ["figure", "balanced sample", "population (interval)", f"threshold ({basis})"], rows
+        ),
+    ]
 
 
 def render_html(
@@ -90,20 +159,21 @@ def render_html(
             [
                 [
                     f"pair audit {pair['audit'] or ''}".strip(),
-                    pair["status"],
+                    pair["status"] + _changed_mark(pair),
                     f"partition {pair['partition_hash'] or 'n/a'} ({pair['partition_source']}),"
                     f" rubric {pair['rubric_hash'] or 'n/a'}",
                     pair["blocked_by"],
                 ],
                 [
                     "validity (judge calibration)",
-                    val["status"],
+                    val["status"] + _changed_mark(val),
                     f"judge {val.get('judge_hash') or 'n/a'}, filter {val['filter']}",
                     val["blocked_by"],
                 ],
             ],
         ),
     ]
+    parts += _calibration_table(val)
     flows = [c for c in report["checkpoints"] if c.get("flow")]
     if flows:
         parts.append("<h3>Flow per checkpoint (trajectories / questions)</h3>")
@@ -137,8 +207,10 @@ def render_html(
                     "seed",
                     "drawn",
                     "attempt / reason",
+                    "α (correction)",
                     "labels counted",
                     "outcome",
+                    "changed after a failed attempt",
                 ],
                 [
                     [
@@ -148,14 +220,23 @@ def render_html(
                         a["seed"],
                         f"{a['drawn_at']} by {a['drawn_by']}",
                         f"{a['attempt'] or ''} {a['reason'] or ''}".strip(),
+                        "" if a.get("alpha") is None else f"{fmt(a['alpha'])} ({a['correction']})",
                         "" if a.get("n_labels") is None else a["n_labels"],
                         a["outcome"]
-                        + (f" ({a['abandon_reason']})" if a.get("abandon_reason") else ""),
+                        + (f" ({a['abandon_reason']})" if a.get("abandon_reason") else "")
+                        + (f"; thresholds on the {a['basis']} figures" if a.get("basis") else ""),
+                        changes_text(a),
                     ]
                     for a in report["attempts"]
                 ],
             )
         )
+        for a in report["attempts"]:
+            if a.get("changed_after_failure"):
+                parts.append(
+                    f"<p class='blocked'>{escape(a['kind'])} <strong>{escape(str(a['name']))}"
+                    f"</strong>: {escape(changes_text(a))}</p>"
+                )
     for f in pair.get("failures_on_partition") or []:
         parts.append(
             "<p class='blocked'>A failed attempt is on the record of this partition: the "

@@ -22,6 +22,8 @@ PUBLISH_EVENT = events.REPORT_PUBLISH
 #: ``inputs.json`` format tag (what ``rcea report verify`` reads).
 BUNDLE_FORMAT = "rcea-bundle-inputs/1"
 FULL_SCOPE = "full (audited)"
+#: how a pass resting on a design changed after a failed attempt is marked
+CHANGED_LABEL = "changed after a failed attempt"
 
 
 class PublishRefused(ValueError):
@@ -61,10 +63,20 @@ def publication_scope(report: dict[str, Any], entropy_only_label: str) -> str:
     called audited); else ``entropy_only_label``. One rule for publish and verify."""
     if not any(q["depends_on"] for q in report["quantities"]):
         return entropy_only_label  # nothing is called audited; the labels say the rest
+    scope = FULL_SCOPE
     n = sum(1 for q in report["quantities"] if q.get("evidence"))
     if n:
-        return f"{FULL_SCOPE}; {n} number(s) with insufficient evidence, not audited"
-    return FULL_SCOPE
+        scope += f"; {n} number(s) with insufficient evidence, not audited"
+    deps = {d for q in report["quantities"] for d in q["depends_on"]}
+    for dep, audit, what in (
+        ("partition", report["audits"]["pair"], "pair gate"),
+        ("validity", report["audits"]["validity"], "judge calibration"),
+    ):
+        changes = audit.get("changed_after_failure") or []
+        if dep in deps and changes:
+            keys = ", ".join(c["key"] for c in changes)
+            scope += f"; the {what} passed {CHANGED_LABEL} ({changes[0]['since']}: {keys})"
+    return scope
 
 
 def strip_audited(report: dict[str, Any]) -> dict[str, Any]:

@@ -152,12 +152,33 @@ class Attempt(_Model):
     seed: int | None = Field(description="sampling seed")
     drawn_by: str = Field(description="who drew it")
     drawn_at: str = Field(description="when (UTC)")
-    attempt: int | None = Field(description="n-th pair audit of its partition")
-    reason: str | None = Field(description="why it was drawn (required for a re-audit)")
+    attempt: int | None = Field(
+        description="n-th pair audit of its partition, or n-th check of its kind on its judge"
+    )
+    reason: str | None = Field(
+        description="why it was drawn (required for a re-audit or re-calibration)"
+    )
+    correction: str | None = Field(
+        default=None,
+        description="the multiplicity correction its predeclared policy states "
+        "([reaudit] / [recalibration] correction; none without a policy)",
+    )
+    alpha: float | None = Field(
+        default=None,
+        description="the per-attempt α that correction implies (Bonferroni: 0.05 / "
+        "max_attempts; otherwise 0.05)",
+    )
+    thresholds: JSONObject | None = Field(
+        default=None,
+        description="validity checks: the acceptance thresholds frozen into its plan when "
+        "drawn (a later calibration attempt's tightened by its policy); pair audits: null "
+        "(each gate value carries its threshold)",
+    )
     n_items: int | None = Field(description="pairs, or held-out / sampled items")
     outcome: str = Field(
         description="passed | failed | abandoned (explicitly, `rcea audit abandon "
-        "--reason`, before any final gate) | in progress (no decided record yet) | recorded "
+        "--reason` / `rcea judge calibrate|accepted abandon --reason`, before any decided "
+        "record) | in progress (no decided record yet) | recorded "
         "(a completed validity check recorded before acceptance thresholds existed)"
     )
     decided_at: str | None = Field(description="when the outcome was recorded")
@@ -171,6 +192,20 @@ class Attempt(_Model):
         "labels the bundle carries (inputs.json attempt_labels); null when not carried",
     )
     values: list[AttemptValue] = Field(description="the gate or acceptance values recorded")
+    changed_after_failure: list[JSONObject] | None = Field(
+        default=None,
+        description="changed after a failed attempt: every design setting (rubric section."
+        "setting; calibrations: sizes, labels per item, the predeclared thresholds before "
+        "any declared tightening) that differs from the latest earlier FAILED attempt of "
+        "the same kind (`since`, `key`, `before`, `after`); [] when none; null when a "
+        "design is not recorded",
+    )
+    basis: str | None = Field(
+        default=None,
+        description="calibrations: the figures its thresholds applied to (population: "
+        "weighted by the judged population's verdict shares; balanced: the raw stratified "
+        "sample, every calibration recorded before the basis existed)",
+    )
 
 
 class PairAudit(_Model):
@@ -196,6 +231,11 @@ class PairAudit(_Model):
         "does not erase it; docs/publication.md)",
     )
     blocked_by: str | None = Field(description="why mode numbers are not publishable")
+    changed_after_failure: list[JSONObject] = Field(
+        default_factory=list,
+        description="when the passing gate's audit was changed after a failed attempt: "
+        "each difference (as attempts[].changed_after_failure); the scope says so",
+    )
 
 
 class ValidityAudit(BaseModel):
@@ -211,11 +251,20 @@ class ValidityAudit(BaseModel):
     judge_hash: str | None = Field(description="SHA-256 of the frozen production judge")
     judge_name: str | None = Field(description="its name")
     calibration: str | None = Field(description="the completed calibration's name")
-    report: JSONObject | None = Field(description="its held-out report")
+    report: JSONObject | None = Field(
+        description="its held-out report: the balanced sample's figures at the top level, "
+        "`population` the population-weighted ones with stratified-bootstrap intervals "
+        "(docs/validity-audit.md)"
+    )
     filter: Literal["judge", "none"] = Field(
         description="whether a validity verdict filters the accepted set"
     )
     blocked_by: str | None = Field(description="why validity numbers are not publishable")
+    changed_after_failure: list[JSONObject] = Field(
+        default_factory=list,
+        description="when the passing calibration was changed after a failed attempt: "
+        "each difference (as attempts[].changed_after_failure); the scope says so",
+    )
 
 
 class Audits(_Model):

@@ -36,18 +36,20 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from rcea.audits.calibration import judge_calibration
+from rcea.audits.calibration import calibration_figures
 from rcea.audits.modes import rarefied_retention
 from rcea.audits.partition import partition_hash
 from rcea.audits.rubric import parse_rubric
 from rcea.pipeline.llm import canonical_json
 from rcea.study.report.attempts import chain_problems, label_key, pair_gate, rederive
 from rcea.study.report.build import ENTROPY_ONLY_LABEL, compute_report, mode_labels_from_rows
+from rcea.study.report.html import CHANGED_LABEL, changes_text
 from rcea.study.report.publication import publication_scope, refusal_reasons, strip_audited
 from rcea.study.report.rows import record_set_hash
 from rcea.study.report.schema import StudyReport
@@ -331,6 +333,7 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
     if len(lines) > MAX_NAMED:
         bad.append(f"... and {len(lines) - MAX_NAMED} more differences in report.json")
     _check_attempts(again.get("attempts") or [], inputs.get("attempt_labels"), res)
+    _check_changes_shown(bundle, again.get("attempts") or [], res)
     if not entropy_only:
         for reason in refusal_reasons(again):
             bad.append(f"publishes a number that is not publishable: {reason}")
@@ -531,6 +534,23 @@ def _check_attempts(
         res.mismatches.extend(lines[:MAX_NAMED])
 
 
+def _check_changes_shown(bundle: Path, listed: list[dict[str, Any]], res: Verification) -> None:
+    """Every attempt whose design changed after a failed attempt (re-derived from the
+    audit events) is marked so on the bundle's page, with the difference."""
+    changed = [a for a in listed if a.get("changed_after_failure")]
+    if not changed:
+        return
+    page = bundle / "report.html"
+    text = page.read_text(encoding="utf-8") if page.exists() else ""
+    for a in changed:
+        res.n_checked += 1
+        if escape(changes_text(a)) not in text:
+            res.mismatches.append(
+                f"report.html: {a['kind']} {a['name']} was {CHANGED_LABEL} "
+                f"({len(a['changed_after_failure'])} setting(s)) but the page does not show it"
+            )
+
+
 def _check_coverages(
     audit: dict[str, Any] | None, partition: list[list[Any]] | None, res: Verification
 ) -> None:
@@ -569,7 +589,18 @@ def _check_calibration(cal: dict[str, Any], val: dict[str, Any], res: Verificati
             "judge calibration (the bundle carries its report, not its held-out items)"
         )
         return
-    rep = judge_calibration([i["human"] for i in items], [i["judge"] for i in items]).to_dict()
+    # the population figures from the verdict counts and bootstrap settings they record
+    pop = (cal.get("report") or {}).get("population") or {}
+    rep = calibration_figures(
+        [i["human"] for i in items],
+        [i["judge"] for i in items],
+        pop.get("population"),
+        n_boot=int(pop.get("n_boot", 10_000)),
+        seed=int(pop.get("seed", 0)),
+        confidence=float(pop.get("confidence", 0.95)),
+    )
+    if not pop:  # a report written before population figures: compare what it has
+        rep.pop("population")
     lines = []
     res.n_checked += compare(cal.get("report"), _jsonable(rep), "calibration.json report", lines)
     bad.extend(lines[:MAX_NAMED])

@@ -5,7 +5,7 @@
   (``valid``) and not accepted (``invalid`` or ``unparseable``) — half each, the other
   stratum filling in when one is short — split into ``held_out`` held-out items
   (stratified, proportional to the two strata) and the rest for development. The plan
-  comes from a frozen rubric's ``[calibration]`` table (defaults 600 / 117 / seed 0) and
+  comes from a frozen rubric's ``[calibration]`` table (defaults 600 / 300 / seed 0) and
   may be overridden. The judge version and its hash are bound when the sample is drawn
   and the verdict of each item is stored with it: the judge is frozen before any label
   exists; a changed judge is a new version and needs a new calibration.
@@ -26,12 +26,13 @@ from typing import Any
 from sqlmodel import Session, select
 
 from rcea.audits.acceptance import JudgeAcceptance
-from rcea.audits.rubric import CalibrationPlan
+from rcea.audits.rubric import CalibrationPlan, RecalibrationPolicy
 from rcea.pipeline.judge import VALID
 from rcea.study import events
 from rcea.study.pair_audit.freeze import get_rubric, rubric_spec
 from rcea.study.store import append_event, list_events, require_study
 from rcea.study.store.models import JudgeVerdict, JudgeVersion, ValidityCheck, ValidityItem
+from rcea.study.validity_audit.attempts import attempt_check, attempt_seed, prior_checks
 from rcea.study.validity_audit.status import JUDGE_RUN_EVENT
 from rcea.study.validity_audit.versions import JudgeError, get_judge
 
@@ -126,18 +127,83 @@ def _add_items(
     session.flush()
 
 
-def acceptance_thresholds(session: Session, *, rubric: str | None) -> JudgeAcceptance:
-    """The judge acceptance thresholds of the rubric ``[acceptance]`` (the documented
-    defaults without a rubric or without the section: rcea/audits/acceptance.py)."""
-    if rubric:
-        return rubric_spec(get_rubric(session, name=rubric)).acceptance
-    return JudgeAcceptance()
-
-
 def check_acceptance(check: ValidityCheck) -> JudgeAcceptance:
     """The thresholds frozen into a check's plan when it was drawn (checks drawn before
-    thresholds existed: the documented defaults)."""
+    thresholds existed: the documented defaults; before the basis existed: on the balanced
+    sample)."""
     return JudgeAcceptance.from_dict(check.plan.get("acceptance"))
+
+
+#: bootstrap replicates of the population-weighted calibration intervals
+CALIBRATION_N_BOOT = 10_000
+
+
+def population_counts(session: Session, check: ValidityCheck) -> dict[str, int] | None:
+    """The judge's verdict counts over the study's whole judged population (``accepted``:
+    ``valid``; ``not_accepted``: the rest), recorded in the plan when the calibration was
+    drawn; calibrations drawn before that: counted now from the bound judge's verdicts
+    (immutable, though a later run may have added some); ``None`` when there are none."""
+    recorded = check.plan.get("population")
+    if recorded:
+        return {k: int(v) for k, v in recorded.items()}
+    pool = _verdicts(session, judge_id=check.judge_id, study_id=check.study_id)
+    n_acc = sum(v.verdict == VALID for v in pool)
+    return {"accepted": n_acc, "not_accepted": len(pool) - n_acc} if pool else None
+
+
+def bootstrap_settings(check: ValidityCheck) -> dict[str, Any]:
+    """``n_boot``, ``seed`` and ``confidence`` of the population intervals (the plan's;
+    before they were recorded: 10,000, the check's seed, 95%)."""
+    return {
+        "n_boot": int(check.plan.get("n_boot", CALIBRATION_N_BOOT)),
+        "seed": int(check.plan.get("bootstrap_seed", check.seed)),
+        "confidence": float(check.plan.get("confidence", 0.95)),
+    }
+
+
+def _attempt(
+    session: Session,
+    *,
+    study_id: int,
+    judge: JudgeVersion,
+    kind: str,
+    rubric: str | None,
+    reason: str | None,
+) -> tuple[dict[str, Any], JudgeAcceptance, set[str]]:
+    """The attempt this draw is (rcea/study/validity_audit/attempts.py), the thresholds
+    it is judged against (the rubric's, tightened for a later attempt), and the
+    trajectories of earlier attempts (never drawn again)."""
+    row = get_rubric(session, name=rubric) if rubric else None
+    spec = rubric_spec(row) if row is not None else None
+    att = attempt_check(
+        session,
+        study_id=study_id,
+        judge_hash=judge.content_hash,
+        kind=kind,
+        rubric_hash=row.content_hash if row is not None else None,
+        policy=spec.recalibration if spec is not None else RecalibrationPolicy(),
+        reason=reason,
+    )
+    base = spec.acceptance if spec is not None else JudgeAcceptance()
+    seen = {
+        i.trajectory_id
+        for c in prior_checks(session, study_id=study_id, judge_hash=judge.content_hash, kind=kind)
+        for i in check_items(session, check_id=c.id)  # type: ignore[arg-type]
+    }
+    plan = {
+        "rubric_hash": row.content_hash if row is not None else None,
+        "recalibration": att["policy"],
+        "attempt": att["attempt"],
+        "reason": reason,
+        "failed_before": att["failed_before"],
+        "tighten_by": att["tighten_by"],
+        "alpha": att["alpha"],
+        "n_excluded_earlier_attempts": len(seen),
+    }
+    # the predeclared design a later attempt is compared with when this one fails
+    # ("changed after a failed attempt"): the rubric's thresholds before any tightening
+    plan["design"] = {"acceptance": base.to_dict()}
+    return plan, base.tightened(att["tighten_by"]), seen
 
 
 def calibration_plan(
@@ -185,23 +251,34 @@ def sample_calibration(
     held_out: int | None = None,
     seed: int | None = None,
     name: str | None = None,
+    reason: str | None = None,
 ) -> ValidityCheck:
-    """Draw a balanced, blinded calibration set (see the module docstring)."""
+    """Draw a balanced, blinded calibration set (see the module docstring). After a
+    failed calibration of the same judge only under its predeclared re-calibration
+    policy, with ``reason``; a later attempt's items are disjoint from every earlier
+    attempt's and drawn with a seed derived from the attempt."""
     st = require_study(session, name=study)
     jv = get_judge(session, name=judge, version=judge_version)
     plan = calibration_plan(session, rubric=rubric, size=size, held_out=held_out, seed=seed)
-    pool = _verdicts(session, judge_id=jv.id, study_id=st.id)  # type: ignore[arg-type]
-    if not pool:
+    reason = (reason or "").strip() or None
+    record, thresholds, seen = _attempt(
+        session, study_id=st.id, judge=jv, kind=CALIBRATION, rubric=rubric, reason=reason
+    )  # type: ignore[arg-type]
+    everything = _verdicts(session, judge_id=jv.id, study_id=st.id)  # type: ignore[arg-type]
+    if not everything:
         raise JudgeError(
             f"judge {jv.name} v{jv.version} has no verdicts in study {study!r}: "
             "run `rcea judge run` first"
         )
-    if rubric is None and size is None and len(pool) < plan.size:
+    pool = [v for v in everything if v.trajectory_id not in seen]
+    if rubric is None and size is None and len(pool) < plan.size and not seen:
         raise JudgeError(calibration_too_big(study, len(pool), plan))
     n = min(plan.size, len(pool))
     if n < plan.held_out:
         raise JudgeError(
-            f"only {len(pool)} judged verifier successes; the plan holds out {plan.held_out}"
+            f"only {len(pool)} judged verifier successes"
+            + (f" outside earlier attempts' {len(seen)} items" if seen else "")
+            + f"; the plan holds out {plan.held_out}"
             + (
                 f" (rubric {rubric}): size it to the study with `rcea audit rubric init "
                 f"--study {study} --out rubric.toml`, freeze it, pass its --rubric"
@@ -209,9 +286,16 @@ def sample_calibration(
                 else f"; pass --size N --held-out H with H <= {len(pool)}"
             )
         )
-    rng = random.Random(f"calibration:{plan.seed}")
+    drawn_seed = attempt_seed(plan.seed, record["attempt"])
+    record["design"]["calibration"] = {
+        "size": plan.size,
+        "held_out": plan.held_out,
+        "annotators_per_item": plan.annotators_per_item,
+    }
+    rng = random.Random(f"calibration:{drawn_seed}")
     acc = [v for v in pool if v.verdict == VALID]
     rej = [v for v in pool if v.verdict != VALID]
+    n_accepted = sum(v.verdict == VALID for v in everything)
     rng.shuffle(acc)
     rng.shuffle(rej)
     n_acc = min(len(acc), n // 2)
@@ -230,11 +314,14 @@ def sample_calibration(
         name=name,
         study=study,
         judge=jv,
-        seed=plan.seed,
+        seed=drawn_seed,
         plan={
             **plan.to_dict(),
+            "seed": drawn_seed,
+            "rubric_seed": plan.seed,
             "rubric": rubric,
-            "acceptance": acceptance_thresholds(session, rubric=rubric).to_dict(),
+            **record,
+            "acceptance": thresholds.to_dict(),
             "n_drawn": n,
             "n_pool": len(pool),
             "n_judge_accepted": n_acc,
@@ -242,6 +329,11 @@ def sample_calibration(
             "held_out_judge_accepted": h_acc,
             "held_out_judge_not_accepted": h_rej,
             "balanced": n_acc == n_rej or abs(n_acc - n_rej) <= 1,
+            # the verdict shares of the whole judged population (population figures)
+            "population": {"accepted": n_accepted, "not_accepted": len(everything) - n_accepted},
+            "n_boot": CALIBRATION_N_BOOT,
+            "bootstrap_seed": drawn_seed,
+            "confidence": 1.0 - record["alpha"],
         },
         actor=actor,
     )
@@ -288,10 +380,13 @@ def sample_accepted(
     seed: int = 0,
     name: str | None = None,
     rubric: str | None = None,
+    reason: str | None = None,
 ) -> ValidityCheck:
     """Draw ``size`` judge-accepted trajectories outside every calibration set; the
     acceptance threshold (rubric ``[acceptance]``, defaults without one) is frozen into
-    the plan."""
+    the plan. After a failed accepted-set check of the judge, only under its predeclared
+    policy with ``reason``, items disjoint from earlier checks', seed derived from the
+    attempt (as for calibrations)."""
     st = require_study(session, name=study)
     jv = (
         get_judge(session, name=judge, version=judge_version)
@@ -305,10 +400,14 @@ def sample_accepted(
             .where(ValidityCheck.study_id == st.id, ValidityCheck.kind == CALIBRATION)
         ).all()
     )
+    reason = (reason or "").strip() or None
+    record, thresholds, seen = _attempt(
+        session, study_id=st.id, judge=jv, kind=ACCEPTED, rubric=rubric, reason=reason
+    )  # type: ignore[arg-type]
     pool = [
         v
         for v in _verdicts(session, judge_id=jv.id, study_id=st.id)  # type: ignore[arg-type]
-        if v.verdict == VALID and v.trajectory_id not in calibrated
+        if v.verdict == VALID and v.trajectory_id not in calibrated | seen
     ]
     if size < 1:
         raise JudgeError("--size must be at least 1")
@@ -317,7 +416,9 @@ def sample_accepted(
             f"only {len(pool)} judge-accepted trajectories outside the calibration sets; "
             f"asked for {size}" + (f": draw all of them with --size {len(pool)}" if pool else "")
         )
-    picked = random.Random(f"accepted:{seed}").sample(pool, size)
+    drawn_seed = attempt_seed(seed, record["attempt"])
+    record["design"]["accepted"] = {"size": size}
+    picked = random.Random(f"accepted:{drawn_seed}").sample(pool, size)
     check = _new_check(
         session,
         kind=ACCEPTED,
@@ -325,14 +426,16 @@ def sample_accepted(
         name=name,
         study=study,
         judge=jv,
-        seed=seed,
+        seed=drawn_seed,
         plan={
             "size": size,
-            "seed": seed,
+            "seed": drawn_seed,
+            "rubric_seed": seed,
             "n_pool": len(pool),
             "n_excluded": len(calibrated),
             "rubric": rubric,
-            "acceptance": acceptance_thresholds(session, rubric=rubric).to_dict(),
+            **record,
+            "acceptance": thresholds.to_dict(),
         },
         actor=actor,
     )

@@ -28,17 +28,24 @@ from typing import Any
 from sqlmodel import Session, select
 
 from rcea.audits.acceptance import ACCEPTED_CONFIDENCE, accepted_acceptance, calibration_acceptance
-from rcea.audits.calibration import accepted_set_precision, judge_calibration, validity_agreement
+from rcea.audits.calibration import (
+    accepted_set_precision,
+    calibration_figures,
+    validity_agreement,
+)
 from rcea.study import events
 from rcea.study.store import append_event, list_events
 from rcea.study.store.models import JudgeVersion, ValidityCheck
+from rcea.study.validity_audit.attempts import ALPHA, abandon_record
 from rcea.study.validity_audit.checks import (
     ACCEPTED,
     CALIBRATION,
     DEVELOPMENT,
     HELD_OUT,
+    bootstrap_settings,
     check_acceptance,
     check_items,
+    population_counts,
 )
 from rcea.study.validity_audit.labelling import (
     ADJUDICATOR,
@@ -69,6 +76,25 @@ def _judge_info(session: Session, check: ValidityCheck) -> dict[str, Any]:
     }
 
 
+def attempt_info(session: Session, check: ValidityCheck) -> dict[str, Any]:
+    """Which attempt on the judge the check is, why it was drawn, the policy it ran under,
+    the per-attempt α of its intervals, the thresholds it is judged against, and its
+    abandon record (rcea/study/validity_audit/attempts.py; checks drawn before attempts
+    were recorded: attempt ``None``, α 0.05)."""
+    policy = check.plan.get("recalibration")
+    return {
+        "attempt": check.plan.get("attempt"),
+        "reason": check.plan.get("reason"),
+        "failed_before": check.plan.get("failed_before") or [],
+        "policy": policy,
+        "correction": (policy or {}).get("correction", "none"),
+        "alpha": check.plan.get("alpha", ALPHA),
+        "tighten_by": check.plan.get("tighten_by", 0.0),
+        "thresholds": check_acceptance(check).to_dict(),
+        "abandoned": abandon_record(session, check),
+    }
+
+
 def calibration_report(
     session: Session, check: ValidityCheck, *, split: str = "held-out", actor: str = "rcea"
 ) -> dict[str, Any]:
@@ -95,6 +121,7 @@ def calibration_report(
         "preliminary": not complete,
         "publishable": held_out and complete,
         "outcome": "undecided",
+        **attempt_info(session, check),
     }
     if double_labelled(check):
         base.update(_two_annotators(session, check, items))
@@ -105,11 +132,16 @@ def calibration_report(
         )
     if not done:
         return {**base, "report": None}
-    report = judge_calibration(
+    report = calibration_figures(
         [human_of[i.id] for i in done],  # type: ignore[index]
         [i.judge_verdict for i in done],
-    ).to_dict()
+        population_counts(session, check),
+        **bootstrap_settings(check),
+    )
     out = {**base, "report": report}
+    if base["abandoned"] is not None:  # stays on the record as abandoned, never decided
+        out["outcome"] = "abandoned"
+        return out
     if held_out and complete:  # decided: the predeclared acceptance thresholds apply
         acceptance = calibration_acceptance(report, check_acceptance(check))
         out["acceptance"] = acceptance
@@ -183,6 +215,7 @@ def accepted_report(
         "status": "complete" if complete else "pending",
         "preliminary": not complete,
         "outcome": "undecided",
+        **attempt_info(session, check),
     }
     if not both:
         return {**base, "report": None}
@@ -192,6 +225,9 @@ def accepted_report(
         confidence,
     ).to_dict()
     out: dict[str, Any] = {**base, "report": report}
+    if base["abandoned"] is not None:  # stays on the record as abandoned, never decided
+        out["outcome"] = "abandoned"
+        return out
     if complete:  # decided: the lower 95% bound per annotator against the threshold
         at95 = accepted_set_precision(
             [a[i.id] for i in both],  # type: ignore[index]

@@ -65,8 +65,8 @@ def validity_status(session: Session, *, study_id: int) -> dict[str, Any]:
         }
     last = done[-1].payload
     acceptance = last.get("acceptance") or calibration_acceptance(
-        last.get("report") or {}, JudgeAcceptance()
-    )  # recorded before thresholds existed: the documented defaults
+        last.get("report") or {}, JudgeAcceptance.from_dict(None)
+    )  # recorded before thresholds existed: the documented defaults, on the balanced sample
     failed = [
         f"calibration {last.get('calibration')}: {r['name']} {_fmt(r['value'])} < {r['threshold']}"
         for r in acceptance["requirements"]

@@ -13,10 +13,11 @@ from typer.testing import CliRunner
 
 from rcea.app.cli import app
 from rcea.audits.rubric import ReauditPolicy, parse_rubric
+from rcea.audits.sampling import attempt_seed
 from rcea.study import events
 from rcea.study.pair_audit.freeze import FreezeError, freeze_rubric
 from rcea.study.pair_audit.gate import decide_gate, gate_status, record_final_gate
-from rcea.study.pair_audit.sampling import draw_audit
+from rcea.study.pair_audit.sampling import audit_pairs, draw_audit
 from rcea.study.store import list_events, session_scope
 from rcea.study.store.models import Audit
 from tests.support.helpers import RUBRIC, rubric_file
@@ -101,6 +102,16 @@ def test_reaudit_with_policy_needs_reason_and_respects_max(  # type: ignore[no-u
     assert ev[second]["reason"] == "annotator B misread the guideline"
     assert ev[second]["reaudit"]["max_attempts"] == 2
     assert ev[second]["reaudit"]["correction"] == "bonferroni"
+    # a re-audit is a new sample: no pair of the first audit again, a seed derived from
+    # the attempt, the first audit's pairs counted as excluded
+    with session_scope(engine) as s:
+        drawn = {
+            a: {frozenset((p.trajectory_a, p.trajectory_b)) for p in audit_pairs(s, audit_id=a)}
+            for a in (first, second)
+        }
+    assert drawn[second] and not drawn[first] & drawn[second]
+    assert ev[second]["seed"] == attempt_seed(1, 2) != 1 and ev[second]["rubric_seed"] == 1
+    assert ev[second]["n_excluded_earlier_pairs"] == len(drawn[first])
     refused = runner.invoke(
         app, ["audit", "sample", "--study", "s", "--rubric", "test-rubric", "--seed", "2",
               "--reason", "third time", "--json"],

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlmodel import select
 
 from rcea.study.pair_audit.gate import decide_gate
 from rcea.study.report.attempts import chain, chain_problems
@@ -48,11 +49,17 @@ def test_report_lists_every_attempt(engine, tmp_path: Path) -> None:  # type: ig
     assert failed["seed"] == 5 and failed["drawn_by"] == "r" and failed["decided_at"]
     cov = next(v for v in failed["values"] if v["name"] == "automatic_coverage")
     assert cov["passed"] is False and cov["threshold"] == 1.0
-    assert rep["attempts"][1]["seed"] == 1
+    # a re-audit draws with a seed derived from the attempt (and fresh pairs)
+    from rcea.audits.sampling import attempt_seed
+
+    assert rep["attempts"][1]["seed"] == attempt_seed(1, 2)
+    assert [(a["correction"], a["alpha"]) for a in rep["attempts"]] == [
+        ("bonferroni", 0.025), ("bonferroni", 0.025)]  # fmt: skip
     from rcea.study.report.html import render_html
 
     html = render_html(rep, scope="entropy-only (no audit)", figures={}, hashes={})
     assert "Every attempt on the record" in html and "B misread the guideline" in html
+    assert "0.025 (bonferroni)" in html  # the attempt's α is shown, not only in inputs.json
 
 
 def test_chain_detects_a_removed_or_edited_event() -> None:
@@ -254,10 +261,12 @@ def test_rederive_validity_checks_from_their_own_labels() -> None:
 
     human = ["valid"] * 45 + ["invalid"] * 5
     judge = ["valid"] * 45 + ["invalid"] * 5
-    cal = {"thresholds": JudgeAcceptance().to_dict(), "n_items": 50,
+    cal = {"thresholds": JudgeAcceptance(basis="balanced").to_dict(), "n_items": 50,
            "items": [{"item_key": str(i), "human": h, "judge": j}
                      for i, (h, j) in enumerate(zip(human, judge, strict=True))]}  # fmt: skip
-    acc = calibration_acceptance(judge_calibration(human, judge).to_dict(), JudgeAcceptance())
+    acc = calibration_acceptance(
+        judge_calibration(human, judge).to_dict(), JudgeAcceptance(basis="balanced")
+    )
     values = [{k: r[k] for k in ("name", "value", "threshold", "passed")}
               for r in acc["requirements"]]  # fmt: skip
     got = rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), cal)
@@ -281,3 +290,126 @@ def test_rederive_validity_checks_from_their_own_labels() -> None:
     assert bad["outcome"] == "failed" and [v["passed"] for v in bad["values"]] == [True, False]
     # undecided attempts are not re-derived
     assert rederive(_validity_attempt(ACCEPTED_KIND, "in progress", []), checked) is None
+
+
+def test_rederive_a_population_basis_calibration() -> None:
+    """A calibration judged on the population basis re-derives from its labels, the
+    population's verdict counts and the bootstrap settings its labels carry."""
+    from rcea.audits.acceptance import JudgeAcceptance, calibration_acceptance
+    from rcea.audits.calibration import calibration_figures
+    from rcea.study.report.attempts import CALIBRATION_KIND, rederive
+
+    human = ["valid"] * 5 + ["invalid"] * 5
+    judge = ["valid"] * 3 + ["invalid"] * 2 + ["invalid"] * 5  # balanced recall 3/5
+    pop = {"accepted": 9000, "not_accepted": 1000}
+    t = JudgeAcceptance(macro_f1_min=0.5, coverage_min=0.0, accepted_valid_precision_min=0.5)
+    items = [
+        {"item_key": str(i), "human": h, "judge": j}
+        for i, (h, j) in enumerate(zip(human, judge, strict=True))
+    ]
+    cal = {
+        "thresholds": t.to_dict(),
+        "population": pop,
+        "bootstrap": {"n_boot": 100, "seed": 4},
+        "n_items": 10,
+        "items": items,
+    }
+    rep = calibration_figures(human, judge, pop, n_boot=100, seed=4)
+    acc = calibration_acceptance(rep, t)
+    values = [{k: r[k] for k in ("name", "value", "threshold", "passed")}
+              for r in acc["requirements"]]  # fmt: skip
+    got = rederive(_validity_attempt(CALIBRATION_KIND, "passed", values), cal)
+    assert got == {"outcome": "passed" if acc["passed"] else "failed", "values": values}
+    assert acc["basis"] == "population"
+    # without the population counts the population basis cannot pass
+    no_pop = rederive(
+        _validity_attempt(CALIBRATION_KIND, "passed", values), {**cal, "population": None}
+    )
+    assert no_pop["outcome"] == "failed"
+
+
+def test_a_change_after_a_failed_attempt_is_shown_and_verified(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A calibration failed, then a later one with a lowered threshold and two annotators
+    per item passed: the later attempt is listed as "changed after a failed attempt" with
+    each difference, on the bundle's page too; verify fails when the page hides it."""
+    from rcea.audits.acceptance import JudgeAcceptance
+    from rcea.study import events
+    from rcea.study.report.html import CHANGED_LABEL
+    from rcea.study.store import append_event, require_study
+    from rcea.study.store.models import ValidityCheck
+    from rcea.study.validity_audit.reports import calibration_report
+    from tests.support.validity import stored_check
+
+    _two_attempts(engine, tmp_path)
+    strict = JudgeAcceptance(basis="balanced").to_dict()
+    lenient = {**strict, "macro_f1_min": 0.5}
+    for name, judge, thresholds, per_item in (
+        ("c1", ["valid"] * 5 + ["invalid"] * 5, strict, 1),
+        ("c2", ["valid"] * 10, lenient, 2),
+    ):
+        human = {"annotator-1": ["valid"] * 10}
+        made = stored_check(engine, kind="calibration", judge=judge, name=name, study="s",
+                            labels=human, acceptance=thresholds)  # fmt: skip
+        with session_scope(engine) as s:
+            design = {
+                "acceptance": thresholds,
+                "calibration": {"size": 10, "held_out": 10, "annotators_per_item": per_item},
+            }
+            payload = {"calibration": name, "judge_hash": made["judge_hash"], "held_out": 10,
+                       "acceptance": thresholds, "design": design}  # fmt: skip
+            sid = require_study(s, name="s").id
+            append_event(
+                s, actor="r", kind=events.CALIBRATION_SAMPLE, study_id=sid, payload=payload
+            )
+            check = s.exec(select(ValidityCheck).where(ValidityCheck.name == name)).one()
+            assert calibration_report(s, check)["outcome"] == (
+                "failed" if name == "c1" else "passed"
+            )
+    with session_scope(engine) as s:
+        rep = build_report(s, study="s", n_boot=200)
+        res = publish_report(
+            s, study="s", out_dir=tmp_path / "out", actor="p", n_boot=200, entropy_only=True
+        )
+    cal = [a for a in rep["attempts"] if a["kind"] == "calibration"]
+    assert [a["outcome"] for a in cal] == ["failed", "passed"]
+    assert cal[0]["changed_after_failure"] == []
+    assert cal[1]["changed_after_failure"] == [
+        {"since": "c1", "key": "acceptance.macro_f1_min", "before": 0.85, "after": 0.5},
+        {"since": "c1", "key": "calibration.annotators_per_item", "before": 1, "after": 2},
+    ]
+    bundle = Path(res["bundle"])
+    page = (bundle / "report.html").read_text()
+    assert f"{CHANGED_LABEL} (c1): acceptance.macro_f1_min 0.85 → 0.5" in page
+    ver = verify_bundle(bundle)
+    assert ver.ok, ver.mismatches
+    hidden = page.replace(CHANGED_LABEL, "adjusted")
+    (bundle / "report.html").write_text(hidden)
+    hashes = json.loads((bundle / "hashes.json").read_text())
+    hashes["files"]["report.html"] = hashlib.sha256(hidden.encode()).hexdigest()
+    (bundle / "hashes.json").write_text(json.dumps(hashes, indent=2) + "\n")
+    ver = verify_bundle(bundle)
+    assert not ver.ok
+    assert any("c2 was changed after a failed attempt" in m for m in ver.mismatches), ver.mismatches
+
+
+def test_a_pass_resting_on_a_post_hoc_change_is_marked_in_the_scope() -> None:
+    """The bundle's scope (its "audited" label) says when the pass the numbers rest on
+    came after a design change following a failed attempt."""
+    from rcea.study.report.publication import CHANGED_LABEL, FULL_SCOPE, publication_scope
+
+    change = {"since": "c1", "key": "acceptance.macro_f1_min", "before": 0.85, "after": 0.75}
+    report = {
+        "quantities": [{"depends_on": ["validity"], "evidence": None}],
+        "audits": {
+            "pair": {"changed_after_failure": []},
+            "validity": {"changed_after_failure": [change]},
+        },
+    }
+    scope = publication_scope(report, "entropy only")
+    assert scope.startswith(FULL_SCOPE)
+    assert f"judge calibration passed {CHANGED_LABEL} (c1: acceptance.macro_f1_min)" in scope
+    report["audits"]["validity"]["changed_after_failure"] = []
+    assert publication_scope(report, "entropy only") == FULL_SCOPE
+    # an entropy-only report calls nothing audited, so carries no mark
+    report["quantities"] = [{"depends_on": [], "evidence": None}]
+    assert publication_scope(report, "entropy only") == "entropy only"

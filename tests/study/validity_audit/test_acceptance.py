@@ -55,21 +55,36 @@ def test_defaults_and_hash() -> None:
         parse_rubric(RUBRIC + "\n[acceptance]\ncoverage_min = 1.5\n")
 
 
+def _both(values: dict) -> dict:  # type: ignore[type-arg]
+    """A report whose balanced and population figures are ``values``."""
+    return {**values, "population": dict(values)}
+
+
 def test_the_papers_judge_passes() -> None:
-    assert calibration_acceptance(GOOD, JudgeAcceptance())["passed"] is True
+    assert calibration_acceptance(_both(GOOD), JudgeAcceptance())["passed"] is True
+    assert calibration_acceptance(GOOD, JudgeAcceptance(basis="balanced"))["passed"] is True
 
 
+@pytest.mark.parametrize("basis", ["population", "balanced"])
 @pytest.mark.parametrize("field", CALIBRATION_FIELDS)
-def test_below_each_calibration_threshold_fails(field: str) -> None:
-    t = JudgeAcceptance()
+def test_below_each_calibration_threshold_fails(field: str, basis: str) -> None:
+    """Only the figures of the declared basis count: the other basis may miss freely."""
+    t = JudgeAcceptance(basis=basis)
     threshold = getattr(t, f"{field}_min")
-    at = calibration_acceptance({**GOOD, field: threshold}, t)
+
+    def rep(values: dict) -> dict:  # type: ignore[type-arg]
+        other = {**GOOD, field: 0.0}
+        if basis == "population":
+            return {**other, "population": values}
+        return {**values, "population": other}
+
+    at = calibration_acceptance(rep({**GOOD, field: threshold}), t)
     assert at["passed"] is True  # the threshold itself holds (>=)
-    res = calibration_acceptance({**GOOD, field: threshold - 0.001}, t)
-    assert res["passed"] is False
+    res = calibration_acceptance(rep({**GOOD, field: threshold - 0.001}), t)
+    assert res["passed"] is False and res["basis"] == basis
     assert [r["name"] for r in res["requirements"] if not r["passed"]] == [field]
     missing = {k: v for k, v in GOOD.items() if k != field}
-    assert calibration_acceptance(missing, t)["passed"] is False
+    assert calibration_acceptance(rep(missing), t)["passed"] is False
 
 
 def test_accepted_set_lower_bound_per_annotator() -> None:
@@ -167,7 +182,7 @@ def test_calibrate_report_exit_codes_and_status(engine, monkeypatch) -> None:  #
     assert text.exit_code == 5 and "acceptance: FAILED" in text.output
     # thresholds frozen into the plan: a lenient rubric accepts the same labels
     lenient = dict.fromkeys(f"{k}_min" for k in CALIBRATION_FIELDS)
-    lenient = {**JudgeAcceptance().to_dict(), **{k: 0.5 for k in lenient}}
+    lenient = {**JudgeAcceptance(basis="balanced").to_dict(), **{k: 0.5 for k in lenient}}
     stored_check(engine, kind="calibration", judge=WEAK_JUDGE, labels=human, name="lenient",
                  acceptance=lenient)  # fmt: skip
     ok = _cli(engine, monkeypatch, "judge", "calibrate", "report", "--calibration", "lenient",
@@ -184,6 +199,43 @@ def test_calibrate_report_exit_codes_and_status(engine, monkeypatch) -> None:  #
         assert calibration_report(s, check)["outcome"] == "failed"
         ev = [e.payload for e in list_events(s, kind=events.CALIBRATION_COMPLETED)]
     assert [e["acceptance"]["passed"] for e in ev] == [False, True]
+
+
+def test_population_basis_passes_a_judge_the_balanced_sample_understates(  # type: ignore[no-untyped-def]
+    engine, monkeypatch
+) -> None:
+    """The weak-looking balanced sample (accuracy 0.8, recall 5/7) of a judge that accepts
+    95 % of a population: weighted by the population's verdict shares its accuracy is
+    0.95·1 + 0.05·(3/5) = 0.98 and its valid recall 0.95/(0.95 + 0.05·2/5) ≈ 0.979; the
+    default (population) thresholds pass it, and the report shows both bases."""
+    stored_check(engine, kind="calibration", judge=WEAK_JUDGE, labels={"annotator-1": WEAK_HUMAN},
+                 name="pop", acceptance={**JudgeAcceptance().to_dict(), "coverage_min": 0.0,
+                                         "macro_f1_min": 0.5},
+                 population={"accepted": 9500, "not_accepted": 500})  # fmt: skip
+    out = _cli(engine, monkeypatch, "judge", "calibrate", "report", "--calibration", "pop",
+               "--json")  # fmt: skip
+    data = json.loads(out.stdout)
+    assert out.exit_code == 0, out.output
+    pop = data["report"]["population"]
+    assert data["report"]["accuracy"] == pytest.approx(0.8)
+    assert pop["accuracy"] == pytest.approx(0.98)
+    assert pop["valid_recall"] == pytest.approx(0.95 / 0.97)
+    assert pop["intervals"]["accuracy"][0] < 0.98 < pop["intervals"]["accuracy"][1]
+    assert (pop["n_boot"], pop["seed"], pop["population"]) == (
+        10_000, 1, {"accepted": 9500, "not_accepted": 500})  # fmt: skip
+    assert data["acceptance"]["basis"] == "population" and data["outcome"] == "passed"
+    text = _cli(engine, monkeypatch, "judge", "calibrate", "report", "--calibration", "pop")
+    assert "population" in text.output and "0.98" in text.output
+    # the view's audit page: both bases beside the threshold of the declared one
+    from rcea.app.view import data
+    from rcea.study.settings import get_settings
+
+    get_settings.cache_clear()
+    frame = data.calibration_figures("cal")
+    row = frame[frame["figure"] == "accuracy"].iloc[0]
+    assert (row["calibration"], row["outcome"], row["basis"]) == ("pop", "passed", "population")
+    assert row["balanced"] == pytest.approx(0.8) and row["population"] == pytest.approx(0.98)
+    assert row["low"] < 0.98 < row["high"] and row["threshold"] == 0.9 and row["passed"]
 
 
 def test_accepted_report_exit_codes(engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -20,6 +20,7 @@ from rcea.pipeline.toy import (
 from rcea.study.settings import Settings
 from rcea.study.store import list_events, require_study, session_scope
 from rcea.study.store.models import JudgeVerdict, JudgeVersion, Trajectory, ValidityItem
+from rcea.study.validity_audit.attempts import attempt_seed
 from rcea.study.validity_audit.checks import (
     DEVELOPMENT,
     HELD_OUT,
@@ -144,11 +145,14 @@ def test_calibration_and_accepted_sampling(engine, tmp_path: Path) -> None:  # t
         assert sum(i.split == DEVELOPMENT for i in items) == 18
         assert all(i.trajectory_id not in i.item_key for i in items)
         cal_ids = {i.trajectory_id for i in items}
-        # same seed → same items
+        # a second calibration of the same judge: fresh items, a seed derived from the attempt
         again = sample_calibration(
             s, study="toy", judge="oracle", actor="r", size=30, held_out=12, seed=3, name="again"
         )
-        assert {i.trajectory_id for i in check_items(s, check_id=again.id)} == cal_ids
+        again_ids = {i.trajectory_id for i in check_items(s, check_id=again.id)}
+        assert again_ids and not again_ids & cal_ids
+        assert again.plan["attempt"] == 2 and again.seed == attempt_seed(3, 2)
+        cal_ids |= again_ids
         with pytest.raises(JudgeError, match="holds out"):
             sample_calibration(s, study="toy", judge="oracle", actor="r", size=5000, held_out=4000)
         chk = sample_accepted(s, study="toy", size=10, actor="r", seed=1)
