@@ -7,7 +7,6 @@ the file, the line (JSONL, 1-based) or row (Parquet, 0-based) and the field, and
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -20,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rcea.audits.inputs import InputError, check_input_file, iter_lines, loads_json
 from rcea.pipeline.transcript import parse_turns
 
 REQUIRED_FIELDS: dict[str, str] = {
@@ -153,9 +153,7 @@ def read_records(
     Raises ``FileNotFoundError`` for a missing file and ``RecordValidationError`` naming
     every bad line/row and field (up to ``max_errors``).
     """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     suffix = path.suffix.lower()
     if suffix in JSONL_SUFFIXES:
         return _read_jsonl(path, max_errors=max_errors, allow_extra=allow_extra)
@@ -173,9 +171,7 @@ def iter_record_batches(
 ) -> Iterator[RecordBatch]:
     """``read_records`` in chunks of at most ``chunk_records`` records (JSONL or Parquet by
     suffix), each validated as a file is; checks across chunks are the caller's."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     suffix = path.suffix.lower()
     if suffix in JSONL_SUFFIXES:
         reader = iter_jsonl_batches
@@ -184,6 +180,24 @@ def iter_record_batches(
     else:
         raise _unsupported(path)
     return reader(path, chunk_records=chunk_records, max_errors=max_errors, allow_extra=allow_extra)
+
+
+def input_refusal(exc: InputError, source: str | None = None) -> RecordValidationError:
+    """An :class:`~rcea.audits.inputs.InputError` as the one-error validation failure every
+    record reader raises (``FILE:line N: message``, or ``FILE:file: message``)."""
+    where = "file" if exc.line is None else f"line {exc.line}"
+    return RecordValidationError(
+        [RecordError(source or exc.path or "<input>", where, exc.field, exc.message)]
+    )
+
+
+def checked_input(path: str | Path) -> Path:
+    """``path`` if it is a readable regular file; ``FileNotFoundError`` when missing,
+    ``RecordValidationError`` for a directory, FIFO, device or unreadable file."""
+    try:
+        return check_input_file(path)
+    except InputError as exc:
+        raise input_refusal(exc) from None
 
 
 def _unsupported(path: Path) -> RecordValidationError:
@@ -276,55 +290,61 @@ def iter_jsonl_batches(
     streaming ingest makes them against the rows it already wrote in its transaction."""
     if chunk_records < 1:
         raise ValueError("chunk_records must be at least 1")
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     source = str(path)
     first = True
-    with path.open("r", encoding="utf-8") as fh:
-        lines = enumerate(fh, start=1)
-        while True:
-            errs = ErrorCollector(source, max_errors)
-            columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
-            locations: list[str] = []
-            token_lists: list[Any] = []
-            exhausted = True
-            for lineno, line in lines:
-                if not line.strip():
-                    continue
-                loc = f"line {lineno}"
-                try:
-                    obj = json.loads(line.rstrip("\r\n"))
-                except json.JSONDecodeError as exc:
-                    errs.add(loc, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
-                    obj = None
-                if obj is not None and not isinstance(obj, dict):
-                    errs.add(loc, None, f"expected a JSON object, got {type(obj).__name__}")
-                elif isinstance(obj, dict):
-                    if not allow_extra:
-                        for key in obj:
-                            if key not in ALL_FIELDS:
-                                errs.add(loc, key, _UNKNOWN_FIELD)
-                    for name in SCALAR_FIELDS:
-                        columns[name].append(obj.get(name))
-                    token_lists.append(obj.get("token_entropies"))
-                    locations.append(loc)
-                if len(locations) >= chunk_records or errs.full:
-                    exhausted = False
-                    break
-            if not locations and not errs.errors:
-                if first:
-                    errs.add("file", None, "no records in file")
-                    errs.raise_if_any()
-                return
-            first = False
-            values, offsets, present = _pack_token_lists(token_lists, locations, errs)
-            batch = RecordBatch(source, columns, locations, values, offsets, present)
-            _validate(batch, errs)
-            errs.raise_if_any()
-            yield batch
-            if exhausted:
-                return
+    lines = _lines_or_refusal(path)
+    while True:
+        errs = ErrorCollector(source, max_errors)
+        columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
+        locations: list[str] = []
+        token_lists: list[Any] = []
+        exhausted = True
+        for lineno, line in lines:
+            if not line.strip():
+                continue
+            loc = f"line {lineno}"
+            try:
+                obj = loads_json(line, source, line=lineno)
+            except InputError as exc:
+                errs.add(loc, None, exc.message)
+                obj = None
+            if obj is not None and not isinstance(obj, dict):
+                errs.add(loc, None, f"expected a JSON object, got {type(obj).__name__}")
+            elif isinstance(obj, dict):
+                if not allow_extra:
+                    for key in obj:
+                        if key not in ALL_FIELDS:
+                            errs.add(loc, key, _UNKNOWN_FIELD)
+                for name in SCALAR_FIELDS:
+                    columns[name].append(obj.get(name))
+                token_lists.append(obj.get("token_entropies"))
+                locations.append(loc)
+            if len(locations) >= chunk_records or errs.full:
+                exhausted = False
+                break
+        if not locations and not errs.errors:
+            if first:
+                errs.add("file", None, "no records in file")
+                errs.raise_if_any()
+            return
+        first = False
+        values, offsets, present = _pack_token_lists(token_lists, locations, errs)
+        batch = RecordBatch(source, columns, locations, values, offsets, present)
+        _validate(batch, errs)
+        errs.raise_if_any()
+        yield batch
+        if exhausted:
+            return
+
+
+def _lines_or_refusal(path: Path) -> Iterator[tuple[int, str]]:
+    """The file's lines; a byte that is not UTF-8 ends the file as a validation error at
+    its line and byte offset (nothing after it can be trusted)."""
+    try:
+        yield from iter_lines(path)
+    except InputError as exc:
+        raise input_refusal(exc, str(path)) from None
 
 
 def _pack_token_lists(
@@ -366,12 +386,7 @@ def _pack_token_lists(
 def _read_parquet(path: Path, *, max_errors: int, allow_extra: bool) -> RecordBatch:
     source = str(path)
     errs = ErrorCollector(source, max_errors)
-    try:
-        table = pq.read_table(path, use_threads=False)  # 2 cores: one for hashing
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
-        errs.add("file", None, f"cannot read Parquet: {exc}")
-        errs.raise_if_any()
-        raise  # unreachable
+    table = read_parquet_table(path)
     if table.num_rows == 0:
         errs.add("file", None, "no records in file")
     _parquet_columns(table.column_names, errs, allow_extra)
@@ -389,9 +404,7 @@ def iter_parquet_batches(
     each chunk validated as ``read_records`` validates a file (``row N`` of the file)."""
     if chunk_records < 1:
         raise ValueError("chunk_records must be at least 1")
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     source = str(path)
     errs = ErrorCollector(source, max_errors)
     try:
@@ -400,6 +413,7 @@ def iter_parquet_batches(
         errs.add("file", None, f"cannot read Parquet: {exc}")
         errs.raise_if_any()
         raise  # unreachable
+    _unique_columns(pf.schema_arrow.names, source)
     if pf.metadata.num_rows == 0:
         errs.add("file", None, "no records in file")
     _parquet_columns(pf.schema_arrow.names, errs, allow_extra)
@@ -417,6 +431,39 @@ def iter_parquet_batches(
         table = pa.Table.from_batches([rb])
         yield _parquet_batch(table, source, ErrorCollector(source, max_errors), row0)
         row0 += table.num_rows
+
+
+def read_parquet_table(path: str | Path) -> pa.Table:
+    """A Parquet file as one table: checked as every input is (a regular, readable file),
+    its columns named once each; anything pyarrow cannot read is a validation error."""
+    path = checked_input(path)
+    try:
+        schema = pq.read_schema(path)
+        _unique_columns(schema.names, str(path))
+        return pq.read_table(path, use_threads=False)  # 2 cores: one for hashing
+    except RecordValidationError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
+        raise RecordValidationError(
+            [RecordError(str(path), "file", None, f"cannot read Parquet: {exc}")]
+        ) from None
+
+
+def _unique_columns(names: list[str], source: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise RecordValidationError(
+                [
+                    RecordError(
+                        source,
+                        "file",
+                        name,
+                        "two columns have this name; rename or drop one",
+                    )
+                ]
+            )
+        seen.add(name)
 
 
 def _parquet_columns(names: list[str], errs: ErrorCollector, allow_extra: bool) -> None:
@@ -450,6 +497,18 @@ def _parquet_batch(table: Any, source: str, errs: ErrorCollector, row0: int) -> 
         col = table.column("token_entropies").combine_chunks()
         if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
             errs.add("file", "token_entropies", f"expected a list column, got {col.type}")
+            errs.raise_if_any()
+        element = col.type.value_type
+        if not (
+            pa.types.is_floating(element)
+            or pa.types.is_integer(element)
+            or pa.types.is_null(element)
+        ):
+            errs.add(
+                "file",
+                "token_entropies",
+                f"expected a list of numbers, got a list of {element}",
+            )
             errs.raise_if_any()
         present = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         lengths = np.asarray(pc.fill_null(pc.list_value_length(col), 0).to_numpy(), dtype=np.int64)

@@ -32,17 +32,25 @@ import json
 import math
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rcea.pipeline.importers.chat import TEMPLATES, compile_question_regex, extract_question
+from rcea.audits.inputs import InputError, iter_json_lines
+from rcea.pipeline.importers.chat import (
+    TEMPLATES,
+    QuestionRegexTimeout,
+    compile_question_regex,
+    extract_question,
+)
 from rcea.pipeline.importers.common import relabel, source_label
 from rcea.pipeline.records import (
     MAX_ERRORS,
     RecordBatch,
     RecordError,
     RecordValidationError,
+    input_refusal,
     records_from_rows,
 )
 from rcea.pipeline.transcript import split_transcript, turns_json
@@ -114,16 +122,9 @@ def looks_like_dump(path: Path) -> bool:
     """Whether ``path`` is a verl step file (first JSON line has ``input``, ``output`` and
     ``score`` and no ``trajectory_id``) rather than interchange records."""
     try:
-        with Path(path).open("r", encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    obj = json.loads(line)
-                    return (
-                        isinstance(obj, dict)
-                        and obj.keys() >= DUMP_KEYS
-                        and "trajectory_id" not in obj
-                    )
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        for _, obj in iter_json_lines(path):
+            return isinstance(obj, dict) and obj.keys() >= DUMP_KEYS and "trajectory_id" not in obj
+    except (OSError, InputError):
         return False
     return False
 
@@ -257,6 +258,23 @@ def score_rule(values: list[float], keys: set[str], opts: VerlOptions) -> dict[s
     )
 
 
+def pointless_threshold(values: list[Any], opts: VerlOptions) -> str | None:
+    """Why ``--reward-threshold`` cannot apply to the 0/1 values of ``--reward-key``, or
+    None: a threshold outside [0, 1) gives every sample one outcome (``R = acc > 1`` is 0
+    for all), which is not what a user who names a 0/1 key means."""
+    thr = opts.reward_threshold
+    if thr is None or opts.reward_key is None or not values:
+        return None
+    if not all(v in (0.0, 1.0) for v in values) or 0.0 <= thr < 1.0:
+        return None
+    what = f"`{opts.reward_key}`"
+    return (
+        f"{what} are 0/1, so --reward-threshold {thr:g} (R = 1 when the value > {thr:g}) "
+        "would give every sample the same reward; drop --reward-threshold (a 0/1 value is "
+        "the reward) or give a threshold in [0, 1)"
+    )
+
+
 def _gold(v: Any) -> str | None:
     """verl's ``gts`` as text: a string as it is, a number as its text, a list or a dict
     (several accepted answers, a structured target) as JSON; ``None`` when absent."""
@@ -275,6 +293,15 @@ def _id_value(v: Any) -> str | None:
     if isinstance(v, int) and not isinstance(v, bool):
         return str(v)
     return None
+
+
+def _json_lines_or_refusal(path: Path) -> Iterator[tuple[int, Any]]:
+    """The step file's JSON lines (each a value or its line's ``InputError``); a file that
+    is not a readable regular file or not UTF-8 is one validation error."""
+    try:
+        yield from iter_json_lines(path)
+    except InputError as exc:
+        raise input_refusal(exc, str(path)) from None
 
 
 def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERRORS) -> RecordBatch:
@@ -298,157 +325,156 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
     n_answer = 0
     n_stripped = 0
     group_size: dict[tuple[int, str], int] = defaultdict(int)
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if len(errors) >= max_errors:
-                break
-            if not line.strip():
-                continue
-            loc = f"line {lineno}"
+    for lineno, obj in _json_lines_or_refusal(path):
+        if len(errors) >= max_errors:
+            break
+        loc = f"line {lineno}"
+        if isinstance(obj, InputError):
+            err(loc, None, obj.message)
+            continue
+        if not isinstance(obj, dict):
+            err(loc, None, f"expected a JSON object, got {type(obj).__name__}")
+            continue
+        bad = len(errors)
+        keys_seen.update(obj)
+        prompt = obj.get("input")
+        if not isinstance(prompt, str) or not prompt.strip():
+            err(loc, "input", "missing" if prompt is None else "must be a non-empty string")
+        output = obj.get("output")
+        if not isinstance(output, str):
+            err(loc, "output", "missing" if output is None else "must be a string")
+        score = _score(obj.get("score"))
+        if score is None:
+            raw = obj.get("score")
+            err(loc, "score", "missing" if raw is None else f"must be a number, got {raw!r}")
+        step = obj.get("step", file_step)
+        if isinstance(step, float) and step.is_integer():
+            step = int(step)
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            err(loc, "step", f"must be an integer >= 0, got {step!r}")
+        elif file_step is not None and step != file_step:
+            err(loc, "step", f"is {step} but the file name says step {file_step}")
+        question: str | None = None
+        if isinstance(prompt, str) and prompt.strip():
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                err(loc, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
-                continue
-            if not isinstance(obj, dict):
-                err(loc, None, f"expected a JSON object, got {type(obj).__name__}")
-                continue
-            bad = len(errors)
-            keys_seen.update(obj)
-            prompt = obj.get("input")
-            if not isinstance(prompt, str) or not prompt.strip():
-                err(loc, "input", "missing" if prompt is None else "must be a non-empty string")
-            output = obj.get("output")
-            if not isinstance(output, str):
-                err(loc, "output", "missing" if output is None else "must be a string")
-            score = _score(obj.get("score"))
-            if score is None:
-                raw = obj.get("score")
-                err(loc, "score", "missing" if raw is None else f"must be a number, got {raw!r}")
-            step = obj.get("step", file_step)
-            if isinstance(step, float) and step.is_integer():
-                step = int(step)
-            if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-                err(loc, "step", f"must be an integer >= 0, got {step!r}")
-            elif file_step is not None and step != file_step:
-                err(loc, "step", f"is {step} but the file name says step {file_step}")
-            question: str | None = None
-            if isinstance(prompt, str) and prompt.strip():
                 question = extract_question(prompt, template=opts.chat_template, regex=regex)
-                if question is None:
-                    how = (
-                        "does not match --question-regex"
-                        if regex is not None
-                        else f"is not a {opts.chat_template} chat-templated prompt"
-                    )
-                    err(loc, "input", how)
-            if opts.question_key is not None:
-                qid = _id_value(obj.get(opts.question_key))
-                if qid is None:
-                    raw = obj.get(opts.question_key)
-                    err(
-                        loc,
-                        opts.question_key,
-                        "missing (--question-key)"
-                        if raw is None
-                        else f"must be a non-empty string or an integer, got {raw!r}",
-                    )
+            except QuestionRegexTimeout as exc:
+                err(loc, "input", str(exc))
+                break  # every other line would take as long: one refusal is enough
+            if question is None:
+                how = (
+                    "does not match --question-regex"
+                    if regex is not None
+                    else f"is not a {opts.chat_template} chat-templated prompt"
+                )
+                err(loc, "input", how)
+        if opts.question_key is not None:
+            qid = _id_value(obj.get(opts.question_key))
+            if qid is None:
+                raw = obj.get(opts.question_key)
+                err(
+                    loc,
+                    opts.question_key,
+                    "missing (--question-key)"
+                    if raw is None
+                    else f"must be a non-empty string or an integer, got {raw!r}",
+                )
+        else:
+            qid = question_id_for(question) if question else None
+        record: dict[str, Any] = {}
+        extras = {k: v for k, v in obj.items() if k not in DUMP_BASE_KEYS}
+        if extras:
+            record["reward_extras"] = json.dumps(
+                extras, ensure_ascii=False, sort_keys=True, default=str
+            )
+        gold = _gold(obj.get("gts"))
+        if gold is not None:
+            record["ground_truth"] = gold
+        if opts.reward_key is not None:
+            kv = obj.get(opts.reward_key)
+            ok = _binary(kv) is not None or (
+                opts.reward_threshold is not None and _score(kv) is not None
+            )
+            if not ok:
+                err(
+                    loc,
+                    opts.reward_key,
+                    "missing (--reward-key)"
+                    if kv is None
+                    else f"must be 0, 1, true or false (or a number with --reward-threshold),"
+                    f" got {kv!r}",
+                )
+        if opts.answer_key is not None:
+            ans = obj.get(opts.answer_key)
+            n_answer += opts.answer_key in obj
+            if ans is None or isinstance(ans, str):
+                record["answer"] = ans
+            elif isinstance(ans, int | float) and not isinstance(ans, bool):
+                record["answer"] = str(ans)
             else:
-                qid = question_id_for(question) if question else None
-            record: dict[str, Any] = {}
-            extras = {k: v for k, v in obj.items() if k not in DUMP_BASE_KEYS}
-            if extras:
-                record["reward_extras"] = json.dumps(
-                    extras, ensure_ascii=False, sort_keys=True, default=str
-                )
-            gold = _gold(obj.get("gts"))
-            if gold is not None:
-                record["ground_truth"] = gold
-            if opts.reward_key is not None:
-                kv = obj.get(opts.reward_key)
-                ok = _binary(kv) is not None or (
-                    opts.reward_threshold is not None and _score(kv) is not None
-                )
-                if not ok:
-                    err(
-                        loc,
-                        opts.reward_key,
-                        "missing (--reward-key)"
-                        if kv is None
-                        else f"must be 0, 1, true or false (or a number with --reward-threshold),"
-                        f" got {kv!r}",
-                    )
-            if opts.answer_key is not None:
-                ans = obj.get(opts.answer_key)
-                n_answer += opts.answer_key in obj
-                if ans is None or isinstance(ans, str):
-                    record["answer"] = ans
-                elif isinstance(ans, int | float) and not isinstance(ans, bool):
-                    record["answer"] = str(ans)
-                else:
-                    err(loc, opts.answer_key, f"must be a string or a number, got {ans!r}")
-            if opts.validity_key is not None:
-                val = obj.get(opts.validity_key)
-                if val is None or (isinstance(val, int | float) and val in (0, 1)):
-                    record["validity"] = None if val is None else int(val)
-                else:
-                    err(loc, opts.validity_key, f"must be 0, 1, true, false or null, got {val!r}")
-            if len(errors) > bad or qid is None or not isinstance(step, int):
-                continue
-            seed = group_size[(step, qid)]
-            group_size[(step, qid)] += 1
-            if isinstance(output, str) and not output.strip():
-                if opts.skip_empty_output:
-                    continue  # its seed stays used: the others keep their sampling index
+                err(loc, opts.answer_key, f"must be a string or a number, got {ans!r}")
+        if opts.validity_key is not None:
+            val = obj.get(opts.validity_key)
+            if val is None or (isinstance(val, int | float) and val in (0, 1)):
+                record["validity"] = None if val is None else int(val)
+            else:
+                err(loc, opts.validity_key, f"must be 0, 1, true, false or null, got {val!r}")
+        if len(errors) > bad or qid is None or not isinstance(step, int):
+            continue
+        seed = group_size[(step, qid)]
+        group_size[(step, qid)] += 1
+        if isinstance(output, str) and not output.strip():
+            if opts.skip_empty_output:
+                continue  # its seed stays used: the others keep their sampling index
+            err(
+                loc,
+                "output",
+                "empty completion (pass --skip-empty-output to leave such samples out)",
+            )
+            continue
+        if is_multi_turn(obj, output):  # type: ignore[arg-type]
+            if opts.multi_turn == "refuse":
                 err(
                     loc,
                     "output",
-                    "empty completion (pass --skip-empty-output to leave such samples out)",
+                    f"a multi-turn transcript (num_turns={obj.get('num_turns')!r}): choose "
+                    "--multi-turn transcript (every turn kept and shown as turns) or "
+                    "last-turn (the final assistant turn only)",
                 )
                 continue
-            if is_multi_turn(obj, output):  # type: ignore[arg-type]
-                if opts.multi_turn == "refuse":
+            if opts.multi_turn == "last-turn":
+                final = last_turn(output)  # type: ignore[arg-type]
+                if final is None:
                     err(
                         loc,
                         "output",
-                        f"a multi-turn transcript (num_turns={obj.get('num_turns')!r}): choose "
-                        "--multi-turn transcript (every turn kept and shown as turns) or "
-                        "last-turn (the final assistant turn only)",
+                        "--multi-turn last-turn: the transcript has no final assistant "
+                        "turn after a turn header (an `assistant` line) to keep",
                     )
                     continue
-                if opts.multi_turn == "last-turn":
-                    final = last_turn(output)  # type: ignore[arg-type]
-                    if final is None:
-                        err(
-                            loc,
-                            "output",
-                            "--multi-turn last-turn: the transcript has no final assistant "
-                            "turn after a turn header (an `assistant` line) to keep",
-                        )
-                        continue
-                    output = final
-                else:
-                    record["turns"] = turns_json(split_transcript(output))  # type: ignore[arg-type]
-            text, n_tok = strip_special(output)  # type: ignore[arg-type]
-            n_stripped += n_tok
-            if not text.strip():
-                err(loc, "output", "only special tokens")
-                continue
-            scores.append(score)  # type: ignore[arg-type]
-            key_values.append(obj.get(opts.reward_key) if opts.reward_key else None)
-            record.update(
-                trajectory_id=_trajectory_id(opts.run, opts.model, step, qid, seed),
-                question_id=qid,
-                text=text,
-                reward=0,  # set by the score rule below
-                run=opts.run,
-                model=opts.model,
-                step=step,
-                seed=seed,
-                question=question,
-            )
-            rows.append(record)
-            locs.append(loc)
+                output = final
+            else:
+                record["turns"] = turns_json(split_transcript(output))  # type: ignore[arg-type]
+        text, n_tok = strip_special(output)  # type: ignore[arg-type]
+        n_stripped += n_tok
+        if not text.strip():
+            err(loc, "output", "only special tokens")
+            continue
+        scores.append(score)  # type: ignore[arg-type]
+        key_values.append(obj.get(opts.reward_key) if opts.reward_key else None)
+        record.update(
+            trajectory_id=_trajectory_id(opts.run, opts.model, step, qid, seed),
+            question_id=qid,
+            text=text,
+            reward=0,  # set by the score rule below
+            run=opts.run,
+            model=opts.model,
+            step=step,
+            seed=seed,
+            question=question,
+        )
+        rows.append(record)
+        locs.append(loc)
     if opts.answer_key is not None and rows and n_answer == 0:
         err(
             "file",
@@ -463,12 +489,17 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
             rule = score_rule(scores, keys_seen, opts)
         except ScoreRuleError as exc:
             err("file", "score", str(exc))
+        threshold_error = pointless_threshold([_score(kv) for kv in key_values], opts)
+        if threshold_error:
+            err("file", opts.reward_key, threshold_error)
     if errors:
         raise RecordValidationError(errors, truncated=len(errors) >= max_errors)
     for row, sc, kv in zip(rows, scores, key_values, strict=True):
-        if opts.reward_key is not None:
-            b = _binary(kv)
-            row["reward"] = b if b is not None else int(_score(kv) > opts.reward_threshold)  # type: ignore[operator]
+        if opts.reward_key is not None and opts.reward_threshold is not None:
+            # the recorded rule ("R = KEY > T") is the rule applied, to 0/1 values too
+            row["reward"] = int(_score(kv) > opts.reward_threshold)  # type: ignore[operator]
+        elif opts.reward_key is not None:
+            row["reward"] = _binary(kv)
         elif opts.reward_threshold is not None:
             row["reward"] = int(sc > opts.reward_threshold)
         else:
