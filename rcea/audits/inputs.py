@@ -362,3 +362,36 @@ def _check_header(header: list[str], path: str | Path, line: int) -> None:
                 line=line,
             )
         seen.add(name)
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def check_output_file(path: str | Path, *, option: str = "--out") -> Path:
+    """``path`` if a file can be written there: checked BEFORE a command commits anything,
+    so that a bad output path never leaves the store changed and the command failed.
+    Refused (``ValueError`` naming ``option``): an existing directory, FIFO or device, a
+    parent that is a file, a parent directory this process cannot write."""
+    p = Path(path)
+    if p.exists() or p.is_symlink():
+        try:
+            st = p.stat()
+        except OSError as exc:
+            raise ValueError(f"{option} {p}: cannot write: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(
+                f"{option} {p}: is {_kind(st.st_mode)}; give a file path (it is written whole)"
+            )
+        if not os.access(p, os.W_OK):
+            raise ValueError(f"{option} {p}: cannot write: permission denied")
+        return p
+    parent = p.parent
+    while not parent.exists():  # the nearest existing ancestor decides (mkdir -p)
+        if parent == parent.parent:
+            break
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"{option} {p}: {parent} is a file, not a directory")
+    if parent.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {p}: cannot write in {parent}: permission denied")
+    return p

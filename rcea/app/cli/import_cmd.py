@@ -136,10 +136,10 @@ def import_verl(
             progress=_progress(as_json),
             problems_out=problems_out,
         )
-    except FileNotFoundError as exc:
-        fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
         _report_invalid(exc, directory, as_json)
+    except (FileNotFoundError, ValueError) as exc:  # a bad option, --problems-out
+        fail(str(exc), as_json=as_json)
 
     warnings = k_min_warnings(engine(), study)
     if as_json:
@@ -189,10 +189,10 @@ def import_table(
             data_dir=cfg.data_dir,
             progress=_progress(as_json),
         )
-    except (FileNotFoundError, TableSpecError) as exc:
-        fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
         _report_invalid(exc, file, as_json)
+    except (FileNotFoundError, ValueError) as exc:  # TableSpecError is a ValueError
+        fail(str(exc), as_json=as_json)
 
     warnings = k_min_warnings(engine(), study)
     if as_json:

@@ -13,6 +13,7 @@ import typer
 from rcea.app.cli.common import engine, fail, is_tty, print_json, settings, store_session
 from rcea.app.cli.exit_codes import REFUSED
 from rcea.app.cli.options import JSON_OPTION, STUDY_OPTION
+from rcea.audits.inputs import check_output_file
 from rcea.study.report.build import FILL_TOKEN_ENTROPIES, build_report
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.publication import PublishRefused
@@ -135,6 +136,8 @@ def build(
 
     params = _params(**locals())
     with store_session(as_json) as s:
+        if out is not None:  # before the build records its attempt
+            check_output_file(out)
         rep = build_report(s, study=study, params=params, progress=is_tty() and not as_json)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

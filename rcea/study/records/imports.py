@@ -18,10 +18,11 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from tqdm import tqdm
 
+from rcea.audits.inputs import check_output_file
 from rcea.pipeline.importers.common import import_digest
 from rcea.pipeline.importers.table import TableSpec, read_table
 from rcea.pipeline.importers.verl import VerlOptions, read_verl_file, step_files
-from rcea.pipeline.records import RecordBatch, RecordError, RecordValidationError
+from rcea.pipeline.records import RecordBatch, RecordError, RecordValidationError, checked_input
 from rcea.study.events import IMPORT_VERL
 from rcea.study.records.ingest import IngestResult, ingest_batches, known_hashes
 from rcea.study.store import append_event, require_study, session_scope
@@ -159,6 +160,8 @@ def import_verl(
     ``problems_out``: also write ``{"question_id", "problem"}`` JSONL of every question in
     the dump (``rcea judge problems`` reads it), after a successful import."""
     directory = Path(directory)
+    if problems_out is not None:  # before the import commits, not after
+        check_output_file(problems_out, option="--problems-out")
     files, other = step_files(directory)
     if not files:
         raise RecordValidationError(
@@ -246,9 +249,7 @@ def import_table(
     progress: bool = False,
 ) -> ImportResult:
     """Import one JSONL / Parquet / CSV file through ``--map`` / ``--const``."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     options = spec.digest_options()
     return _store(
         engine,
