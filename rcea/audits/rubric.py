@@ -103,7 +103,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -111,6 +110,7 @@ from typing import Any
 import tomli_w
 
 from rcea.audits.acceptance import JudgeAcceptance
+from rcea.audits.inputs import loads_toml, read_text
 from rcea.audits.sequential import SequentialPlan
 from rcea.audits.thresholds import GateThresholds
 
@@ -515,10 +515,7 @@ def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubr
 
 def parse_rubric(text: str, *, source: str = "<string>") -> Rubric:
     """Parse rubric TOML text; syntax errors become ``ValueError`` naming ``source``."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{source}: invalid TOML: {exc}") from exc
+    data = loads_toml(text, source)  # InputError (a ValueError): syntax, depth, integers
     return rubric_from_dict(data, source=source)
 
 
@@ -526,7 +523,7 @@ def load_rubric(path: str | Path) -> Rubric:
     """Read and parse a rubric file."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p)  # a regular UTF-8 file (InputError names it otherwise)
     except OSError as exc:
         raise ValueError(f"cannot read rubric {p}: {exc}") from exc
     return parse_rubric(text, source=str(p))
