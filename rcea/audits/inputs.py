@@ -395,3 +395,29 @@ def check_output_file(path: str | Path, *, option: str = "--out") -> Path:
     if parent.exists() and not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"{option} {p}: cannot write in {parent}: permission denied")
     return p
+
+
+# --------------------------------------------------------------------------- names
+
+
+#: Characters that show as nothing or reorder what follows: zero-width spaces and joiners,
+#: the left-to-right/right-to-left marks, embeddings, overrides and isolates, the word
+#: joiner and invisible operators, the byte-order mark, the soft hyphen, the Arabic
+#: letter mark and the Mongolian vowel separator. In an id or a provenance name they make
+#: ``t1`` and ``t1<U+200B>`` two ids, or show a run's name reversed: refused, never
+#: silently removed (removing could merge two ids a file keeps apart).
+_INVISIBLE = re.compile(
+    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+)
+
+
+def invisible_character(value: str) -> str | None:
+    """Why ``value`` cannot be an id or a name (its first invisible or bidirectional
+    control character, by code point and position), or None."""
+    m = _INVISIBLE.search(value)
+    if m is None:
+        return None
+    return (
+        f"contains an invisible or bidirectional character (U+{ord(m.group()):04X}) at "
+        f"character {m.start()}; remove it (ids and names must read as they compare)"
+    )

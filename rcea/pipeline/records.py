@@ -19,7 +19,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rcea.audits.inputs import InputError, check_input_file, iter_lines, loads_json
+from rcea.audits.inputs import (
+    InputError,
+    check_input_file,
+    invisible_character,
+    iter_lines,
+    loads_json,
+)
 from rcea.pipeline.transcript import parse_turns
 
 REQUIRED_FIELDS: dict[str, str] = {
@@ -72,6 +78,17 @@ STRING_FIELDS: tuple[str, ...] = (
 )
 #: C0 control characters other than \t \n \r (PostgreSQL refuses NUL; the others only
 #: hide or garble text), and lone surrogates (not UTF-8).
+#: The store's column width of each id and provenance field (``rcea.study.store.models``).
+ID_WIDTHS: dict[str, int] = {
+    "trajectory_id": 300,
+    "question_id": 300,
+    "mode": 300,
+    "run": 200,
+    "model": 200,
+}
+#: The store keeps ``step``, ``n_tokens``, ``reward`` and ``validity`` as 32-bit integers
+#: (PostgreSQL's ``integer``), ``seed`` as 64-bit.
+INT32_MAX = 2**31 - 1
 _FORBIDDEN_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
 
 
@@ -578,9 +595,10 @@ def _integer(
     *,
     required: bool,
     minimum: int | None,
+    maximum: int = 2**63 - 1,
 ) -> None:
     lo = minimum if minimum is not None else -(2**63)
-    bad = [i for i, v in enumerate(col) if not (type(v) is int and lo <= v < 2**63)]
+    bad = [i for i, v in enumerate(col) if not (type(v) is int and lo <= v <= maximum)]
     for i in bad:
         v = col[i]
         if v is None:
@@ -590,8 +608,8 @@ def _integer(
             errs.add(locs[i], name, f"must be an integer, got {v!r}")
         elif v < lo:
             errs.add(locs[i], name, f"must be >= {lo}, got {v}")
-        elif v >= 2**63:
-            errs.add(locs[i], name, f"is out of range: {v}")
+        elif v > maximum:
+            errs.add(locs[i], name, f"is out of range: {v} (the store keeps at most {maximum})")
         else:
             col[i] = int(v)
 
@@ -631,7 +649,7 @@ def _validate(batch: RecordBatch, errs: ErrorCollector) -> None:
             "missing required field" if text[i] is None else "must be a non-empty string",
         )
     _binary(cols["reward"], "reward", locs, errs, required=True)
-    _integer(cols["step"], "step", locs, errs, required=True, minimum=0)
+    _integer(cols["step"], "step", locs, errs, required=True, minimum=0, maximum=INT32_MAX)
     _integer(cols["seed"], "seed", locs, errs, required=True, minimum=None)
     finite_number(
         cols["mean_token_entropy"],
@@ -656,7 +674,7 @@ def _validate(batch: RecordBatch, errs: ErrorCollector) -> None:
             else (f"must be a finite number, got {v!r}")
         )
         errs.add(locs[i], "seq_logprob", msg)
-    _integer(cols["n_tokens"], "n_tokens", locs, errs, required=False, minimum=0)
+    _integer(cols["n_tokens"], "n_tokens", locs, errs, required=False, minimum=0, maximum=INT32_MAX)
     _binary(cols["validity"], "validity", locs, errs, required=False)
     for name in ("answer", "mode", "question", "ground_truth", "reward_extras"):
         col = cols[name]
@@ -699,6 +717,8 @@ def _validate(batch: RecordBatch, errs: ErrorCollector) -> None:
         errs.add(locs[i], "split", f"must be one of {', '.join(SPLITS)}, got {split[i]!r}")
     for name in STRING_FIELDS:
         _control_chars(cols[name], name, locs, errs)
+    for name, width in ID_WIDTHS.items():
+        _id_text(cols[name], name, width, locs, errs)
     _duplicates(cols["trajectory_id"], locs, errs)
     _question_conflicts(cols["question_id"], question, locs, errs)
     _validate_tokens(batch, errs)
@@ -717,6 +737,20 @@ def forbidden_character(value: str) -> str | None:
         f"contains {what} (U+{cp:04X}) at character {m.start()}; "
         "only tab, line feed and carriage return are allowed"
     )
+
+
+def _id_text(col: list[Any], name: str, width: int, locs: list[str], errs: ErrorCollector) -> None:
+    """An id or provenance name fits its store column on every engine (SQLite would keep
+    what PostgreSQL refuses) and holds no invisible or bidirectional character."""
+    for i, v in enumerate(col):
+        if type(v) is not str:
+            continue
+        if len(v) > width:
+            errs.add(locs[i], name, f"is {len(v)} characters long; the store keeps at most {width}")
+            continue
+        why = invisible_character(v) if not v.isascii() else None
+        if why:
+            errs.add(locs[i], name, why)
 
 
 def _control_chars(col: list[Any], name: str, locs: list[str], errs: ErrorCollector) -> None:
