@@ -463,7 +463,17 @@ def _check_keys(section: str, body: Any, allowed: tuple[str, ...]) -> dict[str, 
 
 
 def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubric:
-    """Validate a decoded TOML document (or ``Rubric.to_dict()``) and fill defaults."""
+    """Validate a decoded TOML document (or ``Rubric.to_dict()``) and fill defaults;
+    every problem is a ``ValueError`` that starts with ``source`` when one is given."""
+    try:
+        return _rubric_from_dict(data, source=source)
+    except (ValueError, TypeError) as exc:
+        if source is None or source.startswith("<") or str(exc).startswith(f"{source}:"):
+            raise
+        raise ValueError(f"{source}: {exc}") from None
+
+
+def _rubric_from_dict(data: dict[str, Any], *, source: str | None) -> Rubric:
     if not isinstance(data, dict):
         raise ValueError("a rubric must be a table of sections")
     known = ("rubric", *_SECTIONS)

@@ -86,12 +86,13 @@ def _root() -> None:
 
 
 def crash_log(exc: BaseException) -> Path | None:
-    """Write ``exc``'s traceback to a new owner-only file in the temporary directory
-    (``$TMPDIR``, else /tmp) and return its path; None when nothing could be written."""
+    """Write ``exc``'s traceback to a new owner-only file ``rcea-error-TIME-….log`` in the
+    temporary directory (``$TMPDIR``, else /tmp) and return its path; None when nothing
+    could be written."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    path = Path(tempfile.gettempdir()) / f"rcea-error-{stamp}-{os.getpid()}.log"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd, name = tempfile.mkstemp(prefix=f"rcea-error-{stamp}-", suffix=".log")  # 0600
+        path = Path(name)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(f"rcea {' '.join(sys.argv[1:])}\n")
             fh.write("".join(traceback.format_exception(exc)))

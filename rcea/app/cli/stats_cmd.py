@@ -51,12 +51,18 @@ def read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str,
     if missing:
         raise InputError(
             f"{path}:line 1: missing column(s) {', '.join(missing)} "
-            f"(have: {', '.join(header) or 'none'})"
+            f"(have: {', '.join(_short(h) for h in header) or 'none'})"
         )
-    rows = [(line, {k: (v or "").strip() for k, v in row.items()}) for line, row in found]
+    # a short row's missing cells are empty, as csv.DictReader reads them
+    rows = [(line, {h: row.get(h, "").strip() for h in header}) for line, row in found]
     if not rows:
         raise InputError(f"{path}: no data rows")
     return rows
+
+
+def _short(name: str, width: int = 40) -> str:
+    """A column name as an error shows it: a 200 KiB header cell is not echoed whole."""
+    return name if len(name) <= width else f"{name[:width]}… ({len(name):,} characters)"
 
 
 def _int_cell(path: Path, line: int, row: dict[str, str], col: str) -> int:
