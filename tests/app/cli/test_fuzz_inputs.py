@@ -235,7 +235,7 @@ _counter = iter(range(10**9))
 
 
 @settings(
-    max_examples=int(os.environ.get("RCEA_FUZZ_EXAMPLES", "40")),
+    max_examples=int(os.environ.get("RCEA_FUZZ_EXAMPLES", "30")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -293,7 +293,11 @@ def test_each_class_of_the_issue(
     assert code == expected, doc
 
 
-@pytest.mark.parametrize("kind", sorted(READERS))
+#: one reader of each kind of file (validate shares ingest's reader, covfit passk's)
+OPENERS = ("ingest", "table", "verl", "passk", "rubric", "template")
+
+
+@pytest.mark.parametrize("kind", OPENERS)
 @pytest.mark.parametrize("thing", ["directory", "fifo", "dev-zero"])
 def test_what_is_not_a_regular_file_is_refused_at_once(
     tmp_path: Path, kind: str, thing: str
