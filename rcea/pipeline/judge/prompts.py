@@ -57,7 +57,7 @@ class JudgeTemplate:
         matches = list(Template.pattern.finditer(self.user))
         for m in matches:
             if m.group("invalid") is not None:  # substitute() would fail at judge time
-                at = m.start("invalid")
+                at = m.start()  # the `$` itself (the group is the empty text after it)
                 line = self.user.count("\n", 0, at) + 1
                 column = at - (self.user.rfind("\n", 0, at) + 1) + 1
                 raise ValueError(
