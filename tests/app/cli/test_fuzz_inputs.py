@@ -214,6 +214,9 @@ MUTATIONS: dict[str, Callable[[str, float], bytes]] = {
         .replace('"step": 3', '"step": 4294967296', 1)
         .encode()
     ),
+    "huge n": lambda t, w: (
+        t.replace(",8,", ",10000000000,").replace(",8\n", ",10000000000\n").encode()
+    ),
     "bare dollar": lambda t, w: t.replace("</p>", "</p> costs $5", 1).encode(),
     "empty": lambda t, w: b"",
 }
@@ -280,6 +283,7 @@ def test_a_mutated_file_is_one_clear_refusal_or_accepted(
         ("huge step", "ingest", 0.0, 1),
         ("huge step", "verl", 0.0, 1),
         ("bare dollar", "template", 0.0, 1),
+        ("huge n", "passk", 0.0, 0),  # n = 10¹⁰: computed in k factors, no MemoryError
     ],
 )
 def test_each_class_of_the_issue(
