@@ -76,8 +76,6 @@ STRING_FIELDS: tuple[str, ...] = (
     "reward_extras",
     "turns",
 )
-#: C0 control characters other than \t \n \r (PostgreSQL refuses NUL; the others only
-#: hide or garble text), and lone surrogates (not UTF-8).
 #: The store's column width of each id and provenance field (``rcea.study.store.models``).
 ID_WIDTHS: dict[str, int] = {
     "trajectory_id": 300,
@@ -89,6 +87,8 @@ ID_WIDTHS: dict[str, int] = {
 #: The store keeps ``step``, ``n_tokens``, ``reward`` and ``validity`` as 32-bit integers
 #: (PostgreSQL's ``integer``), ``seed`` as 64-bit.
 INT32_MAX = 2**31 - 1
+#: C0 control characters other than \t \n \r (PostgreSQL refuses NUL; the others only
+#: hide or garble text), and lone surrogates (not UTF-8).
 _FORBIDDEN_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
 
 
