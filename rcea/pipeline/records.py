@@ -11,6 +11,7 @@ import math
 import re
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -310,49 +311,49 @@ def iter_jsonl_batches(
     path = checked_input(path)
     source = str(path)
     first = True
-    lines = _lines_or_refusal(path)
-    while True:
-        errs = ErrorCollector(source, max_errors)
-        columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
-        locations: list[str] = []
-        token_lists: list[Any] = []
-        exhausted = True
-        for lineno, line in lines:
-            if not line.strip():
-                continue
-            loc = f"line {lineno}"
-            try:
-                obj = loads_json(line, source, line=lineno)
-            except InputError as exc:
-                errs.add(loc, None, exc.message)
-                obj = None
-            if obj is not None and not isinstance(obj, dict):
-                errs.add(loc, None, f"expected a JSON object, got {type(obj).__name__}")
-            elif isinstance(obj, dict):
-                if not allow_extra:
-                    for key in obj:
-                        if key not in ALL_FIELDS:
-                            errs.add(loc, key, _UNKNOWN_FIELD)
-                for name in SCALAR_FIELDS:
-                    columns[name].append(obj.get(name))
-                token_lists.append(obj.get("token_entropies"))
-                locations.append(loc)
-            if len(locations) >= chunk_records or errs.full:
-                exhausted = False
-                break
-        if not locations and not errs.errors:
-            if first:
-                errs.add("file", None, "no records in file")
-                errs.raise_if_any()
-            return
-        first = False
-        values, offsets, present = _pack_token_lists(token_lists, locations, errs)
-        batch = RecordBatch(source, columns, locations, values, offsets, present)
-        _validate(batch, errs)
-        errs.raise_if_any()
-        yield batch
-        if exhausted:
-            return
+    with closing(_lines_or_refusal(path)) as lines:  # the file closes with the reader
+        while True:
+            errs = ErrorCollector(source, max_errors)
+            columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
+            locations: list[str] = []
+            token_lists: list[Any] = []
+            exhausted = True
+            for lineno, line in lines:
+                if not line.strip():
+                    continue
+                loc = f"line {lineno}"
+                try:
+                    obj = loads_json(line, source, line=lineno)
+                except InputError as exc:
+                    errs.add(loc, None, exc.message)
+                    obj = None
+                if obj is not None and not isinstance(obj, dict):
+                    errs.add(loc, None, f"expected a JSON object, got {type(obj).__name__}")
+                elif isinstance(obj, dict):
+                    if not allow_extra:
+                        for key in obj:
+                            if key not in ALL_FIELDS:
+                                errs.add(loc, key, _UNKNOWN_FIELD)
+                    for name in SCALAR_FIELDS:
+                        columns[name].append(obj.get(name))
+                    token_lists.append(obj.get("token_entropies"))
+                    locations.append(loc)
+                if len(locations) >= chunk_records or errs.full:
+                    exhausted = False
+                    break
+            if not locations and not errs.errors:
+                if first:
+                    errs.add("file", None, "no records in file")
+                    errs.raise_if_any()
+                return
+            first = False
+            values, offsets, present = _pack_token_lists(token_lists, locations, errs)
+            batch = RecordBatch(source, columns, locations, values, offsets, present)
+            _validate(batch, errs)
+            errs.raise_if_any()
+            yield batch
+            if exhausted:
+                return
 
 
 def _lines_or_refusal(path: Path) -> Iterator[tuple[int, str]]:

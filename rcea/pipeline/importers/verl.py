@@ -33,6 +33,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -325,156 +326,157 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
     n_answer = 0
     n_stripped = 0
     group_size: dict[tuple[int, str], int] = defaultdict(int)
-    for lineno, obj in _json_lines_or_refusal(path):
-        if len(errors) >= max_errors:
-            break
-        loc = f"line {lineno}"
-        if isinstance(obj, InputError):
-            err(loc, None, obj.message)
-            continue
-        if not isinstance(obj, dict):
-            err(loc, None, f"expected a JSON object, got {type(obj).__name__}")
-            continue
-        bad = len(errors)
-        keys_seen.update(obj)
-        prompt = obj.get("input")
-        if not isinstance(prompt, str) or not prompt.strip():
-            err(loc, "input", "missing" if prompt is None else "must be a non-empty string")
-        output = obj.get("output")
-        if not isinstance(output, str):
-            err(loc, "output", "missing" if output is None else "must be a string")
-        score = _score(obj.get("score"))
-        if score is None:
-            raw = obj.get("score")
-            err(loc, "score", "missing" if raw is None else f"must be a number, got {raw!r}")
-        step = obj.get("step", file_step)
-        if isinstance(step, float) and step.is_integer():
-            step = int(step)
-        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-            err(loc, "step", f"must be an integer >= 0, got {step!r}")
-        elif file_step is not None and step != file_step:
-            err(loc, "step", f"is {step} but the file name says step {file_step}")
-        question: str | None = None
-        if isinstance(prompt, str) and prompt.strip():
-            try:
-                question = extract_question(prompt, template=opts.chat_template, regex=regex)
-            except QuestionRegexTimeout as exc:
-                err(loc, "input", str(exc))
-                break  # every other line would take as long: one refusal is enough
-            if question is None:
-                how = (
-                    "does not match --question-regex"
-                    if regex is not None
-                    else f"is not a {opts.chat_template} chat-templated prompt"
-                )
-                err(loc, "input", how)
-        if opts.question_key is not None:
-            qid = _id_value(obj.get(opts.question_key))
-            if qid is None:
-                raw = obj.get(opts.question_key)
-                err(
-                    loc,
-                    opts.question_key,
-                    "missing (--question-key)"
-                    if raw is None
-                    else f"must be a non-empty string or an integer, got {raw!r}",
-                )
-        else:
-            qid = question_id_for(question) if question else None
-        record: dict[str, Any] = {}
-        extras = {k: v for k, v in obj.items() if k not in DUMP_BASE_KEYS}
-        if extras:
-            record["reward_extras"] = json.dumps(
-                extras, ensure_ascii=False, sort_keys=True, default=str
-            )
-        gold = _gold(obj.get("gts"))
-        if gold is not None:
-            record["ground_truth"] = gold
-        if opts.reward_key is not None:
-            kv = obj.get(opts.reward_key)
-            ok = _binary(kv) is not None or (
-                opts.reward_threshold is not None and _score(kv) is not None
-            )
-            if not ok:
-                err(
-                    loc,
-                    opts.reward_key,
-                    "missing (--reward-key)"
-                    if kv is None
-                    else f"must be 0, 1, true or false (or a number with --reward-threshold),"
-                    f" got {kv!r}",
-                )
-        if opts.answer_key is not None:
-            ans = obj.get(opts.answer_key)
-            n_answer += opts.answer_key in obj
-            if ans is None or isinstance(ans, str):
-                record["answer"] = ans
-            elif isinstance(ans, int | float) and not isinstance(ans, bool):
-                record["answer"] = str(ans)
+    with closing(_json_lines_or_refusal(path)) as lines:  # the file closes on a break
+        for lineno, obj in lines:
+            if len(errors) >= max_errors:
+                break
+            loc = f"line {lineno}"
+            if isinstance(obj, InputError):
+                err(loc, None, obj.message)
+                continue
+            if not isinstance(obj, dict):
+                err(loc, None, f"expected a JSON object, got {type(obj).__name__}")
+                continue
+            bad = len(errors)
+            keys_seen.update(obj)
+            prompt = obj.get("input")
+            if not isinstance(prompt, str) or not prompt.strip():
+                err(loc, "input", "missing" if prompt is None else "must be a non-empty string")
+            output = obj.get("output")
+            if not isinstance(output, str):
+                err(loc, "output", "missing" if output is None else "must be a string")
+            score = _score(obj.get("score"))
+            if score is None:
+                raw = obj.get("score")
+                err(loc, "score", "missing" if raw is None else f"must be a number, got {raw!r}")
+            step = obj.get("step", file_step)
+            if isinstance(step, float) and step.is_integer():
+                step = int(step)
+            if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+                err(loc, "step", f"must be an integer >= 0, got {step!r}")
+            elif file_step is not None and step != file_step:
+                err(loc, "step", f"is {step} but the file name says step {file_step}")
+            question: str | None = None
+            if isinstance(prompt, str) and prompt.strip():
+                try:
+                    question = extract_question(prompt, template=opts.chat_template, regex=regex)
+                except QuestionRegexTimeout as exc:
+                    err(loc, "input", str(exc))
+                    break  # every other line would take as long: one refusal is enough
+                if question is None:
+                    how = (
+                        "does not match --question-regex"
+                        if regex is not None
+                        else f"is not a {opts.chat_template} chat-templated prompt"
+                    )
+                    err(loc, "input", how)
+            if opts.question_key is not None:
+                qid = _id_value(obj.get(opts.question_key))
+                if qid is None:
+                    raw = obj.get(opts.question_key)
+                    err(
+                        loc,
+                        opts.question_key,
+                        "missing (--question-key)"
+                        if raw is None
+                        else f"must be a non-empty string or an integer, got {raw!r}",
+                    )
             else:
-                err(loc, opts.answer_key, f"must be a string or a number, got {ans!r}")
-        if opts.validity_key is not None:
-            val = obj.get(opts.validity_key)
-            if val is None or (isinstance(val, int | float) and val in (0, 1)):
-                record["validity"] = None if val is None else int(val)
-            else:
-                err(loc, opts.validity_key, f"must be 0, 1, true, false or null, got {val!r}")
-        if len(errors) > bad or qid is None or not isinstance(step, int):
-            continue
-        seed = group_size[(step, qid)]
-        group_size[(step, qid)] += 1
-        if isinstance(output, str) and not output.strip():
-            if opts.skip_empty_output:
-                continue  # its seed stays used: the others keep their sampling index
-            err(
-                loc,
-                "output",
-                "empty completion (pass --skip-empty-output to leave such samples out)",
-            )
-            continue
-        if is_multi_turn(obj, output):  # type: ignore[arg-type]
-            if opts.multi_turn == "refuse":
+                qid = question_id_for(question) if question else None
+            record: dict[str, Any] = {}
+            extras = {k: v for k, v in obj.items() if k not in DUMP_BASE_KEYS}
+            if extras:
+                record["reward_extras"] = json.dumps(
+                    extras, ensure_ascii=False, sort_keys=True, default=str
+                )
+            gold = _gold(obj.get("gts"))
+            if gold is not None:
+                record["ground_truth"] = gold
+            if opts.reward_key is not None:
+                kv = obj.get(opts.reward_key)
+                ok = _binary(kv) is not None or (
+                    opts.reward_threshold is not None and _score(kv) is not None
+                )
+                if not ok:
+                    err(
+                        loc,
+                        opts.reward_key,
+                        "missing (--reward-key)"
+                        if kv is None
+                        else f"must be 0, 1, true or false (or a number with --reward-threshold),"
+                        f" got {kv!r}",
+                    )
+            if opts.answer_key is not None:
+                ans = obj.get(opts.answer_key)
+                n_answer += opts.answer_key in obj
+                if ans is None or isinstance(ans, str):
+                    record["answer"] = ans
+                elif isinstance(ans, int | float) and not isinstance(ans, bool):
+                    record["answer"] = str(ans)
+                else:
+                    err(loc, opts.answer_key, f"must be a string or a number, got {ans!r}")
+            if opts.validity_key is not None:
+                val = obj.get(opts.validity_key)
+                if val is None or (isinstance(val, int | float) and val in (0, 1)):
+                    record["validity"] = None if val is None else int(val)
+                else:
+                    err(loc, opts.validity_key, f"must be 0, 1, true, false or null, got {val!r}")
+            if len(errors) > bad or qid is None or not isinstance(step, int):
+                continue
+            seed = group_size[(step, qid)]
+            group_size[(step, qid)] += 1
+            if isinstance(output, str) and not output.strip():
+                if opts.skip_empty_output:
+                    continue  # its seed stays used: the others keep their sampling index
                 err(
                     loc,
                     "output",
-                    f"a multi-turn transcript (num_turns={obj.get('num_turns')!r}): choose "
-                    "--multi-turn transcript (every turn kept and shown as turns) or "
-                    "last-turn (the final assistant turn only)",
+                    "empty completion (pass --skip-empty-output to leave such samples out)",
                 )
                 continue
-            if opts.multi_turn == "last-turn":
-                final = last_turn(output)  # type: ignore[arg-type]
-                if final is None:
+            if is_multi_turn(obj, output):  # type: ignore[arg-type]
+                if opts.multi_turn == "refuse":
                     err(
                         loc,
                         "output",
-                        "--multi-turn last-turn: the transcript has no final assistant "
-                        "turn after a turn header (an `assistant` line) to keep",
+                        f"a multi-turn transcript (num_turns={obj.get('num_turns')!r}): choose "
+                        "--multi-turn transcript (every turn kept and shown as turns) or "
+                        "last-turn (the final assistant turn only)",
                     )
                     continue
-                output = final
-            else:
-                record["turns"] = turns_json(split_transcript(output))  # type: ignore[arg-type]
-        text, n_tok = strip_special(output)  # type: ignore[arg-type]
-        n_stripped += n_tok
-        if not text.strip():
-            err(loc, "output", "only special tokens")
-            continue
-        scores.append(score)  # type: ignore[arg-type]
-        key_values.append(obj.get(opts.reward_key) if opts.reward_key else None)
-        record.update(
-            trajectory_id=_trajectory_id(opts.run, opts.model, step, qid, seed),
-            question_id=qid,
-            text=text,
-            reward=0,  # set by the score rule below
-            run=opts.run,
-            model=opts.model,
-            step=step,
-            seed=seed,
-            question=question,
-        )
-        rows.append(record)
-        locs.append(loc)
+                if opts.multi_turn == "last-turn":
+                    final = last_turn(output)  # type: ignore[arg-type]
+                    if final is None:
+                        err(
+                            loc,
+                            "output",
+                            "--multi-turn last-turn: the transcript has no final assistant "
+                            "turn after a turn header (an `assistant` line) to keep",
+                        )
+                        continue
+                    output = final
+                else:
+                    record["turns"] = turns_json(split_transcript(output))  # type: ignore[arg-type]
+            text, n_tok = strip_special(output)  # type: ignore[arg-type]
+            n_stripped += n_tok
+            if not text.strip():
+                err(loc, "output", "only special tokens")
+                continue
+            scores.append(score)  # type: ignore[arg-type]
+            key_values.append(obj.get(opts.reward_key) if opts.reward_key else None)
+            record.update(
+                trajectory_id=_trajectory_id(opts.run, opts.model, step, qid, seed),
+                question_id=qid,
+                text=text,
+                reward=0,  # set by the score rule below
+                run=opts.run,
+                model=opts.model,
+                step=step,
+                seed=seed,
+                question=question,
+            )
+            rows.append(record)
+            locs.append(loc)
     if opts.answer_key is not None and rows and n_answer == 0:
         err(
             "file",
