@@ -130,6 +130,7 @@ VERL = "".join(
                 "score": i % 2, "step": 3}) + "\n"
     for i in range(4)
 )  # fmt: skip
+VERIFY = "".join(json.dumps(make_record(i, ground_truth=str(i))) + "\n" for i in range(4))
 PASSK = "question_id,n,c\nq1,8,3\nq2,8,0\nq3,8,8\n"
 COVFIT = (
     "transition,predicted,observed,run\na,0.1,0.2,r1\nb,0.3,0.1,r1\nc,-0.2,-0.1,r2\nd,0.5,0.4,r2\n"
@@ -153,6 +154,7 @@ def _reader_args(kind: str, path: Path) -> list[str]:
         "passk": ["stats", "passk", str(path), "--k", "1,4"],
         "covfit": ["stats", "covfit", str(path)],
         "rubric": ["audit", "rubric", "freeze", str(path)],
+        "verify": ["judge", "verify", str(path)],
         "template": ["judge", "freeze", "--name", "j", "--template", str(path), "--model", "m"],
     }[kind]  # fmt: skip
 
@@ -167,6 +169,7 @@ READERS: dict[str, tuple[str, str]] = {
     "covfit": ("covfit.csv", COVFIT),
     "rubric": ("rubric.toml", RUBRIC),
     "template": ("template.toml", TEMPLATE),
+    "verify": ("verify.jsonl", VERIFY),
 }
 
 
@@ -298,7 +301,7 @@ def test_each_class_of_the_issue(
 
 
 #: one reader of each kind of file (validate shares ingest's reader, covfit passk's)
-OPENERS = ("ingest", "table", "verl", "passk", "rubric", "template")
+OPENERS = ("ingest", "table", "verl", "passk", "rubric", "template", "verify")
 
 
 @pytest.mark.parametrize("kind", OPENERS)
