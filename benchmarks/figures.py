@@ -308,6 +308,27 @@ def _webhook_flood(f: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _verifier(f: dict[str, Any]) -> list[Row]:
+    worst = max(f["ordinary_s"], f["unclosed_s"], f["nested_s"])
+    verl = (
+        f"; verl's `last_boxed_only_string` on the ordinary text: {f['verl_ordinary_s']:.4f} s"
+        f" → {f['ratio_vs_verl']:.1f}×"
+        if f.get("verl_ordinary_s") is not None
+        else ""
+    )
+    return [
+        (
+            f"`bench_verifier.py`: `extract_boxed` on {f['size_chars']:,}-character texts "
+            "(ordinary, unclosed `\\boxed{` repeated, nested and closed)",
+            f"{f['ordinary_s']:.4f} s / {f['unclosed_s']:.3f} s / {f['nested_s']:.4f} s",
+            f"the previous scan on unclosed `\\boxed{{` at {f['previous_kb']} KB: "
+            f"{f['previous_unclosed_s']:.2f} s (×{f['previous_growth']:.1f} per doubling) → "
+            f"**{f['ratio_vs_previous']:,.0f}×**{verl}",
+            f"< 1 s per 1 MB text, any shape ({_met(worst < 1)})",
+        )
+    ]
+
+
 FORMATS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "ingest": _ingest,
     "audits_entropy": _audits_entropy,
@@ -320,6 +341,7 @@ FORMATS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "calibration_design": _calibration_design,
     "streaming": _streaming,
     "webhook_flood": _webhook_flood,
+    "verifier": _verifier,
 }
 
 

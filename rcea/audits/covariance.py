@@ -532,6 +532,13 @@ def _prepare(
     if runs is None:
         keep = np.ones(len(labels), dtype=bool)
     else:
+        known = {str(r) for r in runs}
+        unknown = [r for r in excl if r not in known]
+        if unknown:  # listed as excluded while nothing was left out: refused
+            raise ValueError(
+                f"excluded run(s) {', '.join(unknown)} are not among the runs "
+                f"({', '.join(sorted(known))}); check the spelling"
+            )
         keep = np.array([str(r) not in excl for r in runs], dtype=bool)
     return labels, pred, obs, keep, excl
 

@@ -30,6 +30,10 @@ __all__ = [
 ]
 
 
+#: The most factors one pass@k product takes (min(c, k) of them): 10⁷ float64s, 80 MB.
+MAX_PRODUCT_TERMS = 10_000_000
+
+
 def _nonneg_int(value: Any, name: str) -> int:
     if isinstance(value, np.integer):
         value = int(value)
@@ -51,8 +55,17 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         raise ValueError(f"pass@k needs n >= k, got n={n}, k={k}")
     if n - c < k:
         return 1.0
-    i = np.arange(n - c + 1, n + 1, dtype=np.float64)
-    return float(1.0 - np.prod(1.0 - k / i))
+    if min(c, k) > MAX_PRODUCT_TERMS:
+        raise ValueError(
+            f"pass@k with c={c} and k={k} both above {MAX_PRODUCT_TERMS:,} is beyond what "
+            "is computed; use a smaller k"
+        )
+    if c <= k:
+        i = np.arange(n - c + 1, n + 1, dtype=np.float64)
+        return float(1.0 - np.prod(1.0 - k / i))
+    # the same ratio C(n−c, k)/C(n, k) as k factors: Π_{j=0}^{k−1} (1 − c/(n−j))
+    j = np.arange(n - k + 1, n + 1, dtype=np.float64)
+    return float(1.0 - np.prod(1.0 - c / j))
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -124,6 +123,7 @@ from typing import Any
 import tomli_w
 
 from rcea.audits.acceptance import JudgeAcceptance
+from rcea.audits.inputs import loads_toml, read_text
 from rcea.audits.sequential import SequentialPlan
 from rcea.audits.thresholds import GateThresholds
 
@@ -578,7 +578,17 @@ def _check_keys(section: str, body: Any, allowed: tuple[str, ...]) -> dict[str, 
 
 
 def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubric:
-    """Validate a decoded TOML document (or ``Rubric.to_dict()``) and fill defaults."""
+    """Validate a decoded TOML document (or ``Rubric.to_dict()``) and fill defaults;
+    every problem is a ``ValueError`` that starts with ``source`` when one is given."""
+    try:
+        return _rubric_from_dict(data, source=source)
+    except (ValueError, TypeError) as exc:
+        if source is None or source.startswith("<") or str(exc).startswith(f"{source}:"):
+            raise
+        raise ValueError(f"{source}: {exc}") from None
+
+
+def _rubric_from_dict(data: dict[str, Any], *, source: str | None) -> Rubric:
     if not isinstance(data, dict):
         raise ValueError("a rubric must be a table of sections")
     known = ("rubric", *_SECTIONS)
@@ -591,9 +601,13 @@ def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubr
     name = head.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"[rubric] name must be a non-empty string, got {name!r}")
+    if len(name) > 200:  # the store's width (rubric.name), on every engine
+        raise ValueError(f"[rubric] name is {len(name)} characters long; at most 200")
     version = head.get("version")
     if isinstance(version, bool) or not isinstance(version, str | int) or str(version) == "":
         raise ValueError(f"[rubric] version must be a non-empty string or integer, got {version!r}")
+    if len(str(version)) > 50:  # the store's width (rubric.version)
+        raise ValueError(f"[rubric] version is {len(str(version))} characters long; at most 50")
     description = head.get("description", "")
     if not isinstance(description, str):
         raise ValueError(f"[rubric] description must be a string, got {description!r}")
@@ -631,10 +645,7 @@ def rubric_from_dict(data: dict[str, Any], *, source: str | None = None) -> Rubr
 
 def parse_rubric(text: str, *, source: str = "<string>") -> Rubric:
     """Parse rubric TOML text; syntax errors become ``ValueError`` naming ``source``."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{source}: invalid TOML: {exc}") from exc
+    data = loads_toml(text, source)  # InputError (a ValueError): syntax, depth, integers
     return rubric_from_dict(data, source=source)
 
 
@@ -642,7 +653,7 @@ def load_rubric(path: str | Path) -> Rubric:
     """Read and parse a rubric file."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p)  # a regular UTF-8 file (InputError names it otherwise)
     except OSError as exc:
         raise ValueError(f"cannot read rubric {p}: {exc}") from exc
     return parse_rubric(text, source=str(p))

@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from rcea.audits.inputs import InputError, iter_json_lines
 
 
 def iter_json_objects(
     path: Path, *, error: type[Exception] = ValueError
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every non-blank line of ``path``; the first line that
-    is not valid JSON or not a JSON object raises ``error("PATH:line N: …")``."""
-    with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise error(f"{path}:line {lineno}: invalid JSON ({exc.msg})") from None
+    """``(line number, object)`` for every non-blank line of ``path``, read through
+    :mod:`rcea.audits.inputs` (a regular file, strict UTF-8, no duplicate key, bounded
+    depth); the first problem raises ``error("PATH:line N: …")``."""
+    try:
+        for lineno, obj in iter_json_lines(path):
+            if isinstance(obj, InputError):
+                raise error(str(obj))
             if not isinstance(obj, dict):
                 raise error(f"{path}:line {lineno}: expected a JSON object")
             yield lineno, obj
+    except InputError as exc:
+        raise error(str(exc)) from None

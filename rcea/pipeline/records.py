@@ -7,11 +7,11 @@ the file, the line (JSONL, 1-based) or row (Parquet, 0-based) and the field, and
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rcea.audits.inputs import (
+    InputError,
+    check_input_file,
+    invisible_character,
+    iter_lines,
+    loads_json,
+)
 from rcea.pipeline.transcript import parse_turns
 
 REQUIRED_FIELDS: dict[str, str] = {
@@ -70,6 +77,17 @@ STRING_FIELDS: tuple[str, ...] = (
     "reward_extras",
     "turns",
 )
+#: The store's column width of each id and provenance field (``rcea.study.store.models``).
+ID_WIDTHS: dict[str, int] = {
+    "trajectory_id": 300,
+    "question_id": 300,
+    "mode": 300,
+    "run": 200,
+    "model": 200,
+}
+#: The store keeps ``step``, ``n_tokens``, ``reward`` and ``validity`` as 32-bit integers
+#: (PostgreSQL's ``integer``), ``seed`` as 64-bit.
+INT32_MAX = 2**31 - 1
 #: C0 control characters other than \t \n \r (PostgreSQL refuses NUL; the others only
 #: hide or garble text), and lone surrogates (not UTF-8).
 _FORBIDDEN_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
@@ -153,9 +171,7 @@ def read_records(
     Raises ``FileNotFoundError`` for a missing file and ``RecordValidationError`` naming
     every bad line/row and field (up to ``max_errors``).
     """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     suffix = path.suffix.lower()
     if suffix in JSONL_SUFFIXES:
         return _read_jsonl(path, max_errors=max_errors, allow_extra=allow_extra)
@@ -173,9 +189,7 @@ def iter_record_batches(
 ) -> Iterator[RecordBatch]:
     """``read_records`` in chunks of at most ``chunk_records`` records (JSONL or Parquet by
     suffix), each validated as a file is; checks across chunks are the caller's."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     suffix = path.suffix.lower()
     if suffix in JSONL_SUFFIXES:
         reader = iter_jsonl_batches
@@ -184,6 +198,24 @@ def iter_record_batches(
     else:
         raise _unsupported(path)
     return reader(path, chunk_records=chunk_records, max_errors=max_errors, allow_extra=allow_extra)
+
+
+def input_refusal(exc: InputError, source: str | None = None) -> RecordValidationError:
+    """An :class:`~rcea.audits.inputs.InputError` as the one-error validation failure every
+    record reader raises (``FILE:line N: message``, or ``FILE:file: message``)."""
+    where = "file" if exc.line is None else f"line {exc.line}"
+    return RecordValidationError(
+        [RecordError(source or exc.path or "<input>", where, exc.field, exc.message)]
+    )
+
+
+def checked_input(path: str | Path) -> Path:
+    """``path`` if it is a readable regular file; ``FileNotFoundError`` when missing,
+    ``RecordValidationError`` for a directory, FIFO, device or unreadable file."""
+    try:
+        return check_input_file(path)
+    except InputError as exc:
+        raise input_refusal(exc) from None
 
 
 def _unsupported(path: Path) -> RecordValidationError:
@@ -276,13 +308,10 @@ def iter_jsonl_batches(
     streaming ingest makes them against the rows it already wrote in its transaction."""
     if chunk_records < 1:
         raise ValueError("chunk_records must be at least 1")
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     source = str(path)
     first = True
-    with path.open("r", encoding="utf-8") as fh:
-        lines = enumerate(fh, start=1)
+    with closing(_lines_or_refusal(path)) as lines:  # the file closes with the reader
         while True:
             errs = ErrorCollector(source, max_errors)
             columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
@@ -294,9 +323,9 @@ def iter_jsonl_batches(
                     continue
                 loc = f"line {lineno}"
                 try:
-                    obj = json.loads(line.rstrip("\r\n"))
-                except json.JSONDecodeError as exc:
-                    errs.add(loc, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
+                    obj = loads_json(line, source, line=lineno)
+                except InputError as exc:
+                    errs.add(loc, None, exc.message)
                     obj = None
                 if obj is not None and not isinstance(obj, dict):
                     errs.add(loc, None, f"expected a JSON object, got {type(obj).__name__}")
@@ -325,6 +354,15 @@ def iter_jsonl_batches(
             yield batch
             if exhausted:
                 return
+
+
+def _lines_or_refusal(path: Path) -> Iterator[tuple[int, str]]:
+    """The file's lines; a byte that is not UTF-8 ends the file as a validation error at
+    its line and byte offset (nothing after it can be trusted)."""
+    try:
+        yield from iter_lines(path)
+    except InputError as exc:
+        raise input_refusal(exc, str(path)) from None
 
 
 def _pack_token_lists(
@@ -366,12 +404,7 @@ def _pack_token_lists(
 def _read_parquet(path: Path, *, max_errors: int, allow_extra: bool) -> RecordBatch:
     source = str(path)
     errs = ErrorCollector(source, max_errors)
-    try:
-        table = pq.read_table(path, use_threads=False)  # 2 cores: one for hashing
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
-        errs.add("file", None, f"cannot read Parquet: {exc}")
-        errs.raise_if_any()
-        raise  # unreachable
+    table = read_parquet_table(path)
     if table.num_rows == 0:
         errs.add("file", None, "no records in file")
     _parquet_columns(table.column_names, errs, allow_extra)
@@ -389,9 +422,7 @@ def iter_parquet_batches(
     each chunk validated as ``read_records`` validates a file (``row N`` of the file)."""
     if chunk_records < 1:
         raise ValueError("chunk_records must be at least 1")
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     source = str(path)
     errs = ErrorCollector(source, max_errors)
     try:
@@ -400,6 +431,7 @@ def iter_parquet_batches(
         errs.add("file", None, f"cannot read Parquet: {exc}")
         errs.raise_if_any()
         raise  # unreachable
+    _unique_columns(pf.schema_arrow.names, source)
     if pf.metadata.num_rows == 0:
         errs.add("file", None, "no records in file")
     _parquet_columns(pf.schema_arrow.names, errs, allow_extra)
@@ -417,6 +449,39 @@ def iter_parquet_batches(
         table = pa.Table.from_batches([rb])
         yield _parquet_batch(table, source, ErrorCollector(source, max_errors), row0)
         row0 += table.num_rows
+
+
+def read_parquet_table(path: str | Path) -> pa.Table:
+    """A Parquet file as one table: checked as every input is (a regular, readable file),
+    its columns named once each; anything pyarrow cannot read is a validation error."""
+    path = checked_input(path)
+    try:
+        schema = pq.read_schema(path)
+        _unique_columns(schema.names, str(path))
+        return pq.read_table(path, use_threads=False)  # 2 cores: one for hashing
+    except RecordValidationError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
+        raise RecordValidationError(
+            [RecordError(str(path), "file", None, f"cannot read Parquet: {exc}")]
+        ) from None
+
+
+def _unique_columns(names: list[str], source: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise RecordValidationError(
+                [
+                    RecordError(
+                        source,
+                        "file",
+                        name,
+                        "two columns have this name; rename or drop one",
+                    )
+                ]
+            )
+        seen.add(name)
 
 
 def _parquet_columns(names: list[str], errs: ErrorCollector, allow_extra: bool) -> None:
@@ -450,6 +515,18 @@ def _parquet_batch(table: Any, source: str, errs: ErrorCollector, row0: int) -> 
         col = table.column("token_entropies").combine_chunks()
         if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
             errs.add("file", "token_entropies", f"expected a list column, got {col.type}")
+            errs.raise_if_any()
+        element = col.type.value_type
+        if not (
+            pa.types.is_floating(element)
+            or pa.types.is_integer(element)
+            or pa.types.is_null(element)
+        ):
+            errs.add(
+                "file",
+                "token_entropies",
+                f"expected a list of numbers, got a list of {element}",
+            )
             errs.raise_if_any()
         present = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         lengths = np.asarray(pc.fill_null(pc.list_value_length(col), 0).to_numpy(), dtype=np.int64)
@@ -519,9 +596,10 @@ def _integer(
     *,
     required: bool,
     minimum: int | None,
+    maximum: int = 2**63 - 1,
 ) -> None:
     lo = minimum if minimum is not None else -(2**63)
-    bad = [i for i, v in enumerate(col) if not (type(v) is int and lo <= v < 2**63)]
+    bad = [i for i, v in enumerate(col) if not (type(v) is int and lo <= v <= maximum)]
     for i in bad:
         v = col[i]
         if v is None:
@@ -531,8 +609,8 @@ def _integer(
             errs.add(locs[i], name, f"must be an integer, got {v!r}")
         elif v < lo:
             errs.add(locs[i], name, f"must be >= {lo}, got {v}")
-        elif v >= 2**63:
-            errs.add(locs[i], name, f"is out of range: {v}")
+        elif v > maximum:
+            errs.add(locs[i], name, f"is out of range: {v} (the store keeps at most {maximum})")
         else:
             col[i] = int(v)
 
@@ -572,7 +650,7 @@ def _validate(batch: RecordBatch, errs: ErrorCollector) -> None:
             "missing required field" if text[i] is None else "must be a non-empty string",
         )
     _binary(cols["reward"], "reward", locs, errs, required=True)
-    _integer(cols["step"], "step", locs, errs, required=True, minimum=0)
+    _integer(cols["step"], "step", locs, errs, required=True, minimum=0, maximum=INT32_MAX)
     _integer(cols["seed"], "seed", locs, errs, required=True, minimum=None)
     finite_number(
         cols["mean_token_entropy"],
@@ -597,7 +675,7 @@ def _validate(batch: RecordBatch, errs: ErrorCollector) -> None:
             else (f"must be a finite number, got {v!r}")
         )
         errs.add(locs[i], "seq_logprob", msg)
-    _integer(cols["n_tokens"], "n_tokens", locs, errs, required=False, minimum=0)
+    _integer(cols["n_tokens"], "n_tokens", locs, errs, required=False, minimum=0, maximum=INT32_MAX)
     _binary(cols["validity"], "validity", locs, errs, required=False)
     for name in ("answer", "mode", "question", "ground_truth", "reward_extras"):
         col = cols[name]
@@ -640,6 +718,8 @@ def _validate(batch: RecordBatch, errs: ErrorCollector) -> None:
         errs.add(locs[i], "split", f"must be one of {', '.join(SPLITS)}, got {split[i]!r}")
     for name in STRING_FIELDS:
         _control_chars(cols[name], name, locs, errs)
+    for name, width in ID_WIDTHS.items():
+        _id_text(cols[name], name, width, locs, errs)
     _duplicates(cols["trajectory_id"], locs, errs)
     _question_conflicts(cols["question_id"], question, locs, errs)
     _validate_tokens(batch, errs)
@@ -658,6 +738,20 @@ def forbidden_character(value: str) -> str | None:
         f"contains {what} (U+{cp:04X}) at character {m.start()}; "
         "only tab, line feed and carriage return are allowed"
     )
+
+
+def _id_text(col: list[Any], name: str, width: int, locs: list[str], errs: ErrorCollector) -> None:
+    """An id or provenance name fits its store column on every engine (SQLite would keep
+    what PostgreSQL refuses) and holds no invisible or bidirectional character."""
+    for i, v in enumerate(col):
+        if type(v) is not str:
+            continue
+        if len(v) > width:
+            errs.add(locs[i], name, f"is {len(v)} characters long; the store keeps at most {width}")
+            continue
+        why = invisible_character(v) if not v.isascii() else None
+        if why:
+            errs.add(locs[i], name, why)
 
 
 def _control_chars(col: list[Any], name: str, locs: list[str], errs: ErrorCollector) -> None:

@@ -9,12 +9,18 @@ import functools
 import importlib
 import os
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import NoReturn
 
 import click
 import typer
 from typer.core import TyperGroup
 
-from rcea.app.cli.common import service_error
+from rcea.app.cli import exit_codes
+from rcea.app.cli.common import print_json, service_error
 from rcea.pipeline.launch import close_process_group
 from rcea.pipeline.safety import PRIVATE_UMASK, install_log_masking
 
@@ -79,10 +85,44 @@ def _root() -> None:
     """RCEA Audit: reward-conditioned entropy studies with blinded human audits."""
 
 
+def crash_log(exc: BaseException) -> Path | None:
+    """Write ``exc``'s traceback to a new owner-only file ``rcea-error-TIME-….log`` in the
+    temporary directory (``$TMPDIR``, else /tmp) and return its path; None when nothing
+    could be written."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"rcea-error-{stamp}-", suffix=".log")  # 0600
+        path = Path(name)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"rcea {' '.join(sys.argv[1:])}\n")
+            fh.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        return None
+    return path
+
+
+def _internal_error(exc: Exception) -> NoReturn:
+    """An error no command expected: one line on stderr naming the log that holds the
+    traceback (``{"ok": false, …}`` on stdout under ``--json``), exit ``ERROR``."""
+    log = crash_log(exc)
+    what = (str(exc).splitlines() or [""])[0][:200]
+    where = f"the traceback is in {log}" if log else "no log could be written"
+    message = (
+        f"internal error ({type(exc).__name__}{': ' + what if what else ''}); {where}; "
+        "please report it with that file"
+    )
+    if "--json" in sys.argv[1:]:
+        print_json({"ok": False, "error": message, "log": None if log is None else str(log)})
+    else:
+        typer.echo(f"error: {message}", err=True)
+    sys.exit(exit_codes.ERROR)
+
+
 def main() -> None:
     """The ``rcea`` entry point: owner-only files (umask 077, so the store, caches,
-    artifacts, bundles and logs are 0600/0700), URLs in log records masked, and an
-    unreachable external service reported as one line, never a traceback (exit 3)."""
+    artifacts, bundles and logs are 0600/0700), URLs in log records masked, an
+    unreachable external service reported as one line (exit 3), and any other error no
+    command expected as one line naming the log of its traceback (exit 1)."""
 
     os.umask(PRIVATE_UMASK)
     install_log_masking()
@@ -92,12 +132,12 @@ def main() -> None:
     except SystemExit as done:  # typer ends every command with one
         succeeded = done.code in (0, None)
         raise
-    except Exception as exc:  # noqa: BLE001 - re-raised unless it is a service failure
+    except Exception as exc:  # noqa: BLE001 - the last resort: one line, never a traceback
         line = service_error(exc)
-        if line is None:
-            raise
-        typer.echo(f"error: {line}", err=True)
-        sys.exit(3)
+        if line is not None:
+            typer.echo(f"error: {line}", err=True)
+            sys.exit(exit_codes.SERVICE_UNREACHABLE)
+        _internal_error(exc)
     finally:
         # a rank of `accelerate launch` must not leave its process group to the
         # interpreter's teardown, nor tear it down while another rank still uses it

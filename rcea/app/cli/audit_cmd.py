@@ -31,6 +31,7 @@ from rcea.app.cli.options import (
     WEBHOOK_OPTION,
 )
 from rcea.app.cli.stats_cmd import fmt, gate_outcome, print_gate, print_interim
+from rcea.audits.inputs import read_text
 from rcea.audits.rubric import Rubric as RubricSpec
 from rcea.audits.rubric import load_rubric, rubric_path
 from rcea.study.labelling import webhook_target
@@ -348,7 +349,7 @@ def dev_questions(
     """Record the questions used to develop codebook prompts: audits never draw them."""
 
     with domain_errors():
-        questions = file.read_text(encoding="utf-8").splitlines()
+        questions = read_text(file).splitlines()  # a regular UTF-8 file
         with session_scope(engine()) as s:
             n = record_dev_questions(s, study=study, questions=questions, actor=actor_name(actor))
     typer.echo(f"recorded {n} development question(s) for {study}")

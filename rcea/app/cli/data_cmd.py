@@ -114,6 +114,8 @@ def ingest(
             if hint:
                 typer.echo(hint, err=True)
         raise typer.Exit(1) from None
+    except ValueError as exc:  # a study name the store refuses, a store error
+        fail(str(exc), as_json=as_json)
 
     warnings = k_min_warnings(engine(), name)
     if as_json:

@@ -139,8 +139,8 @@ def import_verl(
             progress=_progress(as_json),
             problems_out=problems_out,
         )
-    except FileNotFoundError as exc:
-        fail(str(exc), as_json=as_json)
+    except RecordValidationError as exc:
+        _report_invalid(exc, directory, as_json)
     except ReimportError as exc:
         fail(
             str(exc),
@@ -148,8 +148,8 @@ def import_verl(
             earlier_options=exc.earlier,
             suggested_study=exc.suggested_study,
         )
-    except RecordValidationError as exc:
-        _report_invalid(exc, directory, as_json)
+    except (FileNotFoundError, ValueError) as exc:  # a bad option, --problems-out
+        fail(str(exc), as_json=as_json)
 
     warnings = (
         result.warnings + k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
@@ -232,11 +232,11 @@ def import_trl(
             data_dir=cfg.data_dir,
             progress=_progress(as_json),
         )
-    except FileNotFoundError as exc:
-        fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
         _report_invalid(exc, directory, as_json)
-    warnings = k_min_warnings(engine(), study)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc), as_json=as_json)
+    warnings = k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
     emit(
         {"ok": True, **result.to_dict(), "warnings": warnings},
         as_json,
@@ -276,10 +276,10 @@ def import_table(
             data_dir=cfg.data_dir,
             progress=_progress(as_json),
         )
-    except (FileNotFoundError, TableSpecError) as exc:
-        fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
         _report_invalid(exc, file, as_json)
+    except (FileNotFoundError, ValueError) as exc:  # TableSpecError is a ValueError
+        fail(str(exc), as_json=as_json)
 
     warnings = k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
     if as_json:

@@ -21,6 +21,7 @@ from rcea.app.cli.common import (
 )
 from rcea.app.cli.exit_codes import REFUSED
 from rcea.app.cli.options import JSON_OPTION, STUDY_OPTION
+from rcea.audits.inputs import check_output_file
 from rcea.study.report import figures as report_figures
 from rcea.study.report import paper
 from rcea.study.report.build import FILL_TOKEN_ENTROPIES, build_report
@@ -146,6 +147,8 @@ def build(
 
     params = _params(**locals())
     with store_session(as_json) as s:
+        if out is not None:  # before the build records its attempt
+            check_output_file(out)
         rep = build_report(s, study=study, params=params, progress=is_tty() and not as_json)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

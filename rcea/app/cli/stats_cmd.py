@@ -6,7 +6,6 @@ pure functions in ``audits`` and print tables or ``--json``.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -19,6 +18,7 @@ from rcea.app.cli.exit_codes import outcome_code
 from rcea.app.cli.options import JSON_OPTION
 from rcea.audits.covariance import FIT_SUMMARY, covariance_fit, covariance_fit_by_group
 from rcea.audits.entropy import outcome_report
+from rcea.audits.inputs import read_csv as read_input_csv
 from rcea.audits.passk import macro_pass_at_k
 from rcea.audits.rubric import load_rubric
 from rcea.audits.sequential import planned_gate
@@ -43,24 +43,31 @@ class InputError(ValueError):
 
 
 def read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    """Rows with their 1-based line numbers; missing file/columns raise ``InputError``."""
+    """Rows with their 1-based line numbers, read through :mod:`rcea.audits.inputs` (a
+    regular UTF-8 file, a BOM dropped, each column named once, no row longer than the
+    header, bounded cells); every problem raises ``InputError`` naming file and line."""
     if not path.exists():
         raise InputError(f"{path}: no such file")
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise InputError(
-                f"{path}:line 1: missing column(s) {', '.join(missing)} "
-                f"(have: {', '.join(header) or 'none'})"
-            )
-        rows = [
-            (reader.line_num, {k: (v or "").strip() for k, v in row.items() if k}) for row in reader
-        ]
+    try:
+        header, found = read_input_csv(path)
+    except ValueError as exc:  # rcea.audits.inputs.InputError
+        raise InputError(str(exc)) from None
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(
+            f"{path}:line 1: missing column(s) {', '.join(missing)} "
+            f"(have: {', '.join(_short(h) for h in header) or 'none'})"
+        )
+    # a short row's missing cells are empty, as csv.DictReader reads them
+    rows = [(line, {h: row.get(h, "").strip() for h in header}) for line, row in found]
     if not rows:
         raise InputError(f"{path}: no data rows")
     return rows
+
+
+def _short(name: str, width: int = 40) -> str:
+    """A column name as an error shows it: a 200 KiB header cell is not echoed whole."""
+    return name if len(name) <= width else f"{name[:width]}… ({len(name):,} characters)"
 
 
 def _int_cell(path: Path, line: int, row: dict[str, str], col: str) -> int:
@@ -728,7 +735,15 @@ def passk(
             raise InputError(f"--k must be comma-separated integers, got {k!r}") from None
         rows = read_csv(results, ("question_id", "n", "c"))
         ns, cs = [], []
+        first_line: dict[str, int] = {}
         for line, row in rows:
+            qid = row["question_id"]
+            if qid in first_line:  # counted twice in the mean otherwise
+                raise InputError(
+                    f"{results}:line {line}: question_id: {qid!r} is also on line "
+                    f"{first_line[qid]}; one row per question (add up n and c first)"
+                )
+            first_line[qid] = line
             n_i, c_i = _int_cell(results, line, row, "n"), _int_cell(results, line, row, "c")
             if not 0 <= c_i <= n_i:
                 raise InputError(f"{results}:line {line}: c: must be in [0, n={n_i}], got {c_i}")

@@ -15,7 +15,17 @@ from __future__ import annotations
 
 import re
 
+import regex as timed_re  # the `regex` engine: the same syntax as `re`, plus a time limit
+
 TEMPLATES = ("auto", "qwen", "llama3", "none")
+#: The longest one ``--question-regex`` search may take on one prompt (seconds): a pattern
+#: that backtracks catastrophically (``(a+)+$``) is refused at that line, never a hang.
+QUESTION_REGEX_TIMEOUT_S = 1.0
+
+
+class QuestionRegexTimeout(ValueError):
+    """``--question-regex`` ran past :data:`QUESTION_REGEX_TIMEOUT_S` on one prompt."""
+
 
 _S = re.DOTALL
 # Last user turn of a ChatML prompt with its markers, up to the assistant header.
@@ -44,11 +54,11 @@ KNOWN: dict[str, tuple[re.Pattern[str], ...]] = {
 }
 
 
-def compile_question_regex(pattern: str) -> re.Pattern[str]:
+def compile_question_regex(pattern: str) -> timed_re.Pattern[str]:
     """A user's ``--question-regex``: exactly one capture group (or a group named ``q``)."""
     try:
-        rx = re.compile(pattern, _S)
-    except re.error as exc:
+        rx = timed_re.compile(pattern, timed_re.DOTALL)
+    except timed_re.error as exc:
         raise ValueError(f"--question-regex is not a valid regular expression: {exc}") from None
     if "q" not in rx.groupindex and rx.groups != 1:
         raise ValueError(
@@ -59,13 +69,20 @@ def compile_question_regex(pattern: str) -> re.Pattern[str]:
 
 
 def extract_question(
-    prompt: str, *, template: str = "auto", regex: re.Pattern[str] | None = None
+    prompt: str, *, template: str = "auto", regex: timed_re.Pattern[str] | None = None
 ) -> str | None:
     """The question inside ``prompt``, stripped of surrounding whitespace; ``None`` when a
     custom ``regex`` or an explicitly named template does not match. ``auto`` and ``none``
-    never return ``None`` (an unrecognised prompt is returned whole)."""
+    never return ``None`` (an unrecognised prompt is returned whole). A custom ``regex``
+    that runs past :data:`QUESTION_REGEX_TIMEOUT_S` raises :class:`QuestionRegexTimeout`."""
     if regex is not None:
-        m = regex.search(prompt)
+        try:
+            m = regex.search(prompt, timeout=QUESTION_REGEX_TIMEOUT_S)
+        except TimeoutError:
+            raise QuestionRegexTimeout(
+                f"--question-regex ran longer than {QUESTION_REGEX_TIMEOUT_S:g} s on this "
+                "prompt; simplify it (nested repeats such as (a+)+ backtrack without end)"
+            ) from None
         if m is None:
             return None
         return (m.group("q") if "q" in regex.groupindex else m.group(1)).strip()

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rcea.audits.inputs import open_input
 from rcea.pipeline.records import RecordError, RecordValidationError
 
 
@@ -18,7 +19,7 @@ def import_digest(path: Path, kind: str, options: dict[str, Any]) -> str:
     h.update(f"rcea-import:{kind}:v1\n".encode())
     h.update(json.dumps(options, sort_keys=True, default=str).encode())
     h.update(b"\n")
-    with path.open("rb") as fh:
+    with open_input(path) as fh:  # a regular file: a FIFO would hang, /dev/zero never end
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()

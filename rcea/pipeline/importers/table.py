@@ -11,15 +11,12 @@ on) or row (Parquet, 0-based) and the source column, e.g. ``run.csv:line 7: corr
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
+from rcea.audits.inputs import InputError, iter_json_lines, loads_json, read_csv
 from rcea.pipeline.importers.common import relabel, source_label
 from rcea.pipeline.records import (
     ALL_FIELDS,
@@ -28,6 +25,9 @@ from rcea.pipeline.records import (
     RecordBatch,
     RecordError,
     RecordValidationError,
+    checked_input,
+    input_refusal,
+    read_parquet_table,
     records_from_rows,
 )
 
@@ -79,67 +79,41 @@ def parse_pairs(items: list[str], option: str) -> dict[str, str]:
 
 
 def _read_rows(path: Path, kind: str) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    """(rows, locations, column names); invalid JSONL lines raise, named."""
+    """(rows, locations, column names); a file that cannot be read as given (not a
+    regular file, not UTF-8, a column named twice, invalid JSONL lines) raises, named."""
     source = str(path)
     if kind == "parquet":
+        table = read_parquet_table(path)
         try:
-            table = pq.read_table(path, use_threads=False)
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
+            rows = table.to_pylist()
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types
             raise RecordValidationError(
                 [RecordError(source, "file", None, f"cannot read Parquet: {exc}")]
             ) from None
-        rows = table.to_pylist()
         return rows, [f"row {i}" for i in range(len(rows))], list(table.column_names)
     if kind in ("csv", "tsv"):
-        rows, locs = [], []
-        with path.open("r", encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if kind == "tsv" else ",")
-            columns = list(reader.fieldnames or [])
-            start = reader.line_num + 1
-            for row in reader:
-                if None in row:  # more cells than header names
-                    raise RecordValidationError(
-                        [
-                            RecordError(
-                                source,
-                                f"line {start}",
-                                None,
-                                f"{len(columns) + len(row[None])} cells but "  # type: ignore[index]
-                                f"the header names {len(columns)} columns",
-                            )
-                        ]
-                    )
-                rows.append(row)
-                locs.append(f"line {start}")
-                start = reader.line_num + 1
-        return rows, locs, columns
+        try:
+            columns, found = read_csv(path, delimiter="\t" if kind == "tsv" else ",")
+        except InputError as exc:
+            raise input_refusal(exc, source) from None
+        return [row for _, row in found], [f"line {n}" for n, _ in found], columns
     rows, locs = [], []
     errors: list[RecordError] = []
     columns_seen: dict[str, None] = {}
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                errors.append(
-                    RecordError(
-                        source,
-                        f"line {lineno}",
-                        None,
-                        f"invalid JSON ({exc.msg} at column {exc.colno})",
-                    )
-                )
-                continue
-            if not isinstance(obj, dict):
+    try:
+        for lineno, obj in iter_json_lines(path):
+            if isinstance(obj, InputError):
+                errors.append(RecordError(source, f"line {lineno}", None, obj.message))
+            elif not isinstance(obj, dict):
                 errors.append(RecordError(source, f"line {lineno}", None, "expected a JSON object"))
-                continue
-            columns_seen.update(dict.fromkeys(obj))
-            rows.append(obj)
-            locs.append(f"line {lineno}")
+            else:
+                columns_seen.update(dict.fromkeys(obj))
+                rows.append(obj)
+                locs.append(f"line {lineno}")
             if len(errors) >= MAX_ERRORS:
                 break
+    except InputError as exc:
+        raise input_refusal(exc, source) from None
     if errors:
         raise RecordValidationError(errors, truncated=len(errors) >= MAX_ERRORS)
     return rows, locs, list(columns_seen)
@@ -177,8 +151,8 @@ def convert(field: str, value: Any) -> Any:
             if text == "":
                 return None
             try:
-                return json.loads(text)
-            except json.JSONDecodeError:
+                return loads_json(text)
+            except InputError:
                 return value
         if field in ("answer", "validity", "mode", "split", "question") and value == "":
             return None
@@ -227,8 +201,7 @@ def kind_of(path: Path) -> str:
 
 def read_table(path: Path, spec: TableSpec, *, max_errors: int = MAX_ERRORS) -> RecordBatch:
     """Read ``path`` through ``spec`` into validated records (all rows or an error)."""
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     kind = kind_of(path)
     rows, locs, columns = _read_rows(path, kind)
     cols = resolve(spec, columns, str(path))

@@ -39,8 +39,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from rcea.pipeline.importers.chat import TEMPLATES, compile_question_regex, extract_question
 from rcea.pipeline.importers.common import relabel, source_label
 from rcea.pipeline.importers.verl import _trajectory_id, question_id_for, strip_special
@@ -49,6 +47,7 @@ from rcea.pipeline.records import (
     RecordBatch,
     RecordError,
     RecordValidationError,
+    read_parquet_table,
     records_from_rows,
 )
 
@@ -188,20 +187,16 @@ def _completion_text(completion: Any) -> tuple[str | None, str]:
 
 
 def read_trl_columns(path: Path) -> dict[str, list[Any]]:
-    """The parquet file's columns as Python lists; an unreadable file is one error."""
+    """The parquet file's columns as Python lists, read the one hardened way every input
+    is (:func:`rcea.pipeline.records.read_parquet_table`: a regular readable file, each
+    column named once; anything pyarrow cannot read is one named error)."""
+    table = read_parquet_table(path)
     try:
-        table = pq.read_table(path)
-    except Exception as exc:  # pyarrow raises many types for a bad file; all mean "unreadable"
+        return {n: table.column(n).to_pylist() for n in table.column_names}
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for bad columns
         raise RecordValidationError(
-            [RecordError(str(path), "file", None, f"not a readable Parquet file ({exc})")]
+            [RecordError(str(path), "file", None, f"cannot read Parquet: {exc}")]
         ) from None
-    names = table.column_names
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise RecordValidationError(
-            [RecordError(str(path), "file", dup[0], "column appears more than once")]
-        )
-    return {n: table.column(n).to_pylist() for n in names}
 
 
 def read_trl_file(

@@ -32,17 +32,26 @@ import json
 import math
 import re
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rcea.pipeline.importers.chat import TEMPLATES, compile_question_regex, extract_question
+from rcea.audits.inputs import InputError, iter_json_lines
+from rcea.pipeline.importers.chat import (
+    TEMPLATES,
+    QuestionRegexTimeout,
+    compile_question_regex,
+    extract_question,
+)
 from rcea.pipeline.importers.common import relabel, source_label
 from rcea.pipeline.records import (
     MAX_ERRORS,
     RecordBatch,
     RecordError,
     RecordValidationError,
+    input_refusal,
     records_from_rows,
 )
 from rcea.pipeline.transcript import split_transcript, turns_json
@@ -114,16 +123,9 @@ def looks_like_dump(path: Path) -> bool:
     """Whether ``path`` is a verl step file (first JSON line has ``input``, ``output`` and
     ``score`` and no ``trajectory_id``) rather than interchange records."""
     try:
-        with Path(path).open("r", encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    obj = json.loads(line)
-                    return (
-                        isinstance(obj, dict)
-                        and obj.keys() >= DUMP_KEYS
-                        and "trajectory_id" not in obj
-                    )
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        for _, obj in iter_json_lines(path):
+            return isinstance(obj, dict) and obj.keys() >= DUMP_KEYS and "trajectory_id" not in obj
+    except (OSError, InputError):
         return False
     return False
 
@@ -257,6 +259,23 @@ def score_rule(values: list[float], keys: set[str], opts: VerlOptions) -> dict[s
     )
 
 
+def pointless_threshold(values: list[Any], opts: VerlOptions) -> str | None:
+    """Why ``--reward-threshold`` cannot apply to the 0/1 values of ``--reward-key``, or
+    None: a threshold outside [0, 1) gives every sample one outcome (``R = acc > 1`` is 0
+    for all), which is not what a user who names a 0/1 key means."""
+    thr = opts.reward_threshold
+    if thr is None or opts.reward_key is None or not values:
+        return None
+    if not all(v in (0.0, 1.0) for v in values) or 0.0 <= thr < 1.0:
+        return None
+    what = f"`{opts.reward_key}`"
+    return (
+        f"{what} are 0/1, so --reward-threshold {thr:g} (R = 1 when the value > {thr:g}) "
+        "would give every sample the same reward; drop --reward-threshold (a 0/1 value is "
+        "the reward) or give a threshold in [0, 1)"
+    )
+
+
 def _gold(v: Any) -> str | None:
     """verl's ``gts`` as text: a string as it is, a number as its text, a list or a dict
     (several accepted answers, a structured target) as JSON; ``None`` when absent."""
@@ -275,6 +294,15 @@ def _id_value(v: Any) -> str | None:
     if isinstance(v, int) and not isinstance(v, bool):
         return str(v)
     return None
+
+
+def _json_lines_or_refusal(path: Path) -> Iterator[tuple[int, Any]]:
+    """The step file's JSON lines (each a value or its line's ``InputError``); a file that
+    is not a readable regular file or not UTF-8 is one validation error."""
+    try:
+        yield from iter_json_lines(path)
+    except InputError as exc:
+        raise input_refusal(exc, str(path)) from None
 
 
 def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERRORS) -> RecordBatch:
@@ -299,17 +327,13 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
     n_stripped = 0
     n_empty = 0
     group_size: dict[tuple[int, str], int] = defaultdict(int)
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    with closing(_json_lines_or_refusal(path)) as lines:  # the file closes on a break
+        for lineno, obj in lines:
             if len(errors) >= max_errors:
                 break
-            if not line.strip():
-                continue
             loc = f"line {lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                err(loc, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
+            if isinstance(obj, InputError):
+                err(loc, None, obj.message)
                 continue
             if not isinstance(obj, dict):
                 err(loc, None, f"expected a JSON object, got {type(obj).__name__}")
@@ -335,7 +359,11 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
                 err(loc, "step", f"is {step} but the file name says step {file_step}")
             question: str | None = None
             if isinstance(prompt, str) and prompt.strip():
-                question = extract_question(prompt, template=opts.chat_template, regex=regex)
+                try:
+                    question = extract_question(prompt, template=opts.chat_template, regex=regex)
+                except QuestionRegexTimeout as exc:
+                    err(loc, "input", str(exc))
+                    break  # every other line would take as long: one refusal is enough
                 if question is None:
                     how = (
                         "does not match --question-regex"
@@ -473,12 +501,17 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
             rule = score_rule(scores, keys_seen, opts)
         except ScoreRuleError as exc:
             err("file", "score", str(exc))
+        threshold_error = pointless_threshold([_score(kv) for kv in key_values], opts)
+        if threshold_error:
+            err("file", opts.reward_key, threshold_error)
     if errors:
         raise RecordValidationError(errors, truncated=len(errors) >= max_errors)
     for row, sc, kv in zip(rows, scores, key_values, strict=True):
-        if opts.reward_key is not None:
-            b = _binary(kv)
-            row["reward"] = b if b is not None else int(_score(kv) > opts.reward_threshold)  # type: ignore[operator]
+        if opts.reward_key is not None and opts.reward_threshold is not None:
+            # the recorded rule ("R = KEY > T") is the rule applied, to 0/1 values too
+            row["reward"] = int(_score(kv) > opts.reward_threshold)  # type: ignore[operator]
+        elif opts.reward_key is not None:
+            row["reward"] = _binary(kv)
         elif opts.reward_threshold is not None:
             row["reward"] = int(sc > opts.reward_threshold)
         else:

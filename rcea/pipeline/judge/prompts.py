@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from string import Template
 from typing import Any
 
+from rcea.audits.inputs import load_toml
 from rcea.pipeline.llm import Messages
 
 __all__ = ["DEFAULT_TEMPLATE", "JudgeTemplate", "load_template", "template_from_dict"]
@@ -54,14 +54,21 @@ class JudgeTemplate:
         for key in ("system", "user"):
             if not isinstance(getattr(self, key), str) or not getattr(self, key).strip():
                 raise ValueError(f"[template] {key} must be a non-empty string")
-        try:
-            names = {
-                m.group("named") or m.group("braced")
-                for m in Template.pattern.finditer(self.user)
-                if m.group("named") or m.group("braced")
-            }
-        except (ValueError, IndexError) as exc:
-            raise ValueError(f"[template] user: bad placeholder: {exc}") from exc
+        matches = list(Template.pattern.finditer(self.user))
+        for m in matches:
+            if m.group("invalid") is not None:  # substitute() would fail at judge time
+                at = m.start()  # the `$` itself (the group is the empty text after it)
+                line = self.user.count("\n", 0, at) + 1
+                column = at - (self.user.rfind("\n", 0, at) + 1) + 1
+                raise ValueError(
+                    f"[template] user: a bare `$` at line {line}, column {column} is not a "
+                    "placeholder; write `$$` for a dollar sign, or $problem / $solution"
+                )
+        names = {
+            m.group("named") or m.group("braced")
+            for m in matches
+            if m.group("named") or m.group("braced")
+        }
         missing = [f for f in _FIELDS if f not in names]
         unknown = sorted(names - set(_FIELDS))
         if missing or unknown:
@@ -138,9 +145,7 @@ def load_template(path: str | Path) -> JudgeTemplate:
     """Read and validate a template TOML file (errors name the file)."""
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = load_toml(p)  # a regular UTF-8 file, bounded depth (InputError names it)
     except OSError as exc:
         raise ValueError(f"cannot read template {p}: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{p}: invalid TOML: {exc}") from exc
     return template_from_dict(data, source=str(p))

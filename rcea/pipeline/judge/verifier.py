@@ -24,6 +24,7 @@ function and the value).
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -56,22 +57,47 @@ class Verification:
 
 
 def extract_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{…}``/``\\fbox{…}`` whose braces close, stripped."""
-    found: str | None = None
-    pos = 0
-    while True:
-        hits = [(i, op) for op in _OPENERS if (i := text.find(op, pos)) >= 0]
-        if not hits:
-            return found
-        i, op = min(hits)
-        j = k = i + len(op)
-        depth = 1
-        while k < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[k], 0)
-            k += 1
+    """Content of the last ``\\boxed{…}``/``\\fbox{…}`` whose braces close, stripped.
+
+    One pass over the text's braces with a stack (linear in its length): a degenerate
+    rollout of a million unclosed ``\\boxed{`` costs what any million characters cost,
+    where scanning from every opener to its match was quadratic."""
+    last = max(text.rfind(op) for op in _OPENERS)
+    if last < 0:
+        return None
+    # the usual case first: the last opener closes (one scan from it to its brace)
+    content = text.index("{", last) + 1
+    depth = 1
+    for m in _BRACE.finditer(text, content):
+        depth += 1 if m.group() == "{" else -1
         if depth == 0:
-            found = text[j : k - 1].strip()
-        pos = j
+            return text[content : m.start()].strip()
+    stack: list[int] = []  # per open brace: its opener's start, or -1 for a plain brace
+    best = (-1, 0, 0)  # (opener start, content start, content end) of the last closed one
+    for m in _BRACE.finditer(text):
+        at = m.start()
+        if m.group() == "{":
+            stack.append(_opener_start(text, at))
+        elif stack:
+            start = stack.pop()
+            if start > best[0]:
+                best = (start, text.index("{", start) + 1, at)
+    if best[0] < 0:
+        return None
+    return text[best[1] : best[2]].strip()
+
+
+_BRACE = re.compile(r"[{}]")
+
+
+def _opener_start(text: str, brace: int) -> int:
+    """Where the ``\\boxed{``/``\\fbox{`` that ends with the brace at ``brace``
+    starts, or -1 when that brace opens no such command."""
+    for op in _OPENERS:
+        start = brace + 1 - len(op)
+        if start >= 0 and text.startswith(op, start):
+            return start
+    return -1
 
 
 def _latex(expr: str) -> str:

@@ -47,11 +47,11 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from rcea.audits.inputs import InputError, load_toml
 from rcea.pipeline.chat import CHAT_MODES
 from rcea.pipeline.judge.verifier import VerifierError, make_verifier
 from rcea.pipeline.safety import safe_name
@@ -443,9 +443,9 @@ def load_config(path: str | Path, **overrides: Any) -> ProbeConfig:
     if not path.exists():
         raise ConfigError(f"{path}: no such config file")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        data = load_toml(path)  # a regular UTF-8 file, bounded depth and integers
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
     for dotted, value in overrides.items():
         if value is None:
             continue

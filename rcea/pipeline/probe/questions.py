@@ -31,6 +31,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from rcea.audits.inputs import InputError, check_input_file
 from rcea.pipeline import toy
 from rcea.pipeline.jsonl import iter_json_objects
 from rcea.pipeline.judge.verifier import make_verifier, math_equivalent
@@ -152,7 +153,9 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         return [obj for _, obj in iter_json_objects(path, error=DatasetError)]
     if suffix in (".parquet", ".pq"):
         try:
-            return pq.read_table(path).to_pylist()
+            return pq.read_table(check_input_file(path)).to_pylist()
+        except InputError as exc:
+            raise DatasetError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for bad files
             raise DatasetError(f"{path}: cannot read Parquet: {exc}") from None
     raise DatasetError(f"{path}: unsupported benchmark file type {suffix!r} (.jsonl or .parquet)")

@@ -21,13 +21,13 @@ the settings of all six objectives while ``--objective`` switches between them).
 
 from __future__ import annotations
 
-import tomllib
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from rcea.audits.inputs import InputError, load_toml
 from rcea.pipeline.judge.verifier import VerifierError, make_verifier
 from rcea.pipeline.training.objectives import OBJECTIVES, default_params, make_objective
 from rcea.pipeline.training.presets import DEFAULT_PRESET, PRESETS, preset_settings
@@ -362,9 +362,9 @@ def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
     if not p.exists():
         raise ConfigError(f"{p}: no such file")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: invalid TOML: {exc}") from None
+        data = load_toml(p)  # a regular UTF-8 file, bounded depth and integers
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
     data = apply_overrides(data, **overrides)
     return parse_config(data, source=str(p))
 

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from rcea.audits.inputs import check_output_file
 from rcea.pipeline.codebook import (
     DEFAULT_CONFIDENCE_THRESHOLD,
     UNCERTAIN,
@@ -143,6 +144,8 @@ def export_partition(
     write it as Parquet. Refused while a stage could still settle trajectories (no
     codebook, unassigned, unreconciled, researcher queue, pending extension) unless
     ``allow_incomplete``; identical content to the latest partition is a no-op."""
+    if out is not None:  # before the partition is frozen, not after
+        check_output_file(out)
     st = require_study(session, name=study)
     labels = final_labels(session, study_id=st.id, threshold=threshold)  # type: ignore[arg-type]
     if not labels:

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import insert
 from sqlmodel import Session, select
 
+from rcea.audits.inputs import read_text
 from rcea.audits.partition import partition_hash
 from rcea.audits.rubric import Rubric as RubricSpec
 from rcea.audits.rubric import load_rubric, rubric_from_dict
@@ -52,7 +53,7 @@ def freeze_rubric(
         version=spec.version,
         content_hash=digest,
         content=spec.to_dict(),
-        source_text=path.read_text(encoding="utf-8"),
+        source_text=read_text(path),  # the text load_rubric just read, checked as it was
         parent_id=parent.id if parent else None,
         frozen_by=actor,
     )

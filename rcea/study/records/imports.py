@@ -22,12 +22,13 @@ from sqlalchemy.engine import Engine
 from tqdm import tqdm
 
 from rcea.audits.evidence_sizing import coverage_at
+from rcea.audits.inputs import check_output_file
 from rcea.audits.rubric import EstimatorSettings
 from rcea.pipeline.importers.common import import_digest
 from rcea.pipeline.importers.table import TableSpec, read_table
 from rcea.pipeline.importers.trl import TrlOptions, completion_files, read_trl_file
 from rcea.pipeline.importers.verl import VerlOptions, read_verl_file, step_files
-from rcea.pipeline.records import RecordBatch, RecordError, RecordValidationError
+from rcea.pipeline.records import RecordBatch, RecordError, RecordValidationError, checked_input
 from rcea.study.events import IMPORT_TRL, IMPORT_VERL
 from rcea.study.pair_audit.plan import success_counts
 from rcea.study.records.ingest import IngestResult, ingest_batches, known_hashes
@@ -187,6 +188,8 @@ def import_verl(
     ``problems_out``: also write ``{"question_id", "problem"}`` JSONL of every question in
     the dump (``rcea judge problems`` reads it), after a successful import."""
     directory = Path(directory)
+    if problems_out is not None:  # before the import commits, not after
+        check_output_file(problems_out, option="--problems-out")
     files, other = step_files(directory)
     if not files:
         raise RecordValidationError(
@@ -426,9 +429,7 @@ def import_table(
     progress: bool = False,
 ) -> ImportResult:
     """Import one JSONL / Parquet / CSV file through ``--map`` / ``--const``."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     options = spec.digest_options()
     return _store(
         engine,

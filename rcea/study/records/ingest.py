@@ -21,12 +21,14 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from tqdm import tqdm
 
+from rcea.audits.inputs import open_input
 from rcea.audits.rubric import EstimatorSettings
 from rcea.pipeline.records import (
     SCALAR_FIELDS,
     RecordBatch,
     RecordError,
     RecordValidationError,
+    checked_input,
     iter_record_batches,
     question_texts,
 )
@@ -76,7 +78,7 @@ class IngestResult:
 
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
-    with path.open("rb") as fh:
+    with open_input(path) as fh:  # a regular file: a FIFO would hang, /dev/zero never end
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -94,9 +96,7 @@ def ingest_file(
 ) -> IngestResult:
     """Validate ``path`` and write all its records to ``study`` in one transaction."""
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = checked_input(path)
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Hashing (hashlib releases the GIL) overlaps parsing and validation.
         pending_sha = pool.submit(file_sha256, path)

@@ -11,6 +11,8 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from rcea.audits.inputs import invisible_character
+from rcea.pipeline.records import forbidden_character
 from rcea.study.store.models import Event, Ingest, JudgeProblem, Question, Study, Trajectory
 
 
@@ -30,9 +32,31 @@ def require_study(session: Session, *, name: str) -> Study:
     return study
 
 
+#: The store's width of a study name (``Study.name``).
+STUDY_NAME_WIDTH = 200
+
+
+def check_study_name(name: str) -> str:
+    """``name`` if a study may be called so: not blank, at most :data:`STUDY_NAME_WIDTH`
+    characters, no control, invisible or bidirectional character; ``StoreError`` else."""
+    if not isinstance(name, str) or not name.strip():
+        raise StoreError(f"--study must be a non-empty name, got {name!r}")
+    if name != name.strip():
+        raise StoreError(f"--study {name!r}: remove the spaces around the name")
+    if len(name) > STUDY_NAME_WIDTH:
+        raise StoreError(
+            f"--study is {len(name)} characters long; the store keeps at most {STUDY_NAME_WIDTH}"
+        )
+    why = invisible_character(name) or forbidden_character(name)
+    if why:
+        raise StoreError(f"--study: {why}")
+    return name
+
+
 def get_or_create_study(session: Session, *, name: str, description: str = "") -> Study:
     study = get_study(session, name=name)
     if study is None:
+        check_study_name(name)  # a new name only: an existing study stays reachable
         study = Study(name=name, description=description)
         session.add(study)
         session.flush()

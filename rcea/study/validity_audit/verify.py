@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rcea.audits.inputs import InputError, check_output_file, iter_json_lines
 from rcea.pipeline.judge.verifier import VerifierError, make_verifier
 
 DOMAINS = ("math", "toy", "python:MODULE:FUNCTION")
@@ -37,18 +38,20 @@ class VerifyError(ValueError):
 
 
 def _jsonl(path: Path) -> list[tuple[int, Any]]:
+    """Every JSON line of ``path`` read through :mod:`rcea.audits.inputs`; every bad line
+    is one ``VerifyError`` message (a file that cannot be read at all: the only one)."""
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     out = []
     errors = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                out.append((n, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                errors.append(f"{path}:line {n}: invalid JSON ({exc.msg} at column {exc.colno})")
+    try:
+        for n, value in iter_json_lines(path):
+            if isinstance(value, InputError):
+                errors.append(str(value))
+            else:
+                out.append((n, value))
+    except InputError as exc:
+        raise VerifyError([str(exc)]) from None
     if errors:
         raise VerifyError(errors)
     return out
@@ -80,6 +83,8 @@ def verify_file(
 ) -> dict[str, Any]:
     """Recompute R for every record; see the module docstring. Returns counts and the
     disagreements (``trajectory_id``, ``line``, ``stored``, ``recomputed``, ``answer``)."""
+    if out is not None:  # before any work, not after it
+        check_output_file(out)
     try:
         verifier = make_verifier(domain)
     except VerifierError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlmodel import Session, select
 
+from rcea.audits.inputs import invisible_character
 from rcea.pipeline.judge import JudgeSpec
 from rcea.study import events
 from rcea.study.store import append_event
@@ -26,6 +27,11 @@ def freeze_judge(
     becomes version n+1 with the latest version as its parent (and ``reason``)."""
     if not name.strip():
         raise JudgeError("a judge needs a non-empty --name")
+    if len(name) > 200:  # the store's width (judge_version.name), on every engine
+        raise JudgeError(f"--name is {len(name)} characters long; the store keeps at most 200")
+    why = invisible_character(name)
+    if why:
+        raise JudgeError(f"--name {why}")
     digest = spec.content_hash()
     latest = session.exec(
         select(JudgeVersion).where(JudgeVersion.name == name).order_by(JudgeVersion.version.desc())  # type: ignore[attr-defined]

@@ -378,3 +378,21 @@ def test_cli_import_verl(store_url: str, tmp_path: Path, monkeypatch: pytest.Mon
     summ = json.loads(runner.invoke(app, ["summary", "v", "--json"]).stdout)
     assert (summ["n_trajectories"], summ["n_questions"], summ["n_ingests"]) == (96, 4, 3)
     assert {(g["step"], g["n"]) for g in summ["groups"]} == {(0, 32), (5, 32), (10, 32)}
+
+
+def test_a_threshold_with_a_reward_key_is_the_rule_applied(tmp_path: Path) -> None:
+    """``R = KEY > T`` is recorded and applied to every value, 0/1 ones too; a threshold
+    outside [0, 1) on a 0/1 key (every sample one reward) is refused, saying what to do."""
+    lines = step_lines(0)
+    for i, line in enumerate(lines):
+        line["partial"] = [0, 1, 0.5, 0.25][i % 4]
+    path = write_step(tmp_path, 0, lines)
+    opts = VerlOptions(run="r", model="m", reward_key="partial", reward_threshold=0.4)
+    batch = read_verl_file(path, opts)
+    assert batch.columns["reward"] == [int(x["partial"] > 0.4) for x in lines]
+    assert batch.extra["score_rule"]["threshold"] == 0.4
+    binary = write_step(tmp_path / "b", 0, step_lines(0))
+    with pytest.raises(RecordValidationError, match=r"acc: `acc` are 0/1, so --reward-threshold 1"):
+        read_verl_file(
+            binary, VerlOptions(run="r", model="m", reward_key="acc", reward_threshold=1)
+        )

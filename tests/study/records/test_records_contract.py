@@ -69,7 +69,13 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"step": 1.5}, "step: must be an integer, got 1.5"),
     ({"step": "3"}, "step: must be an integer, got '3'"),
     ({"step": True}, "step: must be an integer, got True"),
-    ({"step": 2**63}, "step: is out of range: 9223372036854775808"),
+    ({"step": 2**63}, "step: is out of range: 9223372036854775808 (the store keeps at most 2147483647)"),
+    ({"step": 2**31}, "step: is out of range: 2147483648 (the store keeps at most 2147483647)"),
+    ({"seed": 2**63}, "seed: is out of range: 9223372036854775808 (the store keeps at most 9223372036854775807)"),
+    ({"run": "r" * 201}, "run: is 201 characters long; the store keeps at most 200"),
+    ({"trajectory_id": "t" * 301}, "trajectory_id: is 301 characters long; the store keeps at most 300"),
+    ({"trajectory_id": "t1\u200b"}, "trajectory_id: contains an invisible or bidirectional character (U+200B) at character 2; remove it (ids and names must read as they compare)"),
+    ({"run": "\u202egrpo"}, "run: contains an invisible or bidirectional character (U+202E) at character 0; remove it (ids and names must read as they compare)"),
     ({"seed": None}, "seed: missing required field"),
     ({"seed": -(2**63) - 1}, "seed: must be >= -9223372036854775808, got -9223372036854775809"),
     ({"n_tokens": -1}, "n_tokens: must be >= 0, got -1"),
@@ -122,7 +128,7 @@ def test_edges_and_normalised_values(tmp_path: Path) -> None:
     recs = [
         make_record(0, reward=1.0, validity=0.0, step=2.0, n_tokens=0, truncated=1),
         make_record(1, seed=-(2**63), step=0, seq_logprob=1e-6, truncated=0.0, validity=None),
-        make_record(2, seed=2**63 - 1, step=2**63 - 1, mean_token_entropy=0, sampling_top_p=1.0),
+        make_record(2, seed=2**63 - 1, step=2**31 - 1, mean_token_entropy=0, sampling_top_p=1.0),
         make_record(3, sampling_temperature=1e-300, logprob_temperature=1e-300, split="eval"),
         make_record(4, text="\t\n\r ok", mode="", split="probe", truncated=False),
         make_record(5, token_entropies=[1.0, 2.0], mean_token_entropy=1.50001, n_tokens=2.0),
@@ -133,7 +139,7 @@ def test_edges_and_normalised_values(tmp_path: Path) -> None:
     assert [type(v) for v in cols["reward"]] == [int] * 7
     assert cols["validity"] == [0, None, None, None, None, None, None]
     assert type(cols["validity"][0]) is int
-    assert cols["step"] == [2, 0, 2**63 - 1, 0, 0, 0, 0]
+    assert cols["step"] == [2, 0, 2**31 - 1, 0, 0, 0, 0]
     assert type(cols["step"][0]) is int
     assert cols["seed"] == [0, -(2**63), 2**63 - 1, 3, 4, 5, 200]
     assert type(cols["step"][6]) is int and type(cols["seed"][6]) is int
