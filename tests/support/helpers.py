@@ -43,6 +43,7 @@ REQUIRED_SERVICES: dict[str, bool] = {
     "labelstudio": UNDER_CI or _flag("RCEA_REQUIRE_LABELSTUDIO"),
     "verl": UNDER_CI or _flag("RCEA_REQUIRE_VERL"),
     "trackio": UNDER_CI or _flag("RCEA_REQUIRE_TRACKIO"),
+    "triton": UNDER_CI or _flag("RCEA_REQUIRE_TRITON"),
 }
 _REQUIRED_BY = {
     "postgres": "RCEA_REQUIRE_POSTGRES=1",
@@ -50,6 +51,7 @@ _REQUIRED_BY = {
     "labelstudio": "RCEA_REQUIRE_LABELSTUDIO=1",
     "verl": "RCEA_REQUIRE_VERL=1",
     "trackio": "RCEA_REQUIRE_TRACKIO=1",
+    "triton": "RCEA_REQUIRE_TRITON=1",
 }
 
 

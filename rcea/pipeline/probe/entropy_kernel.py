@@ -242,6 +242,10 @@ class _ChunkBuffers:
         return log_total - eu / total, z_y - big_m - log_total
 
 
+#: ``token_stats(path=...)``: auto, the chunked kernel, the GPU path with either fold.
+PATHS = ("auto", "chunked", "triton", "torch")
+
+
 def token_stats(
     model: Any,
     prompts: Sequence[Sequence[int]],
@@ -252,10 +256,16 @@ def token_stats(
     batch_size: int = 16,
     pad_id: int = 0,
     vocab_block: int | None = None,
+    path: str = "auto",
 ) -> list[TokenStats]:
     """Teacher-forced :class:`TokenStats` of every (prompt ids, completion ids) pair.
 
-    Formulas in the module docstring. Completions must be non-empty.
+    Formulas in the module docstring. Completions must be non-empty. ``path``: ``auto`` (the
+    GPU path, :mod:`rcea.pipeline.probe.device_stats`, for a model on CUDA; the chunked
+    kernel of this module elsewhere), ``chunked`` (this module's kernel on any device), or
+    ``triton`` / ``torch`` (the GPU path with that fold, on any device: on CPU tensors the
+    Triton fold runs only under Triton's interpreter — the tests). ``chunk_size`` and
+    ``vocab_block`` belong to the chunked kernel; the GPU path bounds its memory by its tile.
     """
     import torch  # the `train` extra: called only with a loaded model's tensors
 
@@ -263,8 +273,24 @@ def token_stats(
         raise ValueError("chunk_size and batch_size must be >= 1, temperature > 0")
     if any(len(c) == 0 for c in completions):
         raise ValueError("every completion needs at least one token")
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {', '.join(PATHS)}, got {path!r}")
     _, head = decoder_and_head(model)
     device = next(model.parameters()).device
+    if path in ("triton", "torch") or (path == "auto" and device.type == "cuda"):
+        # imported here: the GPU path (torch at module level, Triton where present) loads
+        # only for a model on CUDA or when asked for by name
+        from rcea.pipeline.probe.device_stats import device_token_stats
+
+        return device_token_stats(
+            model,
+            prompts,
+            completions,
+            temperature=temperature,
+            batch_size=batch_size,
+            pad_id=pad_id,
+            fold="auto" if path == "auto" else path,
+        )
     model.eval()
     n_rows = min(chunk_size, sum(len(c) for c in completions))
     buffers = _ChunkBuffers(head, n_rows, device, vocab_block)
