@@ -17,7 +17,9 @@ T sums e·u ≤ 0 and h = log S + (−T/S) adds two non-negative terms: no cance
 unlike log Z − E[z].
 
 ``fold_covariance`` (float64 throughout): for old logits z and new logits z′ of the same
-rows, u = z − m, e = e^u, δ = z′ − z, running S = Σ e, A = Σ e·u, B = Σ e·δ, C = Σ e·u·δ,
+rows, u = z − m, e = e^u, δ = z′ − z − p (p: the row's z′ − z at column 0, a pivot that
+removes a common shift of the new logits, to which the covariance is blind but the
+one-pass sums are not), running S = Σ e, A = Σ e·u, B = Σ e·δ, C = Σ e·u·δ,
 and the new logits' own m′, S′, A′ = Σ e′·u′. On a new max (shift d = m_new − m ≥ 0,
 r = e^(−d)): S ← r S, A ← r (A − d S), B ← r B, C ← r (C − d B). Then H = log S − A/S,
 H′ = log S′ − A′/S′, predicted Δh = −(C/S − A·B/S²) and observed Δh = H′ − H
@@ -99,7 +101,7 @@ def _fold_covariance(
     row = tl.program_id(0).to(tl.int64)
     old_base = old_ptr + row * stride_old
     new_base = new_ptr + row * stride_new
-    # state [8, n_rows] float64: m, S, A, B, C, m′, S′, A′
+    # state [9, n_rows] float64: m, S, A, B, C, m′, S′, A′ and the pivot p of δ
     m = tl.load(state_ptr + row)
     s = tl.load(state_ptr + n_rows + row)
     a = tl.load(state_ptr + 2 * n_rows + row)
@@ -108,6 +110,7 @@ def _fold_covariance(
     m2 = tl.load(state_ptr + 5 * n_rows + row)
     s2 = tl.load(state_ptr + 6 * n_rows + row)
     a2 = tl.load(state_ptr + 7 * n_rows + row)
+    pivot = tl.load(state_ptr + 8 * n_rows + row)
     neg_inf = float("-inf")
     for start in range(0, width, BLOCK):
         cols = start + tl.arange(0, BLOCK)
@@ -125,7 +128,7 @@ def _fold_covariance(
         b = r * b
         u = z - new_m
         e = tl.where(inside, tl.exp(u), 0.0)
-        dz = z2 - z
+        dz = z2 - z - pivot
         eu = e * u
         s += tl.sum(e, 0)
         a += tl.sum(eu, 0)
@@ -214,7 +217,7 @@ def fold_entropy(
 
 def fold_covariance(old: Any, new: Any, state: Any, block: int) -> None:
     """Fold the tiles ``old``/``new`` (same columns, [rows × width]) into ``state``
-    ([8, rows] float64, contiguous) in place."""
+    ([9, rows] float64, contiguous; its pivot row set) in place."""
     rows, width = old.shape
     _check_device(old)
     k = kernels().covariance
