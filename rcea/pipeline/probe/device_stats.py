@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from rcea.audits.covariance import EntropyChange
-from rcea.pipeline.probe.entropy_kernel import (
+from rcea.pipeline.probe.teacher_forcing import (
     TokenStats,
     decoder_and_head,
     hidden_states,
