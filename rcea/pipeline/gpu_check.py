@@ -36,30 +36,32 @@ leaves the sections it finished):
    :func:`rcea.pipeline.probe.device_stats.entropy_change_from_logits`, float64 on the
    device): positions/s, peak, the ratio to the host pair kernel and the largest relative
    difference of each output from the host's.
-3b. ``score``: ``rcea probe score``'s producer (:class:`rcea.pipeline.probe.score.Scorer`)
+4. ``score``: ``rcea probe score``'s producer (:class:`rcea.pipeline.probe.score.Scorer`)
    on a saved Qwen2.5-1.5B-shaped model, 16 texts × 1,000 tokens: tokens/s of its default
    path against ``path="chunked"``, interleaved.
-4. ``grpo``: GRPO through the same code as ``rcea train run`` (``build_trainer``) on a
+5. ``grpo``: GRPO through the same code as ``rcea train run`` (``build_trainer``) on a
    randomly initialised Qwen2.5-0.5B-shaped model (hidden 896, 24 layers, 14/2 heads, vocab
    151,936; the character tokenizer padded to it, saved like real weights): bf16, LoRA
    r=32/alpha=64 on every attention and MLP projection, gradient checkpointing, 32
    completions × 256 tokens per step; steps/s excluding model build and trainer start-up
    (all steps, and without the first), peak GPU memory. Rollouts use vLLM colocated when
    it is installed, else Transformers generation (the JSON says which).
-5. ``objectives``: each of the six objectives for 3 steps (16 completions × 64 tokens):
+6. ``objectives``: each of the six objectives for 3 steps (16 completions × 64 tokens):
    loss finite at every step, gradients of every trainable parameter finite (checked
    before each optimizer step), the per-step time relative to ``grpo`` in the same setting.
-6. ``imported_trajectory_scoring``: not implemented yet (no teacher-forced scoring of
+7. ``imported_trajectory_scoring``: not implemented yet (no teacher-forced scoring of
    imported trajectories exists in the project).
 
-Sections 4 and 5 replace the toy verifier's reward by random 0/1 outcomes (at least one
+Sections 5 and 6 replace the toy verifier's reward by random 0/1 outcomes (at least one
 success and one failure per group): a random model never solves a toy question, so the
 real reward would give all-zero advantages and all-zero gradients.
 
 Each section is wrapped: a failure records its error in the JSON and the next section
 runs. ``--budget-s`` skips what would start after that many seconds. ``--tiny`` shrinks
 every shape so the whole script runs on CPU in seconds (its test); only ``--tiny`` runs
-without CUDA.
+without CUDA. ``--probe-only`` runs sections 1–4 (the probe's GPU path, docs/benchmarks.md
+has the command); the Triton fold is timed where torch brings Triton, else the pinned one
+in ``.triton-site`` (``make install``) is appended to ``sys.path``.
 
 Everything CUDA-specific is imported inside the functions so the module imports anywhere.
 """
@@ -126,6 +128,8 @@ TINY_SHAPE: dict[str, Any] = {
 
 SECTIONS = ("env", "matmul", "entropy", "covariance", "score", "grpo", "objectives")
 IMPORTED_SCORING = "not implemented yet"
+#: ``--probe-only``: the sections of the probe's GPU path (issue #49's device check).
+PROBE_SECTIONS = "env,matmul,entropy,covariance,score"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -926,6 +930,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}"
     )
     ap.add_argument("--entropy-only", action="store_true", help="--only env,matmul,entropy")
+    ap.add_argument(
+        "--probe-only",
+        action="store_true",
+        help=f"--only {PROBE_SECTIONS}: the probe's GPU path (entropy, covariance, score)",
+    )
     ap.add_argument("--no-entropy", action="store_true", help="skip the entropy section")
     ap.add_argument(
         "--budget-s", type=float, default=0.0, help="skip work that would start later (0: none)"
@@ -939,6 +948,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     args.bf16 = True  # mixed precision; main turns it off on CPU (--tiny only)
     if args.entropy_only:
         args.only = "env,matmul,entropy"
+    if args.probe_only:
+        args.only = PROBE_SECTIONS
     if args.no_entropy:
         args.only = ",".join(x for x in args.only.split(",") if x.strip() != "entropy")
     if args.tiny:

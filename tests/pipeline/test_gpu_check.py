@@ -132,5 +132,6 @@ def test_entropy_only_and_no_entropy_select_the_sections() -> None:
     from rcea.pipeline import gpu_check
 
     assert gpu_check._parse(["--entropy-only"]).only == "env,matmul,entropy"
+    assert gpu_check._parse(["--probe-only"]).only == "env,matmul,entropy,covariance,score"
     assert "entropy" not in gpu_check._parse(["--no-entropy"]).only.split(",")
     assert gpu_check._parse([]).only.split(",") == list(gpu_check.SECTIONS)
