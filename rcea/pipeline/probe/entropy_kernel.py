@@ -23,6 +23,11 @@ went to memory); per-tile max, Σ e and Σ e·u are merged exactly at the end (m
 (:func:`default_vocab_block`). Two tile buffers
 are reused for every chunk and tile, so the extra memory is O(chunk_size × block) ≤
 O(chunk_size × vocab) — the [tokens × vocab] matrix never exists at once.
+
+That is the CPU design (tiles that stay in a core's cache). For a model on CUDA
+:func:`token_stats` hands over to the GPU path (:mod:`rcea.pipeline.probe.device_stats`:
+rows gathered once per batch, bf16 head tiles folded by a Triton kernel, no host
+synchronisation between tiles), which computes the same quantities.
 """
 
 from __future__ import annotations
