@@ -6,6 +6,7 @@ Shapes stay small: the interpreter runs a kernel program by program in numpy."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -237,3 +238,57 @@ def test_tile_plan_and_fold_choice() -> None:
     assert resolve_fold("torch", "cpu") == "torch"
     with pytest.raises(ValueError, match="fold must be"):
         resolve_fold("fused", "cpu")
+
+
+COMPILE_FOR_SM90 = """
+import json, sys
+sys.path.append(sys.argv[1])
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from rcea.pipeline.probe.triton_folds import interpreter_active, kernels
+
+assert not interpreter_active()
+k = kernels()
+scalars = {"stride_row": "i32", "width": "i32", "col0": "i32", "temperature": "fp32"}
+entropy = {"tile_ptr": "*bf16", "targets_ptr": "*i64", "BLOCK": "constexpr",
+           "PRECISE_EXP": "constexpr", **scalars}
+entropy |= {name: "*fp32" for name in ("m_ptr", "s_ptr", "t_ptr", "zy_ptr")}
+covariance = {"old_ptr": "*bf16", "new_ptr": "*bf16", "stride_old": "i32", "stride_new": "i32",
+              "width": "i32", "state_ptr": "*fp64", "n_rows": "i32", "BLOCK": "constexpr"}
+out = {}
+for name, fn, sig in (("entropy", k.entropy, entropy), ("covariance", k.covariance, covariance)):
+    consts = {"BLOCK": 1024} | ({"PRECISE_EXP": True} if name == "entropy" else {})
+    src = ASTSource(fn=fn, signature=sig, constexprs=consts)
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32))
+    out[name] = {"cubin": len(compiled.asm["cubin"]), "llir": compiled.asm["llir"]}
+print(json.dumps(out))
+"""
+
+
+def test_kernels_compile_for_an_h100_without_a_gpu(tmp_path: Path) -> None:
+    """The interpreter checks the numbers, not the compiled mode: here both kernels go
+    through Triton's whole compiler (TTIR → PTX → cubin with the wheel's own ptxas) for
+    sm_90 (H100/H200) with bf16 tiles, in a fresh process without the interpreter. Both
+    exps are libdevice's (inlined: its range reduction's float64 FMAs, resp. float32
+    ones), not ``tl.exp``'s bare ``ex2.approx`` of x·log2 e."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.triton_env import TRITON_SITE
+
+    import_triton_interpreted()  # skips (or fails under CI) where .triton-site is missing
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env |= {"TRITON_CACHE_DIR": str(tmp_path), "TRITON_DEFAULT_FP_FUSION": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", COMPILE_FOR_SM90, str(TRITON_SITE)],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["entropy"]["cubin"] > 0 and out["covariance"]["cubin"] > 0
+    assert "llvm.nvvm.fma.rn.d" in out["covariance"]["llir"]  # float64 exp, not approximated
+    assert "ex2.approx" not in out["covariance"]["llir"]
+    assert "llvm.nvvm.fma.rn" in out["entropy"]["llir"]  # expf's range reduction

@@ -14,7 +14,9 @@ T ← r·(T − d·S). −inf logits (masked vocabulary) count e = 0 and e·u = 
 columns so far are all −inf keeps S = T = 0 and m = −inf. Then h = log S − T/S and
 log p(y) = (z(y) − m)/τ − log S (:func:`rcea.pipeline.probe.device_stats.finish_entropy`).
 T sums e·u ≤ 0 and h = log S + (−T/S) adds two non-negative terms: no cancellation,
-unlike log Z − E[z].
+unlike log Z − E[z]. Compiled, e^u is libdevice's ``expf`` (within 2 ulp) rather than
+``tl.exp`` (``ex2.approx`` of u·log2 e, whose rounding grows with |u|); the interpreter,
+which has no libdevice, uses numpy's exp.
 
 ``fold_covariance`` (float64 throughout): for old logits z and new logits z′ of the same
 rows, u = z − m, e = e^u, δ = z′ − z − p (p: the row's z′ − z at column 0, a pivot that
@@ -41,6 +43,7 @@ from typing import Any
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 from triton.runtime.interpreter import InterpretedFunction
 
 
@@ -56,6 +59,7 @@ def _fold_entropy(
     zy_ptr,
     temperature,
     BLOCK: tl.constexpr,
+    PRECISE_EXP: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     base = tile_ptr + row * stride_row
@@ -71,11 +75,15 @@ def _fold_entropy(
         shift = tl.where(new_m == neg_inf, 0.0, new_m)  # all −inf so far: no nan shift
         live = m != neg_inf
         d = tl.where(live, tl.div_rn(shift - m, temperature), 0.0)
-        r = tl.where(live, tl.exp(-d), 0.0)
+        u = tl.div_rn(z - shift, temperature)  # shifted first: exact for bf16 logits
+        if PRECISE_EXP:  # libdevice's expf (≤ 2 ulp); tl.exp is ex2.approx(x·log2 e)
+            r = tl.where(live, libdevice.exp(-d), 0.0)
+            e = libdevice.exp(u)
+        else:
+            r = tl.where(live, tl.exp(-d), 0.0)
+            e = tl.exp(u)  # 0 where z = −inf (masked or past the tile)
         t = r * (t - d * s)
         s = r * s
-        u = tl.div_rn(z - shift, temperature)  # shifted first: exact for bf16 logits
-        e = tl.exp(u)  # 0 where z = −inf (masked or past the tile)
         s += tl.sum(e, 0)
         t += tl.sum(e * tl.where(z != neg_inf, u, 0.0), 0)  # 0 · log 0 = 0
         m = new_m
@@ -212,6 +220,7 @@ def fold_entropy(
         state[3],
         float(temperature),
         BLOCK=block,
+        PRECISE_EXP=not interpreter_active(),  # the interpreter has no libdevice
     )
 
 
