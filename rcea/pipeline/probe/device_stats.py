@@ -23,7 +23,8 @@ there, because Inductor's GPU code is itself Triton.
 The tile width: ``tile_elements // N`` columns rounded down to a multiple of the kernel's
 ``BLOCK`` (at least one block, at most the vocabulary); with more than ``tile_elements //
 BLOCK`` scored positions the rows are split into groups of that many and the vocabulary is
-walked once per group.
+walked once per group. The covariance holds two tiles (both checkpoints' heads over the
+same columns), each half the budget, and folds them in float64.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from rcea.pipeline.probe.teacher_forcing import (
 
 #: Values per logits tile (64 MiB of bf16): large enough that each head matmul is a big GEMM
 #: and the per-tile launches are few (19 tiles for 4,096 rows of Qwen2.5's vocabulary), small
-#: against the issue's 0.3 GiB budget for the extra memory.
+#: against the 0.3 GiB target for the path's extra memory (docs/benchmarks.md).
 DEVICE_TILE_ELEMENTS = 2**25
 
 #: Columns per Triton program step on CUDA (a row's tile is walked BLOCK columns at a time).
