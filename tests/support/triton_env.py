@@ -14,13 +14,21 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from tests.support.helpers import service_missing
 
 TRITON_SITE = Path(__file__).resolve().parents[2] / ".triton-site"
 
 
 def import_triton_interpreted() -> ModuleType:
-    """``triton``, imported (once per process) with its interpreter on."""
+    """``triton``, imported (once per process) with its interpreter on; skips on a machine
+    with CUDA."""
+    torch = pytest.importorskip("torch")
+    if "triton" not in sys.modules and torch.cuda.is_available():
+        # the interpreter would be Triton's mode for the whole process, the gpu-marked
+        # tests' compiled kernels included
+        pytest.skip("a CUDA device is present: the gpu-marked tests run the compiled kernels")
     if "triton" not in sys.modules:
         if not (TRITON_SITE / "triton").is_dir():
             service_missing("triton", f"no triton in {TRITON_SITE}; `make install` puts it there")
