@@ -7,6 +7,8 @@ VERL_SITE := .verl-site
 VERL_VERSION := 0.9.1
 TRACKIO_SITE := .trackio-site
 TRACKIO_VERSION := 0.43.0
+TRITON_SITE := .triton-site
+TRITON_VERSION := 3.9.0
 LABEL_STUDIO_VERSION := 1.23.2
 BIN := $(VENV)/bin
 EXTRAS ?= dev,llm,train,sign
@@ -20,7 +22,7 @@ TEST_WORKERS ?= 3
 
 .PHONY: install shell chromium texlive nginx demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve screenshots clean
 
-install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed $(TRACKIO_SITE)/.installed chromium texlive nginx ## create .venv, .venv-labelstudio, .verl-site and .trackio-site; Debian chromium, pdflatex and nginx
+install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed $(TRACKIO_SITE)/.installed $(TRITON_SITE)/.installed chromium texlive nginx ## create .venv, .venv-labelstudio, .verl-site, .trackio-site and .triton-site; Debian chromium, pdflatex and nginx
 
 chromium: ## Debian chromium for the browser tests (apt-get as root, else the command to run)
 	@.ci/chromium
@@ -32,18 +34,18 @@ nginx: ## Debian nginx-light for the front door (docs/team.md; apt-get as root, 
 	@.ci/nginx
 
 $(VENV)/.installed: pyproject.toml
-	@echo "[install 1/6] $(VENV): virtual environment and pip"
+	@echo "[install 1/7] $(VENV): virtual environment and pip"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@echo "[install 2/6] $(VENV): rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
+	@echo "[install 2/7] $(VENV): rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $@
 
 $(LS_VENV)/.installed:
-	@echo "[install 3/6] $(LS_VENV): virtual environment and pip"
+	@echo "[install 3/7] $(LS_VENV): virtual environment and pip"
 	@test -x $(LS_VENV)/bin/python || $(PYTHON) -m venv $(LS_VENV)
 	$(LS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	@echo "[install 4/6] $(LS_VENV): label-studio==$(LABEL_STUDIO_VERSION) (≈ 1 min)"
+	@echo "[install 4/7] $(LS_VENV): label-studio==$(LABEL_STUDIO_VERSION) (≈ 1 min)"
 	$(LS_VENV)/bin/python -m pip install --quiet 'label-studio==$(LABEL_STUDIO_VERSION)'
 	@touch $@
 
@@ -52,7 +54,7 @@ $(LS_VENV)/.installed:
 # tests import (core_algos, ray_trainer._dump_generations, DataProto) run on the
 # project's torch and transformers. Tests put it on sys.path (tests/support/verl_env.py).
 $(VERL_SITE)/.installed: $(VENV)/.installed
-	@echo "[install 5/6] $(VERL_SITE): verl==$(VERL_VERSION) and what its dumping and core modules import (≈ 270 MB, mostly ray)"
+	@echo "[install 5/7] $(VERL_SITE): verl==$(VERL_VERSION) and what its dumping and core modules import (≈ 270 MB, mostly ray)"
 	$(BIN)/python -m pip install --quiet --no-deps --target $(VERL_SITE) 'verl==$(VERL_VERSION)' ray 'tensordict==0.10.0' omegaconf hydra-core codetiming 'antlr4-python3-runtime==4.9.3' pyvers msgpack orjson torchdata cachetools
 	@touch $@
 
@@ -63,8 +65,18 @@ $(VERL_SITE)/.installed: $(VENV)/.installed
 # `rcea train run` appends the folder to sys.path when report_to names trackio
 # (rcea/pipeline/training/reporting.py); the test runs it so (tests/support/trackio_env.py).
 $(TRACKIO_SITE)/.installed: $(VENV)/.installed
-	@echo "[install 6/6] $(TRACKIO_SITE): trackio==$(TRACKIO_VERSION) and the gradio-client, brotli, orjson it imports (≈ 17 MB)"
+	@echo "[install 6/7] $(TRACKIO_SITE): trackio==$(TRACKIO_VERSION) and the gradio-client, brotli, orjson it imports (≈ 17 MB)"
 	$(BIN)/python -m pip install --quiet --no-deps --target $(TRACKIO_SITE) 'trackio==$(TRACKIO_VERSION)' 'gradio-client==2.7.2' 'brotli==1.2.1' 'orjson==3.13.0'
+	@touch $@
+
+# Triton, for the tests of the GPU path's fold kernels on this CPU-only machine: Triton 3.9's
+# interpreter (TRITON_INTERPRET=1) runs them on CPU tensors with the CPU torch. --no-deps into
+# its own target dir (≈ 1 GB the CPU environment otherwise does without; a CUDA build of
+# torch brings its own Triton, which wins). Tests put it on sys.path
+# (tests/support/triton_env.py); `make gpu-check` appends it where torch has none.
+$(TRITON_SITE)/.installed: $(VENV)/.installed
+	@echo "[install 7/7] $(TRITON_SITE): triton==$(TRITON_VERSION) (≈ 1 GB; its interpreter tests the GPU kernels on CPU)"
+	$(BIN)/python -m pip install --quiet --no-deps --target $(TRITON_SITE) 'triton==$(TRITON_VERSION)'
 	@touch $@
 
 shell: install ## an interactive shell with .venv activated (`rcea` on PATH); exit to leave

@@ -11,9 +11,13 @@ leaves the sections it finished):
    allocated memory of
 
    * ``forward``    the plain forward (bf16 logits of the scored positions, no entropy);
-   * ``chunked_128`` / ``chunked_1024`` / ``chunked_4096`` the project's kernel
-     (:func:`rcea.pipeline.probe.entropy_kernel.token_stats`, chunks of 128 (its default) /
-     1,024 / 4,096 positions, one vocabulary tile on a GPU);
+   * ``chunked_128`` / ``chunked_1024`` / ``chunked_4096`` the CPU kernel on the GPU
+     (:func:`rcea.pipeline.probe.entropy_kernel.token_stats` with ``path="chunked"``,
+     chunks of 128 / 1,024 / 4,096 positions, one vocabulary tile on a GPU: the GPU's path
+     before issue #49);
+   * ``device_triton`` / ``device_torch`` the GPU path (``token_stats``' default on CUDA,
+     :mod:`rcea.pipeline.probe.device_stats`): bf16 head tiles folded by the Triton kernel,
+     or by the plain-torch fold (the fallback without Triton);
    * ``trl_fused``  TRL's path in ``GRPOTrainer``: ``trl.trainer.utils.add_fused_lm_head``
      (outputs log-probs and entropy, the head applied in tiles), called as the trainer calls
      it (``labels``, ``fused_lm_head=True``);
@@ -21,34 +25,43 @@ leaves the sections it finished):
      ``selective_log_softmax`` (what the CPU benchmark calls TRL's path);
 
    interleaved: every round runs each method once, the order rotated from round to round;
-   the figure is the median round. The per-token entropies and log-probs of the kernel and
+   the figure is the median round. The per-token entropies and log-probs of the kernels and
    of TRL are compared against a float64 ``log_softmax`` of the same logits.
 3. ``covariance``: the exact covariance kernels (``rcea.audits.covariance``:
    ``entropy_change_pair``, ``predicted_entropy_change``, ``observed_entropy_change``) at
    4,096 positions × 152,064 vocabulary, float32 logits held on the GPU (the kernels copy
    row chunks into float64 host buffers): positions/s, peak extra host memory (tracemalloc)
-   and peak GPU memory.
-4. ``grpo``: GRPO through the same code as ``rcea train run`` (``build_trainer``) on a
+   and peak GPU memory; and the device folds on the same logits
+   (``device_triton`` / ``device_torch``,
+   :func:`rcea.pipeline.probe.device_stats.entropy_change_from_logits`, float64 on the
+   device): positions/s, peak, the ratio to the host pair kernel and the largest relative
+   difference of each output from the host's.
+4. ``score``: ``rcea probe score``'s producer (:class:`rcea.pipeline.probe.score.Scorer`)
+   on a saved Qwen2.5-1.5B-shaped model, 16 texts × 1,000 tokens: tokens/s of its default
+   path against ``path="chunked"``, interleaved.
+5. ``grpo``: GRPO through the same code as ``rcea train run`` (``build_trainer``) on a
    randomly initialised Qwen2.5-0.5B-shaped model (hidden 896, 24 layers, 14/2 heads, vocab
    151,936; the character tokenizer padded to it, saved like real weights): bf16, LoRA
    r=32/alpha=64 on every attention and MLP projection, gradient checkpointing, 32
    completions × 256 tokens per step; steps/s excluding model build and trainer start-up
    (all steps, and without the first), peak GPU memory. Rollouts use vLLM colocated when
    it is installed, else Transformers generation (the JSON says which).
-5. ``objectives``: each of the six objectives for 3 steps (16 completions × 64 tokens):
+6. ``objectives``: each of the six objectives for 3 steps (16 completions × 64 tokens):
    loss finite at every step, gradients of every trainable parameter finite (checked
    before each optimizer step), the per-step time relative to ``grpo`` in the same setting.
-6. ``imported_trajectory_scoring``: not implemented yet (no teacher-forced scoring of
+7. ``imported_trajectory_scoring``: not implemented yet (no teacher-forced scoring of
    imported trajectories exists in the project).
 
-Sections 4 and 5 replace the toy verifier's reward by random 0/1 outcomes (at least one
+Sections 5 and 6 replace the toy verifier's reward by random 0/1 outcomes (at least one
 success and one failure per group): a random model never solves a toy question, so the
 real reward would give all-zero advantages and all-zero gradients.
 
 Each section is wrapped: a failure records its error in the JSON and the next section
 runs. ``--budget-s`` skips what would start after that many seconds. ``--tiny`` shrinks
 every shape so the whole script runs on CPU in seconds (its test); only ``--tiny`` runs
-without CUDA.
+without CUDA. ``--probe-only`` runs sections 1–4 (the probe's GPU path, docs/benchmarks.md
+has the command); the Triton fold is timed where torch brings Triton, else the pinned one
+in ``.triton-site`` (``make install``) is appended to ``sys.path``.
 
 Everything CUDA-specific is imported inside the functions so the module imports anywhere.
 """
@@ -56,6 +69,7 @@ Everything CUDA-specific is imported inside the functions so the module imports 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import importlib.metadata as md
 import importlib.util
@@ -112,8 +126,10 @@ TINY_SHAPE: dict[str, Any] = {
     "vocab_size": 512,
 }
 
-SECTIONS = ("env", "matmul", "entropy", "covariance", "grpo", "objectives")
+SECTIONS = ("env", "matmul", "entropy", "covariance", "score", "grpo", "objectives")
 IMPORTED_SCORING = "not implemented yet"
+#: ``--probe-only``: the sections of the probe's GPU path (issue #49's device check).
+PROBE_SECTIONS = "env,matmul,entropy,covariance,score"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -256,6 +272,22 @@ def _matmul_tflops(torch: Any, n: int = 8192, reps: int = 20) -> dict[str, Any]:
 # --------------------------------------------------------------------------- entropy
 
 
+def device_folds(torch: Any) -> list[str]:
+    """The GPU path's folds this machine runs: Triton's (CUDA and Triton present) and the
+    plain-torch one (everywhere)."""
+    if torch.cuda.is_available() and importlib.util.find_spec("triton") is not None:
+        return ["triton", "torch"]
+    return ["torch"]
+
+
+def entropy_change_from_logits(*args: Any, **kwargs: Any) -> Any:
+    """:func:`rcea.pipeline.probe.device_stats.entropy_change_from_logits`."""
+    # imported here: device_stats imports torch, which this module leaves to its functions
+    from rcea.pipeline.probe.device_stats import entropy_change_from_logits as fold
+
+    return fold(*args, **kwargs)
+
+
 def _interleaved(
     torch: Any, methods: dict[str, Callable[[], Any]], reps: int
 ) -> dict[str, dict[str, Any]]:
@@ -328,11 +360,19 @@ def entropy_throughput(
             return entropy_from_logits(logits), selective_log_softmax(logits, targets)
 
     def chunked(size: int) -> Callable[[], Any]:
-        return lambda: token_stats(model, prompts, comps, chunk_size=size, batch_size=completions)
+        return lambda: token_stats(
+            model, prompts, comps, chunk_size=size, batch_size=completions, path="chunked"
+        )
+
+    def device(fold: str) -> Callable[[], Any]:
+        return lambda: token_stats(model, prompts, comps, batch_size=completions, path=fold)
 
     methods: dict[str, Callable[[], Any]] = {"forward": forward}
     for c in chunks:
         methods[f"chunked_{c}"] = chunked(c)
+    folds = device_folds(torch)
+    for fold in folds:
+        methods[f"device_{fold}"] = device(fold)
     methods["trl_fused"] = trl_fused
     methods["trl_utils"] = trl_utils
     n_tokens = completions * tokens
@@ -357,19 +397,23 @@ def entropy_throughput(
         ref_h = -(logp.exp() * logp).sum(-1).cpu().numpy()
         ref_lp = logp.gather(-1, targets[..., None]).squeeze(-1).cpu().numpy()
         del logits, logp
-    stats = token_stats(model, prompts, comps, chunk_size=chunks[0], batch_size=completions)
-    k_h = np.stack([s.entropies for s in stats])
-    k_lp = np.stack([s.logprobs for s in stats])
     f_h, f_lp = (x.float().cpu().numpy() for x in trl_fused())
     u_h, u_lp = (x.float().cpu().numpy() for x in trl_utils())
 
     def dev_max(a: Any, b: Any) -> float:
         return float(np.max(np.abs(a.astype(np.float64) - b)))
 
-    agreement = {
-        "mean_entropy_reference": round(float(ref_h.mean()), 4),
-        "chunked_entropy_max_abs_diff": dev_max(k_h, ref_h),
-        "chunked_logprob_max_abs_diff": dev_max(k_lp, ref_lp),
+    agreement: dict[str, Any] = {"mean_entropy_reference": round(float(ref_h.mean()), 4)}
+    for name in [f"chunked_{chunks[0]}", *(f"device_{f}" for f in folds)]:
+        stats = methods[name]()
+        label = "chunked" if name.startswith("chunked") else name
+        agreement[f"{label}_entropy_max_abs_diff"] = dev_max(
+            np.stack([s.entropies for s in stats]), ref_h
+        )
+        agreement[f"{label}_logprob_max_abs_diff"] = dev_max(
+            np.stack([s.logprobs for s in stats]), ref_lp
+        )
+    agreement |= {
         "trl_fused_entropy_max_abs_diff": dev_max(f_h, ref_h),
         "trl_fused_logprob_max_abs_diff": dev_max(f_lp, ref_lp),
         "trl_utils_entropy_max_abs_diff": dev_max(u_h, ref_h),
@@ -393,6 +437,11 @@ def entropy_throughput(
         "called as GRPOTrainer does (labels, fused_lm_head=True)",
         "trl_utils": "logits of the scored positions, trl.trainer.utils.entropy_from_logits + "
         "selective_log_softmax",
+        "chunked": "token_stats(path='chunked'): the CPU kernel of 128-row chunks (the GPU "
+        "default before issue #49)",
+        "device": "token_stats(path=fold): the GPU path (rcea.pipeline.probe.device_stats), "
+        "bf16 head tiles folded by the Triton kernel or by the plain-torch fold",
+        "device_folds": folds,
     }
     model = None  # free the weights before the next section (the closures hold the cell)
     methods.clear()
@@ -424,7 +473,9 @@ def covariance_throughput(
         "input": f"float32 torch tensors on {dev.type} ({_gib(2 * old.numel() * 4)} GiB)",
         "chunk_rows": plan_chunk_rows(vocab),
         "max_chunk_mib": DEFAULT_MAX_CHUNK_BYTES // 2**20,
-        "arithmetic": "float64 numpy on the host (row chunks copied from the device)",
+        "arithmetic": "pair/predicted/observed: float64 numpy on the host (row chunks copied "
+        "from the device); device_*: float64 folds on the device over column tiles "
+        "(rcea.pipeline.probe.device_stats.entropy_change_from_logits)",
         "kernels": {},
     }
     kernels = {
@@ -432,17 +483,25 @@ def covariance_throughput(
         "predicted": predicted_entropy_change,
         "observed": observed_entropy_change,
     }
+    for fold in device_folds(torch):
+        kernels[f"device_{fold}"] = functools.partial(entropy_change_from_logits, fold=fold)
+    results: dict[str, Any] = {}
     for name, kernel in kernels.items():
         if deadline():
             out["kernels"][name] = {"skipped": "time budget"}
             continue
+        if name.startswith("device_"):
+            kernel(old[:8], new[:8])  # compile the kernel outside the timing
+            _sync(torch)
         before = _reset_peak(torch)
         tracemalloc.start()
         tracemalloc.reset_peak()
         base = tracemalloc.get_traced_memory()[0]
         t0 = time.perf_counter()
         res = kernel(old, new)
+        _sync(torch)
         dt = time.perf_counter() - t0
+        results[name] = res
         host_peak = tracemalloc.get_traced_memory()[1] - base
         tracemalloc.stop()
         pred = getattr(res, "predicted", res if name != "observed" else None)
@@ -457,7 +516,85 @@ def covariance_throughput(
             "finite": bool(all(x is None or math.isfinite(float(x.sum())) for x in (pred, obs))),
         }
         _log(f"covariance {name}: {out['kernels'][name]['positions_per_s']} positions/s")
+    host = results.get("pair")
+    for name, res in results.items():
+        if host is None or not name.startswith("device_"):
+            continue
+        fig = out["kernels"][name]
+        for q in ("predicted", "observed", "entropy_old", "entropy_new"):
+            a, b = getattr(res, q), getattr(host, q)
+            fig[f"{q}_max_rel_diff_vs_host"] = float(np.max(np.abs(a - b) / np.abs(b)))
+        pair = out["kernels"]["pair"]["positions_per_s"]
+        fig["vs_host_pair"] = round(fig["positions_per_s"] / pair, 1)
     del old, new
+    _free(torch)
+    return out
+
+
+# --------------------------------------------------------------------------- score
+
+
+def score_throughput(
+    torch: Any,
+    tmp: Path,
+    *,
+    shape: dict[str, Any] | None = None,
+    items: int = 16,
+    chars: int = 1000,
+    reps: int = 3,
+) -> dict[str, Any]:
+    """Section ``score``: ``rcea probe score``'s producer (:class:`rcea.pipeline.probe.score.
+    Scorer`, what ``score_trajectories`` calls per checkpoint) on a saved, randomly
+    initialised Qwen2.5-1.5B-shaped model (character tokenizer padded to its vocabulary: one
+    token per character), ``items`` texts of ``chars`` characters: tokens/s of its default
+    path (the GPU path on CUDA) against ``path='chunked'`` on the same token ids, interleaved;
+    the load and tokenisation are outside the timing."""
+    # the scorer imports transformers (the `train` extra): only a device check loads it
+    from rcea.pipeline.probe.score import ScoreItem, Scorer
+
+    shape = shape or QWEN25_15B_SHAPE
+    model_dir = build_qwen25_shaped(tmp / "score-policy", shape=shape)
+    _free(torch)
+    scorer = Scorer(str(model_dir), batch_size=8)
+    rng = random.Random(0)
+    alphabet = "0123456789+-*=() \n"
+    batch = [
+        ScoreItem(f"t{i}", f"({i}+1)*2", "".join(rng.choice(alphabet) for _ in range(chars)))
+        for i in range(items)
+    ]
+    pairs = [scorer.encode(it) for it in batch]
+    prompts, comps = [p for p, _ in pairs], [c for _, c in pairs]
+    pad = scorer.tokenizer.pad_token_id or 0
+    n_tokens = sum(len(c) for c in comps)
+    methods = {
+        "scorer": lambda: scorer.score(batch),
+        "chunked_128": lambda: token_stats(
+            scorer.model, prompts, comps, batch_size=8, pad_id=pad, path="chunked"
+        ),
+    }
+    raw = _interleaved(torch, methods, reps)
+    out: dict[str, Any] = {
+        "model": ("qwen2.5-1.5b-shaped" if shape is QWEN25_15B_SHAPE else "tiny")
+        + f" (random init, {next(scorer.model.parameters()).dtype}), "
+        + f"on {next(scorer.model.parameters()).device}",
+        "items": items,
+        "scored_tokens": n_tokens,
+        "batch_size": 8,
+        "figure": "median of interleaved rounds; tokenisation and loading excluded",
+        "methods": {},
+    }
+    for name, r in raw.items():
+        med = statistics.median(r["times_s"])
+        out["methods"][name] = {
+            "tokens_per_s": round(n_tokens / med),
+            "median_s": round(med, 4),
+            "peak_extra_gib": _gib(r["peak_extra_bytes"]),
+        }
+    m = out["methods"]
+    out["scorer_vs_chunked"] = round(
+        m["scorer"]["tokens_per_s"] / m["chunked_128"]["tokens_per_s"], 3
+    )
+    methods.clear()  # the closures hold the model: drop them before freeing
     _free(torch)
     return out
 
@@ -793,6 +930,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}"
     )
     ap.add_argument("--entropy-only", action="store_true", help="--only env,matmul,entropy")
+    ap.add_argument(
+        "--probe-only",
+        action="store_true",
+        help=f"--only {PROBE_SECTIONS}: the probe's GPU path (entropy, covariance, score)",
+    )
     ap.add_argument("--no-entropy", action="store_true", help="skip the entropy section")
     ap.add_argument(
         "--budget-s", type=float, default=0.0, help="skip work that would start later (0: none)"
@@ -806,6 +948,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     args.bf16 = True  # mixed precision; main turns it off on CPU (--tiny only)
     if args.entropy_only:
         args.only = "env,matmul,entropy"
+    if args.probe_only:
+        args.only = PROBE_SECTIONS
     if args.no_entropy:
         args.only = ",".join(x for x in args.only.split(",") if x.strip() != "entropy")
     if args.tiny:
@@ -816,8 +960,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+#: Where ``make install`` puts the pinned Triton (for the tests' interpreter); a CUDA build
+#: of torch brings its own, which wins (the folder is appended to ``sys.path``).
+TRITON_SITE = Path(__file__).resolve().parents[2] / ".triton-site"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    if importlib.util.find_spec("triton") is None and (TRITON_SITE / "triton").is_dir():
+        sys.path.append(str(TRITON_SITE))
     try:
         import torch  # the `train` extra: without it the check says so and exits 0
     except ImportError:
@@ -869,6 +1020,17 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     with tempfile.TemporaryDirectory(prefix="rcea-gpu-check-") as tmp:
+        run(
+            "score",
+            lambda: score_throughput(
+                torch,
+                Path(tmp),
+                shape=tiny,
+                items=4 if args.tiny else 16,
+                chars=24 if args.tiny else 1000,
+                reps=2 if args.tiny else 3,
+            ),
+        )
         run("grpo", lambda: grpo_throughput(torch, args, Path(tmp), tiny))
         run("objectives", lambda: objectives_check(torch, args, Path(tmp), deadline))
     report.finish()
@@ -892,6 +1054,19 @@ def _summary(d: dict[str, Any]) -> list[str]:
                 f"+{v['peak_extra_gib']} GiB)"
                 for k, v in m.items()
             )
+        )
+    c = d.get("covariance", {})
+    for name, k in c.get("kernels", {}).items():
+        if "positions_per_s" in k:
+            lines.append(
+                f"covariance {name}: {k['positions_per_s']} positions/s"
+                + (f" ({k['vs_host_pair']}x host)" if "vs_host_pair" in k else "")
+            )
+    sc = d.get("score", {})
+    if "methods" in sc:
+        lines.append(
+            "score: "
+            + ", ".join(f"{k} {v['tokens_per_s']:,} tok/s" for k, v in sc["methods"].items())
         )
     g = d.get("grpo", {})
     if "steps_per_s" in g:

@@ -53,6 +53,7 @@ def test_tiny_run_writes_every_section(tmp_path: Path, capsys: pytest.CaptureFix
         "forward",
         "chunked_16",
         "chunked_64",
+        "device_torch",  # no CUDA: the Triton fold is not timed
         "trl_fused",
         "trl_utils",
     }
@@ -61,8 +62,16 @@ def test_tiny_run_writes_every_section(tmp_path: Path, capsys: pytest.CaptureFix
     agree = entropy["agreement_vs_float64"]
     assert agree["chunked_entropy_max_abs_diff"] < 1e-4
     assert agree["trl_fused_entropy_max_abs_diff"] < 1e-4
-    assert set(data["covariance"]["kernels"]) == {"pair", "predicted", "observed"}
-    assert all(k["finite"] for k in data["covariance"]["kernels"].values())
+    assert agree["device_torch_entropy_max_abs_diff"] < 1e-4
+    assert agree["device_torch_logprob_max_abs_diff"] < 1e-4
+    kernels = data["covariance"]["kernels"]
+    assert set(kernels) == {"pair", "predicted", "observed", "device_torch"}
+    assert all(k["finite"] for k in kernels.values())
+    for q in ("predicted", "observed", "entropy_old", "entropy_new"):
+        assert kernels["device_torch"][f"{q}_max_rel_diff_vs_host"] < 1e-9
+    score = data["score"]
+    assert set(score["methods"]) == {"scorer", "chunked_128"} and score["scored_tokens"] == 96
+    assert all(m["tokens_per_s"] > 0 for m in score["methods"].values())
     grpo = data["grpo"]
     assert grpo["steps"] == 2 and grpo["loss_finite"] and grpo["grads_finite"]
     assert grpo["rollouts"].startswith("Transformers generate")
@@ -123,5 +132,6 @@ def test_entropy_only_and_no_entropy_select_the_sections() -> None:
     from rcea.pipeline import gpu_check
 
     assert gpu_check._parse(["--entropy-only"]).only == "env,matmul,entropy"
+    assert gpu_check._parse(["--probe-only"]).only == "env,matmul,entropy,covariance,score"
     assert "entropy" not in gpu_check._parse(["--no-entropy"]).only.split(",")
     assert gpu_check._parse([]).only.split(",") == list(gpu_check.SECTIONS)

@@ -45,6 +45,7 @@ REQUIRED_SERVICES: dict[str, bool] = {
     "trackio": UNDER_CI or _flag("RCEA_REQUIRE_TRACKIO"),
     "latex": UNDER_CI or _flag("RCEA_REQUIRE_LATEX"),
     "frontdoor": UNDER_CI or _flag("RCEA_REQUIRE_FRONTDOOR"),
+    "triton": UNDER_CI or _flag("RCEA_REQUIRE_TRITON"),
 }
 _REQUIRED_BY = {
     "postgres": "RCEA_REQUIRE_POSTGRES=1",
@@ -54,6 +55,7 @@ _REQUIRED_BY = {
     "trackio": "RCEA_REQUIRE_TRACKIO=1",
     "latex": "RCEA_REQUIRE_LATEX=1",
     "frontdoor": "RCEA_REQUIRE_FRONTDOOR=1",
+    "triton": "RCEA_REQUIRE_TRITON=1",
 }
 
 

@@ -9,7 +9,8 @@ drawn without replacement with ``numpy.random.default_rng(derive_seed(seed, tran
 trajectory_id))``. At each prefix s both checkpoints' full-vocabulary logits z, z′
 (temperature 1: the policies themselves) go through ``rcea.audits.covariance.
 entropy_change_pair`` (float64): predicted Δh = −Cov_π(log π, z′ − z), observed
-Δh = H(softmax z′) − H(softmax z). Outputs::
+Δh = H(softmax z′) − H(softmax z). On CUDA the same sums are folded on the device, tile by
+tile over both heads, in float64 (:func:`position_entropy_change`). Outputs::
 
     DIR/covariance/positions.jsonl  one row per position: transition, run, model,
                                     from_step, to_step, question_id, trajectory_id,
@@ -51,7 +52,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rcea.audits.covariance import aggregate_transitions, entropy_change_pair
+from rcea.audits.covariance import EntropyChange, aggregate_transitions, entropy_change_pair
 from rcea.audits.tail import reward_stratified_tail, trajectory_advantages
 from rcea.pipeline.probe.common import (
     MeasurementRow,
@@ -132,6 +133,28 @@ def position_logits(
     with torch.no_grad():
         picked = hid[torch.as_tensor(rows_b, device=device), torch.as_tensor(rows_t, device=device)]
         return head(picked).float().cpu()
+
+
+def position_entropy_change(
+    m_old: Any,
+    m_new: Any,
+    prompts: list[list[int]],
+    completions: list[list[int]],
+    positions: list[np.ndarray],
+    pad_id: int,
+) -> EntropyChange:
+    """Predicted/observed Δh at the given positions: on CUDA in one pass over both heads on
+    the device (:func:`rcea.pipeline.probe.device_stats.device_entropy_change`, float64
+    folds, nothing [positions × vocab] copied to the host); elsewhere both checkpoints'
+    logits through the float64 host kernel. Equal to 1e-9 relative (docs/probing.md)."""
+    if next(m_old.parameters()).device.type == "cuda":
+        # imported here: the device path (torch, Triton where present) loads only on CUDA
+        from rcea.pipeline.probe.device_stats import device_entropy_change
+
+        return device_entropy_change(m_old, m_new, prompts, completions, positions, pad_id)
+    z_old = position_logits(m_old, prompts, completions, positions, pad_id)
+    z_new = position_logits(m_new, prompts, completions, positions, pad_id)
+    return entropy_change_pair(z_old, z_new)
 
 
 def _fixed_trajectories(out: Path, ck: Checkpoint, qids: list[str], m: int) -> dict[str, list]:
@@ -327,9 +350,7 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
                     )
                     for t, c in zip(trajs, comps, strict=True)
                 ]
-                z_old = position_logits(m_old, prompts, comps, poss, tok.pad_token_id)
-                z_new = position_logits(m_new, prompts, comps, poss, tok.pad_token_id)
-                ch = entropy_change_pair(z_old, z_new)
+                ch = position_entropy_change(m_old, m_new, prompts, comps, poss, tok.pad_token_id)
                 j = 0
                 for t, pos in zip(trajs, poss, strict=True):
                     for p in pos.tolist():

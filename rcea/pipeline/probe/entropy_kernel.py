@@ -23,70 +23,35 @@ went to memory); per-tile max, Σ e and Σ e·u are merged exactly at the end (m
 (:func:`default_vocab_block`). Two tile buffers
 are reused for every chunk and tile, so the extra memory is O(chunk_size × block) ≤
 O(chunk_size × vocab) — the [tokens × vocab] matrix never exists at once.
+
+That is the CPU design (tiles that stay in a core's cache). For a model on CUDA
+:func:`token_stats` hands over to the GPU path (:mod:`rcea.pipeline.probe.device_stats`:
+rows gathered once per batch, bf16 head tiles folded by a Triton kernel, no host
+synchronisation between tiles), which computes the same quantities.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+from rcea.pipeline.probe.teacher_forcing import (
+    TokenStats,
+    decoder_and_head,
+    hidden_states,
+    padded_batch,
+)
 
-
-@dataclass(frozen=True)
-class TokenStats:
-    """Per-token entropies and chosen log-probs of one completion (float32), and ℓ."""
-
-    entropies: np.ndarray
-    logprobs: np.ndarray
-
-    @property
-    def n_tokens(self) -> int:
-        return int(self.entropies.size)
-
-    @property
-    def mean_entropy(self) -> float:
-        return float(self.entropies.astype(np.float64).mean()) if self.n_tokens else 0.0
-
-    @property
-    def seq_logprob(self) -> float:
-        return float(self.logprobs.astype(np.float64).sum())
-
-
-def decoder_and_head(model: Any) -> tuple[Any, Any]:
-    """(decoder returning final hidden states, LM head) of a Hugging Face causal LM."""
-    head = model.get_output_embeddings()
-    decoder = model.base_model
-    if head is None or decoder is model:
-        raise ValueError(f"{type(model).__name__}: cannot split into decoder and LM head")
-    return decoder, head
-
-
-def padded_batch(
-    prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int
-) -> tuple[Any, Any, list[int]]:
-    """Right-padded ``input_ids``/``attention_mask`` of prompt + completion, prompt lengths."""
-    import torch  # the `train` extra: called only with a loaded model's tensors
-
-    seqs = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        mask[i, : len(s)] = 1
-    return ids, mask, [len(p) for p in prompts]
-
-
-def hidden_states(model: Any, input_ids: Any, attention_mask: Any) -> Any:
-    """Final hidden states [B, L, H] (no logits computed)."""
-    import torch  # the `train` extra: called only with a loaded model's tensors
-
-    decoder, _ = decoder_and_head(model)
-    with torch.no_grad():
-        out = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
-    return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+__all__ = [
+    "PATHS",
+    "TokenStats",
+    "decoder_and_head",
+    "default_vocab_block",
+    "hidden_states",
+    "naive_token_stats",
+    "padded_batch",
+    "token_stats",
+]
 
 
 def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
@@ -242,6 +207,10 @@ class _ChunkBuffers:
         return log_total - eu / total, z_y - big_m - log_total
 
 
+#: ``token_stats(path=...)``: auto, the chunked kernel, the GPU path with either fold.
+PATHS = ("auto", "chunked", "triton", "torch")
+
+
 def token_stats(
     model: Any,
     prompts: Sequence[Sequence[int]],
@@ -252,10 +221,16 @@ def token_stats(
     batch_size: int = 16,
     pad_id: int = 0,
     vocab_block: int | None = None,
+    path: str = "auto",
 ) -> list[TokenStats]:
     """Teacher-forced :class:`TokenStats` of every (prompt ids, completion ids) pair.
 
-    Formulas in the module docstring. Completions must be non-empty.
+    Formulas in the module docstring. Completions must be non-empty. ``path``: ``auto`` (the
+    GPU path, :mod:`rcea.pipeline.probe.device_stats`, for a model on CUDA; the chunked
+    kernel of this module elsewhere), ``chunked`` (this module's kernel on any device), or
+    ``triton`` / ``torch`` (the GPU path with that fold, on any device: on CPU tensors the
+    Triton fold runs only under Triton's interpreter — the tests). ``chunk_size`` and
+    ``vocab_block`` belong to the chunked kernel; the GPU path bounds its memory by its tile.
     """
     import torch  # the `train` extra: called only with a loaded model's tensors
 
@@ -263,8 +238,24 @@ def token_stats(
         raise ValueError("chunk_size and batch_size must be >= 1, temperature > 0")
     if any(len(c) == 0 for c in completions):
         raise ValueError("every completion needs at least one token")
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {', '.join(PATHS)}, got {path!r}")
     _, head = decoder_and_head(model)
     device = next(model.parameters()).device
+    if path in ("triton", "torch") or (path == "auto" and device.type == "cuda"):
+        # imported here: the GPU path (torch at module level, Triton where present) loads
+        # only for a model on CUDA or when asked for by name
+        from rcea.pipeline.probe.device_stats import device_token_stats
+
+        return device_token_stats(
+            model,
+            prompts,
+            completions,
+            temperature=temperature,
+            batch_size=batch_size,
+            pad_id=pad_id,
+            fold="auto" if path == "auto" else path,
+        )
     model.eval()
     n_rows = min(chunk_size, sum(len(c) for c in completions))
     buffers = _ChunkBuffers(head, n_rows, device, vocab_block)
