@@ -29,7 +29,7 @@ from rcea.study.report.estimates import checkpoint_entropy, retention_table, seq
 from rcea.study.report.sections import RetentionSection
 
 stats_app = typer.Typer(
-    help="RCEA estimators on files (items 1-11 of docs/estimators.md).", no_args_is_help=True
+    help="RCEA estimators on files (items 1-11 and 15 of docs/estimators.md).", no_args_is_help=True
 )
 
 
@@ -755,4 +755,8 @@ def _print_flat(title: str, data: dict[str, Any], keys: tuple[str, ...]) -> None
 
 
 def register(app: typer.Typer) -> None:
+    # law_cmd imports this module (stats_app, the readers) and adds entropy-law and
+    # entropy-order to stats_app as it loads: imported here, once stats_app exists
+    from rcea.app.cli import law_cmd  # noqa: F401
+
     app.add_typer(stats_app, name="stats")
