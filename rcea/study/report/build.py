@@ -39,6 +39,7 @@ from rcea.study.pair_audit.sampling import failed_final_gates
 from rcea.study.records.imports import describe_rule
 from rcea.study.report.attempt_labels import attempt_labels
 from rcea.study.report.attempts import AUDIT_EVENT_KINDS, attempts, chain
+from rcea.study.report.entropy_law import entropy_law_section, law_quantities
 from rcea.study.report.estimates import (
     UNCERTAIN,
     checkpoint_entropy,
@@ -427,6 +428,7 @@ def compute_report_from(
         }
 
     passk = _passk(measurements["passk"])
+    greedy = _greedy(measurements["greedy_accuracy"])
     report: dict[str, Any] = {
         "study": inputs["study"],
         "study_id": inputs["study_id"],
@@ -469,7 +471,7 @@ def compute_report_from(
             }
             for m in measurements["training_curve"]
         ],
-        "greedy": _greedy(measurements["greedy_accuracy"]),
+        "greedy": greedy,
         "passk": passk,
         "covariance": _covariance(measurements["covariance_transition"], failed, label),
         "tail": _tail(measurements["tail"], failed),
@@ -482,6 +484,18 @@ def compute_report_from(
             k=par["association_k"],
             benchmark=par["association_benchmark"],
             pooled=par["association_pooled"],
+        ),
+        # item 15 from the stored curves and accuracy traces (its own section)
+        "entropy_law": entropy_law_section(
+            measurements["training_curve"],
+            measurements["accuracy_trace"],
+            checkpoints,
+            greedy,
+            passk,
+            failed,
+            seed=seed,
+            benchmark=par["association_benchmark"],
+            k=par["association_k"],
         ),
     }
     report["quantities"] = quantities(report)
@@ -1456,6 +1470,17 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     n=nt,
                     **where,
                 )
+    for q in law_quantities(report.get("entropy_law")):
+        add(
+            q["name"],
+            "entropy_law",
+            q["value"],
+            [],
+            run=q["run"],
+            model=q["model"],
+            key=q["key"],
+            n=q["n"],
+        )
     for f in report["failure"]:
         add(
             "failed",

@@ -368,11 +368,14 @@ def entropy_law_section(
     traces, missing = traces_from_measurements(curves, accuracy)
     if not traces:
         return None
-    law = law_results(traces, fit_fraction=fit_fraction)
-    rows, metric = study_endpoints(
-        traces, checkpoints, greedy, passk, failed, benchmark=benchmark, k=k
-    )
-    ordering = ordering_results(rows, seed=seed) if rows else None
+    try:
+        law = law_results(traces, fit_fraction=fit_fraction)
+        rows, metric = study_endpoints(
+            traces, checkpoints, greedy, passk, failed, benchmark=benchmark, k=k
+        )
+        ordering = ordering_results(rows, seed=seed) if rows else None
+    except ValueError as exc:  # a bad stored trace: said in the section, the rest stands
+        return _failed_section(fit_fraction, missing, str(exc))
     return jsonable(
         {
             **law,
@@ -382,3 +385,63 @@ def entropy_law_section(
             "ordering_sentence": order_sentence(ordering) if ordering else None,
         }
     )
+
+
+def _failed_section(fit_fraction: float, missing: list[str], error: str) -> dict[str, Any]:
+    return {
+        "fit_fraction": fit_fraction,
+        "runs": [],
+        "scaling": [],
+        "comparison": {
+            "kinds": [],
+            "runs": [],
+            "mean_early_fit_rmse": {},
+            "mean_r2": {},
+            "best": None,
+            "sentence": f"No comparison: {error}.",
+        },
+        "without_trace": missing,
+        "pass_at_k_metric": None,
+        "ordering": None,
+        "ordering_sentence": None,
+        "error": error,
+    }
+
+
+def law_quantities(section: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The section's published numbers as ``quantities[]`` entries' varying part (name,
+    run, model, key, value, n): per run and entropy a, b, R², RMSE, ceiling and
+    early-fit RMSE (key = the entropy), per model and metric τ-b and its p (key = the
+    metric)."""
+    out: list[dict[str, Any]] = []
+    if not section:
+        return out
+    for r in section["runs"]:
+        for kind, law in r["entropies"].items():
+            if law is None:
+                continue
+            for name in ("a", "b", "r2", "rmse", "ceiling", "early_fit_rmse"):
+                out.append(
+                    {
+                        "name": f"entropy_law_{name}",
+                        "run": r["run"],
+                        "model": r["model"],
+                        "key": kind,
+                        "value": law[name],
+                        "n": law["n_rest"] if name == "early_fit_rmse" else law["n"],
+                    }
+                )
+    for model, res in ((section.get("ordering") or {}).get("by_model") or {}).items():
+        for m in res["metrics"]:
+            for name in ("kendall_tau", "p_value"):
+                out.append(
+                    {
+                        "name": f"entropy_order_{name}",
+                        "run": None,
+                        "model": model,
+                        "key": m["metric"],
+                        "value": m[name],
+                        "n": m["n"],
+                    }
+                )
+    return out
