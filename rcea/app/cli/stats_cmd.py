@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 
+from rcea.app.cli import stats_law
 from rcea.app.cli.common import domain_errors, print_json
 from rcea.app.cli.exit_codes import outcome_code
 from rcea.app.cli.options import JSON_OPTION
@@ -755,8 +756,5 @@ def _print_flat(title: str, data: dict[str, Any], keys: tuple[str, ...]) -> None
 
 
 def register(app: typer.Typer) -> None:
-    # law_cmd imports this module (stats_app, the readers) and adds entropy-law and
-    # entropy-order to stats_app as it loads: imported here, once stats_app exists
-    from rcea.app.cli import law_cmd  # noqa: F401
-
+    stats_law.register(stats_app)
     app.add_typer(stats_app, name="stats")

@@ -383,6 +383,7 @@ def entropy_law_section(
             "pass_at_k_metric": metric,
             "ordering": ordering,
             "ordering_sentence": order_sentence(ordering) if ordering else None,
+            "error": None,
         }
     )
 

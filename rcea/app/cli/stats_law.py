@@ -11,9 +11,8 @@ from typing import Any
 
 import typer
 
-from rcea.app.cli.common import engine, print_json
+from rcea.app.cli.common import domain_errors, engine, print_json
 from rcea.app.cli.options import JSON_OPTION
-from rcea.app.cli.stats_cmd import InputError, _run, fmt, stats_app
 from rcea.audits.entropy_law import DEFAULT_FIT_FRACTION
 from rcea.pipeline.jsonl import iter_json_objects
 from rcea.study.report.entropy_law import (
@@ -28,6 +27,29 @@ from rcea.study.store import require_study, session_scope
 from rcea.study.store.measurements import list_measurements
 
 TRACE_COLUMNS = ("run", "model", "step", "entropy", "accuracy")
+
+
+class InputError(ValueError):
+    """A bad input file: the message names the file, the line and the field."""
+
+
+def _run(as_json: bool, fn: Any) -> None:
+    with domain_errors(as_json, InputError):
+        fn()
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def register(stats_app: typer.Typer) -> None:
+    """Add ``entropy-law`` and ``entropy-order`` to ``rcea stats``."""
+    stats_app.command("entropy-law")(entropy_law)
+    stats_app.command("entropy-order")(entropy_order_cmd)
+
+
 ENTROPY_COLUMNS = {"global": "entropy", "success": "entropy_success", "failure": "entropy_failure"}
 ENDPOINT_COLUMNS = ("run", "model", "entropy")
 
@@ -169,7 +191,6 @@ def _study_traces(study: str) -> list[Trace]:
     return traces
 
 
-@stats_app.command("entropy-law")
 def entropy_law(
     trace: Path = typer.Argument(
         None,
@@ -269,7 +290,6 @@ def read_endpoints(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-@stats_app.command("entropy-order")
 def entropy_order_cmd(
     endpoints: Path = typer.Argument(
         ...,
