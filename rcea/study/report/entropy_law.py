@@ -36,6 +36,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from rcea.audits._common import jsonable
 from rcea.audits.entropy_law import (
     DEFAULT_FIT_FRACTION,
@@ -43,6 +45,7 @@ from rcea.audits.entropy_law import (
     RunLaw,
     compare_entropies,
     entropy_order,
+    fit_entropy_law,
     law_scaling,
     run_law,
 )
@@ -446,3 +449,51 @@ def law_quantities(section: dict[str, Any] | None) -> list[dict[str, Any]]:
                     }
                 )
     return out
+
+
+def law_curves(
+    section: dict[str, Any] | None, *, n_grid: int = 60
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What the view draws for each run and entropy: the paired points (``series``,
+    ``entropy``, ``step``, ``H``, ``R``, ``window`` early / rest) and, on a grid over the
+    logged H, the fitted law (``fitted``), the early fit's prediction (``early``) and its
+    95 % prediction band (``low``, ``high``), refitted from the section's points with
+    :func:`rcea.audits.entropy_law.fit_entropy_law` (the same fits as the section's)."""
+    points: list[dict[str, Any]] = []
+    curves: list[dict[str, Any]] = []
+    if not section:
+        return points, curves
+    for r in section["runs"]:
+        for kind, law in (r.get("entropies") or {}).items():
+            pts = (law or {}).get("points")
+            if not pts or not pts["steps"]:
+                continue
+            h = np.asarray(pts["entropy"], dtype=np.float64)
+            y = np.asarray(pts["accuracy"], dtype=np.float64)
+            steps = np.asarray(pts["steps"], dtype=np.float64)
+            cutoff = law["cutoff_step"]
+            early_mask = steps <= cutoff if cutoff is not None else np.zeros(h.size, bool)
+            for s, hv, rv, e in zip(steps, h, y, early_mask, strict=True):
+                points.append(
+                    {"series": r["label"], "entropy": kind, "step": int(s), "H": float(hv),
+                     "R": float(rv), "window": "early" if e else "rest"}
+                )  # fmt: skip
+            fit = fit_entropy_law(h, y)
+            early = fit_entropy_law(h[early_mask], y[early_mask])
+            if not fit.defined and not early.defined:
+                continue
+            grid = np.linspace(float(h.min()), float(h.max()), n_grid)
+            fitted = fit.predict(grid) if fit.defined else np.full(n_grid, np.nan)
+            pred = early.predict(grid) if early.defined else np.full(n_grid, np.nan)
+            low, high = early.band(grid) if early.defined else (pred, pred)
+            for i, g in enumerate(grid):
+                curves.append(
+                    {"series": r["label"], "entropy": kind, "H": float(g),
+                     "fitted": _finite(fitted[i]), "early": _finite(pred[i]),
+                     "low": _finite(low[i]), "high": _finite(high[i])}
+                )  # fmt: skip
+    return points, curves
+
+
+def _finite(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None
