@@ -150,6 +150,9 @@ def _scaling(traces: Sequence[Trace], laws: dict[str, RunLaw | None]) -> list[di
         fitted = [t for t in ts if (law := laws.get(t.label)) is not None and law.a is not None]
         if len({t.model for t in ts}) < 2:
             continue
+        sizes = [t.n_params for t in fitted]
+        if len(set(sizes)) != len(sizes):  # two models with one size: no scaling fit
+            fitted = []
         res = law_scaling(
             [t.model for t in fitted],
             [float(t.n_params) for t in fitted],  # type: ignore[arg-type]
