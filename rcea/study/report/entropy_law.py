@@ -151,7 +151,8 @@ def _scaling(traces: Sequence[Trace], laws: dict[str, RunLaw | None]) -> list[di
         if len({t.model for t in ts}) < 2:
             continue
         sizes = [t.n_params for t in fitted]
-        if len(set(sizes)) != len(sizes):  # two models with one size: no scaling fit
+        shared = len(set(sizes)) != len(sizes)
+        if shared:  # two models with one size: no scaling fit
             fitted = []
         res = law_scaling(
             [t.model for t in fitted],
@@ -159,7 +160,10 @@ def _scaling(traces: Sequence[Trace], laws: dict[str, RunLaw | None]) -> list[di
             [laws[t.label].a for t in fitted],  # type: ignore[union-attr,misc]
             [laws[t.label].b for t in fitted],  # type: ignore[union-attr,misc]
         )
-        out.append({"run": run, "seed": seed, **res.to_dict()})
+        entry = {"run": run, "seed": seed, **res.to_dict()}
+        if shared:
+            entry["reason"] = "two models share one n_params: the sizes must differ"
+        out.append(entry)
     return out
 
 

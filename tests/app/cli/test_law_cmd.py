@@ -191,3 +191,17 @@ def test_entropy_order_bad_input(tmp_path: Path) -> None:
     path.write_text("run,model,entropy,pass_at_k,failed\nr,7B,0.1,0.5,maybe\n")
     js = runner.invoke(app, ["stats", "entropy-order", str(path), "--json"])
     assert "line 2: failed: expected true/false" in json.loads(js.stdout)["error"]
+
+
+def test_scaling_needs_three_distinct_sizes(tmp_path: Path) -> None:
+    rows = _trace_rows()
+    for r in rows:  # 0.5B and 1.5B now claim one size
+        if r["model"] == "1.5B":
+            r["n_params"] = 0.5e9
+    data = _json(["stats", "entropy-law", str(_write_csv(tmp_path / "t.csv", rows))])
+    (sc,) = data["scaling"]
+    assert sc["predicted_ceiling"] is None and "share one n_params" in sc["reason"]
+    two = [r for r in _trace_rows() if r["model"] != "0.5B"]
+    data = _json(["stats", "entropy-law", str(_write_csv(tmp_path / "t2.csv", two))])
+    (sc,) = data["scaling"]
+    assert sc["predicted_ceiling"] is None and "needs 3" in sc["reason"]
