@@ -173,3 +173,25 @@ def test_tiny_trl_run_event_files_and_trainer_state(
     assert law.exit_code == 0, law.output
     run = json.loads(law.stdout)["runs"][0]
     assert run["run"] == "run" and run["n"] == 4 and run["entropy_keys"]["global"] == "entropy"
+
+
+def test_unmapped_log_and_bad_options_fail_in_one_line(tmp_path: Path) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(tmp_path / "tb"))
+    writer.add_scalar("something/else", 0.5, 1)
+    writer.close()
+    res = runner.invoke(
+        app, ["import", "trainlog", str(tmp_path / "tb"), "--model", "m", "--out",
+              str(tmp_path / "t.csv"), "--json"],
+    )  # fmt: skip
+    body = json.loads(res.stdout)
+    assert res.exit_code == 1 and body["ok"] is False
+    assert "no entropy key found" in body["error"] and "--entropy-key" in body["error"]
+    assert not (tmp_path / "t.csv").exists()  # nothing half-written
+    res = runner.invoke(app, ["import", "trainlog", str(tmp_path / "tb"), "--model", "m"])
+    assert res.exit_code == 1 and "give --study" in res.output
+    res = runner.invoke(
+        app, ["import", "trainlog", str(tmp_path / "nope"), "--model", "m", "--out", "x.csv"]
+    )
+    assert res.exit_code == 1 and "no such file or directory" in res.output
