@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from rcea.app.cli import import_trainlog
 from rcea.app.cli.common import (
     domain_errors,
     emit,
@@ -326,5 +327,6 @@ def export(
 
 
 def register(app: typer.Typer) -> None:
+    import_trainlog.register(import_app)
     app.add_typer(import_app, name="import")
     app.command()(export)

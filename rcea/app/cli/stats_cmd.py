@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 
+from rcea.app.cli import stats_law
 from rcea.app.cli.common import domain_errors, print_json
 from rcea.app.cli.exit_codes import outcome_code
 from rcea.app.cli.options import JSON_OPTION
@@ -34,7 +35,7 @@ from rcea.study.report.estimates import (
 from rcea.study.report.sections import RetentionSection
 
 stats_app = typer.Typer(
-    help="RCEA estimators on files (items 1-11 of docs/estimators.md).", no_args_is_help=True
+    help="RCEA estimators on files (items 1-11 and 15 of docs/estimators.md).", no_args_is_help=True
 )
 
 
@@ -443,7 +444,7 @@ def modes(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Between-mode and within-mode entropy of every (run, model, step)
-    (docs/estimators.md item 15): over the accepted, assigned successes C_x of each question,
+    (docs/estimators.md item 18): over the accepted, assigned successes C_x of each question,
     the chain rule H(Y|C,x) = H(Z|C,x) + W(x) splits their sequence entropy into the mode
     entropy (which strategy) and the within-mode realization entropy W (how it is worded),
     with the token-level mixture and the rule's residual; macro over questions with
@@ -849,4 +850,5 @@ def _print_flat(title: str, data: dict[str, Any], keys: tuple[str, ...]) -> None
 
 
 def register(app: typer.Typer) -> None:
+    stats_law.register(stats_app)
     app.add_typer(stats_app, name="stats")

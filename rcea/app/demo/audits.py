@@ -345,7 +345,13 @@ def step_report(ctx: DemoContext) -> dict[str, Any]:
 
     out = ctx.work / ("report-SIMULATED.json" if ctx.simulate else "report.json")
     ctx.rcea("report", "build", "--study", ctx.study, "--out", str(out), log="report")
-    pair = json.loads(out.read_text(encoding="utf-8"))["audits"]["pair"]
+    built = json.loads(out.read_text(encoding="utf-8"))
+    pair = built["audits"]["pair"]
+    law = built.get("entropy_law")  # docs/estimators.md item 18: say what the study finds
+    if law:
+        ctx.say(law["comparison"]["sentence"])
+        if law.get("ordering_sentence"):
+            ctx.say(law["ordering_sentence"])
     records = ctx.work / "records-final.jsonl"
     n = export_records(
         ctx.engine(), study=ctx.study, partition_id=pair.get("partition_id"), path=records

@@ -1,12 +1,13 @@
 """Entropy page: training entropy traces per objective on normalised progress (Figure 1/3
 style), failed/successful token-entropy ratios with CIs per checkpoint (Figure 4/5 style)
-and the sequence-entropy decomposition table — all from ``build_report``."""
+the sequence-entropy decomposition table and the entropy–performance law per run with its
+early prediction and the RQ1 ordering — all from ``build_report``."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from rcea.app.view import charts
+from rcea.app.view import charts, law_frames
 from rcea.app.view import report_frames as rf
 from rcea.app.view.state import report, selected_study
 
@@ -88,3 +89,39 @@ st.caption(
     "log p̂_r; the residual H(Y|x) − [h_b(p̂₊) + Σ p̂_r H(Y|R=r,x)] is a consistency check "
     "(≈ 0 up to rounding)."
 )
+
+st.subheader("Entropy–performance law R = −a·exp(H) + b")
+law = law_frames.law_table(rep)
+if law.empty:
+    st.caption(
+        "No training curve with entropy paired with an accuracy trace (record them with "
+        "`rcea probe curves` and `rcea probe bench`, or bring a run in with "
+        "`rcea import trainlog`)."
+    )
+else:
+    sec = rep.entropy_law
+    assert sec is not None
+    points, curves = law_frames.law_frames(rep)
+    if not points.empty:
+        st.altair_chart(law_frames.law_panels(points, curves), width="stretch")
+    st.dataframe(
+        law,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format="%.4f")
+            for c in ("a", "b", "r2", "rmse", "ceiling", "early_fit_rmse")
+        },
+    )
+    st.caption(
+        f"OLS of R on exp(H); each validation point paired with the latest entropy logged "
+        f"at or before its step. Dashed: the fit on the first {sec.fit_fraction:.0%} of steps "
+        "(filled points) predicting the rest, with its 95% prediction band; ceiling = b − a."
+    )
+    st.write(sec.comparison.sentence)
+    order = law_frames.ordering_table(rep)
+    if not order.empty:
+        st.markdown("**Does endpoint global entropy order performance? (RQ1)**")
+        st.dataframe(order, hide_index=True, width="stretch")
+        if sec.ordering_sentence:
+            st.caption(sec.ordering_sentence)

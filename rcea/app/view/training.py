@@ -56,5 +56,20 @@ if "rcea/outcome_entropy" in frame.columns:
 else:
     st.caption("No rcea/ numbers in these runs (trained with `live_metrics = false`?).")
 
+CEILING = "rcea/entropy_law_ceiling"
+if CEILING in frame.columns and frame[CEILING].notna().any():
+    st.subheader("Predicted accuracy ceiling — a prediction")
+    trace = frame[["run", "model", "series", "step", "progress", CEILING]]
+    trace = trace.rename(columns={CEILING: "value"}).dropna(subset=["value"])
+    st.altair_chart(
+        charts.entropy_traces(trace, title="predicted ceiling b − a (prediction)"),
+        width="stretch",
+    )
+    st.caption(
+        "Not a measurement: the ceiling b − a of R = −a·exp(H) + b fitted on the run so far "
+        "(validation reward when the trainer evaluates, else the batch success rate), "
+        "logged once 5 points exist (docs/training-live.md)."
+    )
+
 st.subheader("Latest step")
 st.dataframe(tr.latest_frame(frame), hide_index=True, width="stretch")

@@ -20,6 +20,12 @@ numbers; at each log (``on_log``, called before the reporting callbacks) the mea
 window's defined values goes into TRL's ``logs`` — NaN when every step of the window was
 undefined, so TensorBoard keeps a point for every tag at every logged step. Under several
 processes each rank measures its own groups and rank 0's numbers are logged.
+
+At each log the callback also keeps (step, H) — TRL's ``entropy``, else
+``rcea/token_entropy`` — and (step, R) — the validation ``eval_reward`` when the trainer
+evaluates, else the batch's ``rcea/success_rate`` (``law_accuracy_source`` says which) —
+and, once it has enough points, logs ``rcea/entropy_law_ceiling``: the running fit's
+ceiling b − a, a prediction (docs/training-live.md).
 """
 
 from __future__ import annotations
@@ -33,10 +39,12 @@ import torch
 from transformers import TrainerCallback
 
 from rcea.pipeline.training.live_metrics import (
+    LAW_CEILING,
     METRICS,
     LiveSettings,
     RolloutRows,
     batch_metrics,
+    law_ceiling,
     nan_mean,
 )
 from rcea.pipeline.training.objectives import ClipCovParams, KLCovParams
@@ -68,6 +76,10 @@ class RceaLiveCallback(TrainerCallback):
         self._parts: list[RolloutRows] = []
         self._window: dict[str, list[float]] = {m: [] for m in METRICS}
         self._group_offset = 0
+        # the running entropy law: (step, H) and (step, R) of every log so far
+        self._law_h: list[tuple[int, float]] = []
+        self._law_r: list[tuple[int, float]] = []
+        self.law_accuracy_source = "rcea/success_rate"
         #: the numbers of the latest optimizer step (tests, benchmarks)
         self.last: dict[str, float] = {}
         #: seconds spent computing the numbers (benchmarks/bench_training.py)
@@ -181,8 +193,29 @@ class RceaLiveCallback(TrainerCallback):
             self._window[name].append(value)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-        if logs is None or "train_runtime" in logs or not self._window[METRICS[0]]:
+        if logs is None or "train_runtime" in logs:
+            return
+        step = int(getattr(state, "global_step", 0))
+        if _finite(logs.get("eval_reward")):  # a validation point: R from here on
+            if self.law_accuracy_source != "eval_reward":
+                self._law_r = []
+            self.law_accuracy_source = "eval_reward"
+            self._law_r.append((step, float(logs["eval_reward"])))
+        if not self._window[METRICS[0]]:
             return
         for name, values in self._window.items():
             logs[name] = nan_mean(values)
             values.clear()
+        h = logs.get("entropy") if _finite(logs.get("entropy")) else logs["rcea/token_entropy"]
+        if _finite(h):
+            self._law_h.append((step, float(h)))
+        if self.law_accuracy_source == "rcea/success_rate" and _finite(logs["rcea/success_rate"]):
+            self._law_r = [p for p in self._law_r if p[0] != step]
+            self._law_r.append((step, float(logs["rcea/success_rate"])))
+        ceiling = law_ceiling(self._law_h, self._law_r)
+        if ceiling is not None:
+            logs[LAW_CEILING] = ceiling
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)

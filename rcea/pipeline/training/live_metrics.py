@@ -21,6 +21,11 @@ each prompt's completions a group (a "question" of docs/estimators.md):
   and KL-Cov's masks (:func:`~rcea.pipeline.training.objectives.clip_cov_select`,
   :func:`~rcea.pipeline.training.objectives.kl_cov_select`) select on the step's micro-batches.
 
+* ``rcea/entropy_law_ceiling`` (logged by the callback, not per batch): the ceiling b − a
+  of the entropy–performance law R = −a·exp(H) + b (docs/estimators.md item 18) fitted on
+  the run so far, once :data:`LAW_MIN_POINTS` points exist: a **prediction** of the
+  accuracy the run reaches when its entropy is spent (:func:`law_ceiling`).
+
 Everything is computed from numbers the trainer already has (per-token entropies and
 chosen-token log-probs of the loss pass, rewards, advantages): no extra forward pass and no
 full-vocabulary tensor. :func:`verl_batch_metrics` is the same dict from a verl
@@ -38,6 +43,7 @@ import numpy as np
 import torch
 
 from rcea.audits.entropy import outcome_report, per_question_token_entropy
+from rcea.audits.entropy_law import fit_entropy_law, pair_trace
 from rcea.audits.tail import reward_stratified_tail
 from rcea.pipeline.training.objectives import (
     ClipCovParams,
@@ -297,3 +303,28 @@ def nan_mean(values: Sequence[float]) -> float:
     """Mean of the defined values; NaN when none is (a logging window of undefined steps)."""
     ok = [v for v in values if not math.isnan(v)]
     return sum(ok) / len(ok) if ok else NAN
+
+
+#: The running entropy-law ceiling (docs/estimators.md item 18): a prediction, not a
+#: measurement — logged once :data:`LAW_MIN_POINTS` (H, R) pairs exist.
+LAW_CEILING = "rcea/entropy_law_ceiling"
+LAW_MIN_POINTS = 5
+
+
+def law_ceiling(
+    entropy: Sequence[tuple[int, float]],
+    accuracy: Sequence[tuple[int, float]],
+    *,
+    min_points: int = LAW_MIN_POINTS,
+) -> float | None:
+    """b − a of R = −a·exp(H) + b fitted on the points so far (each accuracy paired with
+    the latest defined entropy at or before its step, :func:`rcea.audits.entropy_law.
+    run_law`'s pairing); None below ``min_points`` pairs or when the fit is undefined."""
+    latest = dict(accuracy)  # one R per step: the last logged
+    if len(latest) < min_points or any(not 0.0 <= r <= 1.0 for r in latest.values()):
+        return None  # too few points, or not an accuracy (a reward outside [0, 1])
+    paired = pair_trace(
+        [s for s, _ in entropy], [h for _, h in entropy], list(latest), list(latest.values())
+    )
+    fit = fit_entropy_law(paired.entropy, paired.accuracy, min_points=min_points)
+    return fit.ceiling

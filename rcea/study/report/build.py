@@ -45,6 +45,7 @@ from rcea.study.report.attempts import (
     attempts,
     chain,
 )
+from rcea.study.report.entropy_law import entropy_law_section, law_quantities
 from rcea.study.report.estimates import (
     UNCERTAIN,
     checkpoint_entropy,
@@ -433,6 +434,7 @@ def compute_report_from(
         }
 
     passk = _passk(measurements["passk"])
+    greedy = _greedy(measurements["greedy_accuracy"])
     report: dict[str, Any] = {
         "study": inputs["study"],
         "study_id": inputs["study_id"],
@@ -475,7 +477,7 @@ def compute_report_from(
             }
             for m in measurements["training_curve"]
         ],
-        "greedy": _greedy(measurements["greedy_accuracy"]),
+        "greedy": greedy,
         "passk": passk,
         "covariance": _covariance(measurements["covariance_transition"], failed, label),
         "tail": _tail(measurements["tail"], failed),
@@ -488,6 +490,18 @@ def compute_report_from(
             k=par["association_k"],
             benchmark=par["association_benchmark"],
             pooled=par["association_pooled"],
+        ),
+        # item 18 from the stored curves and accuracy traces (its own section)
+        "entropy_law": entropy_law_section(
+            measurements["training_curve"],
+            measurements["accuracy_trace"],
+            checkpoints,
+            greedy,
+            passk,
+            failed,
+            seed=seed,
+            benchmark=par["association_benchmark"],
+            k=par["association_k"],
         ),
     }
     report["quantities"] = quantities(report)
@@ -1472,6 +1486,17 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                     n=nt,
                     **where,
                 )
+    for q in law_quantities(report.get("entropy_law")):
+        add(
+            q["name"],
+            "entropy_law",
+            q["value"],
+            [],
+            run=q["run"],
+            model=q["model"],
+            key=q["key"],
+            n=q["n"],
+        )
     for f in report["failure"]:
         add(
             "failed",

@@ -299,6 +299,7 @@ def render_html(
             )
         )
     parts += _per_scale(report)
+    parts += _entropy_law(report.get("entropy_law"))
     parts.append("<h2>Figures</h2>")
     for name, png in figures.items():
         data = base64.b64encode(png).decode("ascii")
@@ -584,4 +585,29 @@ def _per_scale(report: dict[str, Any]) -> list[str]:
                 )
             )
             out.append(_caption(report, mode_deps))
+    return out
+
+
+def _entropy_law(sec: dict[str, Any] | None) -> list[str]:
+    """Item 15: the law per run and entropy, the comparison and the ordering, in words."""
+    if not sec:
+        return []
+    out = ["<h2>Entropy–performance law R = −a·exp(H) + b</h2>"]
+    if sec.get("error"):
+        out.append(f"<p>Not computed: {escape(sec['error'])}</p>")
+        return out
+    rows = [
+        [r["label"], kind, law["a"], law["b"], law["r2"], law["rmse"], law["n"],
+         law["ceiling"], law["early_fit_rmse"]]
+        for r in sec["runs"]
+        for kind, law in r["entropies"].items()
+        if law is not None
+    ]  # fmt: skip
+    out.append(
+        _table(["run", "entropy", "a", "b", "R²", "RMSE", "n", "ceiling b − a",
+                f"early-fit RMSE (first {sec['fit_fraction']:.0%})"], rows)
+    )  # fmt: skip
+    out.append(f"<p>{escape(sec['comparison']['sentence'])}</p>")
+    if sec.get("ordering_sentence"):
+        out.append(f"<p>{escape(sec['ordering_sentence'])}</p>")
     return out

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rcea.study.report.law_sections import EntropyLawSection
 from rcea.study.report.sections import (
     AssociationSection,
     CovarianceSection,
@@ -399,6 +400,13 @@ class StudyReport(_Model):
     failure: list[FailureRun] = Field(description="item 9: failure per (run, model)")
     association: AssociationSection | None = Field(
         description="retention-pass@k Spearman per model (exploratory)"
+    )
+    entropy_law: EntropyLawSection | None = Field(
+        default=None,
+        description="item 15: the entropy-performance law per run, its early prediction, "
+        "the scaling across sizes, global vs reward-conditioned entropy, and the RQ1 ordering "
+        "(None without a training curve paired with an accuracy trace; absent in bundles "
+        "written before it)",
     )
     quantities: list[Quantity] = Field(description="every reported number, flat")
     scope: str | None = Field(

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from sklearn.metrics import f1_score
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
@@ -116,6 +117,7 @@ def chart_marks(at: AppTest) -> list[set[str]]:
     out = []
     for chart in at.get("vega_lite_chart"):
         spec = json.loads(chart.proto.spec)
+        spec = spec.get("spec", spec)  # a faceted chart: its inner spec
         layers = spec.get("layer", [spec])
         out.append({(lay["mark"]["type"] if isinstance(lay["mark"], dict) else lay["mark"])
                     for lay in layers})  # fmt: skip
@@ -144,7 +146,7 @@ def column_config(at: AppTest, column: str) -> dict[str, Any]:
 def assert_every_checkpoint_labelled(at: AppTest, checkpoints: list[str]) -> None:
     """The ratio/retention chart: an ordinal x axis sorted in the given order, one label
     per checkpoint, and no label dropped on overlap."""
-    (spec,) = [s for s in chart_specs(at) if any(
+    (spec,) = [s for s in chart_specs(at) if "facet" not in s and any(
         (lay["mark"]["type"] if isinstance(lay["mark"], dict) else lay["mark"]) == "errorbar"
         for lay in s.get("layer", [s]))]  # fmt: skip
     xs = x_encodings(spec)
@@ -263,8 +265,18 @@ def test_entropy_page_ratios_match_an_independent_computation(
     # every checkpoint of the ratio chart has its own axis label, in the frame's order
     with_ci = ratios.dropna(subset=["paired_ratio"])
     assert_every_checkpoint_labelled(at, list(dict.fromkeys(with_ci["checkpoint"])))
-    # training traces on progress, then the ratio with CI error bars and the line y = 1
-    assert chart_marks(at) == [{"line"}, {"errorbar", "point", "rule"}]
+    # training traces on progress, then the ratio with CI error bars and the line y = 1,
+    # then the entropy-performance law: points, fit, early prediction and its band
+    assert chart_marks(at) == [{"line"}, {"errorbar", "point", "rule"}, {"area", "line", "point"}]
+    law_spec = chart_specs(at)[2]
+    assert law_spec["facet"]["column"]["field"] == "entropy"
+    # the law of grpo_main: accuracy at steps 0, 50, 100 paired with the entropy logged at
+    # the same steps (1 − 0.05·k at step 10·k), against scipy's OLS of R on exp(H)
+    law = frame_with(at, "early_fit_rmse")
+    row = law[law["run"].str.startswith("grpo_main")].iloc[0]
+    ref = stats.linregress(np.exp([1.0, 0.75, 0.5]), [0.5, 0.6, 0.7])
+    assert row["a"] == pytest.approx(-ref.slope) and row["b"] == pytest.approx(ref.intercept)
+    assert row["ceiling"] == pytest.approx(ref.intercept + ref.slope)
     traces = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     assert traces["encoding"]["x"]["field"] == "progress"
     assert at.selectbox(key="training_metric").options == ["entropy", "train.loss"]

@@ -68,3 +68,30 @@ def test_same_objective_and_model_in_two_dirs_stay_two_series(tmp_path: Path) ->
     assert len(dirs) == 2
     series = sorted(tr.live_frame(dirs)["series"].unique())
     assert series == ["grpo · base (tiny-m/runs/grpo)", "grpo · base (tiny-s/runs/grpo)"]
+
+
+def test_the_predicted_ceiling_is_drawn_and_labelled_a_prediction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    data = tmp_path / "data"
+    run = data / "runs" / "grpo"
+    write_run(run, "grpo")
+    writer = SummaryWriter(log_dir=str(run / "runs" / "stamp"))  # the same event folder
+    writer.add_scalar("train/rcea/entropy_law_ceiling", 0.62, 3)
+    writer.close()
+    add_researcher(logins_path(Settings(data_dir=data)), "tester", "correct horse battery")
+    monkeypatch.setenv("RCEA_DATA_DIR", str(data))
+    get_settings.cache_clear()
+    at = AppTest.from_file(str(MAIN), default_timeout=120)
+    at.run()
+    at.text_input(key="login_name").set_value("tester")
+    at.text_input(key="login_password").set_value("correct horse battery")
+    at.button(key="login_submit").click().run()
+    at.switch_page("training.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Predicted accuracy ceiling — a prediction" in [s.value for s in at.subheader]
+    charts = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+    assert len(charts) == 3
+    assert charts[2]["encoding"]["y"]["title"] == "predicted ceiling b − a (prediction)"

@@ -39,12 +39,15 @@ def test_published_page_is_per_scale_with_an_appendix(engine, tmp_path: Path) ->
         "Audits",
         "Training failure (per run and model)",
         "Model scale tiny",
+        "Entropy–performance law R = −a·exp(H) + b",
         "Figures",
         "Appendix: every quantity",
         "Hashes",
     ]
+    law = html[html.index("<h2>Entropy–performance law") : html.index("<h2>Figures</h2>")]
+    assert "<th>ceiling b − a</th>" in law and "No comparison: only one entropy" in law
     assert "<code>rcea report verify &lt;this directory&gt;</code>" in html
-    scale = html[html.index("<h2>Model scale tiny</h2>") : html.index("<h2>Figures</h2>")]
+    scale = html[html.index("<h2>Model scale tiny</h2>") : html.index("<h2>Entropy–")]
     for h3 in (
         "Benchmarks and retention",
         "Endpoint ratios with coverage; paired ratios with CI and sign test",

@@ -1,0 +1,152 @@
+"""Typed ``entropy_law`` section of the study report (docs/estimators.md item 18), filled by
+:func:`rcea.study.report.entropy_law.entropy_law_section`. Entropy-only: every number
+rests on the producer's training curves and accuracy measurements, no audit."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from rcea.study.report.sections import Section
+
+
+class LawFitModel(Section):
+    """OLS of R on exp(H): R = −a·exp(H) + b."""
+
+    a: float | None = Field(description="a (minus the slope on exp(H)); a <= 0 is reported")
+    b: float | None = Field(description="b (the intercept)")
+    r2: float | None = Field(description="R² of the fit (None when R is constant)")
+    rmse: float | None = Field(description="root mean squared residual")
+    n: int = Field(description="paired points")
+    ceiling: float | None = Field(description="b − a: R at H = 0")
+    reason: str | None = Field(description="why the fit is undefined, when it is")
+
+
+class PairedPoints(Section):
+    """The pairing: each validation point with the latest defined entropy at or before it."""
+
+    steps: list[int] = Field(description="validation steps")
+    entropy_steps: list[int] = Field(description="the step of the entropy each is paired with")
+    entropy: list[float] = Field(description="H")
+    accuracy: list[float] = Field(description="R")
+    n_unpaired: int = Field(description="validation points before any entropy (dropped)")
+
+
+class RunLawModel(LawFitModel):
+    """The law of one trace and one entropy, with the early fit's prediction."""
+
+    early_fit_rmse: float | None = Field(
+        description="RMSE on the later points of the fit on the first fit_fraction of steps"
+    )
+    fit_fraction: float = Field(description="f of the early window")
+    cutoff_step: float | None = Field(description="f × the last validation step")
+    n_early: int = Field(description="points in the early window")
+    n_rest: int = Field(description="points after it (the prediction's)")
+    early: LawFitModel = Field(description="the early fit")
+    points: PairedPoints | None = Field(default=None, description="the paired points")
+
+
+class LawRun(Section):
+    """One (run, model, training seed): the global-entropy law at the top level."""
+
+    label: str = Field(description="run:model[:seed<s>]")
+    run: str = Field(description="run")
+    model: str = Field(description="model (scale)")
+    seed: int | None = Field(description="training seed, when recorded")
+    n_params: float | None = Field(description="non-embedding parameters, when recorded")
+    a: float | None = Field(description="global entropy: a")
+    b: float | None = Field(description="global entropy: b")
+    r2: float | None = Field(description="global entropy: R²")
+    rmse: float | None = Field(description="global entropy: RMSE")
+    n: int | None = Field(description="global entropy: paired points")
+    ceiling: float | None = Field(description="global entropy: b − a")
+    early_fit_rmse: float | None = Field(description="global entropy: early-fit RMSE")
+    entropy_keys: dict[str, str] = Field(
+        description="entropy kind -> the logged key or column it was read from"
+    )
+    accuracy_benchmarks: list[str] = Field(
+        description="benchmarks whose accuracy traces were averaged into R"
+    )
+    entropies: dict[str, RunLawModel | None] = Field(
+        description="global / success / failure -> its law (None when not logged)"
+    )
+
+
+class LineFitModel(Section):
+    slope: float | None = Field(description="slope on log N")
+    intercept: float | None = Field(description="intercept")
+    r2: float | None = Field(description="R² (None with 2 sizes)")
+    n: int = Field(description="sizes")
+
+
+class LawScalingModel(Section):
+    """a and b against log N_params for one run (and seed) across model sizes."""
+
+    run: str = Field(description="run")
+    seed: int | None = Field(description="training seed")
+    labels: list[str] = Field(description="models with a fitted law")
+    n_params: list[float] = Field(description="their N_params")
+    a_fit: LineFitModel = Field(description="OLS of a on log N")
+    b_fit: LineFitModel = Field(description="OLS of b on log N")
+    largest: str | None = Field(description="the largest size")
+    predicted_a: float | None = Field(description="its a predicted from the other sizes")
+    predicted_b: float | None = Field(description="its b predicted from the other sizes")
+    predicted_ceiling: float | None = Field(description="predicted b − a")
+    fitted_a: float | None = Field(description="its own fitted a")
+    fitted_b: float | None = Field(description="its own fitted b")
+    fitted_ceiling: float | None = Field(description="its own fitted b − a")
+    ceiling_error: float | None = Field(description="predicted − fitted ceiling")
+    reason: str | None = Field(description="why undefined (fewer than 3 sizes)")
+
+
+class EntropyComparisonModel(Section):
+    """RCEA's comparison: which entropy's law predicted R best."""
+
+    kinds: list[str] = Field(description="entropies compared")
+    runs: list[str] = Field(description="runs where every compared entropy has an early fit")
+    mean_early_fit_rmse: dict[str, float | None] = Field(description="kind -> mean over runs")
+    mean_r2: dict[str, float | None] = Field(description="kind -> mean R² over the same runs")
+    best: str | None = Field(description="lowest mean early-fit RMSE")
+    sentence: str = Field(description="the finding in words")
+
+
+class MetricOrderModel(Section):
+    metric: str = Field(description="greedy_accuracy, macro_accuracy or pass_at_k")
+    kendall_tau: float | None = Field(description="Kendall τ-b of endpoint entropy and it")
+    p_value: float | None = Field(description="two-sided permutation p-value")
+    p_method: str = Field(description="exact or monte_carlo")
+    n: int = Field(description="runs in the test")
+    runs: list[str] = Field(description="them")
+
+
+class OrderingTestModel(Section):
+    model: str = Field(description="model scale")
+    metrics: list[MetricOrderModel] = Field(description="one test per metric")
+    rank_table: list[dict[str, str | float | None]] = Field(
+        description="per run: entropy, each metric and their descending ranks (1 = highest)"
+    )
+    excluded: list[str] = Field(description="failed runs left out")
+    seed: int = Field(description="seed of random orderings (above 9 runs)")
+
+
+class OrderingModel(Section):
+    metrics: list[str] = Field(description="the metrics present")
+    by_model: dict[str, OrderingTestModel] = Field(description="model -> its test")
+    kendall_tau: dict[str, float | None] | None = Field(description="one scale: metric -> τ-b")
+    p_value: dict[str, float | None] | None = Field(description="one scale: metric -> p")
+
+
+class EntropyLawSection(Section):
+    """Item 15: the entropy–performance law per trace, its early prediction, the scaling
+    across sizes, the global vs reward-conditioned comparison and the RQ1 ordering."""
+
+    fit_fraction: float = Field(description="f of the early fit")
+    runs: list[LawRun] = Field(description="one per (run, model, training seed)")
+    scaling: list[LawScalingModel] = Field(description="per run across model sizes")
+    comparison: EntropyComparisonModel = Field(description="which entropy predicted R best")
+    without_trace: list[str] = Field(
+        description="(run, model)s without a curve with entropy or without an accuracy trace"
+    )
+    pass_at_k_metric: str | None = Field(description="'<benchmark> pass@<k>' of the ordering")
+    ordering: OrderingModel | None = Field(description="RQ1 per model scale")
+    ordering_sentence: str | None = Field(description="the ordering finding in words")
+    error: str | None = Field(default=None, description="why the section could not be computed")
