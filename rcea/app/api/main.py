@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlmodel import Session
 
 from rcea.annotation.people import people_from_settings
-from rcea.app import __version__
+from rcea import __version__
 from rcea.app.api import studies, webhooks
 from rcea.app.api.deps import require_token
 from rcea.study.labelling import sync_all

@@ -41,7 +41,7 @@ import rcea.study.validity_audit.labelling as jl
 from rcea.audits.partition import partition_hash
 from rcea.audits.rubric import parse_rubric
 from rcea.pipeline.safety import path_under, write_private
-from rcea.study import __version__
+from rcea import DISTRIBUTION, __version__
 from rcea.study.pair_audit.freeze import FreezeError, partition_modes
 from rcea.study.pair_audit.gate import gate_status
 from rcea.study.report.attempt_labels import audited_pairs
@@ -506,7 +506,7 @@ def _inputs_json(
     rows = {"columns": columns, "values": [[r[c] for c in columns] for r in inputs["rows"]]}
     return {
         "format": BUNDLE_FORMAT,
-        "software": {"name": "rcea-audit", "version": __version__},
+        "software": {"name": DISTRIBUTION, "version": __version__},
         "entropy_only": entropy_only,
         "inputs": {**inputs, "rows": rows},
         "partition": partition,
