@@ -234,8 +234,8 @@ def _calibration_next(cp: CalibrationProgress, adjudicator: str) -> NextCommand:
 
 
 def _projects(
-    session: Session, family: Any, owner_id: int, labels: dict[str, dict]
-) -> list[Project]:  # type: ignore[type-arg]
+    session: Session, family: Any, owner_id: int, labels: dict[str, dict[int, str]]
+) -> list[Project]:
 
     return [
         Project(
@@ -253,10 +253,10 @@ def read_pair(session: Session, audit_name: str) -> PairProgress | None:
     audit = session.exec(select(Audit).where(Audit.name == audit_name)).first()
     if audit is None:
         return None
-    projects = _projects(session, PAIR, audit.id, current_labels(session, audit))  # type: ignore[arg-type]
+    projects = _projects(session, PAIR, audit.id, current_labels(session, audit))  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if not any(p.role in ("A", "B") for p in projects):
         return None
-    pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]
+    pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     labels = current_labels(session, audit)
     todo = needs_adjudication(pairs, labels, audit_rubric(session, audit).adjudication.scope)
     adj = labels.get(ADJUDICATOR, {})
@@ -283,10 +283,10 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     if check is None:
         return None
     labels = validity_labels.current_labels(session, check)
-    projects = _projects(session, VALIDITY, check.id, labels)  # type: ignore[arg-type]
+    projects = _projects(session, VALIDITY, check.id, labels)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if not any(p.role != validity_labels.ADJUDICATOR for p in projects):
         return None
-    items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]
+    items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     double = validity_labels.double_labelled(check)
     first = {r: v for r, v in labels.items() if r != validity_labels.ADJUDICATOR}
     if double:
@@ -309,7 +309,7 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
             ValidityCheck.kind == "accepted",
             ValidityCheck.judge_hash == check.judge_hash,
         )
-        .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]
+        .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).first()
     acc_labels = validity_labels.current_labels(session, acc) if acc is not None else {}
     acc_done = acc is not None and bool(
@@ -327,7 +327,7 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
         completed=bool(done) and done.get("judge_hash") == check.judge_hash,
         projects=projects,
         accepted=acc.name if acc is not None else None,
-        accepted_items=len(check_items(session, check_id=acc.id)) if acc is not None else 0,  # type: ignore[arg-type]
+        accepted_items=len(check_items(session, check_id=acc.id)) if acc is not None else 0,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         accepted_labelled={r: len(acc_labels.get(r, {})) for r in ("A", "B")},
         accepted_completed=acc_done,
     )
@@ -339,7 +339,7 @@ def read_progress(session: Session, *, study: str, audit: str, calibration: str)
     st = get_study(session, name=study)
     bundle = None
     if st is not None:
-        bundle = events.latest_payload(session, events.REPORT_PUBLISH, st.id).get("bundle")  # type: ignore[arg-type]
+        bundle = events.latest_payload(session, events.REPORT_PUBLISH, st.id).get("bundle")
     return Progress(
         study=study,
         pair=read_pair(session, audit),
@@ -457,9 +457,9 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
     # -- token entropies of the trajectories themselves (rewards-only imports lack them)
     lacking = session.execute(
         select(Trajectory.run, Trajectory.model, Trajectory.step, func.count())
-        .where(Trajectory.study_id == st.id, Trajectory.mean_token_entropy.is_(None))  # type: ignore[union-attr]
-        .group_by(Trajectory.run, Trajectory.model, Trajectory.step)
-        .order_by(Trajectory.run, Trajectory.model, Trajectory.step)
+        .where(Trajectory.study_id == st.id, Trajectory.mean_token_entropy.is_(None))  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
+        .group_by(Trajectory.run, Trajectory.model, Trajectory.step)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+        .order_by(Trajectory.run, Trajectory.model, Trajectory.step)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).all()
     if lacking:
         run, model, step, _ = lacking[0]
@@ -473,7 +473,7 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
             )
         )
     # -- the validity judge and its calibration
-    vstat = validity_status(session, study_id=st.id)  # type: ignore[arg-type]
+    vstat = validity_status(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     judged = vstat["status"] != "no-judge"
     if not judged:
         out.append(

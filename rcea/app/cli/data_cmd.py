@@ -149,7 +149,7 @@ def summary(
 
     with store_session(as_json) as session:
         st = require_study(session, name=study)
-        data = study_summary(session, study_id=st.id)
+        data = study_summary(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if as_json:
         print_json(data)
         return

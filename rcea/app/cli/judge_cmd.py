@@ -221,7 +221,7 @@ def list_cmd(as_json: bool = JSON_OPTION) -> None:
         return
     for r in rows:
         typer.echo(
-            f"{r['name']} v{r['version']}  {r['judge_hash'][:16]}  {r['backend']} {r['model']}  "
+            f"{r['name']} v{r['version']}  {r['judge_hash'][:16]}  {r['backend']} {r['model']}  "  # type: ignore[index]  # a value of a JSON/dict of mixed types; its shape is checked where it is written
             f"{r['template_id']}  {r['frozen_by']} {r['frozen_at']}"
         )
 
@@ -293,7 +293,7 @@ def run_cmd(
 # --------------------------------------------------------------------------- checks
 
 
-def _push(  # type: ignore[no-untyped-def]
+def _push(
     kind: str,
     name: str | None,
     annotators: list[str],
@@ -307,7 +307,7 @@ def _push(  # type: ignore[no-untyped-def]
         people = _people()
         with session_scope(engine()) as s:
             check = get_check(s, name=name, kind=kind)
-            n = len(check_items(s, check_id=check.id))  # type: ignore[arg-type]
+            n = len(check_items(s, check_id=check.id))  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             total = n * (2 if kind == "accepted" else 1)
             with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
                 out = push_check(
@@ -614,13 +614,13 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
 
     with store_session(as_json) as s:
         st = require_study(s, name=study)
-        out = validity_status(s, study_id=st.id)  # type: ignore[arg-type]
+        out = validity_status(s, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         out["checks"] = [
             {"name": c.name, "kind": c.kind, "judge_hash": c.judge_hash}
             for c in s.exec(
                 select(ValidityCheck)
                 .where(ValidityCheck.study_id == st.id)
-                .order_by(ValidityCheck.id)
+                .order_by(ValidityCheck.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
             ).all()
         ]
     if as_json:
@@ -647,7 +647,7 @@ def validity_cmd(
 
     with store_session(as_json) as s:
         st = require_study(s, name=study)
-        out = validity_by_checkpoint(s, study_id=st.id, k_min=k_min)  # type: ignore[arg-type]
+        out = validity_by_checkpoint(s, study_id=st.id, k_min=k_min)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if as_json:
         print_json(out)
         return

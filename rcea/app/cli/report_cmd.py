@@ -59,7 +59,7 @@ BASE_RUN_OPTION = typer.Option(
 )
 
 
-def _params(**kw: Any):  # type: ignore[no-untyped-def]
+def _params(**kw: Any):
     """The report parameters among a command's options."""
 
     return ReportParameters(**{f.name: kw[f.name] for f in fields(ReportParameters)})

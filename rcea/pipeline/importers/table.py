@@ -104,7 +104,7 @@ def _read_rows(path: Path, kind: str) -> tuple[list[dict[str, Any]], list[str], 
                                 source,
                                 f"line {start}",
                                 None,
-                                f"{len(columns) + len(row[None])} cells but "  # type: ignore[index]
+                                f"{len(columns) + len(row[None])} cells but "
                                 f"the header names {len(columns)} columns",
                             )
                         ]

@@ -125,10 +125,10 @@ def template_from_dict(data: dict[str, Any], *, source: str = "<template>") -> J
         raise ValueError(f"{source}: unknown key(s) {', '.join(extra)}")
     try:
         return JudgeTemplate(
-            name=body.get("name"),  # type: ignore[arg-type]
-            version=body.get("version"),  # type: ignore[arg-type]
-            system=body.get("system"),  # type: ignore[arg-type]
-            user=body.get("user"),  # type: ignore[arg-type]
+            name=body.get("name"),  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            version=body.get("version"),  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            system=body.get("system"),  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            user=body.get("user"),  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
         )
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}") from exc

@@ -46,7 +46,7 @@ def size_rubric(session: Session, *, study: str) -> RubricSize:
     """The pair plan and calibration size the study supports (module docstring)."""
     st = require_study(session, name=study)
     rows = session.execute(
-        select(Trajectory.question_id, func.sum(Trajectory.reward))
+        select(Trajectory.question_id, func.sum(Trajectory.reward))  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
         .where(Trajectory.study_id == st.id)
         .group_by(Trajectory.question_id)
     ).all()
@@ -97,7 +97,7 @@ def sized_rubric_text(size: RubricSize, *, name: str) -> str:
             section = m.group(1)
         kv = re.match(r"(\s*)(\w+)(\s*=\s*)([^#]*?)(\s*#.*)?$", line)
         if kv and (section, kv.group(2)) in subs:
-            line = f"{kv.group(1)}{kv.group(2)}{kv.group(3)}{subs[(section, kv.group(2))]}"
+            line = f"{kv.group(1)}{kv.group(2)}{kv.group(3)}{subs[(section, kv.group(2))]}"  # type: ignore[index]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
             if kv.group(2) == "pairs_per_question":
                 line += (
                     f"   # sized to {size.study}: {size.n_eligible_questions} questions with "

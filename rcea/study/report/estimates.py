@@ -97,8 +97,8 @@ def retention_table(
             out.append(RetentionRow(key, None, None, why))
             continue
         res = rarefied_retention(
-            dict(modes[base]),
-            dict(modes[key]),
+            dict(modes[base]),  # type: ignore[arg-type]  # Mapping is invariant in its key; the str keys are valid str | int keys
+            dict(modes[key]),  # type: ignore[arg-type]  # Mapping is invariant in its key; the str keys are valid str | int keys
             seed=seed,
             n_min=n_min,
             n_draws=n_draws,
@@ -156,8 +156,8 @@ def checkpoint_entropy(
     return entropy_report(
         list(question_ids),
         list(rewards),
-        list(mean_token_entropy),
-        lps if all(v is not None for v in lps) else None,
+        list(mean_token_entropy),  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+        lps if all(v is not None for v in lps) else None,  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
         seed=seed,
         k_min=k_min,
         n_boot=n_boot,
