@@ -50,6 +50,8 @@ def test_mypy_is_configured_strict_where_the_docs_say() -> None:
     assert "strict" not in mypy  # global in mypy: it would make every package strict
     strict = [o for o in mypy["overrides"] if o.get("disallow_untyped_defs")]
     assert len(strict) == 1
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(d.startswith("mypy==") for d in dev["dev"])
     assert set(strict[0]["module"]) == {
         "rcea.audits",
         "rcea.audits.*",
