@@ -47,7 +47,7 @@ COMMANDS: dict[str, str] = {
 @functools.cache
 def module_commands(module: str) -> click.Group:
     """The click group of everything ``module.register`` adds (imported on first use)."""
-    sub = typer.Typer()
+    sub = typer.Typer(rich_markup_mode=None)
     importlib.import_module(module).register(sub)
     return typer.main.get_group(sub)  # type: ignore[return-value]  # typer re-exports click's Group under its own vendored types
 
@@ -65,6 +65,7 @@ class LazyGroup(TyperGroup):
 
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="rcea",
     cls=LazyGroup,
     help="RCEA Audit: reward-conditioned entropy studies with blinded human audits.",

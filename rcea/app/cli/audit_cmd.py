@@ -49,10 +49,14 @@ from rcea.study.store import session_scope
 from rcea.study.store.models import Rubric, Study
 
 audit_app = typer.Typer(
-    help="The blinded same/different-strategy pair audit.", no_args_is_help=True
+    rich_markup_mode=None,
+    help="The blinded same/different-strategy pair audit.",
+    no_args_is_help=True,
 )
-rubric_app = typer.Typer(help="Frozen audit rubrics.", no_args_is_help=True)
-partition_app = typer.Typer(help="Frozen automatic partitions.", no_args_is_help=True)
+rubric_app = typer.Typer(rich_markup_mode=None, help="Frozen audit rubrics.", no_args_is_help=True)
+partition_app = typer.Typer(
+    rich_markup_mode=None, help="Frozen automatic partitions.", no_args_is_help=True
+)
 audit_app.add_typer(rubric_app, name="rubric")
 audit_app.add_typer(partition_app, name="partition")
 

@@ -64,12 +64,15 @@ from rcea.study.store import Trajectory, require_study, session_scope
 from rcea.study.store.models import CodebookDraft
 
 codebook_app = typer.Typer(
+    rich_markup_mode=None,
     help="Question-local codebooks: induction, merge, freeze, double assignment, "
     "reconciliation, extension review, export of the partition.",
     no_args_is_help=True,
 )
 edit_app = typer.Typer(
-    help="Edit a question's draft codebook (before it is frozen).", no_args_is_help=True
+    rich_markup_mode=None,
+    help="Edit a question's draft codebook (before it is frozen).",
+    no_args_is_help=True,
 )
 codebook_app.add_typer(edit_app, name="edit")
 

@@ -165,7 +165,9 @@ def summary(
         )
 
 
-db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
+db_app = typer.Typer(
+    rich_markup_mode=None, help="Database schema (Alembic migrations).", no_args_is_help=True
+)
 
 
 @db_app.command("upgrade")

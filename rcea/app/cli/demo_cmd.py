@@ -384,7 +384,7 @@ def _serve_sample(cfg: Any, audit_name: str) -> None:
 
 # --------------------------------------------------------------------------- status
 
-demo_app = typer.Typer()
+demo_app = typer.Typer(rich_markup_mode=None)
 demo_app.callback(invoke_without_command=True)(demo)
 
 

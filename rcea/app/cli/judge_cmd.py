@@ -67,14 +67,17 @@ from rcea.study.validity_audit.verify import VerifyError, verify_file
 from rcea.study.validity_audit.versions import describe, freeze_judge, list_judges
 
 judge_app = typer.Typer(
+    rich_markup_mode=None,
     help="The validity audit: verifier, frozen judge, judge runs, calibration, accepted-set check.",
     no_args_is_help=True,
 )
 calibrate_app = typer.Typer(
+    rich_markup_mode=None,
     help="Blinded calibration of a frozen judge (development and held-out splits).",
     no_args_is_help=True,
 )
 accepted_app = typer.Typer(
+    rich_markup_mode=None,
     help="Accepted-set check: judge-accepted trajectories, two annotators each.",
     no_args_is_help=True,
 )

@@ -54,6 +54,7 @@ from rcea.study.store import get_or_create_study, session_scope
 from rcea.study.store.measurements import record_measurement
 
 probe_app = typer.Typer(
+    rich_markup_mode=None,
     help="Probe checkpoints: sampling, teacher-forced entropy, covariance, benchmarks.",
     no_args_is_help=True,
 )

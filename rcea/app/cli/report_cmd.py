@@ -23,7 +23,9 @@ from rcea.study.settings import actor_name
 from rcea.study.store import StoreError, session_scope
 
 report_app = typer.Typer(
-    help="Study reports and the publish gate (audited numbers only).", no_args_is_help=True
+    rich_markup_mode=None,
+    help="Study reports and the publish gate (audited numbers only).",
+    no_args_is_help=True,
 )
 
 _RUBRIC = "default: the gate rubric's estimators section, else "

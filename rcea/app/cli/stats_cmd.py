@@ -29,7 +29,9 @@ from rcea.study.report.estimates import checkpoint_entropy, retention_table, seq
 from rcea.study.report.sections import RetentionSection
 
 stats_app = typer.Typer(
-    help="RCEA estimators on files (items 1-11 of docs/estimators.md).", no_args_is_help=True
+    rich_markup_mode=None,
+    help="RCEA estimators on files (items 1-11 of docs/estimators.md).",
+    no_args_is_help=True,
 )
 
 
