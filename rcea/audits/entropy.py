@@ -194,7 +194,7 @@ def _check_logprobs(seq_logprobs: Any, name: str = "seq_logprobs") -> np.ndarray
     if too_big.any():
         i = int(np.flatnonzero(too_big)[0])
         raise ValueError(f"{name} must be log-probabilities (<= 0), got {ell[i]} at index {i}")
-    return np.minimum(ell, 0.0)  # type: ignore[no-any-return]  # the third-party call is untyped (returns Any)
+    return np.minimum(ell, 0.0)  # type: ignore[no-any-return]  # numpy's stubs type the ufunc's result as Any
 
 
 def _check_token_entropies(values: Any, name: str = "mean_token_entropy") -> np.ndarray[Any, Any]:
@@ -432,7 +432,7 @@ def sign_test_greater(n_higher: int, n: int) -> float:
     if n < 0 or not 0 <= n_higher <= n:
         raise ValueError(f"need 0 <= n_higher <= n, got n_higher={n_higher}, n={n}")
     tail = sum(math.comb(n, j) for j in range(n_higher, n + 1))
-    return tail / 2**n  # type: ignore[no-any-return]  # the third-party call is untyped (returns Any)
+    return tail / 2**n  # type: ignore[no-any-return]  # numpy's stubs type the array arithmetic as Any
 
 
 @dataclass(frozen=True)
@@ -907,10 +907,10 @@ def entropy_report(
         mean_token_entropy=float(np.mean([r.token_entropy for r in rows])),
         mean_sequence_entropy=_mean_or_none([s.sequence_entropy for s in seqs]),
         mean_conditional_entropy_success=_mean_or_none(
-            [s.conditional_entropy_success for s in seqs if s.success_reportable]  # type: ignore[misc]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            [s.conditional_entropy_success for s in seqs if s.success_reportable]  # type: ignore[misc]  # a reportable stratum has its conditional entropy
         ),
         mean_conditional_entropy_failure=_mean_or_none(
-            [s.conditional_entropy_failure for s in seqs if s.failure_reportable]  # type: ignore[misc]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            [s.conditional_entropy_failure for s in seqs if s.failure_reportable]  # type: ignore[misc]  # a reportable stratum has its conditional entropy
         ),
         max_abs_residual=max((abs(s.residual) for s in seqs), default=None),
         max_abs_token_mixture_residual=max(_mixture_residual(r) for r in rows),

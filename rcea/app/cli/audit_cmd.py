@@ -253,7 +253,7 @@ def gate(
 
     with store_session(as_json) as s:
         row = get_audit(s, name=audit)
-        study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+        study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]  # an audit's study row exists (foreign key)
         result = decide_gate(s, row, final=final, actor=actor_name(actor))
     result.update(gate_outcome(result["report"] or {}))
     options = failed_gate_options(study_name) if final and result["status"] == "failed" else []
@@ -283,7 +283,7 @@ def abandon(
     with store_session(as_json) as s:
         row = get_audit(s, name=audit)
         out = abandon_audit(s, row, reason=reason, actor=actor_name(actor))
-        study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+        study_name = s.get(Study, row.study_id).name  # type: ignore[union-attr]  # an audit's study row exists (foreign key)
     emit(
         {**out, "outcome": "abandoned"},
         as_json,

@@ -534,9 +534,9 @@ def queue_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
                 }
                 for d in researcher_queue(s, study=study)
             ]
-        texts = _texts(study, [r["_tid"] for r in rows])  # type: ignore[misc]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+        texts = _texts(study, [r["_tid"] for r in rows])  # type: ignore[misc]  # the queue rows are dicts of mixed values; _tid holds the trajectory id (str)
     for r in rows:
-        r["text"] = texts.get(r.pop("_tid"), "")  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+        r["text"] = texts.get(r.pop("_tid"), "")  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; _tid holds the trajectory id (str)
     if as_json:
         print_json(rows)
         return
@@ -544,10 +544,10 @@ def queue_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     for r in rows:
         conf = r["arbitration_confidence"]
         typer.echo(
-            f"#{r['dispute_id']}  {r['question_id']}  {', '.join(r['reasons'])}; arbitration: "  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            f"#{r['dispute_id']}  {r['question_id']}  {', '.join(r['reasons'])}; arbitration: "  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; reasons is a list of str
             f"{r['arbitration']}" + (f" ({conf:.2f})" if conf is not None else "")
         )
-        typer.echo(_indent(r["text"]))  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+        typer.echo(_indent(r["text"]))  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; text is a str
     if rows:
         typer.echo(
             "resolve: rcea codebook resolve ID --study S (--mode mN | --uncertain | "

@@ -406,7 +406,7 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
                     "empty completion (pass --skip-empty-output to leave such samples out)",
                 )
                 continue
-            if is_multi_turn(obj, output):  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            if is_multi_turn(obj, output):  # type: ignore[arg-type]  # output is checked above (a missing or empty one is skipped)
                 if opts.multi_turn == "refuse":
                     err(
                         loc,
@@ -417,7 +417,7 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
                     )
                     continue
                 if opts.multi_turn == "last-turn":
-                    final = last_turn(output)  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+                    final = last_turn(output)  # type: ignore[arg-type]  # output is checked above (a missing or empty one is skipped)
                     if final is None:
                         err(
                             loc,
@@ -428,13 +428,13 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
                         continue
                     output = final
                 else:
-                    record["turns"] = turns_json(split_transcript(output))  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
-            text, n_tok = strip_special(output)  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+                    record["turns"] = turns_json(split_transcript(output))  # type: ignore[arg-type]  # output is checked above (a missing or empty one is skipped)
+            text, n_tok = strip_special(output)  # type: ignore[arg-type]  # output is checked above (a missing or empty one is skipped)
             n_stripped += n_tok
             if not text.strip():
                 err(loc, "output", "only special tokens")
                 continue
-            scores.append(score)  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            scores.append(score)  # type: ignore[arg-type]  # not checked by hand yet: a row without a score is expected to be refused above
             key_values.append(obj.get(opts.reward_key) if opts.reward_key else None)
             record.update(
                 trajectory_id=_trajectory_id(opts.run, opts.model, step, qid, seed),
@@ -468,7 +468,7 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
     for row, sc, kv in zip(rows, scores, key_values, strict=True):
         if opts.reward_key is not None:
             b = _binary(kv)
-            row["reward"] = b if b is not None else int(_score(kv) > opts.reward_threshold)  # type: ignore[operator]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            row["reward"] = b if b is not None else int(_score(kv) > opts.reward_threshold)  # type: ignore[operator]  # not checked by hand yet: with a reward key the score is expected to be numeric
         elif opts.reward_threshold is not None:
             row["reward"] = int(sc > opts.reward_threshold)
         else:

@@ -83,7 +83,7 @@ def final_labels(
                 out.append(FinalLabel(q, tid, None, None, why))
                 continue
             p = passes[chosen.id][tid]  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
-            d = disputes.get((chosen.id, tid))  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            d = disputes.get((chosen.id, tid))  # type: ignore[arg-type]  # a stored version's id is set: SQLModel types every primary key Optional
             if d is not None:
                 if d.status == "resolved" and d.final_label not in (None, UNCERTAIN):
                     why = (

@@ -512,7 +512,7 @@ def merge(
             try:
                 if not result.ok:
                     raise ValueError(result.error or "failed")
-                modes = modes_from_merge(job.context["numbered"], result.value)  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+                modes = modes_from_merge(job.context["numbered"], result.value)  # type: ignore[arg-type]  # result.value is set when result.ok (checked just above)
             except ValueError as exc:
                 failed[job.question_id] = str(exc)
                 s.execute(delete(CodebookBatch).where(CodebookBatch.id == job.row_id))  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
@@ -889,7 +889,7 @@ def reconcile(
             for lab in labels_from_reply(
                 job.context["hmap"], result.value, job.context["mode_ids"], error=result.error
             ):
-                d = rows.get((job.version_id, lab.trajectory_id))  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+                d = rows.get((job.version_id, lab.trajectory_id))  # type: ignore[arg-type]  # a stored version's id is set: SQLModel types every primary key Optional
                 if d is None or d.status != "open":
                     continue  # settled meanwhile (e.g. by a researcher)
                 status = arbitration_status(lab, threshold=threshold)

@@ -205,7 +205,7 @@ def sync_binding(
         if gone:
             result.missing_tasks[binding.role] = len(gone)
     if now:  # a datetime: the next sync reads what changed from here on
-        binding.synced_until = now  # type: ignore[assignment]  # the value is validated against the literal's choices where it is read
+        binding.synced_until = now  # type: ignore[assignment]  # now is the sync's datetime here (the if above); True only marks a full sync
         session.add(binding)
 
 

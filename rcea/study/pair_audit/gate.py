@@ -210,7 +210,7 @@ def decide_gate(session: Session, audit: Audit, *, final: bool, actor: str) -> d
     An abandoned audit (:mod:`rcea.study.pair_audit.abandon`) gets no final gate."""
     if final and abandon_record(session, audit) is not None:
         raise FreezeError(
-            f"audit {audit.name} was abandoned ({abandon_record(session, audit)['reason']}): "  # type: ignore[index]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            f"audit {audit.name} was abandoned ({abandon_record(session, audit)['reason']}): "  # type: ignore[index]  # an abandoned audit has its abandon record
             "it gets no final gate; draw a new audit (`rcea audit sample`)"
         )
     result = gate_status(session, audit, final=final)

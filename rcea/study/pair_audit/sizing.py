@@ -97,7 +97,7 @@ def sized_rubric_text(size: RubricSize, *, name: str) -> str:
             section = m.group(1)
         kv = re.match(r"(\s*)(\w+)(\s*=\s*)([^#]*?)(\s*#.*)?$", line)
         if kv and (section, kv.group(2)) in subs:
-            line = f"{kv.group(1)}{kv.group(2)}{kv.group(3)}{subs[(section, kv.group(2))]}"  # type: ignore[index]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            line = f"{kv.group(1)}{kv.group(2)}{kv.group(3)}{subs[(section, kv.group(2))]}"  # type: ignore[index]  # the regex groups matched, so they are str
             if kv.group(2) == "pairs_per_question":
                 line += (
                     f"   # sized to {size.study}: {size.n_eligible_questions} questions with "

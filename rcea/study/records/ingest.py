@@ -237,8 +237,8 @@ def _write_batches(
                         write_token_artifact,
                         artifact,
                         tids,
-                        batch.token_values,  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
-                        batch.token_offsets,  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+                        batch.token_values,  # type: ignore[arg-type]  # the token arrays are set for a batch with token entropies (the branch's condition)
+                        batch.token_offsets,  # type: ignore[arg-type]  # the token arrays are set for a batch with token entropies (the branch's condition)
                         batch.token_present,
                     )
                 rel = str(artifact.relative_to(data_dir)) if artifact else None
@@ -320,8 +320,8 @@ def _write_stream(
                     write_token_artifact(
                         artifact,
                         batch.columns["trajectory_id"],
-                        batch.token_values,  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
-                        batch.token_offsets,  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+                        batch.token_values,  # type: ignore[arg-type]  # the token arrays are set for a batch with token entropies (the branch's condition)
+                        batch.token_offsets,  # type: ignore[arg-type]  # the token arrays are set for a batch with token entropies (the branch's condition)
                         batch.token_present,
                     )
                     rel = str(artifact.relative_to(data_dir))
@@ -527,7 +527,7 @@ def _insert_trajectories(
     all_names = [*names, "study_id", "ingest_id", "token_artifact", "token_row"]
     conn = session.connection()
     compiled = insert(Trajectory.__table__).compile(dialect=conn.dialect, column_keys=all_names)  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
-    order = list(compiled.positiontup) if compiled.positional else all_names  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+    order = list(compiled.positiontup) if compiled.positional else all_names  # type: ignore[arg-type]  # a positional dialect's compiled insert has its position tuple
     has_tokens = present.tolist() if present is not None else [False] * n
     extra = {
         "study_id": [study_id] * n,
@@ -541,7 +541,7 @@ def _insert_trajectories(
     try:
         for start in range(0, n, INSERT_CHUNK):
             stop = min(start + INSERT_CHUNK, n)
-            chunk = list(zip(*(c[start:stop] for c in ordered), strict=True))  # type: ignore[index]  # a value of a JSON/dict of mixed types; its shape is checked where it is written
+            chunk = list(zip(*(c[start:stop] for c in ordered), strict=True))  # type: ignore[index]  # not checked by hand yet: every value of source is expected to be a column (a sequence)
             params: list[Any] = (
                 chunk if compiled.positional else [dict(zip(order, r, strict=True)) for r in chunk]
             )

@@ -134,7 +134,7 @@ def score_trajectories(
     try:
         for part in mine:
             stats = scorer.score(
-                [ScoreItem(r.trajectory_id, texts[r.question_id], r.text) for r in part]  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+                [ScoreItem(r.trajectory_id, texts[r.question_id], r.text) for r in part]  # type: ignore[arg-type]  # not checked by hand yet: the question texts are expected for every scored question
             )
             ents = [x.entropies.astype(np.float32) for x in stats]
             offsets = np.zeros(len(ents) + 1, dtype=np.int64)

@@ -509,7 +509,7 @@ def _estimator_settings(session: Session, rubric_hash: str | None) -> tuple[Any,
     )
     if row is None:
         return EstimatorSettings(), "defaults"
-    return rubric_spec(row).estimators, f"rubric {row.name} v{row.version} ({rubric_hash[:12]}…)"  # type: ignore[index]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+    return rubric_spec(row).estimators, f"rubric {row.name} v{row.version} ({rubric_hash[:12]}…)"  # type: ignore[index]  # a stored rubric has its hash
 
 
 #: Payload fields each measurement kind needs here, and the fields of its list items.
@@ -1197,7 +1197,7 @@ def _min_evidence(par: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The per-quantity floors of ``par`` (inputs written before per-quantity floors: the
     one floor applies to all four)."""
     if par.get("min_evidence"):
-        return par["min_evidence"]  # type: ignore[no-any-return]  # the third-party call is untyped (returns Any)
+        return par["min_evidence"]  # type: ignore[no-any-return]  # a value of the rubric's parameter dict (typed Any)
     return EstimatorSettings(
         min_eligible_questions=par.get("min_eligible_questions", 10),
         min_eligible_share=par.get("min_eligible_share", 0.25),

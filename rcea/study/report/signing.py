@@ -86,7 +86,7 @@ def sign_bundle(bundle: Path, private_key: Path) -> str:
         "signature": sig.hex(),
     }
     (bundle / SIGNATURE_FILE).write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
-    return body["key_fingerprint"]  # type: ignore[no-any-return]  # the third-party call is untyped (returns Any)
+    return body["key_fingerprint"]  # type: ignore[no-any-return]  # a value read from JSON (typed Any)
 
 
 def verify_signature(bundle: Path, public_key: Path) -> str:

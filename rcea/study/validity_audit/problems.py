@@ -54,7 +54,7 @@ def load_problems(session: Session, *, study: str, source: str) -> dict[str, int
         texts = _from_file(path, wanted)
     else:
         try:
-            fn: Callable[[str], str] = load_strategy_fn(source)  # type: ignore[assignment]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+            fn: Callable[[str], str] = load_strategy_fn(source)  # type: ignore[assignment]  # not checked by hand yet: mypy sees a two-argument strategy function here
         except ValueError as exc:
             raise ValueError(
                 f"problem source {source!r} is neither a JSONL file nor a usable "

@@ -77,7 +77,7 @@ def make_judge(
                 f"the frozen judge's oracle is {spec.model!r}, not {opts.oracle!r}: "
                 "freeze a new judge version to change it"
             )
-        return OracleJudge(load_strategy_fn(spec.model), label=spec.model)  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+        return OracleJudge(load_strategy_fn(spec.model), label=spec.model)  # type: ignore[arg-type]  # not checked by hand yet: mypy sees a str-returning strategy function where a verdict is typed
     cfg = llm_config(
         settings.model_copy(update={"llm_model": spec.model}),
         BackendOptions(
@@ -258,7 +258,7 @@ def run_judge(
     def flush() -> None:
         if buffer:
             with session_scope(engine) as s2:
-                _store(s2, s2.get(JudgeVersion, row.id), study_id, buffer)  # type: ignore[arg-type]  # Optional by declaration; set on every path that reaches here (checked by the caller), which mypy cannot follow
+                _store(s2, s2.get(JudgeVersion, row.id), study_id, buffer)  # type: ignore[arg-type]  # the judge version was stored in this run (same id)
             buffer.clear()
 
     def work(job: tuple[str, str, str]) -> JudgeOutcome:
