@@ -89,7 +89,7 @@ class Verification:
         extra = f"; not re-derived: {', '.join(self.not_rederived)}" if self.not_rederived else ""
         return (
             f"OK: {self.n_checked} values re-derived from {self.bundle} match "
-            f"(signature: {self.signature}; written by rcea-audit {self.software or '?'}, "
+            f"(signature: {self.signature}) (written by rcea-audit {self.software or '?'}, "
             f"verified with {self.verified_with}){extra}"
         )
 
