@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 # minutes-long demo tests start at once and no worker is left with a queue at the end.
 TEST_WORKERS ?= 3
 
-.PHONY: install shell chromium texlive nginx demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve screenshots clean
+.PHONY: install shell chromium texlive nginx demo test lint bench mutation gpu-check serve view docs docs-serve screenshots clean
 
 install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed $(TRACKIO_SITE)/.installed $(TRITON_SITE)/.installed chromium texlive nginx ## create .venv, .venv-labelstudio, .verl-site, .trackio-site and .triton-site; Debian chromium, pdflatex and nginx
 
@@ -88,13 +88,16 @@ demo: install ## the embedded study end to end, then serve Label Studio, API, vi
 	@echo "rcea is $(BIN)/rcea: \`source $(VENV)/bin/activate\` (or \`make shell\`) puts it on PATH"
 	$(BIN)/rcea demo --serve $(DEMO_ARGS)
 
-test: install ## ruff + the whole test suite (PostgreSQL and browser tests included); the 30 slowest tests and the total
-	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 1 --durations=30 $(PYTEST_ARGS)
-
-lint: install
+test: install ## ruff, ruff format, mypy + the whole test suite (PostgreSQL and browser tests included); the 30 slowest tests and the total
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m mypy
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 1 --durations=30 $(PYTEST_ARGS)
+
+lint: install ## ruff, ruff format and mypy only (what the pre-commit hooks run)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m mypy
 
 bench: install ## speed figures (ratios against a named baseline in the same run) → docs/benchmarks.md
 	@for b in benchmarks/bench_*.py; do n=$$(basename $$b .py); echo "== $$b"; \
@@ -126,4 +129,4 @@ view: install ## the Streamlit view
 	$(BIN)/rcea view
 
 clean:
-	rm -rf $(VENV) $(LS_VENV) $(TRACKIO_SITE) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(LS_VENV) $(TRACKIO_SITE) .pytest_cache .ruff_cache .mypy_cache build *.egg-info

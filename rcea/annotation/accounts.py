@@ -148,7 +148,7 @@ def login_session(url: str, email: str, password: str | SecretStr) -> httpx.Clie
         if resp.status_code != 302:
             errors = "; ".join(form_errors(resp.text)) or f"HTTP {resp.status_code}"
             raise LoginFailed(f"login of {email} refused: {errors}")
-        client.headers["X-CSRFToken"] = client.cookies.get("csrftoken", "")
+        client.headers["X-CSRFToken"] = client.cookies.get("csrftoken", "")  # type: ignore[assignment]  # httpx types cookies.get as Optional even with a default
         who = client.get("/api/current-user/whoami")
         if who.status_code != 200 or who.json().get("email", "").lower() != email.lower():
             raise LoginFailed(f"login of {email} did not give a session (HTTP {who.status_code})")

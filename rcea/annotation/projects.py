@@ -31,7 +31,7 @@ def create_project(
         show_skip_button=False,
         maximum_annotations=1,
     )
-    return int(project.id)
+    return int(project.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
 
 
 def export_tasks(client: LabelStudio, project_id: int) -> list[dict[str, Any]]:
@@ -79,7 +79,9 @@ def import_tasks(
     for start in range(0, len(todo), batch):
         chunk = todo[start : start + batch]
         answer = client.projects.import_tasks(
-            project_id, request=[{"data": t} for t in chunk], return_task_ids=True
+            project_id,
+            request=[{"data": t} for t in chunk],  # type: ignore[misc]  # the SDK validates plain dicts into ImportApiRequest (pydantic)
+            return_task_ids=True,
         )
         ids = getattr(answer, "task_ids", None)
         if isinstance(ids, list) and len(ids) == len(chunk):

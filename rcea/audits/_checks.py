@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 
-def as_float_array(values: Any, name: str, *, allow_empty: bool = False) -> np.ndarray:
+def as_float_array(values: Any, name: str, *, allow_empty: bool = False) -> np.ndarray[Any, Any]:
     """Return ``values`` as a 1-D float64 array of finite numbers."""
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 1:
@@ -23,7 +23,7 @@ def as_float_array(values: Any, name: str, *, allow_empty: bool = False) -> np.n
     return arr
 
 
-def as_binary_array(values: Any, name: str, *, allow_empty: bool = False) -> np.ndarray:
+def as_binary_array(values: Any, name: str, *, allow_empty: bool = False) -> np.ndarray[Any, Any]:
     """Return ``values`` as a 1-D int8 array whose entries are all 0 or 1."""
     arr = as_float_array(values, name, allow_empty=allow_empty)
     bad = (arr != 0) & (arr != 1)
@@ -33,7 +33,7 @@ def as_binary_array(values: Any, name: str, *, allow_empty: bool = False) -> np.
     return arr.astype(np.int8)
 
 
-def check_same_length(**arrays: Sequence[Any] | np.ndarray) -> int:
+def check_same_length(**arrays: Sequence[Any] | np.ndarray[Any, Any]) -> int:
     """Raise unless all arguments have the same length; return that length."""
     lengths = {name: len(a) for name, a in arrays.items()}
     if len(set(lengths.values())) > 1:

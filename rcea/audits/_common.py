@@ -109,7 +109,7 @@ def sorted_question_ids(ids: Iterable[Hashable], name: str = "question_ids") -> 
 
 def group_questions(
     question_ids: Any, name: str = "question_ids"
-) -> tuple[list[QuestionId], np.ndarray]:
+) -> tuple[list[QuestionId], np.ndarray[Any, Any]]:
     """Return ``(unique_ids, inverse)``: the questions in canonical order and, per row,
     the position of its question in that list."""
     raw = question_ids.tolist() if isinstance(question_ids, np.ndarray) else list(question_ids)
@@ -149,7 +149,7 @@ def check_confidence(confidence: Any) -> float:
 
 
 def percentile_interval(
-    replicates: np.ndarray, confidence: float
+    replicates: np.ndarray[Any, Any], confidence: float
 ) -> tuple[float | None, float | None]:
     """Percentile bootstrap interval: the (1−c)/2 and (1+c)/2 quantiles of the finite
     replicates (linear interpolation); ``(None, None)`` when none is finite."""

@@ -49,7 +49,9 @@ class Correlation:
         }
 
 
-def _pearson_core(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None]:
+def _pearson_core(
+    x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]
+) -> tuple[float | None, float | None]:
     # scipy: ≈ 1 s to import, paid only where it computes (rcea/audits/__init__.py)
     from scipy import stats
 
@@ -78,7 +80,7 @@ def _pearson_core(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | N
     return r, min(1.0, p)
 
 
-def _pair_arrays(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+def _pair_arrays(x: Any, y: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     xa = as_float_array(x, "x", allow_empty=True)
     ya = as_float_array(y, "y", allow_empty=True)
     check_same_length(x=xa, y=ya)

@@ -105,7 +105,7 @@ class _Rows:
         if self.shape[0] < 1 or self.shape[1] < 1:
             raise ValueError(f"{name} must have at least one position and one vocab entry")
 
-    def load(self, out: np.ndarray, start: int, stop: int) -> None:
+    def load(self, out: np.ndarray[Any, Any], start: int, stop: int) -> None:
         """Copy rows ``start:stop`` into the float64 buffer ``out`` (shape matches)."""
         if self.kind == "numpy":
             np.copyto(out, self.x[start:stop], casting="unsafe")
@@ -156,11 +156,11 @@ class _Buffers:
             skip = (-flat.ctypes.data % (8 * _ALIGN_VALUES)) // 8
             self.full.append(flat[skip : skip + rows * width].reshape(rows, width))
 
-    def views(self, rows: int) -> list[np.ndarray]:
+    def views(self, rows: int) -> list[np.ndarray[Any, Any]]:
         return [b[:rows, : self.vocab] for b in self.full]
 
 
-def _log_softmax_inplace(z: np.ndarray, p_out: np.ndarray) -> None:
+def _log_softmax_inplace(z: np.ndarray[Any, Any], p_out: np.ndarray[Any, Any]) -> None:
     """Turn logits ``z`` into log π in place and write π into ``p_out``."""
     z -= z.max(axis=1, keepdims=True)
     np.exp(z, out=p_out)
@@ -178,10 +178,10 @@ def _quiet_fp(func: F) -> F:
         with np.errstate(all="ignore"):
             return func(*args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps F's signature; mypy types the wrapper as _Wrapped
 
 
-def _check_finite(values: np.ndarray, start: int, what: str) -> None:
+def _check_finite(values: np.ndarray[Any, Any], start: int, what: str) -> None:
     bad = ~np.isfinite(values)
     if bad.any():
         pos = start + int(np.flatnonzero(bad)[0])
@@ -198,10 +198,10 @@ class EntropyChange:
     The arrays are float64 ``[positions]`` and read-only.
     """
 
-    predicted: np.ndarray
-    observed: np.ndarray
-    entropy_old: np.ndarray
-    entropy_new: np.ndarray
+    predicted: np.ndarray[Any, Any]
+    observed: np.ndarray[Any, Any]
+    entropy_old: np.ndarray[Any, Any]
+    entropy_new: np.ndarray[Any, Any]
     chunk_rows: int
 
     def __post_init__(self) -> None:
@@ -273,7 +273,7 @@ def predicted_entropy_change(
     *,
     chunk_size: int | None = None,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
-) -> np.ndarray:
+) -> np.ndarray[Any, Any]:
     """Per-position predicted Δh = −Σ_v π(v)(log π(v) − E_π log π)(Δz(v) − E_π Δz).
 
     π = softmax(logits_old), Δz = logits_new − logits_old; float64, chunked over positions
@@ -309,7 +309,7 @@ def observed_entropy_change(
     *,
     chunk_size: int | None = None,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
-) -> np.ndarray:
+) -> np.ndarray[Any, Any]:
     """Per-position observed Δh = H(softmax(logits_new)) − H(softmax(logits_old)).
 
     H(p) = −Σ_v p(v) log p(v) with a stable log-softmax; float64, chunked over positions
@@ -448,7 +448,9 @@ FIT_SUMMARY = (
 )
 
 
-def _ols(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None, float | None]:
+def _ols(
+    x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]
+) -> tuple[float | None, float | None, float | None]:
     """slope = Σ(x−x̄)(y−ȳ)/Σ(x−x̄)², intercept = ȳ − slope·x̄, R² = 1 − SS_res/SS_tot."""
     if x.size < 2 or np.all(x == x[0]):
         return None, None, None
@@ -470,8 +472,8 @@ def _ols(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None, floa
 
 def _fit_rows(
     labels: list[str],
-    pred: np.ndarray,
-    obs: np.ndarray,
+    pred: np.ndarray[Any, Any],
+    obs: np.ndarray[Any, Any],
     excluded_runs: tuple[str, ...],
     excluded_transitions: tuple[str, ...],
 ) -> CovarianceFit:
@@ -511,7 +513,9 @@ def _prepare(
     runs: Sequence[Any] | None,
     excluded_runs: Sequence[Any],
     extra: dict[str, Sequence[Any]] | None = None,
-) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+) -> tuple[
+    list[str], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], tuple[str, ...]
+]:
     pred = as_float_array(predicted, "predicted")
     obs = as_float_array(observed, "observed")
     lengths: dict[str, Any] = {"transitions": transitions, "predicted": pred, "observed": obs}
@@ -596,7 +600,7 @@ def covariance_fit_by_group(
     )
     group_labels = np.array([str(g) for g in groups], dtype=object)
 
-    def fit(mask: np.ndarray) -> CovarianceFit:
+    def fit(mask: np.ndarray[Any, Any]) -> CovarianceFit:
         idx = np.flatnonzero(mask)
         kept = [labels[i] for i in idx if keep[i]]
         dropped = tuple(labels[i] for i in idx if not keep[i])

@@ -81,7 +81,7 @@ def binary_entropy(p: float) -> float:
     return -sum(q * math.log(q) for q in (p, 1.0 - p) if q > 0.0)
 
 
-def outcome_entropy(rewards: Sequence[int] | np.ndarray) -> float:
+def outcome_entropy(rewards: Sequence[int] | np.ndarray[Any, Any]) -> float:
     """H(R|x) = h_b(p̂₊) with p̂₊ = K₊/K, for the rewards of one question."""
     r = as_binary_array(rewards, "rewards")
     return binary_entropy(float(r.mean()))
@@ -116,8 +116,8 @@ class OutcomeReport:
 
 
 def outcome_report(
-    question_ids: Sequence[QuestionId] | np.ndarray,
-    rewards: Sequence[int] | np.ndarray,
+    question_ids: Sequence[QuestionId] | np.ndarray[Any, Any],
+    rewards: Sequence[int] | np.ndarray[Any, Any],
     *,
     k_min: int = 8,
 ) -> OutcomeReport:
@@ -188,16 +188,16 @@ class SequenceDecomposition:
         return dataclass_dict(self)
 
 
-def _check_logprobs(seq_logprobs: Any, name: str = "seq_logprobs") -> np.ndarray:
+def _check_logprobs(seq_logprobs: Any, name: str = "seq_logprobs") -> np.ndarray[Any, Any]:
     ell = as_float_array(seq_logprobs, name)
     too_big = ell > LOGPROB_TOLERANCE
     if too_big.any():
         i = int(np.flatnonzero(too_big)[0])
         raise ValueError(f"{name} must be log-probabilities (<= 0), got {ell[i]} at index {i}")
-    return np.minimum(ell, 0.0)
+    return np.minimum(ell, 0.0)  # type: ignore[no-any-return]  # numpy's stubs type the ufunc's result as Any
 
 
-def _check_token_entropies(values: Any, name: str = "mean_token_entropy") -> np.ndarray:
+def _check_token_entropies(values: Any, name: str = "mean_token_entropy") -> np.ndarray[Any, Any]:
     h = as_float_array(values, name)
     neg = h < 0
     if neg.any():
@@ -207,11 +207,11 @@ def _check_token_entropies(values: Any, name: str = "mean_token_entropy") -> np.
 
 
 def sequence_decomposition(
-    seq_logprobs: Sequence[float] | np.ndarray,
-    rewards: Sequence[int] | np.ndarray,
+    seq_logprobs: Sequence[float] | np.ndarray[Any, Any],
+    rewards: Sequence[int] | np.ndarray[Any, Any],
     *,
-    mean_token_entropy: Sequence[float] | np.ndarray | None = None,
-    truncated: Sequence[bool] | np.ndarray | None = None,
+    mean_token_entropy: Sequence[float] | np.ndarray[Any, Any] | None = None,
+    truncated: Sequence[bool] | np.ndarray[Any, Any] | None = None,
     k_min: int = 8,
     cross_entropy: bool = False,
 ) -> SequenceDecomposition:
@@ -239,7 +239,7 @@ def sequence_decomposition(
     h_r = binary_entropy(p_plus)
     h_y = float(-ell.mean())
 
-    def conditional(mask: np.ndarray, k_r: int) -> float | None:
+    def conditional(mask: np.ndarray[Any, Any], k_r: int) -> float | None:
         if k_r == 0:
             return None
         return float(-ell[mask].mean() + math.log(k_r / k))
@@ -316,9 +316,9 @@ class _Cells:
     """Rows grouped by question (canonical order) and outcome; values sorted per cell."""
 
     ids: list[QuestionId]
-    success: list[np.ndarray]
-    failure: list[np.ndarray]
-    all_means: np.ndarray
+    success: list[np.ndarray[Any, Any]]
+    failure: list[np.ndarray[Any, Any]]
+    all_means: np.ndarray[Any, Any]
 
 
 def _cells(question_ids: Any, rewards: Any, mean_token_entropy: Any) -> _Cells:
@@ -345,9 +345,9 @@ def _cells(question_ids: Any, rewards: Any, mean_token_entropy: Any) -> _Cells:
 
 
 def per_question_token_entropy(
-    question_ids: Sequence[QuestionId] | np.ndarray,
-    rewards: Sequence[int] | np.ndarray,
-    mean_token_entropy: Sequence[float] | np.ndarray,
+    question_ids: Sequence[QuestionId] | np.ndarray[Any, Any],
+    rewards: Sequence[int] | np.ndarray[Any, Any],
+    mean_token_entropy: Sequence[float] | np.ndarray[Any, Any],
 ) -> list[QuestionTokenEntropy]:
     """Ĥ_tok,r(x) = mean_{i:R_i=r} h̄_i per question (canonical question order).
 
@@ -415,9 +415,9 @@ def _broad(cells: _Cells, k_min: int) -> BroadTokenEntropyRatio:
 
 
 def broad_token_entropy_ratio(
-    question_ids: Sequence[QuestionId] | np.ndarray,
-    rewards: Sequence[int] | np.ndarray,
-    mean_token_entropy: Sequence[float] | np.ndarray,
+    question_ids: Sequence[QuestionId] | np.ndarray[Any, Any],
+    rewards: Sequence[int] | np.ndarray[Any, Any],
+    mean_token_entropy: Sequence[float] | np.ndarray[Any, Any],
     *,
     k_min: int = 8,
 ) -> BroadTokenEntropyRatio:
@@ -432,7 +432,7 @@ def sign_test_greater(n_higher: int, n: int) -> float:
     if n < 0 or not 0 <= n_higher <= n:
         raise ValueError(f"need 0 <= n_higher <= n, got n_higher={n_higher}, n={n}")
     tail = sum(math.comb(n, j) for j in range(n_higher, n + 1))
-    return tail / 2**n
+    return tail / 2**n  # type: ignore[no-any-return]  # numpy's stubs type the array arithmetic as Any
 
 
 @dataclass(frozen=True)
@@ -493,12 +493,12 @@ def _default_threads() -> int:
 
 def _within_log_ratios(
     rng: np.random.Generator,
-    success: np.ndarray,
-    failure: np.ndarray,
+    success: np.ndarray[Any, Any],
+    failure: np.ndarray[Any, Any],
     count: int,
     floor: float,
     chunk: int,
-) -> np.ndarray:
+) -> np.ndarray[Any, Any]:
     """``count`` independent within-question replicates of log(mean f*) − log(mean s*), where
     s* (f*) resamples the K₊ successes (K₋ failures) with replacement; NaN when a resampled
     mean is ≤ ``floor``."""
@@ -519,8 +519,8 @@ def _within_log_ratios(
 
 
 def _paired_bootstrap(
-    successes: Sequence[np.ndarray],
-    failures: Sequence[np.ndarray],
+    successes: Sequence[np.ndarray[Any, Any]],
+    failures: Sequence[np.ndarray[Any, Any]],
     n_boot: int,
     seed: int,
     *,
@@ -528,7 +528,7 @@ def _paired_bootstrap(
     n_threads: int | None = None,
     block_elements: int = 1 << 21,
     chunk: int = 1 << 18,
-) -> np.ndarray:
+) -> np.ndarray[Any, Any]:
     """Vectorised hierarchical paired bootstrap of exp(mean_x log ρ(x)).
 
     Replicate b: draw |E| questions of E with replacement; for every drawn slot resample
@@ -568,7 +568,11 @@ def _paired_bootstrap(
             offsets = np.concatenate(([0], np.cumsum(counts)))
             values = np.empty(bb * n)
 
-            def work(q: int, offsets: np.ndarray = offsets, values: np.ndarray = values) -> None:
+            def work(
+                q: int,
+                offsets: np.ndarray[Any, Any] = offsets,
+                values: np.ndarray[Any, Any] = values,
+            ) -> None:
                 a, b = int(offsets[q]), int(offsets[q + 1])
                 if b > a:
                     values[a:b] = _within_log_ratios(
@@ -589,13 +593,13 @@ def _paired_bootstrap(
 
 
 def _paired_bootstrap_loop(
-    successes: Sequence[np.ndarray],
-    failures: Sequence[np.ndarray],
+    successes: Sequence[np.ndarray[Any, Any]],
+    failures: Sequence[np.ndarray[Any, Any]],
     n_boot: int,
     seed: int,
     *,
     floor: float = 0.0,
-) -> np.ndarray:
+) -> np.ndarray[Any, Any]:
     """Reference implementation of :func:`_paired_bootstrap` as plain Python loops over
     replicates and drawn questions (same statistic and resampling scheme, different random
     streams). Used as the benchmark baseline and as an independent check in tests."""
@@ -700,9 +704,9 @@ def _check_paired_args(
 
 
 def paired_token_entropy_ratio(
-    question_ids: Sequence[QuestionId] | np.ndarray,
-    rewards: Sequence[int] | np.ndarray,
-    mean_token_entropy: Sequence[float] | np.ndarray,
+    question_ids: Sequence[QuestionId] | np.ndarray[Any, Any],
+    rewards: Sequence[int] | np.ndarray[Any, Any],
+    mean_token_entropy: Sequence[float] | np.ndarray[Any, Any],
     *,
     seed: int,
     k_min: int = 8,
@@ -829,10 +833,10 @@ def _mean_or_none(values: list[float]) -> float | None:
 
 
 def entropy_report(
-    question_ids: Sequence[QuestionId] | np.ndarray,
-    rewards: Sequence[int] | np.ndarray,
-    mean_token_entropy: Sequence[float] | np.ndarray,
-    seq_logprobs: Sequence[float] | np.ndarray | None = None,
+    question_ids: Sequence[QuestionId] | np.ndarray[Any, Any],
+    rewards: Sequence[int] | np.ndarray[Any, Any],
+    mean_token_entropy: Sequence[float] | np.ndarray[Any, Any],
+    seq_logprobs: Sequence[float] | np.ndarray[Any, Any] | None = None,
     *,
     seed: int,
     k_min: int = 8,
@@ -841,7 +845,7 @@ def entropy_report(
     min_success_entropy: float = 1e-12,
     cross_entropy: bool = False,
     n_threads: int | None = None,
-    truncated: Sequence[bool] | np.ndarray | None = None,
+    truncated: Sequence[bool] | np.ndarray[Any, Any] | None = None,
 ) -> EntropyReport:
     """Items 1–3 for the trajectories of one checkpoint (per-trajectory arrays).
 
@@ -903,10 +907,10 @@ def entropy_report(
         mean_token_entropy=float(np.mean([r.token_entropy for r in rows])),
         mean_sequence_entropy=_mean_or_none([s.sequence_entropy for s in seqs]),
         mean_conditional_entropy_success=_mean_or_none(
-            [s.conditional_entropy_success for s in seqs if s.success_reportable]  # type: ignore[misc]
+            [s.conditional_entropy_success for s in seqs if s.success_reportable]  # type: ignore[misc]  # a reportable stratum has its conditional entropy
         ),
         mean_conditional_entropy_failure=_mean_or_none(
-            [s.conditional_entropy_failure for s in seqs if s.failure_reportable]  # type: ignore[misc]
+            [s.conditional_entropy_failure for s in seqs if s.failure_reportable]  # type: ignore[misc]  # a reportable stratum has its conditional entropy
         ),
         max_abs_residual=max((abs(s.residual) for s in seqs), default=None),
         max_abs_token_mixture_residual=max(_mixture_residual(r) for r in rows),
@@ -925,7 +929,7 @@ def entropy_report(
     )
 
 
-def _count_truncated(truncated: Sequence[bool] | np.ndarray | None, n: int) -> int | None:
+def _count_truncated(truncated: Sequence[bool] | np.ndarray[Any, Any] | None, n: int) -> int | None:
     if truncated is None:
         return None
     t = as_binary_array(np.asarray(truncated, dtype=float), "truncated")

@@ -55,7 +55,7 @@ class FailureCheck:
         return dataclass_dict(self)
 
 
-def _steps(steps: Any, name: str = "steps") -> np.ndarray:
+def _steps(steps: Any, name: str = "steps") -> np.ndarray[Any, Any]:
     arr = as_float_array(steps, name)
     if np.any(arr != np.round(arr)) or np.any(arr < 0):
         raise ValueError(f"{name} must be non-negative integers")
@@ -63,8 +63,8 @@ def _steps(steps: Any, name: str = "steps") -> np.ndarray:
 
 
 def detect_training_failure(
-    steps: Sequence[int] | np.ndarray,
-    accuracies: Sequence[float] | np.ndarray,
+    steps: Sequence[int] | np.ndarray[Any, Any],
+    accuracies: Sequence[float] | np.ndarray[Any, Any],
     *,
     peak_min: float = 0.30,
     endpoint_max: float = 0.05,

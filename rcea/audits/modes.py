@@ -76,7 +76,7 @@ def _included(
     return kept, pos, len(raw)
 
 
-def _entropy_from_counts(counts: np.ndarray) -> float:
+def _entropy_from_counts(counts: np.ndarray[Any, Any]) -> float:
     q = counts[counts > 0] / counts.sum()
     return float(-(q * np.log(q)).sum())
 
@@ -98,7 +98,9 @@ class ModeEntropy:
 
 
 def mode_entropy(
-    modes: Sequence[Hashable] | np.ndarray, *, exclude: Iterable[Hashable] = DEFAULT_EXCLUDE
+    modes: Sequence[Hashable] | np.ndarray[Any, Any],
+    *,
+    exclude: Iterable[Hashable] = DEFAULT_EXCLUDE,
 ) -> ModeEntropy:
     """Mode entropy of one question: q̂(z) = count(z)/m over labels not in ``exclude``;
     Ĥ = −Σ q̂ log q̂; N_eff = exp(Ĥ). An empty list is an error; a list whose labels are
@@ -146,8 +148,8 @@ class QuestionRetention:
     n_eff_base: float | None
     n_eff_checkpoint: float | None
     retention: float | None
-    base_draws: np.ndarray | None = field(default=None, compare=False, repr=False)
-    checkpoint_draws: np.ndarray | None = field(default=None, compare=False, repr=False)
+    base_draws: np.ndarray[Any, Any] | None = field(default=None, compare=False, repr=False)
+    checkpoint_draws: np.ndarray[Any, Any] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self, *, include_draws: bool = True) -> dict[str, Any]:
         skip = () if include_draws else ("base_draws", "checkpoint_draws")
@@ -207,7 +209,7 @@ class RarefiedRetention:
         }
 
 
-def _draw(rng: np.random.Generator, m: int, n: int, n_draws: int) -> np.ndarray:
+def _draw(rng: np.random.Generator, m: int, n: int, n_draws: int) -> np.ndarray[Any, Any]:
     """``n_draws`` uniformly random size-n subsets of range(m), one per row, sorted;
     the whole set (and no random numbers used) when m == n."""
     if m == n:
@@ -217,7 +219,7 @@ def _draw(rng: np.random.Generator, m: int, n: int, n_draws: int) -> np.ndarray:
     return np.sort(idx, axis=1).astype(np.int64)
 
 
-def _mean_n_eff(codes: np.ndarray, idx: np.ndarray, n_labels: int) -> float:
+def _mean_n_eff(codes: np.ndarray[Any, Any], idx: np.ndarray[Any, Any], n_labels: int) -> float:
     """(1/D) Σ_d exp(−Σ_z q̂_d(z) log q̂_d(z)) for label codes ``codes[idx[d]]``."""
     d, n = idx.shape
     lab = codes[idx] + n_labels * np.arange(d)[:, None]
@@ -230,7 +232,7 @@ def _mean_n_eff(codes: np.ndarray, idx: np.ndarray, n_labels: int) -> float:
 
 def _stored(
     stored: Mapping[Any, Any], q: QuestionId, key: str, positions: list[int], n: int, n_draws: int
-) -> np.ndarray:
+) -> np.ndarray[Any, Any]:
     """Validate stored draws for question q (positions in the list as given) and return
     them as indices into the included labels."""
     try:
@@ -386,8 +388,8 @@ def rarefied_retention(
 
 
 def _question_bootstrap(
-    values: np.ndarray, n_boot: int, seed: int, *, block_elements: int = 1 << 21
-) -> np.ndarray:
+    values: np.ndarray[Any, Any], n_boot: int, seed: int, *, block_elements: int = 1 << 21
+) -> np.ndarray[Any, Any]:
     """B replicates of mean(values[idx]) with idx drawn with replacement (vectorised in
     blocks of at most ``block_elements`` indices); stream SeedSequence([seed, 0])."""
     e = values.size

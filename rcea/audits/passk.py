@@ -83,7 +83,9 @@ class MacroPassAtK:
 
 
 def macro_pass_at_k(
-    ns: Sequence[int] | np.ndarray, cs: Sequence[int] | np.ndarray, ks: Iterable[int]
+    ns: Sequence[int] | np.ndarray[Any, Any],
+    cs: Sequence[int] | np.ndarray[Any, Any],
+    ks: Iterable[int],
 ) -> MacroPassAtK:
     """Per-k unweighted mean over questions of pass@k(nᵢ, cᵢ, k). ``ns`` and ``cs`` are
     per-question sample and correct counts; every question needs nᵢ ≥ max(ks)."""
@@ -116,7 +118,7 @@ class BenchmarkAccuracy:
 
 
 def macro_benchmark_accuracy(
-    correct: Mapping[str, Sequence[int] | np.ndarray],
+    correct: Mapping[str, Sequence[int] | np.ndarray[Any, Any]],
 ) -> BenchmarkAccuracy:
     """accuracy_b = mean of the 0/1 greedy correctness of benchmark b;
     macro = (1/#benchmarks) Σ_b accuracy_b (each benchmark weighs the same)."""

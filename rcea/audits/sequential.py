@@ -154,7 +154,7 @@ def spent_alpha(t: float, alpha: float, spending: str) -> float:
     raise ValueError(f"unknown spending function {spending!r}")
 
 
-def _simpson(lo: float, hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _simpson(lo: float, hi: float, n: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Grid points and Simpson weights on [lo, hi] (n odd)."""
     x = np.linspace(lo, hi, n)
     w = np.ones(n)
@@ -167,7 +167,13 @@ _GRID = 1201
 
 
 def _excess(
-    c: float, mass: np.ndarray, x: np.ndarray, s0: float, s1: float, sd: float, target: float
+    c: float,
+    mass: np.ndarray[Any, Any],
+    x: np.ndarray[Any, Any],
+    s0: float,
+    s1: float,
+    sd: float,
+    target: float,
 ) -> float:
     """P(cross at this look with boundary c, continuing before) − the alpha to spend."""
     # scipy: ≈ 1 s to import, paid only where it computes (rcea/audits/__init__.py)
@@ -233,7 +239,7 @@ _HH, _PESS, _OPT = 0, 4, 8
 _CLS = {SAME: 0, DIFFERENT: 1}
 
 
-def _block_stats(c: np.ndarray, off: int) -> dict[str, np.ndarray]:
+def _block_stats(c: np.ndarray[Any, Any], off: int) -> dict[str, np.ndarray[Any, Any]]:
     """Macro-F1, different precision and recall of 2×2 blocks ``c[..., off:off+4]``."""
     ss, sd, ds, dd = (c[..., off + i].astype(np.float64) for i in range(4))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -251,7 +257,7 @@ def _block_stats(c: np.ndarray, off: int) -> dict[str, np.ndarray]:
     }
 
 
-def _statistics(c: np.ndarray) -> dict[str, np.ndarray]:
+def _statistics(c: np.ndarray[Any, Any]) -> dict[str, np.ndarray[Any, Any]]:
     """Every requirement statistic (pessimistic and optimistic) from count vectors."""
     hh, pe, op = _block_stats(c, _HH), _block_stats(c, _PESS), _block_stats(c, _OPT)
     return {
@@ -268,8 +274,8 @@ def _statistics(c: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def question_bootstrap(
-    counts: np.ndarray, n_boot: int, seed: int | Sequence[int]
-) -> dict[str, np.ndarray]:
+    counts: np.ndarray[Any, Any], n_boot: int, seed: int | Sequence[int]
+) -> dict[str, np.ndarray[Any, Any]]:
     """Statistics of ``n_boot`` question-level bootstrap replicates.
 
     ``counts`` is (Q, 12): per question, the count vector of its pairs. Replicate b draws
@@ -368,19 +374,19 @@ def _floor_se(est: float, n: float) -> float:
     return math.sqrt(p * (1.0 - p) / n)
 
 
-def label_codes(labels: Sequence[str | None]) -> np.ndarray:
+def label_codes(labels: Sequence[str | None]) -> np.ndarray[Any, Any]:
     """same → 0, different → 1, ``None`` → −1."""
     return np.array([-1 if x is None else _CLS[x] for x in labels], dtype=np.int64)
 
 
 def pair_counts(
-    q_index: np.ndarray,
+    q_index: np.ndarray[Any, Any],
     n_questions: int,
-    a: np.ndarray,
-    b: np.ndarray,
-    adj: np.ndarray,
-    auto: np.ndarray,
-) -> tuple[np.ndarray, int]:
+    a: np.ndarray[Any, Any],
+    b: np.ndarray[Any, Any],
+    adj: np.ndarray[Any, Any],
+    auto: np.ndarray[Any, Any],
+) -> tuple[np.ndarray[Any, Any], int]:
     """(Q, 12) count vectors per question and the number of open pairs, from label codes
     (0 same, 1 different, −1 none; see :func:`label_codes`)."""
     c = np.zeros((n_questions, 12), dtype=np.int64)
@@ -484,7 +490,7 @@ def interim_decisions(
 
 
 def decide_counts(
-    counts: np.ndarray,
+    counts: np.ndarray[Any, Any],
     n_open: int,
     n: int,
     automatic_coverage: float,
@@ -720,7 +726,7 @@ def planned_gate(
         audited_coverage=audited_coverage,
         rubric_hash=rubric_hash,
         partition_hash=partition_hash,
-        stage=stage,  # type: ignore[arg-type]
+        stage=stage,  # type: ignore[arg-type]  # the value is validated against the literal's choices where it is read
         adjudication_scope=scope,
     ).to_dict()
     if provisional and data["stage"] == "final":

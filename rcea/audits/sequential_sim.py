@@ -18,6 +18,7 @@ requirements evaluated on it — the "truth" that a settled decision can contrad
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ def true_values(w: World) -> dict[str, float]:
     }
 
 
-def _beta(rng: np.random.Generator, mean: float, kappa: float, size: int) -> np.ndarray:
+def _beta(rng: np.random.Generator, mean: float, kappa: float, size: int) -> np.ndarray[Any, Any]:
     if mean <= 0.0:
         return np.zeros(size)
     return rng.beta(mean * kappa, (1 - mean) * kappa, size=size)
@@ -84,12 +85,12 @@ def _beta(rng: np.random.Generator, mean: float, kappa: float, size: int) -> np.
 class SimulatedAudit:
     """Label codes (0 same, 1 different) of every planned pair in labelling order."""
 
-    q_index: np.ndarray
-    truth: np.ndarray
-    a: np.ndarray
-    b: np.ndarray
-    adjudicated: np.ndarray  # −1 where A = B
-    automatic: np.ndarray
+    q_index: np.ndarray[Any, Any]
+    truth: np.ndarray[Any, Any]
+    a: np.ndarray[Any, Any]
+    b: np.ndarray[Any, Any]
+    adjudicated: np.ndarray[Any, Any]  # −1 where A = B
+    automatic: np.ndarray[Any, Any]
     n_questions: int
 
 

@@ -141,7 +141,9 @@ class TailResult:
         }
 
 
-def _advantages(group_ids: Sequence[Any], rewards: Any, eps: float) -> tuple[np.ndarray, int, int]:
+def _advantages(
+    group_ids: Sequence[Any], rewards: Any, eps: float
+) -> tuple[np.ndarray[Any, Any], int, int]:
     r = as_float_array(rewards, "rewards")
     check_same_length(group_ids=group_ids, rewards=r)
     if not np.isfinite(eps) or eps <= 0:
@@ -160,7 +162,7 @@ def _advantages(group_ids: Sequence[Any], rewards: Any, eps: float) -> tuple[np.
 
 def trajectory_advantages(
     group_ids: Sequence[Any], rewards: Any, eps: float = ADVANTAGE_EPS
-) -> np.ndarray:
+) -> np.ndarray[Any, Any]:
     """A_i = (R_i − mean_g R)/(std_g R + eps), population std; A = 0 in zero-variance groups."""
     return _advantages(group_ids, rewards, eps)[0]
 
@@ -175,7 +177,7 @@ def _gap(success: float | None, failure: float | None) -> float | None:
     return 100.0 * (failure - success)
 
 
-def _stratum_tail(c: np.ndarray, quantile: float) -> StratumTail:
+def _stratum_tail(c: np.ndarray[Any, Any], quantile: float) -> StratumTail:
     n = int(c.size)
     positive_mass = float(c[c > 0].sum())
     if n == 0:
@@ -200,7 +202,7 @@ def budget_count(budget: float, n: int) -> int:
     return math.ceil(Fraction(repr(float(budget))) * n)
 
 
-def _budget_share(c: np.ndarray, k: int) -> float | None:
+def _budget_share(c: np.ndarray[Any, Any], k: int) -> float | None:
     positive_mass = float(c[c > 0].sum())
     order = np.argsort(-c, kind="stable")
     top = c[order[:k]]

@@ -108,8 +108,8 @@ class ValidityResult:
 
 
 def validity_rate(
-    question_ids: Sequence[QuestionId] | np.ndarray,
-    rewards: Sequence[int] | np.ndarray,
+    question_ids: Sequence[QuestionId] | np.ndarray[Any, Any],
+    rewards: Sequence[int] | np.ndarray[Any, Any],
     validity: Sequence[Any],
     *,
     k_min: int = 8,

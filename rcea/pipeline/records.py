@@ -137,9 +137,11 @@ class RecordBatch:
     source: str
     columns: dict[str, list[Any]]
     locations: list[str]
-    token_values: np.ndarray | None = None  # float32/64, all token entropies concatenated
-    token_offsets: np.ndarray | None = None  # int64, len n+1; row i has values[o[i]:o[i+1]]
-    token_present: np.ndarray | None = None  # bool per row
+    token_values: np.ndarray[Any, Any] | None = None  # float32/64, all token entropies concatenated
+    token_offsets: np.ndarray[Any, Any] | None = (
+        None  # int64, len n+1; row i has values[o[i]:o[i+1]]
+    )
+    token_present: np.ndarray[Any, Any] | None = None  # bool per row
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -367,13 +369,13 @@ def _lines_or_refusal(path: Path) -> Iterator[tuple[int, str]]:
 
 def _pack_token_lists(
     token_lists: list[Any], locations: list[str], errs: ErrorCollector
-) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+) -> tuple[np.ndarray[Any, Any] | None, np.ndarray[Any, Any] | None, np.ndarray[Any, Any] | None]:
     if all(t is None for t in token_lists):
         return None, None, None
     n = len(token_lists)
     lengths = np.zeros(n, dtype=np.int64)
     present = np.zeros(n, dtype=bool)
-    chunks: list[np.ndarray] = []
+    chunks: list[np.ndarray[Any, Any]] = []
     for i, tok in enumerate(token_lists):
         if tok is None:
             continue

@@ -133,5 +133,5 @@ def install_log_masking() -> None:
             record.msg, record.args = masked, None
         return record
 
-    factory._rcea_masks_urls = True  # type: ignore[attr-defined]
+    factory._rcea_masks_urls = True  # type: ignore[attr-defined]  # a marker attribute on the installed record factory, so it is wrapped once
     logging.setLogRecordFactory(factory)

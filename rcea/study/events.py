@@ -78,7 +78,9 @@ def label_change(prefix: str, verb: str) -> str:
     return f"{prefix}.{verb}"
 
 
-def payloads(session: Session, kind: str, study_id: int | None, **match: Any) -> list[dict]:
+def payloads(
+    session: Session, kind: str, study_id: int | None, **match: Any
+) -> list[dict[str, Any]]:
     """The payloads of ``kind`` for the study, oldest first, whose fields equal ``match``."""
     return [
         e.payload
@@ -87,7 +89,9 @@ def payloads(session: Session, kind: str, study_id: int | None, **match: Any) ->
     ]
 
 
-def latest_payload(session: Session, kind: str, study_id: int | None, **match: Any) -> dict:
+def latest_payload(
+    session: Session, kind: str, study_id: int | None, **match: Any
+) -> dict[str, Any]:
     """The newest payload of ``kind`` matching ``match``; ``{}`` when there is none."""
     hits = payloads(session, kind, study_id, **match)
     return hits[-1] if hits else {}

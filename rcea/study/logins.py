@@ -151,7 +151,7 @@ class LoginThrottle:
             self._global_until, self._global_strikes = 0.0, 0
 
     def _backoff(self, strikes: int) -> float:
-        return min(self.max_lockout_s, self.base_lockout_s * 2 ** max(0, strikes))
+        return min(self.max_lockout_s, self.base_lockout_s * 2 ** max(0, strikes))  # type: ignore[no-any-return]  # int ** int is typed Any by mypy (a negative exponent gives a float)
 
     def wait(self, name: str) -> float:
         """Seconds before ``name`` may try again (0: now)."""

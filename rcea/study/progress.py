@@ -309,7 +309,7 @@ def read_pair(session: Session, audit_name: str) -> PairProgress | None:
     projects = bound_projects(session, PAIR, audit.id, current_labels(session, audit))  # type: ignore[arg-type]
     if not any(p.role in ("A", "B") for p in projects):
         return None
-    pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]
+    pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     labels = current_labels(session, audit)
     todo = needs_adjudication(pairs, labels, audit_rubric(session, audit).adjudication.scope)
     adj = labels.get(ADJUDICATOR, {})
@@ -339,7 +339,7 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     projects = bound_projects(session, VALIDITY, check.id, labels)  # type: ignore[arg-type]
     if not any(p.role != validity_labels.ADJUDICATOR for p in projects):
         return None
-    items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]
+    items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     double = validity_labels.double_labelled(check)
     first = {r: v for r, v in labels.items() if r != validity_labels.ADJUDICATOR}
     if double:
@@ -362,7 +362,7 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
             ValidityCheck.kind == "accepted",
             ValidityCheck.judge_hash == check.judge_hash,
         )
-        .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]
+        .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).first()
     acc_labels = validity_labels.current_labels(session, acc) if acc is not None else {}
     acc_done = acc is not None and bool(
@@ -386,7 +386,7 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
         completed=bool(done) and done.get("judge_hash") == check.judge_hash,
         projects=projects,
         accepted=acc.name if acc is not None else None,
-        accepted_items=len(check_items(session, check_id=acc.id)) if acc is not None else 0,  # type: ignore[arg-type]
+        accepted_items=len(check_items(session, check_id=acc.id)) if acc is not None else 0,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         accepted_labelled={r: len(acc_labels.get(r, {})) for r in ("A", "B")},
         accepted_completed=acc_done,
         failed=tuple(failed),
@@ -400,7 +400,7 @@ def read_progress(session: Session, *, study: str, audit: str, calibration: str)
     st = get_study(session, name=study)
     bundle = None
     if st is not None:
-        bundle = events.latest_payload(session, events.REPORT_PUBLISH, st.id).get("bundle")  # type: ignore[arg-type]
+        bundle = events.latest_payload(session, events.REPORT_PUBLISH, st.id).get("bundle")
     return Progress(
         study=study,
         pair=read_pair(session, audit),

@@ -1,6 +1,6 @@
 """Annotator A attacks B's labels with everything A has — A's own browser session and A's
 own API token, on A's server and on B's — against the real servers and the real API.
-Nothing of it may reach a counted label or change the gate (README: "Who can see and
+Nothing of it may reach a counted label or change the gate (docs/labelstudio.md: "Who can see and
 change what"). Also: rcea's own admin changing a label, deletions, vanished projects."""
 
 from __future__ import annotations

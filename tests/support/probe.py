@@ -1,4 +1,4 @@
-"""Shared test support (moved from tests/pipeline/test_probe_entropy.py)."""
+"""Shared test support (moved from tests/pipeline/probe/test_probe_entropy.py)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ creation and on delivery. Every other URL goes through Label Studio's own checks
 
 from urllib.parse import urlsplit
 
-from django.apps import AppConfig  # type: ignore
-from django.conf import settings  # type: ignore
+from django.apps import AppConfig
+from django.conf import settings
 
 
 def is_receiver(url: object) -> bool:
@@ -32,17 +32,17 @@ def is_receiver(url: object) -> bool:
     )
 
 
-class RceaConfig(AppConfig):  # type: ignore[misc]
+class RceaConfig(AppConfig):
     name = "rcea_labelstudio_apps"
     label = "rcea_labelstudio_apps"
 
     def ready(self) -> None:
         # Label Studio's own app: importable once Django's app registry is ready (here)
-        from webhooks import serializers, utils  # type: ignore
+        from webhooks import serializers, utils
 
         original_post = utils.ssrf_safe_post
 
-        def post(url, *args, **kwargs):  # type: ignore[no-untyped-def]
+        def post(url, *args, **kwargs):
             if is_receiver(url):
                 kwargs["block_local_urls"] = False
             return original_post(url, *args, **kwargs)
@@ -50,7 +50,7 @@ class RceaConfig(AppConfig):  # type: ignore[misc]
         utils.ssrf_safe_post = post
         original_validate = serializers.WebhookSerializer.validate_url
 
-        def validate_url(self, value):  # type: ignore[no-untyped-def]
+        def validate_url(self, value):
             if is_receiver(value):
                 return value
             return original_validate(self, value)

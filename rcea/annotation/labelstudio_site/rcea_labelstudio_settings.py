@@ -20,12 +20,12 @@ import os
 
 # base first: Label Studio's settings read django.conf.settings while they load, which
 # then sees this partly loaded module (as it would see Label Studio's own)
-from label_studio.core.settings.base import *  # type: ignore  # noqa: F403, I001
-from label_studio.core.settings.label_studio import *  # type: ignore  # noqa: F403
+from label_studio.core.settings.base import *  # noqa: F403, I001
+from label_studio.core.settings.label_studio import *  # noqa: F403
 
 SSRF_PROTECTION_ENABLED = True
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 USE_DEFAULT_BANNED_SUBNETS = True
 ML_BLOCK_LOCAL_IP = True
 WEBHOOK_PATH = os.environ.get("RCEA_WEBHOOK_PATH", "/webhooks/label-studio/")
-INSTALLED_APPS = [*INSTALLED_APPS, "rcea_labelstudio_apps.RceaConfig"]  # type: ignore  # noqa: F405
+INSTALLED_APPS = [*INSTALLED_APPS, "rcea_labelstudio_apps.RceaConfig"]  # noqa: F405

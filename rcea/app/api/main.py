@@ -14,8 +14,8 @@ from fastapi import Depends, FastAPI
 from sqlalchemy import text
 from sqlmodel import Session
 
+from rcea import __version__
 from rcea.annotation.people import people_from_settings
-from rcea.app import __version__
 from rcea.app.api import studies, webhooks
 from rcea.app.api.deps import require_token
 from rcea.study.labelling import sync_all
@@ -53,7 +53,7 @@ def _background_sync(api: FastAPI, interval: float, stop: threading.Event) -> No
         leader.release()
 
 
-def create_app(  # type: ignore[no-untyped-def]
+def create_app(
     settings: Settings | None = None, *, engine=None, background_sync: bool = False
 ) -> FastAPI:
     """The API on ``settings``' store (or ``engine``). With ``background_sync`` (``rcea

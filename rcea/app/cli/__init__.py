@@ -53,24 +53,25 @@ COMMANDS: dict[str, str] = {
 @functools.cache
 def module_commands(module: str) -> click.Group:
     """The click group of everything ``module.register`` adds (imported on first use)."""
-    sub = typer.Typer()
+    sub = typer.Typer(rich_markup_mode=None)
     importlib.import_module(module).register(sub)
-    return typer.main.get_group(sub)
+    return typer.main.get_group(sub)  # type: ignore[return-value]  # typer re-exports click's Group under its own vendored types
 
 
 class LazyGroup(TyperGroup):
     """The root group: its commands come from :data:`COMMANDS`, each module imported when
     one of its commands is looked up (``--help`` looks them all up)."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: click.Context) -> list[str]:  # type: ignore[override]  # typer re-exports click's Group under its own vendored types
         return list(COMMANDS)
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:  # type: ignore[override]  # typer re-exports click's Group under its own vendored types
         module = COMMANDS.get(cmd_name)
         return None if module is None else module_commands(module).commands.get(cmd_name)
 
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="rcea",
     cls=LazyGroup,
     help="RCEA Audit: reward-conditioned entropy studies with blinded human audits.",

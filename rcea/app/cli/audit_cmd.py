@@ -55,10 +55,14 @@ from rcea.study.store.models import Rubric
 from rcea.study.targets import resolve_audit, target_of
 
 audit_app = typer.Typer(
-    help="The blinded same/different-strategy pair audit.", no_args_is_help=True
+    rich_markup_mode=None,
+    help="The blinded same/different-strategy pair audit.",
+    no_args_is_help=True,
 )
-rubric_app = typer.Typer(help="Frozen audit rubrics.", no_args_is_help=True)
-partition_app = typer.Typer(help="Frozen automatic partitions.", no_args_is_help=True)
+rubric_app = typer.Typer(rich_markup_mode=None, help="Frozen audit rubrics.", no_args_is_help=True)
+partition_app = typer.Typer(
+    rich_markup_mode=None, help="Frozen automatic partitions.", no_args_is_help=True
+)
 audit_app.add_typer(rubric_app, name="rubric")
 audit_app.add_typer(partition_app, name="partition")
 
@@ -299,7 +303,7 @@ def rubric_list(as_json: bool = JSON_OPTION) -> None:
                 "frozen_by": r.frozen_by,
                 "frozen_at": r.frozen_at.isoformat(),
             }
-            for r in s.exec(select(Rubric).order_by(Rubric.id)).all()
+            for r in s.exec(select(Rubric).order_by(Rubric.id)).all()  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ]
     if as_json:
         print_json(rows)
@@ -471,7 +475,7 @@ def abandon(
     )
 
 
-def print_gate_status(result: dict) -> None:  # type: ignore[type-arg]
+def print_gate_status(result: dict) -> None:
 
     prog = result["progress"]
     typer.echo(
@@ -556,16 +560,16 @@ def register(app: typer.Typer) -> None:
 # --------------------------------------------------------------------------- Label Studio
 
 
-def _people():  # type: ignore[no-untyped-def]
+def _people():
 
     return people_from_settings(settings())
 
 
-def _webhook(enabled: bool = True, check: bool = True):  # type: ignore[no-untyped-def]
+def _webhook(enabled: bool = True, check: bool = True):
     return webhook_target(settings(), check=check) if enabled else None
 
 
-def _print_logins(new_accounts: dict, what: str = "annotator") -> None:  # type: ignore[type-arg]
+def _print_logins(new_accounts: dict, what: str = "annotator") -> None:
     for role, info in sorted(new_accounts.items()):
         typer.echo(f"  new login for {what} {role}: {info['email']} / {info['password']}")
 
@@ -617,7 +621,7 @@ def push(
     _print_logins(out["new_accounts"])
 
 
-def print_render_changed(changed: list[dict], who: str) -> None:  # type: ignore[type-arg]
+def print_render_changed(changed: list[dict], who: str) -> None:
     """A warning per stored task whose recorded render hash differs from this push's
     (``rcea.study.labelling.push.render_changes``): the stored hash stays."""
     for c in changed:
@@ -628,7 +632,7 @@ def print_render_changed(changed: list[dict], who: str) -> None:  # type: ignore
         )
 
 
-def print_adjudication(out: dict, what: str, as_json: bool) -> None:  # type: ignore[type-arg]
+def print_adjudication(out: dict, what: str, as_json: bool) -> None:
     """The adjudication round's project and the adjudicator's new login (pairs or items)."""
     if as_json:
         print_json(out)
@@ -642,7 +646,7 @@ def print_adjudication(out: dict, what: str, as_json: bool) -> None:  # type: ig
         typer.echo(f"  new login for the adjudicator: {out['email']} / {out['new_password']}")
 
 
-def print_sync(out: dict, what: str) -> None:  # type: ignore[type-arg]
+def print_sync(out: dict, what: str) -> None:
     """The sync summary: per new status, and anything that vanished from Label Studio."""
     by_status = ", ".join(f"{k} {v}" for k, v in out["changed_by_status"].items()) or "none"
     typer.echo(

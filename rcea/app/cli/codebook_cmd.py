@@ -64,17 +64,20 @@ from rcea.study.store import Trajectory, require_study, session_scope
 from rcea.study.store.models import CodebookDraft
 
 codebook_app = typer.Typer(
+    rich_markup_mode=None,
     help="Question-local codebooks: induction, merge, freeze, double assignment, "
     "reconciliation, extension review, export of the partition.",
     no_args_is_help=True,
 )
 edit_app = typer.Typer(
-    help="Edit a question's draft codebook (before it is frozen).", no_args_is_help=True
+    rich_markup_mode=None,
+    help="Edit a question's draft codebook (before it is frozen).",
+    no_args_is_help=True,
 )
 codebook_app.add_typer(edit_app, name="edit")
 
 QUESTION_OPTION = typer.Option(None, "--question", help="only this question (repeatable)")
-#: ``rcea codebook run`` exit codes (README "Codebook cycle").
+#: ``rcea codebook run`` exit codes (docs/codebook.md).
 EXIT_UNANSWERED = exit_codes.CODEBOOK_UNANSWERED
 EXIT_RESEARCHER = exit_codes.CODEBOOK_RESEARCHER
 
@@ -110,7 +113,7 @@ def _backend(
     model: str | None,
     api_key_env: str | None,
     response_format: str,
-):  # type: ignore[no-untyped-def]
+):
 
     return make_backend(
         settings(),
@@ -246,7 +249,7 @@ def _codebooks(study: str, questions: list[str] | None) -> list[dict[str, Any]]:
 
     with session_scope(engine()) as s:
         st = require_study(s, name=study)
-        versions = versions_by_question(s, study_id=st.id)
+        versions = versions_by_question(s, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         drafts = {
             d.question_id: d
             for d in s.exec(select(CodebookDraft).where(CodebookDraft.study_id == st.id))
@@ -503,7 +506,7 @@ def _texts(study: str, ids: list[str]) -> dict[str, str]:
         rows = s.exec(
             select(Trajectory.trajectory_id, Trajectory.text).where(
                 Trajectory.study_id == st.id,
-                Trajectory.trajectory_id.in_(ids),  # type: ignore[attr-defined]
+                Trajectory.trajectory_id.in_(ids),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
             )
         ).all()
     return dict(rows)
@@ -531,9 +534,9 @@ def queue_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
                 }
                 for d in researcher_queue(s, study=study)
             ]
-        texts = _texts(study, [r["_tid"] for r in rows])
+        texts = _texts(study, [r["_tid"] for r in rows])  # type: ignore[misc]  # the queue rows are dicts of mixed values; _tid holds the trajectory id (str)
     for r in rows:
-        r["text"] = texts.get(r.pop("_tid"), "")
+        r["text"] = texts.get(r.pop("_tid"), "")  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; _tid holds the trajectory id (str)
     if as_json:
         print_json(rows)
         return
@@ -541,10 +544,10 @@ def queue_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
     for r in rows:
         conf = r["arbitration_confidence"]
         typer.echo(
-            f"#{r['dispute_id']}  {r['question_id']}  {', '.join(r['reasons'])}; arbitration: "
+            f"#{r['dispute_id']}  {r['question_id']}  {', '.join(r['reasons'])}; arbitration: "  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; reasons is a list of str
             f"{r['arbitration']}" + (f" ({conf:.2f})" if conf is not None else "")
         )
-        typer.echo(_indent(r["text"]))
+        typer.echo(_indent(r["text"]))  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; text is a str
     if rows:
         typer.echo(
             "resolve: rcea codebook resolve ID --study S (--mode mN | --uncertain | "

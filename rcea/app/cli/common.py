@@ -36,7 +36,7 @@ def settings() -> Settings:
     return get_settings()
 
 
-def engine():  # type: ignore[no-untyped-def]
+def engine():
     return open_store(settings())
 
 
@@ -171,7 +171,7 @@ def _one_service_error(err: BaseException, cfg: Settings) -> str | None:
         except RuntimeError:  # no request attached
             url = ""
         origin = _origin(url)
-        person = _person_at(cfg, origin)
+        person = _person_at(cfg, origin)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         if person is not None:
             how = (
                 f"start it with `{START_LABEL_STUDIO} {person.email}`"
@@ -212,7 +212,7 @@ def warn_if_llm_unreachable(usage: dict[str, Any], cfg: Settings | None = None) 
         typer.echo(f"error: {line}", err=True)
 
 
-def _person_at(cfg: Settings, origin: str):  # type: ignore[no-untyped-def]
+def _person_at(cfg: Settings, origin: str):
     """The registered person whose Label Studio server is at ``origin``, if any."""
     try:
         return next((p for p in people_from_settings(cfg).all() if _origin(p.url) == origin), None)

@@ -150,7 +150,7 @@ def summary(
 
     with store_session(as_json) as session:
         st = require_study(session, name=study)
-        data = study_summary(session, study_id=st.id)
+        data = study_summary(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if as_json:
         print_json(data)
         return
@@ -166,7 +166,9 @@ def summary(
         )
 
 
-db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
+db_app = typer.Typer(
+    rich_markup_mode=None, help="Database schema (Alembic migrations).", no_args_is_help=True
+)
 
 
 @db_app.command("upgrade")

@@ -314,7 +314,7 @@ def _sample_demo(*, seed: int, serve: bool) -> None:
     )
     typer.echo(f"[2/4] {result.summary()}")
     with session_scope(eng) as session:
-        data = study_summary(session, study_id=require_study(session, name=study).id)
+        data = study_summary(session, study_id=require_study(session, name=study).id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     for g in data["groups"]:
         acc = g["n_success"] / g["n"] if g["n"] else 0.0
         typer.echo(
@@ -384,7 +384,7 @@ def _serve_sample(cfg: Any, audit_name: str) -> None:
 
 # --------------------------------------------------------------------------- status
 
-demo_app = typer.Typer()
+demo_app = typer.Typer(rich_markup_mode=None)
 demo_app.callback(invoke_without_command=True)(demo)
 
 

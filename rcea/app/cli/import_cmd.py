@@ -32,6 +32,7 @@ from rcea.study.records.imports import import_verl as run_import
 from rcea.study.records.ingest import k_min_warnings
 
 import_app = typer.Typer(
+    rich_markup_mode=None,
     help="Import a trainer's rollouts or any table as interchange records (all or nothing).",
     no_args_is_help=True,
 )

@@ -72,14 +72,17 @@ from rcea.study.validity_audit.verify import VerifyError, verify_file
 from rcea.study.validity_audit.versions import describe, freeze_judge, list_judges
 
 judge_app = typer.Typer(
+    rich_markup_mode=None,
     help="The validity audit: verifier, frozen judge, judge runs, calibration, accepted-set check.",
     no_args_is_help=True,
 )
 calibrate_app = typer.Typer(
+    rich_markup_mode=None,
     help="Blinded calibration of a frozen judge (development and held-out splits).",
     no_args_is_help=True,
 )
 accepted_app = typer.Typer(
+    rich_markup_mode=None,
     help="Accepted-set check: judge-accepted trajectories, two annotators each.",
     no_args_is_help=True,
 )
@@ -226,7 +229,7 @@ def list_cmd(as_json: bool = JSON_OPTION) -> None:
         return
     for r in rows:
         typer.echo(
-            f"{r['name']} v{r['version']}  {r['judge_hash'][:16]}  {r['backend']} {r['model']}  "
+            f"{r['name']} v{r['version']}  {r['judge_hash'][:16]}  {r['backend']} {r['model']}  "  # type: ignore[index]  # a value of a JSON/dict of mixed types; its shape is checked where it is written
             f"{r['template_id']}  {r['frozen_by']} {r['frozen_at']}"
         )
 
@@ -298,7 +301,7 @@ def run_cmd(
 # --------------------------------------------------------------------------- checks
 
 
-def _push(  # type: ignore[no-untyped-def]
+def _push(
     kind: str,
     study: str | None,
     name: str | None,
@@ -715,13 +718,13 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
 
     with store_session(as_json) as s:
         st = require_study(s, name=study)
-        out = validity_status(s, study_id=st.id)  # type: ignore[arg-type]
+        out = validity_status(s, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         out["checks"] = [
             {"name": c.name, "kind": c.kind, "judge_hash": c.judge_hash}
             for c in s.exec(
                 select(ValidityCheck)
                 .where(ValidityCheck.study_id == st.id)
-                .order_by(ValidityCheck.id)
+                .order_by(ValidityCheck.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
             ).all()
         ]
     if as_json:
@@ -759,7 +762,7 @@ def validity_cmd(
 
     with store_session(as_json) as s:
         st = require_study(s, name=study)
-        out = validity_by_checkpoint(s, study_id=st.id, k_min=k_min)  # type: ignore[arg-type]
+        out = validity_by_checkpoint(s, study_id=st.id, k_min=k_min)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if as_json:
         print_json(out)
         return

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from rcea.annotation.people import People, Person
 
 labelstudio_app = typer.Typer(
+    rich_markup_mode=None,
     help="The Label Studio servers (one per person) for blinded human annotation.",
     no_args_is_help=True,
 )

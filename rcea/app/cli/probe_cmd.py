@@ -54,6 +54,7 @@ from rcea.study.store import get_or_create_study, session_scope
 from rcea.study.store.measurements import record_measurement
 
 probe_app = typer.Typer(
+    rich_markup_mode=None,
     help="Probe checkpoints: sampling, teacher-forced entropy, covariance, benchmarks.",
     no_args_is_help=True,
 )
@@ -117,7 +118,7 @@ def _record(study: str, measurements: list[Any], source: str) -> int:
         for m in measurements:
             record_measurement(
                 s,
-                study_id=st.id,
+                study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                 kind=m.kind,
                 payload=m.payload,
                 run=m.run,
@@ -367,7 +368,7 @@ def curves_cmd(
     if as_json:
         print_json(data)
         return
-    for r in data["runs"]:
+    for r in data["runs"]:  # type: ignore[attr-defined]  # a value of a JSON/dict of mixed types; its shape is checked where it is written
         typer.echo(f"training_curve {r['run']} ({r['model']}): {r['points']} points")
 
 

@@ -35,7 +35,9 @@ from rcea.study.settings import actor_name
 from rcea.study.store import StoreError, session_scope
 
 report_app = typer.Typer(
-    help="Study reports and the publish gate (audited numbers only).", no_args_is_help=True
+    rich_markup_mode=None,
+    help="Study reports and the publish gate (audited numbers only).",
+    no_args_is_help=True,
 )
 
 _RUBRIC = "default: the gate rubric's estimators section, else "
@@ -71,7 +73,7 @@ BASE_RUN_OPTION = typer.Option(
 )
 
 
-def _params(**kw: Any):  # type: ignore[no-untyped-def]
+def _params(**kw: Any):
     """The report parameters among a command's options."""
 
     return ReportParameters(**{f.name: kw[f.name] for f in fields(ReportParameters)})

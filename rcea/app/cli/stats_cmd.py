@@ -35,7 +35,9 @@ from rcea.study.report.estimates import (
 from rcea.study.report.sections import RetentionSection
 
 stats_app = typer.Typer(
-    help="RCEA estimators on files (items 1-11 and 15 of docs/estimators.md).", no_args_is_help=True
+    rich_markup_mode=None,
+    help="RCEA estimators on files (items 1-11, 15 and 18 of docs/estimators.md).",
+    no_args_is_help=True,
 )
 
 

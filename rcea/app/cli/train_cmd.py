@@ -28,6 +28,7 @@ from rcea.pipeline.policy import build_base, sample_completions, summarise
 from rcea.pipeline.policy.model import TINY_DEFAULTS
 
 train_app = typer.Typer(
+    rich_markup_mode=None,
     help="Embedded RLVR study: build the tiny base policy, train objectives (TRL GRPO).",
     invoke_without_command=True,
 )

@@ -51,6 +51,7 @@ def streamlit_command(host: str, port: int, n_boot: int) -> list[str]:
 
 
 view_app = typer.Typer(
+    rich_markup_mode=None,
     help="Serve the Streamlit view (login required); manage researcher accounts.",
     invoke_without_command=True,
     no_args_is_help=False,

@@ -8,7 +8,7 @@ with the same six objectives, so the multi-model path (checkpoint = (run, model,
 retention against each model's own base, the association per scale; docs/multi-model.md)
 runs end to end. ``--quick`` trains ``tiny-s`` only, to keep the CI smoke test short.
 
-Where the time goes (2 shared CPU cores, see README "make demo" for the measured runs):
+Where the time goes (2 shared CPU cores, see docs/tutorial.md "Timings" for the measured runs):
 the warm start ≈ 40–50 ms per step for tiny-s (tiny-m costs more), the two scales' bases
 built side by side; training ≈ 10 s of start-up per (scale, objective) plus ≈ 0.3 s per
 step, two runs at a time; ``rcea probe sample`` makes one generate call per checkpoint ×

@@ -96,7 +96,7 @@ class DemoContext:
     ) -> list[Any]:
         """Run ``jobs`` with at most ``workers`` at a time; results in job order. On any
         failure or interruption the jobs still running are killed (and reaped) first."""
-        pending, running, results = list(jobs), [], {}
+        pending, running, results = list(jobs), [], {}  # type: ignore[var-annotated]  # filled with the started jobs below
         relay = BarRelay() if sys.stderr.isatty() else None
         try:
             while pending or running:
@@ -237,7 +237,7 @@ class RceaJob:
         os.close(fd)
         self._out = Path(out)  # removed in result() or kill()
         env = {**os.environ, "RCEA_PROGRESS": "1"}  # bars on stderr (relayed by BarRelay)
-        self.proc = job_context().Process(
+        self.proc = job_context().Process(  # type: ignore[attr-defined]  # job_context() is the fork-server context, which has Process (BaseContext's stub lacks it)
             target=run_forked,
             args=(self.cmd, env, str(self._out), str(self.log)),
             name=f"rcea {' '.join(self.args[:2])}",

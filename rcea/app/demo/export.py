@@ -1,6 +1,6 @@
 """The records behind a demo report, as an interchange file (``records-final.jsonl``).
 
-One line per trajectory of the study, in the record schema (README "The record schema"),
+One line per trajectory of the study, in the record schema (docs/record-schema.md),
 with ``validity`` as stored by the judge and ``mode`` from the partition the report's mode
 numbers rest on: the trajectory's mode there, ``uncertain`` when that partition has it
 without a mode, and absent (null) when it is not in the partition (R = 0 or not
@@ -47,7 +47,7 @@ def export_records(engine: Any, *, study: str, partition_id: int | None, path: P
         st = require_study(s, name=study)
         modes = partition_modes(s, partition_id=partition_id) if partition_id else {}
         rows = s.exec(
-            select(Trajectory).where(Trajectory.study_id == st.id).order_by(Trajectory.id)  # type: ignore[arg-type]
+            select(Trajectory).where(Trajectory.study_id == st.id).order_by(Trajectory.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).all()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".jsonl.tmp")

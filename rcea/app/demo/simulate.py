@@ -113,15 +113,15 @@ def pair_truth(
 
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
-        pairs = audit_pairs(s, audit_id=audit.id)
+        pairs = audit_pairs(s, audit_id=audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
         rows = s.exec(
             select(Trajectory.trajectory_id, Trajectory.question_id, Trajectory.text).where(
                 Trajectory.study_id == audit.study_id,
-                Trajectory.trajectory_id.in_(ids),  # type: ignore[attr-defined]
+                Trajectory.trajectory_id.in_(ids),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
             )
         ).all()
-        strategy = {r.trajectory_id: strategy_fn(r.question_id, r.text) for r in rows}
+        strategy = {r.trajectory_id: strategy_fn(r.question_id, r.text) for r in rows}  # type: ignore[attr-defined]  # the rows carry named columns; mypy reads the select as a plain tuple
         return {
             p.pair_key: "same"
             if strategy[p.trajectory_a] == strategy[p.trajectory_b]
@@ -137,12 +137,12 @@ def _tasks(engine: Any, audit_name: str, role: str) -> list[tuple[int, str, bool
     with session_scope(engine) as s:
         audit = get_audit(s, name=audit_name)
         done = current_labels(s, audit).get(role, {})
-        again = core_labels(s, PAIR, audit.id, repeats=True).get(role, {})  # type: ignore[arg-type]
-        keys = {p.id: p.pair_key for p in audit_pairs(s, audit_id=audit.id)}
+        again = core_labels(s, PAIR, audit.id, repeats=True).get(role, {})  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+        keys = {p.id: p.pair_key for p in audit_pairs(s, audit_id=audit.id)}  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         tasks = s.exec(
             select(AuditTask)
             .where(AuditTask.audit_id == audit.id, AuditTask.role == role)
-            .order_by(AuditTask.task_id)  # type: ignore[arg-type]
+            .order_by(AuditTask.task_id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).all()
         return [
             (t.task_id, keys[t.pair_id], t.repeat, t.pair_id in (again if t.repeat else done))

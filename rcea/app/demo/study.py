@@ -100,7 +100,7 @@ def step_base(ctx: DemoContext) -> dict[str, Any]:
         for scale, recipe, entry in built:
             if entry is not None:
                 entry.store(base_dir(ctx, scale), ctx.work, recipe)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {}  # type: ignore[no-redef]  # out is rebound to the per-scale summary
     for scale in ctx.sizes.scales:
         path = base_dir(ctx, scale)
         data = json.loads((path / BASE_REPORT).read_text())
@@ -110,7 +110,7 @@ def step_base(ctx: DemoContext) -> dict[str, Any]:
             f"probe accuracy {ev.get('accuracy', float('nan')):.2f}, "
             f"correct modes {ev.get('modes')}"
         )
-        out[scale.label] = {
+        out[scale.label] = {  # type: ignore[index]  # out is rebound to the per-scale summary
             "path": str(path),
             "accuracy": ev.get("accuracy"),
             "n_parameters": data.get("n_parameters"),
@@ -425,13 +425,13 @@ def step_codebook(ctx: DemoContext) -> dict[str, Any]:
     eng = ctx.engine()
     backend = make_backend(ctx.cfg, BackendOptions(kind="oracle", oracle=ORACLE))
     kw = {"study": ctx.study, "backend": backend, "actor": DEMO_ACTOR}
-    induce(eng, seed=2027, batch_size=12, sample_per_question=24, **kw)
-    merge(eng, **kw)
+    induce(eng, seed=2027, batch_size=12, sample_per_question=24, **kw)  # type: ignore[arg-type]  # the backend options are one dict of mixed types, checked where Settings builds them
+    merge(eng, **kw)  # type: ignore[arg-type]  # the backend options are one dict of mixed types, checked where Settings builds them
     with session_scope(eng) as s:
         freeze_codebooks(s, study=ctx.study, actor=DEMO_ACTOR)
-    rep = assign(eng, seed=2029, **kw)
+    rep = assign(eng, seed=2029, **kw)  # type: ignore[arg-type]  # the backend options are one dict of mixed types, checked where Settings builds them
     ctx.say(f"assigned: {rep.n_run} batch(es) run, {rep.n_skipped} done earlier")
-    reconcile(eng, seed=2029, **kw)
+    reconcile(eng, seed=2029, **kw)  # type: ignore[arg-type]  # the backend options are one dict of mixed types, checked where Settings builds them
     approved = 0
     for _round in range(3):
         with session_scope(eng) as s:
@@ -441,7 +441,7 @@ def step_codebook(ctx: DemoContext) -> dict[str, Any]:
         approve_extensions(
             eng,
             study=ctx.study,
-            extension_ids=pending,
+            extension_ids=pending,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             actor=DEMO_ACTOR,
             reason="rcea demo: oracle-proposed mode approved automatically",
             backend=backend,
@@ -451,7 +451,7 @@ def step_codebook(ctx: DemoContext) -> dict[str, Any]:
     with session_scope(eng) as s:
         queue = [d.id for d in researcher_queue(s, study=ctx.study)]
         for d in queue:
-            resolve_dispute(s, study=ctx.study, dispute_id=d, actor=DEMO_ACTOR, uncertain=True)
+            resolve_dispute(s, study=ctx.study, dispute_id=d, actor=DEMO_ACTOR, uncertain=True)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     with session_scope(eng) as s:
         # A question whose few accepted trajectories all follow no known strategy gets no
         # codebook (the oracle induces no mode from them); as the researcher, the demo

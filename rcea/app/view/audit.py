@@ -145,7 +145,7 @@ else:
     if not detail["confusions"]:
         st.caption("No pair is labelled by both A and B yet.")
     else:
-        cols = st.columns(len(detail["confusions"]))
+        cols = st.columns(len(detail["confusions"]))  # type: ignore[assignment]  # st.columns gives a list; the name first held a fixed tuple
         for col, (key, conf) in zip(cols, detail["confusions"].items(), strict=True):
             x_title, y_title, title = CONFUSIONS[key]
             col.markdown(f"**{title}**")

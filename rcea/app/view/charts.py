@@ -82,7 +82,7 @@ def ratio_with_ci(df: pd.DataFrame, *, title: str = "failed / successful") -> al
         y=alt.Y("ci_low:Q", title=title), y2=alt.Y2("ci_high:Q")
     )
     one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[4, 4]).encode(y="y:Q")
-    return alt.layer(bars, points, one)
+    return alt.layer(bars, points, one)  # type: ignore[return-value]  # altair's stubs widen a layered chart with .properties() to LayerChart | FacetChart
 
 
 def delta_h_scatter(df: pd.DataFrame) -> alt.LayerChart:
@@ -105,7 +105,7 @@ def delta_h_scatter(df: pd.DataFrame) -> alt.LayerChart:
         )
     )
     line = alt.Chart(ident).mark_line(strokeDash=[4, 4], color="gray").encode(x="x:Q", y="y:Q")
-    return alt.layer(line, points)
+    return alt.layer(line, points)  # type: ignore[return-value]  # altair's stubs widen a layered chart with .properties() to LayerChart | FacetChart
 
 
 def mode_label(mode: str, names: dict[str, str]) -> str:
@@ -158,7 +158,7 @@ def confusion_heatmap(
         tooltip=["reference", "predicted", "count"],
     )
     text = base.mark_text(fontSize=16).encode(text="count:Q")
-    return alt.layer(rect, text).properties(width=220, height=180)
+    return alt.layer(rect, text).properties(width=220, height=180)  # type: ignore[return-value]  # altair's stubs widen a layered chart with .properties() to LayerChart | FacetChart
 
 
 def progress_bars(df: pd.DataFrame) -> alt.Chart | None:

@@ -129,7 +129,7 @@ def studies_frame(settings: Settings | None = None) -> pd.DataFrame:
     rows = []
     with session_scope(engine(settings)) as session:
         for st in list_studies(session):
-            summ = study_summary(session, study_id=st.id)
+            summ = study_summary(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             rows.append(
                 {
                     "study": st.name,
@@ -145,7 +145,7 @@ def studies_frame(settings: Settings | None = None) -> pd.DataFrame:
 def checkpoints_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
     """One row per (run, model, step) with sample counts and verifier accuracy."""
     with session_scope(engine(settings)) as session:
-        summ = study_summary(session, study_id=require_study(session, name=study).id)
+        summ = study_summary(session, study_id=require_study(session, name=study).id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     df = pd.DataFrame(
         summ["groups"], columns=["run", "model", "step", "n", "n_success", "n_failure"]
     )
@@ -157,7 +157,7 @@ def _audit_gates(session: Session, study_id: int) -> list[tuple[Any, dict[str, A
     """(audit, gate) per audit of the study, oldest first (``audit_gate``: the recorded
     final gate, else the live preliminary one)."""
 
-    audits = session.exec(select(Audit).where(Audit.study_id == study_id).order_by(Audit.id))
+    audits = session.exec(select(Audit).where(Audit.study_id == study_id).order_by(Audit.id))  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
     return [(a, audit_gate(session, a, with_preliminary=False)) for a in audits.all()]
 
 
@@ -169,7 +169,7 @@ def audits_frame(study: str, settings: Settings | None = None) -> pd.DataFrame:
     rows = []
     with session_scope(engine(settings)) as session:
         st = require_study(session, name=study)
-        for audit, res in _audit_gates(session, st.id):
+        for audit, res in _audit_gates(session, st.id):  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             report = res.get("report") or {}
             rows.append(
                 {
@@ -215,7 +215,7 @@ def gate_requirements_frame(study: str, settings: Settings | None = None) -> pd.
     rows = []
     with session_scope(engine(settings)) as session:
         st = require_study(session, name=study)
-        for audit, res in _audit_gates(session, st.id):
+        for audit, res in _audit_gates(session, st.id):  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             for req in _requirements(session, audit, res):
                 rows.append(
                     {
@@ -238,7 +238,7 @@ def validity_frame(study: str, settings: Settings | None = None) -> dict[str, An
     """The validity audit's state (``rcea.study.validity_audit.status.validity_status``)."""
 
     with session_scope(engine(settings)) as session:
-        return validity_status(session, study_id=require_study(session, name=study).id)
+        return validity_status(session, study_id=require_study(session, name=study).id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
 
 
 # --------------------------------------------------------------------------- audit page
@@ -257,7 +257,7 @@ def attempts_frame(study: str, settings: Settings | None = None) -> pd.DataFrame
             for e in list_events(session, study_id=sid)
             if e.kind in AUDIT_EVENT_KINDS
         ]  # fmt: skip
-        labels = attempt_labels(session, study_id=sid)
+        labels = attempt_labels(session, study_id=sid)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     rows = attempts(records, labels)
     for r in rows:
         failed = [v["name"] for v in r.pop("values") if v.get("passed") is False]
@@ -279,7 +279,7 @@ def audit_names(study: str, settings: Settings | None = None) -> list[str]:
         st = require_study(session, name=study)
         return list(
             session.exec(
-                select(Audit.name).where(Audit.study_id == st.id).order_by(Audit.id.desc())  # type: ignore[union-attr]
+                select(Audit.name).where(Audit.study_id == st.id).order_by(Audit.id.desc())  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
             ).all()
         )
 
@@ -374,7 +374,7 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
     with session_scope(engine(settings)) as session:
         row = get_audit(session, name=audit)
         gate_res = audit_gate(session, row, with_preliminary=False)
-        pairs = audit_pairs(session, audit_id=row.id)
+        pairs = audit_pairs(session, audit_id=row.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         labels = current_labels(session, row)
         tasks = {
             (t.role, t.pair_id): t
@@ -382,7 +382,7 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
             if not t.repeat  # a hidden repeat is not the pair's task
         }
         to_adj = needs_adjudication(pairs, labels, audit_rubric(session, row).adjudication.scope)
-        roles = {b.role: b for b in bindings(session, PAIR, row.id)}  # type: ignore[arg-type]
+        roles = {b.role: b for b in bindings(session, PAIR, row.id)}  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         progress = []
         for role in ROLES:
             of = len(to_adj) if role == ADJUDICATOR else len(pairs)
@@ -400,10 +400,10 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
             )
         disagreements = []
         for p in to_adj:
-            a, b = labels.get("A", {}).get(p.id), labels.get("B", {}).get(p.id)
+            a, b = labels.get("A", {}).get(p.id), labels.get("B", {}).get(p.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             links = {}
             for role in ROLES:
-                t = tasks.get((role, p.id))
+                t = tasks.get((role, p.id))  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                 server = roles[role].server_url if role in roles else None
                 links[role] = task_url(server, t.project_id, t.task_id) if t and server else None
             disagreements.append(
@@ -416,7 +416,7 @@ def audit_detail(audit: str, settings: Settings | None = None) -> dict[str, Any]
                     "B": b,
                     "automatic": p.automatic or "uncertain",
                     "why": "A ≠ B" if a != b else "humans ≠ automatic",
-                    "adjudicated": labels.get(ADJUDICATOR, {}).get(p.id),
+                    "adjudicated": labels.get(ADJUDICATOR, {}).get(p.id),  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                     "adjudication_task": links[ADJUDICATOR],
                     "task_A": links["A"],
                     "task_B": links["B"],
@@ -477,7 +477,7 @@ def _trajectory_rows(session: Session, study_id: int, ids: list[str]) -> dict[st
     rows = session.exec(
         select(Trajectory).where(
             Trajectory.study_id == study_id,
-            Trajectory.trajectory_id.in_(sorted(set(ids))),  # type: ignore[attr-defined]
+            Trajectory.trajectory_id.in_(sorted(set(ids))),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
         )
     ).all()
     return {r.trajectory_id: r for r in rows}
@@ -510,7 +510,7 @@ def extension_requests(
         ids = [
             t for e in exts for p in e.proposals for t in p.get("trajectory_ids", [])[:n_examples]
         ]
-        texts = _trajectory_rows(session, st.id, ids)
+        texts = _trajectory_rows(session, st.id, ids)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         for e in sorted(exts, key=lambda e: (e.status != "pending", e.id)):
             out.append(
                 {
@@ -587,7 +587,7 @@ def codebooks_frame(study: str, settings: Settings | None = None) -> pd.DataFram
     rows = []
     with session_scope(engine(settings)) as session:
         st = require_study(session, name=study)
-        versions = versions_by_question(session, study_id=st.id)
+        versions = versions_by_question(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         drafts = {
             d.question_id: d
             for d in session.exec(select(CodebookDraft).where(CodebookDraft.study_id == st.id))
@@ -628,7 +628,7 @@ def codebook_versions(
 
     with session_scope(engine(settings)) as session:
         st = require_study(session, name=study)
-        vs = versions_by_question(session, study_id=st.id).get(question_id, [])
+        vs = versions_by_question(session, study_id=st.id).get(question_id, [])  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         by_id = {v.id: v for v in vs}
         entries: list[dict[str, Any]] = [
             {
@@ -645,11 +645,11 @@ def codebook_versions(
             for v in reversed(vs)
         ]
         if not entries:
-            draft = get_draft(session, study_id=st.id, question_id=question_id)
+            draft = get_draft(session, study_id=st.id, question_id=question_id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             if draft is not None:
                 entries.append({"label": "draft", "version": None, "modes": draft.modes})
         ids = [t for e in entries for m in e["modes"] for t in m.get("examples", [])]
-        rows = _trajectory_rows(session, st.id, ids)
+        rows = _trajectory_rows(session, st.id, ids)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         for e in entries:
             e["modes"] = [
                 {
@@ -698,7 +698,7 @@ def mode_distribution(
     exactly the labels its retention and mode entropy are computed from."""
 
     with session_scope(engine(settings)) as session:
-        modes = mode_labels(session, study_id=require_study(session, name=study).id, pair=pair)
+        modes = mode_labels(session, study_id=require_study(session, name=study).id, pair=pair)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     out = []
     for (run, model, step), by_q in sorted(modes.items(), key=lambda kv: kv[0]):
         for q, labels in sorted(by_q.items()):
@@ -735,7 +735,7 @@ def calibration_progress(study: str, settings: Settings | None = None) -> pd.Dat
         checks = session.exec(
             select(ValidityCheck)
             .where(ValidityCheck.study_id == st.id, ValidityCheck.kind == "calibration")
-            .order_by(ValidityCheck.id)
+            .order_by(ValidityCheck.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).all()
         for check in checks:
             cp = read_calibration(session, check.name)
@@ -746,10 +746,10 @@ def calibration_progress(study: str, settings: Settings | None = None) -> pd.Dat
                 {
                     "calibration": check.name,
                     "status": "completed" if cp.completed else "labelling",
-                    "labelled": cp.n_reference,
-                    "of": cp.n_items,
-                    "share": cp.n_reference / cp.n_items if cp.n_items else None,
-                    "awaiting adjudication": cp.n_needing_adjudication - cp.n_adjudicated,
+                    "labelled": cp.n_reference,  # type: ignore[dict-item]  # one row of the view's mixed-type table; mypy infers str values from the first entry
+                    "of": cp.n_items,  # type: ignore[dict-item]  # one row of the view's mixed-type table; mypy infers str values from the first entry
+                    "share": cp.n_reference / cp.n_items if cp.n_items else None,  # type: ignore[dict-item]  # one row of the view's mixed-type table; mypy infers str values from the first entry
+                    "awaiting adjudication": cp.n_needing_adjudication - cp.n_adjudicated,  # type: ignore[dict-item]  # one row of the view's mixed-type table; mypy infers str values from the first entry
                 }
             )
     return pd.DataFrame(
@@ -783,6 +783,6 @@ def mode_names(study: str, settings: Settings | None = None) -> dict[str, dict[s
         st = require_study(session, name=study)
         return {
             q: {str(m["id"]): str(m["name"]) for m in vs[-1].modes if "id" in m and "name" in m}
-            for q, vs in versions_by_question(session, study_id=st.id).items()
+            for q, vs in versions_by_question(session, study_id=st.id).items()  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             if vs
         }

@@ -198,7 +198,7 @@ def edit_modes(modes: Sequence[Mode], op: str, **args: Any) -> list[Mode]:
         src, dst = _find(out, args["mode"]), _find(out, args["into"])
         if src.id == dst.id:
             raise CodebookError("cannot merge a mode into itself")
-        update: dict[str, Any] = {
+        update: dict[str, Any] = {  # type: ignore[no-redef]  # each branch declares the update it builds
             "examples": dst.examples + [e for e in src.examples if e not in dst.examples],
             "note": f"merged {src.id} into {dst.id}",
         }

@@ -132,10 +132,10 @@ def template_from_dict(data: dict[str, Any], *, source: str = "<template>") -> J
         raise ValueError(f"{source}: unknown key(s) {', '.join(extra)}")
     try:
         return JudgeTemplate(
-            name=body.get("name"),  # type: ignore[arg-type]
-            version=body.get("version"),  # type: ignore[arg-type]
-            system=body.get("system"),  # type: ignore[arg-type]
-            user=body.get("user"),  # type: ignore[arg-type]
+            name=body.get("name"),  # type: ignore[arg-type]  # a missing key is refused by JudgeTemplate's own checks (the except below names it)
+            version=body.get("version"),  # type: ignore[arg-type]  # a missing key is refused by JudgeTemplate's own checks (the except below names it)
+            system=body.get("system"),  # type: ignore[arg-type]  # a missing key is refused by JudgeTemplate's own checks (the except below names it)
+            user=body.get("user"),  # type: ignore[arg-type]  # a missing key is refused by JudgeTemplate's own checks (the except below names it)
         )
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}") from exc

@@ -29,7 +29,7 @@ QWEN25_05B_SHAPE: dict[str, Any] = {
 }
 
 
-def model_config(tokenizer: Any, **overrides: Any):  # type: ignore[no-untyped-def]
+def model_config(tokenizer: Any, **overrides: Any):
     """A ``Qwen2Config`` for ``tokenizer`` (vocab, pad and eos ids taken from it)."""
     from transformers import Qwen2Config  # the `train` extra: only building a model needs it
 
@@ -42,7 +42,7 @@ def model_config(tokenizer: Any, **overrides: Any):  # type: ignore[no-untyped-d
     )
 
 
-def build_model(tokenizer: Any, seed: int = 0, **overrides: Any):  # type: ignore[no-untyped-def]
+def build_model(tokenizer: Any, seed: int = 0, **overrides: Any):
     """A randomly initialised model (deterministic for a seed)."""
     # the `train` extra: only building a model needs them
     import torch

@@ -172,11 +172,11 @@ def summarise(samples: list[Sample], k: int) -> EvalSummary:
         k=k,
         accuracy=acc,
         boxed_rate=sum(s.answer is not None for s in samples) / len(samples),
-        valid_given_success=(sum(s.validity for s in succ) / len(succ)) if succ else None,
+        valid_given_success=(sum(s.validity for s in succ) / len(succ)) if succ else None,  # type: ignore[misc]  # a stored row's id is set: SQLModel types every primary key Optional
         success_invalid_share=sum(1 for s in succ if s.validity == 0) / len(samples),
         mean_token_entropy=(sum(toks) / len(toks)) if toks else math.nan,
         mean_length=sum(s.n_tokens for s in samples) / len(samples),
         truncated_share=sum(s.truncated for s in samples) / len(samples),
-        modes=dict(sorted(modes.items())),
+        modes=dict(sorted(modes.items())),  # type: ignore[arg-type]  # the mode labels counted here are str; the Optional is the label function's declared type
         questions_with_two_correct_modes=two_modes,
     )

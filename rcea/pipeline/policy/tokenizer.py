@@ -34,7 +34,7 @@ def _byte_symbol(ch: str) -> str:
     return _bytes_to_unicode()[ord(ch)]
 
 
-def build_char_tokenizer(pad_vocab_to: int | None = None):  # type: ignore[no-untyped-def]
+def build_char_tokenizer(pad_vocab_to: int | None = None):
     """The tokenizer; ``pad_vocab_to`` appends filler tokens (``<extra_N>``) up to that size
     (used to give the GPU check a Qwen2.5-sized vocabulary)."""
     # the `train` extra: only building a model needs it

@@ -125,7 +125,7 @@ def load_policy(path: str | Path) -> tuple[Any, Any]:
         tok.pad_token = tok.eos_token
     model = AutoModelForCausalLM.from_pretrained(path)
     if torch.cuda.is_available():
-        model = model.to("cuda")
+        model = model.to("cuda")  # type: ignore[arg-type]  # transformers types .to() through a decorator mypy reads as taking the model
     model.eval()
     return model, tok
 
@@ -230,7 +230,7 @@ class Generator:
         samples = sample_completions(
             self.model,
             self.tokenizer,
-            items,
+            items,  # type: ignore[arg-type]  # sample_completions reads only the fields _Prompt carries
             n,
             max_new_tokens=self.max_new_tokens,
             temperature=temperature,
@@ -283,7 +283,7 @@ class Generator:
                 ids = list(o.token_ids)
                 end = completion_end(ids, stops)
                 text = self.tokenizer.decode(ids[:end], skip_special_tokens=True)
-                row.append(Generated(ids[:end], text, not (end and ids[end - 1] in stops)))
+                row.append(Generated(ids[:end], text, not (end and ids[end - 1] in stops)))  # type: ignore[arg-type]  # the OpenAI-compatible reply's text is a str for a single prompt
             out.append(row)
         return out
 

@@ -104,7 +104,7 @@ def transition_label(old: Checkpoint, new: Checkpoint) -> str:
     return f"{new.run}/{new.model}/{old.step}->{new.step}"
 
 
-def choose_positions(n_tokens: int, p: int, seed: int) -> np.ndarray:
+def choose_positions(n_tokens: int, p: int, seed: int) -> np.ndarray[Any, Any]:
     """Up to ``p`` distinct completion positions in [0, n_tokens), sorted (seeded)."""
     if n_tokens <= p:
         return np.arange(n_tokens)
@@ -116,7 +116,7 @@ def position_logits(
     model: Any,
     prompts: list[list[int]],
     completions: list[list[int]],
-    positions: list[np.ndarray],
+    positions: list[np.ndarray[Any, Any]],
     pad_id: int,
 ) -> Any:
     """Full-vocabulary logits [Σ len(pos), V] (float32, on CPU) at the prefixes predicting

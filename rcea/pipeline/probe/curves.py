@@ -41,7 +41,7 @@ def training_curve(run_dir: str | Path, *, model: str, run: str | None = None) -
         points.append(point)
     if not points:
         raise ConfigError(f"{curves}: empty")
-    payload: dict = {"points": points}  # type: ignore[type-arg]
+    payload: dict = {"points": points}
     config = meta.get("config", {})
     if "objective_preset" in config:  # the preset and every resolved value with its source
         payload["objective_preset"] = config["objective_preset"]

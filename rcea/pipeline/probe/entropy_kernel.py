@@ -113,7 +113,7 @@ class _ChunkBuffers:
         self.bias = head.bias if linear else None
         # Fast path: a float32 linear head writes its logits straight into the buffer (addmm
         # with the bias tile); any other head is called (per tile if linear) and copied.
-        self.fast = linear and self.weight.dtype == torch.float32
+        self.fast = linear and self.weight.dtype == torch.float32  # type: ignore[union-attr]  # the chunk state is set by the first iteration before it is read
         self.vocab = head.out_features if linear else None
         self.z = self.u = None
         self.block = 0
@@ -130,13 +130,13 @@ class _ChunkBuffers:
         rows: contiguous [n × width] views at the start of the buffers, made once per n."""
         if n not in self._tile_cache:
             tiles = []
-            for v0 in range(0, self.vocab, self.block):
-                v1 = min(v0 + self.block, self.vocab)
-                z, u = (buf.view(-1)[: n * (v1 - v0)].view(n, v1 - v0) for buf in (self.z, self.u))
-                w = self.weight[v0:v1]
+            for v0 in range(0, self.vocab, self.block):  # type: ignore[arg-type]  # the chunk state is set by the first iteration before it is read
+                v1 = min(v0 + self.block, self.vocab)  # type: ignore[type-var]  # a stored row's id is set: SQLModel types every primary key Optional
+                z, u = (buf.view(-1)[: n * (v1 - v0)].view(n, v1 - v0) for buf in (self.z, self.u))  # type: ignore[operator, union-attr]  # the chunk state is set by the first iteration before it is read
+                w = self.weight[v0:v1]  # type: ignore[index]  # the chunk state is set by the first iteration before it is read
                 b = None if self.bias is None else self.bias[v0:v1]
                 tiles.append((v0, v1, z, u, w, b))
-            self._tile_cache[n] = tiles
+            self._tile_cache[n] = tiles  # type: ignore[assignment]  # the chunk state is set by the first iteration before it is read
         return self._tile_cache[n]
 
     def _logits(self, rows: Any, v0: int, v1: int, z: Any, w: Any, b: Any) -> None:

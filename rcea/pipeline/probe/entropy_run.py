@@ -234,8 +234,8 @@ def run_entropy(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True)
         return result
     fold_logs(out, manifest, "entropy")
     for ck in checkpoints:
-        rows = _merge(out, ck)
-        n = _update_records(out, ck, rows, temperature)
+        rows = _merge(out, ck)  # type: ignore[assignment]  # rows is reused: the merged dict above, this checkpoint's list here
+        n = _update_records(out, ck, rows, temperature)  # type: ignore[arg-type]  # rows is reused: the merged dict above, this checkpoint's list here
         result.checkpoints.append(
             {
                 **ck.to_dict(),

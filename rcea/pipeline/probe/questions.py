@@ -64,7 +64,7 @@ class ProbeQuestion:
     prompt: str
     source: str
     reference: str | None = None
-    score: Callable[[str], Scores] = field(compare=False, repr=False, default=None)  # type: ignore[assignment]
+    score: Callable[[str], Scores] = field(compare=False, repr=False, default=None)  # type: ignore[assignment]  # every constructor passes a scorer; None is only the dataclass default
     problem: str | None = None
     """the bare problem statement (the record's ``question``), when ``prompt`` wraps it"""
 

@@ -271,7 +271,7 @@ class ServerSampler:
             ServerCompletion(
                 ids,
                 lps,
-                self.tokenizer.decode(ids, skip_special_tokens=True),
+                self.tokenizer.decode(ids, skip_special_tokens=True),  # type: ignore[arg-type]  # the OpenAI-compatible reply's text is a str for a single prompt
                 truncated,
             )
             for ids, lps, truncated in parsed

@@ -138,7 +138,7 @@ class RceaLiveCallback(TrainerCallback):
                 raise RuntimeError("no rewards recorded for this generation batch")
             start = trainer.accelerator.process_index * n
             first = self._rewards[start : start + n, 0]
-            success = torch.nan_to_num(first, nan=0.0) > self.settings.success_threshold
+            success = torch.nan_to_num(first, nan=0.0) > self.settings.success_threshold  # type: ignore[union-attr]  # not checked by hand yet: the settings are expected to be set before batches arrive
         return {**out, GROUP_KEY: group, SUCCESS_KEY: success.to(device)}
 
     def _wrap_loss(self, original: Callable[..., torch.Tensor]) -> Any:

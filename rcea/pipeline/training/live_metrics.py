@@ -102,11 +102,11 @@ def _num(value: float | None) -> float:
 
 
 def step_metrics(
-    group: Sequence[Any] | np.ndarray,
-    success: Sequence[int] | np.ndarray,
-    token_trajectory: Sequence[int] | np.ndarray,
-    token_entropy: Sequence[float] | np.ndarray,
-    token_logprob: Sequence[float] | np.ndarray,
+    group: Sequence[Any] | np.ndarray[Any, Any],
+    success: Sequence[int] | np.ndarray[Any, Any],
+    token_trajectory: Sequence[int] | np.ndarray[Any, Any],
+    token_entropy: Sequence[float] | np.ndarray[Any, Any],
+    token_logprob: Sequence[float] | np.ndarray[Any, Any],
     settings: LiveSettings = LiveSettings(),
 ) -> dict[str, float]:
     """The ``rcea/`` numbers (module docstring) of one batch, without the mask fractions.
@@ -136,7 +136,7 @@ def step_metrics(
     if has_tokens.any():
         # h̄_i, the mean token entropy of each completion with tokens (docs/estimators.md item 3)
         mean_ent = np.bincount(traj, weights=ent, minlength=grp.size)[has_tokens]
-        mean_ent = mean_ent / counts[has_tokens]
+        mean_ent = mean_ent / counts[has_tokens]  # type: ignore[assignment]  # the name is reused: integer counts above, the float means here
         rows = per_question_token_entropy(grp[has_tokens], ok[has_tokens], mean_ent)
         out["rcea/token_entropy"] = float(np.mean([r.token_entropy for r in rows]))
         both = [
@@ -154,7 +154,7 @@ def step_metrics(
             out["rcea/token_entropy_success"] = h_s
             out["rcea/token_entropy_failure"] = h_f
             out["rcea/token_entropy_ratio"] = h_f / h_s if h_s > 0 else NAN
-        tail = reward_stratified_tail(grp, ok, traj, logp, quantile=settings.quantile)
+        tail = reward_stratified_tail(grp, ok, traj, logp, quantile=settings.quantile)  # type: ignore[arg-type]  # reward_stratified_tail takes any sequence-like, numpy arrays included (as_float_array)
         out["rcea/cov_tail_share_success"] = _num(tail.success.share)
         out["rcea/cov_tail_share_failure"] = _num(tail.failure.share)
         out["rcea/cov_tail_gap_pp"] = _num(tail.gap_failure_minus_success_pp)
@@ -208,8 +208,8 @@ def mask_fractions(counts: Sequence[tuple[int, int, int]]) -> dict[str, float]:
 class RolloutRows:
     """One micro-batch's rows as the loss pass saw them (2-D tensors are (B, T))."""
 
-    group: np.ndarray  # (B,) prompt of each completion
-    success: np.ndarray  # (B,) 0/1
+    group: np.ndarray[Any, Any]  # (B,) prompt of each completion
+    success: np.ndarray[Any, Any]  # (B,) 0/1
     mask: torch.Tensor
     entropy: torch.Tensor
     logp: torch.Tensor
@@ -221,10 +221,10 @@ def batch_metrics(parts: Sequence[RolloutRows], settings: LiveSettings) -> dict[
     """Every ``rcea/`` number of the micro-batches of one step (rows of a group may be spread
     over several micro-batches)."""
     groups: list[Any] = []
-    ok: list[np.ndarray] = []
-    traj: list[np.ndarray] = []
-    ent: list[np.ndarray] = []
-    logp: list[np.ndarray] = []
+    ok: list[np.ndarray[Any, Any]] = []
+    traj: list[np.ndarray[Any, Any]] = []
+    ent: list[np.ndarray[Any, Any]] = []
+    logp: list[np.ndarray[Any, Any]] = []
     counts = []
     offset = 0
     for p in parts:

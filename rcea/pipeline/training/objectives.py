@@ -301,7 +301,7 @@ def zero_variance_prepare(
 ) -> tuple[dict[str, Tensor], dict[str, float]]:
     """``rcea_keep`` for objectives with ``remove_zero_variance`` (DAPO's dynamic removal;
     the Entropy-Mechanism recipes' group filtering for Clip-Cov and KL-Cov)."""
-    if not objective.params.remove_zero_variance:  # type: ignore[attr-defined]
+    if not objective.params.remove_zero_variance:  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
         return {}, {"objective/removed_frac": 0.0}
     keep = zero_variance_keep(batch.correct, batch.group)
     return {"rcea_keep": keep}, {"objective/removed_frac": 1.0 - float(keep.mean())}
@@ -400,9 +400,9 @@ class ClipCov(Objective):
             batch.old_logp,
             batch.advantages,
             mask,
-            clip_ratio=p.clip_ratio,
-            lb=p.lb,
-            ub=p.ub,
+            clip_ratio=p.clip_ratio,  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
+            lb=p.lb,  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
+            ub=p.ub,  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
             eps_low=p.epsilon,
             eps_high=p.epsilon_high,
             generator=batch.generator,
@@ -468,8 +468,8 @@ class KLCov(Objective):
         mask = kept_mask(batch)
         adv = adv_2d(batch.advantages)
         ratio = torch.exp(batch.logp - batch.old_logp)
-        selected = kl_cov_select(batch.logp, batch.advantages, mask, p.k_ratio)
-        penalty = p.kl_coef * (batch.logp - batch.old_logp).abs()
+        selected = kl_cov_select(batch.logp, batch.advantages, mask, p.k_ratio)  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
+        penalty = p.kl_coef * (batch.logp - batch.old_logp).abs()  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
         per_token = _apply_is(-adv * ratio + penalty * selected.to(ratio.dtype), batch)
         loss = self._aggregate(per_token, mask, batch)
         return LossOutput(
@@ -572,22 +572,22 @@ class GTPO(Objective):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        if self.params.threshold_rule not in GTPO_THRESHOLD_RULES:
+        if self.params.threshold_rule not in GTPO_THRESHOLD_RULES:  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
             raise ValueError(
                 f"objective 'gtpo': threshold_rule must be one of {GTPO_THRESHOLD_RULES}, "
-                f"got {self.params.threshold_rule!r}"
+                f"got {self.params.threshold_rule!r}"  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
             )
         self.h0: float | None = None
 
     def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:
-        if not self.params.conflict:
+        if not self.params.conflict:  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
             return {}, {"objective/conflict_frac": 0.0}
         w, conf, count = gtpo_conflicts(
             batch.completion_ids,
             batch.mask,
             batch.advantages,
             batch.group,
-            self.params.conflict_weight,
+            self.params.conflict_weight,  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
         )
         dtype = batch.mask.dtype
         return {"rcea_token_weight": w.to(dtype), "rcea_conflict_count": count.to(dtype)}, {
@@ -596,16 +596,16 @@ class GTPO(Objective):
 
     def threshold(self, seq_ent: Tensor, batch: LossBatch) -> float:
         p = self.params
-        if p.threshold_rule == "absolute":
-            return p.entropy_threshold
-        if p.threshold_rule == "readme":
+        if p.threshold_rule == "absolute":  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
+            return p.entropy_threshold  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
+        if p.threshold_rule == "readme":  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
             return math.log(2.0)
         if self.h0 is None:
             first = seq_ent.mean()
             # under data parallelism: the mean over the ranks' first micro-batches (equal
             # sizes), i.e. the first on-policy batch of the whole run
             self.h0 = float(first if batch.all_mean is None else batch.all_mean(first))
-        return p.entropy_threshold * self.h0
+        return p.entropy_threshold * self.h0  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
 
     def loss(self, batch: LossBatch) -> LossOutput:
         p = self.params
@@ -614,8 +614,8 @@ class GTPO(Objective):
         seq_ent = (batch.entropy.detach() * mask).sum(-1) / n_tok
         keep = seq_ent <= self.threshold(seq_ent, batch)
         adv = adv_2d(batch.advantages)[:, :1].expand(-1, 1)
-        shaped = torch.where(keep.unsqueeze(1), adv - p.entropy_coef * seq_ent.unsqueeze(1), 0.0)
-        if p.on_policy:
+        shaped = torch.where(keep.unsqueeze(1), adv - p.entropy_coef * seq_ent.unsqueeze(1), 0.0)  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
+        if p.on_policy:  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
             ratio = torch.exp(batch.logp - batch.logp.detach())
             per_token = -ratio * shaped
             low = high = torch.zeros_like(mask, dtype=torch.bool)
@@ -743,10 +743,10 @@ class EPGRPO(Objective):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        if self.params.bucket_rule not in EP_BUCKET_RULES:
+        if self.params.bucket_rule not in EP_BUCKET_RULES:  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
             raise ValueError(
                 f"objective 'ep_grpo': bucket_rule must be one of {EP_BUCKET_RULES}, "
-                f"got {self.params.bucket_rule!r}"
+                f"got {self.params.bucket_rule!r}"  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
             )
 
     def prepare(self, batch: PrepBatch) -> tuple[dict[str, Tensor], dict[str, float]]:
@@ -760,11 +760,11 @@ class EPGRPO(Objective):
             batch.ref_logp,
             batch.mask,
             batch.group,
-            n_buckets=p.n_buckets,
-            bucket_rule=p.bucket_rule,
-            gate_coef=p.gate_coef,
-            progress_weight=p.progress_weight,
-            process_scale=p.process_scale,
+            n_buckets=p.n_buckets,  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
+            bucket_rule=p.bucket_rule,  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
+            gate_coef=p.gate_coef,  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
+            progress_weight=p.progress_weight,  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
+            process_scale=p.process_scale,  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
         )
         return {"rcea_token_adv": token_adv}, metrics
 

@@ -56,7 +56,7 @@ def _give_trl_trackio() -> None:
         import trackio  # optional, from .trackio-site: only when report_to names it
 
         for mod in needy:
-            mod.trackio = trackio
+            mod.trackio = trackio  # type: ignore[attr-defined]  # trackio is injected into the TRL modules that import it lazily
 
 
 def ensure_report_to(report_to: Sequence[str], source: str | None = None) -> None:

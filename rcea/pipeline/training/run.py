@@ -70,7 +70,7 @@ class TrainResult:
         return dict(self.__dict__)
 
 
-def _curve_callback(path: Path):  # type: ignore[no-untyped-def]
+def _curve_callback(path: Path):
     # transformers, TRL, datasets and PEFT load only when a trainer is built: reading a
     # config or the training questions does not pay for them
     from transformers import TrainerCallback
@@ -81,7 +81,7 @@ def _curve_callback(path: Path):  # type: ignore[no-untyped-def]
         def __init__(self) -> None:
             self.last: dict[str, float] = {}
 
-        def on_log(self, args, state, control, logs=None, **kwargs):  # type: ignore[no-untyped-def]
+        def on_log(self, args, state, control, logs=None, **kwargs):
             # on_log runs on every rank; the metrics TRL logs are already gathered
             if not logs or "train_runtime" in logs:
                 return
@@ -115,11 +115,11 @@ def training_questions(cfg: TrainConfig) -> list[tuple[str, str, str]]:
     kwargs: dict[str, Any] = {}
     if d.prompt_template is not None:
         kwargs["prompt_template"] = d.prompt_template
-    qs = read_benchmark(d.source, n=d.n_train, seed=d.seed, **kwargs)
-    return [(q.question_id, q.prompt, q.reference or "") for q in qs]
+    qs = read_benchmark(d.source, n=d.n_train, seed=d.seed, **kwargs)  # type: ignore[assignment]  # read_benchmark gives ProbeQuestion, a Question with its reference answer
+    return [(q.question_id, q.prompt, q.reference or "") for q in qs]  # type: ignore[attr-defined]  # read_benchmark gives ProbeQuestion, a Question with its reference answer
 
 
-def build_dataset(cfg: TrainConfig, tokenizer: Any = None):  # type: ignore[no-untyped-def]
+def build_dataset(cfg: TrainConfig, tokenizer: Any = None):
     """The TRL dataset: ``prompt`` (a conversation when the chat template applies, see
     :func:`rcea.pipeline.chat.training_prompt`; raw text otherwise or without a tokenizer),
     ``question_id`` and, for a verifier other than the toy's, ``answer`` (the gold)."""
@@ -149,7 +149,7 @@ def reward_function(cfg: TrainConfig) -> Any:
     return ToyReward() if kind == "toy" else VerifierReward(kind)
 
 
-def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):  # type: ignore[no-untyped-def]
+def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):
     from trl import GRPOConfig  # loaded only when a trainer is built (_curve_callback)
 
     t = cfg.training
@@ -221,7 +221,7 @@ def live_settings(cfg: TrainConfig, objective: Any) -> LiveSettings | bool:
     return LiveSettings(k_min=t.live_k_min, min_groups=t.live_min_groups, **extra)
 
 
-def _dtype(name: str):  # type: ignore[no-untyped-def]
+def _dtype(name: str):
     return {
         "float32": torch.float32,
         "bfloat16": torch.bfloat16,
@@ -269,7 +269,7 @@ def build_trainer(
     if overlong > 0:
         # TRL's soft overlong punishment (values in [-1, 0]) scaled by its reward weight
         rewards.append(overlong_shaping(t.max_completion_length, overlong))
-        weights.append(float(objective.params.overlong_penalty))
+        weights.append(float(objective.params.overlong_penalty))  # type: ignore[attr-defined]  # self.params is this objective's own Params subclass (its ClassVar)
     args.reward_weights = weights
     peft_config = None
     if cfg.lora.enabled:

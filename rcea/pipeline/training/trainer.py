@@ -66,7 +66,7 @@ class RceaGRPOTrainer(GRPOTrainer):
         live_metrics: LiveSettings | bool = True,
         **kwargs: Any,
     ) -> None:
-        self.objective = objective
+        self.objective = objective  # type: ignore[has-type]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
         #: verifier outcomes of the latest generation batch (this process's rows)
         self.rcea_outcomes: list[float] | None = None
         model = kwargs.get("model", args[0] if args else None)
@@ -78,7 +78,7 @@ class RceaGRPOTrainer(GRPOTrainer):
         uses_peft = kwargs.get("peft_config") is not None or _is_peft(model)
         ref = None
         if objective.needs_reference and not uses_peft:
-            ref = copy.deepcopy(model).eval()
+            ref = copy.deepcopy(model).eval()  # type: ignore[union-attr]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
             for p in ref.parameters():
                 p.requires_grad_(False)
         super().__init__(*args, **kwargs)
@@ -127,7 +127,7 @@ class RceaGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         out = super()._generate_and_score_completions(inputs)
         out = self.rcea_advantages(out)
-        outcomes = self._rcea_recorder.pop_outcomes() if self._rcea_recorder else []
+        outcomes = self._rcea_recorder.pop_outcomes() if self._rcea_recorder else []  # type: ignore[operator]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
         self.rcea_outcomes = outcomes or None
         return self.rcea_prepare(out, outcomes)
 
@@ -135,7 +135,7 @@ class RceaGRPOTrainer(GRPOTrainer):
         """TRL's advantages with the objective's ``advantage_epsilon`` instead of TRL's fixed
         1e-4 (e.g. verl's 1e-6): recomputed from the same rewards, per group, then this
         process's rows (as TRL slices them)."""
-        eps = self.objective.params.advantage_epsilon
+        eps = self.objective.params.advantage_epsilon  # type: ignore[has-type]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
         if eps == TRL_ADVANTAGE_EPSILON:
             return out
         if self.scale_rewards != "group" or self.multi_objective_aggregation != (
@@ -149,9 +149,9 @@ class RceaGRPOTrainer(GRPOTrainer):
         weights = self.reward_weights.to(rpf.device).unsqueeze(0)
         rewards = (rpf * weights).nansum(dim=1)
         rewards[torch.isnan(rpf).all(dim=1)] = torch.nan
-        mode = "train" if self.model.training else "eval"
+        mode = "train" if self.model.training else "eval"  # type: ignore[union-attr]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
         n_gen = self.num_generations if mode == "train" else self.num_generations_eval
-        adv = group_advantages(rewards, n_gen, eps)
+        adv = group_advantages(rewards, n_gen, eps)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         local = out["advantages"].size(0)
         start = self.accelerator.process_index * local
         return {**out, "advantages": adv[start : start + local].to(out["advantages"])}
@@ -159,10 +159,10 @@ class RceaGRPOTrainer(GRPOTrainer):
     def rcea_prepare(self, out: dict[str, Any], outcomes: list[float]) -> dict[str, Any]:
         """Run the objective's ``prepare`` on one scored generation batch (TRL's output dict,
         generation order) and add its ``rcea_*`` tensors to it."""
-        obj = self.objective
+        obj = self.objective  # type: ignore[has-type]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
         if not (obj.uses_groups or obj.needs_generation_stats or obj.needs_reference):
             return out
-        mode = "train" if self.model.training else "eval"
+        mode = "train" if self.model.training else "eval"  # type: ignore[union-attr]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
         device = self.accelerator.device
         completion_ids = out["completion_ids"]
         batch_size = completion_ids.size(0)
@@ -181,7 +181,7 @@ class RceaGRPOTrainer(GRPOTrainer):
         if "tool_mask" in out:
             mask = mask * out["tool_mask"]
         mask = mask.float()
-        group = torch.arange(batch_size, device=device) // n_gen
+        group = torch.arange(batch_size, device=device) // n_gen  # type: ignore[operator]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
         old_logp = entropy = ref_logp = None
         input_ids = torch.cat([out["prompt_ids"], completion_ids], dim=1)
         attention_mask = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
@@ -214,7 +214,7 @@ class RceaGRPOTrainer(GRPOTrainer):
             self._metrics[mode][name].append(value)
         return out
 
-    def _reference_logps(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int):  # type: ignore[no-untyped-def]
+    def _reference_logps(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int):
         if self._rcea_ref is not None:
             logps, _, _ = self._get_per_token_logps_and_entropies(
                 self._rcea_ref, input_ids, attention_mask, keep
@@ -230,7 +230,7 @@ class RceaGRPOTrainer(GRPOTrainer):
     # ------------------------------------------------------------------ loss side
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
-        if self.objective.uses_trl_loss:
+        if self.objective.uses_trl_loss:  # type: ignore[has-type]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
             keep = inputs.get("rcea_keep")
             if keep is not None:
                 loss_mask = inputs.get("tool_mask", torch.ones_like(inputs["completion_mask"]))
@@ -249,11 +249,11 @@ class RceaGRPOTrainer(GRPOTrainer):
         )
         old = inputs.get("old_per_token_logps")
         old = logps.detach() if old is None else old
-        mode = "train" if self.model.training else "eval"
+        mode = "train" if self.model.training else "eval"  # type: ignore[union-attr]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
         ga = self.current_gradient_accumulation_steps if mode == "train" else 1
         token_norm = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
         if mode == "train":
-            token_norm = token_norm * ga / self.args.steps_per_generation
+            token_norm = token_norm * ga / self.args.steps_per_generation  # type: ignore[attr-defined]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
         is_ratio = None
         if self.use_vllm and self.vllm_importance_sampling_correction:
             is_ratio = inputs["importance_sampling_ratio"]
@@ -270,7 +270,7 @@ class RceaGRPOTrainer(GRPOTrainer):
             generator=self._rcea_generator,
             all_mean=self._all_mean if self.accelerator.num_processes > 1 else None,
         )
-        result = self.objective.loss(batch)
+        result = self.objective.loss(batch)  # type: ignore[has-type]  # TRL's GRPOTrainer attributes, typed loosely by Transformers (set in its __init__)
         fmask = mask.float()
         local = torch.stack([(entropies.detach() * fmask).sum(), fmask.sum()])
         totals = self.accelerator.reduce(local, reduction="sum")

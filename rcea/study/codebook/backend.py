@@ -48,7 +48,7 @@ def load_strategy_fn(spec: str) -> StrategyFn:
         raise ValueError(f"--oracle {spec!r}: {exc}") from exc
     if not callable(fn):
         raise ValueError(f"--oracle {spec!r} is not callable")
-    return fn  # type: ignore[no-any-return]
+    return fn  # type: ignore[no-any-return]  # the oracle is looked up by name (typed Any); checked callable above
 
 
 def llm_config(settings: Settings, opts: BackendOptions) -> LLMConfig:
@@ -83,7 +83,7 @@ def llm_config(settings: Settings, opts: BackendOptions) -> LLMConfig:
         concurrency=opts.concurrency,
         max_retries=opts.max_retries,
         seed=opts.seed,
-        json_mode=opts.json_mode,  # type: ignore[arg-type]
+        json_mode=opts.json_mode,  # type: ignore[arg-type]  # the value is validated against the literal's choices where it is read
         price_input_per_mtok=opts.price_input_per_mtok,
         price_output_per_mtok=opts.price_output_per_mtok,
     )

@@ -132,7 +132,7 @@ def extend_guard(
         rows = session.exec(
             select(Trajectory.question_id, Trajectory.trajectory_id).where(
                 Trajectory.study_id == study_id,
-                Trajectory.question_id.in_(chunk),  # type: ignore[attr-defined]
+                Trajectory.question_id.in_(chunk),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
             )
         )
         for q, t in rows:

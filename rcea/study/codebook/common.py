@@ -68,7 +68,7 @@ def excluded_trajectories(session: Session, *, study_id: int) -> dict[str, dict[
     rows = session.exec(
         select(Event)
         .where(Event.study_id == study_id, Event.kind == EXCLUDE_EVENT)
-        .order_by(Event.id)  # type: ignore[arg-type]
+        .order_by(Event.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).all()
     return {
         str(e.payload["trajectory_id"]): {
@@ -99,7 +99,7 @@ def accepted_by_question(
             rows = session.exec(
                 _accepted_stmt(
                     study_id, Trajectory.question_id, Trajectory.trajectory_id, Trajectory.text
-                ).where(Trajectory.question_id.in_(ordered[i : i + 500]))  # type: ignore[attr-defined]
+                ).where(Trajectory.question_id.in_(ordered[i : i + 500]))  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
             )
             for q, tid, text in rows:
                 if tid not in excluded:
@@ -119,7 +119,7 @@ def _accepted_stmt(study_id: int, *columns: Any) -> Any:
     return (
         select(*columns)
         .where(Trajectory.study_id == study_id, Trajectory.reward == 1)
-        .where((Trajectory.validity.is_(None)) | (Trajectory.validity == 1))  # type: ignore[union-attr]
+        .where((Trajectory.validity.is_(None)) | (Trajectory.validity == 1))  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
         .order_by(Trajectory.question_id, Trajectory.trajectory_id)
     )
 
@@ -135,7 +135,7 @@ def accepted_sizes(session: Session, *, study_id: int) -> dict[str, int]:
     for i in range(0, len(excluded), 500):
         for q in session.exec(
             _accepted_stmt(study_id, Trajectory.question_id).where(
-                Trajectory.trajectory_id.in_(excluded[i : i + 500])  # type: ignore[attr-defined]
+                Trajectory.trajectory_id.in_(excluded[i : i + 500])  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
             )
         ):
             sizes[q] -= 1
@@ -147,7 +147,7 @@ def versions_by_question(session: Session, *, study_id: int) -> dict[str, list[C
     rows = session.exec(
         select(CodebookVersion)
         .where(CodebookVersion.study_id == study_id)
-        .order_by(CodebookVersion.question_id, CodebookVersion.version)
+        .order_by(CodebookVersion.question_id, CodebookVersion.version)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).all()
     out: dict[str, list[CodebookVersion]] = {}
     for r in rows:
@@ -168,7 +168,7 @@ def assigned_passes(
     if not version_ids:
         return out
     rows = session.exec(
-        select(CodebookAssignment).where(CodebookAssignment.version_id.in_(version_ids))  # type: ignore[attr-defined]
+        select(CodebookAssignment).where(CodebookAssignment.version_id.in_(version_ids))  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).all()
     for r in rows:
         out[r.version_id].setdefault(r.trajectory_id, {})[r.pass_no] = r
@@ -189,7 +189,7 @@ def version_targets(
     any accepted trajectory no earlier version assigned in both passes (new data).
     """
     if passes is None:
-        passes = assigned_passes(session, version_ids=[v.id for v in versions])  # type: ignore[misc]
+        passes = assigned_passes(session, version_ids=[v.id for v in versions])  # type: ignore[misc]  # a stored row's id is set: SQLModel types every primary key Optional
     out: dict[int, list[str]] = {}
     done_earlier: set[str] = set()
     for v in versions:
@@ -201,6 +201,6 @@ def version_targets(
             ).first()
             affected = set(ext.affected_trajectory_ids) if ext else set()
             targets = affected | (set(accepted_ids) - done_earlier)
-        out[v.id] = sorted(targets)  # type: ignore[index]
-        done_earlier |= {t for t, p in passes.get(v.id, {}).items() if 1 in p and 2 in p}  # type: ignore[arg-type]
+        out[v.id] = sorted(targets)  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
+        done_earlier |= {t for t, p in passes.get(v.id, {}).items() if 1 in p and 2 in p}  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     return out

@@ -32,7 +32,7 @@ def exclude_trajectory(
     ).first()
     if question_id is None:
         raise CodebookStageError(f"study {study!r} has no trajectory {trajectory_id!r}")
-    prior = excluded_trajectories(session, study_id=st.id).get(trajectory_id)  # type: ignore[arg-type]
+    prior = excluded_trajectories(session, study_id=st.id).get(trajectory_id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if prior is not None:
         return {**prior, "created": False}
     payload = {"trajectory_id": trajectory_id, "question_id": question_id, "reason": reason}

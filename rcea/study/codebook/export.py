@@ -63,7 +63,7 @@ def final_labels(
     groups = accepted_by_question(session, study_id=study_id)
     versions = versions_by_question(session, study_id=study_id)
     all_ids = [v.id for vs in versions.values() for v in vs]
-    passes = assigned_passes(session, version_ids=all_ids)  # type: ignore[arg-type]
+    passes = assigned_passes(session, version_ids=all_ids)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     disputes = {
         (d.version_id, d.trajectory_id): d
         for d in session.exec(
@@ -76,15 +76,15 @@ def final_labels(
         for tid, _ in rows:
             chosen = None
             for v in reversed(vs):
-                if tid in passes[v.id]:  # type: ignore[index]
+                if tid in passes[v.id]:  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
                     chosen = v
                     break
             if chosen is None:
                 why = "uncertain:no codebook" if not vs else "uncertain:not assigned"
                 out.append(FinalLabel(q, tid, None, None, why))
                 continue
-            p = passes[chosen.id][tid]  # type: ignore[index]
-            d = disputes.get((chosen.id, tid))
+            p = passes[chosen.id][tid]  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
+            d = disputes.get((chosen.id, tid))  # type: ignore[arg-type]  # a stored version's id is set: SQLModel types every primary key Optional
             if d is not None:
                 if d.status == "resolved" and d.final_label not in (None, UNCERTAIN):
                     why = (
@@ -147,17 +147,17 @@ def export_partition(
     if out is not None:  # before the partition is frozen, not after
         check_output_file(out)
     st = require_study(session, name=study)
-    labels = final_labels(session, study_id=st.id, threshold=threshold)  # type: ignore[arg-type]
+    labels = final_labels(session, study_id=st.id, threshold=threshold)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if not labels:
         raise CodebookStageError(f"study {study!r} has no accepted trajectories")
-    blockers = export_blockers(session, study_id=st.id, labels=labels)  # type: ignore[arg-type]
+    blockers = export_blockers(session, study_id=st.id, labels=labels)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if blockers and not allow_incomplete:
         detail = ", ".join(f"{n} {k}" for k, n in sorted(blockers.items()))
         raise CodebookStageError(
             f"the codebook cycle is not finished ({detail}); finish it, or export with "
             "--allow-incomplete to count these trajectories as uncertain"
         )
-    versions = versions_by_question(session, study_id=st.id)  # type: ignore[arg-type]
+    versions = versions_by_question(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     used = {
         q: {"version": vs[-1].version, "content_hash": vs[-1].content_hash}
         for q, vs in versions.items()
@@ -170,8 +170,8 @@ def export_partition(
     n_used = len({(x.question_id, x.mode) for x in labels if x.mode is not None})
     part, created = store_partition(
         session,
-        study_id=st.id,
-        triples=triples,  # type: ignore[arg-type]
+        study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+        triples=triples,
         source=source,
         actor=actor,
     )
@@ -181,15 +181,15 @@ def export_partition(
     _write_parquet(path, labels, versions)
     excluded = {
         tid: {"question_id": e["question_id"], "reason": e["reason"]}
-        for tid, e in sorted(excluded_trajectories(session, study_id=st.id).items())  # type: ignore[arg-type]
+        for tid, e in sorted(excluded_trajectories(session, study_id=st.id).items())  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     }
     export = session.exec(
         select(CodebookExport).where(CodebookExport.partition_id == part.id)
     ).first()
     if export is None:
         export = CodebookExport(
-            study_id=st.id,  # type: ignore[arg-type]
-            partition_id=part.id,  # type: ignore[arg-type]
+            study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+            partition_id=part.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             versions=used,
             n_modes=n_modes,
             n_included=len(triples) - n_uncertain,
@@ -254,8 +254,8 @@ def _write_parquet(path: Path, labels: list[FinalLabel], versions: dict[str, lis
 def cycle_status(session: Session, *, study: str) -> dict[str, Any]:
     """Progress of every stage, for `rcea codebook status`."""
     st = require_study(session, name=study)
-    groups = accepted_by_question(session, study_id=st.id)  # type: ignore[arg-type]
-    versions = versions_by_question(session, study_id=st.id)  # type: ignore[arg-type]
+    groups = accepted_by_question(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+    versions = versions_by_question(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     batches = session.exec(
         select(CodebookBatch.stage, CodebookBatch.status, func.count())
         .where(CodebookBatch.study_id == st.id)
@@ -278,7 +278,7 @@ def cycle_status(session: Session, *, study: str) -> dict[str, Any]:
         for k in ("prompt_tokens", "completion_tokens"):
             tokens[k] += int((usage or {}).get(k) or 0)
         tokens["cached"] += int(bool((usage or {}).get("cached")))
-    labels = final_labels(session, study_id=st.id)  # type: ignore[arg-type]
+    labels = final_labels(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     drafts = session.exec(
         select(func.count()).select_from(CodebookDraft).where(CodebookDraft.study_id == st.id)
     ).one()
@@ -286,7 +286,7 @@ def cycle_status(session: Session, *, study: str) -> dict[str, Any]:
         "study": study,
         "n_questions": len(groups),
         "n_accepted": sum(len(v) for v in groups.values()),
-        "n_excluded": len(excluded_trajectories(session, study_id=st.id)),  # type: ignore[arg-type]
+        "n_excluded": len(excluded_trajectories(session, study_id=st.id)),  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         "n_drafts": int(drafts),
         "n_frozen_codebooks": len(versions),
         "versions": {q: vs[-1].version for q, vs in sorted(versions.items())},

@@ -49,14 +49,14 @@ def edit_draft(
     """Apply one edit (``rename``, ``merge``, ``split``, ``add``, ``drop``) to the draft of
     a question. ``add`` on a question without a draft starts one. Refused once frozen."""
     st = require_study(session, name=study)
-    draft = get_draft(session, study_id=st.id, question_id=question_id)
+    draft = get_draft(session, study_id=st.id, question_id=question_id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if draft is None:
         if op != "add":
             raise CodebookStageError(
                 f"question {question_id!r} has no draft codebook: run `rcea codebook merge` "
                 "(or start one with `edit add`)"
             )
-        draft = CodebookDraft(study_id=st.id, question_id=question_id, updated_by=actor)
+        draft = CodebookDraft(study_id=st.id, question_id=question_id, updated_by=actor)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if draft.frozen_version_id is not None:
         v = session.get(CodebookVersion, draft.frozen_version_id)
         raise CodebookFrozenError(
@@ -99,7 +99,7 @@ def freeze_codebooks(
         if missing:
             raise CodebookStageError(f"no draft codebook for question(s) {missing}")
         drafts = [d for d in drafts if d.question_id in set(questions)]
-    existing = versions_by_question(session, study_id=st.id)
+    existing = versions_by_question(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     made = []
     for d in drafts:
         if d.frozen_version_id is not None:
@@ -110,7 +110,7 @@ def freeze_codebooks(
         if not modes:
             raise CodebookStageError(f"the draft of question {d.question_id!r} has no mode")
         v = CodebookVersion(
-            study_id=st.id,
+            study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             question_id=d.question_id,
             version=1,
             content_hash=codebook_hash(d.question_id, modes),
@@ -156,13 +156,13 @@ def researcher_queue(session: Session, *, study: str) -> list[CodebookDispute]:
     """Disputes arbitration could not settle, against each question's latest codebook
     (those of a superseded version are reassigned under the new one)."""
     st = require_study(session, name=study)
-    latest = {vs[-1].id for vs in versions_by_question(session, study_id=st.id).values()}
+    latest = {vs[-1].id for vs in versions_by_question(session, study_id=st.id).values()}  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     return [
         d
         for d in session.exec(
             select(CodebookDispute)
             .where(CodebookDispute.study_id == st.id, CodebookDispute.status == "researcher")
-            .order_by(CodebookDispute.question_id, CodebookDispute.id)  # type: ignore[arg-type]
+            .order_by(CodebookDispute.question_id, CodebookDispute.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).all()
         if d.version_id in latest
     ]
@@ -245,7 +245,7 @@ def request_extensions(session: Session, *, study: str, actor: str) -> list[Code
     question-level extension request (a pending request absorbs later ones). Returns the
     pending requests."""
     st = require_study(session, name=study)
-    versions = versions_by_question(session, study_id=st.id)
+    versions = versions_by_question(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     out = []
     for q, vs in sorted(versions.items()):
         v = vs[-1]
@@ -268,9 +268,9 @@ def request_extensions(session: Session, *, study: str, actor: str) -> list[Code
         created = pending is None
         if pending is None:
             pending = CodebookExtension(
-                study_id=st.id,
+                study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                 question_id=q,
-                base_version_id=v.id,  # type: ignore[arg-type]
+                base_version_id=v.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                 proposals=payload,
                 status="pending",
             )
@@ -308,7 +308,7 @@ def list_extensions(
     stmt = select(CodebookExtension).where(CodebookExtension.study_id == st.id)
     if status is not None:
         stmt = stmt.where(CodebookExtension.status == status)
-    return list(session.exec(stmt.order_by(CodebookExtension.id)).all())
+    return list(session.exec(stmt.order_by(CodebookExtension.id)).all())  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
 
 
 def decide_extension(

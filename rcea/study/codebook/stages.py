@@ -120,9 +120,9 @@ def _plan(
             .where(
                 CodebookBatch.study_id == study_id,
                 CodebookBatch.stage == stage,
-                CodebookBatch.question_id.in_(asked[i : i + PLAN_IN_CHUNK]),  # type: ignore[attr-defined]
+                CodebookBatch.question_id.in_(asked[i : i + PLAN_IN_CHUNK]),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
             )
-            .order_by(CodebookBatch.id)  # type: ignore[arg-type]
+            .order_by(CodebookBatch.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).all()
     # Every batch order already planned for a (question, version), in any pass: a batch
     # of another pass must not repeat one (same ids in the same order is the same prompt,
@@ -249,13 +249,15 @@ def _texts(
     rows = session.exec(
         select(Trajectory.trajectory_id, Trajectory.text).where(
             Trajectory.study_id == study_id,
-            Trajectory.trajectory_id.in_(missing),  # type: ignore[attr-defined]
+            Trajectory.trajectory_id.in_(missing),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
         )
     ).all()
     return {**known, **dict(rows)}
 
 
-def _items(texts: dict[str, str], trajectory_ids: Sequence[str]) -> tuple[dict, list[BlindItem]]:  # type: ignore[type-arg]
+def _items(
+    texts: dict[str, str], trajectory_ids: Sequence[str]
+) -> tuple[dict[str, Any], list[BlindItem]]:
     hmap = handle_map(trajectory_ids)
     return hmap, [BlindItem(h, texts[t]) for h, t in hmap.items()]
 
@@ -368,10 +370,10 @@ def induce(
                 _, items = _items(texts, row.trajectory_ids)
                 jobs.append(
                     BatchJob(
-                        row.id,  # type: ignore[arg-type]
+                        row.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                         q,
                         row.trajectory_ids,
-                        call=lambda q=q, items=items: backend.induce(
+                        call=lambda q=q, items=items: backend.induce(  # type: ignore[misc]  # mypy cannot infer a lambda passed as a keyed sort/group callback
                             q, items, prep.questions.get(q)
                         ),
                     )
@@ -430,7 +432,7 @@ def merge(
                 CodebookBatch.stage == "induce",
                 CodebookBatch.status == "done",
             )
-            .order_by(CodebookBatch.question_id, CodebookBatch.id)  # type: ignore[arg-type]
+            .order_by(CodebookBatch.question_id, CodebookBatch.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).all()
         by_q: dict[str, list[CodebookBatch]] = {}
         for b in induced:
@@ -444,7 +446,7 @@ def merge(
                     select(CodebookBatch).where(
                         CodebookBatch.study_id == study_id,
                         CodebookBatch.stage == "induce",
-                        CodebookBatch.status.in_(("planned", "failed")),  # type: ignore[attr-defined]
+                        CodebookBatch.status.in_(("planned", "failed")),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
                     )
                 ).all()
                 if b.status == "planned" or transport_failed(b)
@@ -453,9 +455,9 @@ def merge(
         # Earlier merge rows are history of drafts already made (or being redone).
         s.execute(
             delete(CodebookBatch).where(
-                CodebookBatch.study_id == study_id,  # type: ignore[arg-type]
-                CodebookBatch.stage == "merge",  # type: ignore[arg-type]
-                CodebookBatch.status == "planned",  # type: ignore[arg-type]
+                CodebookBatch.study_id == study_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                CodebookBatch.stage == "merge",  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                CodebookBatch.status == "planned",  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
             )
         )
         for q in sorted(set(by_q) | set(unanswered)):
@@ -492,10 +494,10 @@ def merge(
             s.flush()
             jobs.append(
                 BatchJob(
-                    row.id,  # type: ignore[arg-type]
+                    row.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                     q,
                     row.trajectory_ids,
-                    call=lambda q=q, n=numbered: backend.merge(q, n, prep.questions.get(q)),
+                    call=lambda q=q, n=numbered: backend.merge(q, n, prep.questions.get(q)),  # type: ignore[misc]  # mypy cannot infer a lambda passed as a keyed sort/group callback
                     context={"numbered": numbered},
                 )
             )
@@ -510,10 +512,10 @@ def merge(
             try:
                 if not result.ok:
                     raise ValueError(result.error or "failed")
-                modes = modes_from_merge(job.context["numbered"], result.value)  # type: ignore[arg-type]
+                modes = modes_from_merge(job.context["numbered"], result.value)  # type: ignore[arg-type]  # result.value is set when result.ok (checked just above)
             except ValueError as exc:
                 failed[job.question_id] = str(exc)
-                s.execute(delete(CodebookBatch).where(CodebookBatch.id == job.row_id))  # type: ignore[arg-type]
+                s.execute(delete(CodebookBatch).where(CodebookBatch.id == job.row_id))  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
                 continue
             draft = s.exec(
                 select(CodebookDraft).where(
@@ -626,11 +628,11 @@ def _assign_chunk(
     with session_scope(engine) as s:
         versions = versions_by_question(s, study_id=study_id)
         latest = {q: versions[q][-1] for q in chunk if q in versions}
-        passes = assigned_passes(s, version_ids=[v.id for v in latest.values()])  # type: ignore[misc]
+        passes = assigned_passes(s, version_ids=[v.id for v in latest.values()])  # type: ignore[misc]  # a stored row's id is set: SQLModel types every primary key Optional
         specs = []
         for q, v in latest.items():
             accepted = [t for t, _ in groups.get(q, [])]
-            targets = version_targets(s, versions=versions[q], accepted_ids=accepted)[v.id]  # type: ignore[index]
+            targets = version_targets(s, versions=versions[q], accepted_ids=accepted)[v.id]  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
             for pass_no in (1, 2):
                 specs.append(PlanSpec(q, v.id, pass_no, targets, (v.content_hash, pass_no)))
         plans = _plan(
@@ -652,10 +654,10 @@ def _assign_chunk(
                 hmap, items = _items(texts, row.trajectory_ids)
                 jobs.append(
                     BatchJob(
-                        row.id,  # type: ignore[arg-type]
+                        row.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                         q,
                         row.trajectory_ids,
-                        call=lambda q=q, m=modes, i=items: backend.assign(
+                        call=lambda q=q, m=modes, i=items: backend.assign(  # type: ignore[misc]  # mypy cannot infer a lambda passed as a keyed sort/group callback
                             q, m, i, prep.questions.get(q)
                         ),
                         version_id=vid,
@@ -668,7 +670,7 @@ def _assign_chunk(
     def persist(s: Session, done: Done) -> None:
         rows = []
         for job, result in done:
-            have = passes.get(job.version_id, {})  # type: ignore[arg-type]
+            have = passes.get(job.version_id, {})  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             for x in labels_from_reply(
                 job.context["hmap"], result.value, job.context["mode_ids"], error=result.error
             ):
@@ -711,9 +713,7 @@ def _forget_unanswered(
     if not retried:
         return
     session.execute(
-        delete(CodebookAssignment).where(
-            CodebookAssignment.batch_id.in_(sorted(retried))  # type: ignore[attr-defined,union-attr]
-        )
+        delete(CodebookAssignment).where(CodebookAssignment.batch_id.in_(sorted(retried)))  # type: ignore[attr-defined, type-var]  # SQLModel types a column attribute as its Python value, not as the SQL column; a stored row's id is set: SQLModel types every primary key Optional
     )
     for by_tid in passes.values():
         for per_pass in by_tid.values():
@@ -741,7 +741,7 @@ def open_disputes(
     groups = accepted_by_question(session, study_id=study_id)
     wanted = set(questions) if questions is not None else None
     latest = {q: vs[-1] for q, vs in versions.items() if wanted is None or q in wanted}
-    passes = assigned_passes(session, version_ids=[v.id for v in latest.values()])  # type: ignore[misc]
+    passes = assigned_passes(session, version_ids=[v.id for v in latest.values()])  # type: ignore[misc]  # a stored row's id is set: SQLModel types every primary key Optional
     # An assignment recorded from a batch that got no answer is not a pass: the next
     # assign asks again (and replaces it); until then the trajectory misses that pass.
     unanswered = {
@@ -765,8 +765,8 @@ def open_disputes(
     new_rows = []
     for q, v in latest.items():
         accepted = [t for t, _ in groups.get(q, [])]
-        targets = version_targets(session, versions=versions[q], accepted_ids=accepted)[v.id]  # type: ignore[index]
-        got = passes.get(v.id, {})  # type: ignore[arg-type]
+        targets = version_targets(session, versions=versions[q], accepted_ids=accepted)[v.id]  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
+        got = passes.get(v.id, {})  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         for t in targets:
             p = {n: a for n, a in got.get(t, {}).items() if a.batch_id not in unanswered}
             if 1 not in p or 2 not in p:
@@ -779,7 +779,7 @@ def open_disputes(
                 new_rows.append(
                     CodebookDispute(
                         study_id=study_id,
-                        version_id=v.id,  # type: ignore[arg-type]
+                        version_id=v.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                         question_id=q,
                         trajectory_id=t,
                         reasons=reasons,
@@ -844,7 +844,7 @@ def reconcile(
             s, study_id=study_id, stage="arbitrate", seed=seed, batch_size=batch_size, specs=specs
         )
         for (q, vid, _), rows in sorted(plans.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
-            modes = modes_from_json(versions[vid].modes)  # type: ignore[index]
+            modes = modes_from_json(versions[vid].modes)
             todo = _todo(report, rows, prep.excluded)
             if todo:
                 report.n_questions += 1
@@ -858,10 +858,10 @@ def reconcile(
                 hmap, items = _items(texts, row.trajectory_ids)
                 jobs.append(
                     BatchJob(
-                        row.id,  # type: ignore[arg-type]
+                        row.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                         q,
                         row.trajectory_ids,
-                        call=lambda q=q, m=modes, i=items: backend.arbitrate(
+                        call=lambda q=q, m=modes, i=items: backend.arbitrate(  # type: ignore[misc]  # mypy cannot infer a lambda passed as a keyed sort/group callback
                             q, m, i, prep.questions.get(q)
                         ),
                         version_id=vid,
@@ -879,7 +879,7 @@ def reconcile(
             for d in s.exec(
                 select(CodebookDispute).where(
                     CodebookDispute.study_id == study_id,
-                    CodebookDispute.trajectory_id.in_(tids),  # type: ignore[attr-defined]
+                    CodebookDispute.trajectory_id.in_(tids),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
                 )
             ).all()
         }
@@ -889,7 +889,7 @@ def reconcile(
             for lab in labels_from_reply(
                 job.context["hmap"], result.value, job.context["mode_ids"], error=result.error
             ):
-                d = rows.get((job.version_id, lab.trajectory_id))  # type: ignore[arg-type]
+                d = rows.get((job.version_id, lab.trajectory_id))  # type: ignore[arg-type]  # a stored version's id is set: SQLModel types every primary key Optional
                 if d is None or d.status != "open":
                     continue  # settled meanwhile (e.g. by a researcher)
                 status = arbitration_status(lab, threshold=threshold)

@@ -54,7 +54,7 @@ def study_provenance(
 ) -> list[Any]:
     """Rows (trajectory_id, question_id, run, model, step, seed, mode) of the study,
     only the given trajectories when ``trajectory_ids`` is set."""
-    stmt = select(
+    stmt = select(  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
         Trajectory.trajectory_id,
         Trajectory.question_id,
         Trajectory.run,
@@ -64,7 +64,7 @@ def study_provenance(
         Trajectory.mode,
     ).where(Trajectory.study_id == study_id)
     if trajectory_ids is not None:
-        stmt = stmt.where(Trajectory.trajectory_id.in_(sorted(set(trajectory_ids))))  # type: ignore[attr-defined]
+        stmt = stmt.where(Trajectory.trajectory_id.in_(sorted(set(trajectory_ids))))  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
     return list(session.exec(stmt).all())
 
 

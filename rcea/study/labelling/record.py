@@ -106,7 +106,7 @@ class Recorder:
         unit = getattr(task, self.family.unit_field) if task is not None else None
         if row is None:
             # a hidden repeat's label stays marked as one (never counted in the gate)
-            repeat = {"repeat": bool(task.repeat)} if hasattr(task, "repeat") else {}
+            repeat = {"repeat": bool(task.repeat)} if hasattr(task, "repeat") else {}  # type: ignore[union-attr]  # guarded by hasattr on the same line
             row = self.family.label_model(
                 **{self.family.owner_field: self.owner.id, self.family.unit_field: unit},
                 **repeat,
@@ -146,10 +146,10 @@ class Recorder:
         )
         self.session.add(row)
         for task_id in {ann.task_id, moved_from} - {None}:
-            self._settle(task_id, source=source)  # type: ignore[arg-type]
+            self._settle(task_id, source=source)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         if moved_from is not None and row.status == (previous[1] if previous else None):
             return "moved"
-        return row.status
+        return row.status  # type: ignore[no-any-return]  # the row's status is a str column (the model reads it as Any)
 
     def _settle(self, task_id: int, *, source: str) -> None:
         """One label per person and task: of the task's annotations that count (or

@@ -205,7 +205,7 @@ def sync_binding(
         if gone:
             result.missing_tasks[binding.role] = len(gone)
     if now:  # a datetime: the next sync reads what changed from here on
-        binding.synced_until = now
+        binding.synced_until = now  # type: ignore[assignment]  # now is the sync's datetime here (the if above); True only marks a full sync
         session.add(binding)
 
 
@@ -317,13 +317,13 @@ def notify(
         if b.id not in recorders:
             family = FAMILIES[b.family]
             owner = session.get(family.owner_model, b.owner_id)
-            recorders[b.id] = Recorder(session, family, owner, b)  # type: ignore[index]
-        return recorders[b.id]  # type: ignore[index]
+            recorders[b.id] = Recorder(session, family, owner, b)  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
+        return recorders[b.id]  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
 
     found: dict[int, dict[int, tuple[dict[str, Any], int]]] = {}  # binding → id → raw
     for b in bound:
         try:
-            found[b.id] = read_back_many(people, person, b.project_id, annotation_ids)  # type: ignore[arg-type,index]
+            found[b.id] = read_back_many(people, person, b.project_id, annotation_ids)  # type: ignore[arg-type, index]  # a stored row's id is set: SQLModel types every primary key Optional
         except httpx.HTTPError as exc:
             raise LabellingError(
                 f"could not read annotations back from {person.url}: {exc}"
@@ -333,7 +333,7 @@ def notify(
         handled = False
         for b in bound:
             rec = recorder_for(b)
-            hit = found[b.id].get(annotation_id)  # type: ignore[index]
+            hit = found[b.id].get(annotation_id)  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
             if hit is None:  # gone from this project (deleted, or moved out of it)
                 handled = handled or annotation_id in rec.rows
                 changed |= rec.mark_deleted(annotation_id, source="webhook") is not None

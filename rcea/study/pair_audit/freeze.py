@@ -46,7 +46,7 @@ def freeze_rubric(
             "A change must be a new version: bump [rubric] version."
         )
     parent = session.exec(
-        select(Rubric).where(Rubric.name == spec.name).order_by(Rubric.id.desc())  # type: ignore[union-attr]
+        select(Rubric).where(Rubric.name == spec.name).order_by(Rubric.id.desc())  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).first()
     row = Rubric(
         name=spec.name,
@@ -80,7 +80,7 @@ def get_rubric(session: Session, *, name: str, version: str | None = None) -> Ru
     stmt = select(Rubric).where(Rubric.name == name)
     if version is not None:
         stmt = stmt.where(Rubric.version == str(version))
-    row = session.exec(stmt.order_by(Rubric.id.desc())).first()  # type: ignore[union-attr]
+    row = session.exec(stmt.order_by(Rubric.id.desc())).first()  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
     if row is None:
         known = sorted({f"{r.name} v{r.version}" for r in session.exec(select(Rubric)).all()})
         raise FreezeError(
@@ -107,7 +107,7 @@ def accepted_trajectories(session: Session, *, study_id: int) -> list[Trajectory
     stmt = (
         select(Trajectory)
         .where(Trajectory.study_id == study_id, Trajectory.reward == 1)
-        .where((Trajectory.validity.is_(None)) | (Trajectory.validity == 1))  # type: ignore[union-attr]
+        .where((Trajectory.validity.is_(None)) | (Trajectory.validity == 1))  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
         .order_by(Trajectory.question_id, Trajectory.trajectory_id)
     )
     return list(session.exec(stmt).all())
@@ -120,14 +120,14 @@ def freeze_partition_from_modes(
     trajectories (missing or ``uncertain`` mode = uncertain). Identical content to the
     latest partition is a no-op."""
     st: Study = require_study(session, name=study)
-    rows = accepted_trajectories(session, study_id=st.id)
+    rows = accepted_trajectories(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if not rows:
         raise FreezeError(f"study {study!r} has no accepted trajectories (R=1, judge-accepted)")
     triples = [
         (t.question_id, t.trajectory_id, None if t.mode in (None, "", "uncertain") else t.mode)
         for t in rows
     ]
-    return store_partition(session, study_id=st.id, triples=triples, source=source, actor=actor)
+    return store_partition(session, study_id=st.id, triples=triples, source=source, actor=actor)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
 
 
 def store_partition(
@@ -144,7 +144,7 @@ def store_partition(
     column, the codebook export) goes through here."""
     digest = partition_hash(triples)
     latest = session.exec(
-        select(Partition).where(Partition.study_id == study_id).order_by(Partition.id.desc())  # type: ignore[union-attr]
+        select(Partition).where(Partition.study_id == study_id).order_by(Partition.id.desc())  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).first()
     if latest is not None and latest.content_hash == digest:
         return latest, False
@@ -184,7 +184,7 @@ def store_partition(
 
 def latest_partition(session: Session, *, study_id: int) -> Partition:
     part = session.exec(
-        select(Partition).where(Partition.study_id == study_id).order_by(Partition.id.desc())  # type: ignore[union-attr]
+        select(Partition).where(Partition.study_id == study_id).order_by(Partition.id.desc())  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).first()
     if part is None:
         raise FreezeError(

@@ -39,7 +39,7 @@ def gate_status(session: Session, audit: Audit, *, final: bool) -> dict[str, Any
     preliminary agreement over the pairs both have labelled. A final gate needs every pair
     that requires adjudication to be adjudicated.
     """
-    pairs = audit_pairs(session, audit_id=audit.id)
+    pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     labels = current_labels(session, audit)
     spec = audit_rubric(session, audit)
     thresholds, scope = spec.gate, spec.adjudication.scope
@@ -62,8 +62,8 @@ def gate_status(session: Session, audit: Audit, *, final: bool) -> dict[str, Any
     if not both:
         return {**base, "status": "pending", "stage": "preliminary", "report": None}
     ids = [p.pair_key for p in both]
-    a = [labels["A"][p.id] for p in both]
-    b = [labels["B"][p.id] for p in both]
+    a = [labels["A"][p.id] for p in both]  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
+    b = [labels["B"][p.id] for p in both]  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
     auto = [p.automatic for p in both]
     interim = None
     if spec.sequential is not None:  # predeclared plan: interim decisions at the look
@@ -72,7 +72,12 @@ def gate_status(session: Session, audit: Audit, *, final: bool) -> dict[str, Any
             a,
             b,
             counted_adjudications(
-                ids, a, b, auto, {p.pair_key: adjudicated.get(p.id) for p in both}, scope
+                ids,
+                a,
+                b,
+                auto,
+                {p.pair_key: adjudicated.get(p.id) for p in both},  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+                scope,
             ),
             auto,
             overall,
@@ -128,7 +133,7 @@ def gate_status(session: Session, audit: Audit, *, final: bool) -> dict[str, Any
         [p.question_id for p in both],
         a,
         b,
-        {p.pair_key: adjudicated[p.id] for p in to_adjudicate},
+        {p.pair_key: adjudicated[p.id] for p in to_adjudicate},  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
         auto,
         overall,
         thresholds,
@@ -205,7 +210,7 @@ def decide_gate(session: Session, audit: Audit, *, final: bool, actor: str) -> d
     An abandoned audit (:mod:`rcea.study.pair_audit.abandon`) gets no final gate."""
     if final and abandon_record(session, audit) is not None:
         raise FreezeError(
-            f"audit {audit.name} was abandoned ({abandon_record(session, audit)['reason']}): "
+            f"audit {audit.name} was abandoned ({abandon_record(session, audit)['reason']}): "  # type: ignore[index]  # an abandoned audit has its abandon record
             "it gets no final gate; draw a new audit (`rcea audit sample`)"
         )
     result = gate_status(session, audit, final=final)

@@ -8,6 +8,7 @@ from sqlmodel import Session, select
 
 from rcea.annotation.payloads import ParsedAnnotation
 from rcea.audits.gates import needs_adjudication as pure_needs_adjudication
+from rcea.audits.rubric import Rubric as RubricSpec
 from rcea.study.labelling import PAIR
 from rcea.study.labelling import current_labels as core_current_labels
 from rcea.study.labelling import status_counts as core_status_counts
@@ -39,11 +40,11 @@ def record_annotation(
 
 def current_labels(session: Session, audit: Audit) -> dict[str, dict[int, str]]:
     """role → pair id → the label of that role's latest counted annotation."""
-    return core_current_labels(session, PAIR, audit.id)
+    return core_current_labels(session, PAIR, audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
 
 
 def status_counts(session: Session, audit: Audit) -> dict[str, int]:
-    return core_status_counts(session, PAIR, audit.id)
+    return core_status_counts(session, PAIR, audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
 
 
 def needs_adjudication(
@@ -56,7 +57,7 @@ def needs_adjudication(
     the automatic label (those with an automatic label)."""
     out = []
     for p in pairs:
-        a, b = labels.get("A", {}).get(p.id), labels.get("B", {}).get(p.id)
+        a, b = labels.get("A", {}).get(p.id), labels.get("B", {}).get(p.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         if a is not None and b is not None and pure_needs_adjudication(a, b, p.automatic, scope):
             out.append(p)
     return out
@@ -68,7 +69,7 @@ def coverage(session: Session, audit: Audit) -> tuple[float, float | None]:
     part = session.get(Partition, audit.partition_id)
     assert part is not None
     overall = (part.n_accepted - part.n_uncertain) / part.n_accepted if part.n_accepted else 0.0
-    questions = {p.question_id for p in audit_pairs(session, audit_id=audit.id)}
+    questions = {p.question_id for p in audit_pairs(session, audit_id=audit.id)}  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     rows = session.exec(
         select(PartitionAssignment).where(PartitionAssignment.partition_id == part.id)
     ).all()
@@ -77,7 +78,7 @@ def coverage(session: Session, audit: Audit) -> tuple[float, float | None]:
     return overall, share
 
 
-def audit_rubric(session: Session, audit: Audit):  # type: ignore[no-untyped-def]
+def audit_rubric(session: Session, audit: Audit) -> RubricSpec:
     """The frozen rubric bound to the audit, verified against the bound hash."""
 
     row = session.get(Rubric, audit.rubric_id)

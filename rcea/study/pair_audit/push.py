@@ -77,10 +77,10 @@ def build_pair_tasks(
             texts[p.trajectory_a],
             texts[p.trajectory_b],
             rng=rng,
-            answers=None if answers is None else answers[p.id],
+            answers=None if answers is None else answers[p.id],  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
             question=problems.get(p.question_id, NO_QUESTION) if show else None,
         )
-        out.append(BuiltTask(p.pair_key, p.id, task.data, {"left_is_a": task.left_is_a}))
+        out.append(BuiltTask(p.pair_key, p.id, task.data, {"left_is_a": task.left_is_a}))  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     positions = repeat_positions(len(pairs), repeat_share, repeat_seed(audit))
     if not positions:
         return out
@@ -99,7 +99,7 @@ def build_pair_tasks(
             rng=rng,
             question=problems.get(p.question_id, NO_QUESTION) if show else None,
         )
-        repeats[i] = BuiltTask(key, p.id, task.data, {"left_is_a": task.left_is_a, "repeat": True})
+        repeats[i] = BuiltTask(key, p.id, task.data, {"left_is_a": task.left_is_a, "repeat": True})  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     return with_repeats(out, repeats)
 
 
@@ -124,14 +124,14 @@ def _texts_of_round(audit: Audit, role: str, definition: str) -> dict[str, str]:
         else "do the two solutions use the same strategy?"
     )
     return {
-        "title": round_title("pairs", audit.id, role),  # type: ignore[arg-type]
+        "title": round_title("pairs", audit.id, role),  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         "description": f"Blinded pair audit ({what}): {lead}\n\n{definition}",
     }
 
 
-def _checked(  # type: ignore[no-untyped-def]
-    session: Session, audit: Audit, pairs: list[AuditPair], tasks: list[BuiltTask], texts
-):
+def _checked(
+    session: Session, audit: Audit, pairs: list[AuditPair], tasks: list[BuiltTask], texts: Any
+) -> list[BuiltTask]:
     ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
     forbidden = forbidden_values(session, audit.study_id, ids)
     problems = problem_texts(session, study_id=audit.study_id)
@@ -160,7 +160,7 @@ def push_audit(
     :mod:`rcea.study.labelling.push`)."""
     check_distinct_people({r: annotators[r] for r in ("A", "B")})
     spec = audit_rubric(session, audit)
-    pairs = audit_pairs(session, audit_id=audit.id)
+    pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     shown = {r: _texts_of_round(audit, r, spec.pairs.strategy_definition) for r in ("A", "B")}
     share = spec.annotators.repeat_share
     built = {  # checked before anything exists in Label Studio (hidden repeats too)
@@ -228,19 +228,19 @@ def adjudicate(
     every pair that needs adjudication. The adjudicator sees both texts, the strategy
     definition and the two human answers in random order; never who gave them and never
     the automatic label. The adjudicator is neither A nor B."""
-    bound = {b.role: b.person for b in bindings(session, PAIR, audit.id)}
+    bound = {b.role: b.person for b in bindings(session, PAIR, audit.id)}  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     check_distinct_people({**bound, ADJUDICATOR: adjudicator})
     spec = audit_rubric(session, audit)
-    pairs = audit_pairs(session, audit_id=audit.id)
+    pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     labels = current_labels(session, audit)
     todo = needs_adjudication(pairs, labels, spec.adjudication.scope)
-    answers = {p.id: (labels["A"][p.id], labels["B"][p.id]) for p in todo}
+    answers = {p.id: (labels["A"][p.id], labels["B"][p.id]) for p in todo}  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
     shown = _texts_of_round(audit, ADJUDICATOR, spec.pairs.strategy_definition)
     built = _checked(
         session,
         audit,
         todo,
-        build_pair_tasks(session, audit, todo, ADJUDICATOR, answers=answers),
+        build_pair_tasks(session, audit, todo, ADJUDICATOR, answers=answers),  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         shown,
     )
     member: Member = ensure_member(people, adjudicator, password)

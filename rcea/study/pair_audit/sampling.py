@@ -87,10 +87,14 @@ def draw_audit(
     st = require_study(session, name=study)
     rub = get_rubric(session, name=rubric, version=rubric_version)
     spec = rubric_spec(rub)
-    part = latest_partition(session, study_id=st.id)
+    part = latest_partition(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     reason = (reason or "").strip() or None
     attempt = reaudit_check(
-        session, study_id=st.id, partition_hash=part.content_hash, rubric=rub, reason=reason
+        session,
+        study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+        partition_hash=part.content_hash,
+        rubric=rub,
+        reason=reason,
     )
     modes = partition_modes(session, partition_id=part.id)
     plan = spec.pairs
@@ -136,11 +140,11 @@ def draw_audit(
     if session.exec(select(Audit).where(Audit.name == name)).first() is not None:
         raise FreezeError(f"an audit named {name!r} already exists")
     audit = Audit(
-        study_id=st.id,
+        study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         name=name,
-        rubric_id=rub.id,
+        rubric_id=rub.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         rubric_hash=rub.content_hash,
-        partition_id=part.id,
+        partition_id=part.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         partition_hash=part.content_hash,
         seed=seed,
         excluded_questions=excluded,
@@ -294,7 +298,7 @@ def get_audit(session: Session, *, name: str | None = None, study: str | None = 
         stmt = stmt.where(Audit.name == name)
     elif study:
         stmt = stmt.where(Audit.study_id == require_study(session, name=study).id)
-    audit = session.exec(stmt.order_by(Audit.id.desc())).first()  # type: ignore[union-attr]
+    audit = session.exec(stmt.order_by(Audit.id.desc())).first()  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
     if audit is None:
         raise FreezeError(
             "no such audit: draw one with `rcea audit sample --study S --rubric NAME`"
@@ -305,13 +309,13 @@ def get_audit(session: Session, *, name: str | None = None, study: str | None = 
 def audit_pairs(session: Session, *, audit_id: int) -> list[AuditPair]:
     return list(
         session.exec(
-            select(AuditPair).where(AuditPair.audit_id == audit_id).order_by(AuditPair.id)
+            select(AuditPair).where(AuditPair.audit_id == audit_id).order_by(AuditPair.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).all()
     )
 
 
 def audit_overview(session: Session, audit: Audit) -> dict[str, Any]:
-    pairs = audit_pairs(session, audit_id=audit.id)
+    pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     return {
         "audit": audit.name,
         "audit_id": audit.id,

@@ -47,21 +47,21 @@ def stored_fields() -> list[str]:
 
 def study_records(
     engine: Engine, study: str, data_dir: Path, *, progress: bool = False
-) -> tuple[list[dict[str, Any]], list[np.ndarray | None]]:
+) -> tuple[list[dict[str, Any]], list[np.ndarray[Any, Any] | None]]:
     """(scalar fields per trajectory, token-entropy array or None per trajectory)."""
     names = stored_fields()
     cols = [getattr(Trajectory, n) for n in names]
     with session_scope(engine) as session:
         st = require_study(session, name=study)
         rows = session.execute(
-            select(*cols, Trajectory.token_artifact, Trajectory.token_row)
+            select(*cols, Trajectory.token_artifact, Trajectory.token_row)  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
             .where(Trajectory.study_id == st.id)
             .order_by(Trajectory.id)
         ).all()
         per_question = {
             q: (text, gold)
             for q, text, gold in session.execute(
-                select(Question.question_id, Question.text, Question.ground_truth).where(
+                select(Question.question_id, Question.text, Question.ground_truth).where(  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
                     Question.study_id == st.id
                 )
             ).all()
@@ -70,7 +70,7 @@ def study_records(
     for rec in records:  # the question's text and reference answer, kept per question
         text, gold = per_question.get(rec["question_id"], (None, None))
         rec["question"], rec["ground_truth"] = text, gold
-    tokens: list[np.ndarray | None] = [None] * len(rows)
+    tokens: list[np.ndarray[Any, Any] | None] = [None] * len(rows)
     by_artifact: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for i, r in enumerate(rows):
         if r.token_artifact is not None and r.token_row is not None:

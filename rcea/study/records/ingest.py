@@ -101,11 +101,11 @@ def ingest_file(
         # Hashing (hashlib releases the GIL) overlaps parsing and validation.
         pending_sha = pool.submit(file_sha256, path)
         with session_scope(engine) as session:
-            st = session.execute(select(Study).where(Study.name == study)).scalar_one_or_none()
+            st = session.execute(select(Study).where(Study.name == study)).scalar_one_or_none()  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
             has_ingests = (
                 st is not None
                 and session.execute(
-                    select(Ingest.id).where(Ingest.study_id == st.id).limit(1)
+                    select(Ingest.id).where(Ingest.study_id == st.id).limit(1)  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
                 ).first()
                 is not None
             )
@@ -114,7 +114,8 @@ def ingest_file(
                 # validation, so here the hash is needed first.
                 prior = session.execute(
                     select(Ingest).where(
-                        Ingest.study_id == st.id, Ingest.sha256 == pending_sha.result()
+                        Ingest.study_id == st.id,  # type: ignore[union-attr]  # has_ingests above implies st is not None
+                        Ingest.sha256 == pending_sha.result(),  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
                     )
                 ).scalar_one_or_none()
                 if prior is not None:
@@ -159,10 +160,10 @@ def ingest_file(
 def known_hashes(engine: Engine, study: str) -> set[str]:
     """The content hashes of every earlier ingest of ``study`` (empty for a new study)."""
     with session_scope(engine) as session:
-        st = session.execute(select(Study).where(Study.name == study)).scalar_one_or_none()
+        st = session.execute(select(Study).where(Study.name == study)).scalar_one_or_none()  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         if st is None:
             return set()
-        return set(session.execute(select(Ingest.sha256).where(Ingest.study_id == st.id)).scalars())
+        return set(session.execute(select(Ingest.sha256).where(Ingest.study_id == st.id)).scalars())  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
 
 
 def ingest_batches(
@@ -223,7 +224,7 @@ def _write_batches(
         with session_scope(engine) as session:
             st = get_or_create_study(session, name=study)
             _refuse_cross_batch_duplicates([b for b, _ in items])
-            _refuse_store_duplicates(session, [b for b, _ in items], st.id)
+            _refuse_store_duplicates(session, [b for b, _ in items], st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             for batch, sha in items:
                 tids = batch.columns["trajectory_id"]
                 pending = None
@@ -236,13 +237,13 @@ def _write_batches(
                         write_token_artifact,
                         artifact,
                         tids,
-                        batch.token_values,
-                        batch.token_offsets,
+                        batch.token_values,  # type: ignore[arg-type]  # the token arrays are set for a batch with token entropies (the branch's condition)
+                        batch.token_offsets,  # type: ignore[arg-type]  # the token arrays are set for a batch with token entropies (the branch's condition)
                         batch.token_present,
                     )
                 rel = str(artifact.relative_to(data_dir)) if artifact else None
                 ing = Ingest(
-                    study_id=st.id,
+                    study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                     source=batch.source,
                     sha256=sha,
                     n_records=len(batch),
@@ -250,8 +251,8 @@ def _write_batches(
                 )
                 session.add(ing)
                 session.flush()
-                new_q = _write_questions(session, batch, st.id, ing.created_at)
-                _insert_trajectories(session, batch, st.id, ing.id, rel, progress)
+                new_q = _write_questions(session, batch, st.id, ing.created_at)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+                _insert_trajectories(session, batch, st.id, ing.id, rel, progress)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                 if pending is not None:
                     pending.result()  # the artifact must be in place before we commit
                 results.append(
@@ -262,7 +263,7 @@ def _write_batches(
                         batch.n_questions,
                         len(new_q),
                         False,
-                        ing.id,
+                        ing.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                         rel,
                     )
                 )
@@ -300,14 +301,18 @@ def _write_stream(
         with session_scope(engine) as session:
             st = get_or_create_study(session, name=study)
             ing = Ingest(
-                study_id=st.id, source=source, sha256=sha, n_records=0, token_artifact=None
+                study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+                source=source,
+                sha256=sha,
+                n_records=0,
+                token_artifact=None,
             )
             session.add(ing)
             session.flush()
             first_artifact: str | None = None
             for batch in _drain(head, rest):
-                _refuse_stored_ids(session, batch, st.id, ing.id)
-                n_new_questions += len(_write_questions(session, batch, st.id, ing.created_at))
+                _refuse_stored_ids(session, batch, st.id, ing.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+                n_new_questions += len(_write_questions(session, batch, st.id, ing.created_at))  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                 rel = None
                 if batch.token_present is not None and batch.token_present.any():
                     artifact = new_artifact_path(artifacts_dir, study)
@@ -315,13 +320,13 @@ def _write_stream(
                     write_token_artifact(
                         artifact,
                         batch.columns["trajectory_id"],
-                        batch.token_values,
-                        batch.token_offsets,
+                        batch.token_values,  # type: ignore[arg-type]  # the token arrays are set for a batch with token entropies (the branch's condition)
+                        batch.token_offsets,  # type: ignore[arg-type]  # the token arrays are set for a batch with token entropies (the branch's condition)
                         batch.token_present,
                     )
                     rel = str(artifact.relative_to(data_dir))
                     first_artifact = first_artifact or rel
-                _insert_trajectories(session, batch, st.id, ing.id, rel, False)
+                _insert_trajectories(session, batch, st.id, ing.id, rel, False)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                 n_records += len(batch)
                 question_ids.update(batch.columns["question_id"])
                 bar.update(len(batch))
@@ -336,7 +341,7 @@ def _write_stream(
                 len(question_ids),
                 n_new_questions,
                 False,
-                ing.id,
+                ing.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                 first_artifact,
             )
     except BaseException:
@@ -370,8 +375,9 @@ def _refuse_stored_ids(session: Any, batch: RecordBatch, study_id: int, ingest_i
         part = tids[start : start + ID_LOOKUP_CHUNK]
         found.update(
             session.execute(
-                select(Trajectory.trajectory_id, Trajectory.ingest_id).where(
-                    Trajectory.study_id == study_id, Trajectory.trajectory_id.in_(part)
+                select(Trajectory.trajectory_id, Trajectory.ingest_id).where(  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                    Trajectory.study_id == study_id,
+                    Trajectory.trajectory_id.in_(part),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
                 )
             ).all()
         )
@@ -423,7 +429,7 @@ def _write_questions(session: Any, batch: RecordBatch, study_id: int, created_at
     record that carries it). Returns the new question ids."""
     existing = dict(
         session.execute(
-            select(Question.question_id, Question.text).where(Question.study_id == study_id)
+            select(Question.question_id, Question.text).where(Question.study_id == study_id)  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).all()
     )
     texts = question_texts(batch)
@@ -450,7 +456,7 @@ def _write_questions(session: Any, batch: RecordBatch, study_id: int, created_at
     if golds:  # a reference answer is kept where the stored question has none yet
         stored_gold = dict(
             session.execute(
-                select(Question.question_id, Question.ground_truth).where(
+                select(Question.question_id, Question.ground_truth).where(  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
                     Question.study_id == study_id
                 )
             ).all()
@@ -458,7 +464,7 @@ def _write_questions(session: Any, batch: RecordBatch, study_id: int, created_at
         for qid in sorted(q for q in golds if q in existing and stored_gold.get(q) is None):
             session.execute(
                 update(Question)
-                .where(Question.study_id == study_id, Question.question_id == qid)
+                .where(Question.study_id == study_id, Question.question_id == qid)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
                 .values(ground_truth=golds[qid])
             )
     if new_q:
@@ -478,7 +484,7 @@ def _write_questions(session: Any, batch: RecordBatch, study_id: int, created_at
     for qid in sorted(q for q in texts if q in existing and existing[q] is None):
         session.execute(
             update(Question)
-            .where(Question.study_id == study_id, Question.question_id == qid)
+            .where(Question.study_id == study_id, Question.question_id == qid)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
             .values(text=texts[qid][0])
         )
     return new_q
@@ -488,7 +494,7 @@ def _refuse_store_duplicates(session: Any, batches: list[RecordBatch], study_id:
     """Every record of every batch whose trajectory id the study already holds, named."""
     existing = set(
         session.execute(
-            select(Trajectory.trajectory_id).where(Trajectory.study_id == study_id)
+            select(Trajectory.trajectory_id).where(Trajectory.study_id == study_id)  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).scalars()
     )
     if not existing:
@@ -520,8 +526,8 @@ def _insert_trajectories(
     names = [f for f in SCALAR_FIELDS if f in Trajectory.model_fields]
     all_names = [*names, "study_id", "ingest_id", "token_artifact", "token_row"]
     conn = session.connection()
-    compiled = insert(Trajectory.__table__).compile(dialect=conn.dialect, column_keys=all_names)
-    order = list(compiled.positiontup) if compiled.positional else all_names
+    compiled = insert(Trajectory.__table__).compile(dialect=conn.dialect, column_keys=all_names)  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
+    order = list(compiled.positiontup) if compiled.positional else all_names  # type: ignore[arg-type]  # a positional dialect's compiled insert has its position tuple
     has_tokens = present.tolist() if present is not None else [False] * n
     extra = {
         "study_id": [study_id] * n,
@@ -535,7 +541,7 @@ def _insert_trajectories(
     try:
         for start in range(0, n, INSERT_CHUNK):
             stop = min(start + INSERT_CHUNK, n)
-            chunk = list(zip(*(c[start:stop] for c in ordered), strict=True))
+            chunk = list(zip(*(c[start:stop] for c in ordered), strict=True))  # type: ignore[index]  # not checked by hand yet: every value of source is expected to be a column (a sequence)
             params: list[Any] = (
                 chunk if compiled.positional else [dict(zip(order, r, strict=True)) for r in chunk]
             )
@@ -580,7 +586,7 @@ def k_min_warnings(engine: Any, study: str, k_min: int | None = None) -> list[st
     with session_scope(engine) as s:
         sid = require_study(s, name=study).id
         per_q = (
-            select(
+            select(  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
                 Trajectory.run,
                 Trajectory.model,
                 Trajectory.step,

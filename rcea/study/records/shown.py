@@ -23,9 +23,9 @@ def shown_solutions(
     if not ids:
         return {}
     rows = session.execute(
-        select(Trajectory.trajectory_id, Trajectory.text, Trajectory.turns).where(
+        select(Trajectory.trajectory_id, Trajectory.text, Trajectory.turns).where(  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
             Trajectory.study_id == study_id,
-            Trajectory.trajectory_id.in_(ids),  # type: ignore[attr-defined]
+            Trajectory.trajectory_id.in_(ids),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
         )
     ).all()
     out: dict[str, Shown] = {}

@@ -54,11 +54,11 @@ def audited_pairs(session: Session, audit: Audit) -> dict[str, Any]:
                 "pair_key": p.pair_key,
                 "question_id": p.question_id,
                 "automatic": p.automatic,
-                "A": labels.get("A", {}).get(p.id),
-                "B": labels.get("B", {}).get(p.id),
-                "adjudicated": labels.get(ADJUDICATOR, {}).get(p.id),
+                "A": labels.get("A", {}).get(p.id),  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+                "B": labels.get("B", {}).get(p.id),  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+                "adjudicated": labels.get(ADJUDICATOR, {}).get(p.id),  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             }
-            for p in audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]
+            for p in audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         ],
     }
 
@@ -67,14 +67,14 @@ def calibration_labels(session: Session, check: ValidityCheck) -> dict[str, Any]
     """Held-out items with the human reference label, the frozen thresholds, and the
     population's verdict counts and bootstrap settings of the population figures."""
     human = human_reference(session, check)
-    items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]
+    items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     return {
         "thresholds": check_acceptance(check).to_dict(),
         "population": population_counts(session, check),
         "bootstrap": bootstrap_settings(check),
         "n_items": len(items),
         "items": [
-            {"item_key": i.item_key, "human": human.get(i.id), "judge": i.judge_verdict}  # type: ignore[arg-type]
+            {"item_key": i.item_key, "human": human.get(i.id), "judge": i.judge_verdict}  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             for i in items
         ],
     }
@@ -84,11 +84,11 @@ def accepted_labels(session: Session, check: ValidityCheck) -> dict[str, Any]:
     """Every item with annotator A's and B's label, and the frozen thresholds."""
     labels = validity_labels(session, check)
     a, b = labels.get("A", {}), labels.get("B", {})
-    items = check_items(session, check_id=check.id)  # type: ignore[arg-type]
+    items = check_items(session, check_id=check.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     return {
         "thresholds": check_acceptance(check).to_dict(),
         "n_items": len(items),
-        "items": [{"item_key": i.item_key, "A": a.get(i.id), "B": b.get(i.id)} for i in items],
+        "items": [{"item_key": i.item_key, "A": a.get(i.id), "B": b.get(i.id)} for i in items],  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     }
 
 
@@ -97,11 +97,11 @@ def attempt_labels(session: Session, *, study_id: int) -> dict[str, dict[str, An
     calibration and accepted-set check of the study."""
     out: dict[str, dict[str, Any]] = {}
     for audit in session.exec(
-        select(Audit).where(Audit.study_id == study_id).order_by(Audit.id)  # type: ignore[arg-type]
+        select(Audit).where(Audit.study_id == study_id).order_by(Audit.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).all():
         out[label_key(PAIR_KIND, audit.name)] = pair_audit_labels(session, audit)
     for check in session.exec(
-        select(ValidityCheck).where(ValidityCheck.study_id == study_id).order_by(ValidityCheck.id)  # type: ignore[arg-type]
+        select(ValidityCheck).where(ValidityCheck.study_id == study_id).order_by(ValidityCheck.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).all():
         if check.kind == "accepted":
             out[label_key(ACCEPTED_KIND, check.name)] = accepted_labels(session, check)

@@ -181,7 +181,7 @@ def _gather_meta(
     """:func:`gather_inputs` without ``rows`` and ``judge_verdicts``, and the store
     source that reads those one checkpoint at a time."""
     st = require_study(session, name=study)
-    pair = pair_audit_state(session, study_id=st.id, partition=params.partition)
+    pair = pair_audit_state(session, study_id=st.id, partition=params.partition)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     given = params.estimator_settings()
     est, est_source = _estimator_settings(session, pair["rubric_hash"])
     resolved = {k: getattr(est, k) if v is None else v for k, v in given.items()}
@@ -190,11 +190,11 @@ def _gather_meta(
         if est_source != "defaults"
         else []
     )
-    vstat = validity_status(session, study_id=st.id)
+    vstat = validity_status(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     judge_id: int | None = None
     if vstat["status"] != "no-judge":
         try:
-            judge_id = production_judge(session, study_id=st.id).id
+            judge_id = production_judge(session, study_id=st.id).id  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         except JudgeError:  # a judge.run event naming no stored judge version: the column
             judge_id = None
     measurements = [
@@ -206,7 +206,7 @@ def _gather_meta(
             "key": m.key,
             "payload": m.payload,
         }
-        for m in list_measurements(session, study_id=st.id)
+        for m in list_measurements(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         if m.kind in REPORT_MEASUREMENTS
     ]
     meta = {
@@ -229,8 +229,8 @@ def _gather_meta(
         "pair": pair,
         "validity_status": vstat,
         "measurements": measurements,
-        "imports": import_rules(session, study_id=st.id),
-        "attempt_labels": attempt_labels(session, study_id=st.id),
+        "imports": import_rules(session, study_id=st.id),  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+        "attempt_labels": attempt_labels(session, study_id=st.id),  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         "audit_events": chain(
             [
                 {
@@ -246,7 +246,10 @@ def _gather_meta(
         ),
     }
     source = StoreRows(
-        session, study_id=st.id, partition_id=pair["partition_id"], judge_id=judge_id
+        session,
+        study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+        partition_id=pair["partition_id"],
+        judge_id=judge_id,
     )
     return meta, source
 
@@ -536,7 +539,7 @@ def _estimator_settings(session: Session, rubric_hash: str | None) -> tuple[Any,
     )
     if row is None:
         return EstimatorSettings(), "defaults"
-    return rubric_spec(row).estimators, f"rubric {row.name} v{row.version} ({rubric_hash[:12]}…)"
+    return rubric_spec(row).estimators, f"rubric {row.name} v{row.version} ({rubric_hash[:12]}…)"  # type: ignore[index]  # a stored rubric has its hash
 
 
 #: Payload fields each measurement kind needs here, and the fields of its list items.
@@ -614,7 +617,7 @@ def pair_audit_state(
     finals = list_events(session, kind=events.GATE_FINAL, study_id=study_id)
     parts = list(
         session.exec(
-            select(Partition).where(Partition.study_id == study_id).order_by(Partition.id)  # type: ignore[arg-type]
+            select(Partition).where(Partition.study_id == study_id).order_by(Partition.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).all()
     )
     by_hash = {p.content_hash: p for p in parts}
@@ -667,7 +670,7 @@ def pair_audit_state(
         audit = session.exec(
             select(Audit)
             .where(Audit.study_id == study_id, Audit.partition_hash == chosen.content_hash)
-            .order_by(Audit.id.desc())  # type: ignore[union-attr]
+            .order_by(Audit.id.desc())  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).first()
         if audit is not None:
             state.update(
@@ -984,7 +987,7 @@ def _tail(rows: list[dict[str, Any]], failed: set[tuple[str, str]]) -> dict[str,
     }
 
 
-def _tail_result(m: dict[str, Any]):  # type: ignore[no-untyped-def]
+def _tail_result(m: dict[str, Any]) -> TailResult:
 
     p = m["payload"]
     try:
@@ -1224,7 +1227,7 @@ def _min_evidence(par: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The per-quantity floors of ``par`` (inputs written before per-quantity floors: the
     one floor applies to all four)."""
     if par.get("min_evidence"):
-        return par["min_evidence"]
+        return par["min_evidence"]  # type: ignore[no-any-return]  # a value of the rubric's parameter dict (typed Any)
     return EstimatorSettings(
         min_eligible_questions=par.get("min_eligible_questions", 10),
         min_eligible_share=par.get("min_eligible_share", 0.25),

@@ -104,8 +104,8 @@ def retention_table(
             out.append(RetentionRow(key, None, None, why))
             continue
         res = rarefied_retention(
-            dict(modes[base]),
-            dict(modes[key]),
+            dict(modes[base]),  # type: ignore[arg-type]  # Mapping is invariant in its key; the str keys are valid str | int keys
+            dict(modes[key]),  # type: ignore[arg-type]  # Mapping is invariant in its key; the str keys are valid str | int keys
             seed=seed,
             n_min=n_min,
             n_draws=n_draws,
@@ -163,8 +163,8 @@ def checkpoint_entropy(
     return entropy_report(
         list(question_ids),
         list(rewards),
-        list(mean_token_entropy),
-        lps if all(v is not None for v in lps) else None,
+        list(mean_token_entropy),  # type: ignore[arg-type]  # not checked by hand yet: the entropies are expected to be set for every row here
+        lps if all(v is not None for v in lps) else None,  # type: ignore[arg-type]  # lps is passed only when no value is None (the condition)
         seed=seed,
         k_min=k_min,
         n_boot=n_boot,

@@ -38,10 +38,10 @@ from typing import Any
 from sqlmodel import Session, select
 
 import rcea.study.validity_audit.labelling as jl
+from rcea import DISTRIBUTION, __version__
 from rcea.audits.partition import partition_hash
 from rcea.audits.rubric import parse_rubric
 from rcea.pipeline.safety import path_under, write_private
-from rcea.study import __version__
 from rcea.study.pair_audit.freeze import FreezeError, partition_modes
 from rcea.study.pair_audit.gate import gate_status
 from rcea.study.report.attempt_labels import audited_pairs
@@ -125,10 +125,10 @@ def publish_report(
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=out_dir))
     try:
         if "partition" in uses and rarefaction:
-            _store_rarefaction(session, st.id, pair, rarefaction)
+            _store_rarefaction(session, st.id, pair, rarefaction)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         else:
             rarefaction = []
-        audit = _audit_inputs(session, st.id, pair) if "partition" in uses else None
+        audit = _audit_inputs(session, st.id, pair) if "partition" in uses else None  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         files = _write_bundle(
             session,
             tmp,
@@ -140,9 +140,9 @@ def publish_report(
             rarefaction,
             inputs_json=_inputs_json(session, inputs, audit=audit, entropy_only=entropy_only),
             calibration_items=(
-                _calibration_items(session, st.id, val) if "validity" in uses else None
+                _calibration_items(session, st.id, val) if "validity" in uses else None  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             ),
-            texts=_texts(session, st.id) if include_texts else None,
+            texts=_texts(session, st.id) if include_texts else None,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         )
         hashes = {
             "rubric_hash": pair["rubric_hash"] if "partition" in uses else None,
@@ -405,7 +405,8 @@ def recompute_gate(
     part = session.get(Partition, audit.partition_id)
     if part is not None:
         triples = [
-            (q, t, m) for t, (q, m) in partition_modes(session, partition_id=part.id).items()
+            (q, t, m)
+            for t, (q, m) in partition_modes(session, partition_id=part.id).items()  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         ]
         got = partition_hash(triples) if triples else None
         if got != pair["partition_hash"]:
@@ -530,7 +531,7 @@ def _inputs_json(
     rows = {"columns": columns, "values": [[r[c] for c in columns] for r in inputs["rows"]]}
     return {
         "format": BUNDLE_FORMAT,
-        "software": {"name": "rcea-audit", "version": __version__},
+        "software": {"name": DISTRIBUTION, "version": __version__},
         "entropy_only": entropy_only,
         "inputs": {**inputs, "rows": rows},
         "partition": partition,
@@ -553,8 +554,8 @@ def _calibration_items(
         return None
     human = _human_reference(session, check, jl.current_labels)
     return [
-        {"item_key": i.item_key, "human": human[i.id], "judge": i.judge_verdict}  # type: ignore[index]
-        for i in check_items(session, check_id=check.id)  # type: ignore[arg-type]
+        {"item_key": i.item_key, "human": human[i.id], "judge": i.judge_verdict}
+        for i in check_items(session, check_id=check.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         if i.split == HELD_OUT and i.id in human
     ]
 
@@ -577,6 +578,6 @@ def _texts(session: Session, study_id: int) -> list[dict[str, Any]]:
     stmt = (
         select(Trajectory.trajectory_id, Trajectory.text)
         .where(Trajectory.study_id == study_id)
-        .order_by(Trajectory.id)  # type: ignore[arg-type]
+        .order_by(Trajectory.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
     )
     return [{"trajectory_id": t, "text": x} for t, x in session.exec(stmt).all()]

@@ -155,22 +155,22 @@ class StoreRows:
         stmt = select(*(getattr(Trajectory, c) for c in names))
         if self.partition_id is not None:
             stmt = stmt.add_columns(
-                PartitionAssignment.id.label("pa_id"),  # type: ignore[union-attr]
-                PartitionAssignment.mode.label("pa_mode"),
+                PartitionAssignment.id.label("pa_id"),  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                PartitionAssignment.mode.label("pa_mode"),  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
             ).outerjoin(
                 PartitionAssignment,
                 and_(
-                    PartitionAssignment.partition_id == self.partition_id,
-                    PartitionAssignment.trajectory_id == Trajectory.trajectory_id,
+                    PartitionAssignment.partition_id == self.partition_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                    PartitionAssignment.trajectory_id == Trajectory.trajectory_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
                 ),
             )
         if self.judge_id is not None:
-            stmt = stmt.add_columns(JudgeVerdict.verdict.label("jv")).outerjoin(
+            stmt = stmt.add_columns(JudgeVerdict.verdict.label("jv")).outerjoin(  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
                 JudgeVerdict,
                 and_(
-                    JudgeVerdict.judge_id == self.judge_id,
-                    JudgeVerdict.study_id == self.study_id,
-                    JudgeVerdict.trajectory_id == Trajectory.trajectory_id,
+                    JudgeVerdict.judge_id == self.judge_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                    JudgeVerdict.study_id == self.study_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                    JudgeVerdict.trajectory_id == Trajectory.trajectory_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
                 ),
             )
         stmt = stmt.where(
@@ -178,7 +178,7 @@ class StoreRows:
             Trajectory.run == run,
             Trajectory.model == model,
             Trajectory.step == step,
-        ).order_by(Trajectory.id)  # type: ignore[arg-type]
+        ).order_by(Trajectory.id)
         rows: list[dict[str, Any]] = []
         verdicts: dict[str, str] | None = {} if self.judged else None
         n = len(names)
@@ -200,7 +200,7 @@ class StoreRows:
             .where(
                 Trajectory.study_id == self.study_id,
                 Trajectory.reward == 1,
-                Trajectory.validity.is_not(None),  # type: ignore[union-attr]
+                Trajectory.validity.is_not(None),  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
             )
             .limit(1)
         )
@@ -233,5 +233,5 @@ def study_trajectories(session: Session, study_id: int) -> list[dict[str, Any]]:
     cols = [getattr(Trajectory, c) for c in names]
     # Ingest order (row id): the within-question order fixes the bootstrap and
     # rarefaction draws, so the numbers equal `rcea stats` on the ingested file(s).
-    stmt = select(*cols).where(Trajectory.study_id == study_id).order_by(Trajectory.id)  # type: ignore[arg-type]
+    stmt = select(*cols).where(Trajectory.study_id == study_id).order_by(Trajectory.id)
     return [dict(zip(names, row, strict=True)) for row in session.exec(stmt).all()]

@@ -40,7 +40,7 @@ from rcea.study.report.sections import (
 )
 
 #: Bumped whenever a key is added, removed or changes meaning.
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 JSONObject = dict[str, Any]
 

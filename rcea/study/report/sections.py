@@ -187,8 +187,8 @@ class ModeSummary(Section):
         return cls(
             n_questions=len(ents),
             n_eligible=len(elig),
-            mean_n_eff=sum(e.n_eff for e in elig) / len(elig) if elig else None,  # type: ignore[misc]
-            mean_mode_entropy=sum(e.entropy for e in elig) / len(elig) if elig else None,  # type: ignore[misc]
+            mean_n_eff=sum(e.n_eff for e in elig) / len(elig) if elig else None,  # type: ignore[misc]  # sum() of a generator of numbers; mypy reads the conditional's None into it
+            mean_mode_entropy=sum(e.entropy for e in elig) / len(elig) if elig else None,  # type: ignore[misc]  # sum() of a generator of numbers; mypy reads the conditional's None into it
             n_included=n_incl,
             n_uncertain=n_unc,
             coverage=n_incl / (n_incl + n_unc) if n_incl + n_unc else None,

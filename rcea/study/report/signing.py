@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 SIGNED_FILE = "hashes.json"
 SIGNATURE_FILE = "signature.json"
@@ -24,7 +25,7 @@ class SignatureError(ValueError):
     """The signature is missing, malformed or does not verify with the given key."""
 
 
-def _crypto():  # type: ignore[no-untyped-def] # cryptography is the optional `sign` extra
+def _crypto() -> tuple[Any, Any]:
     try:  # the optional `sign` extra: only signing and verifying a signature need it
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -35,9 +36,9 @@ def _crypto():  # type: ignore[no-untyped-def] # cryptography is the optional `s
     return serialization, ed25519
 
 
-def _raw(public_key) -> bytes:  # type: ignore[no-untyped-def]
+def _raw(public_key: Any) -> bytes:
     serialization, _ = _crypto()
-    return public_key.public_bytes(
+    return public_key.public_bytes(  # type: ignore[no-any-return]  # the third-party call is untyped (returns Any)
         encoding=serialization.Encoding.Raw, format=serialization.PublicFormat.Raw
     )
 
@@ -85,7 +86,7 @@ def sign_bundle(bundle: Path, private_key: Path) -> str:
         "signature": sig.hex(),
     }
     (bundle / SIGNATURE_FILE).write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
-    return body["key_fingerprint"]
+    return body["key_fingerprint"]  # type: ignore[no-any-return]  # a value read from JSON (typed Any)
 
 
 def verify_signature(bundle: Path, public_key: Path) -> str:

@@ -42,6 +42,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rcea import __version__
 from rcea.audits.calibration import calibration_figures
 from rcea.audits.modes import rarefied_retention
 from rcea.audits.partition import partition_hash
@@ -73,7 +74,9 @@ class Verification:
     mismatches: list[str] = field(default_factory=list)
     not_rederived: list[str] = field(default_factory=list)
     signature: str = "unsigned"
+    #: the rcea-audit version that wrote the bundle (its inputs.json), and the one checking it
     software: str | None = None
+    verified_with: str = __version__
 
     @property
     def ok(self) -> bool:
@@ -88,7 +91,8 @@ class Verification:
         extra = f"; not re-derived: {', '.join(self.not_rederived)}" if self.not_rederived else ""
         return (
             f"OK: {self.n_checked} values re-derived from {self.bundle} match "
-            f"(signature: {self.signature}){extra}"
+            f"(signature: {self.signature}) (written by rcea-audit {self.software or '?'}, "
+            f"verified with {self.verified_with}){extra}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,6 +104,7 @@ class Verification:
             "not_rederived": self.not_rederived,
             "signature": self.signature,
             "software": self.software,
+            "verified_with": self.verified_with,
             "summary": self.summary(),
         }
 

@@ -1,6 +1,8 @@
 """The SQLModel store: tables, migrations, sessions, artifacts and store operations."""
 
-from rcea.study.settings import get_settings
+from sqlalchemy.engine import Engine
+
+from rcea.study.settings import Settings, get_settings
 from rcea.study.store.db import make_engine, session_scope, upgrade
 from rcea.study.store.models import Event, Ingest, Question, Study, Trajectory
 from rcea.study.store.repository import (
@@ -37,7 +39,7 @@ __all__ = [
 ]
 
 
-def open_store(settings=None):  # type: ignore[no-untyped-def]
+def open_store(settings: Settings | None = None) -> Engine:
     """Engine for the configured database, migrated to the latest schema."""
 
     settings = settings or get_settings()

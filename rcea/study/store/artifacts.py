@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,9 +24,9 @@ def new_artifact_path(artifacts_dir: Path, study_name: str) -> Path:
 def write_token_artifact(
     final: Path,
     trajectory_ids: list[str],
-    values: np.ndarray,
-    offsets: np.ndarray,
-    present: np.ndarray,
+    values: np.ndarray[Any, Any],
+    offsets: np.ndarray[Any, Any],
+    present: np.ndarray[Any, Any],
 ) -> Path:
     """Write ``token_entropies`` lists (float32 input stays float32) to ``final``.
 
@@ -49,13 +50,15 @@ def write_token_artifact(
     return final
 
 
-def read_token_entropies(path: Path, rows: list[int] | None = None) -> list[np.ndarray | None]:
+def read_token_entropies(
+    path: Path, rows: list[int] | None = None
+) -> list[np.ndarray[Any, Any] | None]:
     """Read token-entropy arrays back (all rows, or the given row numbers)."""
     col = pq.read_table(path, columns=["token_entropies"]).column("token_entropies")
     col = col.combine_chunks()
     if rows is not None:
         col = col.take(pa.array(rows, type=pa.int64()))
-    out: list[np.ndarray | None] = []
+    out: list[np.ndarray[Any, Any] | None] = []
     for i in range(len(col)):
         item = col[i]
         out.append(None if not item.is_valid else np.asarray(item.values.to_numpy()))

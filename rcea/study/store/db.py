@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -34,7 +35,7 @@ def make_engine(
         engine = create_engine(url, echo=echo, connect_args={"timeout": 30})
 
         @sa_event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA journal_mode=WAL")
@@ -50,7 +51,7 @@ def make_engine(
     )
 
 
-def alembic_config(url: str):  # type: ignore[no-untyped-def]
+def alembic_config(url: str) -> Config:
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))

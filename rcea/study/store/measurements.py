@@ -94,6 +94,10 @@ def list_measurements(
     if run is not None:
         stmt = stmt.where(Measurement.run == run)
     stmt = stmt.order_by(
-        Measurement.kind, Measurement.run, Measurement.model, Measurement.step, Measurement.key
+        Measurement.kind,
+        Measurement.run,
+        Measurement.model,
+        Measurement.step,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+        Measurement.key,
     )
     return list(session.exec(stmt).all())

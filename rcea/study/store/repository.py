@@ -64,7 +64,7 @@ def get_or_create_study(session: Session, *, name: str, description: str = "") -
 
 
 def list_studies(session: Session) -> list[Study]:
-    return list(session.exec(select(Study).order_by(Study.id)).all())
+    return list(session.exec(select(Study).order_by(Study.id)).all())  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
 
 
 def append_event(
@@ -87,7 +87,7 @@ def append_event(
 def list_events(
     session: Session, *, kind: str | None = None, study_id: int | None = None
 ) -> list[Event]:
-    stmt = select(Event).order_by(Event.id)
+    stmt = select(Event).order_by(Event.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
     if kind is not None:
         stmt = stmt.where(Event.kind == kind)
     if study_id is not None:
@@ -101,7 +101,7 @@ def study_summary(session: Session, *, study_id: int) -> dict[str, Any]:
     if study is None:
         raise StoreError(f"no study with id {study_id}")
     rows = session.exec(
-        select(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.reward, func.count())
+        select(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.reward, func.count())  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
         .where(Trajectory.study_id == study_id)
         .group_by(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.reward)
         .order_by(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.reward)
@@ -136,7 +136,7 @@ def question_texts(session: Session, *, study_id: int) -> dict[str, str]:
     rows = session.exec(
         select(Question.question_id, Question.text).where(
             Question.study_id == study_id,
-            Question.text.is_not(None),  # type: ignore[union-attr]
+            Question.text.is_not(None),  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
         )
     ).all()
     return {q: t for q, t in rows if t}

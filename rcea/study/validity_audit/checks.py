@@ -49,7 +49,7 @@ def get_check(session: Session, *, name: str | None, kind: str) -> ValidityCheck
     stmt = select(ValidityCheck).where(ValidityCheck.kind == kind)
     if name:
         stmt = stmt.where(ValidityCheck.name == name)
-    row = session.exec(stmt.order_by(ValidityCheck.id.desc())).first()  # type: ignore[union-attr]
+    row = session.exec(stmt.order_by(ValidityCheck.id.desc())).first()  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
     if row is None:
         what = f"{kind} {name!r}" if name else f"{kind} check"
         raise JudgeError(f"no {what} (draw one with `rcea judge {_cmd(kind)} sample`)")
@@ -63,7 +63,7 @@ def _cmd(kind: str) -> str:
 def check_items(session: Session, *, check_id: int) -> list[ValidityItem]:
     return list(
         session.exec(
-            select(ValidityItem).where(ValidityItem.check_id == check_id).order_by(ValidityItem.id)
+            select(ValidityItem).where(ValidityItem.check_id == check_id).order_by(ValidityItem.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         ).all()
     )
 
@@ -99,7 +99,7 @@ def _new_check(
         study_id=study_id,
         kind=kind,
         name=name,
-        judge_id=judge.id,  # type: ignore[arg-type]
+        judge_id=judge.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         judge_hash=judge.content_hash,
         seed=seed,
         plan=plan,
@@ -116,7 +116,7 @@ def _add_items(
     for v, split in picked:
         session.add(
             ValidityItem(
-                check_id=check.id,  # type: ignore[arg-type]
+                check_id=check.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                 item_key=item_key(check.name, check.seed, v.trajectory_id),
                 trajectory_id=v.trajectory_id,
                 question_id=v.question_id,
@@ -310,7 +310,7 @@ def sample_calibration(
     check = _new_check(
         session,
         kind=CALIBRATION,
-        study_id=st.id,  # type: ignore[arg-type]
+        study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         name=name,
         study=study,
         judge=jv,
@@ -391,12 +391,12 @@ def sample_accepted(
     jv = (
         get_judge(session, name=judge, version=judge_version)
         if judge
-        else production_judge(session, study_id=st.id)  # type: ignore[arg-type]
+        else production_judge(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     )
     calibrated = set(
         session.exec(
             select(ValidityItem.trajectory_id)
-            .join(ValidityCheck, ValidityCheck.id == ValidityItem.check_id)  # type: ignore[arg-type]
+            .join(ValidityCheck, ValidityCheck.id == ValidityItem.check_id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
             .where(ValidityCheck.study_id == st.id, ValidityCheck.kind == CALIBRATION)
         ).all()
     )
@@ -422,7 +422,7 @@ def sample_accepted(
     check = _new_check(
         session,
         kind=ACCEPTED,
-        study_id=st.id,  # type: ignore[arg-type]
+        study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         name=name,
         study=study,
         judge=jv,

@@ -88,14 +88,16 @@ def forbidden_values(
         select(JudgeVerdict.rationale, JudgeVerdict.error_location).where(
             JudgeVerdict.judge_id == check.judge_id,
             JudgeVerdict.study_id == check.study_id,
-            JudgeVerdict.trajectory_id.in_(ids),  # type: ignore[attr-defined]
+            JudgeVerdict.trajectory_id.in_(ids),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
         )
     ).all():
         extra.update(x for x in (rationale, location) if x)
     return shared_forbidden(session, check.study_id, ids, extra_exact=extra)
 
 
-def _assignment(check: ValidityCheck, items: list[ValidityItem], roles: list[str]) -> dict:  # type: ignore[type-arg]
+def _assignment(
+    check: ValidityCheck, items: list[ValidityItem], roles: list[str]
+) -> dict[str, Any]:
     rng = random.Random(f"{check.seed}:{check.id}:push")
     if double_labelled(check):
         out = {}
@@ -125,7 +127,7 @@ def push_check(
     passwords are returned once under ``new_accounts``). Idempotent and crash-safe."""
     roles = roles_for(check, len(annotators))
     check_distinct_people(dict(zip(roles, annotators, strict=True)))
-    items = check_items(session, check_id=check.id)  # type: ignore[arg-type]
+    items = check_items(session, check_id=check.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     rows = shown_solutions(
         session, study_id=check.study_id, trajectory_ids={i.trajectory_id for i in items}
     )
@@ -142,7 +144,7 @@ def push_check(
         role: [
             BuiltTask(
                 i.item_key,
-                i.id,  # type: ignore[arg-type]
+                i.id,
                 build_validity_task(i.item_key, problems[i.question_id], rows[i.trajectory_id]),
             )
             for i in plan[role]
@@ -151,7 +153,7 @@ def push_check(
     }
     shown = {  # the check is named by its number, never by its (researcher-chosen) name
         role: {
-            "title": round_title("validity", check.id, role),  # type: ignore[arg-type]
+            "title": round_title("validity", check.id, role),  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             "description": f"Blinded validity audit ({check.kind} {check.id}, "
             f"{person_role(role)}): is each solution process-valid?",
         }
@@ -206,7 +208,7 @@ def needs_adjudication(session: Session, check: ValidityCheck) -> list[ValidityI
         return []
     labels = current_labels(session, check)
     a, b = labels.get("A", {}), labels.get("B", {})
-    items = check_items(session, check_id=check.id)  # type: ignore[arg-type]
+    items = check_items(session, check_id=check.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     return [i for i in items if i.id in a and i.id in b and a[i.id] != b[i.id]]
 
 
@@ -223,7 +225,7 @@ def adjudicate_check(
     """Create or extend the validity adjudication project on the adjudicator's own
     server: every item where A and B disagree, with both answers in random order (never
     who gave them, never the judge's verdict). The adjudicator is neither A nor B."""
-    bound = {b.role: b.person for b in bindings(session, VALIDITY, check.id)}  # type: ignore[arg-type]
+    bound = {b.role: b.person for b in bindings(session, VALIDITY, check.id)}  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     check_distinct_people({**bound, ADJUDICATOR: adjudicator})
     if not double_labelled(check):
         raise JudgeError(f"{check.name} has one annotator per item: nothing to adjudicate")
@@ -236,13 +238,13 @@ def adjudicate_check(
     rng = random.Random(f"{check.seed}:{check.id}:{ADJUDICATOR}")
     built = []
     for i in todo:
-        answers = [labels["A"][i.id], labels["B"][i.id]]
+        answers = [labels["A"][i.id], labels["B"][i.id]]  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
         rng.shuffle(answers)
         data = build_validity_task(i.item_key, problems[i.question_id], texts[i.trajectory_id])
         data["answer_1"], data["answer_2"] = (CHOICE_OF[x] for x in answers)
-        built.append(BuiltTask(i.item_key, i.id, data))  # type: ignore[arg-type]
+        built.append(BuiltTask(i.item_key, i.id, data))  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     shown = {
-        "title": round_title("validity", check.id, ADJUDICATOR),  # type: ignore[arg-type]
+        "title": round_title("validity", check.id, ADJUDICATOR),  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         "description": f"Adjudication (validity {check.kind} {check.id}): the two annotators' "
         "answers in random order, "
         "without who gave them.",
@@ -321,11 +323,11 @@ def sync_check(
 
 def current_labels(session: Session, check: ValidityCheck) -> dict[str, dict[int, str]]:
     """role → item id → the label of that role's latest counted annotation."""
-    return core_current_labels(session, VALIDITY, check.id)  # type: ignore[arg-type]
+    return core_current_labels(session, VALIDITY, check.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
 
 
 def status_counts(session: Session, check: ValidityCheck) -> dict[str, int]:
-    return core_status_counts(session, VALIDITY, check.id)  # type: ignore[arg-type]
+    return core_status_counts(session, VALIDITY, check.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
 
 
 __all__ = [

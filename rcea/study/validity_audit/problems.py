@@ -54,7 +54,7 @@ def load_problems(session: Session, *, study: str, source: str) -> dict[str, int
         texts = _from_file(path, wanted)
     else:
         try:
-            fn: Callable[[str], str] = load_strategy_fn(source)  # type: ignore[assignment]
+            fn: Callable[[str], str] = load_strategy_fn(source)  # type: ignore[assignment]  # not checked by hand yet: mypy sees a two-argument strategy function here
         except ValueError as exc:
             raise ValueError(
                 f"problem source {source!r} is neither a JSONL file nor a usable "
@@ -76,7 +76,7 @@ def load_problems(session: Session, *, study: str, source: str) -> dict[str, int
     for q in sorted(wanted):
         row = have.get(q)
         if row is None:
-            session.add(JudgeProblem(study_id=st.id, question_id=q, text=texts[q]))
+            session.add(JudgeProblem(study_id=st.id, question_id=q, text=texts[q]))  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             new += 1
         elif row.text != texts[q]:
             row.text = texts[q]

@@ -66,7 +66,7 @@ def _judge_info(session: Session, check: ValidityCheck) -> dict[str, Any]:
     latest = session.exec(
         select(JudgeVersion)
         .where(JudgeVersion.name == row.name)
-        .order_by(JudgeVersion.version.desc())  # type: ignore[attr-defined]
+        .order_by(JudgeVersion.version.desc())  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).first()
     return {
         "judge_name": row.name,
@@ -104,7 +104,7 @@ def calibration_report(
     if split not in SPLITS:
         raise ValueError(f"--split must be held-out or development, got {split!r}")
     part = SPLITS[split]
-    items = [i for i in check_items(session, check_id=check.id) if i.split == part]  # type: ignore[arg-type]
+    items = [i for i in check_items(session, check_id=check.id) if i.split == part]  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     human_of = human_reference(session, check)
     done = [i for i in items if i.id in human_of]
     held_out = part == HELD_OUT
@@ -201,7 +201,7 @@ def accepted_report(
     """Accepted-set precision per annotator (see the module docstring)."""
     if check.kind != ACCEPTED:
         raise ValueError(f"{check.name} is a calibration, not an accepted-set check")
-    items = check_items(session, check_id=check.id)  # type: ignore[arg-type]
+    items = check_items(session, check_id=check.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     labels = current_labels(session, check)
     a, b = labels.get("A", {}), labels.get("B", {})
     both = [i for i in items if i.id in a and i.id in b]
@@ -220,8 +220,8 @@ def accepted_report(
     if not both:
         return {**base, "report": None}
     report = accepted_set_precision(
-        [a[i.id] for i in both],  # type: ignore[index]
-        [b[i.id] for i in both],  # type: ignore[index]
+        [a[i.id] for i in both],  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
+        [b[i.id] for i in both],  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
         confidence,
     ).to_dict()
     out: dict[str, Any] = {**base, "report": report}
@@ -230,8 +230,8 @@ def accepted_report(
         return out
     if complete:  # decided: the lower 95% bound per annotator against the threshold
         at95 = accepted_set_precision(
-            [a[i.id] for i in both],  # type: ignore[index]
-            [b[i.id] for i in both],  # type: ignore[index]
+            [a[i.id] for i in both],  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
+            [b[i.id] for i in both],  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
             ACCEPTED_CONFIDENCE,
         ).to_dict()
         acceptance = accepted_acceptance(at95, check_acceptance(check))

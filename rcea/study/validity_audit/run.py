@@ -77,7 +77,7 @@ def make_judge(
                 f"the frozen judge's oracle is {spec.model!r}, not {opts.oracle!r}: "
                 "freeze a new judge version to change it"
             )
-        return OracleJudge(load_strategy_fn(spec.model), label=spec.model)  # type: ignore[arg-type]
+        return OracleJudge(load_strategy_fn(spec.model), label=spec.model)  # type: ignore[arg-type]  # not checked by hand yet: mypy sees a str-returning strategy function where a verdict is typed
     cfg = llm_config(
         settings.model_copy(update={"llm_model": spec.model}),
         BackendOptions(
@@ -99,7 +99,7 @@ def _store(session: Session, judge: JudgeVersion, study_id: int, batch: list[Any
     for (tid, qid, _text), out in batch:
         session.add(
             JudgeVerdict(
-                judge_id=judge.id,
+                judge_id=judge.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
                 study_id=study_id,
                 trajectory_id=tid,
                 question_id=qid,
@@ -129,7 +129,7 @@ def write_validity(session: Session, *, judge_id: int, study_id: int) -> None:
     One UPDATE with a correlated ``EXISTS`` on the verdict's unique index: the database
     never materialises the set of valid ids (an ``IN (subquery)`` did on SQLite)."""
     is_valid = (
-        sa_select(JudgeVerdict.id)
+        sa_select(JudgeVerdict.id)  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
         .where(
             JudgeVerdict.judge_id == judge_id,
             JudgeVerdict.study_id == study_id,
@@ -140,7 +140,7 @@ def write_validity(session: Session, *, judge_id: int, study_id: int) -> None:
     )
     session.execute(
         update(Trajectory)
-        .where(Trajectory.study_id == study_id, Trajectory.reward == 1)
+        .where(Trajectory.study_id == study_id, Trajectory.reward == 1)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         .values(validity=case((is_valid, 1), else_=0))
     )
 
@@ -148,12 +148,12 @@ def write_validity(session: Session, *, judge_id: int, study_id: int) -> None:
 def _targets(study_id: int, *, pending_for: int | None = None) -> Any:
     """The study's verifier successes (``trajectory_id, question_id, text, turns``); with
     ``pending_for`` only those without a verdict of that judge version."""
-    stmt = sa_select(
+    stmt = sa_select(  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
         Trajectory.trajectory_id, Trajectory.question_id, Trajectory.text, Trajectory.turns
     ).where(Trajectory.study_id == study_id, Trajectory.reward == 1)
     if pending_for is not None:
         judged = (
-            sa_select(JudgeVerdict.id)
+            sa_select(JudgeVerdict.id)  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
             .where(
                 JudgeVerdict.judge_id == pending_for,
                 JudgeVerdict.study_id == study_id,
@@ -225,7 +225,7 @@ def run_judge(
         n_targets = _count(s, _targets(study_id))
         n_done = _count(
             s,
-            sa_select(JudgeVerdict.id).where(
+            sa_select(JudgeVerdict.id).where(  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
                 JudgeVerdict.judge_id == row.id, JudgeVerdict.study_id == study_id
             ),
         )
@@ -258,7 +258,7 @@ def run_judge(
     def flush() -> None:
         if buffer:
             with session_scope(engine) as s2:
-                _store(s2, s2.get(JudgeVersion, row.id), study_id, buffer)  # type: ignore[arg-type]
+                _store(s2, s2.get(JudgeVersion, row.id), study_id, buffer)  # type: ignore[arg-type]  # the judge version was stored in this run (same id)
             buffer.clear()
 
     def work(job: tuple[str, str, str]) -> JudgeOutcome:
@@ -280,8 +280,8 @@ def run_judge(
     finally:
         flush()
     with session_scope(engine) as s:
-        write_validity(s, judge_id=row.id, study_id=study_id)  # type: ignore[arg-type]
-        counts = verdict_counts(s, judge_id=row.id, study_id=study_id)  # type: ignore[arg-type]
+        write_validity(s, judge_id=row.id, study_id=study_id)
+        counts = verdict_counts(s, judge_id=row.id, study_id=study_id)
         n_judged = sum(counts.values())
         parseable = n_judged - counts.get(UNPARSEABLE, 0)
         out = {

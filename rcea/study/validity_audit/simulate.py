@@ -64,7 +64,7 @@ def simulate_validity_labels(
         session.exec(
             select(Trajectory.trajectory_id, Trajectory.text).where(
                 Trajectory.study_id == check.study_id,
-                Trajectory.trajectory_id.in_(sorted(i.trajectory_id for i in items.values())),  # type: ignore[attr-defined]
+                Trajectory.trajectory_id.in_(sorted(i.trajectory_id for i in items.values())),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
             )
         ).all()
     )
@@ -110,7 +110,7 @@ def simulate_validity_labels(
 
     people_of = [
         (b.role, b.person)
-        for b in bindings(session, VALIDITY, check.id)  # type: ignore[arg-type]
+        for b in bindings(session, VALIDITY, check.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         if b.person in creds
     ]
     done = side_by_side(lambda person: label_as(*person), people_of)

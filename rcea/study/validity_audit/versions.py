@@ -34,7 +34,7 @@ def freeze_judge(
         raise JudgeError(f"--name {why}")
     digest = spec.content_hash()
     latest = session.exec(
-        select(JudgeVersion).where(JudgeVersion.name == name).order_by(JudgeVersion.version.desc())  # type: ignore[attr-defined]
+        select(JudgeVersion).where(JudgeVersion.name == name).order_by(JudgeVersion.version.desc())  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
     ).first()
     if latest is not None and latest.content_hash == digest:
         return latest, False
@@ -73,7 +73,7 @@ def get_judge(session: Session, *, name: str, version: int | None = None) -> Jud
     stmt = select(JudgeVersion).where(JudgeVersion.name == name)
     if version is not None:
         stmt = stmt.where(JudgeVersion.version == version)
-    row = session.exec(stmt.order_by(JudgeVersion.version.desc())).first()  # type: ignore[attr-defined]
+    row = session.exec(stmt.order_by(JudgeVersion.version.desc())).first()  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
     if row is None:
         known = sorted({r.name for r in session.exec(select(JudgeVersion)).all()})
         raise JudgeError(
@@ -94,7 +94,7 @@ def judge_spec(row: JudgeVersion) -> JudgeSpec:
 
 def list_judges(session: Session) -> list[JudgeVersion]:
     return list(
-        session.exec(select(JudgeVersion).order_by(JudgeVersion.name, JudgeVersion.version)).all()
+        session.exec(select(JudgeVersion).order_by(JudgeVersion.name, JudgeVersion.version)).all()  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
     )
 
 

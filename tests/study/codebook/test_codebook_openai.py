@@ -131,7 +131,7 @@ def test_openai_cycle_with_faults(sqlite_engine, tmp_path: Path) -> None:  # typ
             reasons = {x for d in disputes.values() for x in d.reasons}
             assert {"passes disagree", "low confidence", "special label NEW"} <= reasons
         # Every rejected request (429, 500, hang) was answered on a later attempt. (How
-        # long a 429 waits is checked in tests/pipeline/test_llm_client.py; here two
+        # long a 429 waits is checked in tests/pipeline/llm/test_llm_client.py; here two
         # batches can send identical prompts, so attempts cannot be paired by content.)
         answered = {c.key for c in llm.calls if c.status == 200}
         rejected = [c for c in llm.calls if c.status in (429, 500, 599)]

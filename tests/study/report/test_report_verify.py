@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from rcea import __version__
 from rcea.app.cli import app as cli
 from rcea.study.report.verify import verify_bundle
 from tests.support.report_study import JUDGE, draw, final_gate, judge, make_report_study, publish
@@ -54,6 +55,7 @@ def test_round_trip_and_every_kind_of_edit_is_named(engine, tmp_path: Path) -> N
         "judge calibration (the bundle carries its report, not its held-out items)"
     ]
     assert res.summary().startswith(f"OK: {res.n_checked} values re-derived from {bundle}")
+    assert f"written by rcea-audit {__version__}, verified with {__version__}" in res.summary()
     report = json.loads((bundle / "report.json").read_text())
     inputs = json.loads((bundle / "inputs.json").read_text())
     columns = inputs["inputs"]["rows"]["columns"]
@@ -70,7 +72,7 @@ def test_round_trip_and_every_kind_of_edit_is_named(engine, tmp_path: Path) -> N
         "question_id",
     } <= set(columns)
     assert len(inputs["inputs"]["rows"]["values"]) == sum(c["n"] for c in report["checkpoints"])
-    assert inputs["software"] == {"name": "rcea-audit", "version": "0.1.0"}
+    assert inputs["software"] == {"name": "rcea-audit", "version": __version__}
 
     # one number: a published retention
     i, q = next((i, q) for i, q in enumerate(report["quantities"]) if q["name"] == "retention")

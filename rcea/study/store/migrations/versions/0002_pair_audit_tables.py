@@ -11,7 +11,7 @@ on rubric, partition, partition_assignment and audit_pair.
 from __future__ import annotations
 
 import sqlalchemy as sa
-import sqlmodel
+import sqlmodel.sql.sqltypes
 from alembic import op
 
 from rcea.study.store.migrations.triggers import drop_immutable_trigger, install_immutable_trigger

@@ -12,7 +12,7 @@ assignments, disputes and extension requests are the resumable state of the cycl
 from __future__ import annotations
 
 import sqlalchemy as sa
-import sqlmodel
+import sqlmodel.sql.sqltypes
 from alembic import op
 
 from rcea.study.store.migrations.triggers import drop_immutable_trigger, install_immutable_trigger

@@ -12,7 +12,7 @@ per (study, kind, run, model, step, key).
 from __future__ import annotations
 
 import sqlalchemy as sa
-import sqlmodel
+import sqlmodel.sql.sqltypes
 from alembic import op
 
 revision = "0004"

@@ -13,7 +13,7 @@ mutable state of the audit.
 from __future__ import annotations
 
 import sqlalchemy as sa
-import sqlmodel
+import sqlmodel.sql.sqltypes
 from alembic import op
 
 from rcea.study.store.migrations.triggers import drop_immutable_trigger, install_immutable_trigger

@@ -13,7 +13,7 @@ written before the project is created so an interrupted push adopts it.
 from __future__ import annotations
 
 import sqlalchemy as sa
-import sqlmodel
+import sqlmodel.sql.sqltypes
 from alembic import op
 
 revision = "0006"

@@ -25,7 +25,7 @@ down_revision = "0007"
 branch_labels = None
 depends_on = None
 
-# Every frozen table of 0002, 0003 and 0005 (README "The store").
+# Every frozen table of 0002, 0003 and 0005 (docs/store.md).
 FROZEN_TABLES = (
     "rubric",
     "partition",

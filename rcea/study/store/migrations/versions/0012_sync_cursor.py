@@ -14,7 +14,7 @@ deleted. Null: never synced, so the next sync reads the whole project.
 from __future__ import annotations
 
 import sqlalchemy as sa
-import sqlmodel
+import sqlmodel.sql.sqltypes
 from alembic import op
 
 revision = "0012"

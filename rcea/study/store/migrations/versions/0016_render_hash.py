@@ -17,7 +17,7 @@ pushed before this revision: what they showed was not recorded.
 from __future__ import annotations
 
 import sqlalchemy as sa
-import sqlmodel
+import sqlmodel.sql.sqltypes
 from alembic import op
 
 from rcea.study.store.migrations.triggers import (

@@ -24,7 +24,7 @@ from rcea.annotation.file_lock import file_lock  # noqa: E402
 from tests.support.helpers import free_port  # noqa: E402
 from tests.support.launch import LAUNCH_LOCK  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ACCELERATE_CONFIGS = ROOT / "rcea" / "pipeline" / "training" / "configs" / "accelerate"
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 

@@ -216,7 +216,7 @@ def test_other_errors_are_clear(quick_base: Path, tmp_path: Path) -> None:
 def test_shipped_toy_config_parses() -> None:
     from rcea.pipeline.training.config import load_config
 
-    path = Path(__file__).resolve().parents[2] / "rcea/pipeline/training/configs/toy.toml"
+    path = Path(__file__).resolve().parents[3] / "rcea/pipeline/training/configs/toy.toml"
     for name in ("grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo"):
         cfg = load_config(path, objective=name)
         assert cfg.objective == name

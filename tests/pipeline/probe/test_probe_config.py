@@ -110,7 +110,7 @@ def test_config_errors_name_the_table_and_key(tmp_path: Path) -> None:
 
 def test_cli_overrides_and_the_shipped_example() -> None:
     cfg = load_config(
-        Path(__file__).parents[2] / "rcea/pipeline/probe/configs/toy.toml",
+        Path(__file__).parents[3] / "rcea/pipeline/probe/configs/toy.toml",
         **{
             "probe.k": 2,
             "questions.n": 5,

@@ -34,7 +34,7 @@ from rcea.pipeline.training.live_metrics import METRICS  # noqa: E402
 from tests.support.small_base import build_small_base  # noqa: E402
 from tests.support.trackio_env import require_trackio  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 STEPS = 3
 

@@ -1,5 +1,5 @@
 """`rcea probe score` sharded under `accelerate launch` (two CPU processes, gloo, the
-mechanism of tests/pipeline/test_probe_sharded.py) on a tiny Qwen2-shaped checkpoint
+mechanism of tests/pipeline/probe/test_probe_sharded.py) on a tiny Qwen2-shaped checkpoint
 (``tests/support/tiny_qwen.py``): every trajectory's numbers equal the single-process
 run's (each rank scores whole batches, the ones one process scores), one ``probe.score``
 event (one measurement version) for the launch, and a rerun scores nothing. An
