@@ -128,7 +128,8 @@ def _err(text: str) -> str:
         (
             "[extra]\nfoo = 1",
             "unknown section [extra] (allowed: rubric, gate, estimators, pairs, "
-            "calibration, adjudication, sequential, annotators, reaudit, acceptance)",
+            "calibration, adjudication, sequential, annotators, reaudit, acceptance, "
+            "recalibration)",
         ),
     ],
 )

@@ -10,6 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from rcea.app.cli import app
+from rcea.audits.sampling import attempt_seed
 from tests.support.helpers import write_jsonl
 from tests.support.judge_study import ORACLE, WEAK, toy_records
 
@@ -130,7 +131,9 @@ def test_judge_cli_flow(tmp_path: Path) -> None:
     rcea("audit", "rubric", "freeze", str(rubric))
     c2 = rcea_json("judge", "calibrate", "sample", "--study", "s", "--judge", "toy", "--version",
                    "1", "--rubric", "r-cal", "--name", "c2")  # fmt: skip
-    assert (c2["n_drawn"], c2["held_out"], c2["seed"], c2["rubric"]) == (16, 6, 2, "r-cal")
+    # the judge's second calibration: attempt 2, a seed derived from the rubric's
+    assert (c2["n_drawn"], c2["held_out"], c2["rubric_seed"], c2["rubric"]) == (16, 6, 2, "r-cal")
+    assert (c2["attempt"], c2["seed"]) == (2, attempt_seed(2, 2))
     acc = rcea_json("judge", "accepted", "sample", "--study", "s", "--size", "5", "--name", "a1")
     assert acc["size"] == 5
     val = rcea_json("judge", "validity", "--study", "s", "--k-min", "2")
