@@ -131,10 +131,9 @@ def test_judge_cli_flow(tmp_path: Path) -> None:
     rcea("audit", "rubric", "freeze", str(rubric))
     c2 = rcea_json("judge", "calibrate", "sample", "--study", "s", "--judge", "toy", "--version",
                    "1", "--rubric", "r-cal", "--name", "c2")  # fmt: skip
-    # c2 is the judge's second calibration: its seed is derived from the rubric's and the
-    # attempt number, so it never repeats the first draw (docs/validity-audit.md)
-    assert (c2["n_drawn"], c2["held_out"], c2["rubric"]) == (16, 6, "r-cal")
-    assert c2["seed"] == attempt_seed(2, 2)
+    # the judge's second calibration: attempt 2, a seed derived from the rubric's
+    assert (c2["n_drawn"], c2["held_out"], c2["rubric_seed"], c2["rubric"]) == (16, 6, 2, "r-cal")
+    assert (c2["attempt"], c2["seed"]) == (2, attempt_seed(2, 2))
     acc = rcea_json("judge", "accepted", "sample", "--study", "s", "--size", "5", "--name", "a1")
     assert acc["size"] == 5
     val = rcea_json("judge", "validity", "--study", "s", "--k-min", "2")

@@ -11,6 +11,7 @@ from sklearn.metrics import f1_score
 from sqlalchemy.exc import DBAPIError
 
 from rcea.annotation.payloads import ParsedAnnotation
+from rcea.audits.sampling import attempt_seed
 from rcea.study.pair_audit.freeze import FreezeError, freeze_partition_from_modes, freeze_rubric
 from rcea.study.pair_audit.gate import gate_status
 from rcea.study.pair_audit.labels import record_annotation
@@ -71,13 +72,14 @@ def test_sample_is_reproducible_disjoint_and_locked(engine, tmp_path: Path) -> N
         pairs = audit_pairs(s, audit_id=audit_id)
         assert len(pairs) == 18 and "q1" not in {p.question_id for p in pairs}
         assert audit.excluded_questions == ["q1"]
-        # a second draw on the same partition is a later attempt: fresh pairs, none of the
-        # first's (docs/publication.md "Every attempt"); the draw itself is reproducible
-        # (tests/audits/test_sampling.py)
+        # a second audit of the partition is a new sample: none of the first one's pairs,
+        # a seed derived from the attempt (same inputs and seed reproduce a draw:
+        # tests/audits/test_sampling.py)
         second = draw_audit(s, study="s", rubric="test-rubric", actor="r", name="again")
         again = audit_pairs(s, audit_id=second.id)
-        first = {frozenset((p.trajectory_a, p.trajectory_b)) for p in pairs}
-        assert again and not first & {frozenset((p.trajectory_a, p.trajectory_b)) for p in again}
+        first_pairs = {(p.trajectory_a, p.trajectory_b) for p in pairs}
+        assert again and not first_pairs & {(p.trajectory_a, p.trajectory_b) for p in again}
+        assert second.seed == attempt_seed(audit.seed, 2)
         assert second.partition_hash == audit.partition_hash
         # the reward-0 trajectory never enters the partition
         assert "t00999" not in {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
