@@ -133,6 +133,8 @@ PROCESS_VARIABLES = {
     "webhook receiver, the one URL its SSRF protection lets webhooks reach",
     "RCEA_VIEW_N_BOOT": "bootstrap draws of the view's intervals, passed by `rcea view "
     "--n-boot` to the Streamlit process",
+    "RCEA_NGINX_BIN": "the nginx executable the front door runs (default: Debian's "
+    "`/usr/sbin/nginx`, which `make install` installs; docs/team.md)",
 }
 
 
