@@ -6,6 +6,8 @@ LS_VENV := .venv-labelstudio
 VERL_SITE := .verl-site
 VERL_VERSION := 0.9.1
 TRACKIO_SITE := .trackio-site
+LMEVAL_SITE := .lmeval-site
+LMEVAL_VERSION := 0.4.13
 TRACKIO_VERSION := 0.43.0
 LABEL_STUDIO_VERSION := 1.23.2
 BIN := $(VENV)/bin
@@ -20,7 +22,7 @@ TEST_WORKERS ?= 3
 
 .PHONY: install shell chromium texlive demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve screenshots clean
 
-install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed $(TRACKIO_SITE)/.installed chromium texlive ## create .venv, .venv-labelstudio, .verl-site and .trackio-site; Debian chromium and pdflatex
+install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed $(TRACKIO_SITE)/.installed $(LMEVAL_SITE)/.installed chromium texlive ## create .venv, .venv-labelstudio, .verl-site, .trackio-site and .lmeval-site; Debian chromium and pdflatex
 
 chromium: ## Debian chromium for the browser tests (apt-get as root, else the command to run)
 	@.ci/chromium
@@ -62,6 +64,15 @@ $(VERL_SITE)/.installed: $(VENV)/.installed
 $(TRACKIO_SITE)/.installed: $(VENV)/.installed
 	@echo "[install 6/6] $(TRACKIO_SITE): trackio==$(TRACKIO_VERSION) and the gradio-client, brotli, orjson it imports (≈ 17 MB)"
 	$(BIN)/python -m pip install --quiet --no-deps --target $(TRACKIO_SITE) 'trackio==$(TRACKIO_VERSION)' 'gradio-client==2.7.2' 'brotli==1.2.1' 'orjson==3.13.0'
+	@touch $@
+
+# lm-evaluation-harness, as the peer whose --log_samples files `rcea import lm-eval` reads
+# (tests/support/lm_eval_logs.py runs its evaluator and sample logger): --no-deps into its
+# own target dir, with only the modules its evaluator imports that .venv lacks (its full
+# dependency set brings scikit-learn/datasets pins and more; the logger needs none of them).
+$(LMEVAL_SITE)/.installed: $(VENV)/.installed
+	@echo "[install] $(LMEVAL_SITE): lm_eval==$(LMEVAL_VERSION) and what its evaluator imports (≈ 106 MB, mostly nltk)"
+	$(BIN)/python -m pip install --quiet --no-deps --target $(LMEVAL_SITE) 'lm_eval==$(LMEVAL_VERSION)' 'sacrebleu==2.6.0' 'evaluate==0.4.6' 'sqlitedict==2.1.0' 'pytablewriter==1.2.1' 'rouge_score==0.1.2' 'word2number==1.1' 'portalocker==4.4.2' 'tabulate==0.10.0' 'colorama==0.4.6' 'DataProperty==1.1.1' 'mbstrdecoder==1.1.5' 'pathvalidate==3.3.1' 'tabledata==1.3.5' 'tcolorpy==0.1.7' 'typepy==2.0.0' 'chardet==7.7.0' 'absl-py==2.5.1' 'nltk==3.10.4'
 	@touch $@
 
 shell: install ## an interactive shell with .venv activated (`rcea` on PATH); exit to leave
@@ -111,4 +122,4 @@ view: install ## the Streamlit view
 	$(BIN)/rcea view
 
 clean:
-	rm -rf $(VENV) $(LS_VENV) $(TRACKIO_SITE) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(LS_VENV) $(TRACKIO_SITE) $(LMEVAL_SITE) .pytest_cache .ruff_cache build *.egg-info
