@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 # minutes-long demo tests start at once and no worker is left with a queue at the end.
 TEST_WORKERS ?= 3
 
-.PHONY: install shell chromium texlive demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve screenshots clean
+.PHONY: install lock shell chromium texlive demo test lint bench mutation gpu-check serve view labelstudio docs docs-serve screenshots clean
 
 install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed $(TRACKIO_SITE)/.installed $(LMEVAL_SITE)/.installed chromium texlive ## create .venv, .venv-labelstudio, .verl-site, .trackio-site and .lmeval-site; Debian chromium and pdflatex
 
@@ -30,13 +30,23 @@ chromium: ## Debian chromium for the browser tests (apt-get as root, else the co
 texlive: ## Debian pdflatex + booktabs for the LaTeX table test (apt-get as root, else the command)
 	@.ci/texlive
 
-$(VENV)/.installed: pyproject.toml
+# The exact versions come from requirements.lock; pyproject.toml's ranges are what a user's
+# own environment must satisfy. Installing the project after the lock moves nothing (every
+# range is met: tests/test_install.py); only an extra the lock lacks (gpu: vLLM) adds
+# packages. pip check then refuses an inconsistent environment.
+$(VENV)/.installed: pyproject.toml requirements.lock
 	@echo "[install 1/6] $(VENV): virtual environment and pip"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@echo "[install 2/6] $(VENV): rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
+	@echo "[install 2/6] $(VENV): requirements.lock, then rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
+	$(BIN)/python -m pip install --quiet -r requirements.lock
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	$(BIN)/python -m pip check
 	@touch $@
+
+lock: $(VENV)/.installed ## rewrite requirements.lock from .venv (after changing a range in pyproject.toml and installing)
+	@{ sed -n '1,4p' requirements.lock; $(BIN)/python -m pip freeze --exclude-editable | grep -v '^rcea-audit'; } > requirements.lock.tmp
+	@mv requirements.lock.tmp requirements.lock
 
 $(LS_VENV)/.installed:
 	@echo "[install 3/6] $(LS_VENV): virtual environment and pip"
