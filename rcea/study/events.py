@@ -29,6 +29,7 @@ EXTENSION_REJECT = "codebook.extension.reject"
 # -- imports
 IMPORT_VERL = "import.verl"
 IMPORT_TRL = "import.trl"
+IMPORT_LM_EVAL = "import.lm_eval"
 
 # -- probing
 PROBE_SET = "probe.probe_set"

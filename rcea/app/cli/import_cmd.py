@@ -1,5 +1,5 @@
-"""``rcea import verl``, ``rcea import table`` and ``rcea export``: bring your own study in
-(and take it out) through the interchange schema and the one transactional ingest."""
+"""``rcea import verl|trl|lm-eval|table`` and ``rcea export``: bring your own study in (and
+take it out) through the interchange schema and the one transactional ingest."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from rcea.app.cli.common import (
     settings,
 )
 from rcea.app.cli.options import JSON_OPTION
+from rcea.pipeline.importers.lm_eval import LmEvalOptions
 from rcea.pipeline.importers.table import TableSpec, TableSpecError, kind_of, parse_pairs
 from rcea.pipeline.importers.trl import TrlOptions
 from rcea.pipeline.importers.verl import VerlOptions
@@ -26,6 +27,7 @@ from rcea.pipeline.records import RecordValidationError
 from rcea.pipeline.safety import path_under
 from rcea.study.records.export import FORMATS, export_study
 from rcea.study.records.imports import ReimportError, evidence_warnings
+from rcea.study.records.imports import import_lm_eval as run_lm_eval_import
 from rcea.study.records.imports import import_table as run_table_import
 from rcea.study.records.imports import import_trl as run_trl_import
 from rcea.study.records.imports import import_verl as run_import
@@ -239,6 +241,95 @@ def import_trl(
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc), as_json=as_json)
     warnings = k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
+    emit(
+        {"ok": True, **result.to_dict(), "warnings": warnings},
+        as_json,
+        lambda: "\n".join(
+            [result.summary(), *result.notes(), *(f"warning: {w}" for w in warnings)]
+        ),
+    )
+
+
+@import_app.command("lm-eval")
+def import_lm_eval(
+    files: list[Path] = typer.Argument(
+        ...,
+        help="lm-eval --log_samples files (samples_TASK_TIMESTAMP.jsonl) or the folders "
+        "holding them",
+    ),
+    study: str = typer.Option(..., "--study", help="study to import into (created if new)"),
+    run: str = typer.Option(..., "--run", help="run name (provenance; e.g. grpo)"),
+    model: str = typer.Option(..., "--model", help="model name (provenance; e.g. qwen2.5-1.5b)"),
+    step: int = typer.Option(
+        ..., "--step", help="the training step of the evaluated checkpoint (0 for the base)"
+    ),
+    metric: str = typer.Option(
+        None,
+        "--metric",
+        help="the metric key that is the outcome (e.g. exact_match); needed when the lines "
+        "name several metrics",
+    ),
+    metric_threshold: float = typer.Option(
+        None,
+        "--metric-threshold",
+        help="R = 1 when the metric > this; needed when its values are not all 0/1",
+    ),
+    responses: str = typer.Option(
+        "resps",
+        "--responses",
+        help="resps (the raw generations, default) | filtered (filtered_resps: what the "
+        "filter kept, e.g. the extracted answer)",
+    ),
+    flt: str = typer.Option(
+        None,
+        "--filter",
+        help="the filter whose lines are imported (lm-eval logs every document once per "
+        "filter); needed when the files have several",
+    ),
+    question_key: str = typer.Option(
+        None,
+        "--question-key",
+        help="doc key holding the question text (its id is then the one verl/TRL imports "
+        "give); default: the prompt, id from doc_hash",
+    ),
+    skip_empty_output: bool = typer.Option(
+        False, "--skip-empty-output", help="leave out empty responses (counted)"
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Import lm-evaluation-harness --log_samples files of one checkpoint: one question per
+    document, one trajectory per response, the outcome from a named metric; files already
+    imported are skipped."""
+
+    with domain_errors(as_json):
+        opts = LmEvalOptions(
+            run=run,
+            model=model,
+            step=step,
+            metric=metric,
+            metric_threshold=metric_threshold,
+            responses=responses,
+            filter=flt,
+            question_key=question_key,
+            skip_empty_output=skip_empty_output,
+        )
+    cfg = settings()
+    source = Path(files[0]) if len(files) == 1 else Path(", ".join(map(str, files)))
+    try:
+        result = run_lm_eval_import(
+            engine(),
+            list(files),
+            opts,
+            study=study,
+            artifacts_dir=cfg.artifacts_dir,
+            data_dir=cfg.data_dir,
+            progress=_progress(as_json),
+        )
+    except RecordValidationError as exc:
+        _report_invalid(exc, source, as_json)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc), as_json=as_json)
+    warnings = k_min_warnings(engine(), study)
     emit(
         {"ok": True, **result.to_dict(), "warnings": warnings},
         as_json,

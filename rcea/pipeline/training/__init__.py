@@ -1,14 +1,28 @@
-"""Training: six RLVR objectives as small losses on one shared TRL ``GRPOTrainer`` subclass."""
+"""Training: six RLVR objectives as small losses on one shared TRL ``GRPOTrainer`` subclass.
 
-from rcea.pipeline.training.config import ConfigError, TrainConfig, load_config, parse_config
-from rcea.pipeline.training.objectives import OBJECTIVES, default_params, make_objective
+The names below load on first use (PEP 562), so that the live metrics and callback
+(``rcea.pipeline.training.live_metrics`` / ``live_callback``, which run inside a verl or TRL
+environment with only ``rcea-audit[live]``) import no config, judge or LLM-client modules."""
 
-__all__ = [
-    "OBJECTIVES",
-    "ConfigError",
-    "TrainConfig",
-    "default_params",
-    "load_config",
-    "make_objective",
-    "parse_config",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_NAMES = {
+    "ConfigError": "config",
+    "TrainConfig": "config",
+    "load_config": "config",
+    "parse_config": "config",
+    "OBJECTIVES": "objectives",
+    "default_params": "objectives",
+    "make_objective": "objectives",
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)

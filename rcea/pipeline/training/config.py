@@ -100,6 +100,9 @@ class TrainingSection:
     torch_threads: int | None = None
     # TRL's report_to; TensorBoard writes OUTPUT_DIR/runs/<stamp>/events.out.tfevents.*
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
+    # TRL's OUTPUT_DIR/completions/completions_{step:05d}.parquet, which `rcea import trl`
+    # reads (docs/how-to-trl.md): a parquet file per logging step, no console table
+    log_completions: bool = True
     live_metrics: bool = True  # the rcea/ numbers of every step (docs/training-live.md)
     live_k_min: int = 1  # completions per outcome for a group to enter the split
     live_min_groups: int = 1  # groups with both outcomes before the split is reported

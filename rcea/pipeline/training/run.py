@@ -197,7 +197,8 @@ def grpo_args(cfg: TrainConfig, objective: Any, *, progress: bool = True):
         disable_tqdm=not (progress and t.progress_bar),
         remove_unused_columns=False,
         dataloader_num_workers=0,
-        log_completions=False,
+        log_completions=t.log_completions,
+        num_completions_to_print=0,  # the parquet files only: no rich table on the console
         shuffle_dataset=True,
     )
     if world_size() > 1 and not torch.cuda.is_available():

@@ -25,11 +25,12 @@ from rcea.audits.evidence_sizing import coverage_at
 from rcea.audits.inputs import check_output_file
 from rcea.audits.rubric import EstimatorSettings
 from rcea.pipeline.importers.common import import_digest
+from rcea.pipeline.importers.lm_eval import LmEvalOptions, read_lm_eval_file, samples_files
 from rcea.pipeline.importers.table import TableSpec, read_table
 from rcea.pipeline.importers.trl import TrlOptions, completion_files, read_trl_file
 from rcea.pipeline.importers.verl import VerlOptions, read_verl_file, step_files
 from rcea.pipeline.records import RecordBatch, RecordError, RecordValidationError, checked_input
-from rcea.study.events import IMPORT_TRL, IMPORT_VERL
+from rcea.study.events import IMPORT_LM_EVAL, IMPORT_TRL, IMPORT_VERL
 from rcea.study.pair_audit.plan import success_counts
 from rcea.study.records.ingest import IngestResult, ingest_batches, known_hashes
 from rcea.study.store import Study, append_event, list_events, require_study, session_scope
@@ -515,6 +516,72 @@ def import_trl(
                     "n_special_stripped": result.n_special_stripped,
                     "n_empty_skipped": result.n_empty_skipped,
                     "relogged": relogged,
+                },
+            )
+    return result
+
+
+def import_lm_eval(
+    engine: Engine,
+    paths: list[str | Path],
+    opts: LmEvalOptions,
+    *,
+    study: str,
+    artifacts_dir: Path,
+    data_dir: Path,
+    progress: bool = False,
+) -> ImportResult:
+    """Import lm-eval ``samples_<task>_<timestamp>.jsonl`` files (or the folders holding
+    them), all or nothing. Every file is read, in (timestamp, name) order, so a question's
+    seeds count its responses across all of them; files already imported are skipped."""
+    files, other = samples_files([Path(p) for p in paths])
+    source = ", ".join(str(p) for p in paths)
+    if not files:
+        raise RecordValidationError(
+            [RecordError(source, "directory", None, "no samples_<task>_<timestamp>.jsonl files")]
+        )
+    batches: dict[Path, RecordBatch] = {}
+    errors: list[RecordError] = []
+    offsets: dict[str, int] = {}
+    for path in files:
+        try:
+            batches[path] = read_lm_eval_file(path, opts, offsets=offsets)
+        except RecordValidationError as exc:
+            errors.extend(exc.errors)
+    if errors:
+        raise RecordValidationError(errors)
+    options = opts.digest_options()
+    result = _store(
+        engine,
+        source,
+        files,
+        batches.__getitem__,
+        lambda p: import_digest(p, "lm-eval", options),
+        study=study,
+        artifacts_dir=artifacts_dir,
+        data_dir=data_dir,
+        progress=progress,
+    )
+    result.ignored = [str(p) for p in other]
+    imported = [p for p in files if str(p) in result.imported]
+    result.score_rules = {str(p): batches[p].extra["score_rule"] for p in imported}
+    result.n_special_stripped = sum(batches[p].extra["n_special_stripped"] for p in imported)
+    result.n_empty_skipped = sum(batches[p].extra["n_empty_skipped"] for p in imported)
+    if imported:
+        with session_scope(engine) as session:
+            st = require_study(session, name=study)
+            append_event(
+                session,
+                actor="rcea import lm-eval",
+                kind=IMPORT_LM_EVAL,
+                study_id=st.id,
+                payload={
+                    "source": source,
+                    "files": [str(p) for p in imported],
+                    "options": options,
+                    "score_rules": result.score_rules,
+                    "n_special_stripped": result.n_special_stripped,
+                    "n_empty_skipped": result.n_empty_skipped,
                 },
             )
     return result

@@ -32,7 +32,7 @@ from rcea.audits.rubric import EstimatorSettings
 from rcea.audits.tail import BudgetTail, StratumTail, TailResult, direction_counts
 from rcea.audits.validity import validity_rate
 from rcea.study import events
-from rcea.study.events import IMPORT_VERL
+from rcea.study.events import IMPORT_LM_EVAL, IMPORT_TRL, IMPORT_VERL
 from rcea.study.pair_audit.freeze import partition_modes, rubric_spec
 from rcea.study.pair_audit.gate import audit_gate
 from rcea.study.pair_audit.sampling import failed_final_gates
@@ -255,11 +255,17 @@ def _gather_meta(
 
 
 def import_rules(session: Session, *, study_id: int) -> list[dict[str, Any]]:
-    """Every trainer-dump import of the study with its score rule (``import.verl``
-    events): what turned each dump's scores into R, shown with the numbers."""
+    """Every trainer-dump or evaluation-log import of the study with its score rule
+    (``import.verl``, ``import.trl`` and ``import.lm_eval`` events, in the order they
+    happened): what turned each file's scores into R, shown with the numbers."""
 
     out = []
-    for ev in list_events(session, kind=IMPORT_VERL, study_id=study_id):
+    events = [
+        ev
+        for kind in (IMPORT_VERL, IMPORT_TRL, IMPORT_LM_EVAL)
+        for ev in list_events(session, kind=kind, study_id=study_id)
+    ]
+    for ev in sorted(events, key=lambda e: e.id):
         p = ev.payload or {}
         opts = p.get("options", {})
         rules = sorted(

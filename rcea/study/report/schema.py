@@ -274,9 +274,10 @@ class Audits(_Model):
 
 
 class ImportRecord(_Model):
-    """One `rcea import verl` (an ``import.verl`` event)."""
+    """One `rcea import verl|trl|lm-eval` (an ``import.verl``, ``import.trl`` or
+    ``import.lm_eval`` event)."""
 
-    source: str | None = Field(description="the dump directory or file")
+    source: str | None = Field(description="the dump directory or file(s)")
     run: str | None = Field(description="--run")
     model: str | None = Field(description="--model")
     score_rule: str | None = Field(description="how R was read from the dump, values seen")

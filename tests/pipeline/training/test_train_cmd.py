@@ -322,3 +322,34 @@ def test_report_carries_the_preset_and_every_resolved_value(tmp_path: Path) -> N
         run="gtpo", model="tiny", points=payload["points"], preset="authors", params=params
     )
     assert section.params["threshold_rule"].value == "absolute"
+
+
+def test_run_writes_trl_completions_that_import_with_rcea_import_trl(
+    quick_base: Path, tmp_path: Path, engine, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow.parquet as pq
+    import sqlalchemy as sa
+
+    from rcea.study.settings import get_settings
+    from rcea.study.store import Trajectory
+
+    res = runner.invoke(app, ["train", "run", "--config", str(_config(tmp_path, quick_base))])
+    assert res.exit_code == 0, res.output
+    assert "Prompt" not in res.output  # the parquet files only, no rich table
+    files = sorted((tmp_path / "out" / "completions").glob("completions_*.parquet"))
+    assert [f.name for f in files] == ["completions_00001.parquet", "completions_00002.parquet"]
+    rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+    (reward,) = set(rows[0]) - {"step", "prompt", "completion", "advantage"}  # one reward func
+    monkeypatch.setenv("RCEA_DATABASE_URL", store_url)
+    get_settings.cache_clear()
+    res = runner.invoke(
+        app,
+        ["import", "trl", str(tmp_path / "out"), "--study", "own", "--run", "grpo",
+         "--model", "toy", "--json"],
+    )  # fmt: skip
+    data = json.loads(res.stdout)
+    assert res.exit_code == 0, data
+    assert data["n_imported_files"] == 2 and data["n_trajectories"] == len(rows)
+    with sa.orm.Session(engine) as s:
+        stored = list(s.scalars(sa.select(Trajectory)))
+    assert sorted(t.reward for t in stored) == sorted(int(r[reward]) for r in rows)
