@@ -64,14 +64,33 @@ def _progress(as_json: bool) -> bool:
     return (is_tty() and not as_json) or progress_forced()
 
 
+#: options every rollout importer (verl, TRL) shares, declared once
+STUDY_INTO_OPTION = typer.Option(..., "--study", help="study to import into (created if new)")
+RUN_OPTION = typer.Option(..., "--run", help="run name (provenance; e.g. grpo)")
+MODEL_OPTION = typer.Option(..., "--model", help="model name (provenance; the logs have none)")
+CHAT_TEMPLATE_OPTION = typer.Option(
+    "auto",
+    "--chat-template",
+    help="strip this chat template from a text prompt for the question: auto|qwen|llama3|none",
+)
+QUESTION_REGEX_OPTION = typer.Option(
+    None,
+    "--question-regex",
+    help="regex with one group capturing the question inside the prompt (overrides the template)",
+)
+SKIP_EMPTY_OPTION = typer.Option(
+    False, "--skip-empty-output", help="leave out samples with an empty completion (counted)"
+)
+
+
 @import_app.command("verl")
 def import_verl(
     directory: Path = typer.Argument(
         ..., help="verl rollout_data_dir / validation_data_dir (or one STEP.jsonl file)"
     ),
-    study: str = typer.Option(..., "--study", help="study to import into (created if new)"),
-    run: str = typer.Option(..., "--run", help="run name (provenance; e.g. grpo)"),
-    model: str = typer.Option(..., "--model", help="model name (provenance; the dump has none)"),
+    study: str = STUDY_INTO_OPTION,
+    run: str = RUN_OPTION,
+    model: str = MODEL_OPTION,
     reward_threshold: float = typer.Option(
         None,
         "--reward-threshold",
@@ -89,19 +108,9 @@ def import_verl(
     validity_key: str = typer.Option(
         None, "--validity-key", help="key holding a 0/1 process-validity verdict"
     ),
-    chat_template: str = typer.Option(
-        "auto",
-        "--chat-template",
-        help="strip this chat template from `input` for the question text: auto|qwen|llama3|none",
-    ),
-    question_regex: str = typer.Option(
-        None,
-        "--question-regex",
-        help="regex with one group capturing the question inside `input` (overrides the template)",
-    ),
-    skip_empty_output: bool = typer.Option(
-        False, "--skip-empty-output", help="leave out samples with an empty completion"
-    ),
+    chat_template: str = CHAT_TEMPLATE_OPTION,
+    question_regex: str = QUESTION_REGEX_OPTION,
+    skip_empty_output: bool = SKIP_EMPTY_OPTION,
     multi_turn: str = typer.Option(
         "refuse",
         "--multi-turn",
@@ -182,9 +191,9 @@ def import_trl(
         help="TRL GRPOTrainer output_dir (its completions/ folder, written with "
         "log_completions=True), the folder itself, or one completions_STEP.parquet",
     ),
-    study: str = typer.Option(..., "--study", help="study to import into (created if new)"),
-    run: str = typer.Option(..., "--run", help="run name (provenance; e.g. grpo)"),
-    model: str = typer.Option(..., "--model", help="model name (provenance; the logs have none)"),
+    study: str = STUDY_INTO_OPTION,
+    run: str = RUN_OPTION,
+    model: str = MODEL_OPTION,
     reward_column: str = typer.Option(
         None,
         "--reward-column",
@@ -196,19 +205,9 @@ def import_trl(
         "--reward-threshold",
         help="R = 1 when the reward column > this; needed when its values are not all 0/1",
     ),
-    chat_template: str = typer.Option(
-        "auto",
-        "--chat-template",
-        help="strip this chat template from a text prompt for the question: auto|qwen|llama3|none",
-    ),
-    question_regex: str = typer.Option(
-        None,
-        "--question-regex",
-        help="regex with one group capturing the question inside a text prompt",
-    ),
-    skip_empty_output: bool = typer.Option(
-        False, "--skip-empty-output", help="leave out empty completions (counted)"
-    ),
+    chat_template: str = CHAT_TEMPLATE_OPTION,
+    question_regex: str = QUESTION_REGEX_OPTION,
+    skip_empty_output: bool = SKIP_EMPTY_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import TRL's completion logs (completions_{step}.parquet); prompt groups are rebuilt

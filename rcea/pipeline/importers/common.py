@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from rcea.audits.inputs import open_input
+from rcea.pipeline.importers.chat import TEMPLATES, compile_question_regex
 from rcea.pipeline.records import RecordError, RecordValidationError
 
 
@@ -39,3 +41,27 @@ def relabel(exc: RecordValidationError, labels: dict[str, str]) -> RecordValidat
 def source_label(column: str, field: str) -> str:
     """``score (reward)``: the source column, then the record field it fills."""
     return field if column == field else f"{column} ({field})"
+
+
+def check_rollout_options(
+    *,
+    run: str,
+    model: str,
+    chat_template: str,
+    reward_threshold: float | None,
+    question_regex: str | None,
+) -> None:
+    """The options every rollout importer (verl, TRL) shares: provenance names, the chat
+    template, a finite threshold and a compilable question regex; ``ValueError`` naming
+    the option otherwise."""
+    for name, value in (("run", run), ("model", model)):
+        if not value.strip():
+            raise ValueError(f"--{name} must be a non-empty name")
+    if chat_template not in TEMPLATES:
+        raise ValueError(
+            f"unknown --chat-template {chat_template!r}: use one of {', '.join(TEMPLATES)}"
+        )
+    if reward_threshold is not None and not math.isfinite(reward_threshold):
+        raise ValueError("--reward-threshold must be a finite number")
+    if question_regex is not None:
+        compile_question_regex(question_regex)

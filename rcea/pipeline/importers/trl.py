@@ -39,8 +39,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rcea.pipeline.importers.chat import TEMPLATES, compile_question_regex, extract_question
-from rcea.pipeline.importers.common import relabel, source_label
+from rcea.pipeline.importers.chat import compile_question_regex, extract_question
+from rcea.pipeline.importers.common import check_rollout_options, relabel, source_label
 from rcea.pipeline.importers.verl import _trajectory_id, question_id_for, strip_special
 from rcea.pipeline.records import (
     MAX_ERRORS,
@@ -67,19 +67,15 @@ class TrlOptions:
     skip_empty_output: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("run", "model"):
-            if not getattr(self, name).strip():
-                raise ValueError(f"--{name} must be a non-empty name")
-        if self.chat_template not in TEMPLATES:
-            raise ValueError(
-                f"unknown --chat-template {self.chat_template!r}: use one of {', '.join(TEMPLATES)}"
-            )
-        if self.reward_threshold is not None and not math.isfinite(self.reward_threshold):
-            raise ValueError("--reward-threshold must be a finite number")
+        check_rollout_options(
+            run=self.run,
+            model=self.model,
+            chat_template=self.chat_template,
+            reward_threshold=self.reward_threshold,
+            question_regex=self.question_regex,
+        )
         if self.reward_column is not None and not self.reward_column.strip():
             raise ValueError("--reward-column must be a non-empty column name")
-        if self.question_regex is not None:
-            compile_question_regex(self.question_regex)
 
     def digest_options(self) -> dict[str, Any]:
         return asdict(self)

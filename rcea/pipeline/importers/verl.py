@@ -40,12 +40,11 @@ from typing import Any
 
 from rcea.audits.inputs import InputError, iter_json_lines
 from rcea.pipeline.importers.chat import (
-    TEMPLATES,
     QuestionRegexTimeout,
     compile_question_regex,
     extract_question,
 )
-from rcea.pipeline.importers.common import relabel, source_label
+from rcea.pipeline.importers.common import check_rollout_options, relabel, source_label
 from rcea.pipeline.records import (
     MAX_ERRORS,
     RecordBatch,
@@ -75,23 +74,19 @@ class VerlOptions:
     multi_turn: str = "refuse"
 
     def __post_init__(self) -> None:
-        for name in ("run", "model"):
-            if not getattr(self, name).strip():
-                raise ValueError(f"--{name} must be a non-empty name")
-        if self.chat_template not in TEMPLATES:
-            raise ValueError(
-                f"unknown --chat-template {self.chat_template!r}: use one of {', '.join(TEMPLATES)}"
-            )
-        if self.reward_threshold is not None and not math.isfinite(self.reward_threshold):
-            raise ValueError("--reward-threshold must be a finite number")
+        check_rollout_options(
+            run=self.run,
+            model=self.model,
+            chat_template=self.chat_template,
+            reward_threshold=self.reward_threshold,
+            question_regex=self.question_regex,
+        )
         if self.multi_turn not in MULTI_TURN:
             raise ValueError(
                 f"unknown --multi-turn {self.multi_turn!r}: use one of {', '.join(MULTI_TURN)}"
             )
         if self.reward_key is not None and not self.reward_key.strip():
             raise ValueError("--reward-key must be a non-empty key")
-        if self.question_regex is not None:
-            compile_question_regex(self.question_regex)
 
     def digest_options(self) -> dict[str, Any]:
         return asdict(self)
