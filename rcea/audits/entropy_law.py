@@ -188,7 +188,9 @@ class LawFit:
         prediction: np.ndarray[Any, Any] = -self.a * x + self.b
         return prediction
 
-    def band(self, entropy: Any, confidence: float = 0.95) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    def band(
+        self, entropy: Any, confidence: float = 0.95
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """The OLS prediction interval at each H (module docstring); NaN with n ≤ 2."""
         # scipy: ≈ 1 s to import, paid only where it computes (rcea/audits/__init__.py)
         from scipy import stats
@@ -489,8 +491,7 @@ def compare_entropies(laws: Mapping[str, Mapping[str, RunLaw | None]]) -> Entrop
     # every kind has a law with an early-fit RMSE on every common run (run_sets above)
     fitted = {k: [law for run in common if (law := laws[k][run]) is not None] for k in kinds}
     rmse = {
-        k: _mean([v for law in fitted[k] if (v := law.early_fit_rmse) is not None])
-        for k in kinds
+        k: _mean([v for law in fitted[k] if (v := law.early_fit_rmse) is not None]) for k in kinds
     }
     r2 = {k: _mean([v for law in fitted[k] if (v := law.r2) is not None]) for k in kinds}
     if len(kinds) < 2 or not common:

@@ -123,9 +123,7 @@ def _resolve(
         # the table (Audit or ValidityCheck) is chosen at run time: select(model) rows are Any
         return row  # type: ignore[no-any-return]
     if st is not None:
-        row = session.exec(
-            stmt.where(model.study_id == st.id).order_by(model.id.desc())
-        ).first()
+        row = session.exec(stmt.where(model.study_id == st.id).order_by(model.id.desc())).first()
         if row is None:
             raise TargetError(
                 f"study {study} has no {what}: draw one with `{draw.format(s=study)}`"

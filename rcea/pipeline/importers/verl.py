@@ -32,7 +32,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path

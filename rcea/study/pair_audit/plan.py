@@ -61,9 +61,7 @@ def pair_pool(
     """question → trajectory ids the draw takes pairs from, and where they come from
     (``partition #N`` or ``accepted successes``), restricted to the plan's checkpoints."""
     part = session.exec(
-        select(Partition)
-        .where(Partition.study_id == study_id)
-        .order_by(col(Partition.id).desc())
+        select(Partition).where(Partition.study_id == study_id).order_by(col(Partition.id).desc())
     ).first()
     by_q: dict[str, list[str]] = defaultdict(list)
     if part is not None:

@@ -29,7 +29,7 @@ def reaudit_allowed(session: Session, *, study: str) -> dict[str, Any] | None:
     st = get_study(session, name=study)
     if st is None:
         return None
-    assert st.id is not None  # a stored row's id is set: SQLModel types every primary key Optional
+    assert st.id is not None  # stored rows have ids; SQLModel types keys Optional
     try:
         part = latest_partition(session, study_id=st.id)
     except FreezeError:

@@ -85,11 +85,11 @@ def draw_audit(
     frozen rubric predeclares a ``[reaudit]`` policy, the new audit uses that same rubric,
     attempts remain, and ``reason`` says why (docs/publication.md "Every attempt")."""
     st = require_study(session, name=study)
-    assert st.id is not None  # a stored row's id is set: SQLModel types every primary key Optional
+    assert st.id is not None  # stored rows have ids; SQLModel types keys Optional
     rub = get_rubric(session, name=rubric, version=rubric_version)
     spec = rubric_spec(rub)
     part = latest_partition(session, study_id=st.id)
-    assert part.id is not None  # a stored row's id is set: SQLModel types every primary key Optional
+    assert part.id is not None  # stored rows have ids; SQLModel types keys Optional
     reason = (reason or "").strip() or None
     attempt = reaudit_check(
         session,

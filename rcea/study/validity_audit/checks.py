@@ -259,7 +259,8 @@ def sample_calibration(
     attempt's and drawn with a seed derived from the attempt."""
     st = require_study(session, name=study)
     jv = get_judge(session, name=judge, version=judge_version)
-    assert st.id is not None and jv.id is not None  # a stored row's id is set: SQLModel types every primary key Optional
+    # stored rows have ids; SQLModel types keys Optional
+    assert st.id is not None and jv.id is not None
     plan = calibration_plan(session, rubric=rubric, size=size, held_out=held_out, seed=seed)
     reason = (reason or "").strip() or None
     record, thresholds, seen = _attempt(
@@ -389,13 +390,13 @@ def sample_accepted(
     policy with ``reason``, items disjoint from earlier checks', seed derived from the
     attempt (as for calibrations)."""
     st = require_study(session, name=study)
-    assert st.id is not None  # a stored row's id is set: SQLModel types every primary key Optional
+    assert st.id is not None  # stored rows have ids; SQLModel types keys Optional
     jv = (
         get_judge(session, name=judge, version=judge_version)
         if judge
         else production_judge(session, study_id=st.id)
     )
-    assert jv.id is not None  # a stored row's id is set: SQLModel types every primary key Optional
+    assert jv.id is not None  # stored rows have ids; SQLModel types keys Optional
     calibrated = set(
         session.exec(
             select(ValidityItem.trajectory_id)
