@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -195,16 +195,16 @@ def _stratum(verdict: str) -> str:
     return STRATA[0] if verdict == VALID else STRATA[1]
 
 
-def _population_figures(p: np.ndarray) -> dict[str, np.ndarray]:
+def _population_figures(p: np.ndarray[Any, Any]) -> dict[str, np.ndarray[Any, Any]]:
     """Figures of population cell shares ``p`` (…, 2 humans, 3 verdicts); NaN where a
     denominator is 0 (a replicate where the figure is undefined)."""
     v, i, u = 0, 1, 2
 
-    def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    def ratio(num: np.ndarray[Any, Any], den: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
-    def f1(lab: int) -> np.ndarray:
+    def f1(lab: int) -> np.ndarray[Any, Any]:
         tp = p[..., lab, lab]
         fp = p[..., 1 - lab, lab]
         fn = p[..., lab, :].sum(axis=-1) - tp
@@ -218,6 +218,17 @@ def _population_figures(p: np.ndarray) -> dict[str, np.ndarray]:
         "accepted_valid_precision": ratio(p[..., v, v], p[..., :, v].sum(axis=-1)),
         "coverage": 1.0 - p[..., :, u].sum(axis=-1),
     }
+
+
+class _Basis(TypedDict):
+    """What every :class:`PopulationCalibration` is computed from, defined or not."""
+
+    population: dict[str, int]
+    weights: dict[str, float]
+    sample: dict[str, int]
+    confidence: float
+    n_boot: int
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -289,7 +300,7 @@ def population_calibration(
     for h, j in zip(human, judge, strict=True):
         cells[_stratum(j)][_CELLS.index((h, j))] += 1
     n_s = {s: int(cells[s].sum()) for s in STRATA}
-    base = {
+    base: _Basis = {
         "population": counts,
         "weights": weights,
         "sample": n_s,
@@ -307,7 +318,9 @@ def population_calibration(
             note=f"no labelled item in stratum {', '.join(empty)}: population figures undefined",
         )
     used = [s for s in STRATA if n_s[s] > 0 and weights[s] > 0]
-    point = sum(weights[s] * cells[s] / n_s[s] for s in used).reshape(len(_HUMAN), len(_JUDGE))
+    point = sum((weights[s] * cells[s] / n_s[s] for s in used), np.zeros(len(_CELLS))).reshape(
+        len(_HUMAN), len(_JUDGE)
+    )
     rng = np.random.default_rng(int(seed))
     boot = np.zeros((n_boot, len(_CELLS)))
     for s in used:

@@ -533,6 +533,7 @@ def _prepare(
     excl = tuple(sorted({str(r) for r in excluded_runs}))
     if excl and runs is None:
         raise ValueError("excluded_runs given but runs is None: pass the run of each transition")
+    keep: np.ndarray[Any, Any]
     if runs is None:
         keep = np.ones(len(labels), dtype=bool)
     else:

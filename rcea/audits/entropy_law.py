@@ -104,7 +104,7 @@ class PairedTrace:
         return dataclass_dict(self)
 
 
-def _step_array(values: Any, name: str) -> np.ndarray:
+def _step_array(values: Any, name: str) -> np.ndarray[Any, Any]:
     arr = as_float_array(values, name, allow_empty=True)
     if np.any(arr != np.round(arr)) or np.any(arr < 0):
         raise ValueError(f"{name} must be non-negative integers")
@@ -112,10 +112,10 @@ def _step_array(values: Any, name: str) -> np.ndarray:
 
 
 def pair_trace(
-    entropy_steps: Sequence[int] | np.ndarray,
-    entropies: Sequence[float | None] | np.ndarray,
-    accuracy_steps: Sequence[int] | np.ndarray,
-    accuracies: Sequence[float] | np.ndarray,
+    entropy_steps: Sequence[int] | np.ndarray[Any, Any],
+    entropies: Sequence[float | None] | np.ndarray[Any, Any],
+    accuracy_steps: Sequence[int] | np.ndarray[Any, Any],
+    accuracies: Sequence[float] | np.ndarray[Any, Any],
 ) -> PairedTrace:
     """Pair each validation point with the latest defined entropy at or before its step.
 
@@ -180,13 +180,17 @@ class LawFit:
     def defined(self) -> bool:
         return self.a is not None
 
-    def predict(self, entropy: Any) -> np.ndarray:
+    def predict(self, entropy: Any) -> np.ndarray[Any, Any]:
         """R̂ = −a·exp(H) + b at each H."""
         if self.a is None or self.b is None:
             raise ValueError(f"the law is undefined: {self.reason}")
-        return -self.a * np.exp(as_float_array(entropy, "entropy", allow_empty=True)) + self.b
+        x = np.exp(as_float_array(entropy, "entropy", allow_empty=True))
+        prediction: np.ndarray[Any, Any] = -self.a * x + self.b
+        return prediction
 
-    def band(self, entropy: Any, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    def band(
+        self, entropy: Any, confidence: float = 0.95
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """The OLS prediction interval at each H (module docstring); NaN with n ≤ 2."""
         # scipy: ≈ 1 s to import, paid only where it computes (rcea/audits/__init__.py)
         from scipy import stats
@@ -209,8 +213,8 @@ def _undefined(n: int, reason: str) -> LawFit:
 
 
 def fit_entropy_law(
-    entropy: Sequence[float] | np.ndarray,
-    accuracy: Sequence[float] | np.ndarray,
+    entropy: Sequence[float] | np.ndarray[Any, Any],
+    accuracy: Sequence[float] | np.ndarray[Any, Any],
     *,
     min_points: int = MIN_POINTS,
 ) -> LawFit:
@@ -279,10 +283,10 @@ class RunLaw:
 
 
 def run_law(
-    entropy_steps: Sequence[int] | np.ndarray,
-    entropies: Sequence[float | None] | np.ndarray,
-    accuracy_steps: Sequence[int] | np.ndarray,
-    accuracies: Sequence[float] | np.ndarray,
+    entropy_steps: Sequence[int] | np.ndarray[Any, Any],
+    entropies: Sequence[float | None] | np.ndarray[Any, Any],
+    accuracy_steps: Sequence[int] | np.ndarray[Any, Any],
+    accuracies: Sequence[float] | np.ndarray[Any, Any],
     *,
     fit_fraction: float = DEFAULT_FIT_FRACTION,
     min_points: int = MIN_POINTS,
@@ -369,7 +373,7 @@ class LawScaling:
         return dataclass_dict(self)
 
 
-def _line(x: np.ndarray, y: np.ndarray) -> LineFit:
+def _line(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> LineFit:
     n = int(x.size)
     if n < 2 or np.all(x == x[0]):
         return LineFit(None, None, None, n)
@@ -484,20 +488,12 @@ def compare_entropies(laws: Mapping[str, Mapping[str, RunLaw | None]]) -> Entrop
         for k in kinds
     ]
     common = sorted(set.intersection(*run_sets)) if run_sets else []
+    # every kind has a law with an early-fit RMSE on every common run (run_sets above)
+    fitted = {k: [law for run in common if (law := laws[k][run]) is not None] for k in kinds}
     rmse = {
-        k: _mean([laws[k][run].early_fit_rmse for run in common])  # type: ignore[union-attr,misc]
-        for k in kinds
+        k: _mean([v for law in fitted[k] if (v := law.early_fit_rmse) is not None]) for k in kinds
     }
-    r2 = {
-        k: _mean(
-            [
-                laws[k][run].r2  # type: ignore[union-attr,misc]
-                for run in common
-                if laws[k][run].r2 is not None  # type: ignore[union-attr]
-            ]
-        )
-        for k in kinds
-    }
+    r2 = {k: _mean([v for law in fitted[k] if (v := law.r2) is not None]) for k in kinds}
     if len(kinds) < 2 or not common:
         why = (
             "only one entropy was logged"
@@ -505,13 +501,20 @@ def compare_entropies(laws: Mapping[str, Mapping[str, RunLaw | None]]) -> Entrop
             else "no run has an early-fit RMSE for every entropy"
         )
         return EntropyComparison(kinds, tuple(common), rmse, r2, None, f"No comparison: {why}.")
-    ranked = sorted(kinds, key=lambda k: (rmse[k], -(r2[k] if r2[k] is not None else -math.inf)))
+    # with a common run every kind has a mean early-fit RMSE
+    mean_rmse = {k: v for k, v in rmse.items() if v is not None}
+
+    def rank_key(k: str) -> tuple[float, float]:
+        kind_r2 = r2[k]
+        return mean_rmse[k], -(kind_r2 if kind_r2 is not None else -math.inf)
+
+    ranked = sorted(kinds, key=rank_key)
     best, second = ranked[0], ranked[1]
-    others = ", ".join(f"{rmse[k]:.4f} ({_NAMES.get(k, k)})" for k in ranked[1:])
-    if rmse[best] == rmse[second]:
+    others = ", ".join(f"{mean_rmse[k]:.4f} ({_NAMES.get(k, k)})" for k in ranked[1:])
+    if mean_rmse[best] == mean_rmse[second]:
         lead = f"{_NAMES.get(best, best)} and {_NAMES.get(second, second)} tied"
     else:
-        ratio = rmse[second] / rmse[best] if rmse[best] else math.inf
+        ratio = mean_rmse[second] / mean_rmse[best] if mean_rmse[best] else math.inf
         lead = (
             f"{_NAMES.get(best, best)} predicted performance best "
             f"({ratio:.2f}x lower early-fit RMSE than the next)"
@@ -521,7 +524,7 @@ def compare_entropies(laws: Mapping[str, Mapping[str, RunLaw | None]]) -> Entrop
         for k in ranked
     )
     sentence = (
-        f"In this study the {lead}: mean early-fit RMSE {rmse[best]:.4f} against {others}, "
+        f"In this study the {lead}: mean early-fit RMSE {mean_rmse[best]:.4f} against {others}, "
         f"over {len(common)} run(s) with every entropy; mean R² {r2_text}."
     )
     return EntropyComparison(kinds, tuple(common), rmse, r2, best, sentence)
@@ -530,12 +533,13 @@ def compare_entropies(laws: Mapping[str, Mapping[str, RunLaw | None]]) -> Entrop
 # --------------------------------------------------------------------------- ordering
 
 
-def _pair_signs(v: np.ndarray) -> np.ndarray:
+def _pair_signs(v: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     i, j = np.triu_indices(v.size, k=1)
-    return np.sign(v[j] - v[i])
+    signs: np.ndarray[Any, Any] = np.sign(v[j] - v[i])
+    return signs
 
 
-def _tau_denominator(sx: np.ndarray, sy: np.ndarray) -> float:
+def _tau_denominator(sx: np.ndarray[Any, Any], sy: np.ndarray[Any, Any]) -> float:
     return math.sqrt(float(np.count_nonzero(sx)) * float(np.count_nonzero(sy)))
 
 
@@ -592,11 +596,12 @@ def kendall_permutation_test(
     return tau, hits / total, method
 
 
-def _desc_ranks(v: np.ndarray) -> np.ndarray:
+def _desc_ranks(v: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     # scipy: ≈ 1 s to import, paid only where it computes (rcea/audits/__init__.py)
     from scipy import stats
 
-    return stats.rankdata(-v, method="average")
+    ranks: np.ndarray[Any, Any] = stats.rankdata(-v, method="average")
+    return ranks
 
 
 @dataclass(frozen=True)
@@ -656,9 +661,10 @@ def entropy_order(
         raise ValueError("endpoint entropy must be finite")
     kept = [names[i] for i in keep]
 
-    def column(values: Sequence[float | None]) -> np.ndarray:
+    def column(values: Sequence[float | None]) -> np.ndarray[Any, Any]:
+        picked = [values[i] for i in keep]
         return np.asarray(
-            [math.nan if values[i] is None else float(values[i]) for i in keep],  # type: ignore[arg-type]
+            [math.nan if v is None else float(v) for v in picked],
             dtype=np.float64,
         )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -358,7 +358,7 @@ def iter_jsonl_batches(
                 return
 
 
-def _lines_or_refusal(path: Path) -> Iterator[tuple[int, str]]:
+def _lines_or_refusal(path: Path) -> Generator[tuple[int, str], None, None]:
     """The file's lines; a byte that is not UTF-8 ends the file as a validation error at
     its line and byte offset (nothing after it can be trusted)."""
     try:

@@ -287,8 +287,8 @@ def calibration_next(
 
 
 def bound_projects(
-    session: Session, family: Any, owner_id: int, labels: dict[str, dict]
-) -> list[Project]:  # type: ignore[type-arg]
+    session: Session, family: Any, owner_id: int, labels: dict[str, dict[str, Any]]
+) -> list[Project]:
 
     return [
         Project(
@@ -306,7 +306,7 @@ def read_pair(session: Session, audit_name: str) -> PairProgress | None:
     audit = session.exec(select(Audit).where(Audit.name == audit_name)).first()
     if audit is None:
         return None
-    projects = bound_projects(session, PAIR, audit.id, current_labels(session, audit))  # type: ignore[arg-type]
+    projects = bound_projects(session, PAIR, audit.id, current_labels(session, audit))  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if not any(p.role in ("A", "B") for p in projects):
         return None
     pairs = audit_pairs(session, audit_id=audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
@@ -336,7 +336,7 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     if check is None:
         return None
     labels = validity_labels.current_labels(session, check)
-    projects = bound_projects(session, VALIDITY, check.id, labels)  # type: ignore[arg-type]
+    projects = bound_projects(session, VALIDITY, check.id, labels)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if not any(p.role != validity_labels.ADJUDICATOR for p in projects):
         return None
     items = [i for i in check_items(session, check_id=check.id) if i.split == HELD_OUT]  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
@@ -368,7 +368,7 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     acc_done = acc is not None and bool(
         events.latest_payload(session, events.ACCEPTED_COMPLETED, check.study_id, check=acc.name)
     )
-    vstat = validity_status(session, study_id=check.study_id)  # type: ignore[arg-type]
+    vstat = validity_status(session, study_id=check.study_id)
     failed = (
         vstat.get("failed_requirements") or []
         if vstat["status"] == "calibration-failed" and vstat["judge_hash"] == check.judge_hash

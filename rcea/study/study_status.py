@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from rcea.study import events
 from rcea.study.codebook.cycle import cycle_progress
@@ -47,13 +47,13 @@ def study_rubric(session: Session, *, study: str, study_id: int) -> Rubric | Non
     else the one ``rcea audit rubric init`` names for it (``STUDY-rubric``), else the
     latest frozen one; ``None`` when none is frozen."""
     audit = session.exec(
-        select(Audit).where(Audit.study_id == study_id).order_by(Audit.id.desc())  # type: ignore[union-attr]
+        select(Audit).where(Audit.study_id == study_id).order_by(col(Audit.id).desc())
     ).first()
     if audit is not None:
         used = session.exec(select(Rubric).where(Rubric.content_hash == audit.rubric_hash)).first()
         if used is not None:
             return used
-    order = Rubric.id.desc()  # type: ignore[union-attr]
+    order = col(Rubric.id).desc()
     named = session.exec(select(Rubric).where(Rubric.name == f"{study}-rubric").order_by(order))
     return named.first() or session.exec(select(Rubric).order_by(order)).first()
 
@@ -84,7 +84,7 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
                 f"rcea import verl DIR --study {s} --run RUN --model MODEL",
             )
         ]
-    sid: int = st.id  # type: ignore[assignment]
+    sid: int = st.id  # type: ignore[assignment]  # a stored row's id is set: SQLModel types every primary key Optional
     out: list[NextCommand] = []
     rubric = study_rubric(session, study=study, study_id=sid)
     # -- the validity judge and its calibration
@@ -113,7 +113,7 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
     pp: PairProgress | None = None
     if partition:
         latest = session.exec(
-            select(Audit).where(Audit.study_id == sid).order_by(Audit.id.desc())  # type: ignore[union-attr]
+            select(Audit).where(Audit.study_id == sid).order_by(col(Audit.id).desc())
         ).first()
         if latest is None:
             out.append(
@@ -132,7 +132,7 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
             )
         else:
             pp = read_pair(session, latest.name)
-            n_pairs = len(audit_pairs(session, audit_id=latest.id))  # type: ignore[arg-type]
+            n_pairs = len(audit_pairs(session, audit_id=latest.id))  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             out.append(
                 NextCommand(
                     "pair audit",
@@ -218,7 +218,7 @@ def _validity_step(
             ValidityCheck.kind == "calibration",
             ValidityCheck.judge_hash == vstat["judge_hash"],
         )
-        .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]
+        .order_by(col(ValidityCheck.id).desc())
     ).first()
     if latest is None:
         if status == "calibration-failed":  # recorded by another tool, say
@@ -278,9 +278,9 @@ def _probe_step(session: Session, study: str, sid: int) -> NextCommand | None:
     still on disk): never a blocker — the rewards-only and audited numbers need no probe."""
     lacking = session.execute(
         select(Trajectory.run, Trajectory.model, Trajectory.step, func.count())
-        .where(Trajectory.study_id == sid, Trajectory.mean_token_entropy.is_(None))  # type: ignore[union-attr]
-        .group_by(Trajectory.run, Trajectory.model, Trajectory.step)
-        .order_by(Trajectory.run, Trajectory.model, Trajectory.step)
+        .where(Trajectory.study_id == sid, col(Trajectory.mean_token_entropy).is_(None))
+        .group_by(col(Trajectory.run), col(Trajectory.model), col(Trajectory.step))
+        .order_by(col(Trajectory.run), col(Trajectory.model), col(Trajectory.step))
     ).all()
     if not lacking:
         return None

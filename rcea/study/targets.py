@@ -120,15 +120,15 @@ def _resolve(
                 f"{what} {name} belongs to study {other.name if other else '?'}, not {study}: "
                 f"name one of {study}'s with {option}, or leave --study (RCEA_STUDY) out"
             )
+        # the table (Audit or ValidityCheck) is chosen at run time: select(model) rows are Any
         return row  # type: ignore[no-any-return]
     if st is not None:
-        row = session.exec(
-            stmt.where(model.study_id == st.id).order_by(model.id.desc())  # type: ignore[union-attr]
-        ).first()
+        row = session.exec(stmt.where(model.study_id == st.id).order_by(model.id.desc())).first()
         if row is None:
             raise TargetError(
                 f"study {study} has no {what}: draw one with `{draw.format(s=study)}`"
             )
+        # the table (Audit or ValidityCheck) is chosen at run time: select(model) rows are Any
         return row  # type: ignore[no-any-return]
     by_study = _candidates(session, model, kind)
     if not by_study:

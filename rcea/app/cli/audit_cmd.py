@@ -4,6 +4,7 @@ sync → adjudication → gates)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from sqlmodel import Session, select
@@ -135,7 +136,7 @@ def _resolve_spec(s: Session, rubric: str) -> RubricSpec:
         return rubric_spec(get_rubric(s, name=rubric))
 
 
-def print_flow(flow: dict) -> None:  # type: ignore[type-arg]
+def print_flow(flow: dict[str, Any]) -> None:
     """The pair plan's flow table (``rcea.study.pair_audit.plan.pair_flow``)."""
     scope = flow["scope"]
     where = (
@@ -598,6 +599,7 @@ def push(
             target = target_of(s, a)
             if not as_json:
                 typer.echo(target.line())
+            assert a.id is not None  # stored rows have ids; SQLModel types keys Optional
             total = 2 * len(audit_pairs(s, audit_id=a.id))
             with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
                 out = push_audit(

@@ -46,6 +46,7 @@ def record_trainlog(
     meta = {"source": log.source, "flavour": log.flavour, "mapping": log.mapping}
     with session_scope(engine()) as s:
         sid = get_or_create_study(s, name=study).id
+        assert sid is not None  # stored rows have ids; SQLModel types keys Optional
         payload: dict[str, Any] = {"points": log.curve_points(), "trainlog": meta}
         if seed is not None:
             payload["seed"] = seed

@@ -319,7 +319,8 @@ def _push(
             target = target_of(s, check)
             if not as_json:
                 typer.echo(target.line())
-            n = len(check_items(s, check_id=check.id))  # type: ignore[arg-type]
+            assert check.id is not None  # stored rows have ids; SQLModel types keys Optional
+            n = len(check_items(s, check_id=check.id))
             total = n * (2 if kind == "accepted" else 1)
             with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
                 out = push_check(

@@ -113,7 +113,7 @@ def start(
     server sets up its database (about 20 s to a minute)."""
 
     people = _people()
-    public = public or settings().public_host
+    host = public or settings().public_host
     chosen = _chosen(people, emails, as_json)
     if not chosen and not as_json:
         typer.echo("no people yet: `rcea labelstudio add-annotator EMAIL` adds one (and a server)")
@@ -128,9 +128,9 @@ def start(
         if not as_json:
             typer.echo(f"{person.email}: Label Studio at {person.url} (pid {st.to_dict()['pid']})")
     door = None
-    if public:
+    if host:
         try:
-            door = open_door(people, _door_settings(public, public_port, bind)).to_dict()
+            door = open_door(people, _door_settings(host, public_port, bind)).to_dict()
         except FrontDoorError as exc:
             _fail(exc, as_json)
         for row in out:
@@ -138,7 +138,7 @@ def start(
     if as_json:
         print_json({"ok": True, "servers": out, "door": door})
     elif door:
-        typer.echo(f"front door (nginx pid {door['pid']}) at {public}:")
+        typer.echo(f"front door (nginx pid {door['pid']}) at {host}:")
         for name, url in door["urls"].items():
             typer.echo(f"  {name}: {url}/")
         if door["ca_file"]:
@@ -280,12 +280,12 @@ def door_config(
     """Write the front door's certificate and nginx config for every registered person
     without starting nginx (compose's frontdoor service runs it; `start --public` does both
     here)."""
-    public = public or settings().public_host
-    if not public:
+    host = public or settings().public_host
+    if not host:
         fail("set RCEA_PUBLIC_HOST or pass --public", as_json=as_json)
     runtime = COMPOSE if compose else LOCAL
     try:
-        state = configure_door(_people(), _door_settings(public, public_port, None, runtime))
+        state = configure_door(_people(), _door_settings(host, public_port, None, runtime))
     except FrontDoorError as exc:
         _fail(exc, as_json)
     conf = door_of(_people()).conf

@@ -173,6 +173,7 @@ def read_traces(path: Path) -> list[Trace]:
 def _study_traces(study: str) -> list[Trace]:
     with session_scope(engine()) as session:
         sid = require_study(session, name=study).id
+        assert sid is not None  # stored rows have ids; SQLModel types keys Optional
         rows = {
             kind: [
                 {"run": m.run, "model": m.model, "key": m.key, "payload": m.payload}

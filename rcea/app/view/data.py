@@ -771,7 +771,7 @@ def calibration_figures(study: str, settings: Settings | None = None) -> pd.Data
 
     with session_scope(engine(settings)) as session:
         sid = require_study(session, name=study).id
-        rows = calibration_figure_rows(session, study_id=sid)  # type: ignore[arg-type]
+        rows = calibration_figure_rows(session, study_id=sid)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     return pd.DataFrame(rows, columns=CALIBRATION_FIGURE_COLUMNS)
 
 

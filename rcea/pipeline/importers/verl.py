@@ -32,7 +32,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -291,7 +291,7 @@ def _id_value(v: Any) -> str | None:
     return None
 
 
-def _json_lines_or_refusal(path: Path) -> Iterator[tuple[int, Any]]:
+def _json_lines_or_refusal(path: Path) -> Generator[tuple[int, Any], None, None]:
     """The step file's JSON lines (each a value or its line's ``InputError``); a file that
     is not a readable regular file or not UTF-8 is one validation error."""
     try:

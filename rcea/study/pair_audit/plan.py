@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from rcea.audits.evidence_sizing import coverage_at
 from rcea.audits.rubric import PairPlan, Rubric, load_rubric
@@ -42,7 +42,7 @@ def accepted_successes(session: Session, *, study_id: int) -> list[tuple[str, st
     """(question_id, trajectory_id, checkpoint) of every judge-accepted success: R = 1 and
     validity 1 or not judged (what a partition freezes)."""
     rows = session.exec(
-        select(
+        select(  # type: ignore[call-overload]  # sqlmodel's select is typed for at most four columns
             Trajectory.question_id,
             Trajectory.trajectory_id,
             Trajectory.run,
@@ -50,7 +50,7 @@ def accepted_successes(session: Session, *, study_id: int) -> list[tuple[str, st
             Trajectory.step,
         )
         .where(Trajectory.study_id == study_id, Trajectory.reward == 1)
-        .where((Trajectory.validity.is_(None)) | (Trajectory.validity == 1))  # type: ignore[union-attr]
+        .where(col(Trajectory.validity).is_(None) | (col(Trajectory.validity) == 1))
     ).all()
     return [(q, t, (r, m, s)) for q, t, r, m, s in rows]
 
@@ -61,12 +61,12 @@ def pair_pool(
     """question → trajectory ids the draw takes pairs from, and where they come from
     (``partition #N`` or ``accepted successes``), restricted to the plan's checkpoints."""
     part = session.exec(
-        select(Partition).where(Partition.study_id == study_id).order_by(Partition.id.desc())  # type: ignore[union-attr]
+        select(Partition).where(Partition.study_id == study_id).order_by(col(Partition.id).desc())
     ).first()
     by_q: dict[str, list[str]] = defaultdict(list)
     if part is not None:
         where = checkpoint_of(session, study_id=study_id)
-        for tid, (qid, _mode) in partition_modes(session, partition_id=part.id).items():  # type: ignore[arg-type]
+        for tid, (qid, _mode) in partition_modes(session, partition_id=part.id).items():  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
             ck = where.get(tid)
             if ck is not None and in_scope(plan, *ck):
                 by_q[qid].append(tid)
@@ -165,13 +165,17 @@ def success_counts(
 ) -> dict[Checkpoint, dict[str, int]]:
     """checkpoint → question → successes (every question of the checkpoint, 0 included);
     ``accepted_only``: judge-accepted successes only."""
-    ok = Trajectory.reward == 1
+    ok = col(Trajectory.reward) == 1
     if accepted_only:
-        ok = ok & ((Trajectory.validity.is_(None)) | (Trajectory.validity == 1))  # type: ignore[union-attr,assignment]
+        ok = ok & (col(Trajectory.validity).is_(None) | (col(Trajectory.validity) == 1))
     rows = session.exec(
-        select(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.question_id, ok).where(
-            Trajectory.study_id == study_id
-        )
+        select(  # type: ignore[call-overload]  # sqlmodel's select is typed for at most four columns
+            Trajectory.run,
+            Trajectory.model,
+            Trajectory.step,
+            Trajectory.question_id,
+            ok,
+        ).where(Trajectory.study_id == study_id)
     ).all()
     out: dict[Checkpoint, dict[str, int]] = defaultdict(dict)
     for r, m, s, q, good in rows:
@@ -229,7 +233,7 @@ def check_rubric(session: Session, *, study: str, rubric: Rubric) -> dict[str, A
     """What the rubric's plans give on ``study`` (module docstring): ``problems`` (the
     plan cannot be met: a freeze refuses without ``--force``) and ``warnings``."""
     st = require_study(session, name=study)
-    sid: int = st.id  # type: ignore[assignment]
+    sid: int = st.id  # type: ignore[assignment]  # a stored row's id is set: SQLModel types every primary key Optional
     flow = pair_flow(session, study_id=sid, plan=rubric.pairs)
     problems: list[str] = []
     warnings: list[str] = []

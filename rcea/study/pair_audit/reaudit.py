@@ -29,11 +29,12 @@ def reaudit_allowed(session: Session, *, study: str) -> dict[str, Any] | None:
     st = get_study(session, name=study)
     if st is None:
         return None
+    assert st.id is not None  # stored rows have ids; SQLModel types keys Optional
     try:
-        part = latest_partition(session, study_id=st.id)  # type: ignore[arg-type]
+        part = latest_partition(session, study_id=st.id)
     except FreezeError:
         return None
-    failed = failed_final_gates(session, study_id=st.id, partition_hash=part.content_hash)  # type: ignore[arg-type]
+    failed = failed_final_gates(session, study_id=st.id, partition_hash=part.content_hash)
     if not failed:
         return None
     rubric = session.exec(
@@ -44,7 +45,7 @@ def reaudit_allowed(session: Session, *, study: str) -> dict[str, Any] | None:
     try:
         attempt = reaudit_check(
             session,
-            study_id=st.id,  # type: ignore[arg-type]
+            study_id=st.id,
             partition_hash=part.content_hash,
             rubric=rubric,
             reason="(asked by rcea status)",

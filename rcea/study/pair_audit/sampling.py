@@ -85,13 +85,15 @@ def draw_audit(
     frozen rubric predeclares a ``[reaudit]`` policy, the new audit uses that same rubric,
     attempts remain, and ``reason`` says why (docs/publication.md "Every attempt")."""
     st = require_study(session, name=study)
+    assert st.id is not None  # stored rows have ids; SQLModel types keys Optional
     rub = get_rubric(session, name=rubric, version=rubric_version)
     spec = rubric_spec(rub)
-    part = latest_partition(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+    part = latest_partition(session, study_id=st.id)
+    assert part.id is not None  # stored rows have ids; SQLModel types keys Optional
     reason = (reason or "").strip() or None
     attempt = reaudit_check(
         session,
-        study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+        study_id=st.id,
         partition_hash=part.content_hash,
         rubric=rub,
         reason=reason,
@@ -113,7 +115,7 @@ def draw_audit(
         for a in session.exec(
             select(Audit).where(Audit.study_id == st.id, Audit.partition_hash == part.content_hash)
         ).all()
-        for p in audit_pairs(session, audit_id=a.id)  # type: ignore[arg-type]
+        for p in audit_pairs(session, audit_id=a.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     ]
     try:
         pairs = sample_pairs(
@@ -140,11 +142,11 @@ def draw_audit(
     if session.exec(select(Audit).where(Audit.name == name)).first() is not None:
         raise FreezeError(f"an audit named {name!r} already exists")
     audit = Audit(
-        study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+        study_id=st.id,
         name=name,
         rubric_id=rub.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         rubric_hash=rub.content_hash,
-        partition_id=part.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+        partition_id=part.id,
         partition_hash=part.content_hash,
         seed=seed,
         excluded_questions=excluded,

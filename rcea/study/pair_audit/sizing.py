@@ -25,7 +25,7 @@ from math import comb
 from typing import Any
 
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from rcea.audits.evidence_sizing import ThresholdCoverage, largest_threshold
 from rcea.audits.rubric import DEFAULT_RUBRIC_PATH, PairPlan, default_rubric, parse_rubric
@@ -140,7 +140,7 @@ def size_rubric(
     """The plans the study can meet (module docstring). ``ValueError`` when no question
     reaches the floor at the chosen checkpoints, naming what there is."""
     st = require_study(session, name=study)
-    sid: int = st.id  # type: ignore[assignment]
+    sid: int = st.id  # type: ignore[assignment]  # a stored row's id is set: SQLModel types every primary key Optional
     base = default_rubric()
     if min_pairs < 1:
         raise ValueError(f"--min-pairs must be >= 1, got {min_pairs}")
@@ -186,7 +186,12 @@ def size_rubric(
     per_ckpt_q = (
         select(func.count().label("n"))
         .where(Trajectory.study_id == sid)
-        .group_by(Trajectory.run, Trajectory.model, Trajectory.step, Trajectory.question_id)
+        .group_by(
+            col(Trajectory.run),
+            col(Trajectory.model),
+            col(Trajectory.step),
+            col(Trajectory.question_id),
+        )
         .subquery()
     )
     most_samples = int(session.exec(select(func.max(per_ckpt_q.c.n))).one() or 0)
@@ -276,11 +281,11 @@ def sized_rubric_text(size: RubricSize, *, name: str) -> str:
         if m:
             section = m.group(1)
         kv = re.match(r"(\s*)(\w+)(\s*=\s*)([^#]*?)(\s*#.*)?$", line)
-        if kv and (section, kv.group(2)) in subs:
-            key = (section, kv.group(2))
-            line = f"{kv.group(1)}{kv.group(2)}{kv.group(3)}{subs[key]}{notes.get(key, '')}"
+        if kv and section is not None and (section, kv.group(2)) in subs:
+            cell = (section, kv.group(2))
+            line = f"{kv.group(1)}{kv.group(2)}{kv.group(3)}{subs[cell]}{notes.get(cell, '')}"
             out.append(line)
-            if key == ("pairs", "n_questions"):
+            if cell == ("pairs", "n_questions"):
                 out.extend(extra)
             continue
         if line.startswith("# Pair-sampling plan"):

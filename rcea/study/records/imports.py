@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 from tqdm import tqdm
 
 from rcea.audits.evidence_sizing import coverage_at
@@ -310,7 +311,7 @@ def file_digest(path: Path) -> str:
 def free_study_name(engine: Engine, study: str) -> str:
     """``STUDY-2``, ``STUDY-3``, …: the first name no study has."""
     with session_scope(engine) as session:
-        taken = set(session.execute(select(Study.name)).scalars())
+        taken = set(session.execute(select(col(Study.name))).scalars())
     n = 2
     while f"{study}-{n}" in taken:
         n += 1
@@ -346,7 +347,7 @@ def refuse_reimport(
     exist, so importing them again could only collide (one "already exists" per sample).
     The line names the options that differ, with the earlier ones, and a free study."""
     with session_scope(engine) as session:
-        st = session.execute(select(Study).where(Study.name == study)).scalar_one_or_none()
+        st = session.execute(select(Study).where(col(Study.name) == study)).scalar_one_or_none()
         if st is None:
             return
         earlier = list_events(session, kind=IMPORT_VERL, study_id=st.id)
@@ -389,7 +390,7 @@ def evidence_warnings(engine: Engine, study: str) -> list[str]:
     floor = est.min_evidence()["validity"]
     with session_scope(engine) as session:
         st = require_study(session, name=study)
-        succ = success_counts(session, study_id=st.id, accepted_only=False)  # type: ignore[arg-type]
+        succ = success_counts(session, study_id=st.id, accepted_only=False)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     cov = coverage_at(
         {ck: list(per.values()) for ck, per in succ.items()},
         est.k_min,

@@ -185,6 +185,7 @@ def _attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     by_key: dict[tuple[str, Any], dict[str, Any]] = {}
     designs: dict[int, Any] = {}
+    a: dict[str, Any] | None  # the attempt an event starts, or the one it decides (if drawn)
     for e in entries:
         p, kind = e["payload"], e["kind"]
         if kind in (events.AUDIT_SAMPLE, events.CALIBRATION_SAMPLE, events.ACCEPTED_SAMPLE):
@@ -246,13 +247,13 @@ def _attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 a["decided_at"] = e["time"]
                 a["abandon_reason"] = p.get("reason")
         elif kind == events.AUDIT_ABANDON:
-            a = by_key.get(("pair", p.get("audit_id")))  # type: ignore[assignment]  # not checked by hand yet: an abandon event is expected to follow its audit's start
+            a = by_key.get(("pair", p.get("audit_id")))
             if a is not None and a["outcome"] == "in progress":
                 a["outcome"] = ABANDONED
                 a["decided_at"] = e["time"]
                 a["abandon_reason"] = p.get("reason")
         elif kind == events.GATE_FINAL:
-            a = by_key.get(("pair", p.get("audit_id")))  # type: ignore[assignment]  # not checked by hand yet: a final gate is expected to follow its audit's start
+            a = by_key.get(("pair", p.get("audit_id")))
             if a is not None and a["outcome"] != ABANDONED:
                 a["outcome"] = p.get("status")
                 a["decided_at"] = e["time"]
@@ -356,11 +357,11 @@ def rederive(attempt: dict[str, Any], labels: dict[str, Any] | None) -> dict[str
         both = [i for i in labels["items"] if i.get("A") is not None and i.get("B") is not None]
         if not both or len(both) < labels.get("n_items", len(labels["items"])):
             return {"outcome": "in progress", "values": []}
-        report = accepted_set_precision(  # type: ignore[assignment]  # the accepted-set report takes the calibration's place; both carry the fields read below
+        precision = accepted_set_precision(
             [i["A"] for i in both], [i["B"] for i in both], ACCEPTED_CONFIDENCE
         )
         data = accepted_acceptance(
-            report.to_dict(), JudgeAcceptance.from_dict(labels.get("thresholds"))
+            precision.to_dict(), JudgeAcceptance.from_dict(labels.get("thresholds"))
         )
         passed = data["passed"]
     return {"outcome": "passed" if passed else "failed", "values": _requirements(data)}

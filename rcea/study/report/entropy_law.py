@@ -82,6 +82,12 @@ class Trace:
         return f"{self.run}:{self.model}{seed}"
 
 
+def _json_object(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` in plain JSON types (:func:`jsonable` keeps a dict a dict)."""
+    out: dict[str, Any] = jsonable(fields)
+    return out
+
+
 def _law_fields(law: RunLaw | None) -> dict[str, Any]:
     keys = ("a", "b", "r2", "rmse", "n", "ceiling", "early_fit_rmse")
     return {k: None if law is None else getattr(law, k) for k in keys}
@@ -129,7 +135,7 @@ def law_results(
                 "entropies": per,
             }
         )
-    return jsonable(
+    return _json_object(
         {
             "fit_fraction": fit_fraction,
             "runs": runs,
@@ -154,11 +160,18 @@ def _scaling(traces: Sequence[Trace], laws: dict[str, RunLaw | None]) -> list[di
         shared = len(set(sizes)) != len(sizes)
         if shared:  # two models with one size: no scaling fit
             fitted = []
+        sizes_a_b: list[tuple[float, float, float]] = []
+        for t in fitted:
+            law = laws[t.label]
+            # a grouped trace has a size, a fitted one a law with a (and so b) defined
+            assert t.n_params is not None and law is not None
+            assert law.a is not None and law.b is not None
+            sizes_a_b.append((float(t.n_params), law.a, law.b))
         res = law_scaling(
             [t.model for t in fitted],
-            [float(t.n_params) for t in fitted],  # type: ignore[arg-type]
-            [laws[t.label].a for t in fitted],  # type: ignore[union-attr,misc]
-            [laws[t.label].b for t in fitted],  # type: ignore[union-attr,misc]
+            [n for n, _, _ in sizes_a_b],
+            [a for _, a, _ in sizes_a_b],
+            [b for _, _, b in sizes_a_b],
         )
         entry = {"run": run, "seed": seed, **res.to_dict()}
         if shared:
@@ -190,7 +203,7 @@ def ordering_results(
         )
         by_model[model] = res.to_dict()
     only = next(iter(by_model.values())) if len(by_model) == 1 else None
-    return jsonable(
+    return _json_object(
         {
             "metrics": present,
             "by_model": by_model,
@@ -386,7 +399,7 @@ def entropy_law_section(
         ordering = ordering_results(rows, seed=seed) if rows else None
     except ValueError as exc:  # a bad stored trace: said in the section, the rest stands
         return _failed_section(fit_fraction, missing, str(exc))
-    return jsonable(
+    return _json_object(
         {
             **law,
             "without_trace": missing,

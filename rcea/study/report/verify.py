@@ -50,8 +50,13 @@ from rcea.audits.rubric import parse_rubric
 from rcea.pipeline.llm import canonical_json
 from rcea.study.report.attempts import chain_problems, label_key, pair_gate, rederive
 from rcea.study.report.build import ENTROPY_ONLY_LABEL, compute_report, mode_labels_from_rows
-from rcea.study.report.html import CHANGED_LABEL, changes_text
-from rcea.study.report.publication import publication_scope, refusal_reasons, strip_audited
+from rcea.study.report.html import changes_text
+from rcea.study.report.publication import (
+    CHANGED_LABEL,
+    publication_scope,
+    refusal_reasons,
+    strip_audited,
+)
 from rcea.study.report.rows import record_set_hash
 from rcea.study.report.schema import StudyReport
 from rcea.study.report.sections import RetentionSection

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from rcea.audits.rubric import RecalibrationPolicy
 from rcea.audits.sampling import attempt_seed
@@ -103,7 +103,7 @@ def prior_checks(
                 ValidityCheck.judge_hash == judge_hash,
                 ValidityCheck.kind == kind,
             )
-            .order_by(ValidityCheck.id)  # type: ignore[arg-type]
+            .order_by(col(ValidityCheck.id))
         ).all()
     )
 

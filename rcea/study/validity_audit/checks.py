@@ -188,7 +188,7 @@ def _attempt(
     seen = {
         i.trajectory_id
         for c in prior_checks(session, study_id=study_id, judge_hash=judge.content_hash, kind=kind)
-        for i in check_items(session, check_id=c.id)  # type: ignore[arg-type]
+        for i in check_items(session, check_id=c.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     }
     plan = {
         "rubric_hash": row.content_hash if row is not None else None,
@@ -259,12 +259,14 @@ def sample_calibration(
     attempt's and drawn with a seed derived from the attempt."""
     st = require_study(session, name=study)
     jv = get_judge(session, name=judge, version=judge_version)
+    # stored rows have ids; SQLModel types keys Optional
+    assert st.id is not None and jv.id is not None
     plan = calibration_plan(session, rubric=rubric, size=size, held_out=held_out, seed=seed)
     reason = (reason or "").strip() or None
     record, thresholds, seen = _attempt(
         session, study_id=st.id, judge=jv, kind=CALIBRATION, rubric=rubric, reason=reason
-    )  # type: ignore[arg-type]
-    everything = _verdicts(session, judge_id=jv.id, study_id=st.id)  # type: ignore[arg-type]
+    )
+    everything = _verdicts(session, judge_id=jv.id, study_id=st.id)
     if not everything:
         raise JudgeError(
             f"judge {jv.name} v{jv.version} has no verdicts in study {study!r}: "
@@ -310,7 +312,7 @@ def sample_calibration(
     check = _new_check(
         session,
         kind=CALIBRATION,
-        study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+        study_id=st.id,
         name=name,
         study=study,
         judge=jv,
@@ -388,11 +390,13 @@ def sample_accepted(
     policy with ``reason``, items disjoint from earlier checks', seed derived from the
     attempt (as for calibrations)."""
     st = require_study(session, name=study)
+    assert st.id is not None  # stored rows have ids; SQLModel types keys Optional
     jv = (
         get_judge(session, name=judge, version=judge_version)
         if judge
-        else production_judge(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+        else production_judge(session, study_id=st.id)
     )
+    assert jv.id is not None  # stored rows have ids; SQLModel types keys Optional
     calibrated = set(
         session.exec(
             select(ValidityItem.trajectory_id)
@@ -403,10 +407,10 @@ def sample_accepted(
     reason = (reason or "").strip() or None
     record, thresholds, seen = _attempt(
         session, study_id=st.id, judge=jv, kind=ACCEPTED, rubric=rubric, reason=reason
-    )  # type: ignore[arg-type]
+    )
     pool = [
         v
-        for v in _verdicts(session, judge_id=jv.id, study_id=st.id)  # type: ignore[arg-type]
+        for v in _verdicts(session, judge_id=jv.id, study_id=st.id)
         if v.verdict == VALID and v.trajectory_id not in calibrated | seen
     ]
     if size < 1:
@@ -422,7 +426,7 @@ def sample_accepted(
     check = _new_check(
         session,
         kind=ACCEPTED,
-        study_id=st.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+        study_id=st.id,
         name=name,
         study=study,
         judge=jv,

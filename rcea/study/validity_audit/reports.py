@@ -133,7 +133,7 @@ def calibration_report(
     if not done:
         return {**base, "report": None}
     report = calibration_figures(
-        [human_of[i.id] for i in done],  # type: ignore[index]
+        [human_of[i.id] for i in done],  # type: ignore[index]  # a stored row's id is set: SQLModel types every primary key Optional
         [i.judge_verdict for i in done],
         population_counts(session, check),
         **bootstrap_settings(check),
