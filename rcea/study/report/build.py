@@ -48,6 +48,7 @@ from rcea.study.report.estimates import (
 )
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.publication import evidence_lines
+from rcea.study.report.realization import RealizationCollector, realization_quantities
 from rcea.study.report.rows import (
     CheckpointRows,
     MemoryRows,
@@ -328,6 +329,7 @@ def compute_report_from(
 
     outside: dict[Key, int] = {}
     labels = ModeLabels(pair, has_verdicts, outside)
+    realization = RealizationCollector(pair, has_verdicts, k_min=k_min)
     checkpoints = []
     for key in _progress(keys, progress, "checkpoints"):
         run, model, step = key
@@ -364,6 +366,7 @@ def compute_report_from(
             (group,) = validity_groups(ck, verdicts, k_min=k_min)
             judged = {k: v for k, v in group.items() if k not in ("run", "model", "step")}
         labels.add(key, ck)
+        realization.add(key, ck)
         n_success = sum(r["reward"] for r in ck)
         checkpoints.append(
             {
@@ -471,6 +474,9 @@ def compute_report_from(
         ],
         "greedy": _greedy(measurements["greedy_accuracy"]),
         "passk": passk,
+        "realization": (
+            realization.section(base_step=base_step, base_run=base_run) if modes else []
+        ),
         "covariance": _covariance(measurements["covariance_transition"], failed, label),
         "tail": _tail(measurements["tail"], failed),
         "failure": failure,
@@ -1391,6 +1397,12 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 floor="retention",
                 **where,
             )
+    realization_quantities(
+        report.get("realization") or [],
+        {(c["run"], c["model"], c["step"]): c["n_questions"] for c in report["checkpoints"]},
+        mode_deps,
+        add,
+    )
     for g in report["greedy"]:
         where = {"run": g["run"], "model": g["model"], "step": g["step"]}
         for bench, acc in g["accuracy"].items():
