@@ -46,6 +46,7 @@ from rcea.study.report.estimates import (
     retention_table,
     sequence_quantity,
 )
+from rcea.study.report.mode_tail import SUM_FIELDS, ModeTailCollector, mode_tail_quantities
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.publication import evidence_lines
 from rcea.study.report.realization import RealizationCollector, realization_quantities
@@ -119,6 +120,7 @@ REPORT_MEASUREMENTS = (
     "passk",
     "covariance_transition",
     "tail",
+    "tail_trajectories",
 )
 
 
@@ -330,6 +332,11 @@ def compute_report_from(
     outside: dict[Key, int] = {}
     labels = ModeLabels(pair, has_verdicts, outside)
     realization = RealizationCollector(pair, has_verdicts, k_min=k_min)
+    mode_tail = ModeTailCollector(
+        pair,
+        has_verdicts,
+        {(m["run"], m["model"], m["step"]) for m in measurements["tail_trajectories"]},
+    )
     checkpoints = []
     for key in _progress(keys, progress, "checkpoints"):
         run, model, step = key
@@ -367,6 +374,7 @@ def compute_report_from(
             judged = {k: v for k, v in group.items() if k not in ("run", "model", "step")}
         labels.add(key, ck)
         realization.add(key, ck)
+        mode_tail.add(key, ck)
         n_success = sum(r["reward"] for r in ck)
         checkpoints.append(
             {
@@ -479,6 +487,7 @@ def compute_report_from(
         ),
         "covariance": _covariance(measurements["covariance_transition"], failed, label),
         "tail": _tail(measurements["tail"], failed),
+        "mode_tail": mode_tail.section(measurements["tail_trajectories"], failed) if modes else [],
         "failure": failure,
         "association": _association(
             checkpoints,
@@ -522,6 +531,7 @@ _REQUIRED: dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...]]] = {
     "accuracy_trace": (("points",), "points", ("step", "accuracy")),
     "passk": (("k",), "questions", ("n", "c")),
     "covariance_transition": (("predicted", "observed"), None, ()),
+    "tail_trajectories": (("quantile", *SUM_FIELDS), None, ()),
     "tail": (
         (
             "quantile",
@@ -1403,6 +1413,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
         mode_deps,
         add,
     )
+    mode_tail_quantities(report.get("mode_tail") or [], mode_deps, add)
     for g in report["greedy"]:
         where = {"run": g["run"], "model": g["model"], "step": g["step"]}
         for bench, acc in g["accuracy"].items():

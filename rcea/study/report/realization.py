@@ -37,6 +37,18 @@ MACRO_FIELDS = (
 )
 
 
+def c_membership(r: dict[str, Any], use_partition: bool, has_verdicts: bool) -> tuple[int, str]:
+    """Whether trajectory row ``r`` is in C (R = 1, accepted when ``has_verdicts``) and
+    its mode label: from the partition (``in_partition`` / ``partition_mode``) when the
+    mode numbers rest on one, else the ``mode`` column; a success the partition lacks is
+    ``uncertain`` (not in C) — the labels :class:`rcea.study.report.build.ModeLabels`
+    gives the mode numbers."""
+    in_c = int(r["reward"] == 1 and (not has_verdicts or r["validity"] == 1))
+    if not use_partition:
+        return in_c, mode_label(r["mode"])
+    return in_c, mode_label(r["partition_mode"]) if r.get("in_partition") else "uncertain"
+
+
 class RealizationCollector:
     """Item 15 per checkpoint, one checkpoint's rows at a time (every row: K counts
     failures too). C = R = 1, accepted when ``has_verdicts`` (``validity == 1``), and
@@ -53,11 +65,6 @@ class RealizationCollector:
         self.reports: dict[Key, RealizationReport] = {}
         self.errors: dict[Key, str] = {}
 
-    def _mode(self, r: dict[str, Any]) -> str:
-        if not self.use_partition:
-            return mode_label(r["mode"])
-        return mode_label(r["partition_mode"]) if r.get("in_partition") else "uncertain"
-
     def add(self, key: Key, ck: list[dict[str, Any]]) -> None:
         """Take one checkpoint's rows."""
         for name in ("seq_logprob", "mean_token_entropy"):
@@ -68,11 +75,11 @@ class RealizationCollector:
                     "log-probabilities and token entropies (`rcea probe score`)"
                 )
                 return
-        in_c = [int(r["reward"] == 1 and (not self.has_verdicts or r["validity"] == 1)) for r in ck]
+        member = [c_membership(r, self.use_partition, self.has_verdicts) for r in ck]
         self.reports[key] = within_mode_entropy(
             [r["question_id"] for r in ck],
-            in_c,
-            [self._mode(r) for r in ck],
+            [m[0] for m in member],
+            [m[1] for m in member],
             [r["seq_logprob"] for r in ck],
             [r["mean_token_entropy"] for r in ck],
             k_min=self.k_min,

@@ -31,6 +31,7 @@ from rcea.study.report.sections import (
     GateSection,
     GreedyRow,
     ModeSummary,
+    ModeTailEndpoint,
     PassKRow,
     RealizationCheckpoint,
     RetentionSection,
@@ -353,6 +354,11 @@ class StudyReport(_Model):
     )
     covariance: CovarianceSection | None = Field(description="item 6: the covariance fit")
     tail: TailSection | None = Field(description="item 7: the reward-stratified tail")
+    mode_tail: list[ModeTailEndpoint] = Field(
+        default_factory=list,
+        description="item 16: mode-stratified covariance per endpoint with a "
+        "tail_trajectories measurement, on the mode numbers' partition",
+    )
     failure: list[FailureRun] = Field(description="item 9: failure per (run, model)")
     association: AssociationSection | None = Field(
         description="retention-pass@k Spearman per model (exploratory)"

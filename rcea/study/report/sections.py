@@ -312,6 +312,40 @@ class RealizationCheckpoint(AtCheckpoint):
     retention_error: str | None = Field(description="why retention is None off the base")
 
 
+# --------------------------------------------------------------------------- item 16
+
+
+class ModeTailEndpoint(AtCheckpoint):
+    """Item 16 at one endpoint (``rcea.audits.mode_tail`` from the probe's
+    per-trajectory sums, on the mode numbers' partition)."""
+
+    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
+    failed_run: bool = Field(description="its (run, model) failed (item 9): kept, marked")
+    quantile: float = Field(description="the success-stratum tail quantile (item 7's q99)")
+    n_trajectories: int = Field(description="trajectories the probe summed")
+    n_unmatched: int = Field(description="of them, not among the study's rows (not in C)")
+    n_questions: int = Field(description="questions with a trajectory in C")
+    n_tokens_c: int = Field(description="tokens of C")
+    majority_mass_share: float | None = Field(
+        description="M: share of C's positive covariance mass on majority-mode tokens"
+    )
+    majority_token_share: float | None = Field(
+        description="T: share of C's tokens in the majority mode"
+    )
+    concentration_ratio: float | None = Field(
+        description="M / T (> 1: the updates that shrink entropy concentrate on the "
+        "dominant strategy)"
+    )
+    success_tail_majority_share: float | None = Field(
+        description="share of the success-stratum q99 tail's positive mass on majority tokens"
+    )
+    n_success_tail: int = Field(description="tokens in the success-stratum tail")
+    n_question_ratios: int = Field(description="questions with more than one mode and a ratio")
+    question_ratio_quartiles: list[float] | None = Field(
+        description="quartiles of the per-question M_x / T_x"
+    )
+
+
 # --------------------------------------------------------------------------- item 6
 
 

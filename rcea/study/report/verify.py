@@ -48,7 +48,12 @@ from rcea.audits.rubric import parse_rubric
 from rcea.pipeline.llm import canonical_json
 from rcea.study.report.attempts import chain_problems, label_key, pair_gate, rederive
 from rcea.study.report.build import ENTROPY_ONLY_LABEL, compute_report, mode_labels_from_rows
-from rcea.study.report.publication import publication_scope, refusal_reasons, strip_audited
+from rcea.study.report.publication import (
+    evidence_lines,
+    publication_scope,
+    refusal_reasons,
+    strip_audited,
+)
 from rcea.study.report.rows import record_set_hash
 from rcea.study.report.schema import StudyReport
 from rcea.study.report.sections import RetentionSection
@@ -325,6 +330,13 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
     again["scope"] = publication_scope(again, ENTROPY_ONLY_LABEL)
     again["simulated"] = report.get("simulated")  # an event, not a number: carried
     again["generated_at"] = report.get("generated_at")
+    for key in ("realization", "mode_tail"):  # items 15/16: absent from earlier bundles
+        if key not in report and again.get(key) is not None:
+            again.pop(key)
+            again["quantities"] = [q for q in again["quantities"] if q["section"] != key]
+            if "insufficient_evidence" in again:
+                again["insufficient_evidence"] = evidence_lines(again["quantities"])
+            res.not_rederived.append(f"{key} (the bundle was written before it was reported)")
     lines: list[str] = []
     res.n_checked += compare(report, _jsonable(again), "", lines)
     bad.extend(_quantity_names(report, lines)[:MAX_NAMED])

@@ -8,6 +8,7 @@ them and ``rcea report verify`` re-derives them and names a tampered one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from rcea.study.report.build import build_report
+from rcea.study.report.publication import evidence_lines
 from rcea.study.report.verify import verify_bundle
 from rcea.study.store import session_scope
 from tests.support.report_study import (
@@ -155,3 +157,19 @@ def test_bundle_carries_it_and_verify_names_an_edit(engine, tmp_path: Path) -> N
         f"realization[{i}].report.within_mode_entropy: published {published + 0.01!r}, "
         f"recomputed {published!r}" in res.mismatches
     )
+
+    # a bundle written before the section existed (no key, no realization_* quantities,
+    # hashes consistent) still verifies, and says what it did not re-derive
+    old = tmp_path / "before"
+    shutil.copytree(bundle, old)
+    earlier = json.loads((bundle / "report.json").read_text())
+    del earlier["realization"]
+    earlier["quantities"] = [q for q in earlier["quantities"] if q["section"] != "realization"]
+    earlier["insufficient_evidence"] = evidence_lines(earlier["quantities"])
+    (old / "report.json").write_text(json.dumps(earlier, indent=1))
+    hashes = json.loads((old / "hashes.json").read_text())
+    hashes["files"]["report.json"] = hashlib.sha256((old / "report.json").read_bytes()).hexdigest()
+    (old / "hashes.json").write_text(json.dumps(hashes, indent=1))
+    res = verify_bundle(old)
+    assert res.ok, res.mismatches
+    assert "realization (the bundle was written before it was reported)" in res.not_rederived
