@@ -460,3 +460,29 @@ def realization_split_frame(frame: pd.DataFrame) -> pd.DataFrame:
     # melt keeps the frame's checkpoint order in its first half: the chart's axis order
     long["part"] = long["part"].map({"mode_entropy": BETWEEN, "within_mode_entropy": WITHIN})
     return long
+
+
+MODE_TAIL_COLUMNS = [
+    "failed_run",
+    "n_questions",
+    "majority_mass_share",
+    "majority_token_share",
+    "concentration_ratio",
+    "success_tail_majority_share",
+]
+
+
+def mode_tail_frame(report: Report) -> pd.DataFrame:
+    """Item 16 per endpoint (docs/estimators.md item 16; the report's ``mode_tail``
+    section): M, T, the concentration ratio M/T and the success-tail majority share."""
+    rows = [
+        {
+            "checkpoint": checkpoint_label(e.run, e.model, e.step),
+            "run": e.run,
+            "model": e.model,
+            "step": e.step,
+            **e.model_dump(include=set(MODE_TAIL_COLUMNS)),
+        }
+        for e in report.mode_tail
+    ]
+    return pd.DataFrame(rows, columns=["checkpoint", "run", "model", "step", *MODE_TAIL_COLUMNS])

@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rcea.app.view.report_frames import mode_tail_frame
 from rcea.audits.mode_tail import mode_stratified_tail, trajectory_sums
 from rcea.study.report.build import build_report
+from rcea.study.report.schema import StudyReport
 from rcea.study.report.verify import verify_bundle
 from rcea.study.store import require_study, session_scope
 from rcea.study.store.measurements import record_measurement
@@ -106,6 +108,11 @@ def test_section_equals_the_token_computation(engine, tmp_path: Path) -> None:  
         assert e["question_ratio_quartiles"] == pytest.approx(
             list(want.question_ratio_quartiles or []), rel=1e-9
         )
+    # the view's Covariance page table shows the report's own numbers
+    frame = mode_tail_frame(StudyReport.model_validate(rep))
+    assert frame["concentration_ratio"].tolist() == pytest.approx(
+        [e["concentration_ratio"] for e in section]
+    )
     qs = [q for q in rep["quantities"] if q["section"] == "mode_tail"]
     modes = [q for q in rep["quantities"] if q["section"] == "modes"]
     assert len(qs) == 4 * len(RUNS)
