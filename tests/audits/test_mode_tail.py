@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rcea.audits.mode_tail import mode_stratified_tail
+from rcea.audits.mode_tail import mode_stratified_tail, mode_tail_from_sums, trajectory_sums
 from rcea.audits.tail import reward_stratified_tail
 
 
@@ -95,3 +95,35 @@ def test_ties_follow_the_codebook_order_and_bad_input_is_named() -> None:
         mode_stratified_tail(
             groups, [1, 1, 0, 0], [1, 1, 1, 0], ["a"] * 4, np.arange(4), -np.ones(4)
         )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_from_per_trajectory_sums_equals_the_token_computation(seed: int) -> None:
+    """What the probe stores (four numbers per trajectory) gives the same item 16 as the
+    tokens, for a partition applied afterwards (two partitions, one reduction)."""
+    groups, rewards, in_c, modes, traj, logp = _endpoint(seed)
+    sums = trajectory_sums(groups, rewards, traj, logp)
+    assert sums.n_tokens.sum() == traj.size
+    other = list(reversed(modes))
+    for labels in (modes, other):
+        want = mode_stratified_tail(groups, rewards, in_c, labels, traj, logp).to_dict()
+        got = mode_tail_from_sums(groups, in_c, labels, sums).to_dict()
+        assert got.keys() == want.keys()
+        for k, v in want.items():
+            if isinstance(v, float):
+                assert got[k] == pytest.approx(v, rel=1e-12), k
+            elif k == "question_ratios":
+                assert got[k].keys() == v.keys()
+                for q in v:
+                    assert got[k][q] == pytest.approx(v[q], rel=1e-12)
+            elif k == "question_ratio_quartiles" and v is not None:
+                assert got[k] == pytest.approx(v, rel=1e-12)
+            else:
+                assert got[k] == v, k
+
+
+def test_sums_length_mismatch_is_named() -> None:
+    groups, rewards, in_c, modes, traj, logp = _endpoint(0)
+    sums = trajectory_sums(groups, rewards, traj, logp)
+    with pytest.raises(ValueError, match="length mismatch: sums=80"):
+        mode_tail_from_sums(groups[:-1], in_c[:-1], modes[:-1], sums)

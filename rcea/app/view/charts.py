@@ -215,3 +215,19 @@ def entropy_split(df: pd.DataFrame) -> alt.FacetChart:
         )
         .facet(row=alt.Row("series:N", title=None))
     )
+
+
+def mode_split(df: pd.DataFrame) -> alt.Chart:
+    """Between-mode vs within-mode entropy per checkpoint (docs/estimators.md item 15),
+    bars side by side: columns ``checkpoint``, ``part`` and ``value`` (nats)."""
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            x=checkpoint_axis(df),
+            xOffset=alt.XOffset("part:N"),
+            y=alt.Y("value:Q", title="entropy of accepted successes (nats)"),
+            color=alt.Color("part:N", title="part of Ĥ(Y|C,x)"),
+            tooltip=["checkpoint", "part", alt.Tooltip("value:Q", format=".4f")],
+        )
+    )

@@ -79,3 +79,26 @@ else:
     if counts is not None:
         st.markdown("**Direction counts** (endpoints whose failed stratum has the larger share)")
         st.dataframe(rf.direction_counts_frame(counts), hide_index=True, width="stretch")
+
+st.subheader("Mode-stratified covariance (majority mode vs the others)")
+mode_tail = rf.mode_tail_frame(rep)
+if mode_tail.empty:
+    st.caption(
+        "No mode-stratified tail: it needs mode labels and a `tail_trajectories` "
+        "measurement per endpoint (`rcea probe covariance` records one)."
+    )
+else:
+    st.dataframe(
+        mode_tail,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format="%.3f") for c in rf.MODE_TAIL_COLUMNS[2:]
+        },
+    )
+    st.caption(
+        "M = share of the accepted successes' positive covariance mass on each question's "
+        "majority-mode tokens, T = their token share; M/T > 1: the updates that shrink "
+        "entropy concentrate on the dominant strategy. Rests on the mode numbers' partition "
+        "(audited only after its gate); failed runs are kept and marked."
+    )

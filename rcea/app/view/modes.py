@@ -67,6 +67,34 @@ else:
 st.subheader("Mode entropy per checkpoint")
 st.dataframe(rf.mode_entropy_frame(rep), hide_index=True, width="stretch")
 
+st.subheader("Between-mode vs within-mode entropy")
+realization = rf.realization_frame(rep)
+if realization.empty:
+    st.caption(
+        "No checkpoint with mode labels, sequence log-probabilities and token entropies "
+        "(docs/estimators.md item 15)."
+    )
+else:
+    split = rf.realization_split_frame(realization)
+    if not split.empty:
+        st.altair_chart(charts.mode_split(split), width="stretch")
+    st.dataframe(
+        realization,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format="%.4f")
+            for c in rf.REALIZATION_COLUMNS
+            if c != "n_eligible"
+        },
+    )
+    st.caption(
+        f"Ĥ(Y|C,x) = Ĥ(Z|C,x) + W(x) over the accepted, assigned successes C: which "
+        f"strategy vs how it is worded. Macro over questions with K_C ≥ {rep.parameters.k_min}; "
+        "realization retention = mean W_t(x)/W_0(x) against the base of the same model. "
+        "Rests on the same partition as the mode numbers (audited only after its gate)."
+    )
+
 st.subheader("Mode distribution per question")
 dist = mode_distribution(study, pair)
 if dist.empty:

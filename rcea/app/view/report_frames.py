@@ -406,3 +406,83 @@ def flow_frame(report: Report) -> pd.DataFrame:
             row[f"eligible: {name}"] = c.flow.eligible.get(name)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+REALIZATION_COLUMNS = [
+    "n_eligible",
+    "coverage",
+    "mode_entropy",
+    "within_mode_entropy",
+    "sequence_entropy",
+    "within_mode_token_entropy",
+    "share_in_repeated_modes",
+    "decomposition_residual",
+    "realization_retention",
+]
+
+#: The two parts of Ĥ(Y|C,x) on the Modes page's chart (docs/estimators.md item 15).
+BETWEEN, WITHIN = "between modes Ĥ(Z|C,x)", "within modes W(x)"
+
+
+def realization_frame(report: Report) -> pd.DataFrame:
+    """Item 15 per checkpoint (docs/estimators.md item 15; the report's ``realization``
+    section): eligible questions, coverage, the between-mode entropy Ĥ(Z|C,x), the
+    within-mode realization entropy W, their sum Ĥ(Y|C,x), the token-level mixture, the
+    share of C in repeated modes, the chain-rule residual and the realization retention
+    against the base (``None`` at the base); checkpoints without numbers are left out."""
+    rows = []
+    for e in report.realization:
+        if e.report is None:
+            continue
+        row = {
+            "checkpoint": checkpoint_label(e.run, e.model, e.step),
+            "run": e.run,
+            "model": e.model,
+            "step": e.step,
+            **e.report.model_dump(include=set(REALIZATION_COLUMNS)),
+            "realization_retention": e.retention.retention if e.retention else None,
+        }
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["checkpoint", "run", "model", "step", *REALIZATION_COLUMNS])
+
+
+def realization_split_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`realization_frame` in long form for the chart: ``checkpoint``, ``part``
+    (:data:`BETWEEN` or :data:`WITHIN`) and ``value`` (nats); rows without both parts
+    are left out."""
+    both = frame.dropna(subset=["mode_entropy", "within_mode_entropy"])
+    long = both.melt(
+        id_vars=["checkpoint"],
+        value_vars=["mode_entropy", "within_mode_entropy"],
+        var_name="part",
+        value_name="value",
+    )
+    # melt keeps the frame's checkpoint order in its first half: the chart's axis order
+    long["part"] = long["part"].map({"mode_entropy": BETWEEN, "within_mode_entropy": WITHIN})
+    return long
+
+
+MODE_TAIL_COLUMNS = [
+    "failed_run",
+    "n_questions",
+    "majority_mass_share",
+    "majority_token_share",
+    "concentration_ratio",
+    "success_tail_majority_share",
+]
+
+
+def mode_tail_frame(report: Report) -> pd.DataFrame:
+    """Item 16 per endpoint (docs/estimators.md item 16; the report's ``mode_tail``
+    section): M, T, the concentration ratio M/T and the success-tail majority share."""
+    rows = [
+        {
+            "checkpoint": checkpoint_label(e.run, e.model, e.step),
+            "run": e.run,
+            "model": e.model,
+            "step": e.step,
+            **e.model_dump(include=set(MODE_TAIL_COLUMNS)),
+        }
+        for e in report.mode_tail
+    ]
+    return pd.DataFrame(rows, columns=["checkpoint", "run", "model", "step", *MODE_TAIL_COLUMNS])

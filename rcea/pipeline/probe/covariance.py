@@ -53,6 +53,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rcea.audits.covariance import EntropyChange, aggregate_transitions, entropy_change_pair
+from rcea.audits.mode_tail import trajectory_sums
 from rcea.audits.tail import reward_stratified_tail, trajectory_advantages
 from rcea.pipeline.probe.common import (
     MeasurementRow,
@@ -247,6 +248,31 @@ def endpoint_tail(out: Path, ck: Checkpoint) -> tuple[dict[str, Any], Path]:
     return data, base.with_suffix(".json")
 
 
+def endpoint_trajectory_sums(out: Path, ck: Checkpoint, quantile: float) -> dict[str, Any]:
+    """The ``tail_trajectories`` measurement of endpoint ``ck``: item 7's tokens reduced to
+    four sums per trajectory (``rcea.audits.mode_tail.trajectory_sums``: tokens, positive
+    covariance mass, positive mass and tokens in the success-stratum tail) with each
+    trajectory's id, question and reward, so that item 16 can be computed later on the
+    study's gated mode partition (the store never holds per-token arrays)."""
+    recs = {r["trajectory_id"]: r for r in read_jsonl(records_path(out, ck))}
+    toks = [t for t in read_tokens(tokens_path(out, ck)) if t["trajectory_id"] in recs]
+    groups = [t["question_id"] for t in toks]
+    rewards = [recs[t["trajectory_id"]]["reward"] for t in toks]
+    tok_traj = np.concatenate([np.full(len(t["token_logprobs"]), i) for i, t in enumerate(toks)])
+    logp = np.concatenate([np.asarray(t["token_logprobs"], dtype=np.float64) for t in toks])
+    sums = trajectory_sums(groups, rewards, tok_traj, logp, quantile=quantile)
+    return {
+        "quantile": sums.quantile,
+        "trajectory_id": [t["trajectory_id"] for t in toks],
+        "question_id": groups,
+        "reward": [int(r) for r in rewards],
+        "n_tokens": sums.n_tokens.tolist(),
+        "positive_mass": sums.positive_mass.tolist(),
+        "tail_positive_mass": sums.tail_positive_mass.tolist(),
+        "tail_tokens": sums.tail_tokens.tolist(),
+    }
+
+
 def _rank_positions(out: Path, rank: int) -> Path:
     return out / "covariance" / f"positions.rank{rank}.jsonl"
 
@@ -426,6 +452,15 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
         result.files.append(str(path))
         result.measurements.append(
             MeasurementRow("tail", data, run=ck.run, model=ck.model, step=ck.step)
+        )
+        result.measurements.append(
+            MeasurementRow(
+                "tail_trajectories",
+                endpoint_trajectory_sums(out, ck, data["quantile"]),
+                run=ck.run,
+                model=ck.model,
+                step=ck.step,
+            )
         )
     result.info["tails"] = tails
     result.seconds = timer()

@@ -53,8 +53,10 @@ from rcea.study.report.estimates import (
     retention_table,
     sequence_quantity,
 )
+from rcea.study.report.mode_tail import SUM_FIELDS, ModeTailCollector, mode_tail_quantities
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.publication import evidence_lines
+from rcea.study.report.realization import RealizationCollector, realization_quantities
 from rcea.study.report.rows import (
     CheckpointRows,
     MemoryRows,
@@ -125,6 +127,7 @@ REPORT_MEASUREMENTS = (
     "passk",
     "covariance_transition",
     "tail",
+    "tail_trajectories",
 )
 
 
@@ -344,6 +347,12 @@ def compute_report_from(
 
     outside: dict[Key, int] = {}
     labels = ModeLabels(pair, has_verdicts, outside)
+    realization = RealizationCollector(pair, has_verdicts, k_min=k_min)
+    mode_tail = ModeTailCollector(
+        pair,
+        has_verdicts,
+        {(m["run"], m["model"], m["step"]) for m in measurements["tail_trajectories"]},
+    )
     checkpoints = []
     for key in _progress(keys, progress, "checkpoints"):
         run, model, step = key
@@ -380,6 +389,8 @@ def compute_report_from(
             (group,) = validity_groups(ck, verdicts, k_min=k_min)
             judged = {k: v for k, v in group.items() if k not in ("run", "model", "step")}
         labels.add(key, ck)
+        realization.add(key, ck)
+        mode_tail.add(key, ck)
         n_success = sum(r["reward"] for r in ck)
         checkpoints.append(
             {
@@ -488,8 +499,12 @@ def compute_report_from(
         ],
         "greedy": greedy,
         "passk": passk,
+        "realization": (
+            realization.section(base_step=base_step, base_run=base_run) if modes else []
+        ),
         "covariance": _covariance(measurements["covariance_transition"], failed, label),
         "tail": _tail(measurements["tail"], failed),
+        "mode_tail": mode_tail.section(measurements["tail_trajectories"], failed) if modes else [],
         "failure": failure,
         "association": _association(
             checkpoints,
@@ -555,6 +570,7 @@ _REQUIRED: dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...]]] = {
     "accuracy_trace": (("points",), "points", ("step", "accuracy")),
     "passk": (("k",), "questions", ("n", "c")),
     "covariance_transition": (("predicted", "observed"), None, ()),
+    "tail_trajectories": (("quantile", *SUM_FIELDS), None, ()),
     "tail": (
         (
             "quantile",
@@ -1430,6 +1446,13 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
                 floor="retention",
                 **where,
             )
+    realization_quantities(
+        report.get("realization") or [],
+        {(c["run"], c["model"], c["step"]): c["n_questions"] for c in report["checkpoints"]},
+        mode_deps,
+        add,
+    )
+    mode_tail_quantities(report.get("mode_tail") or [], mode_deps, add)
     for g in report["greedy"]:
         where = {"run": g["run"], "model": g["model"], "step": g["step"]}
         for bench, acc in g["accuracy"].items():

@@ -81,13 +81,16 @@ def publication_scope(report: dict[str, Any], entropy_only_label: str) -> str:
 
 def strip_audited(report: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``report`` without any audit-dependent number: per-checkpoint
-    ``validity``, ``modes`` and ``retention`` and the ``association`` become ``None`` and
-    ``quantities`` keeps those with ``depends_on == []``."""
+    ``validity``, ``modes`` and ``retention`` and the ``association`` become ``None``,
+    ``realization`` and ``mode_tail`` empty, and ``quantities`` keeps those with
+    ``depends_on == []``."""
     out = copy.deepcopy(report)
     for c in out["checkpoints"]:
         c["validity"] = c["modes"] = c["retention"] = None
         c["retention_error"] = None
     out["association"] = None
+    out["realization"] = []
+    out["mode_tail"] = []
     out["quantities"] = [q for q in out["quantities"] if not q["depends_on"]]
     if "insufficient_evidence" in out:
         out["insufficient_evidence"] = evidence_lines(out["quantities"])

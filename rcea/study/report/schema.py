@@ -32,7 +32,9 @@ from rcea.study.report.sections import (
     GateSection,
     GreedyRow,
     ModeSummary,
+    ModeTailEndpoint,
     PassKRow,
+    RealizationCheckpoint,
     RetentionSection,
     TailSection,
     TrainingCurve,
@@ -396,8 +398,18 @@ class StudyReport(_Model):
     training_curves: list[TrainingCurve] = Field(description="logged training curves")
     greedy: list[GreedyRow] = Field(description="item 8: greedy accuracy per checkpoint")
     passk: list[PassKRow] = Field(description="macro pass@k per checkpoint and benchmark")
+    realization: list[RealizationCheckpoint] = Field(
+        default_factory=list,
+        description="item 15: within-mode realization entropy per checkpoint, on the mode "
+        "numbers' partition (empty without mode data)",
+    )
     covariance: CovarianceSection | None = Field(description="item 6: the covariance fit")
     tail: TailSection | None = Field(description="item 7: the reward-stratified tail")
+    mode_tail: list[ModeTailEndpoint] = Field(
+        default_factory=list,
+        description="item 16: mode-stratified covariance per endpoint with a "
+        "tail_trajectories measurement, on the mode numbers' partition",
+    )
     failure: list[FailureRun] = Field(description="item 9: failure per (run, model)")
     association: AssociationSection | None = Field(
         description="retention-pass@k Spearman per model (exploratory)"

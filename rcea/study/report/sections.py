@@ -253,6 +253,99 @@ class RetentionSection(Section):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
+# --------------------------------------------------------------------------- item 15
+
+
+class RealizationMacro(Section):
+    """Item 15 at one checkpoint (``rcea.audits.realization.RealizationReport`` without
+    per-question rows); macro means over eligible questions (K_C >= k_min), nats."""
+
+    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
+    k_min: int = Field(description="K_min on K_C (accepted, assigned successes) per question")
+    n_questions: int = Field(description="questions")
+    n_with_successes: int = Field(description="questions with K_C >= 1")
+    n_eligible: int = Field(description="questions with K_C >= k_min (its n)")
+    coverage: float | None = Field(description="n_eligible / n_with_successes")
+    mode_entropy: float | None = Field(description="macro Ĥ(Z|C,x): between-mode entropy")
+    sequence_entropy: float | None = Field(description="macro Ĥ(Y|C,x)")
+    within_mode_entropy: float | None = Field(
+        description="macro W(x) = Σ_z q̂(z) Ĥ(Y|Z=z,C,x): within-mode realization entropy"
+    )
+    within_mode_token_entropy: float | None = Field(
+        description="macro token-level mixture Σ_z q̂(z) Ĥ_tok,z(x)"
+    )
+    decomposition_residual: float | None = Field(
+        description="largest |Ĥ(Y|C,x) − Ĥ(Z|C,x) − W(x)| (a software check, ~1e-12)"
+    )
+    token_mixture_residual: float | None = Field(
+        description="largest |mean_C h̄ − Σ_z q̂(z) Ĥ_tok,z(x)| (a software check)"
+    )
+    share_in_repeated_modes: float | None = Field(
+        description="share of C (eligible questions) in modes with K_z >= 2"
+    )
+
+
+class RealizationRetentionSection(Section):
+    """Realization retention against the same model's base."""
+
+    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
+    retention: float | None = Field(
+        description="mean over questions eligible at both of W_t(x) / W_0(x)"
+    )
+    n_eligible: int = Field(description="questions in the mean (its n)")
+    n_both: int = Field(description="questions eligible at both checkpoints")
+    excluded_zero_base: list[str] = Field(
+        description="questions left out because W_0(x) ≈ 0 (the ratio is undefined)"
+    )
+
+
+class RealizationCheckpoint(AtCheckpoint):
+    """Item 15 of one checkpoint, on the partition the mode numbers rest on."""
+
+    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
+    report: RealizationMacro | None = Field(description="the macro numbers, or None (error)")
+    error: str | None = Field(description="why report is None (no ℓ or token entropies)")
+    base: CheckpointRef | None = Field(description="the base checkpoint retention compares with")
+    retention: RealizationRetentionSection | None = Field(
+        description="realization retention vs the base; None at the base"
+    )
+    retention_error: str | None = Field(description="why retention is None off the base")
+
+
+# --------------------------------------------------------------------------- item 16
+
+
+class ModeTailEndpoint(AtCheckpoint):
+    """Item 16 at one endpoint (``rcea.audits.mode_tail`` from the probe's
+    per-trajectory sums, on the mode numbers' partition)."""
+
+    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
+    failed_run: bool = Field(description="its (run, model) failed (item 9): kept, marked")
+    quantile: float = Field(description="the success-stratum tail quantile (item 7's q99)")
+    n_trajectories: int = Field(description="trajectories the probe summed")
+    n_unmatched: int = Field(description="of them, not among the study's rows (not in C)")
+    n_questions: int = Field(description="questions with a trajectory in C")
+    n_tokens_c: int = Field(description="tokens of C")
+    majority_mass_share: float | None = Field(
+        description="M: share of C's positive covariance mass on majority-mode tokens"
+    )
+    majority_token_share: float | None = Field(
+        description="T: share of C's tokens in the majority mode"
+    )
+    concentration_ratio: float | None = Field(
+        description="M / T (> 1: the updates that shrink entropy concentrate on the "
+        "dominant strategy)"
+    )
+    success_tail_majority_share: float | None = Field(
+        description="share of the success-stratum q99 tail's positive mass on majority tokens"
+    )
+    n_success_tail: int = Field(description="tokens in the success-stratum tail")
+    n_question_ratios: int = Field(description="questions with more than one mode and a ratio")
+    question_ratio_quartiles: list[float] | None = Field(
+        description="quartiles of the per-question M_x / T_x"
+    )
+
+
 # --------------------------------------------------------------------------- item 6
 
 

@@ -53,6 +53,7 @@ from rcea.study.report.build import ENTROPY_ONLY_LABEL, compute_report, mode_lab
 from rcea.study.report.html import changes_text
 from rcea.study.report.publication import (
     CHANGED_LABEL,
+    evidence_lines,
     publication_scope,
     refusal_reasons,
     strip_audited,
@@ -340,6 +341,13 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
         again.pop("entropy_law", None)
         again["quantities"] = [q for q in again["quantities"] if q["section"] != "entropy_law"]
     again["generated_at"] = report.get("generated_at")
+    for key in ("realization", "mode_tail"):  # items 15/16: absent from earlier bundles
+        if key not in report and again.get(key) is not None:
+            again.pop(key)
+            again["quantities"] = [q for q in again["quantities"] if q["section"] != key]
+            if "insufficient_evidence" in again:
+                again["insufficient_evidence"] = evidence_lines(again["quantities"])
+            res.not_rederived.append(f"{key} (the bundle was written before it was reported)")
     lines: list[str] = []
     res.n_checked += compare(report, _jsonable(again), "", lines)
     bad.extend(_quantity_names(report, lines)[:MAX_NAMED])

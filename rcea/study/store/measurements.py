@@ -22,6 +22,11 @@ Kinds (the contract between producers and readers; payload keys listed):
                         {predicted, observed}).
 ``tail``                run, model, step = endpoint; payload: the ``rcea.audits.tail`` report
                         as a JSON dict.
+``tail_trajectories``   run, model, step = endpoint; payload ``quantile`` and parallel
+                        lists ``trajectory_id``, ``question_id``, ``reward``, ``n_tokens``,
+                        ``positive_mass``, ``tail_positive_mass``, ``tail_tokens``: item 7's
+                        tokens reduced per trajectory (``rcea.audits.mode_tail.trajectory_sums``)
+                        for item 16 on the study's mode partition.
 ``rarefaction_draws``   run, model, step = checkpoint; key = partition hash; written by
                         ``rcea report publish``: the bundle's ``rarefaction.json`` entry
                         (base, settings, per-question labels and stored draws).
@@ -42,6 +47,7 @@ KINDS: tuple[str, ...] = (
     "passk",
     "covariance_transition",
     "tail",
+    "tail_trajectories",
     "rarefaction_draws",
 )
 

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from rcea.annotation.payloads import ParsedAnnotation
 from rcea.app.cli import app as cli_app
+from rcea.app.view import data as view_data
 from rcea.study.codebook import (
     final_labels,
     list_extensions,
@@ -308,7 +309,22 @@ def test_modes_page_distribution_and_codebook_browser(
     at_ckpt = sel[(sel["run"] == run) & (sel["step"] == 100)]["mode"].fillna("uncertain")
     got = shown[shown["checkpoint"] == ckpt].set_index("mode")["count"].to_dict()
     assert got == at_ckpt.value_counts().to_dict()
-    assert chart_marks(at) == [{"errorbar", "point", "rule"}, {"bar"}]
+    assert chart_marks(at) == [{"errorbar", "point", "rule"}, {"bar"}, {"bar"}]
+    # Between-mode vs within-mode entropy (item 15): the report's own numbers, one bar
+    # pair per checkpoint with both parts
+    real = frame_with(at, "within_mode_entropy")
+    rep_real = {
+        (e.run, e.step): e.report
+        for e in view_data.report("s", n_boot=200, seed=0, k_min=8).realization
+    }
+    assert len(real) == sum(r is not None for r in rep_real.values()) > 0
+    for _, row in real.iterrows():
+        want = rep_real[(row["run"], row["step"])]
+        assert want is not None
+        assert math.isclose(row["within_mode_entropy"], want.within_mode_entropy)
+        assert math.isclose(row["mode_entropy"], want.mode_entropy)
+    bars = chart_specs(at)[1]
+    assert bars["encoding"]["xOffset"]["field"] == "part"
     # Codebook browser: q00 at v1 with its modes' example trajectories and provenance.
     assert at.selectbox(key="cb_q").value == "q00"
     assert at.radio(key="cb_v_q00").options == ["v1"]

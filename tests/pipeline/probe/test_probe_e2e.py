@@ -137,6 +137,7 @@ k = [1, 2, 4]
         "greedy_accuracy",
         "passk",
         "tail",
+        "tail_trajectories",
         "training_curve",
     ]
     # everything is done: a second pass repeats nothing

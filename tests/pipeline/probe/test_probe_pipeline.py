@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -115,7 +116,24 @@ def test_sample_entropy_covariance_on_perturbed_checkpoints(
         assert np.abs(p_pos - o_pos).sum() < 0.05 * np.abs(o_pos).sum()
         assert np.mean(np.sign(p_pos) == np.sign(o_pos)) >= 0.95
     kinds = sorted(m.kind for m in res.measurements)
-    assert kinds == ["covariance_transition", "covariance_transition", "tail"]
+    assert kinds == ["covariance_transition", "covariance_transition", "tail", "tail_trajectories"]
+    # item 16's per-trajectory sums: the tail parquet's own c, summed per trajectory
+    (sums,) = [m.payload for m in res.measurements if m.kind == "tail_trajectories"]
+    c_tab = pq.read_table(out / "covariance" / "tail-pert--tiny--step20.parquet").to_pydict()
+    by_tid: dict[str, list[float]] = {}
+    for tid, c in zip(c_tab["trajectory_id"], c_tab["c"], strict=True):
+        by_tid.setdefault(tid, []).append(c)
+    assert sorted(sums["trajectory_id"]) == sorted(by_tid)
+    for i, tid in enumerate(sums["trajectory_id"]):
+        assert sums["n_tokens"][i] == len(by_tid[tid])
+        want = sum(c for c in by_tid[tid] if c > 0)
+        assert sums["positive_mass"][i] == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert (
+        sum(sums["tail_tokens"])
+        == json.loads((out / "covariance" / "tail-pert--tiny--step20.json").read_text())["success"][
+            "n_selected"
+        ]
+    )
     tail = json.loads((out / "covariance" / "tail-pert--tiny--step20.json").read_text())
     assert tail["n_tokens"] == sum(
         len(r["token_logprobs"]) for r in tokens["pert--tiny--step20.parquet"]
