@@ -53,7 +53,7 @@ from rcea.study.codebook.backend import load_strategy_fn
 from rcea.study.progress import CALIBRATION_REMEDY, calibration_remedy_command
 from rcea.study.settings import actor_name
 from rcea.study.store import require_study, session_scope
-from rcea.study.store.models import Study, ValidityCheck
+from rcea.study.store.models import ValidityCheck
 from rcea.study.targets import resolve_check, target_of
 from rcea.study.validity_audit.attempts import abandon_check
 from rcea.study.validity_audit.checks import (
@@ -378,11 +378,6 @@ REASON_OPTION = typer.Option(
 )
 
 
-def require_study_name(session: Any, study_id: int) -> str:
-    row = session.get(Study, study_id)
-    return row.name if row is not None else "S"
-
-
 @calibrate_app.command("sample")
 def calibrate_sample(
     study: str = STUDY_OPTION,
@@ -428,15 +423,20 @@ def calibrate_sample(
     )
 
 
-def _abandon(kind: str, name: str | None, reason: str, actor: str, as_json: bool) -> None:
+def _abandon(
+    kind: str, study: str | None, name: str | None, reason: str, actor: str, as_json: bool
+) -> None:
     with store_session(as_json) as s:
-        row = resolve_check(s, study=None, name=name, kind=kind)
+        row = resolve_check(s, study=study, name=name, kind=kind)
+        target = target_of(s, row)
+        if not as_json:
+            typer.echo(target.line())
         out = abandon_check(s, row, reason=reason, actor=actor_name(actor))
-        study_name = require_study_name(s, row.study_id)
+        study_name = target.study
     what = "calibration" if kind == "calibration" else "accepted-set check"
     cmd = "calibrate" if kind == "calibration" else "accepted"
     emit(
-        {**out, "outcome": "abandoned"},
+        {**target.as_dict(), **out, "outcome": "abandoned"},
         as_json,
         lambda: (
             f"{what} {row.name}: abandoned ({out['reason']}); it stays on the record and "
@@ -451,12 +451,13 @@ def _abandon(kind: str, name: str | None, reason: str, actor: str, as_json: bool
 def calibrate_abandon(
     calibration: str = typer.Option(..., "--calibration", help="calibration name"),
     reason: str = typer.Option(..., "--reason", help="why it is abandoned (recorded)"),
+    study: str = STUDY_SCOPE_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Stop a calibration with no decided report, with a recorded reason; it stays on the
     record as "abandoned" (report, view, bundle) and is never decided afterwards."""
-    _abandon("calibration", calibration, reason, actor, as_json)
+    _abandon("calibration", study, calibration, reason, actor, as_json)
 
 
 @calibrate_app.command("push")
@@ -634,12 +635,13 @@ def accepted_sample(
 def accepted_abandon(
     check: str = typer.Option(..., "--check", help="check name"),
     reason: str = typer.Option(..., "--reason", help="why it is abandoned (recorded)"),
+    study: str = STUDY_SCOPE_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Stop an accepted-set check with no decided report, with a recorded reason; it
     stays on the record as "abandoned" and is never decided afterwards."""
-    _abandon("accepted", check, reason, actor, as_json)
+    _abandon("accepted", study, check, reason, actor, as_json)
 
 
 @accepted_app.command("push")

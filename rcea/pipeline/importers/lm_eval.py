@@ -195,7 +195,9 @@ def choose_filter(lines: list[dict[str, Any]], opts: LmEvalOptions) -> str | Non
 def _responses(obj: dict[str, Any], opts: LmEvalOptions) -> tuple[list[str] | None, str, str]:
     """(the document's responses, or None; the key; why not)."""
     args = obj.get("arguments")
-    first = args.get("gen_args_0") if isinstance(args, dict) else None
+    if not isinstance(args, dict):
+        return None, "arguments", "must hold gen_args_0.arg_0, the prompt"
+    first = args.get("gen_args_0")
     if not isinstance(first, dict) or not isinstance(first.get("arg_0"), str):
         return None, "arguments", "must hold gen_args_0.arg_0, the prompt"
     if len(args) != 1 or not isinstance(first.get("arg_1"), dict):
@@ -304,7 +306,7 @@ def read_lm_eval_file(
                 "filter keeps the one response it scored",
             )
             continue
-        floats = [float(_value(v)) for v in values]  # type: ignore[arg-type]
+        floats = [float(_value(v)) for v in values]  # type: ignore[arg-type]  # every value was checked to be a number above
         seen_values.update(floats)
         if opts.metric_threshold is None and not all(v in (0.0, 1.0) for v in floats):
             err(

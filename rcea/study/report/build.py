@@ -268,7 +268,7 @@ def import_rules(session: Session, *, study_id: int) -> list[dict[str, Any]]:
         for kind in (IMPORT_VERL, IMPORT_TRL, IMPORT_LM_EVAL)
         for ev in list_events(session, kind=kind, study_id=study_id)
     ]
-    for ev in sorted(events, key=lambda e: e.id):
+    for ev in sorted(events, key=lambda e: e.id or 0):  # stored events have ids
         p = ev.payload or {}
         opts = p.get("options", {})
         rules = sorted(

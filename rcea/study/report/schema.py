@@ -42,7 +42,7 @@ from rcea.study.report.sections import (
 )
 
 #: Bumped whenever a key is added, removed or changes meaning.
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 JSONObject = dict[str, Any]
 

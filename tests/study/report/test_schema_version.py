@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 #: schema version → fingerprint of its JSON schema (sha256 of the canonical JSON, no $id)
 FINGERPRINTS = {
     "2": "559fdcd40a37a667503446877235368260165471475c512d3a2172ea0ebaff5b",
+    "3": "523ba0d5b369c99027c07e61558be515618a653fb0f174db9f23dff7306f39ef",
 }
 
 
