@@ -92,7 +92,8 @@ def test_study_binding_and_measurements(
     assert "rcea probe entropy" in err["error"]
     _json(["probe", "entropy", *common])
     cov = _json(["probe", "covariance", *common, "--study", "s1"])
-    assert cov["recorded"] == 2  # one transition + the endpoint tail
+    # one transition + the endpoint tail + its per-trajectory sums (item 16)
+    assert cov["recorded"] == 3
     bench = _json(["probe", "bench", *common, "--study", "s1"])
     assert bench["recorded"] == 2 + 2  # greedy at 2 checkpoints + pass@k at base and endpoint
     before = _measurements("s1")
@@ -101,6 +102,7 @@ def test_study_binding_and_measurements(
         "greedy_accuracy",
         "passk",
         "tail",
+        "tail_trajectories",
     ]
     assert ("covariance_transition", "r", "m", 1, "") in before
     assert ("greedy_accuracy", "r", "m", 0, "ev") in before

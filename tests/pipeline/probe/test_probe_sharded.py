@@ -110,7 +110,8 @@ def test_two_ranks_equal_one_process(sampled: tuple[Path, Path], tmp_path: Path)
     # rank 0 reports the totals of both ranks
     assert [d["units_run"] for d in docs2] == [d["units_run"] for d in docs1] == [9, 6]
     assert [d["processes"] for d in docs2] == [2, 2]
-    assert docs2[1]["recorded"] == docs1[1]["recorded"] == 3  # 2 transitions + 1 tail
+    # 2 transitions + 1 tail + its per-trajectory sums (item 16)
+    assert docs2[1]["recorded"] == docs1[1]["recorded"] == 4
 
     got, want = _outputs(two), _outputs(one)
     assert sorted(got) == sorted(want)  # no rank files or logs left behind
@@ -123,8 +124,8 @@ def test_two_ranks_equal_one_process(sampled: tuple[Path, Path], tmp_path: Path)
     rows1, events1 = _store(one.parent / "one.db")
     rows2, events2 = _store(two.parent / "two.db")
     assert events1 == events2 == 1
-    assert rows2 == rows1 and len(rows1) == 3
-    assert len(set(rows1)) == 3
+    assert rows2 == rows1 and len(rows1) == 4
+    assert len(set(rows1)) == 4
 
     # a second sharded run finds everything done
     again = _run_both(cfg, two, 2)
