@@ -103,29 +103,12 @@ def mode_stratified_tail(
     rank = {z: i for i, z in enumerate(mode_order or ())}
     questions = [str(g) for g in group_ids]
 
-    member: list[Hashable | None] = []
-    counts: dict[str, dict[Hashable, int]] = {}
-    for i, (flag, z) in enumerate(zip(c_flag, labels, strict=True)):
+    for i, flag in enumerate(c_flag):
         if flag and tc.rewards[i] != 1:
             raise ValueError(f"in_c[{i}] is 1 but rewards[{i}] is 0: C holds successes only")
-        if not flag:
-            member.append(None)
-            continue
-        z = _check_label(z, f"modes[{i}]")
-        if z in excl:
-            member.append(None)
-            continue
-        member.append(z)
-        by_q = counts.setdefault(questions[i], {})
-        by_q[z] = by_q.get(z, 0) + 1
-
-    def order_key(item: tuple[Hashable, int]) -> tuple[Any, ...]:
-        z, k = item
-        return (-k, rank.get(z, len(rank)), isinstance(z, str), z)
-
-    majority = {q: min(by_q.items(), key=order_key)[0] for q, by_q in counts.items()}
-    is_c = np.array([z is not None for z in member])
-    is_maj = np.array([z is not None and majority[questions[i]] == z for i, z in enumerate(member)])
+    counts, majority, is_c, is_maj = _majority_membership(
+        questions, c_flag, labels, rank=rank, exclude=excl
+    )
     c, traj = tc.c, tc.trajectory
     tok_c, tok_maj = is_c[traj], is_maj[traj]
     pos = c > 0
@@ -238,28 +221,8 @@ def mode_tail_from_sums(
     excl = frozenset(exclude)
     rank = {z: i for i, z in enumerate(mode_order or ())}
     questions = [str(g) for g in group_ids]
-    member: list[Hashable | None] = []
-    counts: dict[str, dict[Hashable, int]] = {}
-    for i, (flag, z) in enumerate(zip(c_flag, labels, strict=True)):
-        if not flag:
-            member.append(None)
-            continue
-        z = _check_label(z, f"modes[{i}]")
-        if z in excl:
-            member.append(None)
-            continue
-        member.append(z)
-        by_q = counts.setdefault(questions[i], {})
-        by_q[z] = by_q.get(z, 0) + 1
-
-    def order_key(item: tuple[Hashable, int]) -> tuple[Any, ...]:
-        z, k = item
-        return (-k, rank.get(z, len(rank)), isinstance(z, str), z)
-
-    majority = {q: min(by_q.items(), key=order_key)[0] for q, by_q in counts.items()}
-    is_c = np.array([z is not None for z in member], dtype=bool)
-    is_maj = np.array(
-        [z is not None and majority[questions[i]] == z for i, z in enumerate(member)], dtype=bool
+    counts, majority, is_c, is_maj = _majority_membership(
+        questions, c_flag, labels, rank=rank, exclude=excl
     )
     mass, toks = sums.positive_mass, sums.n_tokens
     m_share = _share(float(mass[is_maj].sum()), float(mass[is_c].sum()))
@@ -298,3 +261,42 @@ def mode_tail_from_sums(
         question_ratio_quartiles=quartiles,
         majority_modes=dict(sorted(majority.items())),
     )
+
+
+def _majority_membership(
+    questions: list[str],
+    c_flag: np.ndarray[Any, Any],
+    labels: list[Hashable | None],
+    *,
+    rank: dict[Hashable, int],
+    exclude: frozenset[Hashable],
+) -> tuple[
+    dict[str, dict[Hashable, int]], dict[str, Hashable], np.ndarray[Any, Any], np.ndarray[Any, Any]
+]:
+    """Per trajectory whether it is in C and in its question's majority mode, with the
+    per-question mode counts and majority modes (ties: ``rank``, then the labels' order) —
+    the one membership rule of the token and the per-trajectory-sums computations."""
+    member: list[Hashable | None] = []
+    counts: dict[str, dict[Hashable, int]] = {}
+    for i, (flag, z) in enumerate(zip(c_flag, labels, strict=True)):
+        if not flag:
+            member.append(None)
+            continue
+        z = _check_label(z, f"modes[{i}]")
+        if z in exclude:
+            member.append(None)
+            continue
+        member.append(z)
+        by_q = counts.setdefault(questions[i], {})
+        by_q[z] = by_q.get(z, 0) + 1
+
+    def order_key(item: tuple[Hashable, int]) -> tuple[Any, ...]:
+        z, k = item
+        return (-k, rank.get(z, len(rank)), isinstance(z, str), z)
+
+    majority = {q: min(by_q.items(), key=order_key)[0] for q, by_q in counts.items()}
+    is_c = np.array([z is not None for z in member], dtype=bool)
+    is_maj = np.array(
+        [z is not None and majority[questions[i]] == z for i, z in enumerate(member)], dtype=bool
+    )
+    return counts, majority, is_c, is_maj

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +66,17 @@ def check_rollout_options(
         raise ValueError("--reward-threshold must be a finite number")
     if question_regex is not None:
         compile_question_regex(question_regex)
+
+
+def numbered_files(directory: Path, pattern: re.Pattern[str]) -> tuple[list[Path], list[Path]]:
+    """The files of ``directory`` whose name ``pattern`` matches, ordered by the number in
+    its first group (a step), and the other files there (reported, never read)."""
+    found: list[tuple[int, Path]] = []
+    other: list[Path] = []
+    for p in sorted(directory.iterdir()):
+        m = pattern.match(p.name)
+        if m and p.is_file():
+            found.append((int(m.group(1)), p))
+        elif not p.name.startswith("."):
+            other.append(p)
+    return [p for _, p in sorted(found)], other

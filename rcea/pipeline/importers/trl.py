@@ -40,7 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from rcea.pipeline.importers.chat import compile_question_regex, extract_question
-from rcea.pipeline.importers.common import check_rollout_options, relabel, source_label
+from rcea.pipeline.importers.common import (
+    check_rollout_options,
+    numbered_files,
+    relabel,
+    source_label,
+)
 from rcea.pipeline.importers.verl import _trajectory_id, question_id_for, strip_special
 from rcea.pipeline.records import (
     MAX_ERRORS,
@@ -90,15 +95,7 @@ def completion_files(directory: Path) -> tuple[list[Path], list[Path]]:
         return [directory], []
     if (directory / "completions").is_dir():
         directory = directory / "completions"
-    found: list[tuple[int, Path]] = []
-    other: list[Path] = []
-    for p in sorted(directory.iterdir()):
-        m = COMPLETIONS_FILE.match(p.name)
-        if m and p.is_file():
-            found.append((int(m.group(1)), p))
-        elif not p.name.startswith("."):
-            other.append(p)
-    return [p for _, p in sorted(found)], other
+    return numbered_files(directory, COMPLETIONS_FILE)
 
 
 def _is_number(v: Any) -> bool:

@@ -44,7 +44,12 @@ from rcea.pipeline.importers.chat import (
     compile_question_regex,
     extract_question,
 )
-from rcea.pipeline.importers.common import check_rollout_options, relabel, source_label
+from rcea.pipeline.importers.common import (
+    check_rollout_options,
+    numbered_files,
+    relabel,
+    source_label,
+)
 from rcea.pipeline.records import (
     MAX_ERRORS,
     RecordBatch,
@@ -99,15 +104,7 @@ def step_files(directory: Path) -> tuple[list[Path], list[Path]]:
         raise FileNotFoundError(f"{directory}: no such directory")
     if directory.is_file():
         return [directory], []
-    steps: list[tuple[int, Path]] = []
-    other: list[Path] = []
-    for p in sorted(directory.iterdir()):
-        m = STEP_FILE.match(p.name)
-        if m and p.is_file():
-            steps.append((int(m.group(1)), p))
-        elif not p.name.startswith("."):
-            other.append(p)
-    return [p for _, p in sorted(steps)], other
+    return numbered_files(directory, STEP_FILE)
 
 
 #: The keys every line of a verl dump has (``RayPPOTrainer._dump_generations``).
