@@ -4,7 +4,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /srv/rcea
 COPY pyproject.toml README.md ./
 COPY rcea ./rcea
-RUN pip install '.[llm,sign]'
+RUN pip install '.[app,llm,sign]'
 RUN useradd --create-home rcea && mkdir -p /data && chown rcea /data
 USER rcea
 ENV RCEA_DATA_DIR=/data

@@ -5,6 +5,10 @@ VENV := .venv
 LS_VENV := .venv-labelstudio
 VERL_SITE := .verl-site
 VERL_VERSION := 0.9.1
+# verl 0.9.1 pins transformers<5.11; tests/test_install.py installs these wheels into a fresh
+# environment to run the `live` extra under verl's real pins (docs/installation.md)
+VERL_PINS := .verl-pins
+VERL_PINNED := 'transformers==5.10.4' 'tokenizers==0.22.2' 'huggingface-hub==1.33.0'
 TRACKIO_SITE := .trackio-site
 LMEVAL_SITE := .lmeval-site
 LMEVAL_VERSION := 0.4.13
@@ -13,7 +17,7 @@ TRITON_SITE := .triton-site
 TRITON_VERSION := 3.9.0
 LABEL_STUDIO_VERSION := 1.23.2
 BIN := $(VENV)/bin
-EXTRAS ?= dev,llm,train,sign
+EXTRAS ?= app,dev,llm,train,sign
 PYTEST_ARGS ?=
 # Three pytest-xdist workers on 2 cores (docs/tests.md: 10 min 28 s against 12 min 43 s with
 # two, same tree, same machine: the tests wait on Label Studio, launches and locks, and a
@@ -24,7 +28,7 @@ TEST_WORKERS ?= 3
 
 .PHONY: install lock shell chromium texlive nginx demo test lint bench mutation gpu-check serve view docs docs-serve screenshots clean
 
-install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed $(TRACKIO_SITE)/.installed $(TRITON_SITE)/.installed $(LMEVAL_SITE)/.installed chromium texlive nginx ## create .venv, .venv-labelstudio, .verl-site, .trackio-site, .triton-site and .lmeval-site; Debian chromium, pdflatex and nginx
+install: $(VENV)/.installed $(LS_VENV)/.installed $(VERL_SITE)/.installed $(VERL_PINS)/.installed $(TRACKIO_SITE)/.installed $(TRITON_SITE)/.installed $(LMEVAL_SITE)/.installed chromium texlive nginx ## create .venv, .venv-labelstudio, .verl-site, .verl-pins, .trackio-site, .triton-site and .lmeval-site; Debian chromium, pdflatex and nginx
 
 chromium: ## Debian chromium for the browser tests (apt-get as root, else the command to run)
 	@.ci/chromium
@@ -40,10 +44,10 @@ nginx: ## Debian nginx-light for the front door (docs/team.md; apt-get as root, 
 # range is met: tests/test_install.py); only an extra the lock lacks (gpu: vLLM) adds
 # packages. pip check then refuses an inconsistent environment.
 $(VENV)/.installed: pyproject.toml requirements.lock
-	@echo "[install 1/8] $(VENV): virtual environment and pip"
+	@echo "[install 1/9] $(VENV): virtual environment and pip"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@echo "[install 2/8] $(VENV): requirements.lock, then rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
+	@echo "[install 2/9] $(VENV): requirements.lock, then rcea with [$(EXTRAS)] (torch, TRL, Streamlit …; the longest phase, ≈ 2–3 min)"
 	$(BIN)/python -m pip install --quiet -r requirements.lock
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	$(BIN)/python -m pip check
@@ -54,10 +58,10 @@ lock: $(VENV)/.installed ## rewrite requirements.lock from .venv (after changing
 	@mv requirements.lock.tmp requirements.lock
 
 $(LS_VENV)/.installed:
-	@echo "[install 3/8] $(LS_VENV): virtual environment and pip"
+	@echo "[install 3/9] $(LS_VENV): virtual environment and pip"
 	@test -x $(LS_VENV)/bin/python || $(PYTHON) -m venv $(LS_VENV)
 	$(LS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	@echo "[install 4/8] $(LS_VENV): label-studio==$(LABEL_STUDIO_VERSION) (≈ 1 min)"
+	@echo "[install 4/9] $(LS_VENV): label-studio==$(LABEL_STUDIO_VERSION) (≈ 1 min)"
 	$(LS_VENV)/bin/python -m pip install --quiet 'label-studio==$(LABEL_STUDIO_VERSION)'
 	@touch $@
 
@@ -66,8 +70,13 @@ $(LS_VENV)/.installed:
 # tests import (core_algos, ray_trainer._dump_generations, DataProto) run on the
 # project's torch and transformers. Tests put it on sys.path (tests/support/verl_env.py).
 $(VERL_SITE)/.installed: $(VENV)/.installed
-	@echo "[install 5/8] $(VERL_SITE): verl==$(VERL_VERSION) and what its dumping and core modules import (≈ 270 MB, mostly ray)"
+	@echo "[install 5/9] $(VERL_SITE): verl==$(VERL_VERSION) and what its dumping and core modules import (≈ 270 MB, mostly ray)"
 	$(BIN)/python -m pip install --quiet --no-deps --target $(VERL_SITE) 'verl==$(VERL_VERSION)' ray 'tensordict==0.10.0' omegaconf hydra-core codetiming 'antlr4-python3-runtime==4.9.3' pyvers msgpack orjson torchdata cachetools
+	@touch $@
+
+$(VERL_PINS)/.installed: $(VENV)/.installed
+	@echo "[install 6/9] $(VERL_PINS): wheels of verl's own transformers pin (transformers<5.11 and the tokenizers, huggingface-hub it needs; ≈ 17 MB)"
+	$(BIN)/python -m pip download --quiet --no-deps --dest $(VERL_PINS) $(VERL_PINNED)
 	@touch $@
 
 # trackio, for TRL's report_to = ["trackio"] (docs/training-live.md): --no-deps into its own
@@ -77,7 +86,7 @@ $(VERL_SITE)/.installed: $(VENV)/.installed
 # `rcea train run` appends the folder to sys.path when report_to names trackio
 # (rcea/pipeline/training/reporting.py); the test runs it so (tests/support/trackio_env.py).
 $(TRACKIO_SITE)/.installed: $(VENV)/.installed
-	@echo "[install 6/8] $(TRACKIO_SITE): trackio==$(TRACKIO_VERSION) and the gradio-client, brotli, orjson it imports (≈ 17 MB)"
+	@echo "[install 7/9] $(TRACKIO_SITE): trackio==$(TRACKIO_VERSION) and the gradio-client, brotli, orjson it imports (≈ 17 MB)"
 	$(BIN)/python -m pip install --quiet --no-deps --target $(TRACKIO_SITE) 'trackio==$(TRACKIO_VERSION)' 'gradio-client==2.7.2' 'brotli==1.2.1' 'orjson==3.13.0'
 	@touch $@
 
@@ -87,7 +96,7 @@ $(TRACKIO_SITE)/.installed: $(VENV)/.installed
 # torch brings its own Triton, which wins). Tests put it on sys.path
 # (tests/support/triton_env.py); `make gpu-check` appends it where torch has none.
 $(TRITON_SITE)/.installed: $(VENV)/.installed
-	@echo "[install 7/8] $(TRITON_SITE): triton==$(TRITON_VERSION) (≈ 1 GB; its interpreter tests the GPU kernels on CPU)"
+	@echo "[install 8/9] $(TRITON_SITE): triton==$(TRITON_VERSION) (≈ 1 GB; its interpreter tests the GPU kernels on CPU)"
 	$(BIN)/python -m pip install --quiet --no-deps --target $(TRITON_SITE) 'triton==$(TRITON_VERSION)'
 
 # lm-evaluation-harness, as the peer whose --log_samples files `rcea import lm-eval` reads
@@ -95,7 +104,7 @@ $(TRITON_SITE)/.installed: $(VENV)/.installed
 # own target dir, with only the modules its evaluator imports that .venv lacks (its full
 # dependency set brings scikit-learn/datasets pins and more; the logger needs none of them).
 $(LMEVAL_SITE)/.installed: $(VENV)/.installed
-	@echo "[install 8/8] $(LMEVAL_SITE): lm_eval==$(LMEVAL_VERSION) and what its evaluator imports (≈ 106 MB, mostly nltk)"
+	@echo "[install 9/9] $(LMEVAL_SITE): lm_eval==$(LMEVAL_VERSION) and what its evaluator imports (≈ 106 MB, mostly nltk)"
 	$(BIN)/python -m pip install --quiet --no-deps --target $(LMEVAL_SITE) 'lm_eval==$(LMEVAL_VERSION)' 'sacrebleu==2.6.0' 'evaluate==0.4.6' 'sqlitedict==2.1.0' 'pytablewriter==1.2.1' 'rouge_score==0.1.2' 'word2number==1.1' 'portalocker==4.4.2' 'tabulate==0.10.0' 'colorama==0.4.6' 'DataProperty==1.1.1' 'mbstrdecoder==1.1.5' 'pathvalidate==3.3.1' 'tabledata==1.3.5' 'tcolorpy==0.1.7' 'typepy==2.0.0' 'chardet==7.7.0' 'absl-py==2.5.1' 'nltk==3.10.4'
 	@touch $@
 

@@ -19,9 +19,11 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from tests.support.helpers import service_missing
 from tests.support.verl_env import VERL_SITE, import_verl
 
 ROOT = Path(__file__).resolve().parents[1]
+VERL_PINS = ROOT / ".verl-pins"
 
 
 def _declared() -> dict[str, list[Requirement]]:
@@ -86,7 +88,28 @@ def test_live_extra_admits_verl_0_9_1s_pins() -> None:
             if req.specifier.contains(v) and verl[name].specifier.contains(v)
         ]
         assert both, f"no version satisfies both {req} and verl's {verl[name]}"
-    assert shared >= 4  # numpy, pandas, pyarrow, transformers at least
+    assert shared >= 2  # numpy and transformers at least
+
+
+def test_live_extra_brings_only_numpy_torch_and_transformers() -> None:
+    """``pip install 'rcea-audit[live]'`` installs the base and the extra: nothing but what
+    the live modules import (the application is the ``app`` extra)."""
+    ours = _declared()
+    names = {canonicalize_name(r.name) for r in ours["base"] + ours["live"]}
+    assert names == {"numpy", "torch", "transformers"}
+
+
+def test_the_console_script_checks_for_declared_app_modules() -> None:
+    """What ``rcea.app.entry`` looks for before importing the command line is in the
+    ``app`` extra, so its hint (install ``[app]``) is the fix."""
+    from importlib.metadata import packages_distributions
+
+    from rcea.app.entry import APP_MODULES
+
+    app = {canonicalize_name(r.name) for r in _declared()["app"]}
+    dists = packages_distributions()
+    for module in APP_MODULES:
+        assert {canonicalize_name(d) for d in dists[module]} & app, module
 
 
 LIGHT = """
@@ -129,6 +152,8 @@ import rcea
 from rcea.pipeline.training.live_metrics import verl_batch_metrics
 
 assert rcea.__file__.startswith(sys.argv[1]), rcea.__file__  # the wheel, not the sources
+import transformers
+from rcea.pipeline.training.live_callback import RceaLiveCallback  # TrainerCallback under it
 g = torch.Generator().manual_seed(0)
 b, t = 8, 5
 mask = torch.ones(b, t)
@@ -147,7 +172,7 @@ batch = DataProto.from_dict(
 )
 m = verl_batch_metrics(batch)
 assert m and all(k.startswith("rcea/") for k in m), m
-print(len(m))
+print(transformers.__version__, len(m))
 """
 
 
@@ -185,15 +210,23 @@ def test_live_extra_installs_beside_verl_without_moving_a_pin(tmp_path: Path) ->
     (Path(site) / "deps.pth").write_text(
         sysconfig.get_paths()["purelib"] + "\n" + str(VERL_SITE) + "\n"
     )
+    # verl's own transformers pin (<5.11), installed into the fresh environment from the
+    # wheels `make install` keeps (.verl-pins); they shadow this environment's 5.24
+    pinned = sorted(VERL_PINS.glob("*.whl"))
+    if len(pinned) != 3:
+        service_missing("verl's pinned wheels", f"no wheels in {VERL_PINS}; `make install`")
+    subprocess.run(
+        [*pip, "--python", str(py), "install", "--no-deps", "--no-index", "-q", *map(str, pinned)],
+        check=True,
+        timeout=600,
+    )
     ours = {canonicalize_name(r.name) for r in _declared()["base"] + _declared()["live"]}
     constraints = tmp_path / "verl-constraints.txt"
     constraints.write_text(
         "".join(
             f"{r.name}{r.specifier}\n"
             for r in _verl_requirements()
-            # transformers<5.11: this environment holds the project's 5.24 and no index is
-            # reachable; test_live_extra_admits_verl_0_9_1s_pins checks that range
-            if canonicalize_name(r.name) in ours and canonicalize_name(r.name) != "transformers"
+            if canonicalize_name(r.name) in ours
         )
     )
     report = tmp_path / "report.json"
@@ -222,4 +255,23 @@ def test_live_extra_installs_beside_verl_without_moving_a_pin(tmp_path: Path) ->
         timeout=600,
     )
     assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split()[-2:-1] == ["5.10.4"]  # verl's pin, not this environment's
     assert int(res.stdout.split()[-1]) > 0
+
+    # the same wheel alone, without the application's dependencies: the console script
+    # answers with one line naming the extra (and JSON under --json), not a traceback
+    bare = tmp_path / "bare"
+    venv.EnvBuilder(with_pip=False).create(bare)
+    subprocess.run(
+        [*pip, "--python", str(bare / "bin" / "python"), "install", "--no-deps", "-q", str(wheel)],
+        check=True,
+        timeout=600,
+    )
+    for args in (["status"], ["status", "--json"]):
+        res = subprocess.run(
+            [bare / "bin" / "rcea", *args], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert res.returncode == 1, (res.stdout, res.stderr)
+        assert "Traceback" not in res.stderr
+        said = json.loads(res.stdout)["error"] if "--json" in args else res.stderr.strip()
+        assert "pip install 'rcea-audit[app]'" in said and len(said.splitlines()) == 1
