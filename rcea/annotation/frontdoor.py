@@ -16,12 +16,16 @@ What the generated ``<data_dir>/frontdoor/nginx.conf`` does, per public port:
 * **Secure cookies.** ``proxy_cookie_flags ~ secure`` marks every cookie a backend sets
   (Label Studio's session and CSRF cookies, Streamlit's) ``Secure``.
 * **Logins held.** ``POST`` to a Label Studio login or sign-up form (``/user/login/``,
-  ``/user/signup/``) and the view's ``/auth/`` paths is limited per client address and port
-  (that is, per person): :data:`LOGIN_BURST` attempts at once, then one every
+  ``/user/signup/``), to the view's login (``/_rcea/login``: a plain HTTP form the view
+  serves for the door, since its Streamlit form talks over a websocket nginx cannot count)
+  and to the view's ``/auth/`` paths (OIDC) is limited per client address and port (that
+  is, per person): :data:`LOGIN_BURST` attempts at once, then one every
   ``60 / LOGIN_PER_MINUTE`` seconds; beyond that the door answers 429.
 * **Backends on loopback.** Each person's Label Studio, the view and the API stay bound to
-  127.0.0.1; the door passes ``Host: <name>:<port>`` and ``X-Forwarded-Proto: https``, which
-  rcea's Label Studio settings trust for its CSRF origin check. The API's webhook receiver
+  127.0.0.1 (``start --public`` runs the API and the view there:
+  :mod:`rcea.annotation.team_services`); the door passes ``Host: <name>:<port>`` and
+  ``X-Forwarded-Proto: https``, which rcea's Label Studio settings trust for its CSRF origin
+  check and by which the view knows a request came through the door. The API's webhook receiver
   (``/webhooks/``) is not served at the door: Label Studio posts to it on loopback.
 
 Ports: the view on the public port (default 8443), the API on the next one, and each person
@@ -64,6 +68,8 @@ LOGIN_PER_MINUTE = 10  # sustained login attempts per client address and person
 LOGIN_BURST = 10  # attempts accepted at once (the 11th within a minute gets 429)
 MAX_BODY = "8m"  # request bodies held in memory (never written to disk by the workers)
 VIEW, API, LABELSTUDIO = "view", "api", "labelstudio"
+#: the view's HTTP login (rcea/app/view/door_login.py): held like Label Studio's
+VIEW_LOGIN = "/_rcea/login"
 LOCAL, COMPOSE = "local", "compose"
 #: Docker's embedded DNS: in compose the door resolves the services' names when a request
 #: comes (a person's server that is not up yet does not keep the door from starting).
@@ -233,6 +239,10 @@ def _locations(route: Route, runtime: str = LOCAL) -> str:
             "            proxy_read_timeout 1d;"
         )
         return f"""\
+        location = {VIEW_LOGIN} {{
+{held}
+{plain}
+        }}
         location ^~ /auth/ {{
 {held}
 {plain}

@@ -47,17 +47,21 @@ def _routes(people: People) -> dict[str, str]:
     return {p.slug: p.url for p in people.all()}
 
 
-def configure_door(people: People, cfg: DoorSettings) -> DoorState:
-    """Write the door's certificate (or check the operator's) and config for every person.
-
-    A view without login (``RCEA_VIEW_AUTH=none``, allowed on loopback for one person at
+def check_view_auth(view_auth: str) -> None:
+    """A view without login (``RCEA_VIEW_AUTH=none``, allowed on loopback for one person at
     the server) is refused: the door would open it to every laptop."""
-    if cfg.view_auth == "none":
+    if view_auth == "none":
         raise FrontDoorError(
             "RCEA_VIEW_AUTH=none: the front door would serve the view without login to "
             "everyone who reaches it; use RCEA_VIEW_AUTH=password (`rcea view "
             "add-researcher NAME`) or oidc"
         )
+
+
+def configure_door(people: People, cfg: DoorSettings) -> DoorState:
+    """Write the door's certificate (or check the operator's) and config for every person
+    (a view without login refused: :func:`check_view_auth`)."""
+    check_view_auth(cfg.view_auth)
     door = door_of(people)
     try:
         cert = certificate(door.dir, cfg.public_host, cfg.tls_cert, cfg.tls_key)

@@ -4,10 +4,18 @@
 and its salt: ``{"name": {"scheme": "scrypt", "n": .., "r": .., "p": .., "salt": hex,
 "hash": hex}}``. ``rcea view add-researcher NAME`` writes an entry; the view's login form
 checks against it; decisions taken in the view are recorded under the name.
+
+Behind the front door the view's login is a plain HTTP form (``/_rcea/login``, where nginx
+holds the attempts): a right password gets a **session cookie**, signed with HMAC-SHA256
+under ``<data_dir>/view-session.key`` (0600, made once). It names the researcher, an expiry
+(:data:`SESSION_TTL_S`) and a fingerprint of the account's stored hash, so resetting or
+removing the account ends every session it had (:func:`issue_session`,
+:func:`session_researcher`).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -23,6 +31,9 @@ from rcea.pipeline.safety import private_dir, write_private
 from rcea.study.settings import Settings
 
 FILENAME = "researchers.json"
+SESSION_KEY_FILE = "view-session.key"
+SESSION_COOKIE = "rcea_view_session"
+SESSION_TTL_S = 12 * 3600  # a working day; then the researcher logs in again
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 MIN_PASSWORD = 8
 MAX_NAME = 200
@@ -187,3 +198,81 @@ class LoginThrottle:
         with self._lock:
             self._failures.pop(name.strip(), None)
             self._locked_until.pop(name.strip(), None)
+
+
+# ------------------------------------------------------------------ session cookies
+
+
+def session_key_path(settings: Settings) -> Path:
+    return settings.data_dir / SESSION_KEY_FILE
+
+
+def session_key(path: Path) -> bytes:
+    """The view's cookie signing key, made (32 random bytes, 0600) on first use; two
+    processes making it at once keep the first one written."""
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        pass
+    private_dir(path.parent)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return bytes.fromhex(path.read_text().strip())
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_hex(32) + "\n")
+    return bytes.fromhex(path.read_text().strip())
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _fingerprint(entry: dict[str, Any]) -> str:
+    """Changes when the account's password is reset (a new salt and hash)."""
+    return hashlib.sha256(f"{entry.get('salt')}:{entry.get('hash')}".encode()).hexdigest()[:16]
+
+
+def _sign(key: bytes, payload: str) -> str:
+    return _b64(hmac.new(key, payload.encode("ascii"), hashlib.sha256).digest())
+
+
+def issue_session(
+    path: Path, key: bytes, name: str, *, now: float | None = None, ttl_s: float = SESSION_TTL_S
+) -> str:
+    """The cookie value for ``name`` (an existing account; call after :func:`verify`)."""
+    name = name.strip()
+    entry = _load(path).get(name)
+    if entry is None:
+        raise LoginError(f"no researcher {name!r}")
+    expires = int((time.time() if now is None else now) + ttl_s)
+    body = json.dumps({"n": name, "e": expires, "f": _fingerprint(entry)}, separators=(",", ":"))
+    payload = _b64(body.encode("utf-8"))
+    return f"{payload}.{_sign(key, payload)}"
+
+
+def session_researcher(
+    path: Path, key: bytes, token: str, *, now: float | None = None
+) -> str | None:
+    """The researcher a cookie value logs in; None when it is forged, expired, or its
+    account was removed or its password reset since."""
+    payload, _, signature = (token or "").strip().partition(".")
+    if not payload or not signature or len(token) > 4096:
+        return None
+    if not hmac.compare_digest(signature, _sign(key, payload)):
+        return None
+    try:
+        data = json.loads(_unb64(payload))
+        name, expires, fingerprint = str(data["n"]), float(data["e"]), str(data["f"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if expires <= (time.time() if now is None else now):
+        return None
+    entry = _load(path).get(name)
+    if entry is None or not hmac.compare_digest(fingerprint, _fingerprint(entry)):
+        return None
+    return name

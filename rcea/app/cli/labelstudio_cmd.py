@@ -8,31 +8,44 @@ talks to servers run elsewhere (``add-annotator --server-url``). Admin passwords
 tokens are never printed; an annotator's e-mail and password are, since they are meant to
 be handed to that person.
 
-With ``--public HOST`` (or ``RCEA_PUBLIC_HOST``) ``start`` also opens the front door: one
-nginx with TLS in front of every person's server, the view and the API
+With ``--public HOST`` (or ``RCEA_PUBLIC_HOST``) ``start`` also starts the team's REST API
+(``rcea serve``) and view (``rcea view``) on loopback (:mod:`rcea.annotation.team_services`;
+not when ``RCEA_DOOR_API_URL`` / ``RCEA_DOOR_VIEW_URL`` name servers run elsewhere) and opens
+the front door: one nginx with TLS in front of every person's server, the view and the API
 (:mod:`rcea.annotation.team_door`, docs/team.md); ``invite`` prints the line to send each
-person, ``stop`` closes the door with the servers.
+person, ``stop`` closes the door and stops the API, the view and the servers.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
 from rcea.annotation.accounts import AccountError, create_annotator, set_password
-from rcea.annotation.frontdoor import COMPOSE, LOCAL, FrontDoorError
+from rcea.annotation.frontdoor import API, COMPOSE, LOCAL, VIEW, FrontDoorError
 from rcea.annotation.people import people_from_settings
 from rcea.annotation.server import LabelStudioError
 from rcea.annotation.team_door import (
     DoorSettings,
+    check_view_auth,
     configure_door,
     door_of,
     invitation,
     open_door,
     public_url,
     refresh_door,
+)
+from rcea.annotation.team_services import (
+    Service,
+    ServiceError,
+    service_statuses,
+    start_services,
+    stop_services,
 )
 from rcea.app.cli.common import fail, print_json, settings
 from rcea.app.cli.options import JSON_OPTION
@@ -79,6 +92,51 @@ def _door_settings(
     )
 
 
+REPO_ROOT = Path(__file__).resolve().parents[3]
+#: the services behind the door, in the order they start (stop: reversed)
+SERVICE_NAMES = (API, VIEW)
+
+
+def _team_services() -> list[Service]:
+    """The API and the view rcea runs behind the door: on loopback at RCEA_API_PORT and
+    RCEA_VIEW_PORT, unless RCEA_DOOR_API_URL / RCEA_DOOR_VIEW_URL name servers run
+    elsewhere (then rcea leaves them alone)."""
+    cfg = settings()
+    rcea = (sys.executable, "-m", "rcea.app.cli")
+    out = []
+    if not cfg.door_api_url:
+        port = str(cfg.api_port)
+        out.append(
+            Service(
+                API,
+                (*rcea, "serve", "--host", "127.0.0.1", "--port", port),
+                cfg.api_port,
+                "/health",
+            )
+        )
+    if not cfg.door_view_url:
+        port = str(cfg.view_port)
+        out.append(
+            Service(
+                VIEW,
+                (*rcea, "view", "--host", "127.0.0.1", "--port", port),
+                cfg.view_port,
+                "/_stcore/health",
+            )
+        )
+    return out
+
+
+def _service_env() -> dict[str, str]:
+    """This command's environment (the same settings), with rcea importable."""
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), path) if p)}
+
+
+def _data_dir(people: People) -> Path:
+    return people.root.parent
+
+
 def _chosen(people: People, emails: list[str] | None, as_json: bool) -> list[Person]:
 
     try:
@@ -108,12 +166,18 @@ def start(
 ) -> None:
     """Start the servers rcea runs (or reuse running ones); wait until each is healthy.
 
-    With --public, also open the front door (nginx, TLS) in front of every person's server,
-    the view and the API, and print each public address. The first start of a person's
-    server sets up its database (about 20 s to a minute)."""
+    With --public, also start the team's REST API and view on loopback (pid files and logs
+    in <data_dir>/frontdoor/) and open the front door (nginx, TLS) in front of every
+    person's server, the view and the API, and print each public address. The first start
+    of a person's server sets up its database (about 20 s to a minute)."""
 
     people = _people()
     host = public or settings().public_host
+    if host:
+        try:  # before anything starts: a view without login never goes behind the door
+            check_view_auth(settings().view_auth)
+        except FrontDoorError as exc:
+            _fail(exc, as_json)
     chosen = _chosen(people, emails, as_json)
     if not chosen and not as_json:
         typer.echo("no people yet: `rcea labelstudio add-annotator EMAIL` adds one (and a server)")
@@ -128,16 +192,21 @@ def start(
         if not as_json:
             typer.echo(f"{person.email}: Label Studio at {person.url} (pid {st.to_dict()['pid']})")
     door = None
+    services: list[dict[str, object]] = []
     if host:
         try:
+            started = start_services(_data_dir(people), _team_services(), _service_env())
             door = open_door(people, _door_settings(host, public_port, bind)).to_dict()
-        except FrontDoorError as exc:
+        except (FrontDoorError, ServiceError) as exc:
             _fail(exc, as_json)
         for row in out:
             row["public_url"] = door["urls"].get(row["slug"])
+        services = [{**s.to_dict(), "public_url": door["urls"].get(s.name)} for s in started]
     if as_json:
-        print_json({"ok": True, "servers": out, "door": door})
+        print_json({"ok": True, "servers": out, "door": door, "services": services})
     elif door:
+        for svc in services:
+            typer.echo(f"{svc['name']}: {svc['url']} (pid {svc['pid']}, log {svc['log']})")
         typer.echo(f"front door (nginx pid {door['pid']}) at {host}:")
         for name, url in door["urls"].items():
             typer.echo(f"  {name}: {url}/")
@@ -148,36 +217,55 @@ def start(
 
 @labelstudio_app.command("stop")
 def stop(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
-    """Stop the servers rcea started (nothing else; external servers are left alone)."""
+    """Stop the servers rcea started (nothing else; external servers are left alone).
+
+    Without e-mails: also close the front door and stop the API and the view it started."""
     people = _people()
     stopped = []
     door_closed = False
+    services_stopped: list[str] = []
     if not emails:  # everything: the door first, so nobody reaches a stopping server
         door_closed = door_of(people).stop()
         if door_closed and not as_json:
             typer.echo("closed the front door")
+        services_stopped = stop_services(_data_dir(people), SERVICE_NAMES[::-1])
+        for name in services_stopped if not as_json else ():
+            typer.echo(f"stopped the {name}")
     for person in _chosen(people, emails, as_json):
         if people.stop(person):
             stopped.append(person.email)
             if not as_json:
                 typer.echo(f"stopped {person.email}'s Label Studio ({person.url})")
     if as_json:
-        print_json({"ok": True, "stopped": stopped, "door_closed": door_closed})
+        print_json(
+            {
+                "ok": True,
+                "stopped": stopped,
+                "door_closed": door_closed,
+                "services_stopped": services_stopped,
+            }
+        )
     elif not stopped:
         typer.echo("no Label Studio of rcea's was running")
 
 
 @labelstudio_app.command("status")
 def status(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
-    """Every person's server: e-mail, URL, public URL at the front door, pid, health; exit
+    """Every person's server: e-mail, URL, public URL at the front door, pid, health; and the
+    API and view rcea started behind the door (loopback and public URL, pid, health); exit
     code 3 when one is down (or a configured front door is not running)."""
     people = _people()
     rows = [people.status(p) for p in _chosen(people, emails, as_json)]
     door = door_of(people).status()
     dicts = [{**r.to_dict(), "public_url": public_url(people, r.person.slug)} for r in rows]
+    svcs = service_statuses(_data_dir(people), SERVICE_NAMES)
+    svc_dicts = [
+        {**s.to_dict(), "public_url": door.state.public_url(n) if door.state else None}
+        for n, s in svcs.items()
+    ]
     if as_json:
         door_out = door.to_dict() if door.state else None
-        print_json({"ok": True, "servers": dicts, "door": door_out})
+        print_json({"ok": True, "servers": dicts, "door": door_out, "services": svc_dicts})
     else:
         if not rows:
             typer.echo("no people yet: `rcea labelstudio add-annotator EMAIL` adds one")
@@ -186,10 +274,15 @@ def status(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
             health = "healthy" if r.healthy else "NOT answering"
             at = f", public {d['public_url']}/" if d["public_url"] else ""
             typer.echo(f"{r.person.email}: {r.person.url} ({kind}, pid {d['pid']}), {health}{at}")
+        for d in svc_dicts:
+            health = "healthy" if d["healthy"] else "NOT answering"
+            at = f", public {d['public_url']}/" if d["public_url"] else ""
+            typer.echo(f"{d['name']}: {d['url']} (rcea, pid {d['pid']}), {health}{at}")
         if door.state:
             state = "open" if door.running else "NOT running"
             typer.echo(f"front door at {door.state.public_host}: {state}")
-    if any(not r.healthy for r in rows) or (door.state and not door.running):
+    down = any(not r.healthy for r in rows) or any(not s.healthy for s in svcs.values())
+    if down or (door.state and not door.running):
         raise typer.Exit(NOT_RUNNING)
 
 

@@ -13,8 +13,16 @@ The logged-in name lives in Session State under :data:`SESSION_KEY`, which no wi
 so a browser cannot set it (a widget state a browser sends under that id is never read as
 a login: it is ignored, never a traceback); the Audit page records decisions under it.
 
+Behind the front door (a request nginx forwarded: ``X-Forwarded-Proto: https``, which the
+door always sets) the password form is never shown: the login is the plain HTTP form at
+``/_rcea/login`` (:mod:`rcea.app.view.door_login`), which the door rate-limits like Label
+Studio's and which sets a signed session cookie (:func:`rcea.study.logins.issue_session`);
+the script reads the researcher from that cookie. On loopback without the door the form
+works as before (and the cookie too).
+
 Failed logins are limited per account and for everyone (:data:`THROTTLE`, one per view
-process: lockout with back-off, every failure and lockout logged); ``rcea view`` also turns
+process, shared by the form and ``/_rcea/login``: lockout with back-off, every failure and
+lockout logged, :func:`attempt_login`); ``rcea view`` also turns
 Streamlit's error details off (``client.showErrorDetails none``), so no code path shows an
 anonymous visitor a traceback.
 """
@@ -24,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 
 import streamlit as st
 
@@ -35,6 +44,64 @@ AUTH_MODES = ("password", "oidc", "none")
 FAILED_LOGIN_DELAY_S = 1.0
 THROTTLE = logins.LoginThrottle()
 log = logging.getLogger("rcea.view.login")
+LOGIN_PATH = "/_rcea/login"  # the HTTP login (rcea/app/view/door_login.py)
+LOGOUT_PATH = "/_rcea/logout"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one login attempt gave: the researcher, or why not (``wait_s`` > 0: locked)."""
+
+    researcher: str | None
+    wait_s: float = 0.0
+
+    @property
+    def message(self) -> str:
+        if self.researcher:
+            return f"Logged in as {self.researcher}."
+        if self.wait_s > 0:
+            return f"Too many failed logins: try again in {self.wait_s:.0f} s."
+        return "Wrong researcher name or password."
+
+
+def attempt_login(name: str, password: str) -> Attempt:
+    """One login attempt against ``researchers.json`` under :data:`THROTTLE` (the one rule
+    of the form and of ``/_rcea/login``): while locked not even the right password is
+    checked; every failure and lockout is logged. The caller waits
+    :data:`FAILED_LOGIN_DELAY_S` after a failure."""
+    path = logins.logins_path(get_settings())
+    wait = THROTTLE.wait(name)
+    if wait > 0:
+        log.warning("login refused while locked: %r (%.0f s left)", name[:200], wait)
+        return Attempt(None, wait)
+    if logins.verify(path, name, password):
+        THROTTLE.succeeded(name)
+        log.info("login: %r", name.strip()[:200])
+        return Attempt(name.strip())
+    locked = THROTTLE.failed(name)
+    log.warning("failed login: %r%s", name[:200], f" (locked: {locked})" if locked else "")
+    return Attempt(None)
+
+
+def through_door(headers: object) -> bool:
+    """Whether a request came through the front door: nginx sets ``X-Forwarded-Proto:
+    https`` on every request it passes (over whatever a browser sent); a browser on
+    loopback reaching the view directly does not go through nginx."""
+    get = getattr(headers, "get", None)
+    value = get("x-forwarded-proto") if get else None
+    return str(value or "").strip().lower() == "https"
+
+
+def cookie_researcher(cookies: object) -> str | None:
+    """The researcher the request's session cookie logs in (None: none, forged, expired,
+    account removed or reset)."""
+    get = getattr(cookies, "get", None)
+    token = get(logins.SESSION_COOKIE) if get else None
+    if not token:
+        return None
+    cfg = get_settings()
+    key = logins.session_key(logins.session_key_path(cfg))
+    return logins.session_researcher(logins.logins_path(cfg), key, str(token))
 
 
 def _stored() -> str | None:
@@ -117,7 +184,10 @@ def logout_button(who: str) -> None:
     """The sidebar's identity line and log-out button."""
     st.caption(f"Logged in as **{who}** (decisions are recorded under this name)")
     mode = auth_mode()
-    if mode == "password" and st.button("Log out", key="logout"):
+    if mode == "password" and _from_cookie():
+        # the session cookie is HttpOnly: the HTTP log-out clears it
+        st.markdown(f'<a href="{LOGOUT_PATH}" target="_self">Log out</a>', unsafe_allow_html=True)
+    elif mode == "password" and st.button("Log out", key="logout"):
         _forget()
         st.rerun()
     elif mode == "oidc":
@@ -129,8 +199,26 @@ def _stop_logged_out() -> None:
     st.stop()
 
 
+def _context(attr: str) -> object:
+    try:
+        return getattr(st.context, attr)
+    except Exception:  # noqa: BLE001 - no request context (AppTest): none
+        return {}
+
+
+def _from_cookie() -> str | None:
+    try:
+        return cookie_researcher(_context("cookies"))
+    except Exception:  # noqa: BLE001 - an unreadable key or accounts file: no login
+        log.exception("could not check the session cookie")
+        return None
+
+
 def _password() -> str:
     who = _stored()
+    if who:
+        return who
+    who = _from_cookie()
     if who:
         return who
     path = logins.logins_path(get_settings())
@@ -141,24 +229,22 @@ def _password() -> str:
             f"(stored hashed in {path})."
         )
         _stop_logged_out()
+    if through_door(_context("headers")):
+        # at the door the login is the HTTP form nginx holds, never this websocket form
+        st.markdown(f'<a href="{LOGIN_PATH}" target="_self">Log in</a>', unsafe_allow_html=True)
+        _stop_logged_out()
     with st.form("login"):
         name = st.text_input("Researcher", key="login_name")
         password = st.text_input("Password", type="password", key="login_password")
         submitted = st.form_submit_button("Log in", key="login_submit", type="primary")
     if submitted:
-        wait = THROTTLE.wait(name)
-        if wait > 0:  # locked: not even the right password is checked
-            log.warning("login refused while locked: %r (%.0f s left)", name[:200], wait)
-            st.error(f"Too many failed logins: try again in {wait:.0f} s.")
-            _stop_logged_out()
-        if logins.verify(path, name, password):
-            THROTTLE.succeeded(name)
-            st.session_state[SESSION_KEY] = name.strip()
+        attempt = attempt_login(name, password)
+        if attempt.researcher:
+            st.session_state[SESSION_KEY] = attempt.researcher
             st.rerun()
-        locked = THROTTLE.failed(name)
-        log.warning("failed login: %r%s", name[:200], f" (locked: {locked})" if locked else "")
-        time.sleep(FAILED_LOGIN_DELAY_S)  # slows guessing down
-        st.error("Wrong researcher name or password.")
+        if attempt.wait_s <= 0:
+            time.sleep(FAILED_LOGIN_DELAY_S)  # slows guessing down
+        st.error(attempt.message)
     _stop_logged_out()
     raise AssertionError("unreachable")  # st.stop() ends the script run
 

@@ -1,6 +1,7 @@
 """The view as ``rcea view`` serves it: the Streamlit app (``main.py``) as an ``st.App``
 with one middleware that closes ``/_stcore/metrics`` (process statistics answered
-without a login: Streamlit has no option to turn it off). ``streamlit run`` finds the
+without a login: Streamlit has no option to turn it off) and the HTTP login the front door
+holds (``/_rcea/login``, :mod:`rcea.app.view.door_login`). ``streamlit run`` finds the
 ``app`` below and serves it (docs/security.md)."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 import streamlit as st
 from starlette.middleware import Middleware
 from starlette.responses import PlainTextResponse
+
+from rcea.app.view.door_login import ROUTES
 
 CLOSED = ("/_stcore/metrics",)
 
@@ -29,4 +32,8 @@ class CloseRoutes:
         await self.app(scope, receive, send)
 
 
-app = st.App(str(Path(__file__).with_name("main.py")), middleware=[Middleware(CloseRoutes)])
+app = st.App(
+    str(Path(__file__).with_name("main.py")),
+    routes=ROUTES,
+    middleware=[Middleware(CloseRoutes)],
+)
