@@ -190,6 +190,11 @@ def test_door_holds_logins_per_person(door: Door) -> None:
     assert codes == [200] * LOGIN_BURST + [429]
     # another person's login and A's other pages are not held
     assert door.post("b", "/user/login/").status_code == 200
+    # the view's HTTP login is held the same way (its Streamlit pages are not)
+    codes = [door.post("view", "/_rcea/login").status_code for _ in range(LOGIN_BURST + 1)]
+    assert codes == [200] * LOGIN_BURST + [429]
+    assert door.post("view", "/_stcore/x").status_code == 200
+    assert door.get("view", "/_rcea/login").status_code == 200  # the form itself: a GET
     assert door.get("a", "/projects/").status_code == 200
     assert door.post("a", "/api/tasks/1/annotations/").status_code == 200
 
@@ -227,6 +232,10 @@ def test_cli_opens_lists_invites_and_closes(
     data = tmp_path / "data"
     monkeypatch.setenv("RCEA_DATA_DIR", str(data))
     monkeypatch.setenv("RCEA_PUBLIC_BIND", "127.0.0.1")
+    # the view and the API run elsewhere here: rcea starts neither (test_frontdoor_team.py
+    # has it start the real ones)
+    monkeypatch.setenv("RCEA_DOOR_VIEW_URL", upstream)
+    monkeypatch.setenv("RCEA_DOOR_API_URL", upstream)
     get_settings.cache_clear()
     People(data, "http://127.0.0.1:1").add("a@rcea.test", url=upstream, token="tokenaxyz")
     base = free_port_run(6)
@@ -239,6 +248,7 @@ def test_cli_opens_lists_invites_and_closes(
         assert out.exit_code == 0, out.output
         started = json.loads(out.output)
         assert started["door"]["running"] and started["door"]["ca_file"]
+        assert started["services"] == []  # RCEA_DOOR_*_URL: not rcea's to start
         status = runner.invoke(app, ["labelstudio", "status", "--json"])
         assert status.exit_code == 0, status.output
         rows = json.loads(status.output)["servers"]
@@ -295,6 +305,8 @@ def test_add_annotator_opens_a_route_and_remove_closes_it(
     data = tmp_path / "data"
     monkeypatch.setenv("RCEA_DATA_DIR", str(data))
     monkeypatch.setenv("RCEA_PUBLIC_BIND", "127.0.0.1")
+    for what in ("VIEW", "API"):  # not started here (test_frontdoor_team.py starts them)
+        monkeypatch.setenv(f"RCEA_DOOR_{what}_URL", "http://127.0.0.1:9")
     get_settings.cache_clear()
     base = free_port_run(6)
     runner = CliRunner()

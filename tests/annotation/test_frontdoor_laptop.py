@@ -12,7 +12,8 @@ inside the laptop:
 * A's password on B's address does not log in;
 * plain HTTP on a public port is redirected to HTTPS and never shows a login page;
 * the Label Studio servers' own ports (and the view's and the API's) are unreachable;
-* a researcher logs in to the real view, and the real API answers behind the door;
+* a researcher logs in to the real view (the HTTP login the door holds), and the real API
+  answers behind the door;
 * the 11th login attempt within a minute gets 429;
 * the certificate verifies for the public name and fails for another.
 
@@ -234,9 +235,9 @@ def view(tmp_path: Path) -> Iterator[str]:
 def test_annotator_labels_from_a_laptop_through_the_front_door(
     study: Study, api: str, view: str, laptop: Laptop, tmp_path: Path
 ) -> None:
-    """Also: a researcher logs in to the real view (Streamlit's websocket through the door)
-    and the real API answers its health check and refuses the OpenAPI schema without the
-    token; its webhook receiver is not served at the door."""
+    """Also: a researcher logs in to the real view (its HTTP login, then Streamlit's
+    websocket through the door) and the real API answers its health check and refuses the
+    OpenAPI schema without the token; its webhook receiver is not served at the door."""
     nginx_executable()
     chromium_executable()
     from playwright.sync_api import Error as PlaywrightError
@@ -322,13 +323,16 @@ def test_annotator_labels_from_a_laptop_through_the_front_door(
                     assert tried.value.status == 200  # the form again (a login redirects)
                     expect(other.locator("input[name='password']")).to_be_visible()
                     assert _fetch(other, "/api/current-user/whoami")["status"] in (401, 403)
-                    # a researcher on the view: its login runs over the websocket
+                    # a researcher on the view: through the door its login is the HTTP
+                    # form the door holds (never the websocket form)
                     researcher = browser.new_page()
                     researcher.goto(f"{door.state.public_url('view')}/")
                     heading = researcher.get_by_role("heading", name="RCEA Audit — log in")
                     heading.wait_for(timeout=60_000)
-                    researcher.get_by_role("textbox", name="Researcher").fill(RESEARCHER)
-                    researcher.get_by_role("textbox", name="Password").fill(RESEARCHER_PASSWORD)
+                    assert researcher.locator("input[type='password']").count() == 0
+                    researcher.get_by_role("link", name="Log in").click()
+                    researcher.get_by_label("Researcher").fill(RESEARCHER)
+                    researcher.get_by_label("Password").fill(RESEARCHER_PASSWORD)
                     researcher.get_by_role("button", name="Log in").click()
                     researcher.get_by_text("Logged in as").wait_for(timeout=60_000)
                 except (PlaywrightError, AssertionError):
