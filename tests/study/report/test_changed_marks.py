@@ -33,6 +33,7 @@ from rcea.study.store import append_event, require_study, session_scope
 from rcea.study.store.models import ValidityCheck
 from rcea.study.validity_audit.reports import calibration_report
 from rcea.study.validity_audit.status import JUDGE_RUN_EVENT
+from tests.study.report.test_paper_outputs import _compile
 from tests.support.helpers import RUBRIC
 from tests.support.report_study import (
     accepted_passing,
@@ -172,6 +173,9 @@ def test_every_surface_marks_each_audited_number(engine, tmp_path: Path, capsys)
     assert "c = audited, changed after a failed attempt" in paper.render_tables(rep, "markdown")
     latex = paper.render_tables(rep, "latex")
     assert "^{\\mathrm{c,1}}" in latex and paper.latex_escape(MARK) in latex
+    (tmp_path / "latex").mkdir()
+    (tmp_path / "latex" / "tables.tex").write_text(latex)
+    _compile(tmp_path / "latex" / "tables.tex", tmp_path / "latex")  # the footnote's → too
     csv_rows = paper.to_csv(rep).splitlines()
     assert csv_rows[0].endswith(",changed_after_failure")
     assert sum(MARK in r for r in csv_rows) == sum(q.get("changed_after_failure") is not None
