@@ -33,22 +33,31 @@ w_r·(1−npv), (rejected, invalid) = w_r·npv. Population accuracy = P[v, v] + 
 F1_ℓ = 2P[ℓ, ℓ] / (2P[ℓ, ℓ] + Σ_{h≠ℓ} P[h, ℓ] + Σ_{j≠ℓ} P[ℓ, j]) (unparseable always wrong),
 macro-F1 their mean; valid recall = P[v, v] / Σ_j P[v, j]; accepted-valid precision =
 P[v, v] / Σ_h P[h, v]; coverage = 1 − Σ_h P[h, u] — exactly scikit-learn's weighted metrics
-with item weight w_s / n_s. Each comes with a stratified (Bayesian) bootstrap interval:
-B replicates, each drawing every stratum's cell shares from Dirichlet(c_s[h, j] + ½) over
-both human labels of every verdict seen in the stratum (Rubin's Bayesian bootstrap,
-resampling within each stratum, with Jeffreys' ½ per cell; ``numpy.random.default_rng(seed)``)
-and recomputing the figures from Σ_s w_s · shares_s; the interval is the (1 − confidence)/2
-and (1 + confidence)/2 quantiles of the replicates (replicates where a figure is undefined
-left out). Why not plain resampling: in a stratum of ~60 items whose error rate is a few
-per cent it often draws no error at all, so the interval collapses like a Wald interval
-(measured: 86 % coverage of the true population accuracy at a nominal 95 %; with Jeffreys'
-½, 93–97 % across the judges in tests/audits/test_population_calibration.py and
-docs/validity-audit.md). A stratum with population share > 0 and no
+with item weight w_s / n_s. Each comes with a stratified (Bayesian) bootstrap interval
+that adds one item of unknown cell, the multi-cell form of Clopper–Pearson: B replicates
+weight every labelled item of a stratum Exp(1) (Rubin's Bayesian bootstrap: the stratum's
+cell shares are Dirichlet(c_s[h, j]) draws) plus one extra item, also weighted Exp(1),
+placed in one cell of the stratum (a human label × a verdict seen in it); for every
+placement — one cell per stratum, every combination — the figures are recomputed from
+Σ_s w_s · shares_s, and the interval runs from the lowest (1 − confidence)/2 quantile to
+the highest (1 + confidence)/2 quantile over the placements (replicates where a figure is
+undefined left out; ``numpy.random.default_rng(seed)``). For a figure resting on one
+proportion of one stratum (accepted-valid precision) this is exactly the Clopper–Pearson
+interval: the extra item among the successes gives Beta(k + 1, n − k), among the failures
+Beta(k, n − k + 1). Why not plain resampling: in a stratum of ~60 items whose error rate is
+a few per cent it often draws no error at all, so the interval collapses like a Wald
+interval (86 % coverage of the true population accuracy at a nominal 95 %). Why not
+Jeffreys' ½ per cell (the interval before): it held the truth in only 93.8–96.5 % of
+studies across the simulated judges (94.8 % for the issue's judge on the default 150 + 150
+held-out design); the extra item holds it in 96.1–98.7 %, ≥ 95 % on every judge and
+design simulated (tests/audits/test_population_calibration.py, docs/validity-audit.md),
+for intervals 7–34 % wider. A stratum with population share > 0 and no
 labelled item leaves every population figure undefined (``None``).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -186,8 +195,6 @@ POPULATION_FIGURES = (
 )
 #: the two strata of the calibration sample (by the judge's verdict)
 STRATA = ("accepted", "not_accepted")
-#: Jeffreys' pseudo-count per cell of the stratified Bayesian bootstrap
-_PRIOR = 0.5
 _CELLS = tuple((h, j) for h in _HUMAN for j in _JUDGE)
 
 
@@ -265,6 +272,50 @@ class PopulationCalibration:
         }
 
 
+def _extra_item_interval(
+    cells: dict[str, np.ndarray[Any, Any]],
+    weights: dict[str, float],
+    used: list[str],
+    n_boot: int,
+    seed: int,
+    confidence: float,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The population figures' intervals (module docstring): per stratum, B Bayesian
+    bootstrap draws of the cell shares with one extra item of unknown cell, placed in each
+    seen cell in turn; the ends are the lowest lower and the highest upper quantile over
+    every placement (one per stratum, all combinations). For one proportion in one stratum
+    this is exactly the Clopper–Pearson interval. Figures undefined in every replicate are
+    left out of both dicts."""
+    rng = np.random.default_rng(seed)
+    draws = []
+    for s in used:
+        # the cells of every verdict seen in the stratum, both human labels
+        verdicts = {j for k, (_, j) in enumerate(_CELLS) if cells[s][k] > 0}
+        seen = [k for k, (_, j) in enumerate(_CELLS) if j in verdicts]
+        # Rubin's weights: Gamma(count) per cell (a sum of count Exp(1) item weights),
+        # and the extra item's own Exp(1) weight
+        gam = rng.standard_gamma(cells[s][seen].astype(float), size=(n_boot, len(seen)))
+        extra = rng.standard_exponential(n_boot)
+        draws.append((weights[s], seen, gam, extra))
+    lo_q, hi_q = (1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    for placement in itertools.product(*(range(len(seen)) for _, seen, _, _ in draws)):
+        boot = np.zeros((n_boot, len(_CELLS)))
+        for (w, seen, gam, extra), c in zip(draws, placement, strict=True):
+            x = gam.copy()
+            x[:, c] += extra
+            boot[:, seen] += w * x / x.sum(axis=1, keepdims=True)
+        reps = _population_figures(boot.reshape(n_boot, len(_HUMAN), len(_JUDGE)))
+        for k in POPULATION_FIGURES:
+            r = reps[k][~np.isnan(reps[k])]
+            if r.size:
+                a, b = (float(v) for v in np.quantile(r, [lo_q, hi_q]))
+                lo[k] = min(lo.get(k, a), a)
+                hi[k] = max(hi.get(k, b), b)
+    return lo, hi
+
+
 def population_calibration(
     human_labels: Sequence[Any],
     judge_verdicts: Sequence[Any],
@@ -321,29 +372,14 @@ def population_calibration(
     point = sum((weights[s] * cells[s] / n_s[s] for s in used), np.zeros(len(_CELLS))).reshape(
         len(_HUMAN), len(_JUDGE)
     )
-    rng = np.random.default_rng(int(seed))
-    boot = np.zeros((n_boot, len(_CELLS)))
-    for s in used:
-        # the stratum's cell shares: Dirichlet(counts + 1/2) over both human labels of
-        # every verdict seen in the stratum (see the module docstring for why not plain
-        # resampling)
-        verdicts = {j for k, (_, j) in enumerate(_CELLS) if cells[s][k] > 0}
-        seen = [k for k, (_, j) in enumerate(_CELLS) if j in verdicts]
-        boot[:, seen] += weights[s] * rng.dirichlet(cells[s][seen] + _PRIOR, size=n_boot)
-    reps = _population_figures(boot.reshape(n_boot, len(_HUMAN), len(_JUDGE)))
     est = _population_figures(point)
-    lo_q, hi_q = (1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0
+    lo, hi = _extra_item_interval(cells, weights, used, n_boot, int(seed), confidence)
     figures: dict[str, float | None] = {}
     intervals: dict[str, list[float] | None] = {}
     for k in POPULATION_FIGURES:
         x = float(est[k])
         figures[k] = None if np.isnan(x) else x
-        r = reps[k][~np.isnan(reps[k])]
-        intervals[k] = (
-            None
-            if figures[k] is None or r.size == 0
-            else [float(np.quantile(r, lo_q)), float(np.quantile(r, hi_q))]
-        )
+        intervals[k] = None if figures[k] is None or k not in lo else [lo[k], hi[k]]
     confusion = {
         h: {j: float(point[a, b]) for b, j in enumerate(_JUDGE)} for a, h in enumerate(_HUMAN)
     }

@@ -26,7 +26,7 @@ from rcea.study.report import figures as report_figures
 from rcea.study.report import paper
 from rcea.study.report.build import FILL_TOKEN_ENTROPIES, build_report
 from rcea.study.report.parameters import ReportParameters
-from rcea.study.report.publication import PublishRefused
+from rcea.study.report.publication import PublishRefused, display_label
 from rcea.study.report.publish import publish_report
 from rcea.study.report.signing import SignatureError, generate_keypair
 from rcea.study.report.sources import ReportSourceError, report_from_path
@@ -106,7 +106,7 @@ def _print_report(rep: dict[str, Any]) -> None:
             str(x) for x in (q["run"], q["model"], q["step"], q["key"]) if x is not None
         )
         ci = "" if q["ci_low"] is None else f"[{_fmt(q['ci_low'])}, {_fmt(q['ci_high'])}]"
-        label = q["label"] if q["publishable"] else "UNPUBLISHABLE"
+        label = display_label(q) if q["publishable"] else "UNPUBLISHABLE"
         table.append((q["section"], q["name"], where, _fmt(q["value"]), ci, label))
     head = ("section", "quantity", "where", "value", "95% CI", "label")
     # Every column as wide as its widest cell: nothing is cut (a model name, a step).

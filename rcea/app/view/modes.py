@@ -25,6 +25,14 @@ else:
         f"Audited: partition {str(pair.get('partition_hash'))[:12]}… passed the final gate "
         f"of audit {pair.get('audit')}."
     )
+# the mode numbers rest on the partition, and on the judge when its verdicts filter them
+notes = rf.changed_notes(rep)
+for dep in ("partition", "validity") if rep.audits.validity.filter == "judge" else ("partition",):
+    if notes.get(dep):
+        st.warning(
+            f"Mode numbers audited, {notes[dep]}. Each carries this mark in the report, "
+            "the bundle and the labels below."
+        )
 for failed in pair.get("failures_on_partition") or []:
     st.error(
         f"A failed attempt is on the record of this partition: the final gate of audit "
@@ -93,6 +101,17 @@ else:
         f"strategy vs how it is worded. Macro over questions with K_C ≥ {rep.parameters.k_min}; "
         "realization retention = mean W_t(x)/W_0(x) against the base of the same model. "
         "Rests on the same partition as the mode numbers (audited only after its gate)."
+    )
+
+st.subheader("Labels of the mode numbers")
+labelled = rf.labelled_frame(rep, rf.MODE_SECTIONS)
+if labelled.empty:
+    st.caption("No mode number in the report yet.")
+else:
+    st.dataframe(labelled, hide_index=True, width="stretch")
+    st.caption(
+        "Every mode, retention, realization, tail and association number of the report "
+        "with its label as the published report shows it."
     )
 
 st.subheader("Mode distribution per question")

@@ -66,6 +66,16 @@ st.markdown(
         "thresholds: " + "; ".join(validity.get("failed_requirements") or []) + ".",
     }.get(validity["status"], validity["status"])
 )
+validity_notes = rf.changed_notes(report(name))
+if validity_notes.get("validity"):
+    st.warning(
+        f"Validity numbers audited, {validity_notes['validity']}. Each carries this mark "
+        "in the report, the bundle and the table below."
+    )
+validity_numbers = rf.labelled_frame(report(name), rf.VALIDITY_SECTIONS)
+if not validity_numbers.empty:
+    st.markdown("**Validity numbers and their labels**")
+    st.dataframe(validity_numbers, hide_index=True, width="stretch")
 
 st.subheader(f"Pair audits of {name}")
 audits = data.audits_frame(name)

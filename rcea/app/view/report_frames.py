@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from rcea.audits.covariance import FIT_SUMMARY
+from rcea.study.report.publication import changed_marks, display_label
 from rcea.study.report.schema import CheckpointReport, StudyReport
 from rcea.study.report.sections import DirectionCounts
 
@@ -486,3 +487,33 @@ def mode_tail_frame(report: Report) -> pd.DataFrame:
         for e in report.mode_tail
     ]
     return pd.DataFrame(rows, columns=["checkpoint", "run", "model", "step", *MODE_TAIL_COLUMNS])
+
+
+#: the report sections of the numbers the Modes page shows (they rest on the partition)
+MODE_SECTIONS = ("modes", "retention", "realization", "mode_tail", "association")
+#: those of the validity numbers (they rest on the judge's calibration)
+VALIDITY_SECTIONS = ("validity",)
+
+
+def changed_notes(report: Report) -> dict[str, str]:
+    """Dependency (``partition``, ``validity``) → the "changed after a failed attempt" mark
+    its audited numbers carry (``rcea.study.report.publication.changed_marks``)."""
+    return changed_marks({"audits": report.audits.model_dump(mode="json")})
+
+
+def labelled_frame(report: Report, sections: tuple[str, ...]) -> pd.DataFrame:
+    """The report's labelled quantities of ``sections``: one row per number with its label
+    as every surface shows it (``audited — changed after a failed attempt: …`` when its
+    audit passed only after a change following a failed attempt)."""
+    rows = [
+        {
+            "section": q.section,
+            "quantity": q.name,
+            "where": " ".join(str(x) for x in (q.run, q.model, q.step, q.key) if x is not None),
+            "value": q.value,
+            "label": display_label(q.model_dump(mode="json")),
+        }
+        for q in report.quantities
+        if q.section in sections
+    ]
+    return pd.DataFrame(rows, columns=["section", "quantity", "where", "value", "label"])

@@ -55,7 +55,7 @@ from rcea.study.report.estimates import (
 )
 from rcea.study.report.mode_tail import SUM_FIELDS, ModeTailCollector, mode_tail_quantities
 from rcea.study.report.parameters import ReportParameters
-from rcea.study.report.publication import evidence_lines
+from rcea.study.report.publication import evidence_lines, mark_changed_quantities
 from rcea.study.report.realization import RealizationCollector, realization_quantities
 from rcea.study.report.rows import (
     CheckpointRows,
@@ -543,6 +543,7 @@ def compute_report_from(
     validity["changed_after_failure"] = (
         changed.get((CALIBRATION_KIND, validity.get("calibration"))) or []
     )
+    mark_changed_quantities(report, AUDITED_LABEL)  # each audited number carries it too
     return report
 
 

@@ -8,7 +8,7 @@ from html import escape
 from typing import Any
 
 from rcea.audits.covariance import FIT_SUMMARY
-from rcea.study.report.publication import CHANGED_LABEL
+from rcea.study.report.publication import CHANGED_LABEL, changed_marks, display_label
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -319,7 +319,7 @@ def render_html(
             q["value"],
             "" if q["ci_low"] is None else f"[{fmt(q['ci_low'])}, {fmt(q['ci_high'])}]",
             ", ".join(q["depends_on"]) or "none",
-            q["label"],
+            display_label(q),
         ]
         for q in report["quantities"]
     ]
@@ -345,7 +345,10 @@ def _status(report: dict[str, Any], deps: list[str]) -> str:
     }
     why = [blockers[d] for d in deps if blockers.get(d)]
     head = f"depends on: {', '.join(deps)} — "
-    return head + ("blocked: " + "; ".join(why) if why else "audited")
+    if why:
+        return head + "blocked: " + "; ".join(why)
+    marks = changed_marks(report)  # the section's numbers carry the mark (each row too)
+    return head + "; ".join(["audited", *(marks[d] for d in deps if d in marks)])
 
 
 def _caption(report: dict[str, Any], deps: list[str]) -> str:

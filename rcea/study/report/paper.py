@@ -7,11 +7,13 @@ one row per checkpoint (run, model, step; a key such as a benchmark or a transit
 the section has one) and one column per quantity. Every cell carries:
 
 * the value, with its confidence interval when the report has one (``0.812 [0.74, 0.87]``);
-* its publication label as a mark: ``a`` audited, ``u`` unaudited (entropy-only, no audit
-  needed or none passed), ``*`` insufficient evidence, ``b`` blocked (a number that a
-  failed or missing audit keeps out of the audited set);
-* a footnote, numbered per table, for every insufficient-evidence or blocked cell, quoting
-  the report's reason.
+* its publication label as a mark: ``a`` audited, ``c`` audited but changed after a failed
+  attempt (its audit passed only after a design change that followed a failed attempt),
+  ``u`` unaudited (entropy-only, no audit needed or none passed), ``*`` insufficient
+  evidence, ``b`` blocked (a number that a failed or missing audit keeps out of the
+  audited set);
+* a footnote, numbered per table, for every changed, insufficient-evidence or blocked cell,
+  quoting the report's reason (for ``c``: the difference).
 
 Formats: booktabs LaTeX (one ``table`` environment per table), GitHub Markdown, and CSV —
 the CSV is the long, tidy form (one row per quantity with every field), the form a
@@ -31,8 +33,12 @@ from rcea.study.report.build import AUDITED_LABEL, ENTROPY_ONLY_LABEL, INSUFFICI
 #: the label of a quantity → its mark in a cell
 MARKS = {AUDITED_LABEL: "a", ENTROPY_ONLY_LABEL: "u", INSUFFICIENT_LABEL: "*"}
 BLOCKED_MARK = "b"
+#: an audited number whose audit passed only after a change following a failed attempt
+CHANGED_MARK = "c"
 LEGEND = (
-    "Marks: a = audited (its audit passed); u = unaudited (needs no audit, or published "
+    "Marks: a = audited (its audit passed); c = audited, changed after a failed attempt "
+    "(its audit passed only after a design change that followed a failed attempt; "
+    "footnoted with the difference); u = unaudited (needs no audit, or published "
     "entropy-only); * = insufficient evidence (footnoted); b = blocked by a failed or missing "
     "audit (footnoted). Intervals are the report's confidence intervals."
 )
@@ -111,6 +117,8 @@ def _cell_text(q: dict[str, Any]) -> str:
 def _mark(q: dict[str, Any]) -> str:
     if q.get("blocked_by") and not q.get("publishable", True):
         return BLOCKED_MARK
+    if q.get("changed_after_failure") and q.get("label") == AUDITED_LABEL:
+        return CHANGED_MARK
     return MARKS.get(q.get("label") or "", "u")
 
 
@@ -158,7 +166,12 @@ def _table(section: str, qs: list[dict[str, Any]]) -> Table:
             reason = q.get("evidence") if cell.mark == "*" else None
             if cell.mark == BLOCKED_MARK:
                 reason = f"blocked by {q['blocked_by']}"
-            if reason:
+            if cell.mark == CHANGED_MARK:  # one footnote per table for the same change
+                change = str(q["changed_after_failure"])
+                if change not in table.notes:
+                    table.notes.append(change)
+                cell.note = table.notes.index(change) + 1
+            elif reason:
                 table.notes.append(f"{name} ({'/'.join(key)}): {reason}")
                 cell.note = len(table.notes)
             cells.append(cell)
@@ -185,6 +198,7 @@ _LATEX_SPECIAL = {
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
     "–": "--",
+    "→": r"$\rightarrow$",  # in a "changed after a failed attempt" footnote
 }
 
 
@@ -283,6 +297,7 @@ CSV_FIELDS = (
     "publishable",
     "blocked_by",
     "evidence",
+    "changed_after_failure",
 )
 
 

@@ -79,6 +79,60 @@ def publication_scope(report: dict[str, Any], entropy_only_label: str) -> str:
     return scope
 
 
+#: the dependency → the audit section that gates it and its name in the mark
+_GATED = (
+    ("partition", "pair", "pair gate", "audit"),
+    ("validity", "validity", "judge calibration", "calibration"),
+)
+
+
+def _fmt_setting(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def changed_marks(report: dict[str, Any]) -> dict[str, str]:
+    """Dependency (``partition``, ``validity``) → the mark its numbers carry when the
+    passing audit they rest on was changed after a failed attempt: ``changed after a
+    failed attempt: the judge calibration C2 (since C1: key before → after; …)``."""
+    out = {}
+    for dep, section, what, name in _GATED:
+        audit = report["audits"][section]
+        changes = audit.get("changed_after_failure") or []
+        if changes:
+            diff = "; ".join(
+                f"{c['key']} {_fmt_setting(c['before'])} → {_fmt_setting(c['after'])}"
+                for c in changes
+            )
+            out[dep] = (
+                f"{CHANGED_LABEL}: the {what} {audit.get(name)} "
+                f"(since {changes[0]['since']}: {diff})"
+            )
+    return out
+
+
+def mark_changed_quantities(report: dict[str, Any], audited_label: str) -> None:
+    """Every quantity labelled ``audited_label`` whose audit passed only after a design
+    changed after a failed attempt gets ``changed_after_failure``: the marks of
+    :func:`changed_marks` it depends on, joined by "; " (no key otherwise, so bundles
+    written before the mark re-derive unchanged). In place; one rule for build and verify."""
+    marks = changed_marks(report)
+    if not marks:
+        return
+    for q in report["quantities"]:
+        if q["label"] != audited_label:
+            continue
+        mine = [marks[d] for d in q["depends_on"] if d in marks]
+        if mine:
+            q["changed_after_failure"] = "; ".join(mine)
+
+
+def display_label(q: dict[str, Any]) -> str:
+    """A quantity's label as every surface shows it: ``audited — changed after a failed
+    attempt: …`` for a marked one."""
+    mark = q.get("changed_after_failure")
+    return f"{q['label']} — {mark}" if mark else str(q["label"])
+
+
 def strip_audited(report: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``report`` without any audit-dependent number: per-checkpoint
     ``validity``, ``modes`` and ``retention`` and the ``association`` become ``None``,

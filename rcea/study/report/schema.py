@@ -42,7 +42,7 @@ from rcea.study.report.sections import (
 )
 
 #: Bumped whenever a key is added, removed or changes meaning.
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 
 JSONObject = dict[str, Any]
 
@@ -86,6 +86,13 @@ class Quantity(_Model):
         default=None,
         description="why the number rests on insufficient evidence (eligible questions, "
         "share, the floor); None when it meets the floor or has none",
+    )
+    changed_after_failure: str | None = Field(
+        default=None,
+        description="set on a number labelled 'audited' whose audit (the pair gate, the judge "
+        "calibration) passed only after a design changed after a failed attempt: 'changed "
+        "after a failed attempt: the <gate> <name> (since <failed attempt>: <key> <before> "
+        "→ <after>; …)'; absent otherwise. Every surface that shows the label shows it",
     )
 
 

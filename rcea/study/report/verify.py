@@ -35,8 +35,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
-from html import escape
+from html import escape, unescape
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ from rcea.study.report.build import ENTROPY_ONLY_LABEL, compute_report, mode_lab
 from rcea.study.report.html import changes_text
 from rcea.study.report.publication import (
     CHANGED_LABEL,
+    display_label,
     evidence_lines,
     publication_scope,
     refusal_reasons,
@@ -355,6 +357,7 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
         bad.append(f"... and {len(lines) - MAX_NAMED} more differences in report.json")
     _check_attempts(again.get("attempts") or [], inputs.get("attempt_labels"), res)
     _check_changes_shown(bundle, again.get("attempts") or [], res)
+    _check_marks_shown(bundle, again["quantities"], res)
     if not entropy_only:
         for reason in refusal_reasons(again):
             bad.append(f"publishes a number that is not publishable: {reason}")
@@ -572,6 +575,26 @@ def _check_changes_shown(bundle: Path, listed: list[dict[str, Any]], res: Verifi
             )
 
 
+def _check_marks_shown(bundle: Path, quantities: list[dict[str, Any]], res: Verification) -> None:
+    """Every audited number whose audit passed only after a change following a failed
+    attempt (re-derived) carries the mark on the bundle's page: its label cell in the
+    appendix reads ``audited — changed after a failed attempt: …`` as often as there are
+    such numbers (report.json's own marks are compared with the recomputed report)."""
+    wanted = Counter(escape(display_label(q)) for q in quantities if q.get("changed_after_failure"))
+    if not wanted:
+        return
+    page = bundle / "report.html"
+    text = page.read_text(encoding="utf-8") if page.exists() else ""
+    for cell, n in sorted(wanted.items()):
+        res.n_checked += n
+        shown = text.count(f"<td>{cell}</td>")
+        if shown < n:
+            res.mismatches.append(
+                f"report.html: {n - shown} of {n} audited number(s) whose audit passed "
+                f"{CHANGED_LABEL} do not carry the mark ({unescape(cell)[:120]})"
+            )
+
+
 def _check_coverages(
     audit: dict[str, Any] | None, partition: list[list[Any]] | None, res: Verification
 ) -> None:
@@ -620,8 +643,8 @@ def _check_calibration(cal: dict[str, Any], val: dict[str, Any], res: Verificati
         seed=int(pop.get("seed", 0)),
         confidence=float(pop.get("confidence", 0.95)),
     )
-    if not pop:  # a report written before population figures: compare what it has
-        rep.pop("population")
+    if "population" not in (cal.get("report") or {}):  # written before population figures
+        rep.pop("population")  # (a recorded null: no verdict counts, recomputed as null)
     lines = []
     res.n_checked += compare(cal.get("report"), _jsonable(rep), "calibration.json report", lines)
     bad.extend(lines[:MAX_NAMED])
