@@ -76,9 +76,8 @@ def numbered_files(directory: Path, pattern: re.Pattern[str]) -> tuple[list[Path
     try:
         entries = sorted(directory.iterdir())
     except OSError as exc:  # a folder this process may not list: one line naming it
-        raise RecordValidationError(
-            [RecordError(str(directory), "directory", None, f"cannot list: {(exc.strerror or str(exc)).lower()}")]
-        ) from None
+        why = f"cannot list: {(exc.strerror or str(exc)).lower()}"
+        raise RecordValidationError([RecordError(str(directory), "directory", None, why)]) from None
     for p in entries:
         m = pattern.match(p.name)
         if m and p.is_file():

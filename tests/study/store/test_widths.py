@@ -113,6 +113,6 @@ def test_the_record_schema_uses_the_stores_widths() -> None:
     """The records' own checks (rcea/pipeline/records.py, a layer below the store) hold
     the same numbers: a file refused by ``validate`` is the file the store would refuse."""
     trajectory = limits()["trajectory"]
-    assert ID_WIDTHS == {f: trajectory[f].width for f in ID_WIDTHS}
+    assert {f: trajectory[f].width for f in ID_WIDTHS} == ID_WIDTHS
     assert INT32_MAX == trajectory["step"].high == trajectory["n_tokens"].high
     assert trajectory["seed"].high == INT64[1]
