@@ -14,7 +14,7 @@ from sqlmodel import Session, select
 from rcea.audits.inputs import invisible_character
 from rcea.pipeline.records import forbidden_character
 from rcea.study.store.models import Event, Ingest, JudgeProblem, Question, Study, Trajectory
-from rcea.study.store.widths import check_stored, limit_of
+from rcea.study.store.widths import WidthError, check_stored, limit_of
 
 
 class StoreError(ValueError):
@@ -44,7 +44,10 @@ def check_study_name(name: str) -> str:
         raise StoreError(f"--study must be a non-empty name, got {name!r}")
     if name != name.strip():
         raise StoreError(f"--study {name!r}: remove the spaces around the name")
-    check_stored(name, Study.name, option="--study")
+    try:
+        check_stored(name, Study.name, option="--study")
+    except WidthError as exc:
+        raise StoreError(str(exc)) from None
     why = invisible_character(name) or forbidden_character(name)
     if why:
         raise StoreError(f"--study: {why}")
