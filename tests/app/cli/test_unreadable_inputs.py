@@ -23,6 +23,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,8 @@ def _interpreters() -> list[str]:
 
 
 class Unprivileged:
-    """``rcea`` run as ``nobody`` in a folder it owns."""
+    """``rcea`` (its console script's entry point, in a new interpreter) run as
+    ``nobody`` in a folder it owns."""
 
     def __init__(self, home: Path, user: pwd.struct_passwd) -> None:
         self.home = home
@@ -98,8 +100,7 @@ class Unprivileged:
         self.prefix, self.preexec = _drop(user)
         self.env = _environment(home)
         self.python = ""
-        script = Path(sys.executable).parent / "rcea"
-        self.entry = [str(script)] if script.is_file() else ["-c", _MAIN]
+        self.entry = ["-c", console_script()]
 
     def find_python(self) -> str | None:
         """Why no interpreter runs ``rcea`` as the user (None: one does)."""
@@ -133,7 +134,12 @@ class Unprivileged:
         return path
 
 
-_MAIN = "import sys; from rcea.app.cli import main; sys.argv[0] = 'rcea'; main()"
+def console_script() -> str:
+    """What the ``rcea`` console script runs, as this tree's pyproject.toml declares it
+    (``rcea = "MODULE:FUNCTION"``): the installed script may come from another tree."""
+    target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["rcea"]
+    module, function = target.split(":")
+    return f"import sys; sys.argv[0] = 'rcea'; from {module} import {function}; {function}()"
 
 
 @pytest.fixture(scope="module")
