@@ -601,13 +601,9 @@ def _rubric_from_dict(data: dict[str, Any], *, source: str | None) -> Rubric:
     name = head.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"[rubric] name must be a non-empty string, got {name!r}")
-    if len(name) > 200:  # the store's width (rubric.name), on every engine
-        raise ValueError(f"[rubric] name is {len(name)} characters long; at most 200")
     version = head.get("version")
     if isinstance(version, bool) or not isinstance(version, str | int) or str(version) == "":
         raise ValueError(f"[rubric] version must be a non-empty string or integer, got {version!r}")
-    if len(str(version)) > 50:  # the store's width (rubric.version)
-        raise ValueError(f"[rubric] version is {len(str(version))} characters long; at most 50")
     description = head.get("description", "")
     if not isinstance(description, str):
         raise ValueError(f"[rubric] description must be a string, got {description!r}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import os
 import sys
 import tempfile
@@ -18,6 +19,7 @@ from typing import NoReturn
 import click
 import typer
 from typer.core import TyperGroup
+from typer.models import ParameterInfo
 
 from rcea.app.cli import exit_codes
 from rcea.app.cli.common import print_json, service_error
@@ -55,7 +57,25 @@ def module_commands(module: str) -> click.Group:
     """The click group of everything ``module.register`` adds (imported on first use)."""
     sub = typer.Typer(rich_markup_mode=None)
     importlib.import_module(module).register(sub)
+    _readers_decide(sub)
     return typer.main.get_group(sub)  # type: ignore[return-value]  # typer re-exports click's Group under its own vendored types
+
+
+def _readers_decide(group: typer.Typer) -> None:
+    """Leave whether a path can be read to the command's own reader. Typer would refuse an
+    unreadable file itself, as a usage error (three lines, exit 2, no JSON under
+    ``--json``); the hardened reader (``rcea/audits/inputs.py``) names it in one line,
+    ``FILE: cannot read: permission denied``, exit 1, ``{"ok": false, …}`` under
+    ``--json`` — and in a verl directory it names the step file, which typer never sees."""
+    for command in group.registered_commands:
+        if command.callback is None:
+            continue
+        for parameter in inspect.signature(command.callback).parameters.values():
+            if isinstance(parameter.default, ParameterInfo):
+                parameter.default.readable = False
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _readers_decide(sub.typer_instance)
 
 
 class LazyGroup(TyperGroup):

@@ -73,7 +73,12 @@ def numbered_files(directory: Path, pattern: re.Pattern[str]) -> tuple[list[Path
     its first group (a step), and the other files there (reported, never read)."""
     found: list[tuple[int, Path]] = []
     other: list[Path] = []
-    for p in sorted(directory.iterdir()):
+    try:
+        entries = sorted(directory.iterdir())
+    except OSError as exc:  # a folder this process may not list: one line naming it
+        why = f"cannot list: {(exc.strerror or str(exc)).lower()}"
+        raise RecordValidationError([RecordError(str(directory), "directory", None, why)]) from None
+    for p in entries:
         m = pattern.match(p.name)
         if m and p.is_file():
             found.append((int(m.group(1)), p))

@@ -15,6 +15,7 @@ from rcea.audits.rubric import load_rubric, rubric_from_dict
 from rcea.study import events
 from rcea.study.store import Study, Trajectory, append_event, require_study
 from rcea.study.store.models import Partition, PartitionAssignment, Rubric
+from rcea.study.store.widths import check_stored
 
 
 class FreezeError(ValueError):
@@ -33,6 +34,9 @@ def freeze_rubric(
     ``rubric.freeze`` event.
     """
     spec = load_rubric(path)
+    # the store's widths, on every engine (the loader also serves commands with no store)
+    check_stored(spec.name, Rubric.name, option=f"{path}: [rubric] name")
+    check_stored(str(spec.version), Rubric.version, option=f"{path}: [rubric] version")
     digest = spec.content_hash()
     existing = session.exec(
         select(Rubric).where(Rubric.name == spec.name, Rubric.version == spec.version)

@@ -22,6 +22,7 @@ from rcea.study.pair_audit.freeze import (
 )
 from rcea.study.store import Trajectory, append_event, list_events, require_study
 from rcea.study.store.models import Audit, AuditPair, Rubric
+from rcea.study.store.widths import check_stored
 
 DEV_QUESTIONS_EVENT = events.CODEBOOK_DEV_QUESTIONS
 
@@ -139,6 +140,7 @@ def draw_audit(
         q for q, ts in by_q.items() if q not in excluded and comb(len(set(ts)), 2) < plan.floor
     )
     name = name or f"{study}-audit-{len(session.exec(select(Audit)).all()) + 1}"
+    check_stored(name, Audit.name, option="--name")
     if session.exec(select(Audit).where(Audit.name == name)).first() is not None:
         raise FreezeError(f"an audit named {name!r} already exists")
     audit = Audit(

@@ -23,14 +23,20 @@ from sqlmodel import col
 from tqdm import tqdm
 
 from rcea.audits.evidence_sizing import coverage_at
-from rcea.audits.inputs import check_output_file
+from rcea.audits.inputs import InputError, check_output_file, open_input
 from rcea.audits.rubric import EstimatorSettings
 from rcea.pipeline.importers.common import import_digest
 from rcea.pipeline.importers.lm_eval import LmEvalOptions, read_lm_eval_file, samples_files
 from rcea.pipeline.importers.table import TableSpec, read_table
 from rcea.pipeline.importers.trl import TrlOptions, completion_files, read_trl_file
 from rcea.pipeline.importers.verl import VerlOptions, read_verl_file, step_files
-from rcea.pipeline.records import RecordBatch, RecordError, RecordValidationError, checked_input
+from rcea.pipeline.records import (
+    RecordBatch,
+    RecordError,
+    RecordValidationError,
+    checked_input,
+    input_refusal,
+)
 from rcea.study.events import IMPORT_LM_EVAL, IMPORT_TRL, IMPORT_VERL
 from rcea.study.pair_audit.plan import success_counts
 from rcea.study.records.ingest import IngestResult, ingest_batches, known_hashes
@@ -198,6 +204,9 @@ def import_verl(
             [RecordError(str(directory), "directory", None, "no {global_step}.jsonl files")]
         )
     options = opts.digest_options()
+    unreadable = [e for p in files for e in _refusals(checked_input, p)]
+    if unreadable:  # every step file that cannot be read, named before any is hashed
+        raise RecordValidationError(unreadable)
     file_bytes = {p: file_digest(p) for p in files}
     refuse_reimport(engine, study, directory, opts, file_bytes)
     read: dict[Path, RecordBatch] = {}
@@ -299,12 +308,25 @@ class ReimportError(ValueError):
         self.suggested_study = suggested_study
 
 
+def _refusals(check: Callable[[Path], object], path: Path) -> list[RecordError]:
+    """The errors ``check(path)`` raises as a validation failure (none: an empty list)."""
+    try:
+        check(path)
+    except RecordValidationError as exc:
+        return exc.errors
+    return []
+
+
 def file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes alone (the ingest hash also covers the options)."""
+    """SHA-256 of a file's bytes alone (the ingest hash also covers the options), read
+    through the hardened opener: an unreadable file is one ``FILE:file: …`` error."""
     h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
+    try:
+        with open_input(path) as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except InputError as exc:
+        raise input_refusal(exc) from None
     return h.hexdigest()
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, create_engine
 
 from rcea.pipeline.safety import private_file
+from rcea.study.store.widths import guard_engine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -23,7 +24,9 @@ def make_engine(
     url: str, *, echo: bool = False, pool_size: int = 5, max_overflow: int = 10
 ) -> Engine:
     """Create an engine; SQLite gets foreign keys, WAL and a busy timeout; PostgreSQL a
-    connection pool of ``pool_size`` (+ ``max_overflow`` under load) per process."""
+    connection pool of ``pool_size`` (+ ``max_overflow`` under load) per process. Both
+    hold every INSERT and UPDATE to the store's widths and ranges (``widths.py``): what
+    PostgreSQL would refuse, SQLite refuses too."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:" and not path.startswith("file:"):
@@ -45,9 +48,11 @@ def make_engine(
             cur.execute("PRAGMA cache_size=-2000")
             cur.close()
 
-        return engine
-    return create_engine(
-        url, echo=echo, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow
+        return guard_engine(engine)
+    return guard_engine(
+        create_engine(
+            url, echo=echo, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow
+        )
     )
 
 

@@ -14,6 +14,7 @@ from sqlmodel import Session, select
 from rcea.audits.inputs import invisible_character
 from rcea.pipeline.records import forbidden_character
 from rcea.study.store.models import Event, Ingest, JudgeProblem, Question, Study, Trajectory
+from rcea.study.store.widths import WidthError, check_stored, limit_of
 
 
 class StoreError(ValueError):
@@ -32,8 +33,8 @@ def require_study(session: Session, *, name: str) -> Study:
     return study
 
 
-#: The store's width of a study name (``Study.name``).
-STUDY_NAME_WIDTH = 200
+#: The store's width of a study name (``Study.name``), read from the store's own column.
+STUDY_NAME_WIDTH = limit_of(Study.name).width
 
 
 def check_study_name(name: str) -> str:
@@ -43,10 +44,10 @@ def check_study_name(name: str) -> str:
         raise StoreError(f"--study must be a non-empty name, got {name!r}")
     if name != name.strip():
         raise StoreError(f"--study {name!r}: remove the spaces around the name")
-    if len(name) > STUDY_NAME_WIDTH:
-        raise StoreError(
-            f"--study is {len(name)} characters long; the store keeps at most {STUDY_NAME_WIDTH}"
-        )
+    try:
+        check_stored(name, Study.name, option="--study")
+    except WidthError as exc:
+        raise StoreError(str(exc)) from None
     why = invisible_character(name) or forbidden_character(name)
     if why:
         raise StoreError(f"--study: {why}")

@@ -32,6 +32,7 @@ from rcea.study import events
 from rcea.study.pair_audit.freeze import get_rubric, rubric_spec
 from rcea.study.store import append_event, list_events, require_study
 from rcea.study.store.models import JudgeVerdict, JudgeVersion, ValidityCheck, ValidityItem
+from rcea.study.store.widths import check_stored
 from rcea.study.validity_audit.attempts import attempt_check, attempt_seed, prior_checks
 from rcea.study.validity_audit.status import JUDGE_RUN_EVENT
 from rcea.study.validity_audit.versions import JudgeError, get_judge
@@ -93,6 +94,7 @@ def _new_check(
     if name is None:
         n = len(session.exec(select(ValidityCheck).where(ValidityCheck.kind == kind)).all())
         name = f"{study}-{kind}-{n + 1}"
+    check_stored(name, ValidityCheck.name, option="--name")
     if session.exec(select(ValidityCheck).where(ValidityCheck.name == name)).first():
         raise JudgeError(f"a check named {name!r} exists already; choose another --name")
     check = ValidityCheck(

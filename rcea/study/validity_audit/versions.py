@@ -10,6 +10,7 @@ from rcea.pipeline.judge import JudgeSpec
 from rcea.study import events
 from rcea.study.store import append_event
 from rcea.study.store.models import JudgeVersion
+from rcea.study.store.widths import check_stored
 
 FREEZE_EVENT = events.JUDGE_FREEZE
 
@@ -27,8 +28,7 @@ def freeze_judge(
     becomes version n+1 with the latest version as its parent (and ``reason``)."""
     if not name.strip():
         raise JudgeError("a judge needs a non-empty --name")
-    if len(name) > 200:  # the store's width (judge_version.name), on every engine
-        raise JudgeError(f"--name is {len(name)} characters long; the store keeps at most 200")
+    check_stored(name, JudgeVersion.name, option="--name")  # the store's width, on every engine
     why = invisible_character(name)
     if why:
         raise JudgeError(f"--name {why}")

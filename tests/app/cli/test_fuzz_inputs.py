@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,9 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rcea.app.cli import main
+from rcea.app.cli import COMMANDS, main, module_commands
 from rcea.study.settings import get_settings
+from rcea.study.store import open_store
 from tests.support.helpers import make_record
 
 #: The longest one case may take (the slowest real case, an ingest, takes well under 1 s).
@@ -239,10 +241,30 @@ def _write_case(tmp: Path, kind: str, data: bytes) -> Path:
 
 _counter = iter(range(10**9))
 
+#: The budget of the drawn cases, enforced by Hypothesis: FUZZ_EXAMPLES cases (more with
+#: ``RCEA_FUZZ_EXAMPLES=N``), each within FUZZ_DEADLINE_S — 30 × 2 s = 60 s at most on an
+#: idle 2-core machine, where the 30 take ≈ 4.5 s (docs/security.md). On a loaded machine
+#: the deadline stretches by the load per core (a case that waits for a CPU is not slow),
+#: never beyond the hang limit CASE_SECONDS.
+FUZZ_EXAMPLES = int(os.environ.get("RCEA_FUZZ_EXAMPLES", "30"))
+FUZZ_DEADLINE_S = 2.0
+LOAD_PER_CORE = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+DEADLINE = timedelta(seconds=min(FUZZ_DEADLINE_S * LOAD_PER_CORE, CASE_SECONDS))
+
+
+@pytest.fixture
+def warm() -> None:
+    """What the first case would otherwise pay for inside its deadline: each reader's
+    command module imported, and the store migrated (the fixture's data directory is
+    the one every drawn case uses)."""
+    for args in {_reader_args(kind, Path("x"))[0] for kind in READERS}:
+        module_commands(COMMANDS[args])
+    open_store().dispose()
+
 
 @settings(
-    max_examples=int(os.environ.get("RCEA_FUZZ_EXAMPLES", "30")),
-    deadline=None,
+    max_examples=FUZZ_EXAMPLES,
+    deadline=DEADLINE,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
@@ -251,7 +273,7 @@ _counter = iter(range(10**9))
     where=st.floats(min_value=0.0, max_value=0.999),
 )
 def test_a_mutated_file_is_one_clear_refusal_or_accepted(
-    tmp_path: Path, kind: str, mutation: str, where: float
+    tmp_path: Path, warm: None, kind: str, mutation: str, where: float
 ) -> None:
     case = tmp_path / f"case{next(_counter)}"
     case.mkdir()
