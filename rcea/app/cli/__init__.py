@@ -122,6 +122,15 @@ def crash_log(exc: BaseException) -> Path | None:
     return path
 
 
+def _one_line(message: str, code: int) -> NoReturn:
+    """``error: …`` on stderr, or ``{"ok": false, "error": …}`` on stdout under ``--json``."""
+    if "--json" in sys.argv[1:]:
+        print_json({"ok": False, "error": message})
+    else:
+        typer.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
 def _internal_error(exc: Exception) -> NoReturn:
     """An error no command expected: one line on stderr naming the log that holds the
     traceback (``{"ok": false, …}`` on stdout under ``--json``), exit ``ERROR``."""
@@ -156,8 +165,15 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - the last resort: one line, never a traceback
         line = service_error(exc)
         if line is not None:
-            typer.echo(f"error: {line}", err=True)
-            sys.exit(exit_codes.SERVICE_UNREACHABLE)
+            _one_line(line, exit_codes.SERVICE_UNREACHABLE)
+        if isinstance(exc, PermissionError):
+            # the OS refused a path (a data dir or file another user owns): the user's fix,
+            # not a bug of ours, so no traceback log
+            _one_line(
+                f"{exc.filename or 'a path'}: {exc.strerror or 'permission denied'}: "
+                "rcea needs a data dir and files it may read and write as this user",
+                exit_codes.ERROR,
+            )
         _internal_error(exc)
     finally:
         # a rank of `accelerate launch` must not leave its process group to the

@@ -395,3 +395,37 @@ def test_problems_out_is_checked_before_the_import_commits(tmp_path: Path) -> No
     code, doc = check_case(args)
     assert code == 1 and "--problems-out" in doc["error"], doc
     assert store_rows().get("trajectory", 0) == 0
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "said"),
+    [
+        (PermissionError(1, "Operation not permitted", "/srv/rcea-data"), 1, "/srv/rcea-data"),
+        (ConnectionRefusedError(111, "Connection refused"), None, None),
+    ],
+)
+def test_a_refused_path_or_service_is_one_line_and_json_under_json(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    error: Exception,
+    code: int | None,
+    said: str | None,
+) -> None:
+    """A path the OS refuses (a data dir another user owns) is the user's to fix: one line
+    naming it, no traceback log; an unreachable service likewise (exit 3 when the handler
+    knows it as one). Under --json both are a JSON object on stdout."""
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise error
+
+    monkeypatch.setattr("rcea.app.cli.data_cmd.read_records", refuse)
+    records = tmp_path / "r.jsonl"
+    records.write_text(RECORDS)
+    got, out, err = run_rcea("validate", str(records), "--json")
+    assert "Traceback" not in out + err
+    doc = json.loads(out)
+    assert doc["ok"] is False and got in (1, 3), (got, doc)
+    if code is not None:
+        assert got == code and said in doc["error"] and "internal error" not in doc["error"]
+    got, out, err = run_rcea("validate", str(records))
+    assert out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
