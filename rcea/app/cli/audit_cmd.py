@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from rcea.annotation.people import people_from_settings
 from rcea.app.cli import exit_codes
@@ -38,7 +38,12 @@ from rcea.audits.rubric import load_rubric, rubric_path
 from rcea.study.labelling import webhook_target
 from rcea.study.pair_audit.abandon import abandon_audit
 from rcea.study.pair_audit.annotators import annotator_quality
-from rcea.study.pair_audit.freeze import freeze_partition_from_modes, get_rubric, rubric_spec
+from rcea.study.pair_audit.freeze import (
+    freeze_partition_from_modes,
+    get_rubric,
+    list_rubrics,
+    rubric_spec,
+)
 from rcea.study.pair_audit.gate import decide_gate
 from rcea.study.pair_audit.plan import check_rubric, freeze_checked
 from rcea.study.pair_audit.push import adjudicate, push_audit, sync_audit
@@ -52,7 +57,6 @@ from rcea.study.pair_audit.sampling import (
 from rcea.study.pair_audit.sizing import DEFAULT_MIN_PAIRS, size_rubric, sized_rubric_text
 from rcea.study.settings import actor_name
 from rcea.study.store import session_scope
-from rcea.study.store.models import Rubric
 from rcea.study.targets import resolve_audit, target_of
 
 audit_app = typer.Typer(
@@ -304,7 +308,7 @@ def rubric_list(as_json: bool = JSON_OPTION) -> None:
                 "frozen_by": r.frozen_by,
                 "frozen_at": r.frozen_at.isoformat(),
             }
-            for r in s.exec(select(Rubric).order_by(Rubric.id)).all()  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+            for r in list_rubrics(s)
         ]
     if as_json:
         print_json(rows)

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from sqlmodel import select
 
 from rcea.app.cli import exit_codes
 from rcea.app.cli.common import (
@@ -23,21 +22,10 @@ from rcea.app.cli.common import (
 )
 from rcea.app.cli.options import (
     ACTOR_OPTION,
-    API_KEY_ENV_OPTION,
-    BASE_URL_OPTION,
-    CODEBOOK_BACKEND_OPTION,
-    CODEBOOK_ORACLE_OPTION,
-    CODEBOOK_SEED_OPTION,
     CODEBOOK_THRESHOLD_OPTION,
-    CONCURRENCY_OPTION,
     JSON_OPTION,
-    MODEL_OPTION,
-    PRICE_IN_OPTION,
-    PRICE_OUT_OPTION,
-    RESPONSE_FORMAT_OPTION,
-    RETRIES_OPTION,
     STUDY_OPTION,
-    TIMEOUT_OPTION,
+    backend_options,
 )
 from rcea.study.codebook import (
     BackendOptions,
@@ -57,11 +45,11 @@ from rcea.study.codebook import (
     resolve_dispute,
 )
 from rcea.study.codebook.approval import approve_extensions
-from rcea.study.codebook.common import versions_by_question
 from rcea.study.codebook.cycle import run_cycle
+from rcea.study.codebook.review import codebook_list
 from rcea.study.settings import actor_name
-from rcea.study.store import Trajectory, require_study, session_scope
-from rcea.study.store.models import CodebookDraft
+from rcea.study.store import require_study, session_scope
+from rcea.study.store.repository import trajectories_by_id
 
 codebook_app = typer.Typer(
     rich_markup_mode=None,
@@ -99,41 +87,6 @@ def _graceful_sigterm(ctx: typer.Context) -> None:
         ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
 
 
-def _backend(
-    backend: str,
-    oracle: str | None,
-    concurrency: int,
-    timeout: float,
-    max_retries: int,
-    price_in: float,
-    price_out: float,
-    *,
-    seed: int,
-    base_url: str | None,
-    model: str | None,
-    api_key_env: str | None,
-    response_format: str,
-):
-
-    return make_backend(
-        settings(),
-        BackendOptions(
-            kind=backend,
-            oracle=oracle,
-            concurrency=concurrency,
-            timeout_s=timeout,
-            max_retries=max_retries,
-            price_input_per_mtok=price_in,
-            price_output_per_mtok=price_out,
-            seed=seed,
-            json_mode=response_format,
-            base_url=base_url,
-            model=model,
-            api_key_env=api_key_env,
-        ),
-    )
-
-
 def _print_report(report: Any, as_json: bool) -> None:
     r = report.to_dict()
     warn_if_llm_unreachable(r.get("usage") or {})
@@ -160,6 +113,7 @@ def _print_report(report: Any, as_json: bool) -> None:
 
 
 @codebook_app.command("induce")
+@backend_options
 def induce_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
@@ -167,115 +121,55 @@ def induce_cmd(
     sample: int = typer.Option(
         None, "--sample", min=1, help="at most this many trajectories per question"
     ),
-    seed: int = CODEBOOK_SEED_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Candidate modes from blinded, shuffled chunks of each question's accepted
     trajectories (questions are never mixed)."""
 
     with domain_errors(as_json):
-        be = _backend(
-            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-            response_format=response_format,
-        )  # fmt: skip
+        be = make_backend(settings(), llm)
         report = induce(
             engine(),
             study=study,
             backend=be,
             actor=actor_name(actor),
             batch_size=batch_size,
-            seed=seed,
+            seed=llm.seed,
             sample_per_question=sample,
-            concurrency=concurrency,
+            concurrency=llm.concurrency,
             questions=question or None,
         )
     _print_report(report, as_json)
 
 
 @codebook_app.command("merge")
+@backend_options
 def merge_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
     redo: bool = typer.Option(False, "--redo", help="re-merge questions with an unfrozen draft"),
-    seed: int = CODEBOOK_SEED_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Merge each question's candidates into a draft codebook."""
 
     with domain_errors(as_json):
-        be = _backend(
-            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-            response_format=response_format,
-        )  # fmt: skip
+        be = make_backend(settings(), llm)
         report = merge(
             engine(),
             study=study,
             backend=be,
             actor=actor_name(actor),
-            concurrency=concurrency,
+            concurrency=llm.concurrency,
             questions=question or None,
             redo=redo,
         )
     _print_report(report, as_json)
-
-
-def _codebooks(study: str, questions: list[str] | None) -> list[dict[str, Any]]:
-
-    with session_scope(engine()) as s:
-        st = require_study(s, name=study)
-        versions = versions_by_question(s, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
-        drafts = {
-            d.question_id: d
-            for d in s.exec(select(CodebookDraft).where(CodebookDraft.study_id == st.id))
-        }
-        out = []
-        for q in sorted(set(versions) | set(drafts)):
-            if questions and q not in questions:
-                continue
-            vs = versions.get(q, [])
-            d = drafts.get(q)
-            out.append(
-                {
-                    "question_id": q,
-                    "status": "frozen" if vs else "draft",
-                    "version": vs[-1].version if vs else None,
-                    "content_hash": vs[-1].content_hash if vs else None,
-                    "parent_version": (
-                        next((p.version for p in vs if p.id == vs[-1].parent_id), None)
-                        if vs
-                        else None
-                    ),
-                    "reason": vs[-1].reason if vs else None,
-                    "modes": vs[-1].modes if vs else (d.modes if d else []),
-                }
-            )
-    return out
 
 
 @codebook_app.command("show")
@@ -285,8 +179,9 @@ def show_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Each question's codebook: the latest frozen version, else the draft."""
-    with domain_errors(as_json):
-        rows = _codebooks(study, question or None)
+    with store_session(as_json) as s:
+        st = require_study(s, name=study)
+        rows = codebook_list(s, study_id=st.id, questions=question or None)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
     if as_json:
         print_json(rows)
         return
@@ -414,77 +309,51 @@ def freeze_cmd(
 
 
 @codebook_app.command("assign")
+@backend_options
 def assign_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
     batch_size: int = typer.Option(10, "--batch-size", min=1, help="trajectories per call"),
-    seed: int = CODEBOOK_SEED_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Assign every accepted trajectory twice (independent shuffles and batchings) against
     its question's latest frozen codebook."""
 
     with domain_errors(as_json):
-        be = _backend(
-            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-            response_format=response_format,
-        )  # fmt: skip
+        be = make_backend(settings(), llm)
         report = assign(
             engine(),
             study=study,
             backend=be,
             actor=actor_name(actor),
             batch_size=batch_size,
-            seed=seed,
-            concurrency=concurrency,
+            seed=llm.seed,
+            concurrency=llm.concurrency,
             questions=question or None,
         )
     _print_report(report, as_json)
 
 
 @codebook_app.command("reconcile")
+@backend_options
 def reconcile_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
     threshold: float = CODEBOOK_THRESHOLD_OPTION,
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="trajectories per call"),
-    seed: int = CODEBOOK_SEED_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Disputes (passes disagree, NEW/NONE/invalid, low confidence) → LLM arbitration →
     researcher queue for what arbitration cannot settle."""
 
     with domain_errors(as_json):
-        be = _backend(
-            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-            response_format=response_format,
-        )  # fmt: skip
+        be = make_backend(settings(), llm)
         report = reconcile(
             engine(),
             study=study,
@@ -492,8 +361,8 @@ def reconcile_cmd(
             actor=actor_name(actor),
             threshold=threshold,
             batch_size=batch_size,
-            seed=seed,
-            concurrency=concurrency,
+            seed=llm.seed,
+            concurrency=llm.concurrency,
             questions=question or None,
         )
     _print_report(report, as_json)
@@ -503,13 +372,8 @@ def _texts(study: str, ids: list[str]) -> dict[str, str]:
 
     with session_scope(engine()) as s:
         st = require_study(s, name=study)
-        rows = s.exec(
-            select(Trajectory.trajectory_id, Trajectory.text).where(
-                Trajectory.study_id == st.id,
-                Trajectory.trajectory_id.in_(ids),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
-            )
-        ).all()
-    return dict(rows)
+        rows = trajectories_by_id(s, study_id=st.id, ids=ids)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+    return {tid: t.text for tid, t in rows.items()}
 
 
 def _indent(text: str, prefix: str = "    | ") -> str:
@@ -633,6 +497,7 @@ def extend_cmd(
 
 
 @codebook_app.command("approve")
+@backend_options
 def approve_cmd(
     extension: int = typer.Argument(..., help="extension request id"),
     study: str = STUDY_OPTION,
@@ -640,35 +505,17 @@ def approve_cmd(
     reassign: bool = typer.Option(
         True, "--reassign/--no-reassign", help="assign + reconcile the affected trajectories"
     ),
-    seed: int = CODEBOOK_SEED_OPTION,
     threshold: float = CODEBOOK_THRESHOLD_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Approve a request: refreeze the question's codebook as a new version (parent and
     reason recorded), then reassign only that question's affected trajectories."""
 
     with domain_errors(as_json):
-        be = (
-            _backend(
-                backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-                seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-                response_format=response_format,
-            )
-            if reassign
-            else None
-        )  # fmt: skip
+        be = make_backend(settings(), llm) if reassign else None
         res = approve_extensions(
             engine(),
             study=study,
@@ -676,9 +523,9 @@ def approve_cmd(
             actor=actor_name(actor),
             reason=reason,
             backend=be,
-            seed=seed,
+            seed=llm.seed,
             threshold=threshold,
-            concurrency=concurrency,
+            concurrency=llm.concurrency,
         )
         out: dict[str, Any] = {
             **{k: v for k, v in res["approved"][0].items() if k != "status"},
@@ -773,48 +620,35 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
 
 
 @codebook_app.command("run")
+@backend_options
 def run_cmd(
     study: str = STUDY_OPTION,
-    seed: int = CODEBOOK_SEED_OPTION,
     induce_batch_size: int = typer.Option(12, "--induce-batch-size", min=1),
     sample: int = typer.Option(None, "--sample", min=1, help="induction sample per question"),
     assign_batch_size: int = typer.Option(10, "--assign-batch-size", min=1),
     threshold: float = CODEBOOK_THRESHOLD_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Every automatic stage in order — induce, merge, freeze (drafts as they are),
     assign, reconcile, extend — stopping where a researcher decides (queue, extension
     review). For unattended runs such as the oracle demo; resumable like each stage."""
 
     with domain_errors(as_json):
-        be = _backend(
-            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-            response_format=response_format,
-        )  # fmt: skip
+        be = make_backend(settings(), llm)
         res = run_cycle(
             engine(),
             study=study,
             backend=be,
             actor=actor_name(actor),
-            seed=seed,
+            seed=llm.seed,
             induce_batch_size=induce_batch_size,
             sample_per_question=sample,
             assign_batch_size=assign_batch_size,
             threshold=threshold,
-            concurrency=concurrency,
+            concurrency=llm.concurrency,
         )
     code, why = 0, ""
     if res.waiting == "unanswered":

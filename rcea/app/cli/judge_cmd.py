@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from sqlmodel import select
 from tqdm import tqdm
 
 from rcea.app.cli.audit_cmd import (
@@ -53,7 +52,6 @@ from rcea.study.codebook.backend import load_strategy_fn
 from rcea.study.progress import CALIBRATION_REMEDY, calibration_remedy_command
 from rcea.study.settings import actor_name
 from rcea.study.store import require_study, session_scope
-from rcea.study.store.models import ValidityCheck
 from rcea.study.targets import resolve_check, target_of
 from rcea.study.validity_audit.attempts import abandon_check
 from rcea.study.validity_audit.checks import (
@@ -61,6 +59,7 @@ from rcea.study.validity_audit.checks import (
     check_items,
     sample_accepted,
     sample_calibration,
+    study_checks,
 )
 from rcea.study.validity_audit.labelling import adjudicate_check, push_check, sync_check
 from rcea.study.validity_audit.problems import load_problems
@@ -724,11 +723,7 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
         out = validity_status(s, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         out["checks"] = [
             {"name": c.name, "kind": c.kind, "judge_hash": c.judge_hash}
-            for c in s.exec(
-                select(ValidityCheck)
-                .where(ValidityCheck.study_id == st.id)
-                .order_by(ValidityCheck.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
-            ).all()
+            for c in study_checks(s, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         ]
     if as_json:
         print_json(out)
