@@ -20,7 +20,7 @@ import typer
 from typer.core import TyperGroup
 
 from rcea.app.cli import exit_codes
-from rcea.app.cli.common import print_json, service_error
+from rcea.app.cli.common import emit, service_error
 from rcea.pipeline.launch import close_process_group
 from rcea.pipeline.safety import PRIVATE_UMASK, install_log_masking
 
@@ -112,10 +112,8 @@ def _internal_error(exc: Exception) -> NoReturn:
         f"internal error ({type(exc).__name__}{': ' + what if what else ''}); {where}; "
         "please report it with that file"
     )
-    if "--json" in sys.argv[1:]:
-        print_json({"ok": False, "error": message, "log": None if log is None else str(log)})
-    else:
-        typer.echo(f"error: {message}", err=True)
+    out = {"ok": False, "error": message, "log": None if log is None else str(log)}
+    emit(out, "--json" in sys.argv[1:], lambda: typer.echo(f"error: {message}", err=True))
     sys.exit(exit_codes.ERROR)
 
 

@@ -14,8 +14,8 @@ import typer
 from rcea.app.cli import exit_codes
 from rcea.app.cli.common import (
     domain_errors,
+    emit,
     engine,
-    print_json,
     settings,
     store_session,
     warn_if_llm_unreachable,
@@ -90,26 +90,27 @@ def _graceful_sigterm(ctx: typer.Context) -> None:
 def _print_report(report: Any, as_json: bool) -> None:
     r = report.to_dict()
     warn_if_llm_unreachable(r.get("usage") or {})
-    if as_json:
-        print_json(r)
-        return
-    typer.echo(
-        f"{r['stage']}: {r['n_questions']} question(s), {r['n_batches']} batch(es) — "
-        f"{r['n_run']} run now ({r['n_retried']} of them retried after an earlier failure), "
-        f"{r['n_skipped']} already done, {r['n_failed']} failed"
-    )
-    u = r["usage"]
-    if u.get("requests") or u.get("cache_hits"):
+
+    def show() -> None:
         typer.echo(
-            f"  LLM: {u['requests']} request(s), {u['completed']} completed, "
-            f"{u['cache_hits']} from cache, {u['retries']} retried (429: {u['rate_limited']}, "
-            f"5xx: {u['server_errors']}, timeouts: {u['timeouts']}, invalid: "
-            f"{u['invalid_replies']}), {u['failures']} given up; tokens "
-            f"{u['prompt_tokens']} in / {u['completion_tokens']} out, ${u['cost_usd']:.4f}"
+            f"{r['stage']}: {r['n_questions']} question(s), {r['n_batches']} batch(es) — "
+            f"{r['n_run']} run now ({r['n_retried']} of them retried after an earlier failure), "
+            f"{r['n_skipped']} already done, {r['n_failed']} failed"
         )
-    for key, value in r["details"].items():
-        if value:
-            typer.echo(f"  {key}: {value}")
+        u = r["usage"]
+        if u.get("requests") or u.get("cache_hits"):
+            typer.echo(
+                f"  LLM: {u['requests']} request(s), {u['completed']} completed, "
+                f"{u['cache_hits']} from cache, {u['retries']} retried (429: {u['rate_limited']}, "
+                f"5xx: {u['server_errors']}, timeouts: {u['timeouts']}, invalid: "
+                f"{u['invalid_replies']}), {u['failures']} given up; tokens "
+                f"{u['prompt_tokens']} in / {u['completion_tokens']} out, ${u['cost_usd']:.4f}"
+            )
+        for key, value in r["details"].items():
+            if value:
+                typer.echo(f"  {key}: {value}")
+
+    emit(r, as_json, show)
 
 
 @codebook_app.command("induce")
@@ -182,18 +183,19 @@ def show_cmd(
     with store_session(as_json) as s:
         st = require_study(s, name=study)
         rows = codebook_list(s, study_id=st.id, questions=question or None)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
-    if as_json:
-        print_json(rows)
-        return
-    for r in rows:
-        head = (
-            f"v{r['version']} sha256 {r['content_hash'][:12]}… ({r['reason']})"
-            if r["status"] == "frozen"
-            else "draft (not frozen)"
-        )
-        typer.echo(f"{r['question_id']}: {head}")
-        for m in r["modes"]:
-            typer.echo(f"  {m['id']}  {m['name']} — {m.get('criterion', '')}")
+
+    def show() -> None:
+        for r in rows:
+            head = (
+                f"v{r['version']} sha256 {r['content_hash'][:12]}… ({r['reason']})"
+                if r["status"] == "frozen"
+                else "draft (not frozen)"
+            )
+            typer.echo(f"{r['question_id']}: {head}")
+            for m in r["modes"]:
+                typer.echo(f"  {m['id']}  {m['name']} — {m.get('criterion', '')}")
+
+    emit(rows, as_json, show)
 
 
 def _edit(study: str, question: str, op: str, actor: str | None, **args: Any) -> None:
@@ -300,12 +302,13 @@ def freeze_cmd(
                 s, study=study, actor=actor_name(actor), questions=question or None
             )
         ]
-    if as_json:
-        print_json(made)
-        return
-    typer.echo(f"froze {len(made)} codebook(s)")
-    for v in made:
-        typer.echo(f"  {v['question_id']} v{v['version']} sha256 {v['content_hash']}")
+
+    def show() -> None:
+        typer.echo(f"froze {len(made)} codebook(s)")
+        for v in made:
+            typer.echo(f"  {v['question_id']} v{v['version']} sha256 {v['content_hash']}")
+
+    emit(made, as_json, show)
 
 
 @codebook_app.command("assign")
@@ -401,22 +404,23 @@ def queue_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
         texts = _texts(study, [r["_tid"] for r in rows])  # type: ignore[misc]  # the queue rows are dicts of mixed values; _tid holds the trajectory id (str)
     for r in rows:
         r["text"] = texts.get(r.pop("_tid"), "")  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; _tid holds the trajectory id (str)
-    if as_json:
-        print_json(rows)
-        return
-    typer.echo(f"{len(rows)} trajectory(ies) wait for a researcher")
-    for r in rows:
-        conf = r["arbitration_confidence"]
-        typer.echo(
-            f"#{r['dispute_id']}  {r['question_id']}  {', '.join(r['reasons'])}; arbitration: "  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; reasons is a list of str
-            f"{r['arbitration']}" + (f" ({conf:.2f})" if conf is not None else "")
-        )
-        typer.echo(_indent(r["text"]))  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; text is a str
-    if rows:
-        typer.echo(
-            "resolve: rcea codebook resolve ID --study S (--mode mN | --uncertain | "
-            "--new NAME --criterion TEXT)"
-        )
+
+    def show() -> None:
+        typer.echo(f"{len(rows)} trajectory(ies) wait for a researcher")
+        for r in rows:
+            conf = r["arbitration_confidence"]
+            typer.echo(
+                f"#{r['dispute_id']}  {r['question_id']}  {', '.join(r['reasons'])}; arbitration: "  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; reasons is a list of str
+                f"{r['arbitration']}" + (f" ({conf:.2f})" if conf is not None else "")
+            )
+            typer.echo(_indent(r["text"]))  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; text is a str
+        if rows:
+            typer.echo(
+                "resolve: rcea codebook resolve ID --study S (--mode mN | --uncertain | "
+                "--new NAME --criterion TEXT)"
+            )
+
+    emit(rows, as_json, show)
 
 
 @codebook_app.command("resolve")
@@ -482,18 +486,21 @@ def extend_cmd(
             snapshot = [(e, list(e.proposals)) for e in pending]
         texts = _texts(study, ids)
         rows = [_extension_dict(e, texts, examples) for e, _ in snapshot]
-    if as_json:
-        print_json(rows)
-        return
-    typer.echo(f"{len(rows)} pending extension request(s)")
-    for r in rows:
-        typer.echo(f"#{r['extension_id']}  {r['question_id']}")
-        for p in r["proposals"]:
-            typer.echo(f"  + {p['name']} ({p['n_trajectories']} trajectories): {p['criterion']}")
-            for text in p["examples"]:
-                typer.echo(_indent(text))
-    if rows:
-        typer.echo("review: rcea codebook approve ID --study S | rcea codebook reject ID ...")
+
+    def show() -> None:
+        typer.echo(f"{len(rows)} pending extension request(s)")
+        for r in rows:
+            typer.echo(f"#{r['extension_id']}  {r['question_id']}")
+            for p in r["proposals"]:
+                typer.echo(
+                    f"  + {p['name']} ({p['n_trajectories']} trajectories): {p['criterion']}"
+                )
+                for text in p["examples"]:
+                    typer.echo(_indent(text))
+        if rows:
+            typer.echo("review: rcea codebook approve ID --study S | rcea codebook reject ID ...")
+
+    emit(rows, as_json, show)
 
 
 @codebook_app.command("approve")
@@ -531,13 +538,14 @@ def approve_cmd(
             **{k: v for k, v in res["approved"][0].items() if k != "status"},
             **{k: res[k] for k in ("assign", "reconcile") if k in res},
         }
-    if as_json:
-        print_json(out)
-        return
-    typer.echo(
-        f"approved #{out['extension_id']}: {out['question_id']} refrozen as "
-        f"v{out['version']} sha256 {out['content_hash']}; {out['n_affected']} trajectory(ies) "
-        + ("reassigned" if reassign else "to reassign (run `rcea codebook assign`)")
+    emit(
+        out,
+        as_json,
+        lambda: (
+            f"approved #{out['extension_id']}: {out['question_id']} refrozen as "
+            f"v{out['version']} sha256 {out['content_hash']}; {out['n_affected']} trajectory(ies) "
+            + ("reassigned" if reassign else "to reassign (run `rcea codebook assign`)")
+        ),
     )
 
 
@@ -587,18 +595,20 @@ def export_cmd(
             allow_incomplete=allow_incomplete,
             threshold=threshold,
         )
-    if as_json:
-        print_json(result)
-        return
-    typer.echo(
-        f"{'froze' if result['created'] else 'unchanged:'} partition #{result['partition_id']} "
-        f"({result['source']}): {result['n_modes']} modes in {result['n_codebooks']} codebooks, "
-        f"{result['n_included']} included, {result['n_uncertain']} uncertain trajectories; "
-        f"sha256 {result['partition_hash']}"
-    )
-    for tid, e in result["excluded"].items():
-        typer.echo(f"  excluded: {tid} ({e['question_id']}): {e['reason']}")
-    typer.echo(f"  {result['parquet']}")
+
+    def show() -> None:
+        typer.echo(
+            f"{'froze' if result['created'] else 'unchanged:'} partition #{result['partition_id']} "
+            f"({result['source']}): {result['n_modes']} modes in {result['n_codebooks']} "
+            "codebooks, "
+            f"{result['n_included']} included, {result['n_uncertain']} uncertain trajectories; "
+            f"sha256 {result['partition_hash']}"
+        )
+        for tid, e in result["excluded"].items():
+            typer.echo(f"  excluded: {tid} ({e['question_id']}): {e['reason']}")
+        typer.echo(f"  {result['parquet']}")
+
+    emit(result, as_json, show)
 
 
 @codebook_app.command("status")
@@ -607,16 +617,17 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
 
     with store_session(as_json) as s:
         st = cycle_status(s, study=study)
-    if as_json:
-        print_json(st)
-        return
-    typer.echo(
-        f"{st['study']}: {st['n_accepted']} accepted trajectories in {st['n_questions']} "
-        f"questions; {st['n_drafts']} drafts, {st['n_frozen_codebooks']} frozen codebooks"
-    )
-    for key in ("batches", "disputes", "extensions", "outcomes", "tokens"):
-        if st[key]:
-            typer.echo(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in sorted(st[key].items())))
+
+    def show() -> None:
+        typer.echo(
+            f"{st['study']}: {st['n_accepted']} accepted trajectories in {st['n_questions']} "
+            f"questions; {st['n_drafts']} drafts, {st['n_frozen_codebooks']} frozen codebooks"
+        )
+        for key in ("batches", "disputes", "extensions", "outcomes", "tokens"):
+            if st[key]:
+                typer.echo(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in sorted(st[key].items())))
+
+    emit(st, as_json, show)
 
 
 @codebook_app.command("run")
@@ -664,9 +675,8 @@ def run_cmd(
             f"{res.n_extensions} extension request(s) wait for review (`rcea codebook "
             "extend`): the cycle is not finished"
         )
-    if as_json:
-        print_json({**res.to_dict(), "exit_code": code, "waiting": why or None})
-    else:
+
+    def show() -> None:
         for r in res.reports:
             _print_report(r, False)
         typer.echo(
@@ -675,6 +685,8 @@ def run_cmd(
         typer.echo("next: " + "; ".join(res.next_steps(study)))
         if why:
             typer.echo(f"not finished (exit {code}): {why}", err=True)
+
+    emit({**res.to_dict(), "exit_code": code, "waiting": why or None}, as_json, show)
     if code:
         raise typer.Exit(code)
 
@@ -695,13 +707,14 @@ def exclude_cmd(
         out = exclude_trajectory(
             s, study=study, trajectory_id=trajectory, reason=reason, actor=actor_name(actor)
         )
-    if as_json:
-        print_json(out)
-        return
-    typer.echo(
-        f"excluded {trajectory} (question {out['question_id']}) from the codebook cycle"
-        if out["created"]
-        else f"{trajectory} was already excluded ({out['reason']})"
+    emit(
+        out,
+        as_json,
+        lambda: (
+            f"excluded {trajectory} (question {out['question_id']}) from the codebook cycle"
+            if out["created"]
+            else f"{trajectory} was already excluded ({out['reason']})"
+        ),
     )
 
 
