@@ -169,6 +169,75 @@ def test_shell_parts_stay_apart(sub: str) -> None:
     assert not bad, sorted(bad)
 
 
+#: what the shell may take from the ORM: a session or engine to hand to ``rcea.study``
+#: and the error of an unreachable database. Statements, tables and queries are
+#: ``rcea.study``'s (docs/development.md "Layers").
+SHELL_ORM_NAMES = {"Session", "Engine", "OperationalError"}
+QUERY_METHODS = {"exec", "execute", "query", "scalars", "scalar"}
+
+
+def shell_queries(tree: ast.AST) -> list[str]:
+    """Where a module of the shell queries the store itself: a name other than
+    ``SHELL_ORM_NAMES`` imported from sqlmodel/sqlalchemy (``select``, ``func``, ``text``
+    …), a table of ``rcea.study.store.models``, a ``select(…)`` call, or a session's
+    ``.exec`` / ``.execute`` / ``.query`` / ``.get(Model, id)``."""
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            top = node.module.split(".")[0]
+            names = {a.name for a in node.names}
+            if top in ("sqlmodel", "sqlalchemy") and names - SHELL_ORM_NAMES:
+                bad.append(f"line {node.lineno}: from {node.module} import {sorted(names)}")
+            if node.module == "rcea.study.store.models":
+                bad.append(f"line {node.lineno}: imports the store's tables {sorted(names)}")
+        elif isinstance(node, ast.Import):
+            bad += [
+                f"line {node.lineno}: import {a.name}"
+                for a in node.names
+                if a.name.split(".")[0] in ("sqlmodel", "sqlalchemy")
+            ]
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id == "select":
+                bad.append(f"line {node.lineno}: select(…)")
+            elif isinstance(f, ast.Attribute) and (
+                f.attr in QUERY_METHODS
+                or (
+                    f.attr == "get"
+                    and isinstance(f.value, ast.Name)
+                    and f.value.id in ("s", "session")
+                )
+            ):
+                bad.append(f"line {node.lineno}: .{f.attr}(…)")
+    return bad
+
+
+def test_the_shell_never_queries() -> None:
+    """Every read the CLI, the API, the view and the demo need is a ``rcea.study``
+    function (one per question, shared by every surface that asks it): no module under
+    rcea/app builds a statement or runs one."""
+    bad = {
+        f"{path.relative_to(ROOT)} {where}"
+        for mod, path in MODULES.items()
+        if layer(mod) == "app"
+        for where in shell_queries(ast.parse(path.read_text()))
+    }
+    assert not bad, sorted(bad)
+
+
+def test_shell_query_rule_can_fail() -> None:
+    src = (
+        "from sqlmodel import Session, select\n"
+        "from rcea.study.store.models import Audit\n"
+        "def f(s):\n"
+        "    s.get(Audit, 1)\n"
+        "    return s.exec(select(Audit)).all()\n"
+    )
+    found = shell_queries(ast.parse(src))
+    assert len(found) == 5, found
+    assert shell_queries(ast.parse("from sqlmodel import Session\nd = {}\nd.get('x')\n")) == []
+
+
 def test_no_import_cycle() -> None:
     assert cycles(graph()) == []
 

@@ -11,8 +11,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI
-from sqlalchemy import text
-from sqlmodel import Session
 
 from rcea import __version__
 from rcea.annotation.people import people_from_settings
@@ -21,7 +19,8 @@ from rcea.app.api.deps import require_token
 from rcea.study.labelling import sync_all
 from rcea.study.labelling.readback import ReadBackQueue
 from rcea.study.settings import Settings
-from rcea.study.store import open_store
+from rcea.study.store import open_store, session_scope
+from rcea.study.store.db import ping
 from rcea.study.store.leader import Leadership
 
 log = logging.getLogger("rcea.api.sync")
@@ -40,9 +39,8 @@ def _background_sync(api: FastAPI, interval: float, stop: threading.Event) -> No
             try:
                 if not leader.acquire():
                     continue
-                with Session(api.state.engine, expire_on_commit=False) as session:
+                with session_scope(api.state.engine) as session:
                     results = sync_all(session, api.state.people)
-                    session.commit()
                 api.state.sync_rounds += 1
                 changed = sum(sum(r.changed.values()) for r in results)
                 if changed:
@@ -107,8 +105,7 @@ def create_app(
 
     @api.get("/health", tags=["meta"])
     def health() -> dict[str, str]:
-        with api.state.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+        ping(api.state.engine)
         return {"status": "ok", "version": __version__}
 
     @api.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])

@@ -7,16 +7,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel
-from sqlmodel import select
 
 from rcea.app.api.deps import SessionDep
 from rcea.study.pair_audit.freeze import FreezeError
 from rcea.study.pair_audit.gate import audit_gate
+from rcea.study.pair_audit.sampling import find_audit
 from rcea.study.report.build import build_report
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.schema import StudyReport
 from rcea.study.store import StoreError, list_studies, study_summary
-from rcea.study.store.models import Audit, Study
+from rcea.study.store.repository import study_by_id
 
 router = APIRouter(prefix="/api/studies", tags=["studies"])
 
@@ -84,7 +84,7 @@ def get_study_report(
     ``rcea.study.report.schema.StudyReport`` (keys: docs/report-keys.md).
     Estimator settings left out come from the gate rubric, else the defaults."""
 
-    study = session.get(Study, study_id)
+    study = study_by_id(session, study_id)
     if study is None:
         raise HTTPException(404, f"no study with id {study_id}")
     try:
@@ -116,7 +116,7 @@ def get_audit_gate(
     ``[sequential]`` plan in the frozen rubric, the interim decisions at the current look
     (``sequential``, ``decision``; docs/sequential-gate.md)."""
 
-    row = session.exec(select(Audit).where(Audit.study_id == study_id, Audit.name == audit)).first()
+    row = find_audit(session, name=audit, study_id=study_id)
     if row is None:
         raise HTTPException(404, f"no audit {audit!r} in study {study_id}")
     try:

@@ -22,7 +22,7 @@ from typer.core import TyperGroup
 from typer.models import ParameterInfo
 
 from rcea.app.cli import exit_codes
-from rcea.app.cli.common import print_json, service_error
+from rcea.app.cli.common import emit, service_error
 from rcea.pipeline.launch import close_process_group
 from rcea.pipeline.safety import PRIVATE_UMASK, install_log_masking
 
@@ -122,12 +122,10 @@ def crash_log(exc: BaseException) -> Path | None:
     return path
 
 
-def _one_line(message: str, code: int) -> NoReturn:
+def _one_line(message: str, code: int, **extra: str | None) -> NoReturn:
     """``error: …`` on stderr, or ``{"ok": false, "error": …}`` on stdout under ``--json``."""
-    if "--json" in sys.argv[1:]:
-        print_json({"ok": False, "error": message})
-    else:
-        typer.echo(f"error: {message}", err=True)
+    out = {"ok": False, "error": message, **extra}
+    emit(out, "--json" in sys.argv[1:], lambda: typer.echo(f"error: {message}", err=True))
     sys.exit(code)
 
 
@@ -141,11 +139,7 @@ def _internal_error(exc: Exception) -> NoReturn:
         f"internal error ({type(exc).__name__}{': ' + what if what else ''}); {where}; "
         "please report it with that file"
     )
-    if "--json" in sys.argv[1:]:
-        print_json({"ok": False, "error": message, "log": None if log is None else str(log)})
-    else:
-        typer.echo(f"error: {message}", err=True)
-    sys.exit(exit_codes.ERROR)
+    _one_line(message, exit_codes.ERROR, log=None if log is None else str(log))
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from rcea.annotation.people import people_from_settings
 from rcea.app.cli import exit_codes
@@ -18,7 +18,7 @@ from rcea.app.cli.common import (
     emit,
     engine,
     fail,
-    print_json,
+    say,
     settings,
     store_session,
     with_target,
@@ -38,7 +38,12 @@ from rcea.audits.rubric import load_rubric, rubric_path
 from rcea.study.labelling import webhook_target
 from rcea.study.pair_audit.abandon import abandon_audit
 from rcea.study.pair_audit.annotators import annotator_quality
-from rcea.study.pair_audit.freeze import freeze_partition_from_modes, get_rubric, rubric_spec
+from rcea.study.pair_audit.freeze import (
+    freeze_partition_from_modes,
+    get_rubric,
+    list_rubrics,
+    rubric_spec,
+)
 from rcea.study.pair_audit.gate import decide_gate
 from rcea.study.pair_audit.plan import check_rubric, freeze_checked
 from rcea.study.pair_audit.push import adjudicate, push_audit, sync_audit
@@ -52,7 +57,6 @@ from rcea.study.pair_audit.sampling import (
 from rcea.study.pair_audit.sizing import DEFAULT_MIN_PAIRS, size_rubric, sized_rubric_text
 from rcea.study.settings import actor_name
 from rcea.study.store import session_scope
-from rcea.study.store.models import Rubric
 from rcea.study.targets import resolve_audit, target_of
 
 audit_app = typer.Typer(
@@ -107,25 +111,26 @@ def rubric_freeze(
             "checked_against": study,
             **({"check": check} if check is not None else {}),
         }
-    if as_json:
-        print_json(out)
-        return
-    verb = "froze" if created else "already frozen:"
-    typer.echo(f"{verb} rubric {out['name']} v{out['version']} sha256 {out['content_hash']}")
-    if check is not None:
-        flow = check["pairs"]
-        typer.echo(
-            f"checked against {study}: {flow['n_pairs']} pairs on {flow['n_questions_drawn']} "
-            "questions"
-            + ("" if check["meets_plan"] else " — FORCED: " + "; ".join(check["problems"]))
-        )
-        for line in check["warnings"]:
-            typer.echo(f"warning: {line}", err=True)
-    else:
-        typer.echo(
-            "not checked against a study: `rcea audit rubric check RUBRIC --study S` shows "
-            "what it gives"
-        )
+
+    def show() -> None:
+        verb = "froze" if created else "already frozen:"
+        typer.echo(f"{verb} rubric {out['name']} v{out['version']} sha256 {out['content_hash']}")
+        if check is not None:
+            flow = check["pairs"]
+            typer.echo(
+                f"checked against {study}: {flow['n_pairs']} pairs on {flow['n_questions_drawn']} "
+                "questions"
+                + ("" if check["meets_plan"] else " — FORCED: " + "; ".join(check["problems"]))
+            )
+            for line in check["warnings"]:
+                typer.echo(f"warning: {line}", err=True)
+        else:
+            typer.echo(
+                "not checked against a study: `rcea audit rubric check RUBRIC --study S` shows "
+                "what it gives"
+            )
+
+    emit(out, as_json, show)
 
 
 def _resolve_spec(s: Session, rubric: str) -> RubricSpec:
@@ -186,9 +191,8 @@ def rubric_check(
 
     with store_session(as_json) as s:
         out = check_rubric(s, study=study, rubric=_resolve_spec(s, rubric))
-    if as_json:
-        print_json({"ok": out["meets_plan"], **out})
-    else:
+
+    def show() -> None:
         typer.echo(
             f"rubric {out['rubric']} v{out['version']} ({out['content_hash'][:12]}…) on study "
             f"{study}:"
@@ -220,6 +224,8 @@ def rubric_check(
             else f"the study cannot meet this plan: `rcea audit rubric init --study {study}` "
             "writes one it can"
         )
+
+    emit({"ok": out["meets_plan"], **out}, as_json, show)
     if not out["meets_plan"]:
         raise typer.Exit(exit_codes.REFUSED)
 
@@ -274,21 +280,22 @@ def rubric_init(
         text = sized_rubric_text(size, name=name or f"{study}-rubric")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
-    if as_json:
-        print_json({"ok": True, "out": str(out), **size.to_dict()})
-        return
-    typer.echo(
-        f"wrote {out}: {size.planned_pairs} pairs planned on {size.flow['n_questions_drawn']} "
-        f"question(s); K_min {size.k_min}, n_min {size.n_min}; calibration "
-        f"{size.calibration_size} ({size.calibration_held_out} held out)"
-    )
-    print_flow(size.flow)
-    for line in size.warnings:
-        typer.echo(f"warning: {line}", err=True)
-    typer.echo(
-        f"next: review it, then `rcea audit rubric check {out} --study {study}` and "
-        f"`rcea audit rubric freeze {out} --study {study}`"
-    )
+
+    def show() -> None:
+        typer.echo(
+            f"wrote {out}: {size.planned_pairs} pairs planned on {size.flow['n_questions_drawn']} "
+            f"question(s); K_min {size.k_min}, n_min {size.n_min}; calibration "
+            f"{size.calibration_size} ({size.calibration_held_out} held out)"
+        )
+        print_flow(size.flow)
+        for line in size.warnings:
+            typer.echo(f"warning: {line}", err=True)
+        typer.echo(
+            f"next: review it, then `rcea audit rubric check {out} --study {study}` and "
+            f"`rcea audit rubric freeze {out} --study {study}`"
+        )
+
+    emit({"ok": True, "out": str(out), **size.to_dict()}, as_json, show)
 
 
 @rubric_app.command("list")
@@ -304,16 +311,17 @@ def rubric_list(as_json: bool = JSON_OPTION) -> None:
                 "frozen_by": r.frozen_by,
                 "frozen_at": r.frozen_at.isoformat(),
             }
-            for r in s.exec(select(Rubric).order_by(Rubric.id)).all()  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+            for r in list_rubrics(s)
         ]
-    if as_json:
-        print_json(rows)
-        return
-    for r in rows:
-        typer.echo(
-            f"{r['name']} v{r['version']}  {r['content_hash'][:16]}  "
-            f"{r['frozen_by']} {r['frozen_at']}"
-        )
+
+    def show() -> None:
+        for r in rows:
+            typer.echo(
+                f"{r['name']} v{r['version']}  {r['content_hash'][:16]}  "
+                f"{r['frozen_by']} {r['frozen_at']}"
+            )
+
+    emit(rows, as_json, show)
 
 
 @partition_app.command("freeze")
@@ -437,14 +445,15 @@ def gate(
         )
     result.update(gate_outcome(result["report"] or {}))
     result = with_target(result, target, as_json)
-    if as_json:
-        print_json({**result, **({"options": options} if options else {})})
-    else:
+
+    def show() -> None:
         print_gate_status(result)
         if options:
             typer.echo("the final gate FAILED; the options:")
             for line in options:
                 typer.echo(f"  - {line}")
+
+    emit({**result, **({"options": options} if options else {})}, as_json, show)
     if result["exit_code"]:  # a failed final gate: exit_codes.FAILED
         raise typer.Exit(result["exit_code"])
 
@@ -508,50 +517,52 @@ def annotators(
         row = resolve_audit(s, study=study, audit=audit)
         target = target_of(s, row)
         out = with_target(annotator_quality(s, row, window=window), target, as_json)
-    if as_json:
-        print_json(out)
-        return
 
-    typer.echo(
-        f"audit {out['audit']}: {out['n_pairs']} pairs, {out['n_reference']} with a "
-        "final reference so far"
-    )
-    typer.echo(
-        f"{'round':<12}{'person':<28}{'labels':>8}{'median s':>10}{'p90 s':>9}"
-        f"{'/active h':>10}{'accuracy':>10}{'F1 same':>9}{'F1 diff':>9}"
-    )
-    for p in out["annotators"]:
-        vs = p["vs_reference"] or {}
-        pc = vs.get("per_class", {})
+    def show() -> None:
         typer.echo(
-            f"{p['round']:<12}{(p['person'] or '-')[:27]:<28}{p['labels']:>8}"
-            f"{fmt(p['lead_time_median_s']):>10}{fmt(p['lead_time_p90_s']):>9}"
-            f"{fmt(p['labels_per_active_hour']):>10}{fmt(vs.get('accuracy')):>10}"
-            f"{fmt(pc.get('same', {}).get('f1')):>9}{fmt(pc.get('different', {}).get('f1')):>9}"
+            f"audit {out['audit']}: {out['n_pairs']} pairs, {out['n_reference']} with a "
+            "final reference so far"
         )
-        if p.get("lead_time_contradictions"):
+        typer.echo(
+            f"{'round':<12}{'person':<28}{'labels':>8}{'median s':>10}{'p90 s':>9}"
+            f"{'/active h':>10}{'accuracy':>10}{'F1 same':>9}{'F1 diff':>9}"
+        )
+        for p in out["annotators"]:
+            vs = p["vs_reference"] or {}
+            pc = vs.get("per_class", {})
             typer.echo(
-                f"  {p['lead_time_contradictions']} claimed lead_time(s) exceed the server "
-                "time since the previous label (lead_time is the browser's claim; "
-                "active hours are bounded by created_at)"
+                f"{p['round']:<12}{(p['person'] or '-')[:27]:<28}{p['labels']:>8}"
+                f"{fmt(p['lead_time_median_s']):>10}{fmt(p['lead_time_p90_s']):>9}"
+                f"{fmt(p['labels_per_active_hour']):>10}{fmt(vs.get('accuracy')):>10}"
+                f"{fmt(pc.get('same', {}).get('f1')):>9}{fmt(pc.get('different', {}).get('f1')):>9}"
             )
-    repeated = [p for p in out["annotators"] if (p.get("self_consistency") or {}).get("planned")]
-    if repeated:
-        typer.echo("self-consistency on hidden repeats (same label both times):")
-        for p in repeated:
-            sc = p["self_consistency"]
-            typer.echo(
-                f"  {p['round']:<10}{(p['person'] or '-')[:27]:<28}{sc['same']:>4}/{sc['n']:<4}"
-                f" {fmt(sc['share'])} ({sc['planned']} repeats planned)"
-            )
-    hot = [h for h in out["hotspots"] if h["disagreements"]][:10]
-    if hot:
-        typer.echo("disagreement hotspots (A vs B):")
-        for h in hot:
-            typer.echo(
-                f"  {h['question_id']:<24}{h['disagreements']:>4}/{h['pairs_both']:<4}"
-                f" {h['disagreement_share']:.0%}"
-            )
+            if p.get("lead_time_contradictions"):
+                typer.echo(
+                    f"  {p['lead_time_contradictions']} claimed lead_time(s) exceed the server "
+                    "time since the previous label (lead_time is the browser's claim; "
+                    "active hours are bounded by created_at)"
+                )
+        repeated = [
+            p for p in out["annotators"] if (p.get("self_consistency") or {}).get("planned")
+        ]
+        if repeated:
+            typer.echo("self-consistency on hidden repeats (same label both times):")
+            for p in repeated:
+                sc = p["self_consistency"]
+                typer.echo(
+                    f"  {p['round']:<10}{(p['person'] or '-')[:27]:<28}{sc['same']:>4}/{sc['n']:<4}"
+                    f" {fmt(sc['share'])} ({sc['planned']} repeats planned)"
+                )
+        hot = [h for h in out["hotspots"] if h["disagreements"]][:10]
+        if hot:
+            typer.echo("disagreement hotspots (A vs B):")
+            for h in hot:
+                typer.echo(
+                    f"  {h['question_id']:<24}{h['disagreements']:>4}/{h['pairs_both']:<4}"
+                    f" {h['disagreement_share']:.0%}"
+                )
+
+    emit(out, as_json, show)
 
 
 def register(app: typer.Typer) -> None:
@@ -597,8 +608,7 @@ def push(
         with session_scope(engine()) as s:
             a = resolve_audit(s, study=study, audit=audit)
             target = target_of(s, a)
-            if not as_json:
-                typer.echo(target.line())
+            say(target.line(), as_json)
             assert a.id is not None  # stored rows have ids; SQLModel types keys Optional
             total = 2 * len(audit_pairs(s, audit_id=a.id))
             with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
@@ -611,16 +621,17 @@ def push(
                     actor=actor_name(actor),
                     progress=bar.update,
                 )
-    if as_json:
-        print_json({**target.as_dict(), **out})
-        return
-    for role, info in out["projects"].items():
-        typer.echo(
-            f"annotator {role} ({info['email']}): {info['url']}/projects/{info['project_id']} "
-            f"— {info['n_tasks']} tasks ({info['n_new']} new)"
-        )
-        print_render_changed(info["render_changed"], f"annotator {role}")
-    _print_logins(out["new_accounts"])
+
+    def show() -> None:
+        for role, info in out["projects"].items():
+            typer.echo(
+                f"annotator {role} ({info['email']}): {info['url']}/projects/{info['project_id']} "
+                f"— {info['n_tasks']} tasks ({info['n_new']} new)"
+            )
+            print_render_changed(info["render_changed"], f"annotator {role}")
+        _print_logins(out["new_accounts"])
+
+    emit({**target.as_dict(), **out}, as_json, show)
 
 
 def print_render_changed(changed: list[dict], who: str) -> None:
@@ -636,16 +647,17 @@ def print_render_changed(changed: list[dict], who: str) -> None:
 
 def print_adjudication(out: dict, what: str, as_json: bool) -> None:
     """The adjudication round's project and the adjudicator's new login (pairs or items)."""
-    if as_json:
-        print_json(out)
-        return
-    typer.echo(
-        f"adjudication ({out['email']}): {out['url']}/projects/{out['project_id']} — "
-        f"{what} ({out['n_new']} new)"
-    )
-    print_render_changed(out["render_changed"], "the adjudicator")
-    if out["new_password"]:
-        typer.echo(f"  new login for the adjudicator: {out['email']} / {out['new_password']}")
+
+    def show() -> None:
+        typer.echo(
+            f"adjudication ({out['email']}): {out['url']}/projects/{out['project_id']} — "
+            f"{what} ({out['n_new']} new)"
+        )
+        print_render_changed(out["render_changed"], "the adjudicator")
+        if out["new_password"]:
+            typer.echo(f"  new login for the adjudicator: {out['email']} / {out['new_password']}")
+
+    emit(out, as_json, show)
 
 
 def print_sync(out: dict, what: str) -> None:
@@ -686,10 +698,11 @@ def sync(
             target = target_of(s, row)
             out = sync_audit(s, row, people, full=full)
     out = with_target(out, target, as_json)
-    if as_json:
-        print_json(out)
-    else:
+
+    def show() -> None:
         print_sync(out, out["audit"])
+
+    emit(out, as_json, show)
 
 
 @audit_app.command("adjudicate")
@@ -713,8 +726,7 @@ def adjudicate_cmd(
         with session_scope(engine()) as s:
             row = resolve_audit(s, study=study, audit=audit)
             target = target_of(s, row)
-            if not as_json:
-                typer.echo(target.line())
+            say(target.line(), as_json)
             out = adjudicate(
                 s,
                 row,

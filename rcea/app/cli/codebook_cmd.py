@@ -10,34 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from sqlmodel import select
 
 from rcea.app.cli import exit_codes
 from rcea.app.cli.common import (
     domain_errors,
+    emit,
     engine,
-    print_json,
     settings,
     store_session,
     warn_if_llm_unreachable,
 )
 from rcea.app.cli.options import (
     ACTOR_OPTION,
-    API_KEY_ENV_OPTION,
-    BASE_URL_OPTION,
-    CODEBOOK_BACKEND_OPTION,
-    CODEBOOK_ORACLE_OPTION,
-    CODEBOOK_SEED_OPTION,
     CODEBOOK_THRESHOLD_OPTION,
-    CONCURRENCY_OPTION,
     JSON_OPTION,
-    MODEL_OPTION,
-    PRICE_IN_OPTION,
-    PRICE_OUT_OPTION,
-    RESPONSE_FORMAT_OPTION,
-    RETRIES_OPTION,
     STUDY_OPTION,
-    TIMEOUT_OPTION,
+    backend_options,
 )
 from rcea.study.codebook import (
     BackendOptions,
@@ -57,11 +45,11 @@ from rcea.study.codebook import (
     resolve_dispute,
 )
 from rcea.study.codebook.approval import approve_extensions
-from rcea.study.codebook.common import versions_by_question
 from rcea.study.codebook.cycle import run_cycle
+from rcea.study.codebook.review import codebook_list
 from rcea.study.settings import actor_name
-from rcea.study.store import Trajectory, require_study, session_scope
-from rcea.study.store.models import CodebookDraft
+from rcea.study.store import require_study, session_scope
+from rcea.study.store.repository import trajectories_by_id
 
 codebook_app = typer.Typer(
     rich_markup_mode=None,
@@ -99,67 +87,34 @@ def _graceful_sigterm(ctx: typer.Context) -> None:
         ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
 
 
-def _backend(
-    backend: str,
-    oracle: str | None,
-    concurrency: int,
-    timeout: float,
-    max_retries: int,
-    price_in: float,
-    price_out: float,
-    *,
-    seed: int,
-    base_url: str | None,
-    model: str | None,
-    api_key_env: str | None,
-    response_format: str,
-):
-
-    return make_backend(
-        settings(),
-        BackendOptions(
-            kind=backend,
-            oracle=oracle,
-            concurrency=concurrency,
-            timeout_s=timeout,
-            max_retries=max_retries,
-            price_input_per_mtok=price_in,
-            price_output_per_mtok=price_out,
-            seed=seed,
-            json_mode=response_format,
-            base_url=base_url,
-            model=model,
-            api_key_env=api_key_env,
-        ),
-    )
-
-
 def _print_report(report: Any, as_json: bool) -> None:
     r = report.to_dict()
     warn_if_llm_unreachable(r.get("usage") or {})
-    if as_json:
-        print_json(r)
-        return
-    typer.echo(
-        f"{r['stage']}: {r['n_questions']} question(s), {r['n_batches']} batch(es) — "
-        f"{r['n_run']} run now ({r['n_retried']} of them retried after an earlier failure), "
-        f"{r['n_skipped']} already done, {r['n_failed']} failed"
-    )
-    u = r["usage"]
-    if u.get("requests") or u.get("cache_hits"):
+
+    def show() -> None:
         typer.echo(
-            f"  LLM: {u['requests']} request(s), {u['completed']} completed, "
-            f"{u['cache_hits']} from cache, {u['retries']} retried (429: {u['rate_limited']}, "
-            f"5xx: {u['server_errors']}, timeouts: {u['timeouts']}, invalid: "
-            f"{u['invalid_replies']}), {u['failures']} given up; tokens "
-            f"{u['prompt_tokens']} in / {u['completion_tokens']} out, ${u['cost_usd']:.4f}"
+            f"{r['stage']}: {r['n_questions']} question(s), {r['n_batches']} batch(es) — "
+            f"{r['n_run']} run now ({r['n_retried']} of them retried after an earlier failure), "
+            f"{r['n_skipped']} already done, {r['n_failed']} failed"
         )
-    for key, value in r["details"].items():
-        if value:
-            typer.echo(f"  {key}: {value}")
+        u = r["usage"]
+        if u.get("requests") or u.get("cache_hits"):
+            typer.echo(
+                f"  LLM: {u['requests']} request(s), {u['completed']} completed, "
+                f"{u['cache_hits']} from cache, {u['retries']} retried (429: {u['rate_limited']}, "
+                f"5xx: {u['server_errors']}, timeouts: {u['timeouts']}, invalid: "
+                f"{u['invalid_replies']}), {u['failures']} given up; tokens "
+                f"{u['prompt_tokens']} in / {u['completion_tokens']} out, ${u['cost_usd']:.4f}"
+            )
+        for key, value in r["details"].items():
+            if value:
+                typer.echo(f"  {key}: {value}")
+
+    emit(r, as_json, show)
 
 
 @codebook_app.command("induce")
+@backend_options
 def induce_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
@@ -167,115 +122,55 @@ def induce_cmd(
     sample: int = typer.Option(
         None, "--sample", min=1, help="at most this many trajectories per question"
     ),
-    seed: int = CODEBOOK_SEED_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Candidate modes from blinded, shuffled chunks of each question's accepted
     trajectories (questions are never mixed)."""
 
     with domain_errors(as_json):
-        be = _backend(
-            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-            response_format=response_format,
-        )  # fmt: skip
+        be = make_backend(settings(), llm)
         report = induce(
             engine(),
             study=study,
             backend=be,
             actor=actor_name(actor),
             batch_size=batch_size,
-            seed=seed,
+            seed=llm.seed,
             sample_per_question=sample,
-            concurrency=concurrency,
+            concurrency=llm.concurrency,
             questions=question or None,
         )
     _print_report(report, as_json)
 
 
 @codebook_app.command("merge")
+@backend_options
 def merge_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
     redo: bool = typer.Option(False, "--redo", help="re-merge questions with an unfrozen draft"),
-    seed: int = CODEBOOK_SEED_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Merge each question's candidates into a draft codebook."""
 
     with domain_errors(as_json):
-        be = _backend(
-            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-            response_format=response_format,
-        )  # fmt: skip
+        be = make_backend(settings(), llm)
         report = merge(
             engine(),
             study=study,
             backend=be,
             actor=actor_name(actor),
-            concurrency=concurrency,
+            concurrency=llm.concurrency,
             questions=question or None,
             redo=redo,
         )
     _print_report(report, as_json)
-
-
-def _codebooks(study: str, questions: list[str] | None) -> list[dict[str, Any]]:
-
-    with session_scope(engine()) as s:
-        st = require_study(s, name=study)
-        versions = versions_by_question(s, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
-        drafts = {
-            d.question_id: d
-            for d in s.exec(select(CodebookDraft).where(CodebookDraft.study_id == st.id))
-        }
-        out = []
-        for q in sorted(set(versions) | set(drafts)):
-            if questions and q not in questions:
-                continue
-            vs = versions.get(q, [])
-            d = drafts.get(q)
-            out.append(
-                {
-                    "question_id": q,
-                    "status": "frozen" if vs else "draft",
-                    "version": vs[-1].version if vs else None,
-                    "content_hash": vs[-1].content_hash if vs else None,
-                    "parent_version": (
-                        next((p.version for p in vs if p.id == vs[-1].parent_id), None)
-                        if vs
-                        else None
-                    ),
-                    "reason": vs[-1].reason if vs else None,
-                    "modes": vs[-1].modes if vs else (d.modes if d else []),
-                }
-            )
-    return out
 
 
 @codebook_app.command("show")
@@ -285,20 +180,22 @@ def show_cmd(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Each question's codebook: the latest frozen version, else the draft."""
-    with domain_errors(as_json):
-        rows = _codebooks(study, question or None)
-    if as_json:
-        print_json(rows)
-        return
-    for r in rows:
-        head = (
-            f"v{r['version']} sha256 {r['content_hash'][:12]}… ({r['reason']})"
-            if r["status"] == "frozen"
-            else "draft (not frozen)"
-        )
-        typer.echo(f"{r['question_id']}: {head}")
-        for m in r["modes"]:
-            typer.echo(f"  {m['id']}  {m['name']} — {m.get('criterion', '')}")
+    with store_session(as_json) as s:
+        st = require_study(s, name=study)
+        rows = codebook_list(s, study_id=st.id, questions=question or None)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+
+    def show() -> None:
+        for r in rows:
+            head = (
+                f"v{r['version']} sha256 {r['content_hash'][:12]}… ({r['reason']})"
+                if r["status"] == "frozen"
+                else "draft (not frozen)"
+            )
+            typer.echo(f"{r['question_id']}: {head}")
+            for m in r["modes"]:
+                typer.echo(f"  {m['id']}  {m['name']} — {m.get('criterion', '')}")
+
+    emit(rows, as_json, show)
 
 
 def _edit(study: str, question: str, op: str, actor: str | None, **args: Any) -> None:
@@ -405,86 +302,61 @@ def freeze_cmd(
                 s, study=study, actor=actor_name(actor), questions=question or None
             )
         ]
-    if as_json:
-        print_json(made)
-        return
-    typer.echo(f"froze {len(made)} codebook(s)")
-    for v in made:
-        typer.echo(f"  {v['question_id']} v{v['version']} sha256 {v['content_hash']}")
+
+    def show() -> None:
+        typer.echo(f"froze {len(made)} codebook(s)")
+        for v in made:
+            typer.echo(f"  {v['question_id']} v{v['version']} sha256 {v['content_hash']}")
+
+    emit(made, as_json, show)
 
 
 @codebook_app.command("assign")
+@backend_options
 def assign_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
     batch_size: int = typer.Option(10, "--batch-size", min=1, help="trajectories per call"),
-    seed: int = CODEBOOK_SEED_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Assign every accepted trajectory twice (independent shuffles and batchings) against
     its question's latest frozen codebook."""
 
     with domain_errors(as_json):
-        be = _backend(
-            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-            response_format=response_format,
-        )  # fmt: skip
+        be = make_backend(settings(), llm)
         report = assign(
             engine(),
             study=study,
             backend=be,
             actor=actor_name(actor),
             batch_size=batch_size,
-            seed=seed,
-            concurrency=concurrency,
+            seed=llm.seed,
+            concurrency=llm.concurrency,
             questions=question or None,
         )
     _print_report(report, as_json)
 
 
 @codebook_app.command("reconcile")
+@backend_options
 def reconcile_cmd(
     study: str = STUDY_OPTION,
     question: list[str] = QUESTION_OPTION,
     threshold: float = CODEBOOK_THRESHOLD_OPTION,
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="trajectories per call"),
-    seed: int = CODEBOOK_SEED_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Disputes (passes disagree, NEW/NONE/invalid, low confidence) → LLM arbitration →
     researcher queue for what arbitration cannot settle."""
 
     with domain_errors(as_json):
-        be = _backend(
-            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-            response_format=response_format,
-        )  # fmt: skip
+        be = make_backend(settings(), llm)
         report = reconcile(
             engine(),
             study=study,
@@ -492,8 +364,8 @@ def reconcile_cmd(
             actor=actor_name(actor),
             threshold=threshold,
             batch_size=batch_size,
-            seed=seed,
-            concurrency=concurrency,
+            seed=llm.seed,
+            concurrency=llm.concurrency,
             questions=question or None,
         )
     _print_report(report, as_json)
@@ -503,13 +375,8 @@ def _texts(study: str, ids: list[str]) -> dict[str, str]:
 
     with session_scope(engine()) as s:
         st = require_study(s, name=study)
-        rows = s.exec(
-            select(Trajectory.trajectory_id, Trajectory.text).where(
-                Trajectory.study_id == st.id,
-                Trajectory.trajectory_id.in_(ids),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
-            )
-        ).all()
-    return dict(rows)
+        rows = trajectories_by_id(s, study_id=st.id, ids=ids)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+    return {tid: t.text for tid, t in rows.items()}
 
 
 def _indent(text: str, prefix: str = "    | ") -> str:
@@ -537,22 +404,23 @@ def queue_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
         texts = _texts(study, [r["_tid"] for r in rows])  # type: ignore[misc]  # the queue rows are dicts of mixed values; _tid holds the trajectory id (str)
     for r in rows:
         r["text"] = texts.get(r.pop("_tid"), "")  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; _tid holds the trajectory id (str)
-    if as_json:
-        print_json(rows)
-        return
-    typer.echo(f"{len(rows)} trajectory(ies) wait for a researcher")
-    for r in rows:
-        conf = r["arbitration_confidence"]
-        typer.echo(
-            f"#{r['dispute_id']}  {r['question_id']}  {', '.join(r['reasons'])}; arbitration: "  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; reasons is a list of str
-            f"{r['arbitration']}" + (f" ({conf:.2f})" if conf is not None else "")
-        )
-        typer.echo(_indent(r["text"]))  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; text is a str
-    if rows:
-        typer.echo(
-            "resolve: rcea codebook resolve ID --study S (--mode mN | --uncertain | "
-            "--new NAME --criterion TEXT)"
-        )
+
+    def show() -> None:
+        typer.echo(f"{len(rows)} trajectory(ies) wait for a researcher")
+        for r in rows:
+            conf = r["arbitration_confidence"]
+            typer.echo(
+                f"#{r['dispute_id']}  {r['question_id']}  {', '.join(r['reasons'])}; arbitration: "  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; reasons is a list of str
+                f"{r['arbitration']}" + (f" ({conf:.2f})" if conf is not None else "")
+            )
+            typer.echo(_indent(r["text"]))  # type: ignore[arg-type]  # the queue rows are dicts of mixed values; text is a str
+        if rows:
+            typer.echo(
+                "resolve: rcea codebook resolve ID --study S (--mode mN | --uncertain | "
+                "--new NAME --criterion TEXT)"
+            )
+
+    emit(rows, as_json, show)
 
 
 @codebook_app.command("resolve")
@@ -618,21 +486,25 @@ def extend_cmd(
             snapshot = [(e, list(e.proposals)) for e in pending]
         texts = _texts(study, ids)
         rows = [_extension_dict(e, texts, examples) for e, _ in snapshot]
-    if as_json:
-        print_json(rows)
-        return
-    typer.echo(f"{len(rows)} pending extension request(s)")
-    for r in rows:
-        typer.echo(f"#{r['extension_id']}  {r['question_id']}")
-        for p in r["proposals"]:
-            typer.echo(f"  + {p['name']} ({p['n_trajectories']} trajectories): {p['criterion']}")
-            for text in p["examples"]:
-                typer.echo(_indent(text))
-    if rows:
-        typer.echo("review: rcea codebook approve ID --study S | rcea codebook reject ID ...")
+
+    def show() -> None:
+        typer.echo(f"{len(rows)} pending extension request(s)")
+        for r in rows:
+            typer.echo(f"#{r['extension_id']}  {r['question_id']}")
+            for p in r["proposals"]:
+                typer.echo(
+                    f"  + {p['name']} ({p['n_trajectories']} trajectories): {p['criterion']}"
+                )
+                for text in p["examples"]:
+                    typer.echo(_indent(text))
+        if rows:
+            typer.echo("review: rcea codebook approve ID --study S | rcea codebook reject ID ...")
+
+    emit(rows, as_json, show)
 
 
 @codebook_app.command("approve")
+@backend_options
 def approve_cmd(
     extension: int = typer.Argument(..., help="extension request id"),
     study: str = STUDY_OPTION,
@@ -640,35 +512,17 @@ def approve_cmd(
     reassign: bool = typer.Option(
         True, "--reassign/--no-reassign", help="assign + reconcile the affected trajectories"
     ),
-    seed: int = CODEBOOK_SEED_OPTION,
     threshold: float = CODEBOOK_THRESHOLD_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Approve a request: refreeze the question's codebook as a new version (parent and
     reason recorded), then reassign only that question's affected trajectories."""
 
     with domain_errors(as_json):
-        be = (
-            _backend(
-                backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-                seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-                response_format=response_format,
-            )
-            if reassign
-            else None
-        )  # fmt: skip
+        be = make_backend(settings(), llm) if reassign else None
         res = approve_extensions(
             engine(),
             study=study,
@@ -676,21 +530,22 @@ def approve_cmd(
             actor=actor_name(actor),
             reason=reason,
             backend=be,
-            seed=seed,
+            seed=llm.seed,
             threshold=threshold,
-            concurrency=concurrency,
+            concurrency=llm.concurrency,
         )
         out: dict[str, Any] = {
             **{k: v for k, v in res["approved"][0].items() if k != "status"},
             **{k: res[k] for k in ("assign", "reconcile") if k in res},
         }
-    if as_json:
-        print_json(out)
-        return
-    typer.echo(
-        f"approved #{out['extension_id']}: {out['question_id']} refrozen as "
-        f"v{out['version']} sha256 {out['content_hash']}; {out['n_affected']} trajectory(ies) "
-        + ("reassigned" if reassign else "to reassign (run `rcea codebook assign`)")
+    emit(
+        out,
+        as_json,
+        lambda: (
+            f"approved #{out['extension_id']}: {out['question_id']} refrozen as "
+            f"v{out['version']} sha256 {out['content_hash']}; {out['n_affected']} trajectory(ies) "
+            + ("reassigned" if reassign else "to reassign (run `rcea codebook assign`)")
+        ),
     )
 
 
@@ -740,18 +595,20 @@ def export_cmd(
             allow_incomplete=allow_incomplete,
             threshold=threshold,
         )
-    if as_json:
-        print_json(result)
-        return
-    typer.echo(
-        f"{'froze' if result['created'] else 'unchanged:'} partition #{result['partition_id']} "
-        f"({result['source']}): {result['n_modes']} modes in {result['n_codebooks']} codebooks, "
-        f"{result['n_included']} included, {result['n_uncertain']} uncertain trajectories; "
-        f"sha256 {result['partition_hash']}"
-    )
-    for tid, e in result["excluded"].items():
-        typer.echo(f"  excluded: {tid} ({e['question_id']}): {e['reason']}")
-    typer.echo(f"  {result['parquet']}")
+
+    def show() -> None:
+        typer.echo(
+            f"{'froze' if result['created'] else 'unchanged:'} partition #{result['partition_id']} "
+            f"({result['source']}): {result['n_modes']} modes in {result['n_codebooks']} "
+            "codebooks, "
+            f"{result['n_included']} included, {result['n_uncertain']} uncertain trajectories; "
+            f"sha256 {result['partition_hash']}"
+        )
+        for tid, e in result["excluded"].items():
+            typer.echo(f"  excluded: {tid} ({e['question_id']}): {e['reason']}")
+        typer.echo(f"  {result['parquet']}")
+
+    emit(result, as_json, show)
 
 
 @codebook_app.command("status")
@@ -760,61 +617,49 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
 
     with store_session(as_json) as s:
         st = cycle_status(s, study=study)
-    if as_json:
-        print_json(st)
-        return
-    typer.echo(
-        f"{st['study']}: {st['n_accepted']} accepted trajectories in {st['n_questions']} "
-        f"questions; {st['n_drafts']} drafts, {st['n_frozen_codebooks']} frozen codebooks"
-    )
-    for key in ("batches", "disputes", "extensions", "outcomes", "tokens"):
-        if st[key]:
-            typer.echo(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in sorted(st[key].items())))
+
+    def show() -> None:
+        typer.echo(
+            f"{st['study']}: {st['n_accepted']} accepted trajectories in {st['n_questions']} "
+            f"questions; {st['n_drafts']} drafts, {st['n_frozen_codebooks']} frozen codebooks"
+        )
+        for key in ("batches", "disputes", "extensions", "outcomes", "tokens"):
+            if st[key]:
+                typer.echo(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in sorted(st[key].items())))
+
+    emit(st, as_json, show)
 
 
 @codebook_app.command("run")
+@backend_options
 def run_cmd(
     study: str = STUDY_OPTION,
-    seed: int = CODEBOOK_SEED_OPTION,
     induce_batch_size: int = typer.Option(12, "--induce-batch-size", min=1),
     sample: int = typer.Option(None, "--sample", min=1, help="induction sample per question"),
     assign_batch_size: int = typer.Option(10, "--assign-batch-size", min=1),
     threshold: float = CODEBOOK_THRESHOLD_OPTION,
-    backend: str = CODEBOOK_BACKEND_OPTION,
-    oracle: str = CODEBOOK_ORACLE_OPTION,
-    concurrency: int = CONCURRENCY_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    max_retries: int = RETRIES_OPTION,
-    price_in: float = PRICE_IN_OPTION,
-    price_out: float = PRICE_OUT_OPTION,
-    base_url: str = BASE_URL_OPTION,
-    model: str = MODEL_OPTION,
-    api_key_env: str = API_KEY_ENV_OPTION,
-    response_format: str = RESPONSE_FORMAT_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    llm: BackendOptions,
 ) -> None:
     """Every automatic stage in order — induce, merge, freeze (drafts as they are),
     assign, reconcile, extend — stopping where a researcher decides (queue, extension
     review). For unattended runs such as the oracle demo; resumable like each stage."""
 
     with domain_errors(as_json):
-        be = _backend(
-            backend, oracle, concurrency, timeout, max_retries, price_in, price_out,
-            seed=seed, base_url=base_url, model=model, api_key_env=api_key_env,
-            response_format=response_format,
-        )  # fmt: skip
+        be = make_backend(settings(), llm)
         res = run_cycle(
             engine(),
             study=study,
             backend=be,
             actor=actor_name(actor),
-            seed=seed,
+            seed=llm.seed,
             induce_batch_size=induce_batch_size,
             sample_per_question=sample,
             assign_batch_size=assign_batch_size,
             threshold=threshold,
-            concurrency=concurrency,
+            concurrency=llm.concurrency,
         )
     code, why = 0, ""
     if res.waiting == "unanswered":
@@ -830,9 +675,8 @@ def run_cmd(
             f"{res.n_extensions} extension request(s) wait for review (`rcea codebook "
             "extend`): the cycle is not finished"
         )
-    if as_json:
-        print_json({**res.to_dict(), "exit_code": code, "waiting": why or None})
-    else:
+
+    def show() -> None:
         for r in res.reports:
             _print_report(r, False)
         typer.echo(
@@ -841,6 +685,8 @@ def run_cmd(
         typer.echo("next: " + "; ".join(res.next_steps(study)))
         if why:
             typer.echo(f"not finished (exit {code}): {why}", err=True)
+
+    emit({**res.to_dict(), "exit_code": code, "waiting": why or None}, as_json, show)
     if code:
         raise typer.Exit(code)
 
@@ -861,13 +707,14 @@ def exclude_cmd(
         out = exclude_trajectory(
             s, study=study, trajectory_id=trajectory, reason=reason, actor=actor_name(actor)
         )
-    if as_json:
-        print_json(out)
-        return
-    typer.echo(
-        f"excluded {trajectory} (question {out['question_id']}) from the codebook cycle"
-        if out["created"]
-        else f"{trajectory} was already excluded ({out['reason']})"
+    emit(
+        out,
+        as_json,
+        lambda: (
+            f"excluded {trajectory} (question {out['question_id']}) from the codebook cycle"
+            if out["created"]
+            else f"{trajectory} was already excluded ({out['reason']})"
+        ),
     )
 
 

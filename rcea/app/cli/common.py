@@ -91,13 +91,23 @@ def store_session(as_json: bool = False, *extra: type[BaseException]) -> Iterato
         yield session
 
 
-def emit(out: Any, as_json: bool, text: Callable[[], str]) -> None:
+def emit(out: Any, as_json: bool, text: Callable[[], str | None]) -> None:
     """Print a command's result the one way: ``out`` as JSON under ``--json``, else the
-    text ``text()`` returns (called only then: it may read what JSON does not need)."""
+    text ``text()`` returns (called only then: it may read what JSON does not need). A
+    ``text`` that prints its own lines (a table, a warning on stderr) returns ``None``."""
     if as_json:
         print_json(out)
-    else:
-        typer.echo(text())
+        return
+    line = text()
+    if line is not None:
+        typer.echo(line)
+
+
+def say(line: str, as_json: bool, *, err: bool = False) -> None:
+    """A line for the reader of the text output only (progress, a hint before the result):
+    under ``--json`` stdout is the one JSON document :func:`emit` prints."""
+    if not as_json:
+        typer.echo(line, err=err)
 
 
 def with_target(out: dict[str, Any], target: Target, as_json: bool) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from rcea.app.cli.common import emit, engine, fail, is_tty, print_json, settings, store_session
+from rcea.app.cli.common import emit, engine, fail, is_tty, settings, store_session
 from rcea.app.cli.options import JSON_OPTION, STUDY_OPTION
 from rcea.pipeline.importers.verl import dump_hint, looks_like_dump
 from rcea.pipeline.records import RecordValidationError, read_records
@@ -24,6 +24,28 @@ from rcea.study.store import (
 from rcea.study.store.db import current_revision
 
 
+def report_record_errors(
+    exc: RecordValidationError, file: Path, as_json: bool, headline: str, **extra: object
+) -> None:
+    """A records file's errors, the one way: JSON, or each error on stderr (the first five
+    beside the hint that the file looks like a trainer's dump) and ``headline``."""
+    hint = dump_hint(file) if looks_like_dump(file) else None
+
+    def show() -> None:
+        shown = exc.errors[:5] if hint else exc.errors
+        for err in shown:
+            typer.echo(str(err), err=True)
+        if len(shown) < len(exc.errors):
+            typer.echo(f"... and {len(exc.errors) - len(shown)} more", err=True)
+        typer.echo(f"{headline}: {len(exc.errors)} error(s) in {file}", err=True)
+        if hint:
+            typer.echo(hint, err=True)
+
+    errors = [e.to_dict() for e in exc.errors]
+    out = {"ok": False, "file": str(file), "n_errors": len(exc.errors), **extra, "errors": errors}
+    emit({**out, **({"hint": hint} if hint else {})}, as_json, show)
+
+
 def validate(
     file: Path = typer.Argument(..., help="records file (.jsonl or .parquet)"),
     allow_extra: bool = typer.Option(False, help="ignore fields outside the record schema"),
@@ -35,27 +57,7 @@ def validate(
     except FileNotFoundError as exc:
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
-        hint = dump_hint(file) if looks_like_dump(file) else None
-        if as_json:
-            print_json(
-                {
-                    "ok": False,
-                    "file": str(file),
-                    "n_errors": len(exc.errors),
-                    "truncated": exc.truncated,
-                    "errors": [e.to_dict() for e in exc.errors],
-                    **({"hint": hint} if hint else {}),
-                }
-            )
-        else:
-            shown = exc.errors[:5] if hint else exc.errors
-            for err in shown:
-                typer.echo(str(err), err=True)
-            if len(shown) < len(exc.errors):
-                typer.echo(f"... and {len(exc.errors) - len(shown)} more", err=True)
-            typer.echo(f"invalid: {len(exc.errors)} error(s) in {file}", err=True)
-            if hint:
-                typer.echo(hint, err=True)
+        report_record_errors(exc, file, as_json, "invalid", truncated=exc.truncated)
         raise typer.Exit(1) from None
     emit(
         {
@@ -92,38 +94,19 @@ def ingest(
     except FileNotFoundError as exc:
         fail(str(exc), as_json=as_json)
     except RecordValidationError as exc:
-        hint = dump_hint(file) if looks_like_dump(file) else None
-        if as_json:
-            print_json(
-                {
-                    "ok": False,
-                    "file": str(file),
-                    "n_errors": len(exc.errors),
-                    "errors": [e.to_dict() for e in exc.errors],
-                    "message": "nothing was ingested",
-                    **({"hint": hint} if hint else {}),
-                }
-            )
-        else:
-            shown = exc.errors[:5] if hint else exc.errors
-            for err in shown:
-                typer.echo(str(err), err=True)
-            if len(shown) < len(exc.errors):
-                typer.echo(f"... and {len(exc.errors) - len(shown)} more", err=True)
-            typer.echo(f"nothing ingested: {len(exc.errors)} error(s) in {file}", err=True)
-            if hint:
-                typer.echo(hint, err=True)
+        report_record_errors(exc, file, as_json, "nothing ingested", message="nothing was ingested")
         raise typer.Exit(1) from None
     except ValueError as exc:  # a study name the store refuses, a store error
         fail(str(exc), as_json=as_json)
 
     warnings = k_min_warnings(engine(), name)
-    if as_json:
-        print_json({"ok": True, **result.to_dict(), "warnings": warnings})
-    else:
+
+    def show() -> None:
         typer.echo(result.summary())
         for line in warnings:
             typer.echo(f"warning: {line}", err=True)
+
+    emit({"ok": True, **result.to_dict(), "warnings": warnings}, as_json, show)
 
 
 def studies(as_json: bool = JSON_OPTION) -> None:
@@ -134,13 +117,14 @@ def studies(as_json: bool = JSON_OPTION) -> None:
             {"id": s.id, "name": s.name, "created_at": s.created_at.isoformat()}
             for s in list_studies(session)
         ]
-    if as_json:
-        print_json(rows)
-        return
-    if not rows:
-        typer.echo("no studies yet: run `rcea ingest FILE --study NAME`")
-    for r in rows:
-        typer.echo(f"{r['id']:>4}  {r['name']}  (created {r['created_at']})")
+
+    def show() -> None:
+        if not rows:
+            typer.echo("no studies yet: run `rcea ingest FILE --study NAME`")
+        for r in rows:
+            typer.echo(f"{r['id']:>4}  {r['name']}  (created {r['created_at']})")
+
+    emit(rows, as_json, show)
 
 
 def summary(
@@ -151,19 +135,20 @@ def summary(
     with store_session(as_json) as session:
         st = require_study(session, name=study)
         data = study_summary(session, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
-    if as_json:
-        print_json(data)
-        return
-    typer.echo(
-        f"study {data['study']}: {data['n_trajectories']} trajectories, "
-        f"{data['n_questions']} questions, {data['n_ingests']} ingest(s)"
-    )
-    typer.echo(f"{'run':<16}{'model':<16}{'step':>8}{'n':>8}{'R=1':>8}{'R=0':>8}")
-    for g in data["groups"]:
+
+    def show() -> None:
         typer.echo(
-            f"{g['run']:<16}{g['model']:<16}{g['step']:>8}{g['n']:>8}"
-            f"{g['n_success']:>8}{g['n_failure']:>8}"
+            f"study {data['study']}: {data['n_trajectories']} trajectories, "
+            f"{data['n_questions']} questions, {data['n_ingests']} ingest(s)"
         )
+        typer.echo(f"{'run':<16}{'model':<16}{'step':>8}{'n':>8}{'R=1':>8}{'R=0':>8}")
+        for g in data["groups"]:
+            typer.echo(
+                f"{g['run']:<16}{g['model']:<16}{g['step']:>8}{g['n']:>8}"
+                f"{g['n_success']:>8}{g['n_failure']:>8}"
+            )
+
+    emit(data, as_json, show)
 
 
 db_app = typer.Typer(
@@ -191,11 +176,12 @@ def db_current() -> None:
 def config(as_json: bool = JSON_OPTION) -> None:
     """Show the effective configuration (secrets only as set/unset)."""
     data = settings().public_dict()
-    if as_json:
-        print_json(data)
-        return
-    for key, value in data.items():
-        typer.echo(f"{key:<24} {value}")
+
+    def show() -> None:
+        for key, value in data.items():
+            typer.echo(f"{key:<24} {value}")
+
+    emit(data, as_json, show)
 
 
 def status(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
@@ -207,11 +193,12 @@ def status(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
 
     with store_session(as_json) as s:
         steps = study_steps(s, study=study)
-    if as_json:
-        print_json({"study": study, "steps": [asdict(x) for x in steps]})
-        return
-    for line in status_lines(study, steps):
-        typer.echo(line)
+
+    def show() -> None:
+        for line in status_lines(study, steps):
+            typer.echo(line)
+
+    emit({"study": study, "steps": [asdict(x) for x in steps]}, as_json, show)
 
 
 def register(app: typer.Typer) -> None:

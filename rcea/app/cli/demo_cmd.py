@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from sqlmodel import select
 
 from rcea.annotation.people import people_from_settings
 from rcea.app.cli.common import engine, fail, settings
@@ -39,11 +38,10 @@ from rcea.study import logins as researcher_logins
 from rcea.study.labelling import webhook_target
 from rcea.study.pair_audit.freeze import freeze_partition_from_modes, freeze_rubric
 from rcea.study.pair_audit.push import push_audit
-from rcea.study.pair_audit.sampling import audit_overview, draw_audit, get_audit
+from rcea.study.pair_audit.sampling import audit_overview, draw_audit, find_audit, get_audit
 from rcea.study.progress import Where, read_progress, walkthrough
 from rcea.study.records.ingest import ingest_file
 from rcea.study.store import open_store, require_study, session_scope, study_summary
-from rcea.study.store.models import Audit
 from rcea.study.store.repository import get_study
 
 DEMO_RUBRIC = Path(__file__).resolve().parents[2] / "audits" / "demo_rubric.toml"
@@ -332,7 +330,7 @@ def _draw_sample_audit(eng: Any, study: str) -> str:
     with session_scope(eng) as s:
         rubric, _ = freeze_rubric(s, path=DEMO_RUBRIC, actor=DEMO_ACTOR)
         part, _ = freeze_partition_from_modes(s, study=study, actor=DEMO_ACTOR)
-        audit = s.exec(select(Audit).where(Audit.name == name)).first()
+        audit = find_audit(s, name=name)
         if audit is None:
             audit = draw_audit(s, study=study, rubric=rubric.name, name=name, actor=DEMO_ACTOR)
         info = audit_overview(s, audit)

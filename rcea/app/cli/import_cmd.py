@@ -14,7 +14,6 @@ from rcea.app.cli.common import (
     engine,
     fail,
     is_tty,
-    print_json,
     progress_forced,
     settings,
 )
@@ -41,22 +40,24 @@ import_app = typer.Typer(
 
 
 def _report_invalid(exc: RecordValidationError, source: Path, as_json: bool) -> None:
-    if as_json:
-        print_json(
-            {
-                "ok": False,
-                "source": str(source),
-                "n_errors": len(exc.errors),
-                "truncated": exc.truncated,
-                "errors": [e.to_dict() for e in exc.errors],
-                "message": "nothing was imported",
-            }
-        )
-    else:
+    def show() -> None:
         for err in exc.errors:
             typer.echo(str(err), err=True)
         cut = " (stopped early)" if exc.truncated else ""
         typer.echo(f"nothing imported: {len(exc.errors)} error(s){cut} in {source}", err=True)
+
+    emit(
+        {
+            "ok": False,
+            "source": str(source),
+            "n_errors": len(exc.errors),
+            "truncated": exc.truncated,
+            "errors": [e.to_dict() for e in exc.errors],
+            "message": "nothing was imported",
+        },
+        as_json,
+        show,
+    )
     raise typer.Exit(1)
 
 
@@ -167,21 +168,22 @@ def import_verl(
     warnings = (
         result.warnings + k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
     )
-    if as_json:
-        print_json({"ok": True, **result.to_dict(), "warnings": warnings})
-        return
-    typer.echo(result.summary())
-    for note in result.notes():
-        typer.echo(note)
-    for line in warnings:
-        typer.echo(f"warning: {line}", err=True)
-    if result.ignored:
-        typer.echo(
-            f"ignored {len(result.ignored)} file(s) not named STEP.jsonl: "
-            + ", ".join(Path(p).name for p in result.ignored[:5])
-            + (" …" if len(result.ignored) > 5 else ""),
-            err=True,
-        )
+
+    def show() -> None:
+        typer.echo(result.summary())
+        for note in result.notes():
+            typer.echo(note)
+        for line in warnings:
+            typer.echo(f"warning: {line}", err=True)
+        if result.ignored:
+            typer.echo(
+                f"ignored {len(result.ignored)} file(s) not named STEP.jsonl: "
+                + ", ".join(Path(p).name for p in result.ignored[:5])
+                + (" …" if len(result.ignored) > 5 else ""),
+                err=True,
+            )
+
+    emit({"ok": True, **result.to_dict(), "warnings": warnings}, as_json, show)
 
 
 @import_app.command("trl")
@@ -374,12 +376,13 @@ def import_table(
         fail(str(exc), as_json=as_json)
 
     warnings = k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
-    if as_json:
-        print_json({"ok": True, **result.to_dict(), "warnings": warnings})
-    else:
+
+    def show() -> None:
         typer.echo(result.summary())
         for line in warnings:
             typer.echo(f"warning: {line}", err=True)
+
+    emit({"ok": True, **result.to_dict(), "warnings": warnings}, as_json, show)
 
 
 def export(

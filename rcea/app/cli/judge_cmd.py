@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from sqlmodel import select
 from tqdm import tqdm
 
 from rcea.app.cli.audit_cmd import (
@@ -28,7 +27,7 @@ from rcea.app.cli.common import (
     emit,
     engine,
     fail,
-    print_json,
+    say,
     settings,
     store_session,
     warn_if_llm_unreachable,
@@ -53,7 +52,6 @@ from rcea.study.codebook.backend import load_strategy_fn
 from rcea.study.progress import CALIBRATION_REMEDY, calibration_remedy_command
 from rcea.study.settings import actor_name
 from rcea.study.store import require_study, session_scope
-from rcea.study.store.models import ValidityCheck
 from rcea.study.targets import resolve_check, target_of
 from rcea.study.validity_audit.attempts import abandon_check
 from rcea.study.validity_audit.checks import (
@@ -61,6 +59,7 @@ from rcea.study.validity_audit.checks import (
     check_items,
     sample_accepted,
     sample_calibration,
+    study_checks,
 )
 from rcea.study.validity_audit.labelling import adjudicate_check, push_check, sync_check
 from rcea.study.validity_audit.problems import load_problems
@@ -126,21 +125,22 @@ def verify_cmd(
         fail(str(exc), as_json=as_json, errors=exc.errors)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc), as_json=as_json)
-    if as_json:
-        print_json(res)
-        return
-    typer.echo(
-        f"verified {res['n_records']} records ({res['domain']}): {res['n_success']} successes, "
-        f"{res['n_checked']} checked, {res['n_filled']} filled, "
-        f"{res['n_disagreements']} disagreement(s) with the stored reward"
-    )
-    for d in res["disagreements"][:20]:
+
+    def show() -> None:
         typer.echo(
-            f"  line {d['line']} {d['trajectory_id']}: stored {d['stored']}, "
-            f"recomputed {d['recomputed']} (answer {d['answer']!r})"
+            f"verified {res['n_records']} records ({res['domain']}): {res['n_success']} successes, "
+            f"{res['n_checked']} checked, {res['n_filled']} filled, "
+            f"{res['n_disagreements']} disagreement(s) with the stored reward"
         )
-    if res["out"]:
-        typer.echo(f"wrote {res['out']}")
+        for d in res["disagreements"][:20]:
+            typer.echo(
+                f"  line {d['line']} {d['trajectory_id']}: stored {d['stored']}, "
+                f"recomputed {d['recomputed']} (answer {d['answer']!r})"
+            )
+        if res["out"]:
+            typer.echo(f"wrote {res['out']}")
+
+    emit(res, as_json, show)
 
 
 @judge_app.command("problems")
@@ -208,14 +208,15 @@ def freeze_cmd(
                 s, name=name, spec=spec, actor=actor_name(actor), reason=reason
             )
             out = {**describe(row), "created": created}
-    if as_json:
-        print_json(out)
-    else:
+
+    def show() -> None:
         verb = "froze" if created else "already frozen:"
         typer.echo(
             f"{verb} judge {out['name']} v{out['version']} ({out['backend']} {out['model']}, "
             f"template {out['template_id']}) sha256 {out['judge_hash']}"
         )
+
+    emit(out, as_json, show)
 
 
 @judge_app.command("list")
@@ -224,14 +225,16 @@ def list_cmd(as_json: bool = JSON_OPTION) -> None:
 
     with session_scope(engine()) as s:
         rows = [describe(r) for r in list_judges(s)]
-    if as_json:
-        print_json(rows)
-        return
-    for r in rows:
-        typer.echo(
-            f"{r['name']} v{r['version']}  {r['judge_hash'][:16]}  {r['backend']} {r['model']}  "  # type: ignore[index]  # a value of a JSON/dict of mixed types; its shape is checked where it is written
-            f"{r['template_id']}  {r['frozen_by']} {r['frozen_at']}"
-        )
+
+    def show() -> None:
+        for r in rows:
+            typer.echo(
+                f"{r['name']} v{r['version']}  {r['judge_hash'][:16]}  "  # type: ignore[index]  # a value of a JSON/dict of mixed types; its shape is checked where it is written
+                f"{r['backend']} {r['model']}  "
+                f"{r['template_id']}  {r['frozen_by']} {r['frozen_at']}"
+            )
+
+    emit(rows, as_json, show)
 
 
 @judge_app.command("run")
@@ -285,17 +288,19 @@ def run_cmd(
         )
     bar.close()
     warn_if_llm_unreachable(res.get("usage") or {})
-    if as_json:
-        print_json(res)
-        return
-    cov = res["coverage"]
-    typer.echo(
-        f"judge {res['judge_name']} v{res['judge_version']} on {study}: {res['n_new']} judged now, "
-        f"{res['n_already_judged']} already, {res['n_failed']} failed (rerun to retry); "
-        f"{res['n_valid']} valid / {res['n_invalid']} invalid / {res['n_unparseable']} "
-        f"unparseable of {res['n_successes']} successes"
-        + (f", coverage {cov:.3f}" if cov is not None else "")
-    )
+
+    def show() -> None:
+        cov = res["coverage"]
+        typer.echo(
+            f"judge {res['judge_name']} v{res['judge_version']} on {study}: "
+            f"{res['n_new']} judged now, "
+            f"{res['n_already_judged']} already, {res['n_failed']} failed (rerun to retry); "
+            f"{res['n_valid']} valid / {res['n_invalid']} invalid / {res['n_unparseable']} "
+            f"unparseable of {res['n_successes']} successes"
+            + (f", coverage {cov:.3f}" if cov is not None else "")
+        )
+
+    emit(res, as_json, show)
 
 
 # --------------------------------------------------------------------------- checks
@@ -317,8 +322,7 @@ def _push(
         with session_scope(engine()) as s:
             check = resolve_check(s, study=study, name=name, kind=kind)
             target = target_of(s, check)
-            if not as_json:
-                typer.echo(target.line())
+            say(target.line(), as_json)
             assert check.id is not None  # stored rows have ids; SQLModel types keys Optional
             n = len(check_items(s, check_id=check.id))
             total = n * (2 if kind == "accepted" else 1)
@@ -332,16 +336,17 @@ def _push(
                     webhook=_webhook(webhook, receiver_check),
                     progress=bar.update,
                 )
-    if as_json:
-        print_json({**target.as_dict(), **out})
-        return
-    for role, info in out["projects"].items():
-        typer.echo(
-            f"{role} ({info['email']}): {info['url']}/projects/{info['project_id']} — "
-            f"{info['n_tasks']} tasks ({info['n_new']} new)"
-        )
-        print_render_changed(info["render_changed"], role)
-    _print_logins(out["new_accounts"])
+
+    def show() -> None:
+        for role, info in out["projects"].items():
+            typer.echo(
+                f"{role} ({info['email']}): {info['url']}/projects/{info['project_id']} — "
+                f"{info['n_tasks']} tasks ({info['n_new']} new)"
+            )
+            print_render_changed(info["render_changed"], role)
+        _print_logins(out["new_accounts"])
+
+    emit({**target.as_dict(), **out}, as_json, show)
 
 
 def _sync(
@@ -355,10 +360,11 @@ def _sync(
             target = target_of(s, check)
             out = sync_check(s, check, people, full=full)
     out = with_target(out, target, as_json)
-    if as_json:
-        print_json(out)
-    else:
+
+    def show() -> None:
         print_sync(out, out["check"])
+
+    emit(out, as_json, show)
 
 
 def _fmt(x: Any) -> str:
@@ -412,14 +418,15 @@ def calibrate_sample(
             actor=actor_name(actor),
         )
         out = {"calibration": check.name, "judge_hash": check.judge_hash, **check.plan}
-    if as_json:
-        print_json(out)
-        return
-    typer.echo(
-        f"drew calibration {out['calibration']}: {out['n_drawn']} items "
-        f"({out['n_judge_accepted']} judge-accepted, {out['n_judge_not_accepted']} not), "
-        f"{out['held_out']} held out, seed {out['seed']}; judge {out['judge_hash'][:12]}…; "
-        f"attempt {out['attempt']} (α {out['alpha']:g})"
+    emit(
+        out,
+        as_json,
+        lambda: (
+            f"drew calibration {out['calibration']}: {out['n_drawn']} items "
+            f"({out['n_judge_accepted']} judge-accepted, {out['n_judge_not_accepted']} not), "
+            f"{out['held_out']} held out, seed {out['seed']}; judge {out['judge_hash'][:12]}…; "
+            f"attempt {out['attempt']} (α {out['alpha']:g})"
+        ),
     )
 
 
@@ -429,8 +436,7 @@ def _abandon(
     with store_session(as_json) as s:
         row = resolve_check(s, study=study, name=name, kind=kind)
         target = target_of(s, row)
-        if not as_json:
-            typer.echo(target.line())
+        say(target.line(), as_json)
         out = abandon_check(s, row, reason=reason, actor=actor_name(actor))
         study_name = target.study
     what = "calibration" if kind == "calibration" else "accepted-set check"
@@ -494,8 +500,7 @@ def calibrate_adjudicate(
         with session_scope(engine()) as s:
             check = resolve_check(s, study=study, name=calibration, kind="calibration")
             target = target_of(s, check)
-            if not as_json:
-                typer.echo(target.line())
+            say(target.line(), as_json)
             out = adjudicate_check(
                 s,
                 check,
@@ -539,46 +544,48 @@ def calibrate_report(
         out = calibration_report(s, row, split=split, actor=actor_name(actor))
     out = with_target(out, target, as_json)
     out["exit_code"] = outcome_code({"passed": True, "failed": False}.get(out["outcome"]))
-    if as_json:
-        print_json(out)
-        raise typer.Exit(out["exit_code"])
-    typer.echo(
-        f"calibration {out['calibration']} [{out['split']}"
-        + ("" if out["held_out"] else ", NOT held out")
-        + f"]: {out['status']}, {out['n_labelled']}/{out['n_items']} labelled; judge "
-        f"{out['judge_name']} v{out['judge_version']}"
-        + ("" if out["judge_is_latest_version"] else " (a newer version exists)")
-    )
-    if out.get("annotators_per_item") == 2:
-        ag, pr = out["human_agreement"] or {}, out["progress"]
+
+    def show() -> None:
         typer.echo(
-            f"  two annotators per item: A {pr['A']}, B {pr['B']}, both {pr['both']}; "
-            f"{out['n_needing_adjudication']} disagreement(s), {pr['adjudicator']} "
-            f"adjudicated; A–B agreement {_fmt(ag.get('agreement'))}, "
-            f"macro-F1 {_fmt(ag.get('macro_f1'))}, kappa {_fmt(ag.get('cohen_kappa'))}"
+            f"calibration {out['calibration']} [{out['split']}"
+            + ("" if out["held_out"] else ", NOT held out")
+            + f"]: {out['status']}, {out['n_labelled']}/{out['n_items']} labelled; judge "
+            f"{out['judge_name']} v{out['judge_version']}"
+            + ("" if out["judge_is_latest_version"] else " (a newer version exists)")
         )
-    r = out["report"]
-    if r:
-        pop = r.get("population") or {}
-        ci = pop.get("intervals") or {}
-        typer.echo(f"  {'':<26}{'balanced sample':>16}  population (95% CI)")
-        for key in (
-            "accuracy",
-            "macro_f1",
-            "accepted_valid_precision",
-            "valid_recall",
-            "coverage",
-        ):
-            low_high = ci.get(key)
-            band = f" [{_fmt(low_high[0])}, {_fmt(low_high[1])}]" if low_high else ""
-            typer.echo(f"  {key:<26}{_fmt(r[key]):>16}  {_fmt(pop.get(key))}{band}")
-        if pop.get("note"):
-            typer.echo(f"  population: {pop['note']}")
-    _print_acceptance(out)
+        if out.get("annotators_per_item") == 2:
+            ag, pr = out["human_agreement"] or {}, out["progress"]
+            typer.echo(
+                f"  two annotators per item: A {pr['A']}, B {pr['B']}, both {pr['both']}; "
+                f"{out['n_needing_adjudication']} disagreement(s), {pr['adjudicator']} "
+                f"adjudicated; A–B agreement {_fmt(ag.get('agreement'))}, "
+                f"macro-F1 {_fmt(ag.get('macro_f1'))}, kappa {_fmt(ag.get('cohen_kappa'))}"
+            )
+        r = out["report"]
+        if r:
+            pop = r.get("population") or {}
+            ci = pop.get("intervals") or {}
+            typer.echo(f"  {'':<26}{'balanced sample':>16}  population (95% CI)")
+            for key in (
+                "accuracy",
+                "macro_f1",
+                "accepted_valid_precision",
+                "valid_recall",
+                "coverage",
+            ):
+                low_high = ci.get(key)
+                band = f" [{_fmt(low_high[0])}, {_fmt(low_high[1])}]" if low_high else ""
+                typer.echo(f"  {key:<26}{_fmt(r[key]):>16}  {_fmt(pop.get(key))}{band}")
+            if pop.get("note"):
+                typer.echo(f"  population: {pop['note']}")
+        _print_acceptance(out)
+
+    emit(out, as_json, show)
+    raise typer.Exit(out["exit_code"])
 
 
 def _print_acceptance(out: dict[str, Any]) -> None:
-    """The predeclared acceptance of a decided report, and its exit status."""
+    """The predeclared acceptance of a decided report."""
     acc = out.get("acceptance")
     if acc is not None:
         basis = f" (on the {acc['basis']} figures)" if acc.get("basis") else ""
@@ -586,7 +593,6 @@ def _print_acceptance(out: dict[str, Any]) -> None:
         for r in acc["requirements"]:
             mark = "pass" if r["passed"] else "FAIL"
             typer.echo(f"  {r['name']:<30}{_fmt(r['value']):>10} >= {r['threshold']:<6} {mark}")
-    raise typer.Exit(out["exit_code"])
 
 
 @accepted_app.command("sample")
@@ -691,24 +697,26 @@ def accepted_report_cmd(
         out = accepted_report(s, row, confidence=confidence, actor=actor_name(actor))
     out = with_target(out, target, as_json)
     out["exit_code"] = outcome_code({"passed": True, "failed": False}.get(out["outcome"]))
-    if as_json:
-        print_json(out)
-        raise typer.Exit(out["exit_code"])
-    p = out["progress"]
-    typer.echo(
-        f"accepted-set check {out['check']}: {out['status']} (A {p['A']}, B {p['B']}, both "
-        f"{p['both']} of {out['n_items']})"
-    )
-    r = out["report"]
-    if r:
-        for role in ("annotator_a", "annotator_b"):
-            x = r[role]
-            typer.echo(
-                f"  {role}: precision {x['precision']:.3f} ({x['n_valid']}/{x['n']}), "
-                f"{r['confidence']:.0%} CI [{x['ci_low']:.3f}, {x['ci_high']:.3f}]"
-            )
-        typer.echo(f"  agreement A/B: {r['annotator_agreement']:.3f}")
-    _print_acceptance(out)
+
+    def show() -> None:
+        p = out["progress"]
+        typer.echo(
+            f"accepted-set check {out['check']}: {out['status']} (A {p['A']}, B {p['B']}, both "
+            f"{p['both']} of {out['n_items']})"
+        )
+        r = out["report"]
+        if r:
+            for role in ("annotator_a", "annotator_b"):
+                x = r[role]
+                typer.echo(
+                    f"  {role}: precision {x['precision']:.3f} ({x['n_valid']}/{x['n']}), "
+                    f"{r['confidence']:.0%} CI [{x['ci_low']:.3f}, {x['ci_high']:.3f}]"
+                )
+            typer.echo(f"  agreement A/B: {r['annotator_agreement']:.3f}")
+        _print_acceptance(out)
+
+    emit(out, as_json, show)
+    raise typer.Exit(out["exit_code"])
 
 
 # --------------------------------------------------------------------------- status
@@ -724,35 +732,34 @@ def status_cmd(study: str = STUDY_OPTION, as_json: bool = JSON_OPTION) -> None:
         out = validity_status(s, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         out["checks"] = [
             {"name": c.name, "kind": c.kind, "judge_hash": c.judge_hash}
-            for c in s.exec(
-                select(ValidityCheck)
-                .where(ValidityCheck.study_id == st.id)
-                .order_by(ValidityCheck.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
-            ).all()
+            for c in study_checks(s, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         ]
-    if as_json:
-        print_json(out)
-        return
-    typer.echo(f"{study}: validity {out['status']}")
-    if out["judge_hash"]:
-        typer.echo(f"  judge {out.get('judge_name')} {out['judge_hash'][:16]}…")
-    if out["calibration"]:
-        basis = (out.get("acceptance") or {}).get("basis") or "balanced"
-        typer.echo(f"  calibration {out['calibration']} (thresholds on the {basis} figures)")
-        rep = out.get("report") or {}
-        pop = rep.get("population") or {}
-        for key in ("accuracy", "macro_f1", "valid_recall"):
-            band = (pop.get("intervals") or {}).get(key)
-            ci = f" [{_fmt(band[0])}, {_fmt(band[1])}]" if band else ""
+
+    def show() -> None:
+        typer.echo(f"{study}: validity {out['status']}")
+        if out["judge_hash"]:
+            typer.echo(f"  judge {out.get('judge_name')} {out['judge_hash'][:16]}…")
+        if out["calibration"]:
+            basis = (out.get("acceptance") or {}).get("basis") or "balanced"
+            typer.echo(f"  calibration {out['calibration']} (thresholds on the {basis} figures)")
+            rep = out.get("report") or {}
+            pop = rep.get("population") or {}
+            for key in ("accuracy", "macro_f1", "valid_recall"):
+                band = (pop.get("intervals") or {}).get(key)
+                ci = f" [{_fmt(band[0])}, {_fmt(band[1])}]" if band else ""
+                typer.echo(
+                    f"    {key}: balanced {_fmt(rep.get(key))}, population {_fmt(pop.get(key))}{ci}"
+                )
+        for line in out.get("failed_requirements") or []:
+            typer.echo(f"  FAILED: {line}")
+        if out["status"] == "calibration-failed":
             typer.echo(
-                f"    {key}: balanced {_fmt(rep.get(key))}, population {_fmt(pop.get(key))}{ci}"
+                f"  {CALIBRATION_REMEDY}: {calibration_remedy_command(out.get('judge_name'))}"
             )
-    for line in out.get("failed_requirements") or []:
-        typer.echo(f"  FAILED: {line}")
-    if out["status"] == "calibration-failed":
-        typer.echo(f"  {CALIBRATION_REMEDY}: {calibration_remedy_command(out.get('judge_name'))}")
-    for c in out["checks"]:
-        typer.echo(f"  {c['kind']} {c['name']} (judge {c['judge_hash'][:12]}…)")
+        for c in out["checks"]:
+            typer.echo(f"  {c['kind']} {c['name']} (judge {c['judge_hash'][:12]}…)")
+
+    emit(out, as_json, show)
 
 
 @judge_app.command("validity")
@@ -766,16 +773,17 @@ def validity_cmd(
     with store_session(as_json) as s:
         st = require_study(s, name=study)
         out = validity_by_checkpoint(s, study_id=st.id, k_min=k_min)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
-    if as_json:
-        print_json(out)
-        return
-    typer.echo(f"{study}: validity {out['validity_status']['status']}")
-    for g in out["groups"]:
-        typer.echo(
-            f"  {g['run']} {g['model']} step {g['step']}: v̂₊ {_fmt(g['mean_validity_rate'])}, "
-            f"h_b {_fmt(g['mean_validity_entropy'])}, {g['n_eligible']}/{g['n_questions']} "
-            f"questions eligible, judge coverage {_fmt(g['judge_coverage'])}"
-        )
+
+    def show() -> None:
+        typer.echo(f"{study}: validity {out['validity_status']['status']}")
+        for g in out["groups"]:
+            typer.echo(
+                f"  {g['run']} {g['model']} step {g['step']}: v̂₊ {_fmt(g['mean_validity_rate'])}, "
+                f"h_b {_fmt(g['mean_validity_entropy'])}, {g['n_eligible']}/{g['n_questions']} "
+                f"questions eligible, judge coverage {_fmt(g['judge_coverage'])}"
+            )
+
+    emit(out, as_json, show)
 
 
 def register(app: typer.Typer) -> None:

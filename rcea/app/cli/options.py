@@ -3,11 +3,14 @@ when it is not given on the command line (the variable is named in ``--help``)."
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 import typer
 
+from rcea.study.codebook.backend import BackendOptions
 from rcea.study.settings import Settings, get_settings
 
 
@@ -108,3 +111,45 @@ RESPONSE_FORMAT_OPTION = typer.Option(
     envvar="RCEA_LLM_RESPONSE_FORMAT",
     help="json_object | json_schema (structured output) | none (endpoint without it)",
 )
+
+#: The LLM endpoint and codebook backend options of every codebook stage that calls the
+#: endpoint (induce, merge, assign, reconcile, approve, run): (parameter, the
+#: ``BackendOptions`` field it fills, its type, the option).
+BACKEND_PARAMETERS: tuple[tuple[str, str, type, Any], ...] = (
+    ("seed", "seed", int, CODEBOOK_SEED_OPTION),
+    ("backend", "kind", str, CODEBOOK_BACKEND_OPTION),
+    ("oracle", "oracle", str, CODEBOOK_ORACLE_OPTION),
+    ("concurrency", "concurrency", int, CONCURRENCY_OPTION),
+    ("timeout", "timeout_s", float, TIMEOUT_OPTION),
+    ("max_retries", "max_retries", int, RETRIES_OPTION),
+    ("price_in", "price_input_per_mtok", float, PRICE_IN_OPTION),
+    ("price_out", "price_output_per_mtok", float, PRICE_OUT_OPTION),
+    ("base_url", "base_url", str, BASE_URL_OPTION),
+    ("model", "model", str, MODEL_OPTION),
+    ("api_key_env", "api_key_env", str, API_KEY_ENV_OPTION),
+    ("response_format", "json_mode", str, RESPONSE_FORMAT_OPTION),
+)
+
+
+def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give ``command`` the options of ``BACKEND_PARAMETERS``, declared here once: Typer
+    sees them in the command's signature (before ``--actor`` and ``--json``; the command
+    line is unchanged), the command receives them as one ``llm: BackendOptions``."""
+
+    sig = inspect.signature(command, eval_str=True)
+    own = [p.replace(kind=p.KEYWORD_ONLY) for p in sig.parameters.values() if p.name != "llm"]
+    at = next((i for i, p in enumerate(own) if p.name in ("actor", "as_json")), len(own))
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+        for name, _, kind, option in BACKEND_PARAMETERS
+    ]
+    params = own[:at] + added + own[at:]  # before --actor and --json, as --help lists them
+
+    @functools.wraps(command)
+    def with_llm(**kwargs: Any) -> Any:
+        fields = {field: kwargs.pop(name) for name, field, _, _ in BACKEND_PARAMETERS}
+        return command(**kwargs, llm=BackendOptions(**fields))
+
+    with_llm.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]  # Typer reads a callable's __signature__; mypy does not know the attribute
+    with_llm.__annotations__ = {p.name: p.annotation for p in params}
+    return with_llm

@@ -29,7 +29,6 @@ from rcea.app.cli.common import (
     engine,
     fail,
     is_tty,
-    print_json,
     progress_forced,
     settings,
 )
@@ -165,17 +164,18 @@ def _stage(
     if study and result.measurements:
         data["recorded"] = _record(study, result.measurements, f"probe {name}: {out}")
         data["study"] = study
-    if as_json:
-        print_json(data)
-        return
-    typer.echo(
-        f"probe {name}: {result.units_run} unit(s) run, {result.units_skipped} already done, "
-        f"{result.seconds:.1f} s (probe-set seed {result.probe_seed})"
-    )
-    for f in result.files:
-        typer.echo(f"  {f}")
-    if "recorded" in data:
-        typer.echo(f"  recorded {data['recorded']} measurement(s) in study {study!r}")
+
+    def show() -> None:
+        typer.echo(
+            f"probe {name}: {result.units_run} unit(s) run, {result.units_skipped} already done, "
+            f"{result.seconds:.1f} s (probe-set seed {result.probe_seed})"
+        )
+        for f in result.files:
+            typer.echo(f"  {f}")
+        if "recorded" in data:
+            typer.echo(f"  recorded {data['recorded']} measurement(s) in study {study!r}")
+
+    emit(data, as_json, show)
 
 
 @probe_app.command("sample")
@@ -365,11 +365,12 @@ def curves_cmd(
             {"run": r.run, "model": r.model, "points": len(r.payload["points"])} for r in rows
         ],
     }
-    if as_json:
-        print_json(data)
-        return
-    for r in data["runs"]:  # type: ignore[attr-defined]  # a value of a JSON/dict of mixed types; its shape is checked where it is written
-        typer.echo(f"training_curve {r['run']} ({r['model']}): {r['points']} points")
+
+    def show() -> None:
+        for r in data["runs"]:  # type: ignore[attr-defined]  # a value of a JSON/dict of mixed types; its shape is checked where it is written
+            typer.echo(f"training_curve {r['run']} ({r['model']}): {r['points']} points")
+
+    emit(data, as_json, show)
 
 
 @probe_app.command("score")
@@ -446,13 +447,14 @@ def status_cmd(
         "n_questions": len(data.get("questions", [])),
         "done": counts,
     }
-    if as_json:
-        print_json(summary)
-        return
-    typer.echo(f"probe-set seed {summary['probe_seed']}, {summary['question_source']}")
-    for stage, groups in counts.items():
-        for group, n in groups.items():
-            typer.echo(f"  {stage:<11}{group:<40}{n} unit(s)")
+
+    def show() -> None:
+        typer.echo(f"probe-set seed {summary['probe_seed']}, {summary['question_source']}")
+        for stage, groups in counts.items():
+            for group, n in groups.items():
+                typer.echo(f"  {stage:<11}{group:<40}{n} unit(s)")
+
+    emit(summary, as_json, show)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,7 +15,6 @@ from rcea.app.cli.common import (
     engine,
     fail,
     is_tty,
-    print_json,
     settings,
     store_session,
 )
@@ -155,14 +154,15 @@ def build(
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rep, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    if as_json:  # the JSON carries them under insufficient_evidence
-        print_json(rep)
-        return
-    for line in rep.get("insufficient_evidence") or []:  # at the top, on stderr
-        typer.echo(f"warning: {line}", err=True)
-    _print_report(rep)
-    if out is not None:
-        typer.echo(f"wrote {out}")
+
+    def show() -> None:
+        for line in rep.get("insufficient_evidence") or []:  # at the top, on stderr
+            typer.echo(f"warning: {line}", err=True)
+        _print_report(rep)
+        if out is not None:
+            typer.echo(f"wrote {out}")
+
+    emit(rep, as_json, show)
 
 
 @report_app.command("publish")
@@ -227,12 +227,15 @@ def publish(
         fail(str(exc), code=REFUSED, as_json=as_json, reasons=exc.reasons)
     except (StoreError, ValueError, OSError) as exc:  # SignatureError is a ValueError
         fail(str(exc), as_json=as_json)
-    if as_json:
-        print_json({"ok": True, **res})
-        return
-    typer.echo(f"published {res['n_quantities']} quantities ({res['scope']}) to {res['bundle']}")
-    for name in res["files"]:
-        typer.echo(f"  {name}")
+
+    def show() -> None:
+        typer.echo(
+            f"published {res['n_quantities']} quantities ({res['scope']}) to {res['bundle']}"
+        )
+        for name in res["files"]:
+            typer.echo(f"  {name}")
+
+    emit({"ok": True, **res}, as_json, show)
 
 
 @report_app.command("verify")
@@ -252,12 +255,13 @@ def verify(
         res = verify_bundle(bundle, public_key=key)
     except BundleError as exc:
         fail(str(exc), code=2, as_json=as_json)
-    if as_json:
-        print_json(res.to_dict())
-    else:
+
+    def show() -> None:
         for line in res.mismatches:
             typer.echo(f"mismatch: {line}")
         typer.echo(res.summary())
+
+    emit(res.to_dict(), as_json, show)
     if not res.ok:
         raise typer.Exit(1)
 

@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from rcea.app.cli import stats_law
-from rcea.app.cli.common import domain_errors, print_json
+from rcea.app.cli.common import domain_errors, emit
 from rcea.app.cli.exit_codes import outcome_code
 from rcea.app.cli.options import JSON_OPTION
 from rcea.audits.covariance import FIT_SUMMARY, covariance_fit, covariance_fit_by_group
@@ -146,29 +146,30 @@ def _outcome_only(
         "note": f"{n_missing} of {len(idx)} trajectories lack token entropies: "
         + FILL_TOKEN_ENTROPIES,
     }
-    if as_json:
-        print_json(data)
-        return
-    _print_flat(
-        f"outcome report (rewards only) — run {data['run']}, model {data['model']}, "
-        f"step {data['step']}",
-        data,
-        (
-            "n_questions",
-            "n_trajectories",
-            "accuracy",
-            "mean_accuracy",
-            "mean_outcome_entropy",
-            "sequence_outcome_term",
-            "coverage_success",
-            "coverage_failure",
-            "share_solved",
-            "share_mixed",
-            "k_min",
-            "n_missing_token_entropies",
-        ),
-    )
-    typer.echo(data["note"])
+
+    def show() -> None:
+        _print_flat(
+            f"outcome report (rewards only) — run {data['run']}, model {data['model']}, "
+            f"step {data['step']}",
+            data,
+            (
+                "n_questions",
+                "n_trajectories",
+                "accuracy",
+                "mean_accuracy",
+                "mean_outcome_entropy",
+                "sequence_outcome_term",
+                "coverage_success",
+                "coverage_failure",
+                "share_solved",
+                "share_mixed",
+                "k_min",
+                "n_missing_token_entropies",
+            ),
+        )
+        typer.echo(data["note"])
+
+    emit(data, as_json, show)
 
 
 @stats_app.command("entropy")
@@ -231,38 +232,41 @@ def entropy(
         data["step"] = cols["step"][idx[0]]
         if pool_models:
             data["pooled_models"] = models
-        if as_json:
-            print_json(data)
-            return
-        title = f"entropy report — run {data['run']}, model {data['model']}, step {data['step']}"
-        if pool_models:
-            title += f" (POOLED over models {', '.join(models)})"
-        _print_flat(
-            title,
-            data,
-            (
-                "n_questions",
-                "quantity",
-                "n_truncated",
-                "mean_outcome_entropy",
-                "mean_sequence_entropy",
-                "max_abs_residual",
-                "broad_ratio",
-                "coverage_success",
-                "coverage_failure",
-                "n_paired_questions",
-                "paired_ratio",
-                "paired_ci_low",
-                "paired_ci_high",
-                "n_boot_degenerate",
-                "direction_share",
-                "sign_test_p",
-                "k_min",
-                "n_boot",
-                "seed",
-            ),
-        )
-        _echo_warnings(data)
+
+        def show() -> None:
+            title = (
+                f"entropy report — run {data['run']}, model {data['model']}, step {data['step']}"
+            )
+            if pool_models:
+                title += f" (POOLED over models {', '.join(models)})"
+            _print_flat(
+                title,
+                data,
+                (
+                    "n_questions",
+                    "quantity",
+                    "n_truncated",
+                    "mean_outcome_entropy",
+                    "mean_sequence_entropy",
+                    "max_abs_residual",
+                    "broad_ratio",
+                    "coverage_success",
+                    "coverage_failure",
+                    "n_paired_questions",
+                    "paired_ratio",
+                    "paired_ci_low",
+                    "paired_ci_high",
+                    "n_boot_degenerate",
+                    "direction_share",
+                    "sign_test_p",
+                    "k_min",
+                    "n_boot",
+                    "seed",
+                ),
+            )
+            _echo_warnings(data)
+
+        emit(data, as_json, show)
 
     _run(as_json, go)
 
@@ -406,22 +410,24 @@ def retention(
                     ),
                 }
             )
-        if as_json:
-            print_json({"base_step": base_step, "base_run": base_run, "results": results})
-            return
-        typer.echo(
-            f"{'run':<14}{'model':<10}{'step':>7}{'retention':>11}{'95% CI':>20}{'eligible':>10}"
-        )
-        for r in results:
-            if r["error"]:
-                typer.echo(f"{r['run']:<14}{r['model']:<10}{r['step']:>7}  {r['error']}")
-                continue
-            ci = f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
+
+        def show() -> None:
             typer.echo(
-                f"{r['run']:<14}{r['model']:<10}{r['step']:>7}{fmt(r['retention']):>11}"
-                f"{ci:>20}{r['n_eligible']:>5}/{r['n_denominator']:<4}"
+                f"{'run':<14}{'model':<10}{'step':>7}{'retention':>11}{'95% CI':>20}"
+                f"{'eligible':>10}"
             )
-            _echo_warnings(r)
+            for r in results:
+                if r["error"]:
+                    typer.echo(f"{r['run']:<14}{r['model']:<10}{r['step']:>7}  {r['error']}")
+                    continue
+                ci = f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
+                typer.echo(
+                    f"{r['run']:<14}{r['model']:<10}{r['step']:>7}{fmt(r['retention']):>11}"
+                    f"{ci:>20}{r['n_eligible']:>5}/{r['n_denominator']:<4}"
+                )
+                _echo_warnings(r)
+
+        emit({"base_step": base_step, "base_run": base_run, "results": results}, as_json, show)
 
     _run(as_json, go)
 
@@ -487,19 +493,20 @@ def modes(
             }
             for row in table
         ]
-        if as_json:
-            print_json({"checkpoints": out})
-            return
-        typer.echo(
-            f"{'run':<12}{'model':<10}{'step':>6}  {'H(Z|C)':>8}{'W':>10}{'W_tok':>8}"
-            f"{'coverage':>10}{'ret W':>8}"
-        )
-        for r in out:
+
+        def show() -> None:
             typer.echo(
-                f"{r['run']:<12}{r['model']:<10}{r['step']:>6}  {fmt(r['mode_entropy']):>8}"
-                f"{fmt(r['within_mode_entropy']):>10}{fmt(r['within_mode_token_entropy']):>8}"
-                f"{fmt(r['coverage']):>10}{fmt(r['realization_retention']):>8}"
+                f"{'run':<12}{'model':<10}{'step':>6}  {'H(Z|C)':>8}{'W':>10}{'W_tok':>8}"
+                f"{'coverage':>10}{'ret W':>8}"
             )
+            for r in out:
+                typer.echo(
+                    f"{r['run']:<12}{r['model']:<10}{r['step']:>6}  {fmt(r['mode_entropy']):>8}"
+                    f"{fmt(r['within_mode_entropy']):>10}{fmt(r['within_mode_token_entropy']):>8}"
+                    f"{fmt(r['coverage']):>10}{fmt(r['realization_retention']):>8}"
+                )
+
+        emit({"checkpoints": out}, as_json, show)
 
     _run(as_json, go)
 
@@ -614,10 +621,11 @@ def agreement(
         if plan is not None:
             data["resampling_unit"] = "question_id" if has_qid else "pair (no question_id column)"
         data.update(gate_outcome(data))
-        if as_json:
-            print_json(data)
-        else:
+
+        def show() -> None:
             print_gate(data)
+
+        emit(data, as_json, show)
         if data["exit_code"]:
             raise typer.Exit(data["exit_code"])
 
@@ -757,12 +765,13 @@ def passk(
             ns.append(n_i)
             cs.append(c_i)
         data = macro_pass_at_k(ns, cs, ks).to_dict()
-        if as_json:
-            print_json(data)
-            return
-        typer.echo(f"questions: {len(ns)}")
-        for key, value in data["pass_at_k"].items():
-            typer.echo(f"  {key:<12}{fmt(value)}")
+
+        def show() -> None:
+            typer.echo(f"questions: {len(ns)}")
+            for key, value in data["pass_at_k"].items():
+                typer.echo(f"  {key:<12}{fmt(value)}")
+
+        emit(data, as_json, show)
 
     _run(as_json, go)
 
@@ -821,15 +830,16 @@ def covfit(
             ).to_dict()
         else:
             data = covariance_fit(labels, pred, obs, runs=runs, excluded_runs=exclude_run).to_dict()
-        if as_json:
-            print_json(data)
-            return
-        pooled = data.get("pooled", data)
-        _print_flat(
-            "covariance fit (pooled)",
-            pooled,
-            ("n", *FIT_SUMMARY, "excluded_runs"),
-        )
+
+        def show() -> None:
+            pooled = data.get("pooled", data)
+            _print_flat(
+                "covariance fit (pooled)",
+                pooled,
+                ("n", *FIT_SUMMARY, "excluded_runs"),
+            )
+
+        emit(data, as_json, show)
 
     _run(as_json, go)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from rcea.app.cli.common import domain_errors, engine, print_json
+from rcea.app.cli.common import domain_errors, emit, engine
 from rcea.app.cli.options import JSON_OPTION
 from rcea.audits.entropy_law import DEFAULT_FIT_FRACTION
 from rcea.pipeline.jsonl import iter_json_objects
@@ -221,10 +221,11 @@ def entropy_law(
             data = law_results(traces, fit_fraction=fit_fraction, include_points=points)
         except ValueError as exc:
             raise InputError(f"{trace or study}: {exc}") from None
-        if as_json:
-            print_json(data)
-            return
-        _print_law(data)
+
+        def show() -> None:
+            _print_law(data)
+
+        emit(data, as_json, show)
 
     _run(as_json, go)
 
@@ -307,26 +308,28 @@ def entropy_order_cmd(
     def go() -> None:
         data = ordering_results(read_endpoints(endpoints), seed=seed)
         data["sentence"] = order_sentence(data)
-        if as_json:
-            print_json(data)
-            return
-        for model, res in data["by_model"].items():
-            typer.echo(
-                f"model {model}"
-                + (f" (excluded: {', '.join(res['excluded'])})" if res["excluded"] else "")
-            )
-            for m in res["metrics"]:
+
+        def show() -> None:
+            for model, res in data["by_model"].items():
                 typer.echo(
-                    f"  {m['metric']:<18} tau_b {fmt(m['kendall_tau']):>8}  "
-                    f"p {fmt(m['p_value']):>8} ({m['p_method']}, n = {m['n']})"
+                    f"model {model}"
+                    + (f" (excluded: {', '.join(res['excluded'])})" if res["excluded"] else "")
                 )
-            cols = ["entropy", *data["metrics"]]
-            typer.echo("  " + f"{'run':<16}" + "".join(f"{c:>20}" for c in cols))
-            for row in res["rank_table"]:
-                cells = "".join(
-                    f"{fmt(row.get(c)) + ' (' + fmt(row.get(c + '_rank')) + ')':>20}" for c in cols
-                )
-                typer.echo(f"  {row['run']:<16}{cells}")
-        typer.echo(data["sentence"])
+                for m in res["metrics"]:
+                    typer.echo(
+                        f"  {m['metric']:<18} tau_b {fmt(m['kendall_tau']):>8}  "
+                        f"p {fmt(m['p_value']):>8} ({m['p_method']}, n = {m['n']})"
+                    )
+                cols = ["entropy", *data["metrics"]]
+                typer.echo("  " + f"{'run':<16}" + "".join(f"{c:>20}" for c in cols))
+                for row in res["rank_table"]:
+                    cells = "".join(
+                        f"{fmt(row.get(c)) + ' (' + fmt(row.get(c + '_rank')) + ')':>20}"
+                        for c in cols
+                    )
+                    typer.echo(f"  {row['run']:<16}{cells}")
+            typer.echo(data["sentence"])
+
+        emit(data, as_json, show)
 
     _run(as_json, go)

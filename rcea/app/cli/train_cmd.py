@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from rcea.app.cli.common import domain_errors, fail, print_json, progress_forced
+from rcea.app.cli.common import domain_errors, emit, fail, progress_forced
 from rcea.app.cli.options import JSON_OPTION
 from rcea.pipeline import toy
 from rcea.pipeline.event_curves import event_dirs
@@ -122,24 +122,25 @@ def build_base_cmd(
         progress=not as_json or progress_forced(),
     )
     data = {"ok": True, **report.to_dict()}
-    if as_json:
-        print_json(data)
-        return
-    ev = report.evaluation
-    typer.echo(f"base model written to {report.path} ({report.n_parameters:,} parameters)")
-    typer.echo(
-        f"  warm start        {report.sft_steps} steps, {report.seconds:.0f} s, "
-        f"loss {report.final_loss:.3f}"
-    )
-    typer.echo(
-        f"  probe accuracy    {ev['accuracy']:.3f} ({ev['n_questions']} questions x {ev['k']})"
-    )
-    typer.echo(f"  boxed rate        {ev['boxed_rate']:.3f}")
-    vgs = ev["valid_given_success"]
-    typer.echo(f"  valid | success   {'n/a' if vgs is None else f'{vgs:.3f}'}")
-    typer.echo(f"  R=1, V=0 share    {ev['success_invalid_share']:.3f}")
-    typer.echo(f"  token entropy     {ev['mean_token_entropy']:.3f} nats")
-    typer.echo(f"  correct modes     {ev['modes']}")
+
+    def show() -> None:
+        ev = report.evaluation
+        typer.echo(f"base model written to {report.path} ({report.n_parameters:,} parameters)")
+        typer.echo(
+            f"  warm start        {report.sft_steps} steps, {report.seconds:.0f} s, "
+            f"loss {report.final_loss:.3f}"
+        )
+        typer.echo(
+            f"  probe accuracy    {ev['accuracy']:.3f} ({ev['n_questions']} questions x {ev['k']})"
+        )
+        typer.echo(f"  boxed rate        {ev['boxed_rate']:.3f}")
+        vgs = ev["valid_given_success"]
+        typer.echo(f"  valid | success   {'n/a' if vgs is None else f'{vgs:.3f}'}")
+        typer.echo(f"  R=1, V=0 share    {ev['success_invalid_share']:.3f}")
+        typer.echo(f"  token entropy     {ev['mean_token_entropy']:.3f} nats")
+        typer.echo(f"  correct modes     {ev['modes']}")
+
+    emit(data, as_json, show)
 
 
 def _check_shape(shape: dict[str, int], as_json: bool) -> None:
@@ -243,28 +244,30 @@ def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
         "objective_preset": cfg.preset,
         "objective_params": cfg.resolved_settings(),
     }
-    if as_json:
-        print_json(data)
-        return
-    typer.echo(
-        f"{result.objective}: {result.steps} steps in {result.seconds:.1f} s "
-        f"({result.steps / max(result.seconds, 1e-9):.2f} steps/s)"
-    )
-    typer.echo(f"  preset      {cfg.preset}")
-    for key, setting in cfg.resolved_settings().items():
-        typer.echo(f"    {key:<22}{setting['value']!s:<22}{setting['source']}")
-    typer.echo(f"  curves      {result.curves}")
-    typer.echo(f"  final model {result.final_dir}")
-    if events:
-        typer.echo(f"  events      {events[-1]}")
-    for key in ("entropy", "reward", "toy/accuracy", "completions/mean_length"):
-        if key in result.last:
-            typer.echo(f"  last {key:<22}{result.last[key]:.4g}")
-    if events:
+
+    def show() -> None:
         typer.echo(
-            f"next: tensorboard --logdir {Path(result.output_dir) / 'runs'} or `rcea view` "
-            "(Training page) for the rcea/ curves; `rcea probe curves` records them for the report"
+            f"{result.objective}: {result.steps} steps in {result.seconds:.1f} s "
+            f"({result.steps / max(result.seconds, 1e-9):.2f} steps/s)"
         )
+        typer.echo(f"  preset      {cfg.preset}")
+        for key, setting in cfg.resolved_settings().items():
+            typer.echo(f"    {key:<22}{setting['value']!s:<22}{setting['source']}")
+        typer.echo(f"  curves      {result.curves}")
+        typer.echo(f"  final model {result.final_dir}")
+        if events:
+            typer.echo(f"  events      {events[-1]}")
+        for key in ("entropy", "reward", "toy/accuracy", "completions/mean_length"):
+            if key in result.last:
+                typer.echo(f"  last {key:<22}{result.last[key]:.4g}")
+        if events:
+            typer.echo(
+                f"next: tensorboard --logdir {Path(result.output_dir) / 'runs'} or `rcea view` "
+                "(Training page) for the rcea/ curves; `rcea probe curves` records them for the "
+                "report"
+            )
+
+    emit(data, as_json, show)
 
 
 @train_app.command("objectives")
@@ -287,14 +290,15 @@ def objectives_cmd(
         }
         for name in OBJECTIVES
     }
-    if as_json:
-        print_json({"preset": preset, "objectives": data})
-        return
-    typer.echo(f"preset {preset}")
-    for name, params in data.items():
-        typer.echo(f"{name}:")
-        for key, setting in params.items():
-            typer.echo(f"  {key:<22}{setting['value']!s:<22}{setting['source']}")
+
+    def show() -> None:
+        typer.echo(f"preset {preset}")
+        for name, params in data.items():
+            typer.echo(f"{name}:")
+            for key, setting in params.items():
+                typer.echo(f"  {key:<22}{setting['value']!s:<22}{setting['source']}")
+
+    emit({"preset": preset, "objectives": data}, as_json, show)
 
 
 @train_app.command("eval")
@@ -324,12 +328,13 @@ def eval_cmd(
         lm, tok, questions, k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
     )
     data = {"ok": True, "model": str(model), "split": split, **summarise(samples, k).to_dict()}
-    if as_json:
-        print_json(data)
-        return
-    for key, value in data.items():
-        if key != "ok":
-            typer.echo(f"{key:<34}{value}")
+
+    def show() -> None:
+        for key, value in data.items():
+            if key != "ok":
+                typer.echo(f"{key:<34}{value}")
+
+    emit(data, as_json, show)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,8 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import select
-
 from rcea.annotation.people import people_from_settings
 from rcea.app.demo.config import ORACLE, rubric_toml
 from rcea.app.demo.context import DEMO_ACTOR, DemoContext, DemoStepError, brief
@@ -32,9 +30,8 @@ from rcea.study.labelling import ensure_member, webhook_target
 from rcea.study.pair_audit.freeze import freeze_rubric
 from rcea.study.pair_audit.gate import decide_gate
 from rcea.study.pair_audit.push import push_audit
-from rcea.study.pair_audit.sampling import audit_overview, draw_audit, get_audit
+from rcea.study.pair_audit.sampling import audit_overview, draw_audit, find_audit, get_audit
 from rcea.study.store import append_event, require_study, session_scope
-from rcea.study.store.models import Audit
 from rcea.study.validity_audit.simulate import simulate_validity_labels
 
 PEOPLE = {
@@ -51,7 +48,7 @@ def step_audit(ctx: DemoContext) -> dict[str, Any]:
     path.write_text(rubric_toml(ctx.sizes), encoding="utf-8")
     with session_scope(ctx.engine()) as s:
         rubric, _ = freeze_rubric(s, path=path, actor=DEMO_ACTOR)
-        audit = s.exec(select(Audit).where(Audit.name == ctx.audit_name)).first()
+        audit = find_audit(s, name=ctx.audit_name)
         if audit is None:
             audit = draw_audit(
                 s, study=ctx.study, rubric=rubric.name, name=ctx.audit_name, actor=DEMO_ACTOR

@@ -14,11 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import select
-
 from rcea.study.pair_audit.freeze import partition_modes
 from rcea.study.store import require_study, session_scope
-from rcea.study.store.models import Trajectory
+from rcea.study.store.repository import study_trajectories
 
 FIELDS = (
     "trajectory_id",
@@ -46,9 +44,7 @@ def export_records(engine: Any, *, study: str, partition_id: int | None, path: P
     with session_scope(engine) as s:
         st = require_study(s, name=study)
         modes = partition_modes(s, partition_id=partition_id) if partition_id else {}
-        rows = s.exec(
-            select(Trajectory).where(Trajectory.study_id == st.id).order_by(Trajectory.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
-        ).all()
+        rows = study_trajectories(s, study_id=st.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".jsonl.tmp")
         with tmp.open("w", encoding="utf-8") as fh:

@@ -35,8 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import select
-
 from rcea.annotation.accounts import login_session, set_password, side_by_side
 from rcea.annotation.people import people_from_settings
 from rcea.annotation.tasks import PAIR_CHOICE
@@ -47,11 +45,11 @@ from rcea.study.labelling import current_labels as core_labels
 from rcea.study.pair_audit.gate import gate_status
 from rcea.study.pair_audit.labels import audit_rubric, current_labels
 from rcea.study.pair_audit.push import adjudicate, sync_audit
-from rcea.study.pair_audit.sampling import audit_pairs, get_audit
+from rcea.study.pair_audit.sampling import audit_pairs, audit_tasks, get_audit
 from rcea.study.pair_audit.sequential import record_interim
 from rcea.study.report.publication import SIMULATED_EVENT
 from rcea.study.store import append_event, session_scope
-from rcea.study.store.models import Audit, AuditTask, Trajectory
+from rcea.study.store.repository import trajectories_by_id
 
 SIMULATED = "SIMULATED"
 SIM_ACTOR = "rcea-demo-simulation"
@@ -115,13 +113,8 @@ def pair_truth(
         audit = get_audit(s, name=audit_name)
         pairs = audit_pairs(s, audit_id=audit.id)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         ids = {p.trajectory_a for p in pairs} | {p.trajectory_b for p in pairs}
-        rows = s.exec(
-            select(Trajectory.trajectory_id, Trajectory.question_id, Trajectory.text).where(
-                Trajectory.study_id == audit.study_id,
-                Trajectory.trajectory_id.in_(ids),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
-            )
-        ).all()
-        strategy = {r.trajectory_id: strategy_fn(r.question_id, r.text) for r in rows}  # type: ignore[attr-defined]  # the rows carry named columns; mypy reads the select as a plain tuple
+        rows = trajectories_by_id(s, study_id=audit.study_id, ids=ids)
+        strategy = {tid: strategy_fn(r.question_id, r.text) for tid, r in rows.items()}
         return {
             p.pair_key: "same"
             if strategy[p.trajectory_a] == strategy[p.trajectory_b]
@@ -139,11 +132,7 @@ def _tasks(engine: Any, audit_name: str, role: str) -> list[tuple[int, str, bool
         done = current_labels(s, audit).get(role, {})
         again = core_labels(s, PAIR, audit.id, repeats=True).get(role, {})  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         keys = {p.id: p.pair_key for p in audit_pairs(s, audit_id=audit.id)}  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
-        tasks = s.exec(
-            select(AuditTask)
-            .where(AuditTask.audit_id == audit.id, AuditTask.role == role)
-            .order_by(AuditTask.task_id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
-        ).all()
+        tasks = audit_tasks(s, audit_id=audit.id, role=role)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         return [
             (t.task_id, keys[t.pair_id], t.repeat, t.pair_id in (again if t.repeat else done))
             for t in tasks
@@ -341,7 +330,7 @@ def simulate_pair_audit(
         "first_sync": synced,
     }
     with session_scope(engine) as s:
-        audit = s.exec(select(Audit).where(Audit.name == audit_name)).one()
+        audit = get_audit(s, name=audit_name)
         append_event(
             s,
             actor=SIM_ACTOR,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from rcea.app.view import auth, charts, data
+from rcea.app.view import auth, charts
+from rcea.app.view.data import audit as data
 from rcea.app.view.state import audit_detail, selected_study
 from rcea.study.codebook import CodebookStageError
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from rcea.app.view import auth, data
+from rcea.app.view import auth
+from rcea.app.view.data import overview as data
 from rcea.app.view.state import DEFAULT_N_BOOT
 
 HERE = Path(__file__).resolve().parent

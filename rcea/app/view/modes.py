@@ -8,8 +8,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from rcea.app.view import charts, data
+from rcea.app.view import charts
 from rcea.app.view import report_frames as rf
+from rcea.app.view.data import modes as data
 from rcea.app.view.state import mode_distribution, report, selected_study
 
 st.title("Modes")

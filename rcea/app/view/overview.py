@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from rcea.app.view import charts, data
+from rcea.app.view import charts
 from rcea.app.view import report_frames as rf
+from rcea.app.view.data import overview as data
 from rcea.app.view.state import report, selected_study
 
 AUDIT_NUMBERS = {

@@ -13,6 +13,9 @@ from typing import Any
 import streamlit as st
 
 from rcea.app.view import data
+from rcea.app.view.data import audit as audit_data
+from rcea.app.view.data import modes as modes_data
+from rcea.app.view.data import report as report_data
 from rcea.study.report.schema import StudyReport
 
 CACHE_TTL_S = 60
@@ -44,7 +47,7 @@ def report_settings() -> dict[str, int]:
 def _report(
     db: str, study: str, stamp: tuple[int, ...], n_boot: int, seed: int, k_min: int
 ) -> StudyReport:
-    return data.report(study, n_boot=n_boot, seed=seed, k_min=k_min)
+    return report_data.report(study, n_boot=n_boot, seed=seed, k_min=k_min)
 
 
 def report(study: str) -> StudyReport:
@@ -62,7 +65,7 @@ def report(study: str) -> StudyReport:
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def _audit_detail(db: str, audit: str, stamp: tuple[int, ...]) -> dict[str, Any]:
-    return data.audit_detail(audit)
+    return audit_data.audit_detail(audit)
 
 
 def audit_detail(study: str, audit: str) -> dict[str, Any]:
@@ -72,7 +75,7 @@ def audit_detail(study: str, audit: str) -> dict[str, Any]:
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def _mode_distribution(db: str, study: str, stamp: tuple[int, ...], pair: dict[str, Any]) -> Any:
-    return data.mode_distribution(study, pair)
+    return modes_data.mode_distribution(study, pair)
 
 
 def mode_distribution(study: str, pair: dict[str, Any]) -> Any:

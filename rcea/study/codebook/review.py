@@ -43,6 +43,42 @@ def get_draft(session: Session, *, study_id: int, question_id: str) -> CodebookD
     ).first()
 
 
+def codebook_list(
+    session: Session, *, study_id: int, questions: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Each question's codebook (of ``questions`` when given), by question id: the latest
+    frozen version (its hash, parent version, reason, when frozen, how many versions) with
+    its modes, else the draft's modes (``status: draft``)."""
+
+    versions = versions_by_question(session, study_id=study_id)
+    drafts = {
+        d.question_id: d
+        for d in session.exec(select(CodebookDraft).where(CodebookDraft.study_id == study_id))
+    }
+    out = []
+    for q in sorted(set(versions) | set(drafts)):
+        if questions and q not in questions:
+            continue
+        vs = versions.get(q, [])
+        last = vs[-1] if vs else None
+        out.append(
+            {
+                "question_id": q,
+                "status": "frozen" if last else "draft",
+                "version": last.version if last else None,
+                "n_versions": len(vs),
+                "content_hash": last.content_hash if last else None,
+                "parent_version": next((p.version for p in vs if p.id == last.parent_id), None)
+                if last
+                else None,
+                "reason": last.reason if last else None,
+                "frozen_at": last.frozen_at if last else None,
+                "modes": last.modes if last else drafts[q].modes,
+            }
+        )
+    return out
+
+
 def edit_draft(
     session: Session, *, study: str, question_id: str, op: str, actor: str, **args: Any
 ) -> CodebookDraft:

@@ -96,6 +96,11 @@ def get_rubric(session: Session, *, name: str, version: str | None = None) -> Ru
     return row
 
 
+def list_rubrics(session: Session) -> list[Rubric]:
+    """Every frozen rubric version, oldest first."""
+    return list(session.exec(select(Rubric).order_by(Rubric.id)).all())  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+
+
 def rubric_spec(row: Rubric) -> RubricSpec:
     """The validated rubric of a frozen row (re-checked against its stored hash)."""
     spec = rubric_from_dict(row.content)

@@ -12,6 +12,7 @@ from sqlmodel import Session
 
 from rcea.audits.gates import counted_adjudications, evaluate_gate
 from rcea.audits.sequential import attach_interim, interim_decisions, planned_gate
+from rcea.audits.thresholds import GATE_REQUIREMENTS
 from rcea.study import events
 from rcea.study.pair_audit.abandon import abandon_record
 from rcea.study.pair_audit.freeze import FreezeError
@@ -202,6 +203,31 @@ def audit_gate(session: Session, audit: Audit, *, with_preliminary: bool = True)
     if final is None:
         return live
     return {**final, "preliminary": live}
+
+
+def gate_requirements(session: Session, audit: Audit, gate: dict[str, Any]) -> list[dict[str, Any]]:
+    """The requirement rows of ``gate`` (an :func:`audit_gate`): the final gate's as
+    recorded; before that, the same rows with the values computed so far, the frozen
+    rubric's thresholds and ``passed = None`` (the preliminary stage is reported, not
+    gated); none when the rubric cannot be read."""
+
+    report = gate.get("report") or {}
+    if report.get("requirements"):
+        return list(report["requirements"])
+    try:
+        thresholds = audit_rubric(session, audit).gate.to_dict()
+    except FreezeError:
+        return []
+    return [
+        {
+            "name": name,
+            "value": report.get(name),
+            "threshold": thresholds[key],
+            "comparator": comparator,
+            "passed": None,
+        }
+        for name, key, comparator in GATE_REQUIREMENTS
+    ]
 
 
 def decide_gate(session: Session, audit: Audit, *, final: bool, actor: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from rcea.study.pair_audit.freeze import (
     rubric_spec,
 )
 from rcea.study.store import Trajectory, append_event, list_events, require_study
-from rcea.study.store.models import Audit, AuditPair, Rubric
+from rcea.study.store.models import Audit, AuditPair, AuditTask, Rubric
 from rcea.study.store.widths import check_stored
 
 DEV_QUESTIONS_EVENT = events.CODEBOOK_DEV_QUESTIONS
@@ -308,6 +308,31 @@ def get_audit(session: Session, *, name: str | None = None, study: str | None = 
             "no such audit: draw one with `rcea audit sample --study S --rubric NAME`"
         )
     return audit
+
+
+def find_audit(session: Session, *, name: str, study_id: int | None = None) -> Audit | None:
+    """The audit called ``name`` (in ``study_id`` when given), or ``None``."""
+    stmt = select(Audit).where(Audit.name == name)
+    if study_id is not None:
+        stmt = stmt.where(Audit.study_id == study_id)
+    return session.exec(stmt).first()
+
+
+def study_audits(session: Session, *, study_id: int) -> list[Audit]:
+    """The study's pair audits, oldest first."""
+    return list(
+        session.exec(
+            select(Audit).where(Audit.study_id == study_id).order_by(Audit.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+        ).all()
+    )
+
+
+def audit_tasks(session: Session, *, audit_id: int, role: str | None = None) -> list[AuditTask]:
+    """The audit's Label Studio tasks (of ``role`` when given), in task order."""
+    stmt = select(AuditTask).where(AuditTask.audit_id == audit_id)
+    if role is not None:
+        stmt = stmt.where(AuditTask.role == role)
+    return list(session.exec(stmt.order_by(AuditTask.task_id)).all())  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
 
 
 def audit_pairs(session: Session, *, audit_id: int) -> list[AuditPair]:

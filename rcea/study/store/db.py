@@ -11,6 +11,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import event as sa_event
+from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, create_engine
 
@@ -83,6 +84,12 @@ def downgrade(engine: Engine, revision: str) -> None:
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+def ping(engine: Engine) -> None:
+    """Raise unless the database answers (the API's health check)."""
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
 
 
 @contextmanager

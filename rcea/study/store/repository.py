@@ -6,6 +6,7 @@ Functions take a session and keyword-only arguments; they do not commit (the cal
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import func
@@ -13,7 +14,15 @@ from sqlmodel import Session, select
 
 from rcea.audits.inputs import invisible_character
 from rcea.pipeline.records import forbidden_character
-from rcea.study.store.models import Event, Ingest, JudgeProblem, Question, Study, Trajectory
+from rcea.study.store.models import (
+    Event,
+    Ingest,
+    JudgeProblem,
+    Measurement,
+    Question,
+    Study,
+    Trajectory,
+)
 from rcea.study.store.widths import WidthError, check_stored, limit_of
 
 
@@ -66,6 +75,52 @@ def get_or_create_study(session: Session, *, name: str, description: str = "") -
 
 def list_studies(session: Session) -> list[Study]:
     return list(session.exec(select(Study).order_by(Study.id)).all())  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+
+
+def study_by_id(session: Session, study_id: int) -> Study | None:
+    return session.get(Study, study_id)
+
+
+def store_stamp(session: Session, *, study: str | None) -> tuple[int, int, int, int]:
+    """A cheap stamp that changes whenever anything of ``study`` may have changed: the
+    latest event id (freezes, labels, codebook decisions, ingests), the trajectory count,
+    and the measurement count and latest id (zeros without the study)."""
+
+    last_event = session.exec(select(func.max(Event.id))).one() or 0
+    st = get_study(session, name=study) if study else None
+    if st is None:
+        return (int(last_event), 0, 0, 0)
+    n_traj = session.exec(select(func.count()).where(Trajectory.study_id == st.id)).one()
+    n_meas, last_meas = session.exec(
+        select(func.count(), func.max(Measurement.id)).where(Measurement.study_id == st.id)
+    ).one()
+    return (int(last_event), int(n_traj), int(n_meas), int(last_meas or 0))
+
+
+def trajectories_by_id(
+    session: Session, *, study_id: int, ids: Iterable[str]
+) -> dict[str, Trajectory]:
+    """trajectory_id → the study's stored row, for those of ``ids`` that exist."""
+
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    rows = session.exec(
+        select(Trajectory).where(
+            Trajectory.study_id == study_id,
+            Trajectory.trajectory_id.in_(wanted),  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
+        )
+    ).all()
+    return {r.trajectory_id: r for r in rows}
+
+
+def study_trajectories(session: Session, *, study_id: int) -> list[Trajectory]:
+    """The study's trajectories in ingest order (the order the report reads them in)."""
+    return list(
+        session.exec(
+            select(Trajectory).where(Trajectory.study_id == study_id).order_by(Trajectory.id)  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+        ).all()
+    )
 
 
 def append_event(

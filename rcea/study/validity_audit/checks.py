@@ -61,6 +61,16 @@ def _cmd(kind: str) -> str:
     return "calibrate" if kind == CALIBRATION else "accepted"
 
 
+def study_checks(
+    session: Session, *, study_id: int, kind: str | None = None
+) -> list[ValidityCheck]:
+    """The study's validity checks (of ``kind`` when given), oldest first."""
+    stmt = select(ValidityCheck).where(ValidityCheck.study_id == study_id)
+    if kind is not None:
+        stmt = stmt.where(ValidityCheck.kind == kind)
+    return list(session.exec(stmt.order_by(ValidityCheck.id)).all())  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+
+
 def check_items(session: Session, *, check_id: int) -> list[ValidityItem]:
     return list(
         session.exec(

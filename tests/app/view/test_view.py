@@ -14,6 +14,10 @@ import pytest
 
 from rcea.annotation.payloads import ParsedAnnotation
 from rcea.app.view import data
+from rcea.app.view.data import audit as audit_data
+from rcea.app.view.data import modes as modes_data
+from rcea.app.view.data import overview as overview_data
+from rcea.app.view.data import report as report_data
 from rcea.study.pair_audit.gate import record_final_gate
 from rcea.study.pair_audit.labels import record_annotation
 from rcea.study.pair_audit.sampling import audit_pairs, get_audit
@@ -61,9 +65,9 @@ def _seed_store(data_dir: Path) -> Settings:
 
 def test_view_data_frames(tmp_path: Path) -> None:
     settings = _seed_store(tmp_path / "data")
-    studies = data.studies_frame(settings)
+    studies = overview_data.studies_frame(settings)
     assert studies["study"].tolist() == ["viewstudy"]
-    cp = data.checkpoints_frame("viewstudy", settings)
+    cp = overview_data.checkpoints_frame("viewstudy", settings)
     assert cp["step"].tolist() == [0, 10]
     assert cp["accuracy"].tolist() == [0.5, 0.5]
 
@@ -75,10 +79,10 @@ def test_audit_reads_on_both_backends(store_url: str, tmp_path: Path) -> None:
     engine = open_store(settings)
     audit_study(engine, tmp_path)
     audit_id = draw_test_audit(engine, tmp_path)
-    frame = data.audits_frame("s", settings)
+    frame = overview_data.audits_frame("s", settings)
     assert frame["status"].tolist() == ["pending"] and frame["pairs"].tolist() == [18]
     assert frame["automatic_macro_f1"].isna().all()
-    reqs = data.gate_requirements_frame("s", settings)
+    reqs = overview_data.gate_requirements_frame("s", settings)
     assert len(reqs) == 6 and reqs["value"].isna().all() and reqs["passed"].isna().all()
 
     tasks = fake_tasks(engine, audit_id)
@@ -96,7 +100,7 @@ def test_audit_reads_on_both_backends(store_url: str, tmp_path: Path) -> None:
                 ann = ParsedAnnotation(n, tasks[role][p.id], None, user, label, None, False)
                 record_annotation(s, audit, ann, source="test")
     assert data.version_stamp("s", settings) > stamp  # labels are events
-    detail = data.audit_detail("s-audit-1", settings)
+    detail = audit_data.audit_detail("s-audit-1", settings)
     progress = detail["progress"].set_index("role")
     assert progress.loc["A", "labelled"] == 10 and progress.loc["A", "of"] == 18
     assert progress.loc["adjudicator", "of"] == 1
@@ -129,10 +133,10 @@ def test_audit_reads_on_both_backends(store_url: str, tmp_path: Path) -> None:
             },
         }
         record_final_gate(s, get_audit(s, study="s"), fake, "tester")
-    frame = data.audits_frame("s", settings)
+    frame = overview_data.audits_frame("s", settings)
     assert frame["status"].tolist() == ["passed"] and frame["stage"].tolist() == ["final"]
     assert frame["automatic_macro_f1"].tolist() == [0.93]
-    reqs = data.gate_requirements_frame("s", settings)
+    reqs = overview_data.gate_requirements_frame("s", settings)
     assert reqs[["requirement", "passed"]].values.tolist() == [["automatic_macro_f1", True]]
 
 
@@ -334,7 +338,7 @@ def _expected_view(settings: Settings) -> dict[str, Any]:
     ratio and retention charts)."""
     from rcea.app.view import report_frames as rf
 
-    rep = data.report("s", settings, n_boot=50)
+    rep = report_data.report("s", settings, n_boot=50)
     ratio = rf.ratio_frame(rep).dropna(subset=["paired_ratio"])
     retention = rf.retention_frame(rep).dropna(subset=["retention"])
     out = {
@@ -344,11 +348,11 @@ def _expected_view(settings: Settings) -> dict[str, Any]:
         # labels by id) or a mode-column value of the records — never a bare id
         "mode_labels": {
             lab
-            for names in data.mode_names("s", settings).values()
+            for names in modes_data.mode_names("s", settings).values()
             for i, n in names.items()
             for lab in (n, f"{n} ({i})")
         }
-        | set(data.mode_distribution("s", rep.audits.pair.model_dump(), settings)["mode"]),
+        | set(modes_data.mode_distribution("s", rep.audits.pair.model_dump(), settings)["mode"]),
     }
     assert {"direct", "distribute"} <= out["mode_labels"]
     assert len(out["ratio_checkpoints"]) >= 3 and len(out["retention_checkpoints"]) >= 2

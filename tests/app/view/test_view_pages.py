@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from rcea.annotation.payloads import ParsedAnnotation
 from rcea.app.cli import app as cli_app
-from rcea.app.view import data as view_data
+from rcea.app.view.data import report as report_data
 from rcea.study.codebook import (
     final_labels,
     list_extensions,
@@ -315,7 +315,7 @@ def test_modes_page_distribution_and_codebook_browser(
     real = frame_with(at, "within_mode_entropy")
     rep_real = {
         (e.run, e.step): e.report
-        for e in view_data.report("s", n_boot=200, seed=0, k_min=8).realization
+        for e in report_data.report("s", n_boot=200, seed=0, k_min=8).realization
     }
     assert len(real) == sum(r is not None for r in rep_real.values()) > 0
     for _, row in real.iterrows():

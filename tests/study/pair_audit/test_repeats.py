@@ -253,7 +253,7 @@ def test_repeats_never_count_and_self_consistency_is_exact(engine, pushed) -> No
                        "changed": [key[rep_pairs[0]]]}  # fmt: skip
 
     # the view's Annotators table carries the same figures
-    from rcea.app.view.data import annotators_view
+    from rcea.app.view.data.audit import annotators_view
 
     with session_scope(engine) as s:
         people = annotators_view(s, s.get(Audit, audit_id))["people"].set_index("round")

@@ -123,13 +123,13 @@ def test_a_bundle_with_an_attempt_removed_fails_verify(engine, tmp_path: Path) -
 
 
 def test_the_views_audit_page_lists_every_attempt(engine, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from rcea.app.view import data
+    from rcea.app.view.data import audit as audit_data
     from rcea.study.settings import get_settings
 
     first, second = _two_attempts(engine, tmp_path)
     monkeypatch.setenv("RCEA_DATABASE_URL", engine.url.render_as_string(hide_password=False))
     get_settings.cache_clear()
-    frame = data.attempts_frame("s")
+    frame = audit_data.attempts_frame("s")
     assert list(frame["name"]) == [first, second]
     assert list(frame["outcome"]) == ["failed", "in progress"]
     assert frame["failed requirements"].iloc[0] == "automatic_coverage"
@@ -237,11 +237,11 @@ def test_an_abandoned_attempt_stays_on_the_record(  # type: ignore[no-untyped-de
     assert published["attempts"][0]["outcome"] == "abandoned"
     ver = verify_bundle(bundle)
     assert ver.ok, ver.mismatches
-    from rcea.app.view import data
+    from rcea.app.view.data import audit as audit_data
     from rcea.study.settings import get_settings
 
     get_settings.cache_clear()
-    frame = data.attempts_frame("s")
+    frame = audit_data.attempts_frame("s")
     assert list(frame["outcome"]) == ["abandoned", "passed"]
     assert list(frame["labels counted"]) == [a["n_labels"], b["n_labels"]]
     assert frame["abandon reason"].iloc[0] == "the guideline changed mid-labelling"

@@ -227,11 +227,11 @@ def test_population_basis_passes_a_judge_the_balanced_sample_understates(  # typ
     text = _cli(engine, monkeypatch, "judge", "calibrate", "report", "--calibration", "pop")
     assert "population" in text.output and "0.98" in text.output
     # the view's audit page: both bases beside the threshold of the declared one
-    from rcea.app.view import data
+    from rcea.app.view.data import audit as audit_data
     from rcea.study.settings import get_settings
 
     get_settings.cache_clear()
-    frame = data.calibration_figures("cal")
+    frame = audit_data.calibration_figures("cal")
     row = frame[frame["figure"] == "accuracy"].iloc[0]
     assert (row["calibration"], row["outcome"], row["basis"]) == ("pop", "passed", "population")
     assert row["balanced"] == pytest.approx(0.8) and row["population"] == pytest.approx(0.98)
