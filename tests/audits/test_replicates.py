@@ -69,7 +69,9 @@ def _generated(name: str, gen: np.random.Generator) -> dict[int, Any]:
     return out
 
 
-@pytest.mark.parametrize("name", ["macro_mean", "geometric_mean", "ratio_of_sums", "ratio_of_ratios"])
+@pytest.mark.parametrize(
+    "name", ["macro_mean", "geometric_mean", "ratio_of_sums", "ratio_of_ratios"]
+)
 @pytest.mark.parametrize("case", range(3))
 def test_matches_the_plain_loop(name: str, case: int) -> None:
     gen = np.random.default_rng(100 + case)
@@ -111,7 +113,9 @@ def test_one_seed_has_no_spread_and_no_interval() -> None:
     assert got.single_seed and got.n_seeds == 1
     assert got.mean == pytest.approx(0.3)
     assert (got.between_seed_sd, got.ci_low, got.ci_high) == (None, None, None)
-    assert got.to_dict()["seeds"] == [{"train_seed": 4, "value": pytest.approx(0.3), "n_questions": 2}]
+    assert got.to_dict()["seeds"] == [
+        {"train_seed": 4, "value": pytest.approx(0.3), "n_questions": 2}
+    ]
 
 
 def test_a_seed_without_questions_is_listed_and_left_out() -> None:

@@ -470,7 +470,9 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
             scores.append(score)  # type: ignore[arg-type]  # not checked by hand yet: a row without a score is expected to be refused above
             key_values.append(obj.get(opts.reward_key) if opts.reward_key else None)
             record.update(
-                trajectory_id=_trajectory_id(opts.run, opts.model, step, qid, seed, opts.train_seed),
+                trajectory_id=_trajectory_id(
+                    opts.run, opts.model, step, qid, seed, opts.train_seed
+                ),
                 question_id=qid,
                 text=text,
                 reward=0,  # set by the score rule below

@@ -95,7 +95,9 @@ def _dump(directory: Path) -> Path:
 def _verl(engine, dump: Path, tmp_path: Path, train_seed: int | None):  # type: ignore[no-untyped-def]
     data = tmp_path / "data"
     opts = VerlOptions(run="grpo", model="m", train_seed=train_seed)
-    return import_verl(engine, dump, opts, study="s", artifacts_dir=data / "artifacts", data_dir=data)
+    return import_verl(
+        engine, dump, opts, study="s", artifacts_dir=data / "artifacts", data_dir=data
+    )
 
 
 def test_two_seeds_of_one_run_import_side_by_side(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -30,9 +30,7 @@ def upgrade() -> None:
     with op.batch_alter_table("trajectory") as batch:
         batch.add_column(sa.Column("train_seed", sa.Integer(), nullable=True))
     with op.batch_alter_table("measurement") as batch:
-        batch.add_column(
-            sa.Column("train_seed", sa.Integer(), nullable=False, server_default="-1")
-        )
+        batch.add_column(sa.Column("train_seed", sa.Integer(), nullable=False, server_default="-1"))
         batch.drop_constraint("uq_measurement_key", type_="unique")
         batch.create_unique_constraint("uq_measurement_key", list(NEW_KEY))
 
