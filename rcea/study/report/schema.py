@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rcea.study.report.law_sections import EntropyLawSection
+from rcea.study.report.replicates import ReplicatesSection
 from rcea.study.report.sections import (
     AssociationSection,
     CovarianceSection,
@@ -42,7 +43,7 @@ from rcea.study.report.sections import (
 )
 
 #: Bumped whenever a key is added, removed or changes meaning.
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 
 JSONObject = dict[str, Any]
 
@@ -420,6 +421,13 @@ class StudyReport(_Model):
         "the scaling across sizes, global vs reward-conditioned entropy, and the RQ1 ordering "
         "(None without a training curve paired with an accuracy trace; absent in bundles "
         "written before it)",
+    )
+    replicates: ReplicatesSection | None = Field(
+        default=None,
+        description="item 17: the training seeds of the runs (each its own run label in "
+        "the other sections) and, per (run, model, step), the across-seed mean, between-seed "
+        "SD and hierarchical bootstrap interval; 'single seed' when no checkpoint has two "
+        "(absent in bundles written before it)",
     )
     quantities: list[Quantity] = Field(description="every reported number, flat")
     scope: str | None = Field(

@@ -1,0 +1,240 @@
+"""The report's ``replicates`` section: several training seeds (docs/estimators.md item 17).
+
+A checkpoint is (run, model, training seed, step). The report keys every section by (run,
+model, step); a run imported with a training seed enters those keys under its *seeded
+label* :func:`seeded_run` — ``grpo [train seed 1]`` — so every section shows each seed as
+its own run and nothing pools seeds (failure, milestones and retention's base are per
+seed, as item 17 asks). This module maps the labels back to (run, training seed) and,
+per (run, model, step) with seeded checkpoints, aggregates across the seeds
+(:func:`rcea.audits.replicates.across_seeds`: mean, between-seed SD, hierarchical bootstrap
+interval over seeds, then questions within seed) for the paired ρ_H, mode retention,
+within-mode realization entropy W and macro pass@k — each from the per-question values
+the report's own per-seed number is computed from. With fewer than two seeds the section
+says "single seed" and shows no across-seed interval.
+
+Kept apart from :mod:`rcea.study.report.build`, which calls :func:`replicates_section` once
+after its checkpoint loop.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from rcea.audits.modes import RarefiedRetention
+from rcea.audits.passk import pass_at_k
+from rcea.audits.realization import RealizationReport
+from rcea.audits.replicates import across_seeds
+from rcea.study.report.sections import Section
+
+Key = tuple[str, str, int]
+
+SINGLE_SEED = (
+    "single seed: no (run, model, step) has two or more training seeds, so no between-seed "
+    "spread or across-seed interval is shown; every number is one training run's"
+)
+
+
+def seeded_run(run: str, train_seed: int | None) -> str:
+    """The run label a checkpoint of training seed ``train_seed`` is keyed by in the
+    report: the run itself without one, else ``RUN [train seed N]``."""
+    return run if train_seed is None else f"{run} [train seed {train_seed}]"
+
+
+def run_of(label: str, train_seed: int | None) -> str:
+    """The run name of a seeded label (:func:`seeded_run`'s inverse given the seed)."""
+    return label if train_seed is None else label.removesuffix(f" [train seed {train_seed}]")
+
+
+def check_labels(pairs: Iterable[tuple[str, int | None]]) -> dict[str, tuple[str, int]]:
+    """The seeded labels of (run, training seed) pairs → (run, seed); ``ValueError`` when a
+    run name without a seed is spelt like another run's seeded label (the two would be
+    pooled under one key)."""
+    pairs = set(pairs)
+    plain = {run for run, seed in pairs if seed is None}
+    out: dict[str, tuple[str, int]] = {}
+    for run, seed in sorted(pairs, key=lambda p: (p[0], -1 if p[1] is None else p[1])):
+        if seed is None:
+            continue
+        label = seeded_run(run, seed)
+        if label in plain:
+            raise ValueError(
+                f"run {label!r} (no training seed) has the report label of run {run!r} at "
+                f"training seed {seed}: rename the run, or give it its training seed"
+            )
+        out[label] = (run, seed)
+    return out
+
+
+class SeedValue(Section):
+    """One training seed's estimate of a quantity."""
+
+    train_seed: int = Field(description="the training seed")
+    value: float | None = Field(description="its estimate (None: undefined for this seed)")
+    n_questions: int = Field(description="the questions it rests on")
+
+
+class AcrossSeedQuantity(Section):
+    """A quantity across the training seeds of one (run, model, step)."""
+
+    quantity: str = Field(
+        description="paired_ratio (ρ_H), retention, within_mode_entropy (W) or pass_at_K"
+    )
+    benchmark: str | None = Field(default=None, description="pass@k only: the benchmark")
+    statistic: str = Field(
+        description="how a seed pools its questions: geometric_mean (ρ_H) or macro_mean"
+    )
+    seeds: list[SeedValue] = Field(description="each seed's estimate")
+    n_seeds: int = Field(description="seeds with an estimate")
+    single_seed: bool = Field(description="fewer than two seeds: no spread, no interval")
+    mean: float | None = Field(description="mean of the seeds' estimates")
+    between_seed_sd: float | None = Field(description="their SD (n − 1); None with one seed")
+    ci_low: float | None = Field(
+        description="hierarchical bootstrap percentile interval (seeds, then questions)"
+    )
+    ci_high: float | None = Field(description="upper end of the interval")
+    confidence: float = Field(description="the interval's level")
+    n_boot: int = Field(description="bootstrap replicates B")
+    seed: int = Field(description="the bootstrap's random seed")
+    n_boot_nonfinite: int = Field(description="replicates left out (undefined)")
+
+
+class SeedGroup(Section):
+    """The seeded checkpoints of one (run, model, step)."""
+
+    run: str = Field(description="run (without its seed)")
+    model: str = Field(description="model (scale)")
+    step: int = Field(description="training step")
+    train_seeds: list[int] = Field(description="its training seeds")
+    labels: list[str] = Field(description="their run labels in the other sections")
+    single_seed: bool = Field(description="one training seed only")
+    quantities: list[AcrossSeedQuantity] = Field(description="the across-seed aggregates")
+
+
+class SeededRun(Section):
+    """A run label of the other sections that names one training seed of a run."""
+
+    label: str = Field(description="the label (``RUN [train seed N]``)")
+    run: str = Field(description="the run")
+    train_seed: int = Field(description="the training seed")
+
+
+class ReplicatesSection(Section):
+    """Item 17: the training seeds of the study's runs and the across-seed aggregates."""
+
+    runs: list[SeededRun] = Field(description="each seeded run label with its run and seed")
+    single_seed: bool = Field(description="no (run, model, step) has two or more seeds")
+    sentence: str | None = Field(description="'single seed: …' when single_seed")
+    groups: list[SeedGroup] = Field(description="per (run, model, step) with a training seed")
+
+
+def replicates_section(
+    identities: Mapping[str, tuple[str, int]],
+    keys: Iterable[Key],
+    *,
+    paired: Mapping[Key, Mapping[Any, float]],
+    retention: Mapping[Key, RarefiedRetention],
+    realization: Mapping[Key, RealizationReport],
+    passk: Iterable[dict[str, Any]],
+    k: int,
+    n_boot: int,
+    seed: int,
+    confidence: float,
+) -> dict[str, Any]:
+    """The section (:class:`ReplicatesSection` as JSON) from the report's per-seed results:
+    ``paired`` (ρ_H's per-question ratios), ``retention`` and ``realization`` per
+    checkpoint key (a seeded label's), and the ``passk`` measurements (their per-question
+    (n, c) at ``k``)."""
+    groups: dict[Key, dict[int, Key]] = defaultdict(dict)
+    for key in keys:
+        label, model, step = key
+        if label in identities:
+            run, train_seed = identities[label]
+            groups[(run, model, step)][train_seed] = key
+    passk_by: dict[Key, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for m in passk:
+        passk_by[(m["run"], m["model"], m["step"])][m["key"]] = m["payload"]
+    settings = {"n_boot": n_boot, "seed": seed, "confidence": confidence}
+    out_groups = []
+    for (run, model, step), by_seed in sorted(groups.items()):
+        seeds = sorted(by_seed)
+        quantities: list[dict[str, Any]] = []
+
+        def add(name: str, statistic: str, values: dict[int, list[float]], **extra: Any) -> None:
+            if not any(values.values()):
+                return  # no seed has the quantity (e.g. no mode data): not listed
+            res = across_seeds(
+                {s: np.asarray(values.get(s, []), dtype=float) for s in seeds},
+                statistic=statistic,
+                **settings,
+            )
+            quantities.append({"quantity": name, **extra, **res.to_dict()})
+
+        add(
+            "paired_ratio",
+            "geometric_mean",
+            {s: list(paired.get(by_seed[s], {}).values()) for s in seeds},
+        )
+        add(
+            "retention",
+            "macro_mean",
+            {
+                s: [q.retention for q in retention[by_seed[s]].questions if q.retention is not None]
+                for s in seeds
+                if by_seed[s] in retention
+            },
+        )
+        add(
+            "within_mode_entropy",
+            "macro_mean",
+            {
+                s: [
+                    q.within_mode_entropy
+                    for q in realization[by_seed[s]].questions
+                    if q.eligible and q.within_mode_entropy is not None
+                ]
+                for s in seeds
+                if by_seed[s] in realization
+            },
+        )
+        benchmarks = sorted({b for s in seeds for b in passk_by.get(by_seed[s], {})})
+        for bench in benchmarks:
+            add(
+                f"pass_at_{k}",
+                "macro_mean",
+                {
+                    s: [
+                        pass_at_k(int(q["n"]), int(q["c"]), k)
+                        for q in passk_by[by_seed[s]][bench].get("questions") or []
+                        if int(q["n"]) >= k
+                    ]
+                    for s in seeds
+                    if bench in passk_by.get(by_seed[s], {})
+                },
+                benchmark=bench,
+            )
+        out_groups.append(
+            {
+                "run": run,
+                "model": model,
+                "step": step,
+                "train_seeds": seeds,
+                "labels": [by_seed[s][0] for s in seeds],
+                "single_seed": len(seeds) < 2,
+                "quantities": quantities,
+            }
+        )
+    single = not any(len(g["train_seeds"]) >= 2 for g in out_groups)
+    return {
+        "runs": [
+            {"label": label, "run": run, "train_seed": s}
+            for label, (run, s) in sorted(identities.items())
+        ],
+        "single_seed": single,
+        "sentence": SINGLE_SEED if single else None,
+        "groups": out_groups,
+    }
