@@ -58,7 +58,7 @@ from rcea.study.report.mode_tail import SUM_FIELDS, ModeTailCollector, mode_tail
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.publication import evidence_lines
 from rcea.study.report.realization import RealizationCollector, realization_quantities
-from rcea.study.report.replicates import replicates_section, seeded_run
+from rcea.study.report.replicates import measurement_run, replicates_section
 from rcea.study.report.rows import (
     CheckpointRows,
     MemoryRows,
@@ -206,7 +206,7 @@ def _gather_meta(
         {
             "kind": m.kind,
             # a seeded run's measurements under its seeded label (docs/estimators.md item 17)
-            "run": seeded_run(m.run, None if m.train_seed < 0 else m.train_seed),
+            "run": measurement_run(m.run, m.train_seed),
             "model": m.model,
             "step": m.step,
             "key": m.key,

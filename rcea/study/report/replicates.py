@@ -45,6 +45,11 @@ def seeded_run(run: str, train_seed: int | None) -> str:
     return run if train_seed is None else f"{run} [train seed {train_seed}]"
 
 
+def measurement_run(run: str, train_seed: int) -> str:
+    """The run label of a stored measurement (its ``train_seed`` -1 = none)."""
+    return seeded_run(run, None if train_seed < 0 else train_seed)
+
+
 def run_of(label: str, train_seed: int | None) -> str:
     """The run name of a seeded label (:func:`seeded_run`'s inverse given the seed)."""
     return label if train_seed is None else label.removesuffix(f" [train seed {train_seed}]")
@@ -68,6 +73,16 @@ def check_labels(pairs: Iterable[tuple[str, int | None]]) -> dict[str, tuple[str
             )
         out[label] = (run, seed)
     return out
+
+
+def seeded_columns(cols: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """Record columns (``rcea stats`` on a file) with each run that has a training seed
+    renamed to its seeded label, so that a file's seeds are separate checkpoints there too;
+    ``ValueError`` on a label collision (:func:`check_labels`)."""
+    seeds = cols.get("train_seed") or [None] * len(cols["run"])
+    check_labels(zip(cols["run"], seeds, strict=True))
+    cols["run"] = [seeded_run(r, t) for r, t in zip(cols["run"], seeds, strict=True)]
+    return cols
 
 
 class SeedValue(Section):
@@ -132,6 +147,26 @@ class ReplicatesSection(Section):
     groups: list[SeedGroup] = Field(description="per (run, model, step) with a training seed")
 
 
+def _aggregate(
+    name: str,
+    statistic: str,
+    seeds: list[int],
+    values: dict[int, list[float]],
+    settings: dict[str, Any],
+    extra: dict[str, Any],
+) -> dict[str, Any] | None:
+    """One quantity across ``seeds`` (a seed without values has no estimate); ``None`` when
+    no seed has the quantity (e.g. no mode data): not listed."""
+    if not any(values.values()):
+        return None
+    res = across_seeds(
+        {s: np.asarray(values.get(s, []), dtype=float) for s in seeds},
+        statistic=statistic,
+        **settings,
+    )
+    return {"quantity": name, **extra, **res.to_dict()}
+
+
 def replicates_section(
     identities: Mapping[str, tuple[str, int]],
     keys: Iterable[Key],
@@ -162,61 +197,56 @@ def replicates_section(
     out_groups = []
     for (run, model, step), by_seed in sorted(groups.items()):
         seeds = sorted(by_seed)
-        quantities: list[dict[str, Any]] = []
-
-        def add(name: str, statistic: str, values: dict[int, list[float]], **extra: Any) -> None:
-            if not any(values.values()):
-                return  # no seed has the quantity (e.g. no mode data): not listed
-            res = across_seeds(
-                {s: np.asarray(values.get(s, []), dtype=float) for s in seeds},
-                statistic=statistic,
-                **settings,
-            )
-            quantities.append({"quantity": name, **extra, **res.to_dict()})
-
-        add(
-            "paired_ratio",
-            "geometric_mean",
-            {s: list(paired.get(by_seed[s], {}).values()) for s in seeds},
-        )
-        add(
-            "retention",
-            "macro_mean",
-            {
-                s: [q.retention for q in retention[by_seed[s]].questions if q.retention is not None]
-                for s in seeds
-                if by_seed[s] in retention
-            },
-        )
-        add(
-            "within_mode_entropy",
-            "macro_mean",
-            {
-                s: [
-                    q.within_mode_entropy
-                    for q in realization[by_seed[s]].questions
-                    if q.eligible and q.within_mode_entropy is not None
-                ]
-                for s in seeds
-                if by_seed[s] in realization
-            },
-        )
-        benchmarks = sorted({b for s in seeds for b in passk_by.get(by_seed[s], {})})
-        for bench in benchmarks:
-            add(
-                f"pass_at_{k}",
+        # (quantity, pooling, seed → per-question values, extra fields)
+        specs: list[tuple[str, str, dict[int, list[float]], dict[str, Any]]] = [
+            (
+                "paired_ratio",
+                "geometric_mean",
+                {s: list(paired.get(by_seed[s], {}).values()) for s in seeds},
+                {},
+            ),
+            (
+                "retention",
+                "macro_mean",
+                {
+                    s: [q.retention for q in retention[c].questions if q.retention is not None]
+                    for s, c in by_seed.items()
+                    if c in retention
+                },
+                {},
+            ),
+            (
+                "within_mode_entropy",
                 "macro_mean",
                 {
                     s: [
-                        pass_at_k(int(q["n"]), int(q["c"]), k)
-                        for q in passk_by[by_seed[s]][bench].get("questions") or []
-                        if int(q["n"]) >= k
+                        q.within_mode_entropy
+                        for q in realization[c].questions
+                        if q.eligible and q.within_mode_entropy is not None
                     ]
-                    for s in seeds
-                    if bench in passk_by.get(by_seed[s], {})
+                    for s, c in by_seed.items()
+                    if c in realization
                 },
-                benchmark=bench,
-            )
+                {},
+            ),
+        ]
+        benchmarks = sorted({b for c in by_seed.values() for b in passk_by.get(c, {})})
+        for bench in benchmarks:
+            per_q = {
+                s: [
+                    pass_at_k(int(q["n"]), int(q["c"]), k)
+                    for q in passk_by[c][bench].get("questions") or []
+                    if int(q["n"]) >= k
+                ]
+                for s, c in by_seed.items()
+                if bench in passk_by.get(c, {})
+            }
+            specs.append((f"pass_at_{k}", "macro_mean", per_q, {"benchmark": bench}))
+        quantities = [
+            entry
+            for name, statistic, values, extra in specs
+            if (entry := _aggregate(name, statistic, seeds, values, settings, extra)) is not None
+        ]
         out_groups.append(
             {
                 "run": run,
