@@ -19,7 +19,8 @@ after its checkpoint loop.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from html import escape
 from typing import Any
 
 import numpy as np
@@ -268,3 +269,57 @@ def replicates_section(
         "sentence": SINGLE_SEED if single else None,
         "groups": out_groups,
     }
+
+
+def replicates_rows(sec: dict[str, Any] | None) -> tuple[list[str], list[list[Any]]]:
+    """The section as one table (header, rows): per (run, model, step) and quantity, each
+    seed's value, then the across-seed mean, SD and interval."""
+    header = ["run", "model", "step", "quantity", "per seed", "mean", "between-seed SD", "95% CI"]
+    rows: list[list[Any]] = []
+    for g in (sec or {}).get("groups", []):
+        for q in g["quantities"]:
+            name = q["quantity"] + (f" ({q['benchmark']})" if q.get("benchmark") else "")
+            per_seed = "; ".join(
+                f"seed {v['train_seed']}: " + ("n/a" if v["value"] is None else f"{v['value']:.4g}")
+                for v in q["seeds"]
+            )
+            ci = "single seed" if q["single_seed"] else _interval(q["ci_low"], q["ci_high"])
+            rows.append(
+                [
+                    g["run"],
+                    g["model"],
+                    g["step"],
+                    name,
+                    per_seed,
+                    q["mean"],
+                    q["between_seed_sd"],
+                    ci,
+                ]
+            )
+    return header, rows
+
+
+def _interval(lo: float | None, hi: float | None) -> str:
+    return "n/a" if lo is None or hi is None else f"[{lo:.4g}, {hi:.4g}]"
+
+
+def replicates_html(
+    sec: dict[str, Any] | None, table: Callable[[list[str], list[list[Any]]], str]
+) -> list[str]:
+    """The report page's part for item 17 (``table`` renders a table as the page does)."""
+    if not sec:
+        return []
+    out = ["<h2>Training seeds (item 17)</h2>"]
+    if sec["runs"]:
+        out.append(
+            "<p>Each training seed is its own run in the sections above ("
+            + ", ".join(f"<code>{escape(r['label'])}</code>" for r in sec["runs"])
+            + "); seeds are never pooled. Across seeds: the mean, the between-seed SD and a "
+            "hierarchical bootstrap interval (seeds, then questions within seed).</p>"
+        )
+    if sec["sentence"]:
+        out.append(f"<p>{escape(sec['sentence'][0].upper() + sec['sentence'][1:])}.</p>")
+    header, rows = replicates_rows(sec)
+    if rows:
+        out.append(table(header, rows))
+    return out

@@ -182,3 +182,27 @@ def test_a_run_named_like_another_runs_seeded_label_is_refused(engine, tmp_path:
     ingest_file(engine, path, study="sd", artifacts_dir=tmp_path / "art", data_dir=tmp_path)
     with session_scope(engine) as s, pytest.raises(ValueError, match="has the report label of"):
         build_report(s, study="sd", n_boot=N_BOOT)
+
+
+def test_the_page_shows_each_seed_and_the_aggregate(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from rcea.study.report.html import render_html
+
+    _study(engine, tmp_path)
+    report, _ = _both(engine)
+    report["generated_at"] = "now"
+    page = render_html(report, scope="entropy-only", figures={}, hashes={})
+    assert "Training seeds (item 17)" in page and "<code>grpo [train seed 2]</code>" in page
+    group = next(g for g in report["replicates"]["groups"] if g["step"] == 10)
+    rho = group["quantities"][0]
+    assert f"seed 3: {rho['seeds'][2]['value']:.4g}" in page
+    assert f"[{rho['ci_low']:.4g}, {rho['ci_high']:.4g}]" in page
+
+
+def test_a_single_seed_page_says_so_in_words(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from rcea.study.report.html import render_html
+
+    _study(engine, tmp_path, seeds=(7,))
+    report, _ = _both(engine)
+    report["generated_at"] = "now"
+    page = render_html(report, scope="entropy-only", figures={}, hashes={})
+    assert "Single seed: no (run, model, step) has two or more training seeds" in page
