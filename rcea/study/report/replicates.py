@@ -195,7 +195,7 @@ def replicates_section(
     for m in passk:
         passk_by[(m["run"], m["model"], m["step"])][m["key"]] = m["payload"]
     settings = {"n_boot": n_boot, "seed": seed, "confidence": confidence}
-    out_groups = []
+    out_groups: list[dict[str, Any]] = []
     for (run, model, step), by_seed in sorted(groups.items()):
         seeds = sorted(by_seed)
         # (quantity, pooling, seed → per-question values, extra fields)

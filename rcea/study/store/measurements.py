@@ -116,7 +116,7 @@ def list_measurements(
         Measurement.kind,
         Measurement.run,
         Measurement.model,
-        Measurement.train_seed,
+        Measurement.train_seed,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         Measurement.step,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         Measurement.key,
     )
