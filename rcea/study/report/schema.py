@@ -376,7 +376,8 @@ class StudyReport(_Model):
     record_set_hash: str = Field(
         description="SHA-256 of the canonical JSON of the trajectory rows (by trajectory_id; "
         "columns trajectory_id, question_id, reward, run, model, step, seed, "
-        "mean_token_entropy, seq_logprob, validity, mode)"
+        "mean_token_entropy, seq_logprob, validity, mode; then the sampling settings and the "
+        "training seed of a row that has them)"
     )
     parameters: Parameters = Field(description="estimator settings")
     attempts: list[Attempt] = Field(
