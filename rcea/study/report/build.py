@@ -58,7 +58,7 @@ from rcea.study.report.mode_tail import SUM_FIELDS, ModeTailCollector, mode_tail
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.publication import evidence_lines
 from rcea.study.report.realization import RealizationCollector, realization_quantities
-from rcea.study.report.replicates import measurement_run, replicates_section
+from rcea.study.report.replicates import measurement_run, replicates_section, seeded_run
 from rcea.study.report.rows import (
     CheckpointRows,
     MemoryRows,
@@ -544,10 +544,10 @@ def compute_report_from(
         retention=retention_results,
         realization=realization.reports,
         passk=measurements["passk"],
-        k=par["association_k"],
         n_boot=n_boot,
         seed=seed,
         confidence=conf,
+        mode_deps=["partition", "validity"] if validity["filter"] == "judge" else ["partition"],
     )
     report["quantities"] = quantities(report)
     report["insufficient_evidence"] = evidence_lines(report["quantities"])
@@ -823,8 +823,8 @@ def mode_labels_from_rows(
 ) -> dict[Key, dict[str, list[str]]]:
     """:class:`ModeLabels` of ``rows`` (all of them in memory)."""
     by_ckpt: dict[Key, list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        by_ckpt[(r["run"], r["model"], r["step"])].append(r)
+    for r in rows:  # a seeded run under its label, as the report keys it (item 17)
+        by_ckpt[(seeded_run(r["run"], r.get("train_seed")), r["model"], r["step"])].append(r)
     labels = ModeLabels(pair, has_verdicts, not_in_partition)
     for key, ck in by_ckpt.items():
         labels.add(key, ck)

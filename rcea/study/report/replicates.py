@@ -98,11 +98,16 @@ class AcrossSeedQuantity(Section):
     """A quantity across the training seeds of one (run, model, step)."""
 
     quantity: str = Field(
-        description="paired_ratio (ρ_H), retention, within_mode_entropy (W) or pass_at_K"
+        description="paired_ratio (ρ_H), retention, within_mode_entropy (W) or pass_at_K "
+        "(every k the passk measurement lists)"
     )
     benchmark: str | None = Field(default=None, description="pass@k only: the benchmark")
     statistic: str = Field(
         description="how a seed pools its questions: geometric_mean (ρ_H) or macro_mean"
+    )
+    depends_on: list[str] = Field(
+        description="the audits it rests on, as the per-seed numbers' (retention and W: the "
+        "partition, and validity when a judge filters successes; [] otherwise)"
     )
     seeds: list[SeedValue] = Field(description="each seed's estimate")
     n_seeds: int = Field(description="seeds with an estimate")
@@ -176,15 +181,16 @@ def replicates_section(
     retention: Mapping[Key, RarefiedRetention],
     realization: Mapping[Key, RealizationReport],
     passk: Iterable[dict[str, Any]],
-    k: int,
     n_boot: int,
     seed: int,
     confidence: float,
+    mode_deps: list[str],
 ) -> dict[str, Any]:
     """The section (:class:`ReplicatesSection` as JSON) from the report's per-seed results:
     ``paired`` (ρ_H's per-question ratios), ``retention`` and ``realization`` per
     checkpoint key (a seeded label's), and the ``passk`` measurements (their per-question
-    (n, c) at ``k``)."""
+    (n, c), at every k it lists); ``mode_deps`` is what the mode numbers depend on (retention and W
+    carry it)."""
     groups: dict[Key, dict[int, Key]] = defaultdict(dict)
     for key in keys:
         label, model, step = key
@@ -204,7 +210,7 @@ def replicates_section(
                 "paired_ratio",
                 "geometric_mean",
                 {s: list(paired.get(by_seed[s], {}).values()) for s in seeds},
-                {},
+                {"depends_on": []},
             ),
             (
                 "retention",
@@ -214,7 +220,7 @@ def replicates_section(
                     for s, c in by_seed.items()
                     if c in retention
                 },
-                {},
+                {"depends_on": mode_deps},
             ),
             (
                 "within_mode_entropy",
@@ -228,21 +234,24 @@ def replicates_section(
                     for s, c in by_seed.items()
                     if c in realization
                 },
-                {},
+                {"depends_on": mode_deps},
             ),
         ]
         benchmarks = sorted({b for c in by_seed.values() for b in passk_by.get(c, {})})
         for bench in benchmarks:
-            per_q = {
-                s: [
-                    pass_at_k(int(q["n"]), int(q["c"]), k)
-                    for q in passk_by[c][bench].get("questions") or []
-                    if int(q["n"]) >= k
-                ]
-                for s, c in by_seed.items()
-                if bench in passk_by.get(c, {})
-            }
-            specs.append((f"pass_at_{k}", "macro_mean", per_q, {"benchmark": bench}))
+            payloads = {s: passk_by[c][bench] for s, c in by_seed.items() if bench in passk_by[c]}
+            for k in sorted({int(k) for p in payloads.values() for k in p.get("k") or []}):
+                per_q = {
+                    s: [
+                        pass_at_k(int(q["n"]), int(q["c"]), k)
+                        for q in p.get("questions") or []
+                        if int(q["n"]) >= k
+                    ]
+                    for s, p in payloads.items()
+                }
+                specs.append(
+                    (f"pass_at_{k}", "macro_mean", per_q, {"benchmark": bench, "depends_on": []})
+                )
         quantities = [
             entry
             for name, statistic, values, extra in specs
@@ -269,6 +278,15 @@ def replicates_section(
         "sentence": SINGLE_SEED if single else None,
         "groups": out_groups,
     }
+
+
+def strip_audited_replicates(sec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``sec`` without the aggregates that rest on an audit (an entropy-only bundle)."""
+    if sec is None:
+        return None
+    for g in sec["groups"]:
+        g["quantities"] = [q for q in g["quantities"] if not q["depends_on"]]
+    return sec
 
 
 def replicates_rows(sec: dict[str, Any] | None) -> tuple[list[str], list[list[Any]]]:

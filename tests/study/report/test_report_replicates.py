@@ -118,7 +118,13 @@ def test_seeds_are_never_pooled_and_the_aggregate_is_the_seeds(engine, tmp_path:
     group = next(g for g in rep["groups"] if g["step"] == 10)
     assert (group["run"], group["model"], group["train_seeds"]) == ("grpo", "tiny", list(SEEDS))
     by_name = {q["quantity"]: q for q in group["quantities"]}
-    assert set(by_name) == {"paired_ratio", "retention", "within_mode_entropy", f"pass_at_{PASS_K}"}
+    assert set(by_name) == {
+        "paired_ratio",
+        "retention",
+        "within_mode_entropy",
+        "pass_at_1",
+        f"pass_at_{PASS_K}",
+    }
 
     rho = by_name["paired_ratio"]
     expected = [
@@ -206,3 +212,46 @@ def test_a_single_seed_page_says_so_in_words(engine, tmp_path: Path) -> None:  #
     report["generated_at"] = "now"
     page = render_html(report, scope="entropy-only", figures={}, hashes={})
     assert "Single seed: no (run, model, step) has two or more training seeds" in page
+
+
+def test_an_entropy_only_report_keeps_only_the_unaudited_aggregates(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from rcea.study.report.publication import strip_audited
+
+    _study(engine, tmp_path)
+    report, _ = _both(engine)
+    group = next(g for g in report["replicates"]["groups"] if g["step"] == 10)
+    deps = {q["quantity"]: q["depends_on"] for q in group["quantities"]}
+    assert deps["paired_ratio"] == deps[f"pass_at_{PASS_K}"] == []
+    assert deps["retention"] == deps["within_mode_entropy"] == ["partition", "validity"]
+    stripped = strip_audited(report)
+    kept = next(g for g in stripped["replicates"]["groups"] if g["step"] == 10)
+    assert [q["quantity"] for q in kept["quantities"]] == [
+        "paired_ratio",
+        "pass_at_1",
+        f"pass_at_{PASS_K}",
+    ]
+
+
+def test_an_entropy_only_bundle_with_seeds_verifies(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from rcea.study.report.publish import publish_report
+    from rcea.study.report.verify import verify_bundle
+
+    _study(engine, tmp_path)
+    with session_scope(engine) as s:
+        bundle = Path(
+            publish_report(
+                s,
+                study="sd",
+                out_dir=tmp_path / "out",
+                actor="r",
+                entropy_only=True,
+                n_boot=N_BOOT,
+                k_min=K_MIN,
+            )["bundle"]
+        )
+    res = verify_bundle(bundle)
+    assert res.ok, res.mismatches
+    report = json.loads((bundle / "report.json").read_text())
+    group = next(g for g in report["replicates"]["groups"] if g["step"] == 10)
+    assert group["train_seeds"] == list(SEEDS)
+    assert all(not q["depends_on"] for q in group["quantities"])

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 FINGERPRINTS = {
     "2": "559fdcd40a37a667503446877235368260165471475c512d3a2172ea0ebaff5b",
     "3": "523ba0d5b369c99027c07e61558be515618a653fb0f174db9f23dff7306f39ef",
-    "4": "ef79e4051f7d4ed5b3cb18983a119d6e2c0e4efd988b6c7ce117fa2e4ad4aa9a",
+    "4": "ba1b030906e947e72473603bb51686dd064f6774b827e3b8ff75996fea39e7cc",
 }
 
 
