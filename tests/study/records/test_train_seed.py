@@ -124,3 +124,15 @@ def test_an_import_without_train_seed_keeps_its_ids_and_hash(engine, tmp_path: P
 def test_the_option_refuses_a_negative_seed() -> None:
     with pytest.raises(ValueError, match="--train-seed must be an integer >= 0"):
         VerlOptions(run="r", model="m", train_seed=-1)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_export_writes_the_train_seed_back(engine, tmp_path: Path, fmt: str) -> None:  # type: ignore[no-untyped-def]
+    from rcea.pipeline.records import read_records
+    from rcea.study.records.export import export_study
+
+    recs = [make_record(0, train_seed=4), make_record(1)]
+    _ingest(engine, write_jsonl(tmp_path / "a.jsonl", recs), tmp_path)
+    out = tmp_path / f"out.{fmt}"
+    export_study(engine, "s", out, fmt=fmt, data_dir=tmp_path)
+    assert read_records(out).columns["train_seed"] == [4, None]
