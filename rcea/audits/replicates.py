@@ -16,9 +16,10 @@ pooling over questions). Reported:
 With one seed there is no between-seed spread and no interval (``single_seed``): the
 report says "single seed". The draw order is fixed so the interval is reproducible from
 the recorded seed: ``rng = numpy.random.default_rng(seed)``; ``J = rng.integers(0, S,
-size=(B, S))`` (the seeds of every replicate, seeds in ascending id order); then for
-b = 0..B−1 and k = 0..S−1, ``rng.integers(0, n_J[b,k], size=n_J[b,k])`` (the questions of
-slot k of replicate b). Replicates whose value is not finite (a ratio over a resample with
+size=(B, S))`` (the seeds of every replicate, seeds in ascending id order); then for each
+seed s in that order, the slots (b, k) with J[b,k] = s in row-major order, CHUNK (256) at a
+time: ``rng.integers(0, n_s, size=(m, n_s))`` gives the questions of those m slots, one row
+each. Replicates whose value is not finite (a ratio over a resample with
 a zero denominator) are left out and counted (``n_boot_nonfinite``).
 
 The poolings f (``STATISTICS``), per question x:
@@ -208,27 +209,17 @@ def _hierarchical_replicates(
     data: list[Array], f: Callable[[Array], Array], *, n_boot: int, seed: int
 ) -> Array:
     """The B replicate means of the hierarchical bootstrap, in the documented draw order
-    (module docstring); evaluated CHUNK replicates at a time."""
+    (module docstring): the seeds of every replicate, then per seed its slots' questions,
+    CHUNK slots per draw."""
     rng = np.random.default_rng(seed)
     n_seeds = len(data)
     drawn = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
-    out = np.empty(n_boot)
-    for start in range(0, n_boot, CHUNK):
-        block = drawn[start : start + CHUNK]
-        # the question draws of this block, slot by slot in (b, k) order
-        picks: list[list[Array]] = [[] for _ in range(n_seeds)]
-        where: list[list[tuple[int, int]]] = [[] for _ in range(n_seeds)]
-        for b, row in enumerate(block):
-            for k, s in enumerate(row):
-                n_q = len(data[s])
-                picks[s].append(rng.integers(0, n_q, size=n_q))
-                where[s].append((b, k))
-        values = np.empty(block.shape)
-        for s in range(n_seeds):
-            if not picks[s]:
-                continue
-            vals = f(data[s][np.stack(picks[s])])
-            rows, cols = zip(*where[s], strict=True)
-            values[list(rows), list(cols)] = vals
-        out[start : start + len(block)] = values.mean(axis=1)
-    return out
+    values = np.empty((n_boot, n_seeds))
+    for s in range(n_seeds):
+        rows, cols = np.nonzero(drawn == s)  # the slots that drew seed s, in (b, k) order
+        n_q = len(data[s])
+        for start in range(0, len(rows), CHUNK):
+            stop = min(start + CHUNK, len(rows))
+            idx = rng.integers(0, n_q, size=(stop - start, n_q))
+            values[rows[start:stop], cols[start:stop]] = f(data[s][idx])
+    return np.asarray(values.mean(axis=1))

@@ -35,13 +35,21 @@ def _loop_reference(
     thetas = [_pool(name, rows[s].tolist()) for s in ids]
     rng = np.random.default_rng(seed)
     drawn = rng.integers(0, len(ids), size=(n_boot, len(ids)))
+    # the documented question draws: per seed, its slots in (b, k) order, 256 per draw
+    picks: dict[tuple[int, int], Any] = {}
+    for j in range(len(ids)):
+        slots = [(b, k) for b in range(n_boot) for k in range(len(ids)) if drawn[b, k] == j]
+        n_q = len(rows[ids[j]])
+        for start in range(0, len(slots), 256):
+            block = slots[start : start + 256]
+            for slot, idx in zip(block, rng.integers(0, n_q, size=(len(block), n_q)), strict=True):
+                picks[slot] = idx
     reps = []
     for b in range(n_boot):
         total = 0.0
         for k in range(len(ids)):
             data = rows[ids[drawn[b, k]]]
-            idx = rng.integers(0, len(data), size=len(data))
-            total += _pool(name, [data[i].tolist() for i in idx])
+            total += _pool(name, [data[i].tolist() for i in picks[(b, k)]])
         reps.append(total / len(ids))
     finite = [r for r in reps if math.isfinite(r)]
     alpha = (1 - confidence) / 2
