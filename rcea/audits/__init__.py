@@ -23,6 +23,7 @@ EXPORTS: dict[str, str] = {
     "automatic_pair_label": "rcea.audits.sampling",
     "binary_entropy": "rcea.audits.entropy",
     "broad_token_entropy_ratio": "rcea.audits.entropy",
+    "across_seeds": "rcea.audits.replicates",
     "covariance_fit": "rcea.audits.covariance",
     "covariance_fit_by_group": "rcea.audits.covariance",
     "default_rubric": "rcea.audits.rubric",

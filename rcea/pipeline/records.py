@@ -57,8 +57,9 @@ OPTIONAL_FIELDS: dict[str, str] = {
     "reward_extras": "str: JSON object of the trainer's per-sample extras (verl's reward "
     "extras, num_turns, …)",
     "turns": 'str: JSON array of {"role", "content"}: a multi-turn transcript\'s turns',
+    "train_seed": "int >= 0: the training seed (replicate) of the run; not the decoding seed",
 }
-PROVENANCE_FIELDS: tuple[str, ...] = ("run", "model", "step", "seed")
+PROVENANCE_FIELDS: tuple[str, ...] = ("run", "model", "step", "seed", "train_seed")
 ALL_FIELDS: tuple[str, ...] = (*REQUIRED_FIELDS, *OPTIONAL_FIELDS)
 SCALAR_FIELDS: tuple[str, ...] = tuple(f for f in ALL_FIELDS if f != "token_entropies")
 SPLITS = ("probe", "eval")
@@ -654,6 +655,9 @@ def _validate(batch: RecordBatch, errs: ErrorCollector) -> None:
     _binary(cols["reward"], "reward", locs, errs, required=True)
     _integer(cols["step"], "step", locs, errs, required=True, minimum=0, maximum=INT32_MAX)
     _integer(cols["seed"], "seed", locs, errs, required=True, minimum=None)
+    _integer(
+        cols["train_seed"], "train_seed", locs, errs, required=False, minimum=0, maximum=INT32_MAX
+    )
     finite_number(
         cols["mean_token_entropy"],
         "mean_token_entropy",

@@ -195,3 +195,41 @@ def test_unmapped_log_and_bad_options_fail_in_one_line(tmp_path: Path) -> None:
         app, ["import", "trainlog", str(tmp_path / "nope"), "--model", "m", "--out", "x.csv"]
     )
     assert res.exit_code == 1 and "no such file or directory" in res.output
+
+
+def test_two_training_seeds_are_two_traces_in_a_study(tmp_path: Path, engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``--train-seed`` (docs/estimators.md item 17): two seeds of one run and model are
+    recorded side by side (neither replaces the other) and fitted per seed, each with the
+    law its own points give (numpy's least squares here)."""
+    import numpy as np
+    from torch.utils.tensorboard import SummaryWriter
+
+    truth = {1: (0.1, 0.9), 2: (0.2, 1.0)}  # seed → (a, b) of R = −a·exp(H) + b
+    for seed, (a, b) in truth.items():
+        writer = SummaryWriter(log_dir=str(tmp_path / f"tb{seed}"))
+        for step in range(1, 9):
+            h = 1.0 / step
+            writer.add_scalar("actor/entropy", h, step)
+            writer.add_scalar("val-core/toy/acc/mean@1", -a * math.exp(h) + b, step)
+        writer.close()
+    monkeypatch.setenv("RCEA_DATABASE_URL", engine.url.render_as_string(hide_password=False))
+    for seed in truth:
+        res = runner.invoke(
+            app, ["import", "trainlog", str(tmp_path / f"tb{seed}"), "--run", "grpo",
+                  "--model", "m", "--study", "seeds", "--train-seed", str(seed), "--json"],
+        )  # fmt: skip
+        assert res.exit_code == 0, res.output
+    law = runner.invoke(app, ["stats", "entropy-law", "--study", "seeds", "--json"])
+    assert law.exit_code == 0, law.output
+    runs = {r["run"]: r for r in json.loads(law.stdout)["runs"]}
+    assert sorted(runs) == ["grpo [train seed 1]", "grpo [train seed 2]"]
+    for seed, (a, b) in truth.items():
+        h = 1.0 / np.arange(1, 9)
+        slope, intercept = np.polyfit(np.exp(h), -a * np.exp(h) + b, 1)
+        fit = runs[f"grpo [train seed {seed}]"]
+        assert (fit["a"], fit["b"]) == pytest.approx((-slope, intercept), rel=1e-4)
+    bad = runner.invoke(
+        app, ["import", "trainlog", str(tmp_path / "tb1"), "--model", "m", "--study", "seeds",
+              "--train-seed", "-1"],
+    )  # fmt: skip
+    assert bad.exit_code == 1 and "--train-seed must be an integer >= 0" in bad.output

@@ -75,6 +75,12 @@ def ingest(
     file: Path = typer.Argument(..., help="records file (.jsonl or .parquet)"),
     study: str = typer.Option(None, "--study", help="study name (default: the file's stem)"),
     allow_extra: bool = typer.Option(False, help="ignore fields outside the record schema"),
+    train_seed: int = typer.Option(
+        None,
+        "--train-seed",
+        help="the training seed (replicate) of the file's run, for records without "
+        "train_seed; not the decoding seed (docs/estimators.md item 17)",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Validate and store a records file in one transaction (all or nothing)."""
@@ -90,6 +96,7 @@ def ingest(
             data_dir=cfg.data_dir,
             allow_extra=allow_extra,
             progress=is_tty() and not as_json,
+            train_seed=train_seed,
         )
     except FileNotFoundError as exc:
         fail(str(exc), as_json=as_json)

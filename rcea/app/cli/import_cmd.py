@@ -69,6 +69,12 @@ def _progress(as_json: bool) -> bool:
 STUDY_INTO_OPTION = typer.Option(..., "--study", help="study to import into (created if new)")
 RUN_OPTION = typer.Option(..., "--run", help="run name (provenance; e.g. grpo)")
 MODEL_OPTION = typer.Option(..., "--model", help="model name (provenance; the logs have none)")
+TRAIN_SEED_OPTION = typer.Option(
+    None,
+    "--train-seed",
+    help="the training seed (replicate) of the run, part of its identity; not the decoding "
+    "seed each record carries (docs/estimators.md item 17)",
+)
 CHAT_TEMPLATE_OPTION = typer.Option(
     "auto",
     "--chat-template",
@@ -92,6 +98,7 @@ def import_verl(
     study: str = STUDY_INTO_OPTION,
     run: str = RUN_OPTION,
     model: str = MODEL_OPTION,
+    train_seed: int = TRAIN_SEED_OPTION,
     reward_threshold: float = typer.Option(
         None,
         "--reward-threshold",
@@ -131,6 +138,7 @@ def import_verl(
         opts = VerlOptions(
             run=run,
             model=model,
+            train_seed=train_seed,
             reward_threshold=reward_threshold,
             reward_key=reward_key,
             question_key=question_key,
@@ -196,6 +204,7 @@ def import_trl(
     study: str = STUDY_INTO_OPTION,
     run: str = RUN_OPTION,
     model: str = MODEL_OPTION,
+    train_seed: int = TRAIN_SEED_OPTION,
     reward_column: str = typer.Option(
         None,
         "--reward-column",
@@ -220,6 +229,7 @@ def import_trl(
         opts = TrlOptions(
             run=run,
             model=model,
+            train_seed=train_seed,
             reward_column=reward_column,
             reward_threshold=reward_threshold,
             chat_template=chat_template,
@@ -261,6 +271,7 @@ def import_lm_eval(
     study: str = typer.Option(..., "--study", help="study to import into (created if new)"),
     run: str = typer.Option(..., "--run", help="run name (provenance; e.g. grpo)"),
     model: str = typer.Option(..., "--model", help="model name (provenance; e.g. qwen2.5-1.5b)"),
+    train_seed: int = TRAIN_SEED_OPTION,
     step: int = typer.Option(
         ..., "--step", help="the training step of the evaluated checkpoint (0 for the base)"
     ),
@@ -306,6 +317,7 @@ def import_lm_eval(
         opts = LmEvalOptions(
             run=run,
             model=model,
+            train_seed=train_seed,
             step=step,
             metric=metric,
             metric_threshold=metric_threshold,

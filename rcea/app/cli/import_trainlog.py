@@ -40,7 +40,8 @@ def record_trainlog(
     seed: int | None,
     n_params: float | None,
 ) -> int:
-    """Record ``log`` in ``study`` (replacing an earlier import of the same run and model):
+    """Record ``log`` in ``study`` (replacing an earlier import of the same run, model and
+    training seed ``seed``: two seeds' traces are two runs, docs/estimators.md item 17):
     one ``training_curve`` and one ``accuracy_trace`` per mapped benchmark, each with the
     source file and the key mapping. Returns the number of measurements."""
     meta = {"source": log.source, "flavour": log.flavour, "mapping": log.mapping}
@@ -54,13 +55,13 @@ def record_trainlog(
             payload["n_params"] = n_params
         record_measurement(
             s, study_id=sid, kind="training_curve", run=run, model=model, payload=payload,
-            source=SOURCE,
+            source=SOURCE, train_seed=seed,
         )  # fmt: skip
         acc = log.accuracy_points()
         for bench, points in acc.items():
             record_measurement(
                 s, study_id=sid, kind="accuracy_trace", run=run, model=model, key=bench,
-                payload={"points": points, "trainlog": meta}, source=SOURCE,
+                payload={"points": points, "trainlog": meta}, source=SOURCE, train_seed=seed,
             )  # fmt: skip
     return 1 + len(acc)
 
@@ -85,7 +86,13 @@ def import_trainlog(
     model: str = typer.Option(..., "--model", help="model (scale) label"),
     study: str = typer.Option(None, "--study", help="record the traces in this study"),
     out: Path = typer.Option(None, "--out", help="write a TRACE CSV (rcea stats entropy-law)"),
-    seed: int = typer.Option(None, "--seed", help="the run's training seed, if known"),
+    seed: int = typer.Option(
+        None,
+        "--train-seed",
+        "--seed",
+        help="the run's training seed (replicate), if known: part of its identity, the "
+        "TRACE's seed column (--seed: the earlier name)",
+    ),
     n_params: float = typer.Option(None, "--n-params", help="non-embedding parameters"),
     entropy_key: str = typer.Option(None, "--entropy-key", help="the global entropy's key"),
     accuracy_key: list[str] = typer.Option(
@@ -104,6 +111,8 @@ def import_trainlog(
         fail(f"{out} exists: pass --force to overwrite it", as_json=as_json)
     if n_params is not None and not n_params > 0:
         fail("--n-params must be positive", as_json=as_json)
+    if seed is not None and seed < 0:
+        fail(f"--train-seed must be an integer >= 0, got {seed}", as_json=as_json)
     try:
         log = read_trainlog(
             path,

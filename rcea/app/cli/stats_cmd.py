@@ -32,6 +32,7 @@ from rcea.study.report.estimates import (
     retention_table,
     sequence_quantity,
 )
+from rcea.study.report.replicates import seeded_columns
 from rcea.study.report.sections import RetentionSection
 
 stats_app = typer.Typer(
@@ -96,12 +97,16 @@ def _float_cell(path: Path, line: int, row: dict[str, str], col: str) -> float:
 
 
 def _load_records(path: Path) -> dict[str, list[Any]]:
+    """The file's columns, a run with a training seed under its seeded label
+    (``RUN [train seed N]``: docs/estimators.md item 17, seeds are never pooled)."""
     try:
-        return read_records(path).columns
+        return seeded_columns(read_records(path).columns)
     except FileNotFoundError as exc:
         raise InputError(str(exc)) from None
     except RecordValidationError as exc:
         raise InputError(str(exc)) from None
+    except ValueError as exc:  # a run named like another run's seeded label
+        raise InputError(f"{path}: {exc}") from None
 
 
 def _run(as_json: bool, fn: Any) -> None:

@@ -23,6 +23,7 @@ from rcea.study.report.entropy_law import (
     ordering_results,
     traces_from_measurements,
 )
+from rcea.study.report.replicates import measurement_run
 from rcea.study.store import require_study, session_scope
 from rcea.study.store.measurements import list_measurements
 
@@ -176,7 +177,12 @@ def _study_traces(study: str) -> list[Trace]:
         assert sid is not None  # stored rows have ids; SQLModel types keys Optional
         rows = {
             kind: [
-                {"run": m.run, "model": m.model, "key": m.key, "payload": m.payload}
+                {
+                    "run": measurement_run(m.run, m.train_seed),  # one trace per training seed
+                    "model": m.model,
+                    "key": m.key,
+                    "payload": m.payload,
+                }
                 for m in list_measurements(session, study_id=sid, kind=kind)
             ]
             for kind in ("training_curve", "accuracy_trace")

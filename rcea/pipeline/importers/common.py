@@ -44,6 +44,26 @@ def source_label(column: str, field: str) -> str:
     return field if column == field else f"{column} ({field})"
 
 
+def check_train_seed(train_seed: int | None) -> None:
+    """``--train-seed``: the training seed (replicate) of the imported run, an integer >= 0
+    or none (docs/estimators.md item 17); ``ValueError`` naming the option otherwise. It is
+    not the decoding ``seed`` each record carries."""
+    if train_seed is None:
+        return
+    if isinstance(train_seed, bool) or not isinstance(train_seed, int) or train_seed < 0:
+        raise ValueError(f"--train-seed must be an integer >= 0, got {train_seed!r}")
+    if train_seed > 2**31 - 1:
+        raise ValueError(f"--train-seed is out of range: {train_seed} (at most 2147483647)")
+
+
+def digest_without_unset_train_seed(options: dict[str, Any]) -> dict[str, Any]:
+    """An import's options as hashed: without ``train_seed`` when none was given, so files
+    imported before the option existed hash as they did then (a re-import is a no-op)."""
+    if options.get("train_seed") is None:
+        options = {k: v for k, v in options.items() if k != "train_seed"}
+    return options
+
+
 def check_rollout_options(
     *,
     run: str,

@@ -45,7 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from rcea.audits.inputs import InputError, iter_json_lines
-from rcea.pipeline.importers.common import relabel, source_label
+from rcea.pipeline.importers.common import (
+    check_train_seed,
+    digest_without_unset_train_seed,
+    relabel,
+    source_label,
+)
 from rcea.pipeline.importers.verl import _trajectory_id, question_id_for, strip_special
 from rcea.pipeline.records import (
     MAX_ERRORS,
@@ -75,7 +80,10 @@ class LmEvalOptions:
     question_key: str | None = None
     skip_empty_output: bool = False
 
+    train_seed: int | None = None
+
     def __post_init__(self) -> None:
+        check_train_seed(self.train_seed)
         for name in ("run", "model"):
             if not getattr(self, name).strip():
                 raise ValueError(f"--{name} must be a non-empty name")
@@ -91,7 +99,7 @@ class LmEvalOptions:
                 raise ValueError(f"--{name.replace('_', '-')} must be a non-empty name")
 
     def digest_options(self) -> dict[str, Any]:
-        return asdict(self)
+        return digest_without_unset_train_seed(asdict(self))
 
 
 def samples_files(paths: list[Path]) -> tuple[list[Path], list[Path]]:
@@ -340,7 +348,9 @@ def read_lm_eval_file(
             reward = int(v > opts.metric_threshold) if opts.metric_threshold is not None else int(v)
             rows.append(
                 {
-                    "trajectory_id": _trajectory_id(opts.run, opts.model, opts.step, qid, seed),
+                    "trajectory_id": _trajectory_id(
+                        opts.run, opts.model, opts.step, qid, seed, opts.train_seed
+                    ),
                     "question_id": qid,
                     "text": text,
                     "reward": reward,
@@ -348,6 +358,7 @@ def read_lm_eval_file(
                     "model": opts.model,
                     "step": opts.step,
                     "seed": seed,
+                    "train_seed": opts.train_seed,
                     "question": question,
                     "ground_truth": str(obj["target"]),
                     "reward_extras": json.dumps(
@@ -376,6 +387,7 @@ def read_lm_eval_file(
         "ground_truth": source_label("target", "ground_truth"),
         "run": "--run",
         "model": "--model",
+        "train_seed": "--train-seed",
     }
     try:
         batch = records_from_rows(source, rows, locs, max_errors=max_errors)

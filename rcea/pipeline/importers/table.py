@@ -31,7 +31,7 @@ from rcea.pipeline.records import (
     records_from_rows,
 )
 
-INT_FIELDS = ("reward", "step", "seed", "n_tokens", "validity")
+INT_FIELDS = ("reward", "step", "seed", "train_seed", "n_tokens", "validity")
 FLOAT_FIELDS = (
     "mean_token_entropy",
     "seq_logprob",

@@ -42,6 +42,8 @@ from typing import Any
 from rcea.pipeline.importers.chat import compile_question_regex, extract_question
 from rcea.pipeline.importers.common import (
     check_rollout_options,
+    check_train_seed,
+    digest_without_unset_train_seed,
     numbered_files,
     relabel,
     source_label,
@@ -71,7 +73,10 @@ class TrlOptions:
     question_regex: str | None = None
     skip_empty_output: bool = False
 
+    train_seed: int | None = None
+
     def __post_init__(self) -> None:
+        check_train_seed(self.train_seed)
         check_rollout_options(
             run=self.run,
             model=self.model,
@@ -83,7 +88,7 @@ class TrlOptions:
             raise ValueError("--reward-column must be a non-empty column name")
 
     def digest_options(self) -> dict[str, Any]:
-        return asdict(self)
+        return digest_without_unset_train_seed(asdict(self))
 
 
 def completion_files(directory: Path) -> tuple[list[Path], list[Path]]:
@@ -272,7 +277,9 @@ def read_trl_file(
         extras = {c: cols[c][i] for c in extra_cols}
         rows.append(
             {
-                "trajectory_id": _trajectory_id(opts.run, opts.model, step, qid, seed),
+                "trajectory_id": _trajectory_id(
+                    opts.run, opts.model, step, qid, seed, opts.train_seed
+                ),
                 "question_id": qid,
                 "text": text,
                 "reward": reward,
@@ -280,6 +287,7 @@ def read_trl_file(
                 "model": opts.model,
                 "step": step,
                 "seed": seed,
+                "train_seed": opts.train_seed,
                 "question": question,
                 "reward_extras": json.dumps(
                     extras, ensure_ascii=False, sort_keys=True, default=str
@@ -296,6 +304,7 @@ def read_trl_file(
         "reward": source_label(reward_name, "reward"),
         "run": "--run",
         "model": "--model",
+        "train_seed": "--train-seed",
     }
     try:
         batch = records_from_rows(source, rows, locs, max_errors=max_errors)

@@ -22,7 +22,8 @@ dumps carry no run or model name, no question id and no seed, so:
 * an agent-loop transcript (``num_turns`` > 2, or tool calls in ``output``) follows an
   explicit ``--multi-turn`` choice (:data:`MULTI_TURN`; refused by default);
   ``num_turns`` stays in ``reward_extras``;
-* ``trajectory_id`` is ``RUN:MODEL:sSTEP:QUESTION_ID:SEED``.
+* ``trajectory_id`` is ``RUN:MODEL:sSTEP:QUESTION_ID:SEED`` (``RUN:MODEL:tTRAIN_SEED:sSTEP:…``
+  with ``--train-seed``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from rcea.pipeline.importers.chat import (
 )
 from rcea.pipeline.importers.common import (
     check_rollout_options,
+    check_train_seed,
+    digest_without_unset_train_seed,
     numbered_files,
     relabel,
     source_label,
@@ -78,7 +81,10 @@ class VerlOptions:
     skip_empty_output: bool = False
     multi_turn: str = "refuse"
 
+    train_seed: int | None = None
+
     def __post_init__(self) -> None:
+        check_train_seed(self.train_seed)
         check_rollout_options(
             run=self.run,
             model=self.model,
@@ -94,7 +100,7 @@ class VerlOptions:
             raise ValueError("--reward-key must be a non-empty key")
 
     def digest_options(self) -> dict[str, Any]:
-        return asdict(self)
+        return digest_without_unset_train_seed(asdict(self))
 
 
 def step_files(directory: Path) -> tuple[list[Path], list[Path]]:
@@ -136,8 +142,13 @@ def question_id_for(text: str) -> str:
     return "q-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _trajectory_id(run: str, model: str, step: int, qid: str, seed: int) -> str:
-    tid = f"{run}:{model}:s{step}:{qid}:{seed}"
+def _trajectory_id(
+    run: str, model: str, step: int, qid: str, seed: int, train_seed: int | None = None
+) -> str:
+    # a training seed (docs/estimators.md item 17) names its replicate: two seeds of one run
+    # share every other part of the id
+    replicate = "" if train_seed is None else f"t{train_seed}:"
+    tid = f"{run}:{model}:{replicate}s{step}:{qid}:{seed}"
     if len(tid) <= MAX_ID:
         return tid
     return "verl-" + hashlib.sha256(tid.encode("utf-8")).hexdigest()[:40]
@@ -459,7 +470,9 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
             scores.append(score)  # type: ignore[arg-type]  # not checked by hand yet: a row without a score is expected to be refused above
             key_values.append(obj.get(opts.reward_key) if opts.reward_key else None)
             record.update(
-                trajectory_id=_trajectory_id(opts.run, opts.model, step, qid, seed),
+                trajectory_id=_trajectory_id(
+                    opts.run, opts.model, step, qid, seed, opts.train_seed
+                ),
                 question_id=qid,
                 text=text,
                 reward=0,  # set by the score rule below
@@ -467,6 +480,7 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
                 model=opts.model,
                 step=step,
                 seed=seed,
+                train_seed=opts.train_seed,
                 question=question,
             )
             rows.append(record)
@@ -519,6 +533,7 @@ def read_verl_file(path: Path, opts: VerlOptions, *, max_errors: int = MAX_ERROR
         "validity": source_label(opts.validity_key or "validity", "validity"),
         "run": "--run",
         "model": "--model",
+        "train_seed": "--train-seed",
     }
     try:
         batch = records_from_rows(source, rows, locs, max_errors=max_errors)

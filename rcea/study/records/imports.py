@@ -379,15 +379,23 @@ def refuse_reimport(
     paths = {str(p.resolve()) for p in file_bytes}
     for old in reversed(payloads):
         before = old.get("options", {})
-        if (before.get("run"), before.get("model")) != (opts.run, opts.model):
-            continue  # another run or model: other trajectory ids, no collision
+        if (before.get("run"), before.get("model"), before.get("train_seed")) != (
+            opts.run,
+            opts.model,
+            opts.train_seed,
+        ):
+            continue  # another run, model or training seed: other trajectory ids
         if old.get("files"):
             n_same = len(mine & set(old["files"].values()))
         else:  # an import recorded before file hashes were: its file paths
             n_same = len(paths & {str(Path(f).resolve()) for f in old.get("score_rules", {})})
         if not n_same:
             continue
-        changed = [k for k in sorted(now) if k not in ("run", "model") and before.get(k) != now[k]]
+        changed = [
+            k
+            for k in sorted(now)
+            if k not in ("run", "model", "train_seed") and before.get(k) != now[k]
+        ]
         if not changed:
             continue
         suggest = free_study_name(engine, study)

@@ -23,7 +23,9 @@ from tqdm import tqdm
 
 from rcea.audits.inputs import open_input
 from rcea.audits.rubric import EstimatorSettings
+from rcea.pipeline.importers.common import check_train_seed
 from rcea.pipeline.records import (
+    MAX_ERRORS,
     SCALAR_FIELDS,
     RecordBatch,
     RecordError,
@@ -76,12 +78,36 @@ class IngestResult:
         return asdict(self)
 
 
-def file_sha256(path: Path) -> str:
+def stamp_train_seed(batch: RecordBatch, train_seed: int | None) -> RecordBatch:
+    """``batch`` with every missing ``train_seed`` set to ``train_seed`` (nothing to do when
+    it is None); a record naming another training seed is an error naming its location."""
+    if train_seed is None:
+        return batch
+    col = batch.columns["train_seed"]
+    errors = [
+        RecordError(
+            batch.source,
+            batch.locations[i],
+            "train_seed",
+            f"is {v}, but --train-seed {train_seed} was given",
+        )
+        for i, v in enumerate(col)
+        if v is not None and v != train_seed
+    ]
+    if errors:
+        raise RecordValidationError(errors[:MAX_ERRORS], truncated=len(errors) > MAX_ERRORS)
+    batch.columns["train_seed"] = [train_seed] * len(col)
+    return batch
+
+
+def file_sha256(path: Path, train_seed: int | None = None) -> str:
     h = hashlib.sha256()
     with open_input(path) as fh:  # a regular file: a FIFO would hang, /dev/zero never end
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
-    return h.hexdigest()
+    if train_seed is None:  # the hash of the bytes alone, as before the option existed
+        return h.hexdigest()
+    return hashlib.sha256(f"{h.hexdigest()}:train_seed={train_seed}".encode()).hexdigest()
 
 
 def ingest_file(
@@ -93,13 +119,18 @@ def ingest_file(
     data_dir: Path,
     allow_extra: bool = False,
     progress: bool = False,
+    train_seed: int | None = None,
 ) -> IngestResult:
-    """Validate ``path`` and write all its records to ``study`` in one transaction."""
+    """Validate ``path`` and write all its records to ``study`` in one transaction.
+    ``train_seed`` (``rcea ingest --train-seed``) fills the training seed of records without
+    one and refuses records naming another (docs/estimators.md item 17); it joins the
+    ingest's hash, so the same file under another training seed is not a no-op."""
 
     path = checked_input(path)
+    check_train_seed(train_seed)
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Hashing (hashlib releases the GIL) overlaps parsing and validation.
-        pending_sha = pool.submit(file_sha256, path)
+        pending_sha = pool.submit(file_sha256, path, train_seed)
         with session_scope(engine) as session:
             st = session.execute(select(Study).where(Study.name == study)).scalar_one_or_none()  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
             has_ingests = (
@@ -129,7 +160,10 @@ def ingest_file(
                         prior.id,
                         prior.token_artifact,
                     )
-        chunks = iter_record_batches(path, chunk_records=STREAM_CHUNK, allow_extra=allow_extra)
+        chunks = (
+            stamp_train_seed(b, train_seed)
+            for b in iter_record_batches(path, chunk_records=STREAM_CHUNK, allow_extra=allow_extra)
+        )
         batch = next(chunks)
         following = next(chunks, None)
         if following is not None:

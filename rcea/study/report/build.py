@@ -27,6 +27,7 @@ from rcea.audits.association import retention_passk_spearman
 from rcea.audits.covariance import FIT_SUMMARY, covariance_fit_by_group
 from rcea.audits.entropy import outcome_report
 from rcea.audits.failure import detect_training_failure, last_milestone_before_failure
+from rcea.audits.modes import RarefiedRetention
 from rcea.audits.passk import macro_pass_at_k
 from rcea.audits.rubric import EstimatorSettings
 from rcea.audits.tail import BudgetTail, StratumTail, TailResult, direction_counts
@@ -57,6 +58,7 @@ from rcea.study.report.mode_tail import SUM_FIELDS, ModeTailCollector, mode_tail
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.publication import evidence_lines, mark_changed_quantities
 from rcea.study.report.realization import RealizationCollector, realization_quantities
+from rcea.study.report.replicates import measurement_run, replicates_section, seeded_run
 from rcea.study.report.rows import (
     CheckpointRows,
     MemoryRows,
@@ -203,7 +205,8 @@ def _gather_meta(
     measurements = [
         {
             "kind": m.kind,
-            "run": m.run,
+            # a seeded run's measurements under its seeded label (docs/estimators.md item 17)
+            "run": measurement_run(m.run, m.train_seed),
             "model": m.model,
             "step": m.step,
             "key": m.key,
@@ -354,12 +357,13 @@ def compute_report_from(
         {(m["run"], m["model"], m["step"]) for m in measurements["tail_trajectories"]},
     )
     checkpoints = []
+    paired_ratios: dict[Key, dict[Any, float]] = {}  # item 17's per-seed ρ_H inputs
     for key in _progress(keys, progress, "checkpoints"):
         run, model, step = key
         ck, verdicts = source.checkpoint(key)
         entropy, entropy_error = None, None
         try:
-            entropy = checkpoint_entropy(
+            entropy_report = checkpoint_entropy(
                 [r["question_id"] for r in ck],
                 [r["reward"] for r in ck],
                 [r["mean_token_entropy"] for r in ck],
@@ -375,7 +379,9 @@ def compute_report_from(
                     )
                     for r in ck
                 ],
-            ).to_dict(include_questions=False)
+            )
+            paired_ratios[key] = entropy_report.paired.question_ratios
+            entropy = entropy_report.to_dict(include_questions=False)
         except ValueError as exc:
             entropy_error = f"{exc}; {FILL_TOKEN_ENTROPIES}"
         outcome = outcome_report(
@@ -414,6 +420,7 @@ def compute_report_from(
     modes = labels.result()
 
     retention: dict[Key, dict[str, Any]] = {}
+    retention_results: dict[Key, RarefiedRetention] = {}
     retention_errors: dict[Key, str] = {}
     retention_error = None
     if modes:
@@ -431,6 +438,7 @@ def compute_report_from(
                 if row.result is None:
                     retention_errors[row.key] = str(row.error)
                     continue
+                retention_results[row.key] = row.result
                 retention[row.key] = RetentionSection.of(
                     row.result, row.base, include_draws=include_draws
                 ).to_json()
@@ -528,6 +536,19 @@ def compute_report_from(
             k=par["association_k"],
         ),
     }
+    # item 17: each training seed is its own run above; here the across-seed aggregates
+    report["replicates"] = replicates_section(
+        source.run_identities(),
+        keys,
+        paired=paired_ratios,
+        retention=retention_results,
+        realization=realization.reports,
+        passk=measurements["passk"],
+        n_boot=n_boot,
+        seed=seed,
+        confidence=conf,
+        mode_deps=["partition", "validity"] if validity["filter"] == "judge" else ["partition"],
+    )
     report["quantities"] = quantities(report)
     report["insufficient_evidence"] = evidence_lines(report["quantities"])
     # every pair audit, calibration and accepted-set check on the record (bundles written
@@ -803,8 +824,8 @@ def mode_labels_from_rows(
 ) -> dict[Key, dict[str, list[str]]]:
     """:class:`ModeLabels` of ``rows`` (all of them in memory)."""
     by_ckpt: dict[Key, list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        by_ckpt[(r["run"], r["model"], r["step"])].append(r)
+    for r in rows:  # a seeded run under its label, as the report keys it (item 17)
+        by_ckpt[(seeded_run(r["run"], r.get("train_seed")), r["model"], r["step"])].append(r)
     labels = ModeLabels(pair, has_verdicts, not_in_partition)
     for key, ck in by_ckpt.items():
         labels.add(key, ck)

@@ -9,6 +9,7 @@ from typing import Any
 
 from rcea.audits.covariance import FIT_SUMMARY
 from rcea.study.report.publication import CHANGED_LABEL, changed_marks, display_label
+from rcea.study.report.replicates import replicates_html
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -300,6 +301,7 @@ def render_html(
         )
     parts += _per_scale(report)
     parts += _entropy_law(report.get("entropy_law"))
+    parts += replicates_html(report.get("replicates"), _table)
     parts.append("<h2>Figures</h2>")
     for name, png in figures.items():
         data = base64.b64encode(png).decode("ascii")

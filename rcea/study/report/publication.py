@@ -14,6 +14,7 @@ import copy
 from typing import Any
 
 from rcea.study import events
+from rcea.study.report.replicates import strip_audited_replicates
 
 # Appended by `rcea demo --simulate-annotators` for every simulated labelling round.
 SIMULATED_EVENT = events.DEMO_SIMULATED
@@ -136,8 +137,8 @@ def display_label(q: dict[str, Any]) -> str:
 def strip_audited(report: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``report`` without any audit-dependent number: per-checkpoint
     ``validity``, ``modes`` and ``retention`` and the ``association`` become ``None``,
-    ``realization`` and ``mode_tail`` empty, and ``quantities`` keeps those with
-    ``depends_on == []``."""
+    ``realization`` and ``mode_tail`` empty, ``replicates`` without its mode-dependent
+    aggregates, and ``quantities`` keeps those with ``depends_on == []``."""
     out = copy.deepcopy(report)
     for c in out["checkpoints"]:
         c["validity"] = c["modes"] = c["retention"] = None
@@ -145,6 +146,7 @@ def strip_audited(report: dict[str, Any]) -> dict[str, Any]:
     out["association"] = None
     out["realization"] = []
     out["mode_tail"] = []
+    out["replicates"] = strip_audited_replicates(out.get("replicates"))
     out["quantities"] = [q for q in out["quantities"] if not q["depends_on"]]
     if "insufficient_evidence" in out:
         out["insufficient_evidence"] = evidence_lines(out["quantities"])

@@ -125,7 +125,7 @@ def publish_report(
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=out_dir))
     try:
         if "partition" in uses and rarefaction:
-            _store_rarefaction(session, st.id, pair, rarefaction)  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+            _store_rarefaction(session, st.id, pair, rarefaction, report.get("replicates"))  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
         else:
             rarefaction = []
         audit = _audit_inputs(session, st.id, pair) if "partition" in uses else None  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
@@ -325,17 +325,25 @@ def _rarefaction(inputs: dict[str, Any], report: dict[str, Any]) -> list[dict[st
 
 
 def _store_rarefaction(
-    session: Session, study_id: int, pair: dict[str, Any], entries: list[dict[str, Any]]
+    session: Session,
+    study_id: int,
+    pair: dict[str, Any],
+    entries: list[dict[str, Any]],
+    replicates: dict[str, Any] | None,
 ) -> None:
-    """One ``rarefaction_draws`` measurement per checkpoint, keyed by the partition."""
+    """One ``rarefaction_draws`` measurement per checkpoint, keyed by the partition (a
+    seeded run's under its run and training seed, not its report label)."""
 
     key = str(pair.get("partition_hash") or "mode-column")
+    seeded = {r["label"]: (r["run"], r["train_seed"]) for r in (replicates or {}).get("runs", [])}
     for e in entries:
+        run, train_seed = seeded.get(e["run"], (e["run"], None))
         record_measurement(
             session,
             study_id=study_id,
             kind="rarefaction_draws",
-            run=e["run"],
+            run=run,
+            train_seed=train_seed,
             model=e["model"],
             step=e["step"],
             key=key,

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from sqlalchemy import and_
 from sqlmodel import Session, select
 
+from rcea.study.report.replicates import check_labels, seeded_run
 from rcea.study.store.models import JudgeVerdict, PartitionAssignment, Trajectory
 
 Key = tuple[str, str, int]
@@ -42,6 +43,9 @@ COLUMNS = (
 #: Sampling provenance (docs/estimators.md item 2): hashed only when a row has one (so record-set
 #: hashes of studies without them are unchanged).
 SAMPLING_COLUMNS = ("truncated", "sampling_temperature", "sampling_top_p", "logprob_temperature")
+#: The training seed (docs/estimators.md item 17): part of a run's identity, hashed only when a
+#: row has one (studies without training seeds keep their record-set hash).
+SEED_COLUMN = "train_seed"
 
 #: Rows per page when the record-set hash streams from the store.
 HASH_PAGE = 20_000
@@ -54,7 +58,12 @@ class CheckpointRows(Protocol):
     judged: bool
 
     def checkpoint_keys(self) -> list[Key]:
-        """Every (run, model, step) with a trajectory, sorted."""
+        """Every (run, model, step) with a trajectory, sorted; a run with a training seed
+        under its seeded label (:func:`rcea.study.report.replicates.seeded_run`)."""
+        ...
+
+    def run_identities(self) -> dict[str, tuple[str, int]]:
+        """Every seeded run label → (run, training seed)."""
         ...
 
     def checkpoint(self, key: Key) -> tuple[list[dict[str, Any]], dict[str, str] | None]:
@@ -77,6 +86,8 @@ def _hash_line(r: dict[str, Any]) -> bytes:
     extra = [r.get(c) for c in SAMPLING_COLUMNS]
     if any(v is not None for v in extra):
         values += extra
+    if r.get(SEED_COLUMN) is not None:
+        values += [SEED_COLUMN, r[SEED_COLUMN]]
     return json.dumps(values, separators=(",", ":")).encode() + b"\n"
 
 
@@ -85,7 +96,8 @@ def record_set_hash(rows: Iterable[dict[str, Any]], *, ordered: bool = False) ->
     columns ``trajectory_id, question_id, reward, run, model, step, seed,
     mean_token_entropy, seq_logprob, validity, mode``, then ``truncated,
     sampling_temperature, sampling_top_p, logprob_temperature`` for a row that has any of
-    them): what every number is computed from. Texts are not part of it (no number
+    them, then ``"train_seed", N`` for a row with a training seed): what every number is
+    computed from. Texts are not part of it (no number
     depends on them). ``ordered``: the rows already come in trajectory-id order."""
     h = hashlib.sha256()
     it = rows if ordered else sorted(rows, key=lambda r: r["trajectory_id"])
@@ -104,11 +116,18 @@ class MemoryRows:
         self.verdicts = verdicts
         self.judged = judged and verdicts is not None
         self._by_key: dict[Key, list[dict[str, Any]]] = defaultdict(list)
+        self._identities = check_labels((r["run"], r.get(SEED_COLUMN)) for r in rows)
         for r in rows:
+            seed = r.get(SEED_COLUMN)
+            if seed is not None:  # keyed by its seeded label (a copy: the hash reads run)
+                r = {**r, "run": seeded_run(r["run"], seed)}
             self._by_key[(r["run"], r["model"], r["step"])].append(r)
 
     def checkpoint_keys(self) -> list[Key]:
         return sorted(self._by_key)
+
+    def run_identities(self) -> dict[str, tuple[str, int]]:
+        return dict(self._identities)
 
     def checkpoint(self, key: Key) -> tuple[list[dict[str, Any]], dict[str, str] | None]:
         return self._by_key.get(key, []), self.verdicts if self.judged else None
@@ -140,18 +159,24 @@ class StoreRows:
         self.partition_id = partition_id
         self.judge_id = judge_id
         self.judged = judge_id is not None
-
-    def checkpoint_keys(self) -> list[Key]:
         stmt = (
-            select(Trajectory.run, Trajectory.model, Trajectory.step)
+            select(Trajectory.run, Trajectory.train_seed, Trajectory.model, Trajectory.step)
             .where(Trajectory.study_id == self.study_id)
             .distinct()
         )
-        return sorted((r, m, s) for r, m, s in self.session.exec(stmt).all())
+        self._stored = list(session.exec(stmt).all())
+        self._identities = check_labels((r, t) for r, t, _, _ in self._stored)
+
+    def checkpoint_keys(self) -> list[Key]:
+        return sorted({(seeded_run(r, t), m, s) for r, t, m, s in self._stored})
+
+    def run_identities(self) -> dict[str, tuple[str, int]]:
+        return dict(self._identities)
 
     def checkpoint(self, key: Key) -> tuple[list[dict[str, Any]], dict[str, str] | None]:
-        run, model, step = key
-        names = (*COLUMNS, *SAMPLING_COLUMNS)
+        label, model, step = key
+        run, train_seed = self._identities.get(label, (label, None))
+        names = (*COLUMNS, *SAMPLING_COLUMNS, SEED_COLUMN)
         stmt = select(*(getattr(Trajectory, c) for c in names))
         if self.partition_id is not None:
             stmt = stmt.add_columns(
@@ -173,9 +198,11 @@ class StoreRows:
                     JudgeVerdict.trajectory_id == Trajectory.trajectory_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
                 ),
             )
+        seed_col: Any = Trajectory.train_seed
         stmt = stmt.where(
             Trajectory.study_id == self.study_id,
             Trajectory.run == run,
+            seed_col.is_(None) if train_seed is None else seed_col == train_seed,
             Trajectory.model == model,
             Trajectory.step == step,
         ).order_by(Trajectory.id)
@@ -184,6 +211,7 @@ class StoreRows:
         n = len(names)
         for rec in self.session.exec(stmt):
             row = dict(zip(names, rec[:n], strict=True))
+            row["run"] = label
             extra = rec[n:]  # (pa_id, pa_mode) with a partition, then jv with a judge
             if self.partition_id is not None:
                 row["in_partition"] = extra[0] is not None
@@ -209,7 +237,7 @@ class StoreRows:
     def iter_hash_rows(self) -> Iterator[dict[str, Any]]:
         """Every row in trajectory-id order (code-point order on both back ends: the
         ``C`` collation on PostgreSQL), read in pages of :data:`HASH_PAGE`."""
-        names = (*COLUMNS, *SAMPLING_COLUMNS)
+        names = (*COLUMNS, *SAMPLING_COLUMNS, SEED_COLUMN)
         cols: list[Any] = [getattr(Trajectory, c) for c in names]
         tid: Any = Trajectory.trajectory_id
         if self.session.get_bind().dialect.name == "postgresql":
@@ -229,7 +257,7 @@ class StoreRows:
 
 def study_trajectories(session: Session, study_id: int) -> list[dict[str, Any]]:
     """Every trajectory row of the study in ingest order (the bundle's ``rows``)."""
-    names = (*COLUMNS, *SAMPLING_COLUMNS)
+    names = (*COLUMNS, *SAMPLING_COLUMNS, SEED_COLUMN)
     cols = [getattr(Trajectory, c) for c in names]
     # Ingest order (row id): the within-question order fixes the bootstrap and
     # rarefaction draws, so the numbers equal `rcea stats` on the ingested file(s).

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rcea.study.report.law_sections import EntropyLawSection
+from rcea.study.report.replicates import ReplicatesSection
 from rcea.study.report.sections import (
     AssociationSection,
     CovarianceSection,
@@ -382,7 +383,8 @@ class StudyReport(_Model):
     record_set_hash: str = Field(
         description="SHA-256 of the canonical JSON of the trajectory rows (by trajectory_id; "
         "columns trajectory_id, question_id, reward, run, model, step, seed, "
-        "mean_token_entropy, seq_logprob, validity, mode)"
+        "mean_token_entropy, seq_logprob, validity, mode; then the sampling settings and the "
+        "training seed of a row that has them)"
     )
     parameters: Parameters = Field(description="estimator settings")
     attempts: list[Attempt] = Field(
@@ -427,6 +429,13 @@ class StudyReport(_Model):
         "the scaling across sizes, global vs reward-conditioned entropy, and the RQ1 ordering "
         "(None without a training curve paired with an accuracy trace; absent in bundles "
         "written before it)",
+    )
+    replicates: ReplicatesSection | None = Field(
+        default=None,
+        description="item 17: the training seeds of the runs (each its own run label in "
+        "the other sections) and, per (run, model, step), the across-seed mean, between-seed "
+        "SD and hierarchical bootstrap interval; 'single seed' when no checkpoint has two "
+        "(absent in bundles written before it)",
     )
     quantities: list[Quantity] = Field(description="every reported number, flat")
     scope: str | None = Field(

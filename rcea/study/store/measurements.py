@@ -1,8 +1,9 @@
 """Measurements: named results that producers record for reports and the view.
 
-A measurement is keyed by (study, kind, run, model, step, key). Recording the same key
+A measurement is keyed by (study, kind, run, model, train_seed, step, key). Recording the same key
 again replaces its payload, so resumed producers never duplicate rows. ``step = -1``
-means "not step-specific" (e.g. a whole training curve).
+means "not step-specific" (e.g. a whole training curve); ``train_seed = -1`` means "no
+training seed" (a run of one unnamed seed; docs/estimators.md item 17).
 
 Kinds (the contract between producers and readers; payload keys listed):
 
@@ -63,8 +64,11 @@ def record_measurement(
     step: int = -1,
     key: str = "",
     source: str = "",
+    train_seed: int | None = None,
 ) -> Measurement:
-    """Insert or replace one measurement (same study/kind/run/model/step/key)."""
+    """Insert or replace one measurement (same study/kind/run/model/train seed/step/key);
+    ``train_seed`` None is stored as -1 (no training seed)."""
+    seed_key = -1 if train_seed is None else train_seed
     if kind not in KINDS:
         raise ValueError(f"unknown measurement kind {kind!r}; expected one of {KINDS}")
     row = session.exec(
@@ -73,12 +77,21 @@ def record_measurement(
             Measurement.kind == kind,
             Measurement.run == run,
             Measurement.model == model,
+            Measurement.train_seed == seed_key,
             Measurement.step == step,
             Measurement.key == key,
         )
     ).first()
     if row is None:
-        row = Measurement(study_id=study_id, kind=kind, run=run, model=model, step=step, key=key)
+        row = Measurement(
+            study_id=study_id,
+            kind=kind,
+            run=run,
+            model=model,
+            train_seed=seed_key,
+            step=step,
+            key=key,
+        )
     row.payload = payload
     row.source = source
     session.add(row)
@@ -103,6 +116,7 @@ def list_measurements(
         Measurement.kind,
         Measurement.run,
         Measurement.model,
+        Measurement.train_seed,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         Measurement.step,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
         Measurement.key,
     )

@@ -69,6 +69,11 @@ class TrajectoryBase(SQLModel):
     model: str = Field(max_length=200)
     step: int
     seed: int = Field(sa_type=BigInteger)
+    train_seed: int | None = Field(
+        default=None,
+        description="training seed (replicate) of the run; not the decoding seed; None = "
+        "the run's one unnamed seed (docs/estimators.md item 17)",
+    )
     mean_token_entropy: float | None = None
     n_tokens: int | None = None
     seq_logprob: float | None = None
@@ -449,7 +454,14 @@ class Measurement(SQLModel, table=True):
     __tablename__ = "measurement"
     __table_args__ = (
         UniqueConstraint(
-            "study_id", "kind", "run", "model", "step", "key", name="uq_measurement_key"
+            "study_id",
+            "kind",
+            "run",
+            "model",
+            "train_seed",
+            "step",
+            "key",
+            name="uq_measurement_key",
         ),
         Index("ix_measurement_kind", "study_id", "kind"),
     )
@@ -459,6 +471,9 @@ class Measurement(SQLModel, table=True):
     kind: str = Field(max_length=50)
     run: str = Field(default="", max_length=200)
     model: str = Field(default="", max_length=200)
+    train_seed: int = Field(
+        default=-1, description="training seed of the run; -1 = none (docs/estimators.md item 17)"
+    )
     step: int = Field(default=-1, description="checkpoint step; -1 = not step-specific")
     key: str = Field(default="", max_length=200, description="e.g. benchmark name")
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))

@@ -40,6 +40,7 @@ def test_published_page_is_per_scale_with_an_appendix(engine, tmp_path: Path) ->
         "Training failure (per run and model)",
         "Model scale tiny",
         "Entropy–performance law R = −a·exp(H) + b",
+        "Training seeds (item 17)",  # one seed: said in words
         "Figures",
         "Appendix: every quantity",
         "Hashes",
@@ -47,6 +48,7 @@ def test_published_page_is_per_scale_with_an_appendix(engine, tmp_path: Path) ->
     law = html[html.index("<h2>Entropy–performance law") : html.index("<h2>Figures</h2>")]
     assert "<th>ceiling b − a</th>" in law and "No comparison: only one entropy" in law
     assert "<code>rcea report verify &lt;this directory&gt;</code>" in html
+    assert "<p>Single seed: no (run, model, step) has two or more training seeds" in html
     scale = html[html.index("<h2>Model scale tiny</h2>") : html.index("<h2>Entropy–")]
     for h3 in (
         "Benchmarks and retention",

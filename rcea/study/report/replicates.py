@@ -1,0 +1,343 @@
+"""The report's ``replicates`` section: several training seeds (docs/estimators.md item 17).
+
+A checkpoint is (run, model, training seed, step). The report keys every section by (run,
+model, step); a run imported with a training seed enters those keys under its *seeded
+label* :func:`seeded_run` — ``grpo [train seed 1]`` — so every section shows each seed as
+its own run and nothing pools seeds (failure, milestones and retention's base are per
+seed, as item 17 asks). This module maps the labels back to (run, training seed) and,
+per (run, model, step) with seeded checkpoints, aggregates across the seeds
+(:func:`rcea.audits.replicates.across_seeds`: mean, between-seed SD, hierarchical bootstrap
+interval over seeds, then questions within seed) for the paired ρ_H, mode retention,
+within-mode realization entropy W and macro pass@k — each from the per-question values
+the report's own per-seed number is computed from. With fewer than two seeds the section
+says "single seed" and shows no across-seed interval.
+
+Kept apart from :mod:`rcea.study.report.build`, which calls :func:`replicates_section` once
+after its checkpoint loop.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from html import escape
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from rcea.audits.modes import RarefiedRetention
+from rcea.audits.passk import pass_at_k
+from rcea.audits.realization import RealizationReport
+from rcea.audits.replicates import across_seeds
+from rcea.study.report.sections import Section
+
+Key = tuple[str, str, int]
+
+SINGLE_SEED = (
+    "single seed: no (run, model, step) has two or more training seeds, so no between-seed "
+    "spread or across-seed interval is shown; every number is one training run's"
+)
+
+
+def seeded_run(run: str, train_seed: int | None) -> str:
+    """The run label a checkpoint of training seed ``train_seed`` is keyed by in the
+    report: the run itself without one, else ``RUN [train seed N]``."""
+    return run if train_seed is None else f"{run} [train seed {train_seed}]"
+
+
+def measurement_run(run: str, train_seed: int) -> str:
+    """The run label of a stored measurement (its ``train_seed`` -1 = none)."""
+    return seeded_run(run, None if train_seed < 0 else train_seed)
+
+
+def run_of(label: str, train_seed: int | None) -> str:
+    """The run name of a seeded label (:func:`seeded_run`'s inverse given the seed)."""
+    return label if train_seed is None else label.removesuffix(f" [train seed {train_seed}]")
+
+
+def check_labels(pairs: Iterable[tuple[str, int | None]]) -> dict[str, tuple[str, int]]:
+    """The seeded labels of (run, training seed) pairs → (run, seed); ``ValueError`` when a
+    run name without a seed is spelt like another run's seeded label (the two would be
+    pooled under one key)."""
+    pairs = set(pairs)
+    plain = {run for run, seed in pairs if seed is None}
+    out: dict[str, tuple[str, int]] = {}
+    for run, seed in sorted(pairs, key=lambda p: (p[0], -1 if p[1] is None else p[1])):
+        if seed is None:
+            continue
+        label = seeded_run(run, seed)
+        if label in plain:
+            raise ValueError(
+                f"run {label!r} (no training seed) has the report label of run {run!r} at "
+                f"training seed {seed}: rename the run, or give it its training seed"
+            )
+        out[label] = (run, seed)
+    return out
+
+
+def seeded_columns(cols: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """Record columns (``rcea stats`` on a file) with each run that has a training seed
+    renamed to its seeded label, so that a file's seeds are separate checkpoints there too;
+    ``ValueError`` on a label collision (:func:`check_labels`)."""
+    seeds = cols.get("train_seed") or [None] * len(cols["run"])
+    check_labels(zip(cols["run"], seeds, strict=True))
+    cols["run"] = [seeded_run(r, t) for r, t in zip(cols["run"], seeds, strict=True)]
+    return cols
+
+
+class SeedValue(Section):
+    """One training seed's estimate of a quantity."""
+
+    train_seed: int = Field(description="the training seed")
+    value: float | None = Field(description="its estimate (None: undefined for this seed)")
+    n_questions: int = Field(description="the questions it rests on")
+
+
+class AcrossSeedQuantity(Section):
+    """A quantity across the training seeds of one (run, model, step)."""
+
+    quantity: str = Field(
+        description="paired_ratio (ρ_H), retention, within_mode_entropy (W) or pass_at_K "
+        "(every k the passk measurement lists)"
+    )
+    benchmark: str | None = Field(default=None, description="pass@k only: the benchmark")
+    statistic: str = Field(
+        description="how a seed pools its questions: geometric_mean (ρ_H) or macro_mean"
+    )
+    depends_on: list[str] = Field(
+        description="the audits it rests on, as the per-seed numbers' (retention and W: the "
+        "partition, and validity when a judge filters successes; [] otherwise)"
+    )
+    seeds: list[SeedValue] = Field(description="each seed's estimate")
+    n_seeds: int = Field(description="seeds with an estimate")
+    single_seed: bool = Field(description="fewer than two seeds: no spread, no interval")
+    mean: float | None = Field(description="mean of the seeds' estimates")
+    between_seed_sd: float | None = Field(description="their SD (n − 1); None with one seed")
+    ci_low: float | None = Field(
+        description="hierarchical bootstrap percentile interval (seeds, then questions)"
+    )
+    ci_high: float | None = Field(description="upper end of the interval")
+    confidence: float = Field(description="the interval's level")
+    n_boot: int = Field(description="bootstrap replicates B")
+    seed: int = Field(description="the bootstrap's random seed")
+    n_boot_nonfinite: int = Field(description="replicates left out (undefined)")
+
+
+class SeedGroup(Section):
+    """The seeded checkpoints of one (run, model, step)."""
+
+    run: str = Field(description="run (without its seed)")
+    model: str = Field(description="model (scale)")
+    step: int = Field(description="training step")
+    train_seeds: list[int] = Field(description="its training seeds")
+    labels: list[str] = Field(description="their run labels in the other sections")
+    single_seed: bool = Field(description="one training seed only")
+    quantities: list[AcrossSeedQuantity] = Field(description="the across-seed aggregates")
+
+
+class SeededRun(Section):
+    """A run label of the other sections that names one training seed of a run."""
+
+    label: str = Field(description="the label (``RUN [train seed N]``)")
+    run: str = Field(description="the run")
+    train_seed: int = Field(description="the training seed")
+
+
+class ReplicatesSection(Section):
+    """Item 17: the training seeds of the study's runs and the across-seed aggregates."""
+
+    runs: list[SeededRun] = Field(description="each seeded run label with its run and seed")
+    single_seed: bool = Field(description="no (run, model, step) has two or more seeds")
+    sentence: str | None = Field(description="'single seed: …' when single_seed")
+    groups: list[SeedGroup] = Field(description="per (run, model, step) with a training seed")
+
+
+def _aggregate(
+    name: str,
+    statistic: str,
+    seeds: list[int],
+    values: dict[int, list[float]],
+    settings: dict[str, Any],
+    extra: dict[str, Any],
+) -> dict[str, Any] | None:
+    """One quantity across ``seeds`` (a seed without values has no estimate); ``None`` when
+    no seed has the quantity (e.g. no mode data): not listed."""
+    if not any(values.values()):
+        return None
+    res = across_seeds(
+        {s: np.asarray(values.get(s, []), dtype=float) for s in seeds},
+        statistic=statistic,
+        **settings,
+    )
+    return {"quantity": name, **extra, **res.to_dict()}
+
+
+def replicates_section(
+    identities: Mapping[str, tuple[str, int]],
+    keys: Iterable[Key],
+    *,
+    paired: Mapping[Key, Mapping[Any, float]],
+    retention: Mapping[Key, RarefiedRetention],
+    realization: Mapping[Key, RealizationReport],
+    passk: Iterable[dict[str, Any]],
+    n_boot: int,
+    seed: int,
+    confidence: float,
+    mode_deps: list[str],
+) -> dict[str, Any]:
+    """The section (:class:`ReplicatesSection` as JSON) from the report's per-seed results:
+    ``paired`` (ρ_H's per-question ratios), ``retention`` and ``realization`` per
+    checkpoint key (a seeded label's), and the ``passk`` measurements (their per-question
+    (n, c), at every k it lists); ``mode_deps`` is what the mode numbers depend on (retention and W
+    carry it)."""
+    groups: dict[Key, dict[int, Key]] = defaultdict(dict)
+    for key in keys:
+        label, model, step = key
+        if label in identities:
+            run, train_seed = identities[label]
+            groups[(run, model, step)][train_seed] = key
+    passk_by: dict[Key, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for m in passk:
+        passk_by[(m["run"], m["model"], m["step"])][m["key"]] = m["payload"]
+    settings = {"n_boot": n_boot, "seed": seed, "confidence": confidence}
+    out_groups: list[dict[str, Any]] = []
+    for (run, model, step), by_seed in sorted(groups.items()):
+        seeds = sorted(by_seed)
+        # (quantity, pooling, seed → per-question values, extra fields)
+        specs: list[tuple[str, str, dict[int, list[float]], dict[str, Any]]] = [
+            (
+                "paired_ratio",
+                "geometric_mean",
+                {s: list(paired.get(by_seed[s], {}).values()) for s in seeds},
+                {"depends_on": []},
+            ),
+            (
+                "retention",
+                "macro_mean",
+                {
+                    s: [q.retention for q in retention[c].questions if q.retention is not None]
+                    for s, c in by_seed.items()
+                    if c in retention
+                },
+                {"depends_on": mode_deps},
+            ),
+            (
+                "within_mode_entropy",
+                "macro_mean",
+                {
+                    s: [
+                        q.within_mode_entropy
+                        for q in realization[c].questions
+                        if q.eligible and q.within_mode_entropy is not None
+                    ]
+                    for s, c in by_seed.items()
+                    if c in realization
+                },
+                {"depends_on": mode_deps},
+            ),
+        ]
+        benchmarks = sorted({b for c in by_seed.values() for b in passk_by.get(c, {})})
+        for bench in benchmarks:
+            payloads = {s: passk_by[c][bench] for s, c in by_seed.items() if bench in passk_by[c]}
+            for k in sorted({int(k) for p in payloads.values() for k in p.get("k") or []}):
+                per_q = {
+                    s: [
+                        pass_at_k(int(q["n"]), int(q["c"]), k)
+                        for q in p.get("questions") or []
+                        if int(q["n"]) >= k
+                    ]
+                    for s, p in payloads.items()
+                }
+                specs.append(
+                    (f"pass_at_{k}", "macro_mean", per_q, {"benchmark": bench, "depends_on": []})
+                )
+        quantities = [
+            entry
+            for name, statistic, values, extra in specs
+            if (entry := _aggregate(name, statistic, seeds, values, settings, extra)) is not None
+        ]
+        out_groups.append(
+            {
+                "run": run,
+                "model": model,
+                "step": step,
+                "train_seeds": seeds,
+                "labels": [by_seed[s][0] for s in seeds],
+                "single_seed": len(seeds) < 2,
+                "quantities": quantities,
+            }
+        )
+    single = not any(len(g["train_seeds"]) >= 2 for g in out_groups)
+    return {
+        "runs": [
+            {"label": label, "run": run, "train_seed": s}
+            for label, (run, s) in sorted(identities.items())
+        ],
+        "single_seed": single,
+        "sentence": SINGLE_SEED if single else None,
+        "groups": out_groups,
+    }
+
+
+def strip_audited_replicates(sec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``sec`` without the aggregates that rest on an audit (an entropy-only bundle)."""
+    if sec is None:
+        return None
+    for g in sec["groups"]:
+        g["quantities"] = [q for q in g["quantities"] if not q["depends_on"]]
+    return sec
+
+
+def replicates_rows(sec: dict[str, Any] | None) -> tuple[list[str], list[list[Any]]]:
+    """The section as one table (header, rows): per (run, model, step) and quantity, each
+    seed's value, then the across-seed mean, SD and interval."""
+    header = ["run", "model", "step", "quantity", "per seed", "mean", "between-seed SD", "95% CI"]
+    rows: list[list[Any]] = []
+    for g in (sec or {}).get("groups", []):
+        for q in g["quantities"]:
+            name = q["quantity"] + (f" ({q['benchmark']})" if q.get("benchmark") else "")
+            per_seed = "; ".join(
+                f"seed {v['train_seed']}: " + ("n/a" if v["value"] is None else f"{v['value']:.4g}")
+                for v in q["seeds"]
+            )
+            ci = "single seed" if q["single_seed"] else _interval(q["ci_low"], q["ci_high"])
+            rows.append(
+                [
+                    g["run"],
+                    g["model"],
+                    g["step"],
+                    name,
+                    per_seed,
+                    q["mean"],
+                    q["between_seed_sd"],
+                    ci,
+                ]
+            )
+    return header, rows
+
+
+def _interval(lo: float | None, hi: float | None) -> str:
+    return "n/a" if lo is None or hi is None else f"[{lo:.4g}, {hi:.4g}]"
+
+
+def replicates_html(
+    sec: dict[str, Any] | None, table: Callable[[list[str], list[list[Any]]], str]
+) -> list[str]:
+    """The report page's part for item 17 (``table`` renders a table as the page does)."""
+    if not sec:
+        return []
+    out = ["<h2>Training seeds (item 17)</h2>"]
+    if sec["runs"]:
+        out.append(
+            "<p>Each training seed is its own run in the sections above ("
+            + ", ".join(f"<code>{escape(r['label'])}</code>" for r in sec["runs"])
+            + "); seeds are never pooled. Across seeds: the mean, the between-seed SD and a "
+            "hierarchical bootstrap interval (seeds, then questions within seed).</p>"
+        )
+    if sec["sentence"]:
+        out.append(f"<p>{escape(sec['sentence'][0].upper() + sec['sentence'][1:])}.</p>")
+    header, rows = replicates_rows(sec)
+    if rows:
+        out.append(table(header, rows))
+    return out
