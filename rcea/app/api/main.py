@@ -12,6 +12,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from rcea import __version__
@@ -27,6 +28,23 @@ from rcea.study.store.leader import Leadership
 log = logging.getLogger("rcea.api.sync")
 
 
+def _sync_round(api: FastAPI, attempts: int = 3) -> list[Any]:
+    """One sync of every bound project in one transaction. A webhook's read-back
+    (:mod:`rcea.study.labelling.readback`) may record the same annotation between this
+    round's read and its insert: the round then rolls back and runs again, and finds the
+    row (the read-back retries the same way)."""
+    for attempt in range(attempts):
+        try:
+            with Session(api.state.engine, expire_on_commit=False) as session:
+                results = sync_all(session, api.state.people)
+                session.commit()
+                return results
+        except IntegrityError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _background_sync(api: FastAPI, interval: float, stop: threading.Event) -> None:
     """Every ``interval`` seconds, an incremental sync of every bound project (one
     listing call per project): what a dropped or refused (429) notification named is
@@ -40,9 +58,7 @@ def _background_sync(api: FastAPI, interval: float, stop: threading.Event) -> No
             try:
                 if not leader.acquire():
                     continue
-                with Session(api.state.engine, expire_on_commit=False) as session:
-                    results = sync_all(session, api.state.people)
-                    session.commit()
+                results = _sync_round(api)
                 api.state.sync_rounds += 1
                 changed = sum(sum(r.changed.values()) for r in results)
                 if changed:
