@@ -50,6 +50,7 @@ LONGEST_FIRST = (
     "tests/app/demo/test_demo_e2e.py",
     "tests/app/demo/test_demo_walkthrough_e2e.py",
     "tests/app/demo/test_demo_scales.py",
+    "tests/test_howto_verl.py",  # the how-to word for word: to the third worker
 )
 
 

@@ -54,6 +54,22 @@ def attempt_seed(seed: int, attempt: int) -> int:
     return int(digest[:8], 16) % (2**31 - 1)
 
 
+#: trajectories an accepted-set check draws unless told otherwise: the one value the CLI's
+#: ``--size``, ``rcea status``, the rubric's sizing (which leaves this many judge-accepted
+#: successes outside the calibration) and docs/how-to-verl.md use (at 0.93 precision its
+#: lower 95% Clopper-Pearson bound is about 0.86, above the 0.80 default threshold)
+ACCEPTED_CHECK_SIZE = 100
+
+
+def balanced_split(n: int, n_accepted: int, n_not_accepted: int) -> tuple[int, int]:
+    """How many judge-accepted and not-accepted items a calibration of ``n`` items draws
+    from strata of these sizes: half each, the other stratum filling in when one is short
+    (docs/validity-audit.md; ``rcea judge calibrate sample`` and the rubric's sizing)."""
+    take_acc = min(n_accepted, n // 2)
+    take_rej = min(n_not_accepted, n - take_acc)
+    return min(n_accepted, n - take_rej), take_rej
+
+
 def _rank_pair(i: int, j: int, m: int) -> int:
     """The inverse of :func:`unrank_pair` (i ≠ j in any order)."""
     i, j = min(i, j), max(i, j)

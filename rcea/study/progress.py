@@ -33,6 +33,7 @@ from rcea.study.pair_audit.sampling import audit_pairs
 from rcea.study.store.models import Audit, ValidityCheck
 from rcea.study.store.repository import get_study
 from rcea.study.validity_audit import labelling as validity_labels
+from rcea.study.validity_audit.attempts import current_check
 from rcea.study.validity_audit.checks import HELD_OUT, check_items
 from rcea.study.validity_audit.status import validity_status
 
@@ -355,15 +356,9 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     done = events.latest_payload(
         session, events.CALIBRATION_COMPLETED, check.study_id, calibration=name
     )
-    acc = session.exec(
-        select(ValidityCheck)
-        .where(
-            ValidityCheck.study_id == check.study_id,
-            ValidityCheck.kind == "accepted",
-            ValidityCheck.judge_hash == check.judge_hash,
-        )
-        .order_by(ValidityCheck.id.desc())  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
-    ).first()
+    acc, _abandoned = current_check(
+        session, study_id=check.study_id, kind="accepted", judge_hash=check.judge_hash
+    )
     acc_labels = validity_labels.current_labels(session, acc) if acc is not None else {}
     acc_done = acc is not None and bool(
         events.latest_payload(session, events.ACCEPTED_COMPLETED, check.study_id, check=acc.name)

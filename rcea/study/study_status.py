@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from rcea.audits.sampling import ACCEPTED_CHECK_SIZE
 from rcea.study import events
 from rcea.study.codebook.cycle import cycle_progress
 from rcea.study.labelling import VALIDITY
@@ -34,7 +35,7 @@ from rcea.study.progress import (
 from rcea.study.report.publish import publishability
 from rcea.study.store.models import Audit, Rubric, Trajectory, ValidityCheck
 from rcea.study.store.repository import get_study
-from rcea.study.validity_audit.checks import ACCEPTED_CHECK_SIZE
+from rcea.study.validity_audit.attempts import current_check
 from rcea.study.validity_audit.status import validity_status
 
 
@@ -211,15 +212,9 @@ def _validity_step(
         )
     if status == "calibrated":
         return NextCommand("validity calibration", f"completed ({vstat['calibration']})", None)
-    latest = session.exec(
-        select(ValidityCheck)
-        .where(
-            ValidityCheck.study_id == sid,
-            ValidityCheck.kind == "calibration",
-            ValidityCheck.judge_hash == vstat["judge_hash"],
-        )
-        .order_by(col(ValidityCheck.id).desc())
-    ).first()
+    latest, abandoned = current_check(
+        session, study_id=sid, kind="calibration", judge_hash=vstat["judge_hash"]
+    )
     if latest is None:
         if status == "calibration-failed":  # recorded by another tool, say
             return failed_calibration_step(
@@ -237,7 +232,8 @@ def _validity_step(
             )
         return NextCommand(
             "validity calibration",
-            f"judge {vstat.get('judge_name')} ran; no calibration sample",
+            f"judge {vstat.get('judge_name')} ran; no calibration sample"
+            + (f" (abandoned: {', '.join(abandoned)})" if abandoned else ""),
             f"rcea judge calibrate sample --study {s} --judge {judge} --rubric {_q(rubric.name)}",
         )
     cp = read_calibration(session, latest.name)

@@ -13,12 +13,18 @@ question at every step, one empty completion.
 * :func:`judge_verdict` is an oracle judge (``tests.support.verl_study:judge_verdict``)
   that rejects every "guessed" success, so judge-accepted successes differ from
   verifier successes; :func:`judge_study` freezes and runs it through ``run_judge``.
-* :func:`successes`, :func:`accepted` and :func:`empty_at` say what was written, for the
-  expected values of a test.
+* :func:`successes`, :func:`accepted` and :func:`strategy` say what was written, for the
+  expected values of a test (and the scripted people of tests/test_howto_verl.py).
+* A correct, non-guessed success uses one of two strategies (:func:`strategy`): ``direct``
+  (add the numbers) or ``expand`` (split the second number into tens and units), so that
+  a question's accepted successes fall into two solution modes.
+* :class:`Shape` sizes a study (steps, per-question base successes); the default is the
+  12-question, three-step study every earlier test uses.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +41,17 @@ N_QUESTIONS = 12
 BASE_SUCCESSES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 2, 5, 3)
 #: the empty completion: (step, question, sample), a failure
 EMPTY_AT = (0, 0, N_SAMPLES - 1)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The steps written and each question's verifier successes at the first step."""
+
+    steps: tuple[int, ...] = STEPS
+    base: tuple[int, ...] = BASE_SUCCESSES
+
+
+DEFAULT = Shape()
 RUN, MODEL = "grpo", "qwen2.5-1.5b"
 ORACLE = "tests.support.verl_study:judge_verdict"
 
@@ -45,31 +62,46 @@ def question(q: int) -> tuple[str, str]:
     return f"What is {a} + {b}?", str(a + b)
 
 
-def successes(step_index: int, q: int) -> int:
-    return min(N_SAMPLES, BASE_SUCCESSES[q] + step_index) if BASE_SUCCESSES[q] else 0
+def successes(step_index: int, q: int, shape: Shape = DEFAULT) -> int:
+    base = shape.base[q]
+    return min(N_SAMPLES, base + step_index) if base else 0
 
 
-def guessed(step_index: int, q: int, s: int) -> bool:
+def guessed(step_index: int, q: int, s: int, shape: Shape = DEFAULT) -> bool:
     """Whether success ``s`` is a lucky guess (the judge rejects it): the last success of
     a question with at least four."""
-    k = successes(step_index, q)
+    k = successes(step_index, q, shape)
     return k >= 4 and s == k - 1
 
 
-def accepted(step_index: int, q: int) -> int:
+def accepted(step_index: int, q: int, shape: Shape = DEFAULT) -> int:
     """Judge-accepted successes of question q at that step."""
-    k = successes(step_index, q)
+    k = successes(step_index, q, shape)
     return k - (1 if k >= 4 else 0)
 
 
-def completion(step_index: int, q: int, s: int) -> str:
+def strategy(step_index: int, q: int, s: int, shape: Shape = DEFAULT) -> str | None:
+    """The solution mode of sample ``s`` (``None``: a failure or a guess)."""
+    if s >= successes(step_index, q, shape) or guessed(step_index, q, s, shape):
+        return None
+    return "expand" if s % 2 else "direct"
+
+
+def completion(step_index: int, q: int, s: int, shape: Shape = DEFAULT) -> str:
     text, gt = question(q)
-    if (STEPS[step_index], q, s) == EMPTY_AT:
+    if (shape.steps[step_index], q, s) == EMPTY_AT:
         return ""
-    if s < successes(step_index, q):
-        if guessed(step_index, q, s):
-            return f"I guess.\nAnswer: {gt}"
+    if s < successes(step_index, q, shape):
         a, b = text.removeprefix("What is ").removesuffix("?").split(" + ")
+        how = strategy(step_index, q, s, shape)
+        if how is None:
+            return f"I guess.\nAnswer: {gt}"
+        if how == "expand":
+            tens, units = int(b) - int(b) % 10, int(b) % 10
+            return (
+                f"Expand {b} into {tens} and {units}, then count on from {a}: "
+                f"{a} + {tens} = {int(a) + tens}, and {units} more is {gt}.\nAnswer: {gt}"
+            )
         return f"Add the tens, then the units: {a} + {b} = {gt}.\nAnswer: {gt}"
     return f"Add them: the sum is {int(gt) + 1 + s}.\nAnswer: {int(gt) + 1 + s}"
 
@@ -79,12 +111,13 @@ def prompt(q: int) -> str:
     return f"system\nPlease reason step by step.\nuser\n{question(q)[0]}\nassistant\n"
 
 
-def write_validation_dump(directory: Path, *, extras: bool = False) -> Path:
-    """One ``{step}.jsonl`` per step of :data:`STEPS`, via verl's ``_dump_generations``."""
+def write_validation_dump(directory: Path, *, extras: bool = False, shape: Shape = DEFAULT) -> Path:
+    """One ``{step}.jsonl`` per step of the shape (default :data:`STEPS`), via verl's
+    ``_dump_generations``."""
     directory.mkdir(parents=True, exist_ok=True)
-    for i, step in enumerate(STEPS):
-        rows = [(q, s) for q in range(N_QUESTIONS) for s in range(N_SAMPLES)]
-        texts = [completion(i, q, s) for q, s in rows]
+    for i, step in enumerate(shape.steps):
+        rows = [(q, s) for q in range(len(shape.base)) for s in range(N_SAMPLES)]
+        texts = [completion(i, q, s, shape) for q, s in rows]
         scored = [
             verl_dumps.dapo_score(t, question(q)[1]) for (q, _), t in zip(rows, texts, strict=True)
         ]

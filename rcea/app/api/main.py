@@ -16,10 +16,10 @@ from rcea import __version__
 from rcea.annotation.people import people_from_settings
 from rcea.app.api import studies, webhooks
 from rcea.app.api.deps import require_token
-from rcea.study.labelling import sync_all
+from rcea.study.labelling import sync_everything
 from rcea.study.labelling.readback import ReadBackQueue
 from rcea.study.settings import Settings
-from rcea.study.store import open_store, session_scope
+from rcea.study.store import open_store
 from rcea.study.store.db import ping
 from rcea.study.store.leader import Leadership
 
@@ -39,8 +39,7 @@ def _background_sync(api: FastAPI, interval: float, stop: threading.Event) -> No
             try:
                 if not leader.acquire():
                     continue
-                with session_scope(api.state.engine) as session:
-                    results = sync_all(session, api.state.people)
+                results = sync_everything(api.state.engine, api.state.people)
                 api.state.sync_rounds += 1
                 changed = sum(sum(r.changed.values()) for r in results)
                 if changed:

@@ -47,6 +47,7 @@ from rcea.app.cli.options import (
     TIMEOUT_OPTION,
     WEBHOOK_OPTION,
 )
+from rcea.audits.sampling import ACCEPTED_CHECK_SIZE
 from rcea.pipeline.judge import DEFAULT_TEMPLATE, JudgeSpec, load_template
 from rcea.study.codebook.backend import load_strategy_fn
 from rcea.study.progress import CALIBRATION_REMEDY, calibration_remedy_command
@@ -55,7 +56,6 @@ from rcea.study.store import require_study, session_scope
 from rcea.study.targets import resolve_check, target_of
 from rcea.study.validity_audit.attempts import abandon_check
 from rcea.study.validity_audit.checks import (
-    ACCEPTED_CHECK_SIZE,
     check_items,
     sample_accepted,
     sample_calibration,

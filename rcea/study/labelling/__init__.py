@@ -41,7 +41,7 @@ from rcea.study.labelling.record import (
     label_status,
     status_counts,
 )
-from rcea.study.labelling.sync import SyncResult, notify, sync_all, sync_round
+from rcea.study.labelling.sync import SyncResult, notify, sync_all, sync_everything, sync_round
 
 __all__ = [
     "COUNTED",
@@ -75,6 +75,7 @@ __all__ = [
     "status_counts",
     "study_provenance",
     "sync_all",
+    "sync_everything",
     "sync_round",
     "webhook_target",
     "ReceiverError",

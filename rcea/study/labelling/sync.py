@@ -28,6 +28,8 @@ from typing import Any
 
 import httpx
 from label_studio_sdk.core.api_error import ApiError
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from rcea.annotation.payloads import PayloadError
@@ -36,6 +38,7 @@ from rcea.annotation.projects import export_tasks
 from rcea.study.labelling.bindings import LabellingError, bindings
 from rcea.study.labelling.families import FAMILIES, Family
 from rcea.study.labelling.record import Recorder
+from rcea.study.store.db import session_scope
 from rcea.study.store.models import LabellingProject
 
 OVERLAP = timedelta(seconds=10)
@@ -238,6 +241,21 @@ def sync_all(session: Session, people: People) -> list[SyncResult]:
         if owner is not None:
             out.append(sync_round(session, people, family, owner))
     return out
+
+
+def sync_everything(engine: Engine, people: People, attempts: int = 3) -> list[SyncResult]:
+    """:func:`sync_all` in one transaction of its own (the API's background round). A
+    webhook's read-back (:mod:`rcea.study.labelling.readback`) may record the same
+    annotation between this round's read and its insert: the round then rolls back and
+    runs again, and finds the row (the read-back retries the same way)."""
+    for attempt in range(attempts):
+        try:
+            with session_scope(engine) as session:
+                return sync_all(session, people)
+        except IntegrityError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 # --------------------------------------------------------------------------- webhooks

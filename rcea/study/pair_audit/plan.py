@@ -30,6 +30,7 @@ from sqlmodel import Session, col, select
 from rcea.audits.evidence_sizing import coverage_at
 from rcea.audits.rubric import PairPlan, Rubric, load_rubric
 from rcea.audits.sampling import sample_pairs
+from rcea.pipeline.judge import VALID
 from rcea.study import events
 from rcea.study.pair_audit.freeze import FreezeError, freeze_rubric, partition_modes
 from rcea.study.pair_audit.sampling import Checkpoint, checkpoint_of, dev_questions, in_scope
@@ -133,31 +134,55 @@ def pair_flow(session: Session, *, study_id: int, plan: PairPlan) -> dict[str, A
     return out
 
 
+def _latest_run_judge(session: Session, *, study_id: int) -> JudgeVersion | None:
+    """The judge of the study's latest ``rcea judge run`` (``None``: no run)."""
+    runs = list_events(session, kind=events.JUDGE_RUN, study_id=study_id)
+    if not runs:
+        return None
+    last = runs[-1].payload
+    return session.exec(
+        select(JudgeVersion).where(
+            JudgeVersion.name == last.get("judge_name"),
+            JudgeVersion.version == last.get("judge_version"),
+        )
+    ).first()
+
+
 def judged_population(session: Session, *, study_id: int) -> tuple[int, str]:
     """The calibration's population: verdicts of the study's latest judge run, else the
     verifier successes a judge run will judge; and which of the two it is."""
-    runs = list_events(session, kind=events.JUDGE_RUN, study_id=study_id)
-    if runs:
-        last = runs[-1].payload
-        jv = session.exec(
-            select(JudgeVersion).where(
-                JudgeVersion.name == last.get("judge_name"),
-                JudgeVersion.version == last.get("judge_version"),
-            )
-        ).first()
-        if jv is not None:
-            n = session.exec(
-                select(func.count())
-                .select_from(JudgeVerdict)
-                .where(JudgeVerdict.study_id == study_id, JudgeVerdict.judge_id == jv.id)
-            ).one()
-            return int(n), f"verdicts of judge {jv.name} v{jv.version}"
+    jv = _latest_run_judge(session, study_id=study_id)
+    if jv is not None:
+        n = session.exec(
+            select(func.count())
+            .select_from(JudgeVerdict)
+            .where(JudgeVerdict.study_id == study_id, JudgeVerdict.judge_id == jv.id)
+        ).one()
+        return int(n), f"verdicts of judge {jv.name} v{jv.version}"
     n = session.exec(
         select(func.count())
         .select_from(Trajectory)
         .where(Trajectory.study_id == study_id, Trajectory.reward == 1)
     ).one()
     return int(n), "verifier successes (no judge run yet)"
+
+
+def judge_accepted_count(session: Session, *, study_id: int) -> int | None:
+    """The judge-accepted (``valid``) verdicts of the study's latest judge run (``None``:
+    no judge run yet): what a calibration and the accepted-set check draw from."""
+    jv = _latest_run_judge(session, study_id=study_id)
+    if jv is None:
+        return None
+    n = session.exec(
+        select(func.count())
+        .select_from(JudgeVerdict)
+        .where(
+            JudgeVerdict.study_id == study_id,
+            JudgeVerdict.judge_id == jv.id,
+            JudgeVerdict.verdict == VALID,
+        )
+    ).one()
+    return int(n)
 
 
 def success_counts(

@@ -29,8 +29,10 @@ from sqlmodel import Session, col, select
 
 from rcea.audits.evidence_sizing import ThresholdCoverage, largest_threshold
 from rcea.audits.rubric import DEFAULT_RUBRIC_PATH, PairPlan, default_rubric, parse_rubric
+from rcea.audits.sampling import ACCEPTED_CHECK_SIZE, balanced_split
 from rcea.study.pair_audit.plan import (
     accepted_successes,
+    judge_accepted_count,
     judged_population,
     pair_flow,
     retention_counts,
@@ -224,6 +226,10 @@ def size_rubric(
     assert cal is not None  # the shipped rubric has one
     population, _source = judged_population(session, study_id=sid)
     size = max(1, min(cal.size, population))
+    n_accepted = judge_accepted_count(session, study_id=sid)
+    if n_accepted is not None:
+        size, note = _room_for_accepted_check(size, n_accepted, population - n_accepted)
+        warnings.extend(note)
     held = max(1, min(size, round(size * cal.held_out / cal.size)))
     return RubricSize(
         study=study,
@@ -239,6 +245,24 @@ def size_rubric(
         calibration_population=population,
         warnings=warnings,
     )
+
+
+def _room_for_accepted_check(size: int, n_accepted: int, n_not: int) -> tuple[int, list[str]]:
+    """The largest calibration size up to ``size`` whose balanced draw
+    (:func:`~rcea.audits.sampling.balanced_split`) leaves the accepted-set check's
+    :data:`~rcea.audits.sampling.ACCEPTED_CHECK_SIZE` judge-accepted successes outside it
+    (the check draws only outside the calibrations: ``rcea judge accepted sample``), and
+    a warning when that cannot be done."""
+    spare = n_accepted - ACCEPTED_CHECK_SIZE
+    if spare < 1:
+        return size, [
+            f"only {n_accepted} judge-accepted successes: the accepted-set check "
+            f"(`rcea judge accepted sample`, {ACCEPTED_CHECK_SIZE} outside the calibration) "
+            "cannot be drawn at its default size beside this calibration"
+        ]
+    while size > 1 and balanced_split(size, n_accepted, n_not)[0] > spare:
+        size -= 1
+    return size, []
 
 
 def _toml_list(values: tuple[Any, ...]) -> str:

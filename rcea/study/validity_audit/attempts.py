@@ -32,7 +32,14 @@ ALPHA = 0.05
 _COMPLETED = {"calibration": events.CALIBRATION_COMPLETED, "accepted": events.ACCEPTED_COMPLETED}
 _ABANDON = {"calibration": events.CALIBRATION_ABANDON, "accepted": events.ACCEPTED_ABANDON}
 _NAME_KEY = {"calibration": "calibration", "accepted": "check"}
-__all__ = ["ALPHA", "abandon_check", "attempt_check", "attempt_seed", "prior_checks"]
+__all__ = [
+    "ALPHA",
+    "abandon_check",
+    "attempt_check",
+    "attempt_seed",
+    "current_check",
+    "prior_checks",
+]
 
 
 def attempt_alpha(policy: dict[str, Any] | None) -> float:
@@ -48,6 +55,22 @@ def abandon_record(session: Session, check: ValidityCheck) -> dict[str, Any] | N
         if ev.payload.get("check_id") == check.id:
             return {**ev.payload, "recorded_at": ev.time.isoformat(), "recorded_by": ev.actor}
     return None
+
+
+def current_check(
+    session: Session, *, study_id: int, kind: str, judge_hash: str | None
+) -> tuple[ValidityCheck | None, list[str]]:
+    """The latest check of ``kind`` on the judge that is not abandoned (``None``: none),
+    and the names of the abandoned ones drawn after it: an abandoned attempt stays on the
+    record but is no study's current state (``rcea status``, the demo's progress)."""
+    abandoned: list[str] = []
+    for check in reversed(
+        prior_checks(session, study_id=study_id, judge_hash=str(judge_hash), kind=kind)
+    ):
+        if abandon_record(session, check) is None:
+            return check, abandoned
+        abandoned.append(check.name)
+    return None, abandoned
 
 
 def decided_outcome(session: Session, check: ValidityCheck) -> str | None:

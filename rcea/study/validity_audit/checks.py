@@ -27,6 +27,7 @@ from sqlmodel import Session, select
 
 from rcea.audits.acceptance import JudgeAcceptance
 from rcea.audits.rubric import CalibrationPlan, RecalibrationPolicy
+from rcea.audits.sampling import balanced_split
 from rcea.pipeline.judge import VALID
 from rcea.study import events
 from rcea.study.pair_audit.freeze import get_rubric, rubric_spec
@@ -312,9 +313,7 @@ def sample_calibration(
     n_accepted = sum(v.verdict == VALID for v in everything)
     rng.shuffle(acc)
     rng.shuffle(rej)
-    n_acc = min(len(acc), n // 2)
-    n_rej = min(len(rej), n - n_acc)
-    n_acc = min(len(acc), n - n_rej)
+    n_acc, n_rej = balanced_split(n, len(acc), len(rej))
     h_acc = min(n_acc, round(plan.held_out * n_acc / n))
     h_rej = plan.held_out - h_acc
     if h_rej > n_rej:
@@ -375,12 +374,6 @@ def production_judge(session: Session, *, study_id: int) -> JudgeVersion:
         raise JudgeError("this study has no judge run: run `rcea judge run` first")
     last = runs[-1].payload
     return get_judge(session, name=last["judge_name"], version=last.get("judge_version"))
-
-
-#: trajectories an accepted-set check draws unless told otherwise: the one value the CLI's
-#: ``--size``, ``rcea status`` and docs/how-to-verl.md use (at 0.93 precision its lower
-#: 95% Clopper-Pearson bound is about 0.86, above the 0.80 default threshold)
-ACCEPTED_CHECK_SIZE = 100
 
 
 def sample_accepted(

@@ -168,8 +168,18 @@ def test_calibration_is_sized_from_the_rubric(judged: Cli, tmp_path: Path) -> No
     judged.json("audit", "rubric", "freeze", str(out), "--study", "s")
     cal = judged.json("judge", "calibrate", "sample", "--study", "s", "--judge", "verl-judge",
                       "--rubric", "s-rubric")  # fmt: skip
-    assert cal["n_drawn"] == size["calibration_size"] == cal["n_pool"]
+    assert cal["n_drawn"] == size["calibration_size"] < cal["n_pool"]
     assert cal["held_out"] == size["calibration_held_out"]
+    # the calibration leaves the accepted-set check its 100 judge-accepted successes: it
+    # takes every rejected one and the accepted ones beyond 100 (the study's counts)
+    n_acc = sum(vs.accepted(i, q) for i in range(len(vs.STEPS)) for q in range(vs.N_QUESTIONS))
+    n_all = sum(vs.successes(i, q) for i in range(len(vs.STEPS)) for q in range(vs.N_QUESTIONS))
+    assert cal["n_pool"] == n_all and n_acc > 100
+    assert cal["n_judge_accepted"] == n_acc - 100
+    assert cal["n_judge_not_accepted"] == n_all - n_acc
+    assert cal["n_drawn"] == n_all - 100
+    check = judged.json("judge", "accepted", "sample", "--study", "s", "--size", "100")
+    assert check["size"] == 100 == check["n_pool"], check
 
 
 def test_import_counts_the_skipped_and_refuses_a_reimport_with_other_options(
