@@ -82,8 +82,8 @@ def publication_scope(report: dict[str, Any], entropy_only_label: str) -> str:
 def strip_audited(report: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``report`` without any audit-dependent number: per-checkpoint
     ``validity``, ``modes`` and ``retention`` and the ``association`` become ``None``,
-    ``realization`` and ``mode_tail`` empty, and ``quantities`` keeps those with
-    ``depends_on == []``."""
+    ``realization`` and ``mode_tail`` empty, ``mode_covariance`` ``None``, and
+    ``quantities`` keeps those with ``depends_on == []``."""
     out = copy.deepcopy(report)
     for c in out["checkpoints"]:
         c["validity"] = c["modes"] = c["retention"] = None
@@ -91,6 +91,7 @@ def strip_audited(report: dict[str, Any]) -> dict[str, Any]:
     out["association"] = None
     out["realization"] = []
     out["mode_tail"] = []
+    out["mode_covariance"] = None
     out["quantities"] = [q for q in out["quantities"] if not q["depends_on"]]
     if "insufficient_evidence" in out:
         out["insufficient_evidence"] = evidence_lines(out["quantities"])
