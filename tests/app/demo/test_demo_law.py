@@ -13,13 +13,16 @@ say what the section finds."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from rcea.app.demo.config import DEFAULT, OBJECTIVES, QUICK, DemoSizes
+from rcea.app.view.law_frames import scaling_table
 from rcea.study.report.entropy_law import entropy_law_section, law_summary
+from rcea.study.report.law_sections import EntropyLawSection
 
 #: Non-embedding parameters of the demo's scales (tests/pipeline/policy/test_model_size.py
 #: checks the counter on the saved models): total less the 99-token embedding.
@@ -95,6 +98,12 @@ def test_the_default_demo_shows_the_law_for_six_objectives_at_two_scales() -> No
         f"Scaling across sizes, undefined for {', '.join(sorted(OBJECTIVES))}: 2 model size(s) "
         "with a fitted law; the scaling fit needs 3."
     )
+    # the view's Entropy page: the scaling table says the same per objective
+    view = SimpleNamespace(entropy_law=EntropyLawSection.model_validate(sec))
+    table = scaling_table(view)  # type: ignore[arg-type]  # the page reads only entropy_law
+    assert table["run"].tolist() == sorted(OBJECTIVES)
+    assert set(table["sizes"]) == {"tiny-m (788,608), tiny-s (305,376)"}
+    assert table["a_slope"].isna().all() and table["reason"].str.endswith("needs 3").all()
     # the ordering per scale over the six endpoints, in words
     assert set(sec["ordering"]["by_model"]) == {"tiny-s", "tiny-m"}
     for model in ("tiny-s", "tiny-m"):
