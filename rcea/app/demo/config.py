@@ -14,8 +14,10 @@ built side by side; training ≈ 10 s of start-up per (scale, objective) plus �
 step, two runs at a time; ``rcea probe sample`` makes one generate call per checkpoint ×
 question (≈ 0.2–0.4 s each, nearly independent of k), the scales probed side by side;
 each scale's shared base is probed once (run "base"), so the probe costs
-≈ scales × (1 + 6 × milestones) × questions calls; the Label Studio start (≈ 30–70 s)
-unless a running server is reused.
+≈ scales × (1 + 6 × milestones) × questions calls; ``rcea probe bench``'s accuracy trace
+(the entropy law's R, docs/embedded-study.md) one batched greedy call per checkpoint saved
+every ``eval_steps`` — 1 + 6 × 20 per scale at the default size; the Label Studio start
+(≈ 30–70 s) unless a running server is reused.
 
 Why the simulated pair gate passes: the codebook runs with the toy domain's oracle, so the
 automatic partition equals the true strategies; each simulated annotator flips a label
