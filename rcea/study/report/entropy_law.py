@@ -224,6 +224,11 @@ def order_sentence(ordering: dict[str, Any]) -> str:
                 parts.append(f"{model} {m['metric']}: undefined (n = {m['n']})")
                 continue
             verdict = "ordered" if m["p_value"] < 0.05 else "did not order"
+            # the exact test's smallest p is 2/n! (the two extreme orderings, no ties): with
+            # n ≤ 4 runs no ordering reaches 0.05, which the verdict alone would hide
+            floor = 2.0 / math.factorial(m["n"]) if m["n"] <= 9 else 0.0
+            if floor >= 0.05:
+                verdict += f": with n = {m['n']} the smallest attainable p is {floor:.3f}"
             parts.append(
                 f"{model} {m['metric']}: τ-b = {m['kendall_tau']:+.2f}, p = {m['p_value']:.3f} "
                 f"(n = {m['n']}, {verdict})"

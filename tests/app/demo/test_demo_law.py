@@ -119,6 +119,19 @@ def test_the_default_demo_shows_the_law_for_six_objectives_at_two_scales() -> No
         )
 
 
+def test_with_two_failed_runs_the_sentence_says_no_ordering_could_reach_005() -> None:
+    """As in the demo's run (docs/embedded-study.md): ep_grpo and gtpo failed at both
+    scales, four endpoints remain, and 2/4! = 0.083 is the smallest exact p."""
+    curves, traces, checkpoints, greedy = demo_measurements(DEFAULT)
+    failed = {(o, m) for o in ("ep_grpo", "gtpo") for m in DEFAULT.models}
+    sec = entropy_law_section(curves, traces, checkpoints, greedy, [], failed)
+    assert sec is not None
+    assert (
+        "tiny-s greedy_accuracy: τ-b = -1.00, p = 0.083 (n = 4, did not order: with n = 4 "
+        "the smallest attainable p is 0.083)" in sec["ordering_sentence"]
+    )
+
+
 def test_the_quick_demo_says_why_its_early_fit_is_undefined() -> None:
     assert QUICK.eval_steps == 4
     curves, traces, checkpoints, greedy = demo_measurements(QUICK)
