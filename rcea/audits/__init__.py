@@ -41,6 +41,7 @@ EXPORTS: dict[str, str] = {
     "load_rubric": "rcea.audits.rubric",
     "macro_benchmark_accuracy": "rcea.audits.passk",
     "macro_pass_at_k": "rcea.audits.passk",
+    "mode_covariance_fit": "rcea.audits.mode_covariance",
     "mode_entropy": "rcea.audits.modes",
     "mode_stratified_tail": "rcea.audits.mode_tail",
     "observed_entropy_change": "rcea.audits.covariance",

@@ -31,6 +31,7 @@ from rcea.study.pair_audit.freeze import freeze_rubric
 from rcea.study.pair_audit.gate import decide_gate
 from rcea.study.pair_audit.push import push_audit
 from rcea.study.pair_audit.sampling import audit_overview, draw_audit, find_audit, get_audit
+from rcea.study.report.entropy_law import law_summary
 from rcea.study.store import append_event, require_study, session_scope
 from rcea.study.validity_audit.simulate import simulate_validity_labels
 
@@ -346,6 +347,8 @@ def step_report(ctx: DemoContext) -> dict[str, Any]:
     pair = built["audits"]["pair"]
     law = built.get("entropy_law")  # docs/estimators.md item 18: say what the study finds
     if law:
+        for line in law_summary(law):
+            ctx.say(line)
         ctx.say(law["comparison"]["sentence"])
         if law.get("ordering_sentence"):
             ctx.say(law["ordering_sentence"])

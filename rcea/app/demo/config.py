@@ -14,8 +14,10 @@ built side by side; training ≈ 10 s of start-up per (scale, objective) plus �
 step, two runs at a time; ``rcea probe sample`` makes one generate call per checkpoint ×
 question (≈ 0.2–0.4 s each, nearly independent of k), the scales probed side by side;
 each scale's shared base is probed once (run "base"), so the probe costs
-≈ scales × (1 + 6 × milestones) × questions calls; the Label Studio start (≈ 30–70 s)
-unless a running server is reused.
+≈ scales × (1 + 6 × milestones) × questions calls; ``rcea probe bench``'s accuracy trace
+(the entropy law's R, docs/embedded-study.md) one batched greedy call per checkpoint saved
+every ``eval_steps`` — 1 + 6 × 20 per scale at the default size; the Label Studio start
+(≈ 30–70 s) unless a running server is reused.
 
 Why the simulated pair gate passes: the codebook runs with the toy domain's oracle, so the
 automatic partition equals the true strategies; each simulated annotator flips a label
@@ -89,6 +91,10 @@ class DemoSizes:
     sft_steps: int  # warm-start steps of the tiny base policy
     train_steps: int  # optimizer steps per objective
     save_steps: int  # milestone spacing: probes at step 0 and every save_steps
+    # checkpoint spacing of training (its save_steps): greedy accuracy on the eval split at
+    # every saved checkpoint is each run's accuracy trace, the entropy law's R (item 18);
+    # a divisor of save_steps, so every milestone is a saved checkpoint
+    eval_steps: int
     probe_k: int  # samples per probe question and checkpoint
     probe_questions: int | None  # probe questions (None: all 43)
     bench_questions: int  # eval-split questions for greedy accuracy and pass@k
@@ -111,6 +117,12 @@ class DemoSizes:
     accepted_size: int = 60
     torch_threads: int = 1  # per training/probing process
     train_workers: int = 2  # objectives trained at the same time (2 cores)
+
+    def __post_init__(self) -> None:
+        if self.eval_steps <= 0 or self.save_steps % self.eval_steps:
+            raise ValueError(
+                f"eval_steps {self.eval_steps} must divide save_steps {self.save_steps}"
+            )
 
     @property
     def milestones(self) -> list[int]:
@@ -148,6 +160,9 @@ DEFAULT = DemoSizes(
     sft_steps=1500,
     train_steps=100,
     save_steps=50,
+    # 20 accuracy points per run; the law's early window (the first 15 % of training,
+    # steps ≤ 15) holds 5, 10 and 15: the three points the early fit needs
+    eval_steps=5,
     probe_k=32,
     probe_questions=None,
     bench_questions=24,
@@ -169,6 +184,9 @@ QUICK = DemoSizes(
     sft_steps=1200,
     train_steps=16,
     save_steps=16,
+    # 4 accuracy points per run: the law's fit has its three, the early window (steps
+    # ≤ 2.4) none, so the quick demo's early fit is undefined (said in its reason)
+    eval_steps=4,
     probe_k=32,
     probe_questions=24,
     bench_questions=12,

@@ -119,11 +119,13 @@ def step_base(ctx: DemoContext) -> dict[str, Any]:
 
 
 def train_config(ctx: DemoContext, scale: PolicyScale) -> Path:
-    """``toy.toml`` with the scale's base model, the milestone spacing and thread count."""
+    """``toy.toml`` with the scale's base model, the checkpoint spacing (``eval_steps``:
+    every saved checkpoint is a point of the run's accuracy trace, the milestones a subset),
+    the steps and thread count."""
 
     data = tomllib.loads(TRAIN_CONFIG.read_text(encoding="utf-8"))
     data["model"]["path"] = str(base_dir(ctx, scale))
-    data["training"]["save_steps"] = ctx.sizes.save_steps
+    data["training"]["save_steps"] = ctx.sizes.eval_steps
     data["training"]["max_steps"] = ctx.sizes.train_steps
     data["training"]["torch_threads"] = ctx.sizes.torch_threads
     path = scale_dir(ctx, scale) / "train.toml"

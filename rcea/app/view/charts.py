@@ -85,9 +85,10 @@ def ratio_with_ci(df: pd.DataFrame, *, title: str = "failed / successful") -> al
     return alt.layer(bars, points, one)  # type: ignore[return-value]  # altair's stubs widen a layered chart with .properties() to LayerChart | FacetChart
 
 
-def delta_h_scatter(df: pd.DataFrame) -> alt.LayerChart:
+def delta_h_scatter(df: pd.DataFrame, color: str = "run") -> alt.LayerChart:
     """Predicted vs observed ΔH per transition with the identity line y = x (Figure 6
-    style): columns ``predicted``, ``observed``, ``run``, ``model``, ``transition``."""
+    style): columns ``predicted``, ``observed``, ``run``, ``model``, ``transition`` (and
+    ``color``'s column: item 16's fit by mode group colours by ``group``)."""
     values = pd.concat([df["predicted"], df["observed"]]).astype(float)
     lo, hi = (float(values.min()), float(values.max())) if len(values) else (-1.0, 1.0)
     pad = (hi - lo) * 0.05 or 0.01
@@ -99,9 +100,11 @@ def delta_h_scatter(df: pd.DataFrame) -> alt.LayerChart:
         .encode(
             x=alt.X("predicted:Q", title="predicted ΔH = −Cov(log π, Δz)", scale=scale),
             y=alt.Y("observed:Q", title="observed ΔH", scale=scale),
-            color=alt.Color("run:N"),
+            color=alt.Color(f"{color}:N"),
             shape=alt.Shape("model:N"),
-            tooltip=["run", "model", "transition", "predicted", "observed"],
+            tooltip=list(
+                dict.fromkeys([color, "run", "model", "transition", "predicted", "observed"])
+            ),
         )
     )
     line = alt.Chart(ident).mark_line(strokeDash=[4, 4], color="gray").encode(x="x:Q", y="y:Q")

@@ -102,3 +102,22 @@ else:
         "entropy concentrate on the dominant strategy. Rests on the mode numbers' partition "
         "(audited only after its gate); failed runs are kept and marked."
     )
+
+st.subheader("Exact covariance fit by mode group (item 16)")
+mc_points, mc_fits = rf.mode_covariance_frames(rep)
+if mc_points.empty:
+    st.caption(
+        "No fit by mode group: it needs mode labels and transitions recorded with "
+        "per-trajectory sums (`rcea probe covariance` records them)."
+    )
+else:
+    st.altair_chart(charts.delta_h_scatter(mc_points, color="group"), width="stretch")
+    st.markdown("**Fit statistics by group** (observed on predicted, failed runs left out)")
+    st.dataframe(mc_fits, hide_index=True, width="stretch")
+    if rep.mode_covariance is not None:
+        st.caption(
+            rep.mode_covariance.sentence
+            + " Each prefix takes the group of the trajectory it was sampled from at θ: "
+            "that question's majority mode (most accepted successes at θ), another mode, "
+            "or outside C. Rests on the mode numbers' partition (audited only after its gate)."
+        )

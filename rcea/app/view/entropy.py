@@ -10,6 +10,7 @@ import streamlit as st
 from rcea.app.view import charts, law_frames
 from rcea.app.view import report_frames as rf
 from rcea.app.view.state import report, selected_study
+from rcea.study.report.entropy_law import law_summary
 
 st.title("Entropy")
 study = selected_study()
@@ -118,6 +119,12 @@ else:
         f"at or before its step. Dashed: the fit on the first {sec.fit_fraction:.0%} of steps "
         "(filled points) predicting the rest, with its 95% prediction band; ceiling = b − a."
     )
+    for line in law_summary(sec.model_dump()):
+        st.markdown(f"- {line}")
+    scaling = law_frames.scaling_table(rep)
+    if not scaling.empty:
+        st.markdown("**Across model sizes** (a and b on log N_params; ≥ 3 sizes)")
+        st.dataframe(scaling, hide_index=True, width="stretch")
     st.write(sec.comparison.sentence)
     order = law_frames.ordering_table(rep)
     if not order.empty:

@@ -58,6 +58,30 @@ def ordering_table(report: StudyReport) -> pd.DataFrame:
     )  # fmt: skip
 
 
+SCALING_COLUMNS = [
+    "run", "sizes", "a_slope", "a_intercept", "b_slope", "b_intercept", "largest",
+    "predicted_ceiling", "fitted_ceiling", "ceiling_error", "reason",
+]  # fmt: skip
+
+
+def scaling_table(report: StudyReport) -> pd.DataFrame:
+    """One row per (run, seed) with runs at several sizes: a and b on log N, the largest
+    size's ceiling predicted from the others against its own, or why undefined."""
+    sec = report.entropy_law
+    rows = []
+    for e in sec.scaling if sec else []:
+        rows.append(
+            {"run": e.run if e.seed is None else f"{e.run}:seed{e.seed}",
+             "sizes": ", ".join(f"{lab} ({n:,.0f})" for lab, n in zip(e.labels, e.n_params,
+                                                                     strict=True)),
+             "a_slope": e.a_fit.slope, "a_intercept": e.a_fit.intercept,
+             "b_slope": e.b_fit.slope, "b_intercept": e.b_fit.intercept, "largest": e.largest,
+             "predicted_ceiling": e.predicted_ceiling, "fitted_ceiling": e.fitted_ceiling,
+             "ceiling_error": e.ceiling_error, "reason": e.reason}
+        )  # fmt: skip
+    return pd.DataFrame(rows, columns=SCALING_COLUMNS)
+
+
 def law_panels(points: pd.DataFrame, curves: pd.DataFrame) -> alt.FacetChart:
     """R against H, one panel per entropy (global, success, failure): the paired points
     (filled: the early window), the fitted law (solid), the early fit's prediction (dashed)

@@ -517,3 +517,44 @@ def labelled_frame(report: Report, sections: tuple[str, ...]) -> pd.DataFrame:
         if q.section in sections
     ]
     return pd.DataFrame(rows, columns=["section", "quantity", "where", "value", "label"])
+
+
+MODE_COVARIANCE_POINT_COLUMNS = [
+    "group",
+    "transition",
+    "run",
+    "model",
+    "from_step",
+    "to_step",
+    "predicted",
+    "observed",
+    "n_positions",
+    "failed_run",
+]
+
+
+def mode_covariance_frames(report: Report) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Item 16's covariance fit by mode group (the report's ``mode_covariance``): one
+    point per (group, transition) — predicted vs observed mean ΔH over the group's
+    prefixes — and one fit row per group (pooled over models, then per model), item 6's
+    statistics as in :func:`fit_frame`."""
+    sec = report.mode_covariance
+    if sec is None:
+        return (
+            pd.DataFrame(columns=MODE_COVARIANCE_POINT_COLUMNS),
+            pd.DataFrame(columns=["group", "scope", *FIT_COLUMNS]),
+        )
+    points = pd.DataFrame(
+        [t.model_dump(include=set(MODE_COVARIANCE_POINT_COLUMNS)) for t in sec.transitions],
+        columns=MODE_COVARIANCE_POINT_COLUMNS,
+    )
+    fits = [
+        {"group": g, "scope": "pooled (non-failed)", **sec.fits[g].model_dump(include=_FIT)}
+        for g in sec.groups
+        if g in sec.fits
+    ]
+    for model, by_group in sec.by_model.items():
+        for g in sec.groups:
+            if g in by_group:
+                fits.append({"group": g, "scope": model, **by_group[g].model_dump(include=_FIT)})
+    return points, pd.DataFrame(fits, columns=["group", "scope", *FIT_COLUMNS])

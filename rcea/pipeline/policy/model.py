@@ -59,3 +59,45 @@ def build_model(tokenizer: Any, seed: int = 0, **overrides: Any):
 
 def n_parameters(model: Any) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+#: Weight names of the token embeddings and the unembedding (the output head): the
+#: scaling laws' N counts neither (Kaplan et al. 2020's non-embedding parameters).
+EMBEDDING_NAMES: tuple[str, ...] = (
+    "embed_tokens",
+    "embed_in",
+    "embed_out",
+    "wte",
+    "wpe",
+    "word_embeddings",
+    "lm_head",
+)
+
+
+def non_embedding_parameters(model_dir: Any) -> int | None:
+    """The non-embedding parameters of the saved model in ``model_dir`` (the entropy law's
+    N_params, docs/estimators.md item 18), read from its safetensors headers — shapes only,
+    no weights are loaded: every tensor counted except those whose name contains one of
+    :data:`EMBEDDING_NAMES` (a tied output head is not saved, so it is not counted twice).
+    None when the directory holds no ``*.safetensors`` file (or safetensors, a dependency
+    of transformers — the ``train`` extra — is not installed)."""
+    from pathlib import Path
+
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        return None
+    if not files:
+        return None
+    total = 0
+    for path in files:
+        with safe_open(str(path), framework="numpy") as f:
+            for name in f.keys():  # noqa: SIM118 — safe_open is no mapping: keys() is its API
+                if any(part in name for part in EMBEDDING_NAMES):
+                    continue
+                n = 1
+                for dim in f.get_slice(name).get_shape():
+                    n *= int(dim)
+                total += n
+    return total

@@ -20,6 +20,11 @@ tile over both heads, in float64 (:func:`position_entropy_change`). Outputs::
                                     transition's positions), run, model, from_step,
                                     to_step, n_positions  → `rcea stats covfit`
 
+Each transition's ``covariance_transition`` measurement also carries θ's run
+(``from_run``) and its positions reduced per trajectory (``trajectories``:
+:func:`transition_trajectory_sums`), so the report can fit item 6 per mode group of the
+trajectory each prefix belongs to (docs/estimators.md item 16) on the gated partition.
+
 **Tail** (docs/estimators.md item 7). At each run/model's endpoint (its largest sampled step), from
 the entropy artifact: group = question, A_i from the rewards, per eligible token the
 chosen-token log-prob; ``rcea.audits.tail.reward_stratified_tail`` gives the q99 report, and the
@@ -165,6 +170,35 @@ def _fixed_trajectories(out: Path, ck: Checkpoint, qids: list[str], m: int) -> d
         if s["question_id"] in wanted and not s["empty"] and len(by_q[s["question_id"]]) < m:
             by_q[s["question_id"]].append(s)
     return by_q
+
+
+TRAJECTORY_SUMS = ("n_positions", "predicted_sum", "observed_sum")
+
+
+def transition_trajectory_sums(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[Any]]]:
+    """Per transition, its positions reduced per trajectory sampled under θ (parallel
+    lists in first-appearance order): ``trajectory_id``, ``question_id``, ``n_positions``
+    and the sums of ``predicted`` / ``observed`` Δh over them — what item 16's fit by mode
+    group needs (``rcea.audits.mode_covariance``), the partition applied by the report."""
+    sums: dict[str, dict[str, list[Any]]] = {}
+    index: dict[str, dict[str, int]] = {}  # transition → trajectory id → list index
+    for r in rows:
+        t, tid = r["transition"], r["trajectory_id"]
+        at = index.setdefault(t, {})
+        cur = sums.setdefault(
+            t, {k: [] for k in ("trajectory_id", "question_id", *TRAJECTORY_SUMS)}
+        )
+        if tid not in at:
+            at[tid] = len(at)
+            cur["trajectory_id"].append(tid)
+            cur["question_id"].append(r["question_id"])
+            for key in TRAJECTORY_SUMS:
+                cur[key].append(0 if key == "n_positions" else 0.0)
+        i = at[tid]
+        cur["n_positions"][i] += 1
+        cur["predicted_sum"][i] += float(r["predicted"])
+        cur["observed_sum"][i] += float(r["observed"])
+    return sums
 
 
 def _write_transitions(out: Path, rows: list[dict[str, Any]]) -> tuple[Path, list[dict]]:
@@ -417,6 +451,8 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
     rows_now = [r for r in read_jsonl(pos_path) if r["transition"] in current]
     csv_path, table = _write_transitions(out, rows_now)
     result.files += [str(pos_path), str(csv_path)]
+    from_run = {transition_label(a, b): a.run for a, b in pairs}
+    per_trajectory = transition_trajectory_sums(rows_now)
     for row in table:
         result.measurements.append(
             MeasurementRow(
@@ -424,10 +460,12 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
                 {
                     "from_step": row["from_step"],
                     "to_step": row["to_step"],
+                    "from_run": from_run.get(row["transition"]),
                     "transition": row["transition"],
                     "predicted": row["predicted"],
                     "observed": row["observed"],
                     "n_positions": row["n_positions"],
+                    "trajectories": per_trajectory[row["transition"]],
                 },
                 run=row["run"],
                 model=row["model"],

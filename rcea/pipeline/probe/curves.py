@@ -8,7 +8,10 @@ name), model = the given label, step = −1, payload ``points`` = the curve line
 ``step``, ``progress`` and the logged keys (``entropy``, ``reward``, ``loss``,
 ``completions/mean_length``, the ``rcea/`` numbers, ...; an undefined value is
 omitted), and from ``run.json`` the objective preset and every
-resolved objective value with its source (``objective_preset``, ``objective_params``).
+resolved objective value with its source (``objective_preset``, ``objective_params``),
+and the non-embedding parameters of the run's base model (``n_params``, read from its
+safetensors headers: the entropy law's N across model sizes, docs/estimators.md item 18;
+omitted when the base in ``run.json`` is gone or holds no safetensors).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from rcea.pipeline.event_curves import event_curve, finite_point
 from rcea.pipeline.jsonl import iter_json_objects
+from rcea.pipeline.policy.model import non_embedding_parameters
 from rcea.pipeline.probe.common import MeasurementRow
 from rcea.pipeline.probe.config import ConfigError
 
@@ -50,4 +54,8 @@ def training_curve(run_dir: str | Path, *, model: str, run: str | None = None) -
             k: {"value": v, "source": sources.get(k, "")}
             for k, v in config.get("objective_params_resolved", {}).items()
         }
+    base = config.get("model", {}).get("path")
+    n_params = non_embedding_parameters(base) if base and Path(base).is_dir() else None
+    if n_params:  # the trained weights have the base's shape (LoRA is merged into it)
+        payload["n_params"] = n_params
     return MeasurementRow("training_curve", payload, run=name, model=model)

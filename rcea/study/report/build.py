@@ -54,7 +54,12 @@ from rcea.study.report.estimates import (
     retention_table,
     sequence_quantity,
 )
-from rcea.study.report.mode_tail import SUM_FIELDS, ModeTailCollector, mode_tail_quantities
+from rcea.study.report.mode_tail import (
+    SUM_FIELDS,
+    ModeTailCollector,
+    mode_covariance_quantities,
+    mode_tail_quantities,
+)
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.publication import evidence_lines, mark_changed_quantities
 from rcea.study.report.realization import RealizationCollector, realization_quantities
@@ -355,6 +360,7 @@ def compute_report_from(
         pair,
         has_verdicts,
         {(m["run"], m["model"], m["step"]) for m in measurements["tail_trajectories"]},
+        measurements["covariance_transition"],
     )
     checkpoints = []
     paired_ratios: dict[Key, dict[Any, float]] = {}  # item 17's per-seed ρ_H inputs
@@ -513,6 +519,11 @@ def compute_report_from(
         "covariance": _covariance(measurements["covariance_transition"], failed, label),
         "tail": _tail(measurements["tail"], failed),
         "mode_tail": mode_tail.section(measurements["tail_trajectories"], failed) if modes else [],
+        "mode_covariance": (
+            mode_tail.covariance_section(measurements["covariance_transition"], failed, label)
+            if modes
+            else None
+        ),
         "failure": failure,
         "association": _association(
             checkpoints,
@@ -1475,6 +1486,7 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
         add,
     )
     mode_tail_quantities(report.get("mode_tail") or [], mode_deps, add)
+    mode_covariance_quantities(report.get("mode_covariance"), mode_deps, add)
     for g in report["greedy"]:
         where = {"run": g["run"], "model": g["model"], "step": g["step"]}
         for bench, acc in g["accuracy"].items():

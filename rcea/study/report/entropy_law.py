@@ -224,6 +224,11 @@ def order_sentence(ordering: dict[str, Any]) -> str:
                 parts.append(f"{model} {m['metric']}: undefined (n = {m['n']})")
                 continue
             verdict = "ordered" if m["p_value"] < 0.05 else "did not order"
+            # the exact test's smallest p is 2/n! (the two extreme orderings, no ties): with
+            # n ≤ 4 runs no ordering reaches 0.05, which the verdict alone would hide
+            floor = 2.0 / math.factorial(m["n"]) if m["n"] <= 9 else 0.0
+            if floor >= 0.05:
+                verdict += f": with n = {m['n']} the smallest attainable p is {floor:.3f}"
             parts.append(
                 f"{model} {m['metric']}: τ-b = {m['kendall_tau']:+.2f}, p = {m['p_value']:.3f} "
                 f"(n = {m['n']}, {verdict})"
@@ -234,6 +239,76 @@ def order_sentence(ordering: dict[str, Any]) -> str:
         "Endpoint global entropy against performance, per model scale (two-sided permutation "
         "test, 0.05): " + "; ".join(parts) + "."
     )
+
+
+def law_summary(section: dict[str, Any] | None) -> list[str]:
+    """What the section finds, in a few lines: per model scale, for how many runs the
+    global-entropy law and the early fit are defined (with the ranges of a and R² and the
+    median early-fit RMSE, or the reasons they are not), the size it records, and per run
+    the scaling across sizes or why there is none (``rcea demo`` prints them, the view's
+    Entropy page shows them)."""
+    if not section or not section.get("runs"):
+        return []
+    lines = []
+    by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in section["runs"]:
+        by_model[str(r["model"])].append(r)
+    pct = f"{section['fit_fraction']:.0%}"
+    for model, runs in sorted(by_model.items()):
+        sizes = sorted({r["n_params"] for r in runs if r.get("n_params")})
+        size = (
+            f"N = {', '.join(f'{n:,.0f}' for n in sizes)} non-embedding parameters"
+            if sizes
+            else "no n_params recorded"
+        )
+        fitted = [r for r in runs if r["a"] is not None]
+        text = (
+            f"{model} ({size}): the law R = −a·exp(H) + b fitted for {len(fitted)} of "
+            f"{len(runs)} run(s)"
+        )
+        if fitted:
+            a = [r["a"] for r in fitted]
+            r2 = [r["r2"] for r in fitted if r["r2"] is not None]
+            text += f" (a {min(a):+.3g} … {max(a):+.3g}"
+            text += f", R² {min(r2):.2f} … {max(r2):.2f})" if r2 else ")"
+        early = [r["early_fit_rmse"] for r in fitted if r["early_fit_rmse"] is not None]
+        text += (
+            f"; the fit on the first {pct} of steps predicted the rest for {len(early)} "
+            f"of {len(runs)}"
+        )
+        if early:
+            text += f" (median RMSE {float(np.median(early)):.3f})"
+        reasons = sorted(
+            {
+                str(((r["entropies"] or {}).get("global") or {}).get("reason"))
+                for r in runs
+                if r["early_fit_rmse"] is None
+            }
+        )
+        if reasons:
+            text += f"; undefined where: {'; '.join(reasons)}"
+        lines.append(text + ".")
+    scaling = section.get("scaling") or []
+    if not scaling:
+        lines.append(
+            "Scaling across sizes: none (it needs the runs at two or more model sizes with "
+            "n_params recorded, and three sizes for the fit)."
+        )
+    undefined: dict[str, list[str]] = defaultdict(list)
+    for e in scaling:
+        if e.get("reason"):
+            undefined[str(e["reason"])].append(str(e["run"]))
+            continue
+        lines.append(
+            f"Scaling of {e['run']} across {len(e['labels'])} sizes: a = "
+            f"{e['a_fit']['slope']:+.3g}·log N + {e['a_fit']['intercept']:.3g}, b = "
+            f"{e['b_fit']['slope']:+.3g}·log N + {e['b_fit']['intercept']:.3g}; the largest "
+            f"({e['largest']}) predicted from the others: ceiling {e['predicted_ceiling']:.3f} "
+            f"vs its own {e['fitted_ceiling']:.3f} (error {e['ceiling_error']:+.3f})."
+        )
+    for reason, runs_ in sorted(undefined.items()):
+        lines.append(f"Scaling across sizes, undefined for {', '.join(runs_)}: {reason}.")
+    return lines
 
 
 # --------------------------------------------------------------------------- from the store

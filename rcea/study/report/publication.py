@@ -137,8 +137,9 @@ def display_label(q: dict[str, Any]) -> str:
 def strip_audited(report: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``report`` without any audit-dependent number: per-checkpoint
     ``validity``, ``modes`` and ``retention`` and the ``association`` become ``None``,
-    ``realization`` and ``mode_tail`` empty, ``replicates`` without its mode-dependent
-    aggregates, and ``quantities`` keeps those with ``depends_on == []``."""
+    ``realization`` and ``mode_tail`` empty, ``mode_covariance`` ``None``, ``replicates``
+    without its mode-dependent aggregates, and ``quantities`` keeps those with
+    ``depends_on == []``."""
     out = copy.deepcopy(report)
     for c in out["checkpoints"]:
         c["validity"] = c["modes"] = c["retention"] = None
@@ -147,6 +148,7 @@ def strip_audited(report: dict[str, Any]) -> dict[str, Any]:
     out["realization"] = []
     out["mode_tail"] = []
     out["replicates"] = strip_audited_replicates(out.get("replicates"))
+    out["mode_covariance"] = None
     out["quantities"] = [q for q in out["quantities"] if not q["depends_on"]]
     if "insufficient_evidence" in out:
         out["insufficient_evidence"] = evidence_lines(out["quantities"])

@@ -32,6 +32,7 @@ from rcea.study.report.sections import (
     FailureRun,
     GateSection,
     GreedyRow,
+    ModeCovarianceSection,
     ModeSummary,
     ModeTailEndpoint,
     PassKRow,
@@ -418,6 +419,13 @@ class StudyReport(_Model):
         default_factory=list,
         description="item 16: mode-stratified covariance per endpoint with a "
         "tail_trajectories measurement, on the mode numbers' partition",
+    )
+    mode_covariance: ModeCovarianceSection | None = Field(
+        default=None,
+        description="item 16: item 6's covariance fit by the mode group of each prefix's "
+        "trajectory (majority / other / outside C), on the mode numbers' partition (None "
+        "without mode data or per-trajectory transition sums; absent in bundles written "
+        "before it)",
     )
     failure: list[FailureRun] = Field(description="item 9: failure per (run, model)")
     association: AssociationSection | None = Field(

@@ -392,6 +392,49 @@ class CovarianceSection(Section):
     excluded_runs: list[str] = Field(description="failed runs left out of every fit")
 
 
+class ModeCovarianceTransition(Section):
+    """One transition's mean Δh over the prefixes of one mode group."""
+
+    group: str = Field(description="majority | other | outside_c (item 16's groups)")
+    transition: str = Field(description="label, as in the covariance section")
+    run: str = Field(description="run")
+    model: str = Field(description="model (scale)")
+    from_step: int | None = Field(description="step before (where the prefixes were sampled)")
+    to_step: int = Field(description="step after")
+    predicted: float = Field(description="mean predicted delta-H over the group's positions")
+    observed: float = Field(description="mean observed delta-H over them")
+    n_positions: int = Field(description="the group's positions in this transition")
+    failed_run: bool = Field(description="its (run, model) failed: shown, not fitted")
+
+
+class ModeCovarianceSection(Section):
+    """Item 16: item 6's fit by the mode group of the trajectory each prefix belongs to
+    (``rcea.audits.mode_covariance``), on the mode numbers' partition."""
+
+    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
+    groups: list[str] = Field(description="the groups, in display order")
+    fits: dict[str, CovarianceFit] = Field(
+        description="group -> item 6's fit over its transitions (failed runs left out)"
+    )
+    by_model: dict[str, dict[str, CovarianceFit]] = Field(
+        description="model -> group -> the fit over that model's transitions"
+    )
+    n_positions: dict[str, int] = Field(description="group -> positions it holds")
+    n_trajectories: dict[str, int] = Field(description="group -> trajectories it holds")
+    n_unmatched: int = Field(
+        description="trajectories the probe used that the study's rows at θ lack (outside C)"
+    )
+    n_transitions: int = Field(description="transitions with per-trajectory sums")
+    n_transitions_without_trajectories: int = Field(
+        description="transitions recorded without them (an older probe): not grouped"
+    )
+    transitions: list[ModeCovarianceTransition] = Field(
+        description="one row per (group, transition)"
+    )
+    excluded_runs: list[str] = Field(description="failed runs left out of every fit")
+    sentence: str = Field(description="the groups' fits in words")
+
+
 # --------------------------------------------------------------------------- item 7
 
 

@@ -343,13 +343,11 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
         again.pop("entropy_law", None)
         again["quantities"] = [q for q in again["quantities"] if q["section"] != "entropy_law"]
     again["generated_at"] = report.get("generated_at")
-    for key in (
-        "realization",
-        "mode_tail",
-        "replicates",
-    ):  # items 15-17: absent from earlier bundles
-        if key not in report and again.get(key) is not None:
-            again.pop(key)
+    # items 15-17: absent from earlier bundles
+    for key in ("realization", "mode_tail", "mode_covariance", "replicates"):
+        if key not in report and key in again:
+            if again.pop(key) is None:  # nothing to re-derive (mode_covariance: None)
+                continue
             again["quantities"] = [q for q in again["quantities"] if q["section"] != key]
             if "insufficient_evidence" in again:
                 again["insufficient_evidence"] = evidence_lines(again["quantities"])

@@ -20,7 +20,12 @@ Kinds (the contract between producers and readers; payload keys listed):
 ``covariance_transition`` run, model, step = θ′ step; payload ``from_step``, ``to_step``,
                         ``transition`` (label), ``predicted``, ``observed`` (mean ΔH over
                         positions), ``n_positions``, ``positions`` (optional list of
-                        {predicted, observed}).
+                        {predicted, observed}); from ``rcea probe covariance`` also
+                        ``from_run`` (θ's run: the shared base's ``base`` at step 0) and
+                        ``trajectories`` (parallel lists ``trajectory_id``,
+                        ``question_id``, ``n_positions``, ``predicted_sum``,
+                        ``observed_sum`` per trajectory sampled under θ) for item 16's
+                        fit by mode group on the study's partition.
 ``tail``                run, model, step = endpoint; payload: the ``rcea.audits.tail`` report
                         as a JSON dict.
 ``tail_trajectories``   run, model, step = endpoint; payload ``quantile`` and parallel

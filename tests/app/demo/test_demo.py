@@ -382,7 +382,7 @@ def test_study_steps_train_probe_ingest_and_measure_both_scales(tmp_path: Path) 
         step_probe,
         step_train,
     )
-    from rcea.pipeline.probe.config import load_config, resolve_checkpoints
+    from rcea.pipeline.probe.config import load_config, resolve_checkpoints, run_checkpoints
     from rcea.study.store import open_store, session_scope
     from rcea.study.store.models import Event, Trajectory
 
@@ -415,7 +415,8 @@ def test_study_steps_train_probe_ingest_and_measure_both_scales(tmp_path: Path) 
         objective = call[call.index("--objective") + 1]
         label = Path(call[call.index("--out") + 1]).parts[-3]
         assert cfg["model"]["path"] == str(ctx.work / label / "base")
-        assert cfg["training"]["max_steps"] == 100 and cfg["training"]["save_steps"] == 50
+        # a checkpoint every eval_steps: each is a point of the run's accuracy trace
+        assert cfg["training"]["max_steps"] == 100 and cfg["training"]["save_steps"] == 5
         trained.append((label, objective))
     assert trained == [(m, o) for m in ("tiny-s", "tiny-m") for o in objectives]
     assert set(runs["runs"]) == {"tiny-s", "tiny-m"}
@@ -430,6 +431,9 @@ def test_study_steps_train_probe_ingest_and_measure_both_scales(tmp_path: Path) 
         assert keys[label] == {("base", label, 0)} | {
             (o, label, s) for o in objectives for s in (50, 100)
         }
+        # the accuracy trace (item 18's R) covers every saved checkpoint: 21 per run
+        trace = run_checkpoints(cfg.checkpoints.run_dirs[0], "all", model=label)
+        assert [c.step for c in trace] == list(range(0, 101, 5))
 
     rec.calls.clear()
     probed = step_probe(ctx)

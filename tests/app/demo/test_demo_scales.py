@@ -44,6 +44,7 @@ MINI = replace(
     sft_steps=QUICK.sft_steps,
     train_steps=2,
     save_steps=2,
+    eval_steps=1,  # the accuracy trace at steps 0, 1, 2
     probe_k=16,
     probe_questions=8,
     bench_questions=4,
@@ -122,6 +123,18 @@ def test_two_scales_run_through_the_study_steps_and_the_report(
     assert {c["model"] for c in with_retention} == set(models), json.dumps(
         {k[1]: (c["retention_error"], c["modes"]) for k, c in cks.items()}, default=str
     )[:2000]
+    # the entropy law per scale: each run's base size recorded as n_params (read from the
+    # saved base's safetensors), so the scaling pairs the two sizes and says it needs three
+    law = report["entropy_law"]
+    assert law is not None and {(r["run"], r["model"]) for r in law["runs"]} == {
+        (o, m) for o in OBJECTIVES for m in models
+    }
+    sizes = {r["model"]: r["n_params"] for r in law["runs"]}
+    assert sizes["tiny-s"] == 314_880 - 99 * 96 and sizes["tiny-m"] == 801_280 - 99 * 128
+    assert {e["run"] for e in law["scaling"]} <= set(OBJECTIVES)
+    assert all("the scaling fit needs 3" in e["reason"] for e in law["scaling"])
+    # steps 1 and 2 pair with a logged entropy (step 0 precedes them): two points, no fit
+    assert {r["entropies"]["global"]["points"]["steps"] == [1, 2] for r in law["runs"]} == {True}
     assoc = report["association"]
     assert assoc is not None and set(assoc["by_model"]) == set(models)
     assert assoc["metric"] == "toy-eval pass@4" and assoc["pooled"] is None

@@ -117,6 +117,21 @@ def test_sample_entropy_covariance_on_perturbed_checkpoints(
         assert np.mean(np.sign(p_pos) == np.sign(o_pos)) >= 0.95
     kinds = sorted(m.kind for m in res.measurements)
     assert kinds == ["covariance_transition", "covariance_transition", "tail", "tail_trajectories"]
+    # item 16 by group: each transition's positions summed per trajectory sampled under θ
+    for m in (m for m in res.measurements if m.kind == "covariance_transition"):
+        p = m.payload
+        mine = [x for x in positions if x["transition"] == p["transition"]]
+        assert p["from_run"] == "pert" and sum(p["trajectories"]["n_positions"]) == len(mine)
+        for i, tid in enumerate(p["trajectories"]["trajectory_id"]):
+            of = [x for x in mine if x["trajectory_id"] == tid]
+            assert p["trajectories"]["question_id"][i] == of[0]["question_id"]
+            assert p["trajectories"]["n_positions"][i] == len(of)
+            assert p["trajectories"]["predicted_sum"][i] == pytest.approx(
+                sum(x["predicted"] for x in of), rel=1e-12
+            )
+            assert p["trajectories"]["observed_sum"][i] == pytest.approx(
+                sum(x["observed"] for x in of), rel=1e-12
+            )
     # item 16's per-trajectory sums: the tail parquet's own c, summed per trajectory
     (sums,) = [m.payload for m in res.measurements if m.kind == "tail_trajectories"]
     c_tab = pq.read_table(out / "covariance" / "tail-pert--tiny--step20.parquet").to_pydict()
