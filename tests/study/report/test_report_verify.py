@@ -284,8 +284,9 @@ def test_verify_from_the_wheel_in_a_fresh_venv(engine, tmp_path: Path) -> None: 
         env=env,
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout.split()
+    )
+    assert where.returncode == 0, where.stderr[-3000:]
+    where = where.stdout.split()
     assert all(w.startswith(site) for w in where), where
     rcea = env_dir / "bin" / "rcea"
     res = subprocess.run(
