@@ -1,4 +1,4 @@
-"""The typed study report: pydantic models of what ``rcea.study.report.build`` produces.
+"""The typed study report: pydantic models of what ``rcea.study.report.compute`` produces.
 
 ``StudyReport`` is the response model of ``GET /api/studies/{id}/report``; its JSON Schema
 is written into every bundle (``report.schema.json``) and into ``docs/report.schema.json``;
@@ -444,6 +444,13 @@ class StudyReport(_Model):
     simulated: bool | None = Field(
         default=None, description="bundle only: labels came from simulated annotators"
     )
+
+
+def report_json(report: StudyReport) -> dict[str, Any]:
+    """``report`` as the JSON that ``--json``, ``--out`` and a bundle's ``report.json``
+    carry: every key the computation set (so a key added later is absent, not null, in a
+    report that never had it), in the schema's order."""
+    return report.model_dump(mode="json", exclude_unset=True)
 
 
 def report_json_schema() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Typed estimator sections of the study report (``rcea.study.report.schema.StudyReport``).
 
-One pydantic model per section that ``rcea.study.report.build`` fills from an ``rcea/audits/``
+One pydantic model per section that ``rcea.study.report.compute`` fills from an ``rcea/audits/``
 result:
 the keys are exactly those of the JSON the report has always carried (so published
 bundles keep verifying), now with types and a description each. Every quantity carries

@@ -18,7 +18,9 @@ from typer.testing import CliRunner
 
 from rcea.app.cli import app as cli
 from rcea.study.records.ingest import ingest_file
-from rcea.study.report.build import ENTROPY_ONLY_LABEL, build_report
+from rcea.study.report.build import build_report
+from rcea.study.report.publication import ENTROPY_ONLY_LABEL
+from rcea.study.report.schema import report_json
 from rcea.study.store import require_study, session_scope
 from rcea.study.store.measurements import record_measurement
 from tests.support.helpers import write_jsonl
@@ -41,7 +43,7 @@ README_PART = Path(__file__).resolve().parents[3] / "docs" / "reports.md"
 
 def build(engine, study: str = "rep", **kw: Any) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     with session_scope(engine) as s:
-        return build_report(s, study=study, n_boot=N_BOOT, **kw)
+        return report_json(build_report(s, study=study, n_boot=N_BOOT, **kw))
 
 
 def cli_json(*args: str) -> dict[str, Any]:
