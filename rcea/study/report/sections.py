@@ -20,7 +20,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rcea.audits.covariance import CovarianceFit
 from rcea.audits.modes import mode_entropy
+from rcea.audits.tail import TailDirectionSummary
 
 Dependency = Literal["partition", "validity"]
 
@@ -349,28 +351,6 @@ class ModeTailEndpoint(AtCheckpoint):
 # --------------------------------------------------------------------------- item 6
 
 
-class CovarianceFit(Section):
-    """Observed on predicted mean delta-H across transitions
-    (``rcea.audits.covariance.CovarianceFit``)."""
-
-    n: int = Field(description="transitions in the fit")
-    transitions: list[str] = Field(description="their labels")
-    sign_agreement: float | None = Field(description="share with the same sign")
-    spearman_rho: float | None = Field(description="Spearman rho")
-    spearman_p: float | None = Field(description="its p")
-    pearson_r: float | None = Field(description="Pearson r")
-    pearson_p: float | None = Field(description="its p")
-    slope: float | None = Field(description="OLS slope")
-    intercept: float | None = Field(description="OLS intercept")
-    r_squared: float | None = Field(description="R^2")
-    median_abs_error: float | None = Field(description="median |observed - predicted|")
-    median_relative_error: float | None = Field(description="median relative error")
-    n_relative_error: int = Field(description="transitions with a relative error")
-    n_zero_observed: int = Field(description="transitions with observed = 0")
-    excluded_runs: list[str] = Field(description="failed runs left out")
-    excluded_transitions: list[str] = Field(description="their transitions")
-
-
 class CovarianceTransition(Section):
     transition: str = Field(description="label run:model:from->to")
     run: str = Field(description="run")
@@ -436,29 +416,11 @@ class TailEndpoint(AtCheckpoint):
     report: TailReport = Field(description="the tail at this endpoint")
 
 
-class DirectionCount(Section):
-    selection: str = Field(description="q99 tail or the budget")
-    n_endpoints: int = Field(description="endpoints counted")
-    failure_greater: int = Field(description="endpoints with failure share > success share")
-    success_greater: int = Field(description="the reverse")
-    equal: int = Field(description="ties")
-    undefined: int = Field(description="endpoints with an undefined share")
-    mean_success_share: float | None = Field(description="mean success share")
-    mean_failure_share: float | None = Field(description="mean failure share")
-    mean_gap_failure_minus_success_pp: float | None = Field(description="mean gap (pp)")
-    undefined_endpoints: list[str] = Field(description="which endpoints were undefined")
-
-
-class DirectionCounts(Section):
-    quantile_tail: DirectionCount = Field(description="over the q99 tails")
-    budgets: list[DirectionCount] = Field(description="one per equal-count budget")
-
-
 class TailSection(Section):
     """Item 7: the reward-stratified tail per endpoint and the direction counts."""
 
     endpoints: list[TailEndpoint] = Field(description="one per endpoint")
-    direction_counts: DirectionCounts = Field(description="over non-failed endpoints")
+    direction_counts: TailDirectionSummary = Field(description="over non-failed endpoints")
 
 
 # --------------------------------------------------------------------------- items 8, 9, 14
