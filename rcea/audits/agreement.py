@@ -25,7 +25,7 @@ an error naming the pairs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rcea.audits._checks import check_same_length
@@ -66,10 +66,12 @@ def check_labels(labels: Sequence[Any], name: str, *, allow_empty: bool = False)
 class ClassMetrics:
     """Precision, recall and F1 of one class (``support`` = count in the reference)."""
 
-    precision: float
-    recall: float
-    f1: float
-    support: int
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    precision: float = field(metadata={"description": "precision"})
+    recall: float = field(metadata={"description": "recall"})
+    f1: float = field(metadata={"description": "F1"})
+    support: int = field(metadata={"description": "count in the reference"})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,12 +86,18 @@ class ClassMetrics:
 class AgreementResult:
     """Agreement of labels x with reference labels y over n pairs."""
 
-    n_pairs: int
-    macro_f1: float
-    accuracy: float
-    cohen_kappa: float | None
-    per_class: dict[str, ClassMetrics]
-    confusion: dict[str, dict[str, int]]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    n_pairs: int = field(metadata={"description": "pairs compared"})
+    macro_f1: float = field(metadata={"description": "macro F1 over same/different"})
+    accuracy: float = field(metadata={"description": "accuracy"})
+    cohen_kappa: float | None = field(metadata={"description": "Cohen's kappa"})
+    per_class: dict[str, ClassMetrics] = field(
+        metadata={"description": "same / different -> scores"}
+    )
+    confusion: dict[str, dict[str, int]] = field(
+        metadata={"description": "reference -> label -> count"}
+    )
 
     @property
     def different_precision(self) -> float:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rcea.audits.agreement import AgreementResult
 from rcea.audits.covariance import CovarianceFit
 from rcea.audits.modes import mode_entropy
 from rcea.audits.tail import TailDirectionSummary
@@ -569,24 +570,6 @@ class AssociationSection(Section):
 # --------------------------------------------------------------------------- the gate
 
 
-class ClassScores(Section):
-    precision: float = Field(description="precision")
-    recall: float = Field(description="recall")
-    f1: float = Field(description="F1")
-    support: int = Field(description="count in the reference")
-
-
-class Agreement(Section):
-    """``rcea.audits.agreement.AgreementResult``."""
-
-    n_pairs: int = Field(description="pairs compared")
-    macro_f1: float = Field(description="macro F1 over same/different")
-    accuracy: float = Field(description="accuracy")
-    cohen_kappa: float | None = Field(description="Cohen's kappa")
-    per_class: dict[str, ClassScores] = Field(description="same / different -> scores")
-    confusion: dict[str, dict[str, int]] = Field(description="reference -> label -> count")
-
-
 class Requirement(Section):
     name: str = Field(description="requirement")
     value: float | None = Field(description="its value")
@@ -650,10 +633,10 @@ class GateSection(Section):
     n_adjudicated: int = Field(description="pairs adjudicated")
     n_unresolved: int = Field(description="disagreements not adjudicated")
     excluded_pair_ids: list[str] = Field(description="the excluded pairs")
-    human_human: Agreement | None = Field(description="A vs B")
-    automatic_vs_reference: Agreement | None = Field(description="automatic vs reference")
-    automatic_vs_a: Agreement | None = Field(default=None, description="automatic vs A")
-    automatic_vs_b: Agreement | None = Field(default=None, description="automatic vs B")
+    human_human: AgreementResult | None = Field(description="A vs B")
+    automatic_vs_reference: AgreementResult | None = Field(description="automatic vs reference")
+    automatic_vs_a: AgreementResult | None = Field(default=None, description="automatic vs A")
+    automatic_vs_b: AgreementResult | None = Field(default=None, description="automatic vs B")
     sequential: dict[str, Any] | None = Field(
         default=None,
         description="the interim report under the rubric's [sequential] plan "

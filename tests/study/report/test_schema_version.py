@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 FINGERPRINTS = {
     "2": "559fdcd40a37a667503446877235368260165471475c512d3a2172ea0ebaff5b",
     "3": "523ba0d5b369c99027c07e61558be515618a653fb0f174db9f23dff7306f39ef",
-    "4": "5735ddbe246504a8a5d20f7f37aadc24d22ab8ca82e9cd4fe47a4ead6559e251",
+    "4": "8934f86e9a229adecfc49d336046be10896a5c72957b9aefca517f82761a1906",
 }
 
 
