@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rcea.audits._checks import check_same_length
+from rcea.audits._common import dataclass_dict
 
 __all__ = [
     "DIFFERENT",
@@ -74,12 +75,7 @@ class ClassMetrics:
     support: int = field(metadata={"description": "count in the reference"})
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "precision": self.precision,
-            "recall": self.recall,
-            "f1": self.f1,
-            "support": self.support,
-        }
+        return dataclass_dict(self)
 
 
 @dataclass(frozen=True)
@@ -108,14 +104,7 @@ class AgreementResult:
         return self.per_class[DIFFERENT].recall
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "n_pairs": self.n_pairs,
-            "macro_f1": self.macro_f1,
-            "accuracy": self.accuracy,
-            "cohen_kappa": self.cohen_kappa,
-            "per_class": {k: v.to_dict() for k, v in self.per_class.items()},
-            "confusion": {k: dict(v) for k, v in self.confusion.items()},
-        }
+        return dataclass_dict(self)
 
 
 def _ratio(num: int, den: int) -> float:
