@@ -27,7 +27,9 @@ from typing import Any
 
 import pandas as pd
 
-from rcea.study.report.build import build_report, gather_inputs
+from rcea.study.report.build import build_report
+from rcea.study.report.inputs import gather_inputs
+from rcea.study.report.schema import report_json
 from rcea.study.report.sources import ReportSourceError, bundle_rows, report_from_path
 from rcea.study.settings import Settings
 from rcea.study.store import make_engine, session_scope
@@ -135,7 +137,7 @@ def open_study(study: str, *, store_url: str | None = None, **params: Any) -> Re
     engine = make_engine(url)
     try:
         with session_scope(engine) as session:
-            report = build_report(session, study=study, **params)
+            report = report_json(build_report(session, study=study, **params))
             rows = gather_inputs(session, study=study, **params)["rows"]
     finally:
         engine.dispose()

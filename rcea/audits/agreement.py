@@ -25,10 +25,11 @@ an error naming the pairs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rcea.audits._checks import check_same_length
+from rcea.audits._common import dataclass_dict
 
 __all__ = [
     "DIFFERENT",
@@ -66,30 +67,33 @@ def check_labels(labels: Sequence[Any], name: str, *, allow_empty: bool = False)
 class ClassMetrics:
     """Precision, recall and F1 of one class (``support`` = count in the reference)."""
 
-    precision: float
-    recall: float
-    f1: float
-    support: int
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    precision: float = field(metadata={"description": "precision"})
+    recall: float = field(metadata={"description": "recall"})
+    f1: float = field(metadata={"description": "F1"})
+    support: int = field(metadata={"description": "count in the reference"})
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "precision": self.precision,
-            "recall": self.recall,
-            "f1": self.f1,
-            "support": self.support,
-        }
+        return dataclass_dict(self)
 
 
 @dataclass(frozen=True)
 class AgreementResult:
     """Agreement of labels x with reference labels y over n pairs."""
 
-    n_pairs: int
-    macro_f1: float
-    accuracy: float
-    cohen_kappa: float | None
-    per_class: dict[str, ClassMetrics]
-    confusion: dict[str, dict[str, int]]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    n_pairs: int = field(metadata={"description": "pairs compared"})
+    macro_f1: float = field(metadata={"description": "macro F1 over same/different"})
+    accuracy: float = field(metadata={"description": "accuracy"})
+    cohen_kappa: float | None = field(metadata={"description": "Cohen's kappa"})
+    per_class: dict[str, ClassMetrics] = field(
+        metadata={"description": "same / different -> scores"}
+    )
+    confusion: dict[str, dict[str, int]] = field(
+        metadata={"description": "reference -> label -> count"}
+    )
 
     @property
     def different_precision(self) -> float:
@@ -100,14 +104,7 @@ class AgreementResult:
         return self.per_class[DIFFERENT].recall
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "n_pairs": self.n_pairs,
-            "macro_f1": self.macro_f1,
-            "accuracy": self.accuracy,
-            "cohen_kappa": self.cohen_kappa,
-            "per_class": {k: v.to_dict() for k, v in self.per_class.items()},
-            "confusion": {k: dict(v) for k, v in self.confusion.items()},
-        }
+        return dataclass_dict(self)
 
 
 def _ratio(num: int, den: int) -> float:

@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 
 from rcea.audits._checks import as_float_array, check_positive_int, check_same_length
+from rcea.audits._common import dataclass_dict
 from rcea.audits.association import pearson_correlation, spearman_correlation
 
 __all__ = [
@@ -393,45 +394,33 @@ class CovarianceFit:
     transitions with obs ≠ 0 (``n_relative_error`` used, ``n_zero_observed`` skipped).
     Spearman/Pearson p-values are two-sided (``rcea.audits.association``). ``excluded_runs``:
     the failed runs passed in; ``excluded_transitions``: the transitions of this scope
-    dropped because they belong to one. Undefined statistics are ``None``.
+    dropped because they belong to one. Undefined statistics are ``None``. The
+    report's ``covariance.pooled`` and ``covariance.groups`` values are this result.
     """
 
-    n: int
-    transitions: tuple[str, ...]
-    sign_agreement: float | None
-    spearman_rho: float | None
-    spearman_p: float | None
-    pearson_r: float | None
-    pearson_p: float | None
-    slope: float | None
-    intercept: float | None
-    r_squared: float | None
-    median_abs_error: float | None
-    median_relative_error: float | None
-    n_relative_error: int
-    n_zero_observed: int
-    excluded_runs: tuple[str, ...]
-    excluded_transitions: tuple[str, ...]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    n: int = field(metadata={"description": "transitions in the fit"})
+    transitions: tuple[str, ...] = field(metadata={"description": "their labels"})
+    sign_agreement: float | None = field(metadata={"description": "share with the same sign"})
+    spearman_rho: float | None = field(metadata={"description": "Spearman rho"})
+    spearman_p: float | None = field(metadata={"description": "its p"})
+    pearson_r: float | None = field(metadata={"description": "Pearson r"})
+    pearson_p: float | None = field(metadata={"description": "its p"})
+    slope: float | None = field(metadata={"description": "OLS slope"})
+    intercept: float | None = field(metadata={"description": "OLS intercept"})
+    r_squared: float | None = field(metadata={"description": "R^2"})
+    median_abs_error: float | None = field(
+        metadata={"description": "median |observed - predicted|"}
+    )
+    median_relative_error: float | None = field(metadata={"description": "median relative error"})
+    n_relative_error: int = field(metadata={"description": "transitions with a relative error"})
+    n_zero_observed: int = field(metadata={"description": "transitions with observed = 0"})
+    excluded_runs: tuple[str, ...] = field(metadata={"description": "failed runs left out"})
+    excluded_transitions: tuple[str, ...] = field(metadata={"description": "their transitions"})
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "transitions": list(self.transitions),
-            "sign_agreement": self.sign_agreement,
-            "spearman_rho": self.spearman_rho,
-            "spearman_p": self.spearman_p,
-            "pearson_r": self.pearson_r,
-            "pearson_p": self.pearson_p,
-            "slope": self.slope,
-            "intercept": self.intercept,
-            "r_squared": self.r_squared,
-            "median_abs_error": self.median_abs_error,
-            "median_relative_error": self.median_relative_error,
-            "n_relative_error": self.n_relative_error,
-            "n_zero_observed": self.n_zero_observed,
-            "excluded_runs": list(self.excluded_runs),
-            "excluded_transitions": list(self.excluded_transitions),
-        }
+        return dataclass_dict(self)
 
 
 #: The fit's summary statistics, in the order the report's quantities (``covfit_<name>``),

@@ -97,19 +97,29 @@ class OutcomeReport:
     ``coverage_success`` / ``coverage_failure`` are the shares of questions with
     K₊ ≥ k_min / K₋ ≥ k_min (those the conditional entropies can be reported on),
     ``share_solved`` those with K₊ ≥ 1 and ``share_mixed`` those with both outcomes
-    (H(R|x) > 0)."""
+    (H(R|x) > 0). The report's ``checkpoints[].outcome`` is this result: its fields,
+    with these descriptions, are the section's keys (``rcea.study.report.schema``)."""
 
-    n_questions: int
-    n_trajectories: int
-    k_min: int
-    accuracy: float
-    mean_accuracy: float
-    mean_outcome_entropy: float
-    sequence_outcome_term: float
-    coverage_success: float
-    coverage_failure: float
-    share_solved: float
-    share_mixed: float
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    n_questions: int = field(metadata={"description": "questions"})
+    n_trajectories: int = field(metadata={"description": "trajectories"})
+    k_min: int = field(metadata={"description": "K_r a conditional needs (coverage)"})
+    accuracy: float = field(metadata={"description": "share of R = 1 over trajectories"})
+    mean_accuracy: float = field(metadata={"description": "mean over questions of p̂₊(x)"})
+    mean_outcome_entropy: float = field(
+        metadata={"description": "mean over questions of H(R|x), nats"}
+    )
+    sequence_outcome_term: float = field(
+        metadata={
+            "description": "the H(R|x) term of Ĥ(Y|x) = H(R|x) + Σ_r p̂_r Ĥ(Y|R=r,x), mean "
+            "over questions"
+        }
+    )
+    coverage_success: float = field(metadata={"description": "share of questions with K₊ ≥ k_min"})
+    coverage_failure: float = field(metadata={"description": "share of questions with K₋ ≥ k_min"})
+    share_solved: float = field(metadata={"description": "share of questions with K₊ ≥ 1"})
+    share_mixed: float = field(metadata={"description": "share of questions with both outcomes"})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)

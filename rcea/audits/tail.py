@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -41,6 +41,7 @@ from rcea.audits._checks import (
     check_probability,
     check_same_length,
 )
+from rcea.audits._common import dataclass_dict
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -310,46 +311,46 @@ def reward_stratified_tail(
 
 @dataclass(frozen=True)
 class DirectionCount:
-    """Across endpoints: how many have the larger share in the failed stratum."""
+    """Across endpoints: how many have the larger share in the failed stratum (the
+    report's ``tail.direction_counts`` entries are this result)."""
 
-    selection: str
-    n_endpoints: int
-    failure_greater: int
-    success_greater: int
-    equal: int
-    undefined: int
-    mean_success_share: float | None
-    mean_failure_share: float | None
-    mean_gap_failure_minus_success_pp: float | None
-    undefined_endpoints: tuple[str, ...]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    selection: str = field(metadata={"description": "q99 tail or the budget"})
+    n_endpoints: int = field(metadata={"description": "endpoints counted"})
+    failure_greater: int = field(
+        metadata={"description": "endpoints with failure share > success share"}
+    )
+    success_greater: int = field(metadata={"description": "the reverse"})
+    equal: int = field(metadata={"description": "ties"})
+    undefined: int = field(metadata={"description": "endpoints with an undefined share"})
+    mean_success_share: float | None = field(metadata={"description": "mean success share"})
+    mean_failure_share: float | None = field(metadata={"description": "mean failure share"})
+    mean_gap_failure_minus_success_pp: float | None = field(
+        metadata={"description": "mean gap (pp)"}
+    )
+    undefined_endpoints: tuple[str, ...] = field(
+        metadata={"description": "which endpoints were undefined"}
+    )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "selection": self.selection,
-            "n_endpoints": self.n_endpoints,
-            "failure_greater": self.failure_greater,
-            "success_greater": self.success_greater,
-            "equal": self.equal,
-            "undefined": self.undefined,
-            "mean_success_share": self.mean_success_share,
-            "mean_failure_share": self.mean_failure_share,
-            "mean_gap_failure_minus_success_pp": self.mean_gap_failure_minus_success_pp,
-            "undefined_endpoints": list(self.undefined_endpoints),
-        }
+        return dataclass_dict(self)
 
 
 @dataclass(frozen=True)
 class TailDirectionSummary:
-    """Direction counts for the quantile tail and each equal-count budget."""
+    """Direction counts for the quantile tail and each equal-count budget (the report's
+    ``tail.direction_counts``)."""
 
-    quantile_tail: DirectionCount
-    budgets: tuple[DirectionCount, ...]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    quantile_tail: DirectionCount = field(metadata={"description": "over the q99 tails"})
+    budgets: tuple[DirectionCount, ...] = field(
+        metadata={"description": "one per equal-count budget"}
+    )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "quantile_tail": self.quantile_tail.to_dict(),
-            "budgets": [b.to_dict() for b in self.budgets],
-        }
+        return dataclass_dict(self)
 
 
 def _count(selection: str, rows: list[tuple[str, float | None, float | None]]) -> DirectionCount:

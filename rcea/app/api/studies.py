@@ -80,8 +80,8 @@ def get_study_report(
     association_k: Annotated[int | None, Query(ge=1, le=INT_MAX)] = None,
     association_pooled: bool = False,
 ) -> StudyReport:
-    """The study report (``rcea.study.report.build.build_report``), validated into
-    ``rcea.study.report.schema.StudyReport`` (keys: docs/report-keys.md).
+    """The study report (``rcea.study.report.build.build_report``, the typed
+    ``rcea.study.report.schema.StudyReport``; keys: docs/report-keys.md).
     Estimator settings left out come from the gate rubric, else the defaults."""
 
     study = study_by_id(session, study_id)
@@ -100,10 +100,9 @@ def get_study_report(
             association_k=association_k,
             association_pooled=association_pooled,
         )
-        rep = build_report(session, study=study.name, params=params)
+        return build_report(session, study=study.name, params=params)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
-    return StudyReport.model_validate(rep)
 
 
 @router.get("/{study_id}/audits/{audit}/gate")

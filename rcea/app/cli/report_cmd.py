@@ -23,10 +23,12 @@ from rcea.app.cli.options import JSON_OPTION, STUDY_OPTION
 from rcea.audits.inputs import check_output_file
 from rcea.study.report import figures as report_figures
 from rcea.study.report import paper
-from rcea.study.report.build import FILL_TOKEN_ENTROPIES, build_report
+from rcea.study.report.build import build_report
+from rcea.study.report.compute import FILL_TOKEN_ENTROPIES
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.publication import PublishRefused, display_label
 from rcea.study.report.publish import publish_report
+from rcea.study.report.schema import report_json
 from rcea.study.report.signing import SignatureError, generate_keypair
 from rcea.study.report.sources import ReportSourceError, report_from_path
 from rcea.study.report.verify import BundleError, verify_bundle
@@ -150,7 +152,9 @@ def build(
     with store_session(as_json) as s:
         if out is not None:  # before the build records its attempt
             check_output_file(out)
-        rep = build_report(s, study=study, params=params, progress=is_tty() and not as_json)
+        rep = report_json(
+            build_report(s, study=study, params=params, progress=is_tty() and not as_json)
+        )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rep, indent=2, allow_nan=False) + "\n", encoding="utf-8")
@@ -284,7 +288,7 @@ def _report_of(source: str, as_json: bool) -> dict[str, Any]:
         except ReportSourceError as exc:
             fail(str(exc), as_json=as_json)
     with store_session(as_json) as s:
-        return build_report(s, study=source, params=ReportParameters())
+        return report_json(build_report(s, study=source, params=ReportParameters()))
 
 
 def _write_files(out: Path, files: dict[str, bytes], as_json: bool) -> list[str]:

@@ -25,7 +25,7 @@ from rcea.audits.rubric import load_rubric
 from rcea.audits.sequential import planned_gate
 from rcea.audits.thresholds import GateThresholds
 from rcea.pipeline.records import RecordValidationError, read_records
-from rcea.study.report.build import FILL_TOKEN_ENTROPIES
+from rcea.study.report.compute import FILL_TOKEN_ENTROPIES
 from rcea.study.report.estimates import (
     checkpoint_entropy,
     realization_table,

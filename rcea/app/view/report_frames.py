@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 
 from rcea.audits.covariance import FIT_SUMMARY
+from rcea.audits.tail import TailDirectionSummary
 from rcea.study.report.publication import changed_marks, display_label
 from rcea.study.report.schema import CheckpointReport, StudyReport
-from rcea.study.report.sections import DirectionCounts
 
 Report = StudyReport
 
@@ -243,13 +243,9 @@ def fit_frame(report: Report) -> pd.DataFrame:
     cov = report.covariance
     rows = []
     if cov is not None:
-        rows.append({"scope": "pooled (non-failed)", **cov.pooled.model_dump(include=_FIT)})
-        for name, fit in sorted(cov.groups.items()):
-            rows.append({"scope": name, **fit.model_dump(include=_FIT)})
+        for name, fit in [("pooled (non-failed)", cov.pooled), *sorted(cov.groups.items())]:
+            rows.append({"scope": name, **{k: getattr(fit, k) for k in FIT_COLUMNS}})
     return pd.DataFrame(rows, columns=["scope", *FIT_COLUMNS])
-
-
-_FIT = set(FIT_COLUMNS)
 
 
 def q99_frame(report: Report) -> pd.DataFrame:
@@ -372,14 +368,14 @@ def association_frame(report: Report) -> pd.DataFrame:
     )
 
 
-def direction_counts_frame(counts: DirectionCounts) -> pd.DataFrame:
+def direction_counts_frame(counts: TailDirectionSummary) -> pd.DataFrame:
     """The report's ``tail.direction_counts`` (the q99 tail, then each equal-count
     budget) as one row per selection; lists are joined for display."""
     rows = [counts.quantile_tail, *counts.budgets]
     flat = [
         {
             k: ", ".join(map(str, v)) if isinstance(v, list | tuple) else v
-            for k, v in r.model_dump().items()
+            for k, v in r.to_dict().items()
         }
         for r in rows
     ]

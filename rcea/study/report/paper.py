@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from rcea.study.report.build import AUDITED_LABEL, ENTROPY_ONLY_LABEL, INSUFFICIENT_LABEL
+from rcea.study.report.publication import AUDITED_LABEL, ENTROPY_ONLY_LABEL, INSUFFICIENT_LABEL
 
 #: the label of a quantity → its mark in a cell
 MARKS = {AUDITED_LABEL: "a", ENTROPY_ONLY_LABEL: "u", INSUFFICIENT_LABEL: "*"}

@@ -1,6 +1,7 @@
 """The report's parameters, one typed object: what ``rcea report build`` / ``publish``,
 the API's report route and the view pass to :func:`rcea.study.report.build.build_report`,
-:func:`~rcea.study.report.build.gather_inputs` and :func:`rcea.study.report.publish.publish_report`.
+:func:`~rcea.study.report.inputs.gather_inputs` and
+:func:`rcea.study.report.publish.publish_report`.
 """
 
 from __future__ import annotations

@@ -45,18 +45,15 @@ from rcea.pipeline.safety import path_under, write_private
 from rcea.study.pair_audit.freeze import FreezeError, partition_modes
 from rcea.study.pair_audit.gate import gate_status
 from rcea.study.report.attempt_labels import audited_pairs
-from rcea.study.report.build import (
-    ENTROPY_ONLY_LABEL,
-    compute_report,
-    gather_inputs,
-    mode_labels_from_rows,
-    with_time,
-)
+from rcea.study.report.build import with_time
+from rcea.study.report.compute import compute_report, mode_labels_from_rows
 from rcea.study.report.figures import make_figures
 from rcea.study.report.html import render_html
+from rcea.study.report.inputs import gather_inputs
 from rcea.study.report.parameters import ReportParameters
 from rcea.study.report.publication import (
     BUNDLE_FORMAT,
+    ENTROPY_ONLY_LABEL,
     PUBLISH_EVENT,
     SIMULATED_EVENT,
     PublishRefused,
@@ -64,7 +61,7 @@ from rcea.study.report.publication import (
     refusal_reasons,
     strip_audited,
 )
-from rcea.study.report.schema import report_json_schema_text
+from rcea.study.report.schema import report_json, report_json_schema_text
 from rcea.study.report.signing import sign_bundle
 from rcea.study.report.verify import compare, verify_bundle
 from rcea.study.store import append_event, list_events, require_study
@@ -101,7 +98,7 @@ def publish_report(
     :class:`~rcea.study.report.parameters.ReportParameters`."""
     require_study(session, name=study)
     inputs = gather_inputs(session, study=study, params=ReportParameters.of(params, **overrides))
-    report = with_time(compute_report(inputs, include_draws=True, progress=progress))
+    report = report_json(with_time(compute_report(inputs, include_draws=True, progress=progress)))
     rarefaction = _rarefaction(inputs, report)
     if not entropy_only:
         reasons = publication_refusals(session, report)
@@ -213,7 +210,7 @@ def publishability(
     which decide nothing here) and :func:`publication_refusals`, the publisher's own
     decision. What ``rcea status`` asks."""
     params = ReportParameters.of(params, n_boot=DECISION_N_BOOT)
-    report = compute_report(gather_inputs(session, study=study, params=params))
+    report = report_json(compute_report(gather_inputs(session, study=study, params=params)))
     return publication_refusals(session, report)
 
 

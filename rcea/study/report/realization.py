@@ -2,7 +2,7 @@
 item 15) per checkpoint, from the same rows and the same mode partition as the report's
 mode numbers, with its realization retention against the base of the same model.
 
-Kept apart from :mod:`rcea.study.report.build` (which calls :class:`RealizationCollector`
+Kept apart from :mod:`rcea.study.report.compute` (which calls :class:`RealizationCollector`
 once per checkpoint and :func:`realization_quantities` from its quantity list) so the
 section has one home: collected as each checkpoint is read, compared across checkpoints
 at the end, labelled like every mode-dependent number (audited only when the partition
@@ -41,7 +41,7 @@ def c_membership(r: dict[str, Any], use_partition: bool, has_verdicts: bool) -> 
     """Whether trajectory row ``r`` is in C (R = 1, accepted when ``has_verdicts``) and
     its mode label: from the partition (``in_partition`` / ``partition_mode``) when the
     mode numbers rest on one, else the ``mode`` column; a success the partition lacks is
-    ``uncertain`` (not in C) — the labels :class:`rcea.study.report.build.ModeLabels`
+    ``uncertain`` (not in C) — the labels :class:`rcea.study.report.compute.ModeLabels`
     gives the mode numbers."""
     in_c = int(r["reward"] == 1 and (not has_verdicts or r["validity"] == 1))
     if not use_partition:
@@ -54,7 +54,7 @@ class RealizationCollector:
     failures too). C = R = 1, accepted when ``has_verdicts`` (``validity == 1``), and
     its mode from the partition of ``pair["partition_id"]`` (``in_partition`` /
     ``partition_mode``) or else the ``mode`` column — exactly the labels
-    :class:`rcea.study.report.build.ModeLabels` gives the mode numbers; a success the
+    :class:`rcea.study.report.compute.ModeLabels` gives the mode numbers; a success the
     partition lacks, or labelled ``uncertain``, is not in C. A checkpoint whose
     trajectories lack ℓ or token entropies gets an error line instead of numbers."""
 
@@ -131,7 +131,7 @@ def realization_quantities(
     add: Callable[..., None],
 ) -> None:
     """Every number of the ``realization`` section through ``add`` (the quantity list's
-    adder of :func:`rcea.study.report.build.quantities`) with ``deps``, the mode
+    adder of :func:`rcea.study.report.publication.quantities`) with ``deps``, the mode
     numbers' dependencies: the macro numbers rest on the eligible questions (floor
     ``mode_entropy``), the realization retention on the questions eligible at both
     checkpoints (floor ``retention``)."""

@@ -1,6 +1,6 @@
 """The trajectory rows a report is computed from, one checkpoint at a time.
 
-:func:`rcea.study.report.build.compute_report_from` reads rows through a :class:`CheckpointRows`
+:func:`rcea.study.report.compute.compute_report_from` reads rows through a :class:`CheckpointRows`
 source: :class:`MemoryRows` over a bundle's ``inputs.json`` rows (``rcea report verify``,
 ``rcea report publish``) and :class:`StoreRows` over the store (``rcea report build``).
 The store source runs one query per checkpoint (the partition assignment and the
@@ -52,7 +52,7 @@ HASH_PAGE = 20_000
 
 
 class CheckpointRows(Protocol):
-    """Where :func:`rcea.study.report.build.compute_report_from` reads trajectory rows."""
+    """Where :func:`rcea.study.report.compute.compute_report_from` reads trajectory rows."""
 
     #: Whether validity comes from the production judge's verdicts (else the column).
     judged: bool

@@ -1,4 +1,4 @@
-"""The typed study report: pydantic models of what ``rcea.study.report.build`` produces.
+"""The typed study report: pydantic models of what ``rcea.study.report.compute`` produces.
 
 ``StudyReport`` is the response model of ``GET /api/studies/{id}/report``; its JSON Schema
 is written into every bundle (``report.schema.json``) and into ``docs/report.schema.json``;
@@ -16,13 +16,16 @@ producer's own training-curve metrics and the judge's calibration report stay op
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import typing
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
 
+from rcea.audits.entropy import OutcomeReport
 from rcea.study.report.law_sections import EntropyLawSection
 from rcea.study.report.replicates import ReplicatesSection
 from rcea.study.report.sections import (
@@ -295,24 +298,6 @@ class ImportRecord(_Model):
     n_special_stripped: int = Field(description="trailing special tokens stripped")
 
 
-class OutcomeSection(_Model):
-    """The rewards-only numbers of one checkpoint (rcea.audits.entropy.OutcomeReport)."""
-
-    n_questions: int = Field(description="questions")
-    n_trajectories: int = Field(description="trajectories")
-    k_min: int = Field(description="K_r a conditional needs (coverage)")
-    accuracy: float = Field(description="share of R = 1 over trajectories")
-    mean_accuracy: float = Field(description="mean over questions of p̂₊(x)")
-    mean_outcome_entropy: float = Field(description="mean over questions of H(R|x), nats")
-    sequence_outcome_term: float = Field(
-        description="the H(R|x) term of Ĥ(Y|x) = H(R|x) + Σ_r p̂_r Ĥ(Y|R=r,x), mean over questions"
-    )
-    coverage_success: float = Field(description="share of questions with K₊ ≥ k_min")
-    coverage_failure: float = Field(description="share of questions with K₋ ≥ k_min")
-    share_solved: float = Field(description="share of questions with K₊ ≥ 1")
-    share_mixed: float = Field(description="share of questions with both outcomes")
-
-
 class FlowStage(_Model):
     trajectories: int = Field(description="trajectories at this stage")
     questions: int = Field(description="distinct questions among them")
@@ -345,7 +330,7 @@ class CheckpointReport(_Model):
     failed_run: bool = Field(
         description="its (run, model) failed (item 9); the same run at another model is unaffected"
     )
-    outcome: OutcomeSection = Field(
+    outcome: OutcomeReport = Field(
         description="item 1 from rewards alone (rcea.audits.entropy.OutcomeReport): every "
         "checkpoint has it, with or without token entropies"
     )
@@ -454,6 +439,13 @@ class StudyReport(_Model):
     )
 
 
+def report_json(report: StudyReport) -> dict[str, Any]:
+    """``report`` as the JSON that ``--json``, ``--out`` and a bundle's ``report.json``
+    carry: every key the computation set (so a key added later is absent, not null, in a
+    report that never had it), in the schema's order."""
+    return report.model_dump(mode="json", exclude_unset=True)
+
+
 def report_json_schema() -> dict[str, Any]:
     """The JSON Schema of :class:`StudyReport` (with ``$id`` naming the version)."""
     schema = StudyReport.model_json_schema()
@@ -473,8 +465,8 @@ def key_list_markdown() -> str:
         "",
     ]
 
-    def walk(model: type[BaseModel], prefix: str, depth: int) -> None:
-        for name, f in model.model_fields.items():
+    def walk(model: type, prefix: str, depth: int) -> None:
+        for name, f in _fields(model).items():
             lines.append(f"{'  ' * depth}* `{prefix}{name}`: {f.description or ''}")
             sub = _submodel(f.annotation)
             if sub is not None:
@@ -484,25 +476,43 @@ def key_list_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _submodel(annotation: Any) -> type[BaseModel] | None:
-    """The model inside ``annotation`` (``M``, ``M | None``, ``list[M]``,
-    ``dict[str, M]``), if any."""
+def _fields(model: type) -> dict[str, FieldInfo]:
+    """The fields of a model, or of an ``rcea/audits/`` result dataclass that is a section
+    (its descriptions in ``field(metadata={"description": ...})``, which pydantic reads
+    too; ``rcea/audits/`` imports no pydantic: the live metrics run on numpy alone)."""
+    if issubclass(model, BaseModel):
+        return model.model_fields
+    assert dataclasses.is_dataclass(model)  # _submodel yields models and dataclasses only
+    hints = typing.get_type_hints(model)
+    return {
+        f.name: FieldInfo(annotation=hints[f.name], description=f.metadata.get("description"))
+        for f in dataclasses.fields(model)
+    }
+
+
+def _submodel(annotation: Any) -> type | None:
+    """The model or result dataclass inside ``annotation`` (``M``, ``M | None``,
+    ``list[M]``, ``dict[str, M]``), if any."""
+
+    def section(t: Any) -> bool:
+        return isinstance(t, type) and (issubclass(t, BaseModel) or dataclasses.is_dataclass(t))
 
     for arg in (annotation, *typing.get_args(annotation)):
-        if isinstance(arg, type) and issubclass(arg, BaseModel):
-            return arg
+        if section(arg):
+            return arg  # type: ignore[no-any-return]  # section() checked it is a type
         for inner in typing.get_args(arg):
-            if isinstance(inner, type) and issubclass(inner, BaseModel):
-                return inner
+            if section(inner):
+                return inner  # type: ignore[no-any-return]  # section() checked it is a type
     return None
 
 
 def _container(annotation: Any) -> str:
-    """``[]`` for a list of models, ``{}`` for a mapping to models (``{key}``), else ``""``."""
+    """``[]`` for a list (or tuple) of models, ``{}`` for a mapping to models (``{key}``),
+    else ``""``."""
 
     for arg in (annotation, *typing.get_args(annotation)):
         origin = typing.get_origin(arg)
-        if origin is list:
+        if origin in (list, tuple):
             return "[]"
         if origin is dict:
             return "{}"

@@ -1,6 +1,6 @@
 """Typed estimator sections of the study report (``rcea.study.report.schema.StudyReport``).
 
-One pydantic model per section that ``rcea.study.report.build`` fills from an ``rcea/audits/``
+One pydantic model per section that ``rcea.study.report.compute`` fills from an ``rcea/audits/``
 result:
 the keys are exactly those of the JSON the report has always carried (so published
 bundles keep verifying), now with types and a description each. Every quantity carries
@@ -20,7 +20,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rcea.audits.agreement import AgreementResult
+from rcea.audits.covariance import CovarianceFit
 from rcea.audits.modes import mode_entropy
+from rcea.audits.tail import TailDirectionSummary
 
 Dependency = Literal["partition", "validity"]
 
@@ -349,28 +352,6 @@ class ModeTailEndpoint(AtCheckpoint):
 # --------------------------------------------------------------------------- item 6
 
 
-class CovarianceFit(Section):
-    """Observed on predicted mean delta-H across transitions
-    (``rcea.audits.covariance.CovarianceFit``)."""
-
-    n: int = Field(description="transitions in the fit")
-    transitions: list[str] = Field(description="their labels")
-    sign_agreement: float | None = Field(description="share with the same sign")
-    spearman_rho: float | None = Field(description="Spearman rho")
-    spearman_p: float | None = Field(description="its p")
-    pearson_r: float | None = Field(description="Pearson r")
-    pearson_p: float | None = Field(description="its p")
-    slope: float | None = Field(description="OLS slope")
-    intercept: float | None = Field(description="OLS intercept")
-    r_squared: float | None = Field(description="R^2")
-    median_abs_error: float | None = Field(description="median |observed - predicted|")
-    median_relative_error: float | None = Field(description="median relative error")
-    n_relative_error: int = Field(description="transitions with a relative error")
-    n_zero_observed: int = Field(description="transitions with observed = 0")
-    excluded_runs: list[str] = Field(description="failed runs left out")
-    excluded_transitions: list[str] = Field(description="their transitions")
-
-
 class CovarianceTransition(Section):
     transition: str = Field(description="label run:model:from->to")
     run: str = Field(description="run")
@@ -479,29 +460,11 @@ class TailEndpoint(AtCheckpoint):
     report: TailReport = Field(description="the tail at this endpoint")
 
 
-class DirectionCount(Section):
-    selection: str = Field(description="q99 tail or the budget")
-    n_endpoints: int = Field(description="endpoints counted")
-    failure_greater: int = Field(description="endpoints with failure share > success share")
-    success_greater: int = Field(description="the reverse")
-    equal: int = Field(description="ties")
-    undefined: int = Field(description="endpoints with an undefined share")
-    mean_success_share: float | None = Field(description="mean success share")
-    mean_failure_share: float | None = Field(description="mean failure share")
-    mean_gap_failure_minus_success_pp: float | None = Field(description="mean gap (pp)")
-    undefined_endpoints: list[str] = Field(description="which endpoints were undefined")
-
-
-class DirectionCounts(Section):
-    quantile_tail: DirectionCount = Field(description="over the q99 tails")
-    budgets: list[DirectionCount] = Field(description="one per equal-count budget")
-
-
 class TailSection(Section):
     """Item 7: the reward-stratified tail per endpoint and the direction counts."""
 
     endpoints: list[TailEndpoint] = Field(description="one per endpoint")
-    direction_counts: DirectionCounts = Field(description="over non-failed endpoints")
+    direction_counts: TailDirectionSummary = Field(description="over non-failed endpoints")
 
 
 # --------------------------------------------------------------------------- items 8, 9, 14
@@ -650,24 +613,6 @@ class AssociationSection(Section):
 # --------------------------------------------------------------------------- the gate
 
 
-class ClassScores(Section):
-    precision: float = Field(description="precision")
-    recall: float = Field(description="recall")
-    f1: float = Field(description="F1")
-    support: int = Field(description="count in the reference")
-
-
-class Agreement(Section):
-    """``rcea.audits.agreement.AgreementResult``."""
-
-    n_pairs: int = Field(description="pairs compared")
-    macro_f1: float = Field(description="macro F1 over same/different")
-    accuracy: float = Field(description="accuracy")
-    cohen_kappa: float | None = Field(description="Cohen's kappa")
-    per_class: dict[str, ClassScores] = Field(description="same / different -> scores")
-    confusion: dict[str, dict[str, int]] = Field(description="reference -> label -> count")
-
-
 class Requirement(Section):
     name: str = Field(description="requirement")
     value: float | None = Field(description="its value")
@@ -731,10 +676,10 @@ class GateSection(Section):
     n_adjudicated: int = Field(description="pairs adjudicated")
     n_unresolved: int = Field(description="disagreements not adjudicated")
     excluded_pair_ids: list[str] = Field(description="the excluded pairs")
-    human_human: Agreement | None = Field(description="A vs B")
-    automatic_vs_reference: Agreement | None = Field(description="automatic vs reference")
-    automatic_vs_a: Agreement | None = Field(default=None, description="automatic vs A")
-    automatic_vs_b: Agreement | None = Field(default=None, description="automatic vs B")
+    human_human: AgreementResult | None = Field(description="A vs B")
+    automatic_vs_reference: AgreementResult | None = Field(description="automatic vs reference")
+    automatic_vs_a: AgreementResult | None = Field(default=None, description="automatic vs A")
+    automatic_vs_b: AgreementResult | None = Field(default=None, description="automatic vs B")
     sequential: dict[str, Any] | None = Field(
         default=None,
         description="the interim report under the rubric's [sequential] plan "

@@ -10,7 +10,7 @@ without a store or Label Studio:
 * every file's SHA-256 against ``hashes.json`` (and no unlisted file);
 * the record-set hash from the rows, the partition hash from the partition, the rubric
   hash from ``rubric.toml``, the judge hash against the report's validity state;
-* the whole report, recomputed by :func:`rcea.study.report.build.compute_report` (the same
+* the whole report, recomputed by :func:`rcea.study.report.compute.compute_report` (the same
   ``rcea/audits/`` functions, the same seeds — every bootstrap CI is redrawn) and compared
   field by field with ``report.json``: exact for counts, strings, flags and hashes,
   ``FLOAT_RTOL`` relative for floats;
@@ -50,10 +50,11 @@ from rcea.audits.partition import partition_hash
 from rcea.audits.rubric import parse_rubric
 from rcea.pipeline.llm import canonical_json
 from rcea.study.report.attempts import chain_problems, label_key, pair_gate, rederive
-from rcea.study.report.build import ENTROPY_ONLY_LABEL, compute_report, mode_labels_from_rows
+from rcea.study.report.compute import compute_report, mode_labels_from_rows
 from rcea.study.report.html import changes_text
 from rcea.study.report.publication import (
     CHANGED_LABEL,
+    ENTROPY_ONLY_LABEL,
     display_label,
     evidence_lines,
     publication_scope,
@@ -61,7 +62,7 @@ from rcea.study.report.publication import (
     strip_audited,
 )
 from rcea.study.report.rows import record_set_hash
-from rcea.study.report.schema import StudyReport
+from rcea.study.report.schema import StudyReport, report_json
 from rcea.study.report.sections import RetentionSection
 from rcea.study.report.signing import SignatureError, verify_signature
 
@@ -325,7 +326,7 @@ def _verify(bundle: Path, public_key: Path | None) -> Verification:
             loc = ".".join(str(x) for x in err["loc"])
             bad.append(f"report.json {loc}: does not match the StudyReport schema ({err['msg']})")
     try:
-        again = compute_report(inputs, include_draws=True)
+        again = report_json(compute_report(inputs, include_draws=True))
     except Exception as exc:  # noqa: BLE001 - any failure on edited inputs is a finding
         bad.append(f"report: cannot be recomputed from inputs.json ({type(exc).__name__}: {exc})")
         return res

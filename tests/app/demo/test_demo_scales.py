@@ -27,6 +27,7 @@ from rcea.app.demo.study import (
     step_probe,
     step_train,
 )
+from rcea.study.report.schema import report_json
 
 pytestmark = [
     pytest.mark.slow,
@@ -108,12 +109,14 @@ def test_two_scales_run_through_the_study_steps_and_the_report(
         assert {(kind, m) for m in models} <= meas, (kind, sorted(meas))
 
     with session_scope(eng) as s:
-        report = build_report(
-            s,
-            study="mini",
-            partition=ctx.state.result("codebook")["partition_hash"],
-            n_min=2,
-            n_boot=200,
+        report = report_json(
+            build_report(
+                s,
+                study="mini",
+                partition=ctx.state.result("codebook")["partition_hash"],
+                n_min=2,
+                n_boot=200,
+            )
         )
     cks = {(c["run"], c["model"], c["step"]): c for c in report["checkpoints"]}
     assert set(cks) == expected

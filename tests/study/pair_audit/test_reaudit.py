@@ -18,6 +18,7 @@ from rcea.study import events
 from rcea.study.pair_audit.freeze import FreezeError, freeze_rubric
 from rcea.study.pair_audit.gate import decide_gate, gate_status, record_final_gate
 from rcea.study.pair_audit.sampling import audit_pairs, draw_audit
+from rcea.study.report.schema import report_json
 from rcea.study.store import list_events, session_scope
 from rcea.study.store.models import Audit
 from tests.support.helpers import RUBRIC, rubric_file
@@ -134,7 +135,7 @@ def test_report_states_the_failure_after_a_passing_reaudit(engine, tmp_path: Pat
         passed = {**live, "status": "passed", "report": {**live["report"], "passed": True}}
         record_final_gate(s, audit, passed, "r")
     with session_scope(engine) as s:
-        rep = build_report(s, study="s", n_boot=200)
+        rep = report_json(build_report(s, study="s", n_boot=200))
         first_name, second_name = s.get(Audit, first).name, s.get(Audit, second).name
     pair = rep["audits"]["pair"]
     assert (pair["status"], pair["audit"], pair["blocked_by"]) == ("passed", second_name, None)

@@ -15,7 +15,7 @@ from rcea.study.pair_audit.gate import decide_gate
 from rcea.study.report.attempts import chain, chain_problems
 from rcea.study.report.build import build_report
 from rcea.study.report.publish import publish_report
-from rcea.study.report.schema import StudyReport
+from rcea.study.report.schema import StudyReport, report_json
 from rcea.study.report.verify import verify_bundle
 from rcea.study.store import session_scope
 from rcea.study.store.models import Audit
@@ -38,7 +38,7 @@ def _two_attempts(engine, tmp_path: Path) -> tuple[str, str]:  # type: ignore[no
 def test_report_lists_every_attempt(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     first, second = _two_attempts(engine, tmp_path)
     with session_scope(engine) as s:
-        rep = build_report(s, study="s", n_boot=200)
+        rep = report_json(build_report(s, study="s", n_boot=200))
     StudyReport.model_validate(rep)
     got = [(a["kind"], a["name"], a["attempt"], a["outcome"], a["reason"]) for a in rep["attempts"]]
     assert got == [
@@ -218,7 +218,7 @@ def test_an_abandoned_attempt_stays_on_the_record(  # type: ignore[no-untyped-de
         assert decide_gate(s, s.get(Audit, second), final=True, actor="r")["status"] == "passed"
         with pytest.raises(FreezeError, match="final gate on record"):
             abandon_audit(s, s.get(Audit, second), reason="too late", actor="r")
-        rep = build_report(s, study="s", n_boot=200)
+        rep = report_json(build_report(s, study="s", n_boot=200))
     StudyReport.model_validate(rep)
     a, b = rep["attempts"]
     assert (a["name"], a["outcome"], a["abandon_reason"]) == (
@@ -366,7 +366,7 @@ def test_a_change_after_a_failed_attempt_is_shown_and_verified(engine, tmp_path:
                 "failed" if name == "c1" else "passed"
             )
     with session_scope(engine) as s:
-        rep = build_report(s, study="s", n_boot=200)
+        rep = report_json(build_report(s, study="s", n_boot=200))
         res = publish_report(
             s, study="s", out_dir=tmp_path / "out", actor="p", n_boot=200, entropy_only=True
         )

@@ -20,13 +20,15 @@ from rcea.audits.acceptance import JudgeAcceptance
 from rcea.study import events
 from rcea.study.logins import add_researcher, logins_path
 from rcea.study.report import paper
-from rcea.study.report.build import AUDITED_LABEL, build_report
+from rcea.study.report.build import build_report
 from rcea.study.report.publication import (
+    AUDITED_LABEL,
     CHANGED_LABEL,
     changed_marks,
     display_label,
     mark_changed_quantities,
 )
+from rcea.study.report.schema import report_json
 from rcea.study.report.verify import verify_bundle
 from rcea.study.settings import Settings, get_settings
 from rcea.study.store import append_event, require_study, session_scope
@@ -144,7 +146,7 @@ def _rewrite(bundle: Path, name: str, data: bytes) -> None:
 def test_every_surface_marks_each_audited_number(engine, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     _changed_calibration_study(engine, tmp_path)
     with session_scope(engine) as s:
-        rep = build_report(s, study="rep", n_boot=50)
+        rep = report_json(build_report(s, study="rep", n_boot=50))
     val = rep["audits"]["validity"]
     assert val["status"] == "calibrated" and val["calibration"] == "c2"
     assert rep["audits"]["pair"]["status"] == "passed"

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from rcea.app.cli import app
 from rcea.study.report.build import build_report
-from rcea.study.report.schema import StudyReport
+from rcea.study.report.schema import StudyReport, report_json
 from rcea.study.report.verify import verify_bundle
 from rcea.study.store import require_study, session_scope
 from rcea.study.store.measurements import record_measurement
@@ -65,7 +65,7 @@ def test_section_matches_scipy_on_the_stored_traces(engine, tmp_path: Path) -> N
     make_report_study(engine, tmp_path)
     _vary_curves(engine)
     with session_scope(engine) as s:
-        rep = build_report(s, study="rep", n_boot=200)
+        rep = report_json(build_report(s, study="rep", n_boot=200))
     StudyReport.model_validate(rep)
     sec = rep["entropy_law"]
     assert sec["fit_fraction"] == 0.15 and sec["without_trace"] == []

@@ -15,10 +15,10 @@ from rcea.app.cli import app
 from rcea.audits.rubric import EstimatorSettings, parse_rubric
 from rcea.study import events
 from rcea.study.records.ingest import ingest_file
-from rcea.study.report.build import AUDITED_LABEL, INSUFFICIENT_LABEL, build_report
-from rcea.study.report.publication import FULL_SCOPE
+from rcea.study.report.build import build_report
+from rcea.study.report.publication import AUDITED_LABEL, FULL_SCOPE, INSUFFICIENT_LABEL
 from rcea.study.report.publish import publish_report
-from rcea.study.report.schema import StudyReport
+from rcea.study.report.schema import StudyReport, report_json
 from rcea.study.report.verify import verify_bundle
 from rcea.study.store import append_event, require_study, session_scope
 from tests.support.helpers import RUBRIC, make_record, write_jsonl
@@ -70,7 +70,7 @@ def test_one_eligible_question_is_insufficient_evidence(  # type: ignore[no-unty
 ) -> None:
     _one_eligible(engine, tmp_path, eligible=1)
     with session_scope(engine) as s:
-        rep = build_report(s, study="s", n_boot=200)
+        rep = report_json(build_report(s, study="s", n_boot=200))
     StudyReport.model_validate(rep)
     val = [q for q in rep["quantities"] if q["section"] == "validity"]
     assert val and all(q["label"] == INSUFFICIENT_LABEL for q in val)
@@ -108,7 +108,7 @@ def test_one_eligible_question_is_insufficient_evidence(  # type: ignore[no-unty
 def test_enough_eligible_questions_are_audited(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _one_eligible(engine, tmp_path, eligible=12)
     with session_scope(engine) as s:
-        rep = build_report(s, study="s", n_boot=200)
+        rep = report_json(build_report(s, study="s", n_boot=200))
     val = [q for q in rep["quantities"] if q["section"] == "validity"]
     assert val and all(q["label"] == AUDITED_LABEL and q["evidence"] is None for q in val)
     assert rep["insufficient_evidence"] == []
@@ -117,7 +117,7 @@ def test_enough_eligible_questions_are_audited(engine, tmp_path: Path) -> None: 
 def test_flow_per_checkpoint(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _one_eligible(engine, tmp_path, eligible=1)
     with session_scope(engine) as s:
-        rep = build_report(s, study="s", n_boot=200)
+        rep = report_json(build_report(s, study="s", n_boot=200))
     (c,) = rep["checkpoints"]
     flow = c["flow"]
     # 8 + 39 trajectories in 40 questions, every one a success, judged and accepted by the
@@ -167,11 +167,11 @@ def test_each_quantity_has_its_own_floor() -> None:
 
 
 def test_the_validity_floor_applies_to_validity_only(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from rcea.study.report.build import quantities
+    from rcea.study.report.publication import quantities
 
     _one_eligible(engine, tmp_path, eligible=1)
     with session_scope(engine) as s:
-        rep = build_report(s, study="s", n_boot=200)
+        rep = report_json(build_report(s, study="s", n_boot=200))
     assert rep["parameters"]["min_evidence"]["validity"] == {"questions": 10, "share": 0.25}
     rep["parameters"]["min_evidence"]["validity"] = {"questions": 1, "share": 0.02}
     val = [q for q in quantities(rep) if q["section"] == "validity"]

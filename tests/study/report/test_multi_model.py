@@ -23,7 +23,7 @@ from rcea.app.cli import app as cli
 from rcea.app.view import report_frames as rf
 from rcea.study.records.ingest import ingest_file
 from rcea.study.report.build import build_report
-from rcea.study.report.schema import StudyReport
+from rcea.study.report.schema import StudyReport, report_json
 from rcea.study.store import require_study, session_scope
 from rcea.study.store.measurements import record_measurement
 from tests.support.helpers import write_jsonl
@@ -239,7 +239,7 @@ def make_study(engine, tmp_path: Path, path: Path, study: str, models: tuple[str
 
 def build(engine, study: str, **kw: Any) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     with session_scope(engine) as s:
-        return build_report(s, study=study, n_boot=N_BOOT, **kw)
+        return report_json(build_report(s, study=study, n_boot=N_BOOT, **kw))
 
 
 def _plain(df: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from rcea.study.report.build import pair_audit_state
+from rcea.study.report.inputs import pair_audit_state
 from rcea.study.report.publish import recompute_audits, recompute_calibration, recompute_gate
 from rcea.study.report.verify import compare
 from rcea.study.store import get_or_create_study, require_study, session_scope

@@ -11,6 +11,7 @@ from pathlib import Path
 from rcea.audits.covariance import FIT_SUMMARY
 from rcea.study.report.build import build_report
 from rcea.study.report.html import fmt, render_html
+from rcea.study.report.schema import report_json
 from rcea.study.store import session_scope
 from tests.support.report_study import (
     JUDGE,
@@ -78,7 +79,7 @@ def test_published_page_is_per_scale_with_an_appendix(engine, tmp_path: Path) ->
 def test_two_scales_and_blocked_status(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     make_report_study(engine, tmp_path)
     with session_scope(engine) as s:
-        rep = build_report(s, study="rep", n_boot=N_BOOT)
+        rep = report_json(build_report(s, study="rep", n_boot=N_BOOT))
     big = copy.deepcopy(rep["checkpoints"])
     for c in big:
         c["model"] = "big"

@@ -24,7 +24,7 @@ import pytest
 
 from rcea.app.view.report_frames import mode_covariance_frames
 from rcea.study.report.build import build_report
-from rcea.study.report.schema import StudyReport
+from rcea.study.report.schema import StudyReport, report_json
 from rcea.study.report.verify import verify_bundle
 from rcea.study.store import require_study, session_scope
 from rcea.study.store.measurements import record_measurement
@@ -128,7 +128,7 @@ def test_section_equals_the_plain_computation(engine, tmp_path: Path) -> None:  
     rows = transition_rows(report_records())
     add_transitions(engine, rows)
     with session_scope(engine) as s:
-        rep = build_report(s, study="rep", n_boot=N_BOOT)
+        rep = report_json(build_report(s, study="rep", n_boot=N_BOOT))
     sec = rep["mode_covariance"]
     assert sec["n_transitions"] == len(RUNS) * len(TRANSITIONS)
     assert sec["n_transitions_without_trajectories"] == 0 and sec["n_unmatched"] == 0
@@ -187,7 +187,7 @@ def test_section_equals_the_plain_computation(engine, tmp_path: Path) -> None:  
 def test_without_trajectory_sums_there_is_no_section(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     make_report_study(engine, tmp_path)  # its transitions carry means only
     with session_scope(engine) as s:
-        rep = build_report(s, study="rep", n_boot=N_BOOT)
+        rep = report_json(build_report(s, study="rep", n_boot=N_BOOT))
     assert rep["covariance"] and rep["mode_covariance"] is None
     assert not [q for q in rep["quantities"] if q["section"] == "mode_covariance"]
 

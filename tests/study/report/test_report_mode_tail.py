@@ -20,7 +20,7 @@ import pytest
 from rcea.app.view.report_frames import mode_tail_frame
 from rcea.audits.mode_tail import mode_stratified_tail, trajectory_sums
 from rcea.study.report.build import build_report
-from rcea.study.report.schema import StudyReport
+from rcea.study.report.schema import StudyReport, report_json
 from rcea.study.report.verify import verify_bundle
 from rcea.study.store import require_study, session_scope
 from rcea.study.store.measurements import record_measurement
@@ -82,7 +82,7 @@ def test_section_equals_the_token_computation(engine, tmp_path: Path) -> None:  
     records = report_records()
     add_sums(engine, records)
     with session_scope(engine) as s:
-        rep = build_report(s, study="rep", n_boot=N_BOOT)
+        rep = report_json(build_report(s, study="rep", n_boot=N_BOOT))
     section = rep["mode_tail"]
     assert [e["run"] for e in section] == sorted(RUNS)
     for e in section:

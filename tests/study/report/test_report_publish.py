@@ -27,8 +27,9 @@ from rcea.study.pair_audit.gate import gate_status
 from rcea.study.pair_audit.labels import record_annotation
 from rcea.study.pair_audit.sampling import audit_pairs
 from rcea.study.records.ingest import ingest_file
-from rcea.study.report.build import ENTROPY_ONLY_LABEL, build_report
-from rcea.study.report.publication import PublishRefused
+from rcea.study.report.build import build_report
+from rcea.study.report.publication import ENTROPY_ONLY_LABEL, PublishRefused
+from rcea.study.report.schema import report_json
 from rcea.study.store import list_events, require_study, session_scope
 from rcea.study.store.models import Audit, AuditLabel, AuditTask, Trajectory
 from tests.support.helpers import RUBRIC, fake_person, write_jsonl
@@ -101,7 +102,7 @@ def test_gate_bound_to_another_partition_does_not_count(engine, tmp_path: Path) 
     assert created and new.content_hash != res["partition_hash"]
     # by default the numbers rest on the gated partition ...
     with session_scope(engine) as s:
-        rep = build_report(s, study="rep", n_boot=N_BOOT)
+        rep = report_json(build_report(s, study="rep", n_boot=N_BOOT))
     pair = rep["audits"]["pair"]
     assert pair["partition_source"] == "gate" and pair["partition_hash"] == res["partition_hash"]
     assert pair["status"] == "passed" and all(q["publishable"] for q in rep["quantities"])
@@ -134,8 +135,8 @@ def test_estimator_settings_come_from_the_gate_rubric(engine, tmp_path: Path) ->
     rubric = RUBRIC + "\n[estimators]\nn_boot = 150\nseed = 4\nk_min = 6\n"
     final_gate(engine, draw(engine, tmp_path, rubric=rubric), passing=True)
     with session_scope(engine) as s:
-        rep = build_report(s, study="rep")
-        other = build_report(s, study="rep", n_boot=200, seed=4)
+        rep = report_json(build_report(s, study="rep"))
+        other = report_json(build_report(s, study="rep", n_boot=200, seed=4))
     par = rep["parameters"]
     assert (par["n_boot"], par["seed"], par["k_min"], par["n_min"]) == (150, 4, 6, 8)
     assert par["estimators_from"].startswith("rubric test-rubric v1 (")
@@ -352,7 +353,7 @@ def test_api_report_route(engine, tmp_path: Path) -> None:  # type: ignore[no-un
     auth = {"Authorization": "Bearer tok"}
     with session_scope(engine) as s:
         sid = require_study(s, name="rep").id
-        ref = build_report(s, study="rep", n_boot=50, seed=3)
+        ref = report_json(build_report(s, study="rep", n_boot=50, seed=3))
     assert client.get(f"/api/studies/{sid}/report").status_code == 401
     r = client.get(f"/api/studies/{sid}/report?n_boot=50&seed=3", headers=auth)
     assert r.status_code == 200

@@ -20,6 +20,7 @@ import numpy as np
 
 from rcea.study.report.build import build_report
 from rcea.study.report.publication import evidence_lines
+from rcea.study.report.schema import report_json
 from rcea.study.report.verify import verify_bundle
 from rcea.study.store import session_scope
 from tests.support.report_study import (
@@ -79,7 +80,7 @@ def reference(records: list[dict[str, Any]], k_min: int) -> dict[Key, dict[str, 
 def test_section_equals_an_independent_computation(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     make_report_study(engine, tmp_path)
     with session_scope(engine) as s:
-        rep = build_report(s, study="rep", n_boot=N_BOOT)
+        rep = report_json(build_report(s, study="rep", n_boot=N_BOOT))
     k_min = rep["parameters"]["k_min"]
     ref = reference(report_records(), k_min)
     section = rep["realization"]

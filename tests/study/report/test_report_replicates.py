@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from rcea.study.records.ingest import ingest_file
-from rcea.study.report.build import build_report, compute_report, gather_inputs
-from rcea.study.report.schema import StudyReport
+from rcea.study.report.build import build_report
+from rcea.study.report.compute import compute_report
+from rcea.study.report.inputs import gather_inputs
+from rcea.study.report.schema import StudyReport, report_json
 from rcea.study.store import require_study, session_scope
 from rcea.study.store.measurements import record_measurement
 from tests.support.helpers import write_jsonl
@@ -87,9 +89,11 @@ def _study(engine, tmp_path: Path, seeds: tuple[int, ...] = SEEDS) -> list[dict[
 def _both(engine) -> tuple[dict[str, Any], dict[str, Any]]:  # type: ignore[no-untyped-def]
     kw: dict[str, Any] = {"n_boot": N_BOOT, "k_min": K_MIN, "n_min": 4, "association_k": PASS_K}
     with session_scope(engine) as s:
-        streamed = build_report(s, study="sd", **kw)
+        streamed = report_json(build_report(s, study="sd", **kw))
         streamed.pop("generated_at", None)
-        bundle = compute_report(json.loads(json.dumps(gather_inputs(s, study="sd", **kw))))
+        bundle = report_json(
+            compute_report(json.loads(json.dumps(gather_inputs(s, study="sd", **kw))))
+        )
     return json.loads(json.dumps(streamed)), json.loads(json.dumps(bundle))
 
 

@@ -13,19 +13,15 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-import rcea.study.report.build as build_mod
+import rcea.study.report.inputs as inputs_mod
 import rcea.study.report.rows as rows_mod
 from rcea.study.pair_audit.freeze import freeze_partition_from_modes
 from rcea.study.records.ingest import ingest_file
-from rcea.study.report.build import (
-    build_report,
-    compute_report,
-    gather_inputs,
-    mode_labels,
-    mode_labels_from_rows,
-    pair_audit_state,
-)
+from rcea.study.report.build import build_report
+from rcea.study.report.compute import compute_report, mode_labels_from_rows
+from rcea.study.report.inputs import gather_inputs, mode_labels, pair_audit_state
 from rcea.study.report.rows import StoreRows, record_set_hash, study_trajectories
+from rcea.study.report.schema import report_json
 from rcea.study.settings import Settings
 from rcea.study.store import require_study, session_scope
 from rcea.study.validity_audit.run import run_judge
@@ -41,8 +37,8 @@ def _without_time(report: dict[str, Any]) -> dict[str, Any]:
 def both_paths(engine, study: str = "rep", **kw: Any) -> tuple[dict, dict]:  # type: ignore[no-untyped-def]
     """(streamed ``build_report``, ``compute_report`` on ``gather_inputs``), as JSON."""
     with session_scope(engine) as s:
-        streamed = _without_time(build_report(s, study=study, n_boot=N_BOOT, **kw))
-        bundle = compute_report(gather_inputs(s, study=study, n_boot=N_BOOT, **kw))
+        streamed = _without_time(report_json(build_report(s, study=study, n_boot=N_BOOT, **kw)))
+        bundle = report_json(compute_report(gather_inputs(s, study=study, n_boot=N_BOOT, **kw)))
     # through JSON, as a bundle is: tuples and lists compare equal
     return json.loads(json.dumps(streamed)), json.loads(json.dumps(bundle))
 
@@ -177,9 +173,9 @@ def test_build_reads_one_checkpoint_at_a_time(
         sizes.append(len({(r["run"], r["model"], r["step"]) for r in rows}))
         return rows, verdicts
 
-    monkeypatch.setattr(build_mod, "study_trajectories", refuse)
-    monkeypatch.setattr(build_mod, "partition_modes", refuse)
+    monkeypatch.setattr(inputs_mod, "study_trajectories", refuse)
+    monkeypatch.setattr(inputs_mod, "partition_modes", refuse)
     monkeypatch.setattr(StoreRows, "checkpoint", counted)
     with session_scope(engine) as s:
-        rep = build_report(s, study="rep", n_boot=N_BOOT)
+        rep = report_json(build_report(s, study="rep", n_boot=N_BOOT))
     assert len(sizes) == len(rep["checkpoints"]) == 12 and set(sizes) == {1}

@@ -15,6 +15,7 @@ from rcea.study.report.schema import (
     SCHEMA_VERSION,
     StudyReport,
     key_list_markdown,
+    report_json,
     report_json_schema,
     report_json_schema_text,
 )
@@ -46,7 +47,7 @@ def test_the_report_is_a_study_report(engine, tmp_path: Path) -> None:  # type: 
     judge(engine, calibrated_hash=JUDGE)
     final_gate(engine, draw(engine, tmp_path), passing=True)
     with session_scope(engine) as s:
-        rep = build_report(s, study="rep", n_boot=50)
+        rep = report_json(build_report(s, study="rep", n_boot=50))
         sid = require_study(s, name="rep").id
     model = StudyReport.model_validate(rep)  # extra keys are refused by the models
     # every quantity names its units (n) and, where defined, its coverage
@@ -145,4 +146,4 @@ def test_the_report_is_a_study_report(engine, tmp_path: Path) -> None:  # type: 
 
 def build_report_again(engine):  # type: ignore[no-untyped-def]
     with session_scope(engine) as s:
-        return build_report(s, study="rep", n_boot=50)
+        return report_json(build_report(s, study="rep", n_boot=50))

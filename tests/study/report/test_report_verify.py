@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from rcea import __version__
 from rcea.app.cli import app as cli
+from rcea.study.report.schema import StudyReport
 from rcea.study.report.verify import verify_bundle
 from tests.support.report_study import JUDGE, draw, final_gate, judge, make_report_study, publish
 
@@ -381,9 +382,9 @@ def test_publish_refuses_a_bundle_that_does_not_verify(engine, tmp_path: Path, m
     make_report_study(engine, tmp_path)
     real = verify.compute_report
 
-    def drifting(inputs: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    def drifting(inputs: dict[str, Any], **kw: Any) -> StudyReport:
         rep = real(inputs, **kw)
-        rep["checkpoints"][0]["accuracy"] += 1e-6
+        rep.checkpoints[0].accuracy += 1e-6
         return rep
 
     # the verifier's own recomputation (publish computes through its own import)

@@ -22,6 +22,7 @@ from rcea.audits.rubric import parse_rubric
 from rcea.study import events
 from rcea.study.report.build import build_report
 from rcea.study.report.publication import refusal_reasons
+from rcea.study.report.schema import report_json
 from rcea.study.store import append_event, list_events, require_study, session_scope
 from rcea.study.store.models import ValidityCheck
 from rcea.study.validity_audit.reports import accepted_report, calibration_report
@@ -127,7 +128,7 @@ def test_a_calibration_below_a_threshold_refuses_validity_numbers(  # type: igno
         assert st["status"] == "calibration-failed"
         assert st["failed_requirements"] == [f"calibration c1: {field} 0.5000 < " + str(
             getattr(JudgeAcceptance(), f"{field}_min"))]  # fmt: skip
-        rep = build_report(s, study="s", n_boot=200)
+        rep = report_json(build_report(s, study="s", n_boot=200))
     assert rep["audits"]["validity"]["status"] == "calibration-failed"
     reasons = refusal_reasons(rep)
     assert any("FAILED its predeclared acceptance thresholds" in r and field in r for r in reasons)
@@ -141,7 +142,7 @@ def test_a_calibration_meeting_every_threshold_is_calibrated(engine, tmp_path: P
                      payload=accepted_passing("j" * 64))  # fmt: skip
         st = validity_status(s, study_id=sid)
         assert st["status"] == "calibrated" and st["failed_requirements"] == []
-        rep = build_report(s, study="s", n_boot=200)
+        rep = report_json(build_report(s, study="s", n_boot=200))
     assert not any("validity" in r for r in refusal_reasons(rep))
 
 
@@ -153,7 +154,7 @@ def test_held_out_calibration_alone_is_incomplete(engine, tmp_path: Path) -> Non
         st = validity_status(s, study_id=require_study(s, name="s").id)
         assert st["status"] == "calibration-incomplete" and st["failed_requirements"] == []
         assert "no completed accepted-set check" in st["missing"][0]
-        rep = build_report(s, study="s", n_boot=200)
+        rep = report_json(build_report(s, study="s", n_boot=200))
     assert rep["audits"]["validity"]["status"] == "calibration-incomplete"
     reasons = refusal_reasons(rep)
     assert any("calibration is INCOMPLETE" in r for r in reasons), reasons

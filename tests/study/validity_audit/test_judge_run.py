@@ -17,6 +17,7 @@ from rcea.pipeline.toy import (
     process_valid,
     question_from_id,
 )
+from rcea.study.report.schema import report_json
 from rcea.study.settings import Settings
 from rcea.study.store import list_events, require_study, session_scope
 from rcea.study.store.models import JudgeVerdict, JudgeVersion, Trajectory, ValidityItem
@@ -190,7 +191,7 @@ def test_report_validity_uses_the_verdicts(engine, tmp_path: Path) -> None:  # t
     with session_scope(engine) as s:
         sid = require_study(s, name="toy").id
         (group,) = validity_by_checkpoint(s, study_id=sid, k_min=3)["groups"]
-        report = build_report(s, study="toy", k_min=3, n_boot=50)
+        report = report_json(build_report(s, study="toy", k_min=3, n_boot=50))
     (ck,) = report["checkpoints"]
     assert ck["validity"]["judge_coverage"] == pytest.approx(1 - n_unparseable / len(successes))
     assert ck["validity"]["judge_coverage"] == group["judge_coverage"] < 1.0

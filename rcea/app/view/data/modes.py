@@ -12,8 +12,8 @@ from rcea.app.view.report_frames import checkpoint_label
 from rcea.study.codebook import get_draft
 from rcea.study.codebook.common import versions_by_question
 from rcea.study.codebook.review import codebook_list
-from rcea.study.report.build import mode_labels
 from rcea.study.report.estimates import UNCERTAIN
+from rcea.study.report.inputs import mode_labels
 from rcea.study.settings import Settings
 from rcea.study.store import require_study, session_scope
 from rcea.study.store.repository import trajectories_by_id
