@@ -244,7 +244,7 @@ def fit_frame(report: Report) -> pd.DataFrame:
     rows = []
     if cov is not None:
         for name, fit in [("pooled (non-failed)", cov.pooled), *sorted(cov.groups.items())]:
-            rows.append({"scope": name, **{k: getattr(fit, k) for k in FIT_COLUMNS}})
+            rows.append({"scope": name, **_fit_row(fit)})
     return pd.DataFrame(rows, columns=["scope", *FIT_COLUMNS])
 
 
@@ -529,6 +529,12 @@ MODE_COVARIANCE_POINT_COLUMNS = [
 ]
 
 
+def _fit_row(fit: Any) -> dict[str, Any]:
+    """Item 6's statistics of one fit (an ``audits`` ``CovarianceFit``), as in
+    :func:`fit_frame`."""
+    return {k: getattr(fit, k) for k in FIT_COLUMNS}
+
+
 def mode_covariance_frames(report: Report) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Item 16's covariance fit by mode group (the report's ``mode_covariance``): one
     point per (group, transition) — predicted vs observed mean ΔH over the group's
@@ -545,12 +551,22 @@ def mode_covariance_frames(report: Report) -> tuple[pd.DataFrame, pd.DataFrame]:
         columns=MODE_COVARIANCE_POINT_COLUMNS,
     )
     fits = [
-        {"group": g, "scope": "pooled (non-failed)", **sec.fits[g].model_dump(include=_FIT)}
+        {
+            "group": g,
+            "scope": "pooled (non-failed)",
+            **{k: getattr(sec.fits[g], k) for k in FIT_COLUMNS},
+        }
         for g in sec.groups
         if g in sec.fits
     ]
     for model, by_group in sec.by_model.items():
         for g in sec.groups:
             if g in by_group:
-                fits.append({"group": g, "scope": model, **by_group[g].model_dump(include=_FIT)})
+                fits.append(
+                    {
+                        "group": g,
+                        "scope": model,
+                        **{k: getattr(by_group[g], k) for k in FIT_COLUMNS},
+                    }
+                )
     return points, pd.DataFrame(fits, columns=["group", "scope", *FIT_COLUMNS])
