@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 TINY_DEFAULTS: dict[str, Any] = {
@@ -81,10 +82,9 @@ def non_embedding_parameters(model_dir: Any) -> int | None:
     :data:`EMBEDDING_NAMES` (a tied output head is not saved, so it is not counted twice).
     None when the directory holds no ``*.safetensors`` file (or safetensors, a dependency
     of transformers — the ``train`` extra — is not installed)."""
-    from pathlib import Path
-
     files = sorted(Path(model_dir).glob("*.safetensors"))
     try:
+        # optional (the train extra): a missing package means "size unknown", not an error
         from safetensors import safe_open
     except ImportError:
         return None
