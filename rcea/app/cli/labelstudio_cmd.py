@@ -47,7 +47,7 @@ from rcea.annotation.team_services import (
     start_services,
     stop_services,
 )
-from rcea.app.cli.common import fail, print_json, settings
+from rcea.app.cli.common import emit, fail, say, settings
 from rcea.app.cli.options import JSON_OPTION
 
 if TYPE_CHECKING:
@@ -179,8 +179,10 @@ def start(
         except FrontDoorError as exc:
             _fail(exc, as_json)
     chosen = _chosen(people, emails, as_json)
-    if not chosen and not as_json:
-        typer.echo("no people yet: `rcea labelstudio add-annotator EMAIL` adds one (and a server)")
+    if not chosen:
+        say(
+            "no people yet: `rcea labelstudio add-annotator EMAIL` adds one (and a server)", as_json
+        )
     out = []
     for person in chosen:
         try:
@@ -189,8 +191,7 @@ def start(
             _fail(exc, as_json)
         st = people.status(person)
         out.append(st.to_dict())
-        if not as_json:
-            typer.echo(f"{person.email}: Label Studio at {person.url} (pid {st.to_dict()['pid']})")
+        say(f"{person.email}: Label Studio at {person.url} (pid {st.to_dict()['pid']})", as_json)
     door = None
     services: list[dict[str, object]] = []
     if host:
@@ -202,9 +203,10 @@ def start(
         for row in out:
             row["public_url"] = door["urls"].get(row["slug"])
         services = [{**s.to_dict(), "public_url": door["urls"].get(s.name)} for s in started]
-    if as_json:
-        print_json({"ok": True, "servers": out, "door": door, "services": services})
-    elif door:
+
+    def show() -> None:
+        if not door:
+            return
         for svc in services:
             typer.echo(f"{svc['name']}: {svc['url']} (pid {svc['pid']}, log {svc['log']})")
         typer.echo(f"front door (nginx pid {door['pid']}) at {host}:")
@@ -213,6 +215,8 @@ def start(
         if door["ca_file"]:
             typer.echo(f"  every browser must trust the local CA {door['ca_file']} (docs/team.md)")
         typer.echo("next: `rcea labelstudio invite` prints the line to send each person")
+
+    emit({"ok": True, "servers": out, "door": door, "services": services}, as_json, show)
 
 
 @labelstudio_app.command("stop")
@@ -226,27 +230,22 @@ def stop(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
     services_stopped: list[str] = []
     if not emails:  # everything: the door first, so nobody reaches a stopping server
         door_closed = door_of(people).stop()
-        if door_closed and not as_json:
-            typer.echo("closed the front door")
+        if door_closed:
+            say("closed the front door", as_json)
         services_stopped = stop_services(_data_dir(people), SERVICE_NAMES[::-1])
-        for name in services_stopped if not as_json else ():
-            typer.echo(f"stopped the {name}")
+        for name in services_stopped:
+            say(f"stopped the {name}", as_json)
     for person in _chosen(people, emails, as_json):
         if people.stop(person):
             stopped.append(person.email)
-            if not as_json:
-                typer.echo(f"stopped {person.email}'s Label Studio ({person.url})")
-    if as_json:
-        print_json(
-            {
-                "ok": True,
-                "stopped": stopped,
-                "door_closed": door_closed,
-                "services_stopped": services_stopped,
-            }
-        )
-    elif not stopped:
-        typer.echo("no Label Studio of rcea's was running")
+            say(f"stopped {person.email}'s Label Studio ({person.url})", as_json)
+    out = {
+        "ok": True,
+        "stopped": stopped,
+        "door_closed": door_closed,
+        "services_stopped": services_stopped,
+    }
+    emit(out, as_json, lambda: None if stopped else "no Label Studio of rcea's was running")
 
 
 @labelstudio_app.command("status")
@@ -263,10 +262,8 @@ def status(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
         {**s.to_dict(), "public_url": door.state.public_url(n) if door.state else None}
         for n, s in svcs.items()
     ]
-    if as_json:
-        door_out = door.to_dict() if door.state else None
-        print_json({"ok": True, "servers": dicts, "door": door_out, "services": svc_dicts})
-    else:
+
+    def show() -> None:
         if not rows:
             typer.echo("no people yet: `rcea labelstudio add-annotator EMAIL` adds one")
         for r, d in zip(rows, dicts, strict=True):
@@ -281,6 +278,9 @@ def status(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
         if door.state:
             state = "open" if door.running else "NOT running"
             typer.echo(f"front door at {door.state.public_host}: {state}")
+
+    door_out = door.to_dict() if door.state else None
+    emit({"ok": True, "servers": dicts, "door": door_out, "services": svc_dicts}, as_json, show)
     down = any(not r.healthy for r in rows) or any(not s.healthy for s in svcs.values())
     if down or (door.state and not door.running):
         raise typer.Exit(NOT_RUNNING)
@@ -330,31 +330,32 @@ def add_annotator(
     shown = new_password if password_set else None
     door_url = public_url(people, person.slug)
     login_url = f"{door_url or person.url}/user/login/"
-    if as_json:
-        print_json(
-            {
-                "ok": True,
-                "id": annotator.id,
-                "email": annotator.email,
-                "created": annotator.created,
-                "password_set": password_set,
-                "password": shown,
-                "login_url": login_url,
-                "public_url": door_url,
-                "server": person.public(),
-            }
-        )
-        return
-    verb = "created" if annotator.created else "exists"
-    typer.echo(f"{annotator.email} (id {annotator.id}) {verb}, on their own server {person.url}")
-    typer.echo(f"  log in at: {login_url}")
-    typer.echo(f"  e-mail:    {annotator.email}")
-    if shown:
-        typer.echo(f"  password:  {shown}")
-    else:
-        typer.echo("  password:  unchanged (pass --password to reset it)")
-    if door_url:
-        typer.echo("  `rcea labelstudio invite` prints the line to send (without the password)")
+    out = {
+        "ok": True,
+        "id": annotator.id,
+        "email": annotator.email,
+        "created": annotator.created,
+        "password_set": password_set,
+        "password": shown,
+        "login_url": login_url,
+        "public_url": door_url,
+        "server": person.public(),
+    }
+
+    def show() -> None:
+        verb = "created" if annotator.created else "exists"
+        where = f"on their own server {person.url}"
+        typer.echo(f"{annotator.email} (id {annotator.id}) {verb}, {where}")
+        typer.echo(f"  log in at: {login_url}")
+        typer.echo(f"  e-mail:    {annotator.email}")
+        if shown:
+            typer.echo(f"  password:  {shown}")
+        else:
+            typer.echo("  password:  unchanged (pass --password to reset it)")
+        if door_url:
+            typer.echo("  `rcea labelstudio invite` prints the line to send (without the password)")
+
+    emit(out, as_json, show)
 
 
 @labelstudio_app.command("door-config")
@@ -382,12 +383,13 @@ def door_config(
     except FrontDoorError as exc:
         _fail(exc, as_json)
     conf = door_of(_people()).conf
-    if as_json:
-        print_json({"ok": True, "config": str(conf), **state.to_dict()})
-        return
-    typer.echo(f"wrote {conf} ({len(state.routes)} routes, {runtime})")
-    if state.ca:
-        typer.echo(f"every browser must trust the local CA {state.ca}")
+
+    def show() -> None:
+        typer.echo(f"wrote {conf} ({len(state.routes)} routes, {runtime})")
+        if state.ca:
+            typer.echo(f"every browser must trust the local CA {state.ca}")
+
+    emit({"ok": True, "config": str(conf), **state.to_dict()}, as_json, show)
 
 
 @labelstudio_app.command("remove")
@@ -404,10 +406,11 @@ def remove(
         refresh_door(people)
     except (LabelStudioError, FrontDoorError) as exc:
         _fail(exc, as_json)
-    if as_json:
-        print_json({"ok": True, "removed": person.email, "data_kept": person.managed})
-    else:
-        typer.echo(f"removed {person.email} (their route at the front door is closed)")
+    emit(
+        {"ok": True, "removed": person.email, "data_kept": person.managed},
+        as_json,
+        lambda: f"removed {person.email} (their route at the front door is closed)",
+    )
 
 
 @labelstudio_app.command("invite")
@@ -422,13 +425,14 @@ def invite(emails: list[str] = PEOPLE_ARG, as_json: bool = JSON_OPTION) -> None:
         _fail(exc, as_json)
     state = door_of(people).state()
     ca = state.ca if state else None
-    if as_json:
-        print_json({"ok": True, "invitations": lines, "ca_file": ca})
-        return
-    for line in lines.values():
-        typer.echo(line)
-    if ca:
-        typer.echo(f"(attach {ca} to each message)", err=True)
+
+    def show() -> None:
+        for line in lines.values():
+            typer.echo(line)
+        if ca:
+            typer.echo(f"(attach {ca} to each message)", err=True)
+
+    emit({"ok": True, "invitations": lines, "ca_file": ca}, as_json, show)
 
 
 def register(app: typer.Typer) -> None:
