@@ -3,7 +3,9 @@ take it out) through the interchange schema and the one transactional ingest."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -25,7 +27,7 @@ from rcea.pipeline.importers.verl import VerlOptions
 from rcea.pipeline.records import RecordValidationError
 from rcea.pipeline.safety import path_under
 from rcea.study.records.export import FORMATS, export_study
-from rcea.study.records.imports import ReimportError, evidence_warnings
+from rcea.study.records.imports import ImportResult, ReimportError, evidence_warnings
 from rcea.study.records.imports import import_lm_eval as run_lm_eval_import
 from rcea.study.records.imports import import_table as run_table_import
 from rcea.study.records.imports import import_trl as run_trl_import
@@ -63,6 +65,64 @@ def _report_invalid(exc: RecordValidationError, source: Path, as_json: bool) -> 
 
 def _progress(as_json: bool) -> bool:
     return (is_tty() and not as_json) or progress_forced()
+
+
+def _import_and_report(
+    run: Callable[..., ImportResult],
+    args: tuple[Any, ...],
+    source: Path,
+    *,
+    study: str,
+    expected: str,
+    as_json: bool,
+    **extra: Any,
+) -> None:
+    """Every import the one way: run ``run(engine, *args, …)``; bad records are listed by
+    file/line/field, a re-import under other options names the earlier ones and a free
+    study name, any other refusal is one line; then the summary, the notes, the import's
+    and the study's warnings (stderr) and the files left out (not named ``expected``)."""
+    cfg = settings()
+    try:
+        result = run(
+            engine(),
+            *args,
+            study=study,
+            artifacts_dir=cfg.artifacts_dir,
+            data_dir=cfg.data_dir,
+            progress=_progress(as_json),
+            **extra,
+        )
+    except RecordValidationError as exc:
+        _report_invalid(exc, source, as_json)
+    except ReimportError as exc:
+        fail(
+            str(exc),
+            as_json=as_json,
+            earlier_options=exc.earlier,
+            suggested_study=exc.suggested_study,
+        )
+    except (FileNotFoundError, ValueError) as exc:  # a bad option, --problems-out, a spec
+        fail(str(exc), as_json=as_json)
+
+    warnings = (
+        result.warnings + k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
+    )
+
+    def show() -> None:
+        typer.echo(result.summary())
+        for note in result.notes():
+            typer.echo(note)
+        for line in warnings:
+            typer.echo(f"warning: {line}", err=True)
+        if result.ignored:
+            typer.echo(
+                f"ignored {len(result.ignored)} file(s) not named {expected}: "
+                + ", ".join(Path(p).name for p in result.ignored[:5])
+                + (" …" if len(result.ignored) > 5 else ""),
+                err=True,
+            )
+
+    emit({"ok": True, **result.to_dict(), "warnings": warnings}, as_json, show)
 
 
 #: options every rollout importer (verl, TRL) shares, declared once
@@ -149,49 +209,15 @@ def import_verl(
             skip_empty_output=skip_empty_output,
             multi_turn=multi_turn,
         )
-    cfg = settings()
-    try:
-        result = run_import(
-            engine(),
-            directory,
-            opts,
-            study=study,
-            artifacts_dir=cfg.artifacts_dir,
-            data_dir=cfg.data_dir,
-            progress=_progress(as_json),
-            problems_out=problems_out,
-        )
-    except RecordValidationError as exc:
-        _report_invalid(exc, directory, as_json)
-    except ReimportError as exc:
-        fail(
-            str(exc),
-            as_json=as_json,
-            earlier_options=exc.earlier,
-            suggested_study=exc.suggested_study,
-        )
-    except (FileNotFoundError, ValueError) as exc:  # a bad option, --problems-out
-        fail(str(exc), as_json=as_json)
-
-    warnings = (
-        result.warnings + k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
+    _import_and_report(
+        run_import,
+        (directory, opts),
+        directory,
+        study=study,
+        expected="STEP.jsonl",
+        as_json=as_json,
+        problems_out=problems_out,
     )
-
-    def show() -> None:
-        typer.echo(result.summary())
-        for note in result.notes():
-            typer.echo(note)
-        for line in warnings:
-            typer.echo(f"warning: {line}", err=True)
-        if result.ignored:
-            typer.echo(
-                f"ignored {len(result.ignored)} file(s) not named STEP.jsonl: "
-                + ", ".join(Path(p).name for p in result.ignored[:5])
-                + (" …" if len(result.ignored) > 5 else ""),
-                err=True,
-            )
-
-    emit({"ok": True, **result.to_dict(), "warnings": warnings}, as_json, show)
 
 
 @import_app.command("trl")
@@ -236,28 +262,13 @@ def import_trl(
             question_regex=question_regex,
             skip_empty_output=skip_empty_output,
         )
-    cfg = settings()
-    try:
-        result = run_trl_import(
-            engine(),
-            directory,
-            opts,
-            study=study,
-            artifacts_dir=cfg.artifacts_dir,
-            data_dir=cfg.data_dir,
-            progress=_progress(as_json),
-        )
-    except RecordValidationError as exc:
-        _report_invalid(exc, directory, as_json)
-    except (FileNotFoundError, ValueError) as exc:
-        fail(str(exc), as_json=as_json)
-    warnings = k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
-    emit(
-        {"ok": True, **result.to_dict(), "warnings": warnings},
-        as_json,
-        lambda: "\n".join(
-            [result.summary(), *result.notes(), *(f"warning: {w}" for w in warnings)]
-        ),
+    _import_and_report(
+        run_trl_import,
+        (directory, opts),
+        directory,
+        study=study,
+        expected="completions_STEP.parquet",
+        as_json=as_json,
     )
 
 
@@ -326,29 +337,14 @@ def import_lm_eval(
             question_key=question_key,
             skip_empty_output=skip_empty_output,
         )
-    cfg = settings()
     source = Path(files[0]) if len(files) == 1 else Path(", ".join(map(str, files)))
-    try:
-        result = run_lm_eval_import(
-            engine(),
-            list(files),
-            opts,
-            study=study,
-            artifacts_dir=cfg.artifacts_dir,
-            data_dir=cfg.data_dir,
-            progress=_progress(as_json),
-        )
-    except RecordValidationError as exc:
-        _report_invalid(exc, source, as_json)
-    except (FileNotFoundError, ValueError) as exc:
-        fail(str(exc), as_json=as_json)
-    warnings = k_min_warnings(engine(), study)
-    emit(
-        {"ok": True, **result.to_dict(), "warnings": warnings},
-        as_json,
-        lambda: "\n".join(
-            [result.summary(), *result.notes(), *(f"warning: {w}" for w in warnings)]
-        ),
+    _import_and_report(
+        run_lm_eval_import,
+        (list(files), opts),
+        source,
+        study=study,
+        expected="samples_TASK_TIMESTAMP.jsonl",
+        as_json=as_json,
     )
 
 
@@ -371,30 +367,9 @@ def import_table(
         kind_of(file)
     except TableSpecError as exc:
         fail(str(exc), as_json=as_json)
-    cfg = settings()
-    try:
-        result = run_table_import(
-            engine(),
-            file,
-            spec,
-            study=study,
-            artifacts_dir=cfg.artifacts_dir,
-            data_dir=cfg.data_dir,
-            progress=_progress(as_json),
-        )
-    except RecordValidationError as exc:
-        _report_invalid(exc, file, as_json)
-    except (FileNotFoundError, ValueError) as exc:  # TableSpecError is a ValueError
-        fail(str(exc), as_json=as_json)
-
-    warnings = k_min_warnings(engine(), study) + evidence_warnings(engine(), study)
-
-    def show() -> None:
-        typer.echo(result.summary())
-        for line in warnings:
-            typer.echo(f"warning: {line}", err=True)
-
-    emit({"ok": True, **result.to_dict(), "warnings": warnings}, as_json, show)
+    _import_and_report(
+        run_table_import, (file, spec), file, study=study, expected="", as_json=as_json
+    )
 
 
 def export(
