@@ -107,6 +107,24 @@ class ImportResult:
         return asdict(self)
 
 
+def _tally(result: ImportResult, extras: dict[str, dict[str, Any]]) -> None:
+    """What the readers of the imported files (path → the batch's ``extra``) counted, on
+    ``result``: the same keys for every importer."""
+    result.score_rules = {p: e.get("score_rule") for p, e in extras.items()}
+    result.n_special_stripped = sum(e.get("n_special_stripped", 0) for e in extras.values())
+    result.n_answer_missing = sum(e.get("n_answer_missing", 0) for e in extras.values())
+    result.n_empty_skipped = sum(e.get("n_empty_skipped", 0) for e in extras.values())
+
+
+def _tallies(result: ImportResult) -> dict[str, Any]:
+    """The counts an import event records."""
+    return {
+        "score_rules": result.score_rules,
+        "n_special_stripped": result.n_special_stripped,
+        "n_empty_skipped": result.n_empty_skipped,
+    }
+
+
 def describe_rule(rule: dict[str, Any]) -> str:
     """One line for a recorded score rule (import output and the report)."""
     values = ", ".join(str(v) for v in rule.get("score_values", []))
@@ -248,10 +266,7 @@ def import_verl(
     result.ignored = [str(p) for p in other]
     result.warnings = warnings
     imported = [p for p in files if p in read and str(p) in result.imported]
-    result.score_rules = {str(p): read[p].extra.get("score_rule") for p in imported}
-    result.n_special_stripped = sum(read[p].extra.get("n_special_stripped", 0) for p in imported)
-    result.n_answer_missing = sum(read[p].extra.get("n_answer_missing", 0) for p in imported)
-    result.n_empty_skipped = sum(read[p].extra.get("n_empty_skipped", 0) for p in imported)
+    _tally(result, {str(p): read[p].extra for p in imported})
     if imported:
         record_verl_import(
             engine, study, str(directory), opts, result, {str(p): file_bytes[p] for p in imported}
@@ -529,9 +544,7 @@ def import_trl(
     result.relogged = relogged
     result.n_files = len(files)
     imported = [p for p in batches if str(p) in result.imported]
-    result.score_rules = {str(p): batches[p].extra["score_rule"] for p in imported}
-    result.n_special_stripped = sum(batches[p].extra["n_special_stripped"] for p in imported)
-    result.n_empty_skipped = sum(batches[p].extra["n_empty_skipped"] for p in imported)
+    _tally(result, {str(p): batches[p].extra for p in imported})
     if imported:
         with session_scope(engine) as session:
             st = require_study(session, name=study)
@@ -543,9 +556,7 @@ def import_trl(
                 payload={
                     "source": str(directory),
                     "options": options,
-                    "score_rules": result.score_rules,
-                    "n_special_stripped": result.n_special_stripped,
-                    "n_empty_skipped": result.n_empty_skipped,
+                    **_tallies(result),
                     "relogged": relogged,
                 },
             )
@@ -595,9 +606,7 @@ def import_lm_eval(
     )
     result.ignored = [str(p) for p in other]
     imported = [p for p in files if str(p) in result.imported]
-    result.score_rules = {str(p): batches[p].extra["score_rule"] for p in imported}
-    result.n_special_stripped = sum(batches[p].extra["n_special_stripped"] for p in imported)
-    result.n_empty_skipped = sum(batches[p].extra["n_empty_skipped"] for p in imported)
+    _tally(result, {str(p): batches[p].extra for p in imported})
     if imported:
         with session_scope(engine) as session:
             st = require_study(session, name=study)
@@ -610,9 +619,7 @@ def import_lm_eval(
                     "source": source,
                     "files": [str(p) for p in imported],
                     "options": options,
-                    "score_rules": result.score_rules,
-                    "n_special_stripped": result.n_special_stripped,
-                    "n_empty_skipped": result.n_empty_skipped,
+                    **_tallies(result),
                 },
             )
     return result
