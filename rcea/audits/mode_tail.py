@@ -112,10 +112,15 @@ def mode_stratified_tail(
     c, traj = tc.c, tc.trajectory
     tok_c, tok_maj = is_c[traj], is_maj[traj]
     pos = c > 0
-    mass_c = float(c[tok_c & pos].sum())
-    m_share = _share(float(c[tok_maj & pos].sum()), mass_c)
-    t_share = _share(float(tok_maj.sum()), float(tok_c.sum()))
-    ratio = m_share / t_share if m_share is not None and t_share else None
+    # per token: its positive covariance mass and a count of one
+    m_share, t_share, ratio, ratios, quartiles = _concentration(
+        np.array(questions, dtype=object)[traj],
+        counts,
+        np.where(pos, c, 0.0),
+        np.ones(c.size),
+        tok_maj,
+        tok_c,
+    )
 
     # item 7's success-stratum tail: cutoff over every R = 1 token
     success = tc.rewards[traj] == 1
@@ -126,20 +131,6 @@ def mode_stratified_tail(
         n_tail = int(tail.sum())
         tail_share = _share(float(c[tail & tok_maj & pos].sum()), float(c[tail & pos].sum()))
 
-    ratios: dict[str, float] = {}
-    tok_q = np.array(questions, dtype=object)[traj]
-    for q, by_q in sorted(counts.items()):
-        if len(by_q) < 2:
-            continue  # one mode: its ratio is 1 by construction
-        in_q = tok_q == q
-        m_q = _share(float(c[in_q & tok_maj & pos].sum()), float(c[in_q & tok_c & pos].sum()))
-        t_q = _share(float((in_q & tok_maj).sum()), float((in_q & tok_c).sum()))
-        if m_q is not None and t_q:
-            ratios[q] = m_q / t_q
-    quartiles = None
-    if ratios:
-        qs = np.quantile(np.array(list(ratios.values())), [0.25, 0.5, 0.75])
-        quartiles = (float(qs[0]), float(qs[1]), float(qs[2]))
     return ModeTailResult(
         endpoint=endpoint,
         n_questions=len(counts),
@@ -225,29 +216,15 @@ def mode_tail_from_sums(
         questions, c_flag, labels, rank=rank, exclude=excl
     )
     mass, toks = sums.positive_mass, sums.n_tokens
-    m_share = _share(float(mass[is_maj].sum()), float(mass[is_c].sum()))
-    t_share = _share(float(toks[is_maj].sum()), float(toks[is_c].sum()))
-    ratio = m_share / t_share if m_share is not None and t_share else None
+    m_share, t_share, ratio, ratios, quartiles = _concentration(
+        np.array(questions, dtype=object), counts, mass, toks, is_maj, is_c
+    )
     n_tail = int(sums.tail_tokens.sum())
     tail_share = (
         _share(float(sums.tail_positive_mass[is_maj].sum()), float(sums.tail_positive_mass.sum()))
         if n_tail
         else None
     )
-    ratios: dict[str, float] = {}
-    q_arr = np.array(questions, dtype=object)
-    for q, by_q in sorted(counts.items()):
-        if len(by_q) < 2:
-            continue  # one mode: its ratio is 1 by construction
-        in_q = q_arr == q
-        m_q = _share(float(mass[in_q & is_maj].sum()), float(mass[in_q & is_c].sum()))
-        t_q = _share(float(toks[in_q & is_maj].sum()), float(toks[in_q & is_c].sum()))
-        if m_q is not None and t_q:
-            ratios[q] = m_q / t_q
-    quartiles = None
-    if ratios:
-        qs = np.quantile(np.array(list(ratios.values())), [0.25, 0.5, 0.75])
-        quartiles = (float(qs[0]), float(qs[1]), float(qs[2]))
     return ModeTailResult(
         endpoint=endpoint,
         n_questions=len(counts),
@@ -261,6 +238,46 @@ def mode_tail_from_sums(
         question_ratio_quartiles=quartiles,
         majority_modes=dict(sorted(majority.items())),
     )
+
+
+def _concentration(
+    questions: np.ndarray[Any, Any],
+    counts: dict[str, Any],
+    mass: np.ndarray[Any, Any],
+    toks: np.ndarray[Any, Any],
+    is_maj: np.ndarray[Any, Any],
+    is_c: np.ndarray[Any, Any],
+) -> tuple[
+    float | None,
+    float | None,
+    float | None,
+    dict[str, float],
+    tuple[float, float, float] | None,
+]:
+    """M (the majority's share of C's positive mass), T (its share of C's tokens), M/T,
+    and M/T per question with two or more modes with its quartiles, over units (tokens, or
+    trajectories with their sums) carrying ``mass`` and ``toks``: the token and the
+    per-trajectory-sums paths share this rule."""
+    # mass sums over the units that carry some: no zero terms, so a mode holding all the
+    # mass has M = 1 exactly (a sum's rounding depends on how many terms it adds)
+    has = mass > 0
+    m_share = _share(float(mass[is_maj & has].sum()), float(mass[is_c & has].sum()))
+    t_share = _share(float(toks[is_maj].sum()), float(toks[is_c].sum()))
+    ratio = m_share / t_share if m_share is not None and t_share else None
+    ratios: dict[str, float] = {}
+    for q, by_q in sorted(counts.items()):
+        if len(by_q) < 2:
+            continue  # one mode: its ratio is 1 by construction
+        in_q = questions == q
+        m_q = _share(float(mass[in_q & has & is_maj].sum()), float(mass[in_q & has & is_c].sum()))
+        t_q = _share(float(toks[in_q & is_maj].sum()), float(toks[in_q & is_c].sum()))
+        if m_q is not None and t_q:
+            ratios[q] = m_q / t_q
+    quartiles = None
+    if ratios:
+        qs = np.quantile(np.array(list(ratios.values())), [0.25, 0.5, 0.75])
+        quartiles = (float(qs[0]), float(qs[1]), float(qs[2]))
+    return m_share, t_share, ratio, ratios, quartiles
 
 
 def _majority_membership(
