@@ -289,6 +289,56 @@ def strip_audited_replicates(sec: dict[str, Any] | None) -> dict[str, Any] | Non
     return sec
 
 
+def estimator_name(q: dict[str, Any]) -> str:
+    """How an across-seed quantity is named on every surface: the section's ``quantity``,
+    with its benchmark for pass@k (``pass_at_4 (aime)``)."""
+    return str(q["quantity"]) + (f" ({q['benchmark']})" if q.get("benchmark") else "")
+
+
+#: the aggregates each estimator gives ``quantities[]`` (section ``replicates``, key = its
+#: :func:`estimator_name`): (name, the section's field)
+AGGREGATES = (("across_seed_mean", "mean"), ("across_seed_sd", "between_seed_sd"))
+
+
+def replicates_quantities(
+    sec: dict[str, Any] | None, labelled: list[dict[str, Any]], add: Callable[..., None]
+) -> None:
+    """The section's aggregates through the quantity list's ``add``: per (run, model, step)
+    and estimator with two or more seeds (whatever quantities the section lists), the
+    across-seed mean with its hierarchical interval and the between-seed SD, n = the seeds
+    with an estimate, resting on what the section says (``depends_on``). Averaging seeds
+    lifts no floor: the aggregate carries the evidence of each seed whose own number in
+    ``labelled`` (the quantities listed so far: the same name, or ``<section>_<name>``,
+    at the seed's run label, model and step, keyed by the benchmark) is below its floor."""
+    own: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = defaultdict(dict)
+    for q in labelled:
+        own[(q["run"], q["model"], q["step"], q["key"])][q["name"]] = q
+    for g in (sec or {}).get("groups", []):
+        where = {"run": g["run"], "model": g["model"], "step": g["step"]}
+        for q in g["quantities"]:
+            if q["single_seed"]:  # one seed: its number is the run's own, listed already
+                continue
+            evidence = []
+            for label, train_seed in zip(g["labels"], g["train_seeds"], strict=True):
+                mine = own.get((label, g["model"], g["step"], q.get("benchmark")), {})
+                found = mine.get(q["quantity"]) or next(
+                    (v for n, v in mine.items() if n.endswith("_" + q["quantity"])), None
+                )
+                if found and found.get("evidence"):
+                    why = str(found["evidence"]).removeprefix("insufficient evidence: ")
+                    evidence.append(f"train seed {train_seed}: {why}")
+            kw = {
+                "key": estimator_name(q),
+                "n": q["n_seeds"],
+                "evidence": "insufficient evidence at " + "; ".join(evidence) if evidence else None,
+                **where,
+            }
+            ci = (q["ci_low"], q["ci_high"])
+            for name, fld in AGGREGATES:
+                extra = {"ci": ci} if fld == "mean" else {}
+                add(name, "replicates", q[fld], q["depends_on"], **extra, **kw)
+
+
 def replicates_rows(sec: dict[str, Any] | None) -> tuple[list[str], list[list[Any]]]:
     """The section as one table (header, rows): per (run, model, step) and quantity, each
     seed's value, then the across-seed mean, SD and interval."""
@@ -296,7 +346,7 @@ def replicates_rows(sec: dict[str, Any] | None) -> tuple[list[str], list[list[An
     rows: list[list[Any]] = []
     for g in (sec or {}).get("groups", []):
         for q in g["quantities"]:
-            name = q["quantity"] + (f" ({q['benchmark']})" if q.get("benchmark") else "")
+            name = estimator_name(q)
             per_seed = "; ".join(
                 f"seed {v['train_seed']}: " + ("n/a" if v["value"] is None else f"{v['value']:.4g}")
                 for v in q["seeds"]
