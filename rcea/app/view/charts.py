@@ -263,12 +263,16 @@ def seed_spread(df: pd.DataFrame) -> alt.FacetChart:
             alt.Tooltip("ci_high:Q", format=".4g"),
         ],
     )
-    bars = mean.mark_errorbar(ticks=True, color="black").encode(
+    bars = mean.mark_errorbar(ticks={"size": 14}, color="black").encode(
         y=alt.Y("ci_low:Q", title="estimate"), y2=alt.Y2("ci_high:Q")
     )
     order = list(dict.fromkeys(df["estimator"]))
+    # a faceted chart does not stretch to the page: each panel gets its own size
+    width = max(320, 110 * len(checkpoint_order(df)))
+    header = alt.Header(labelAngle=0, labelAlign="left", labelFontSize=13, labelPadding=8)
     return (
         alt.layer(bars, seeds, means, data=df)
-        .facet(row=alt.Row("estimator:N", title=None, sort=order))
+        .properties(width=width, height=170)
+        .facet(row=alt.Row("estimator:N", title=None, sort=order, header=header))
         .resolve_scale(y="independent")
     )

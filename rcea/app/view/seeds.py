@@ -39,6 +39,7 @@ if not table.empty:
         table,
         hide_index=True,
         width="stretch",
+        column_order=[c for c in table.columns if c not in ("run", "model", "step")],
         column_config={
             c: st.column_config.NumberColumn(format="%.4f")
             for c in ("mean", "between_seed_sd", "ci_low", "ci_high")

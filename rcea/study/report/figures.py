@@ -218,9 +218,8 @@ def _identity(ax: Any, transitions: list[dict[str, Any]]) -> None:
     values = [t["predicted"] for t in transitions] + [t["observed"] for t in transitions]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.05 or 1e-3
-    ax.plot(
-        [lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", linestyle="--", label="identity"
-    )
+    line = {"color": "grey", "linestyle": "--", "marker": "", "label": "identity"}
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], **line)
 
 
 def mode_covariance_scatter(report: dict[str, Any]) -> Figure | None:
