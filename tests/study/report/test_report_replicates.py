@@ -334,7 +334,8 @@ def test_an_entropy_only_bundle_with_seeds_verifies(engine, tmp_path: Path) -> N
     from rcea.study.report.publish import publish_report
     from rcea.study.report.verify import verify_bundle
 
-    _study(engine, tmp_path)
+    recs = _study(engine, tmp_path)
+    _add_tail_sums(engine, recs, SEEDS)
     with session_scope(engine) as s:
         bundle = Path(
             publish_report(
@@ -353,6 +354,10 @@ def test_an_entropy_only_bundle_with_seeds_verifies(engine, tmp_path: Path) -> N
     group = next(g for g in report["replicates"]["groups"] if g["step"] == 10)
     assert group["train_seeds"] == list(SEEDS)
     assert all(not q["depends_on"] for q in group["quantities"])
+    # item 7's stratum shares rest on no audit: kept, and re-derived by verify
+    names = {q["quantity"] for q in group["quantities"]}
+    assert {"tail_success_share", "tail_failure_share"} <= names
+    assert not any(n.startswith("mode_tail_") for n in names)
 
 
 def test_item_16_and_the_tail_shares_across_seeds(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
