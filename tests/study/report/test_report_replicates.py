@@ -452,6 +452,11 @@ def test_the_seeds_of_one_run_are_one_point_of_the_association(engine, tmp_path:
     assert fit["methods"] == ["grpo"] and fit["n"] == 1 and fit["n_seeds"] == {"grpo": 3}
     assert [r["point"] for r in assoc["rows"]] == ["grpo"] * 3
     assert [r["method"] for r in assoc["rows"]] == [f"grpo [train seed {s}]" for s in SEEDS]
+    from rcea.study.report.html import render_html
+
+    report["generated_at"] = "now"
+    page = render_html(report, scope="full", figures={}, hashes={})
+    assert "grpo (mean of 3 seeds)" in page
 
 
 # the cross-run statistics on constructed points: run a has two training seeds
