@@ -21,8 +21,9 @@ Mode-dependent: audited only when the partition passed its gate.
 
 Every quantity above is a ratio of sums over trajectories, so the per-token arrays are not
 needed once each trajectory's sums are known: :func:`trajectory_sums` reduces an endpoint's
-tokens to four numbers per trajectory (tokens, positive mass, positive mass and tokens in
-the success-stratum tail) — the probe stores them, the partition is applied later — and
+tokens to five numbers per trajectory (tokens, positive mass, positive mass and tokens in
+the success-stratum tail, positive mass in the failure-stratum tail for item 7's
+failure share) — the probe stores them, the partition is applied later — and
 :func:`mode_tail_from_sums` gives the same result as :func:`mode_stratified_tail` from them
 (up to the order of floating-point sums).
 
@@ -120,12 +121,7 @@ def mode_stratified_tail(
     )
     c, traj = tc.c, tc.trajectory
     pos = np.where(c > 0, c, 0.0)
-    # item 7's success-stratum tail: cutoff over every R = 1 token
-    success = tc.rewards[traj] == 1
-    tail = np.zeros(c.size, dtype=bool)
-    if success.any():
-        cutoff = float(np.quantile(c[success], quantile, method="inverted_cdf"))
-        tail = success & (c >= cutoff)
+    tail = _stratum_tail(c, tc.rewards[traj] == 1, quantile)
     # per token: its positive covariance mass, a count of one, its positive tail mass
     return _result(
         endpoint,
@@ -139,6 +135,17 @@ def mode_stratified_tail(
         is_maj[traj],
         is_c[traj],
     )
+
+
+def _stratum_tail(
+    c: np.ndarray[Any, Any], stratum: np.ndarray[Any, Any], quantile: float
+) -> np.ndarray[Any, Any]:
+    """Item 7's tail of one reward stratum: its tokens with c at or above the stratum's
+    ``quantile`` cutoff (``inverted_cdf``); none when the stratum is empty."""
+    if not stratum.any():
+        return np.zeros(c.size, dtype=bool)
+    cutoff = float(np.quantile(c[stratum], quantile, method="inverted_cdf"))
+    return np.asarray(stratum & (c >= cutoff))
 
 
 @dataclass(frozen=True)
@@ -172,16 +179,8 @@ def trajectory_sums(
     tc = token_covariances(group_ids, rewards, token_trajectory, token_logprob, eps=eps)
     c, traj, n = tc.c, tc.trajectory, tc.rewards.size
     pos = np.where(c > 0, c, 0.0)
-
-    def stratum_tail(stratum: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        # item 7's tail of one stratum: c at or above its quantile cutoff
-        if not stratum.any():
-            return np.zeros(c.size, dtype=bool)
-        cutoff = float(np.quantile(c[stratum], quantile, method="inverted_cdf"))
-        return np.asarray(stratum & (c >= cutoff))
-
-    tail = stratum_tail(tc.rewards[traj] == 1)
-    failure_tail = stratum_tail(tc.rewards[traj] == 0)
+    tail = _stratum_tail(c, tc.rewards[traj] == 1, quantile)
+    failure_tail = _stratum_tail(c, tc.rewards[traj] == 0, quantile)
     return TrajectorySums(
         quantile=quantile,
         n_tokens=np.bincount(traj, minlength=n),
