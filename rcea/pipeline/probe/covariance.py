@@ -284,8 +284,9 @@ def endpoint_tail(out: Path, ck: Checkpoint) -> tuple[dict[str, Any], Path]:
 
 def endpoint_trajectory_sums(out: Path, ck: Checkpoint, quantile: float) -> dict[str, Any]:
     """The ``tail_trajectories`` measurement of endpoint ``ck``: item 7's tokens reduced to
-    four sums per trajectory (``rcea.audits.mode_tail.trajectory_sums``: tokens, positive
-    covariance mass, positive mass and tokens in the success-stratum tail) with each
+    five sums per trajectory (``rcea.audits.mode_tail.trajectory_sums``: tokens, positive
+    covariance mass, positive mass and tokens in the success-stratum tail, positive mass in
+    the failure-stratum tail) with each
     trajectory's id, question and reward, so that item 16 can be computed later on the
     study's gated mode partition (the store never holds per-token arrays)."""
     recs = {r["trajectory_id"]: r for r in read_jsonl(records_path(out, ck))}
@@ -304,6 +305,9 @@ def endpoint_trajectory_sums(out: Path, ck: Checkpoint, quantile: float) -> dict
         "positive_mass": sums.positive_mass.tolist(),
         "tail_positive_mass": sums.tail_positive_mass.tolist(),
         "tail_tokens": sums.tail_tokens.tolist(),
+        "failure_tail_positive_mass": (
+            None if (ftail := sums.failure_tail_positive_mass) is None else ftail.tolist()
+        ),
     }
 
 

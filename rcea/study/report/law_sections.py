@@ -126,6 +126,10 @@ class OrderingTestModel(Section):
     )
     excluded: list[str] = Field(description="failed runs left out")
     seed: int = Field(description="seed of random orderings (above 9 runs)")
+    n_seeds: dict[str, int] = Field(
+        description="run -> the training seeds averaged into its endpoint (the seeds of one "
+        "run are one endpoint; a failed seed left out)"
+    )
 
 
 class OrderingModel(Section):

@@ -578,6 +578,10 @@ class AssociationFit(Section):
     methods: list[str] = Field(description="them")
     excluded: list[str] = Field(description="failed methods left out")
     missing: list[str] = Field(description="methods without both numbers")
+    n_seeds: dict[str, int] = Field(
+        description="method -> the training seeds averaged into its point (the seeds of one "
+        "run are one point; a failed seed left out)"
+    )
 
 
 class PooledAssociationFit(AssociationFit):
@@ -585,8 +589,9 @@ class PooledAssociationFit(AssociationFit):
 
 
 class AssociationRow(AtCheckpoint):
-    method: str = Field(description="the method (run)")
+    method: str = Field(description="the method (run; a training seed's seeded label)")
     label: str = Field(description="run, or run:model when the run has several scales")
+    point: str = Field(description="the run whose point it enters (its seeds are one point)")
     retention: float | None = Field(description="its retention at the reported checkpoint")
     pass_at_k: float | None = Field(description="its pass@k there")
 
@@ -608,6 +613,7 @@ class AssociationSection(Section):
     methods: list[str] | None = Field(description="likewise")
     excluded: list[str] | None = Field(description="likewise")
     missing: list[str] | None = Field(description="likewise")
+    n_seeds: dict[str, int] | None = Field(description="likewise")
 
 
 # --------------------------------------------------------------------------- the gate
