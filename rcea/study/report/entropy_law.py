@@ -225,9 +225,12 @@ def order_sentence(ordering: dict[str, Any]) -> str:
     """Whether endpoint global entropy ordered the runs' performance, in words."""
     parts = []
     for model, res in ordering["by_model"].items():
+        # a run of several training seeds is one endpoint, their mean (item 17): say so
+        seeded = [f"{r} of {n}" for r, n in sorted((res.get("n_seeds") or {}).items()) if n > 1]
+        means = f"; the mean of the seeds for {', '.join(seeded)}" if seeded else ""
         for m in res["metrics"]:
             if m["kendall_tau"] is None or m["p_value"] is None:
-                parts.append(f"{model} {m['metric']}: undefined (n = {m['n']})")
+                parts.append(f"{model} {m['metric']}: undefined (n = {m['n']}{means})")
                 continue
             verdict = "ordered" if m["p_value"] < 0.05 else "did not order"
             # the exact test's smallest p is 2/n! (the two extreme orderings, no ties): with
@@ -237,7 +240,7 @@ def order_sentence(ordering: dict[str, Any]) -> str:
                 verdict += f": with n = {m['n']} the smallest attainable p is {floor:.3f}"
             parts.append(
                 f"{model} {m['metric']}: τ-b = {m['kendall_tau']:+.2f}, p = {m['p_value']:.3f} "
-                f"(n = {m['n']}, {verdict})"
+                f"(n = {m['n']}{means}, {verdict})"
             )
     if not parts:
         return "No endpoints to order."

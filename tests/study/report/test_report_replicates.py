@@ -528,7 +528,12 @@ def test_the_association_takes_two_seeds_of_one_run_as_one_point(
 def test_the_ordering_takes_two_seeds_of_one_run_as_one_endpoint() -> None:
     from scipy import stats  # an oracle, imported where it is used
 
-    from rcea.study.report.entropy_law import Trace, ordering_results, study_endpoints
+    from rcea.study.report.entropy_law import (
+        Trace,
+        order_sentence,
+        ordering_results,
+        study_endpoints,
+    )
 
     traces = [
         Trace(run=lab, model="m", entropy={"global": [(10, v[2])]}) for lab, v in POINTS.items()
@@ -556,3 +561,5 @@ def test_the_ordering_takes_two_seeds_of_one_run_as_one_endpoint() -> None:
     h = [0.8, 0.9, 0.3, 0.7]
     acc = [0.4, 0.2, 0.6, 0.35]
     assert greedy_test["kendall_tau"] == pytest.approx(stats.kendalltau(h, acc).statistic)
+    # the sentence the report and the demo print says which endpoint is a mean of seeds
+    assert "(n = 4; the mean of the seeds for a of 2, " in order_sentence(ordering_results(rows))
