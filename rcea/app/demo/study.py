@@ -218,7 +218,8 @@ def step_train(ctx: DemoContext) -> dict[str, Any]:
                 args += ["--out", str(rd)]
             else:  # the seed's run goes to <objective>/train-seed-N, its seed in run.json
                 args += ["--out", str(run_dir(ctx, scale, objective)), "--train-seeds", str(seed)]
-            job = RceaJob(ctx, args, f"train-{scale.label}-{run_name(objective, seed)}")
+            log = f"train-{scale.label}-{run_name(objective, seed).replace('/', '-')}"
+            job = RceaJob(ctx, args, log)
             names[id(job)] = f"({i}/{n}) {name}"
             jobs.append(job)
             if entry is not None:

@@ -112,11 +112,13 @@ def test_step_train_passes_each_seed_to_rcea_train_run(
     (done / "final" / "config.json").write_text("{}")
     (done / "run.json").write_text(json.dumps({"train_seed": 0}))
     started: list[list[str]] = []
+    logs: list[Path] = []
 
     def fake_many(jobs: list[Any], *, workers: int, on_done: Any = None) -> list[Any]:
         results = []
         for job in jobs:
             started.append(job.args)
+            logs.append(job.log)
             res: dict[str, Any] = {"steps": QUICK.train_steps, "last": {"entropy": 0.5}}
             if "--train-seeds" in job.args:  # what `train run --train-seeds --json` answers
                 res = {"ok": True, "train_seeds": [1], "runs": [res]}
@@ -142,6 +144,8 @@ def test_step_train_passes_each_seed_to_rcea_train_run(
     assert "(2/7) tiny-s grpo/train-seed-1: 16 steps" in text
     assert "2 training seeds of one" in text
     assert out["runs"]["tiny-s"]["grpo/train-seed-1"] == str(grpo / "train-seed-1")
+    # one log file per run, in the logs folder (no sub-folder)
+    assert ctx.work / "logs" / "train-tiny-s-grpo-train-seed-1.log" in logs
 
 
 def test_bad_train_seeds_option_is_refused() -> None:
