@@ -15,6 +15,7 @@ Verdicts on failed trajectories (R = 0) are ignored, whatever their value.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +26,18 @@ from rcea.audits._checks import as_binary_array, check_positive_int, check_same_
 from rcea.audits._common import QuestionId, dataclass_dict, group_questions
 from rcea.audits.entropy import binary_entropy
 
-__all__ = ["QuestionValidity", "ValidityResult", "validity_rate", "UNPARSEABLE"]
+__all__ = [
+    "QuestionValidity",
+    "ValidityResult",
+    "validity_rate",
+    "validity_groups",
+    "UNPARSEABLE",
+]
 
 #: The verdict string for "the judge's output could not be parsed".
 UNPARSEABLE = "unparseable"
+#: A stored judge verdict as :func:`validity_rate` reads it.
+VERDICT_CODES: dict[str, Any] = {"valid": 1, "invalid": 0, UNPARSEABLE: UNPARSEABLE}
 
 _ACCEPT, _REJECT, _NONE = 1, 0, -1
 
@@ -170,3 +179,37 @@ def validity_rate(
         judge_coverage_eligible=(judged_elig - unp_elig) / judged_elig if judged_elig else None,
         questions=tuple(rows),
     )
+
+
+def validity_groups(
+    rows: list[dict[str, Any]],
+    verdicts: dict[str, str],
+    *,
+    k_min: int = 8,
+    include_questions: bool = False,
+) -> list[dict[str, Any]]:
+    """Per (run, model, step) of ``rows`` (dicts with run, model, step, question_id, reward,
+    trajectory_id): :func:`validity_rate` over every trajectory with the judge's verdict
+    (``verdicts``: trajectory id → ``valid``/``invalid``/``unparseable``; no verdict yet →
+    ``None``), in key order: the store's validity report and the report's pure core (and
+    so its verifier, on a bundle) share it."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["run"], r["model"], r["step"])].append(r)
+    out = []
+    for (run, model, step), members in sorted(groups.items()):
+        res = validity_rate(
+            [m["question_id"] for m in members],
+            [m["reward"] for m in members],
+            [VERDICT_CODES.get(verdicts.get(m["trajectory_id"], "")) for m in members],
+            k_min=k_min,
+        )
+        out.append(
+            {
+                "run": run,
+                "model": model,
+                "step": step,
+                **res.to_dict(include_questions=include_questions),
+            }
+        )
+    return out
