@@ -94,11 +94,17 @@ _TIE_EPS = 0.5
 class PairedTrace:
     """Validation points with the entropy they are paired with (module docstring)."""
 
-    steps: tuple[int, ...]
-    entropy_steps: tuple[int, ...]
-    entropy: tuple[float, ...]
-    accuracy: tuple[float, ...]
-    n_unpaired: int
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    steps: tuple[int, ...] = field(metadata={"description": "validation steps"})
+    entropy_steps: tuple[int, ...] = field(
+        metadata={"description": "the step of the entropy each is paired with"}
+    )
+    entropy: tuple[float, ...] = field(metadata={"description": "H"})
+    accuracy: tuple[float, ...] = field(metadata={"description": "R"})
+    n_unpaired: int = field(
+        metadata={"description": "validation points before any entropy (dropped)"}
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)
@@ -342,10 +348,12 @@ def run_law(
 class LineFit:
     """OLS y = intercept + slope · log N."""
 
-    slope: float | None
-    intercept: float | None
-    r2: float | None
-    n: int
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    slope: float | None = field(metadata={"description": "slope on log N"})
+    intercept: float | None = field(metadata={"description": "intercept"})
+    r2: float | None = field(metadata={"description": "R² (None with 2 sizes)"})
+    n: int = field(metadata={"description": "sizes"})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)
@@ -456,12 +464,20 @@ def law_scaling(
 class EntropyComparison:
     """Which entropy's law predicted R best over the runs where all compared ones fit."""
 
-    kinds: tuple[str, ...]
-    runs: tuple[str, ...]
-    mean_early_fit_rmse: dict[str, float | None]
-    mean_r2: dict[str, float | None]
-    best: str | None
-    sentence: str
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    kinds: tuple[str, ...] = field(metadata={"description": "entropies compared"})
+    runs: tuple[str, ...] = field(
+        metadata={"description": "runs where every compared entropy has an early fit"}
+    )
+    mean_early_fit_rmse: dict[str, float | None] = field(
+        metadata={"description": "kind -> mean over runs"}
+    )
+    mean_r2: dict[str, float | None] = field(
+        metadata={"description": "kind -> mean R² over the same runs"}
+    )
+    best: str | None = field(metadata={"description": "lowest mean early-fit RMSE"})
+    sentence: str = field(metadata={"description": "the finding in words"})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)
@@ -608,12 +624,16 @@ def _desc_ranks(v: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 class MetricOrder:
     """τ-b of endpoint entropy against one metric, over the runs that have both."""
 
-    metric: str
-    kendall_tau: float | None
-    p_value: float | None
-    p_method: str
-    n: int
-    runs: tuple[str, ...]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    metric: str = field(metadata={"description": "greedy_accuracy, macro_accuracy or pass_at_k"})
+    kendall_tau: float | None = field(
+        metadata={"description": "Kendall τ-b of endpoint entropy and it"}
+    )
+    p_value: float | None = field(metadata={"description": "two-sided permutation p-value"})
+    p_method: str = field(metadata={"description": "exact or monte_carlo"})
+    n: int = field(metadata={"description": "runs in the test"})
+    runs: tuple[str, ...] = field(metadata={"description": "them"})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)
@@ -623,11 +643,17 @@ class MetricOrder:
 class OrderingTest:
     """RQ1 at one model scale: does endpoint global entropy order the runs' performance?"""
 
-    model: str
-    metrics: tuple[MetricOrder, ...]
-    rank_table: tuple[dict[str, Any], ...]
-    excluded: tuple[str, ...]
-    seed: int
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    model: str = field(metadata={"description": "model scale"})
+    metrics: tuple[MetricOrder, ...] = field(metadata={"description": "one test per metric"})
+    rank_table: tuple[dict[str, str | float | None], ...] = field(
+        metadata={
+            "description": "per run: entropy, each metric and their descending ranks (1 = highest)"
+        }
+    )
+    excluded: tuple[str, ...] = field(metadata={"description": "failed runs left out"})
+    seed: int = field(metadata={"description": "seed of random orderings (above 9 runs)"})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)

@@ -290,7 +290,7 @@ def budget_frame(report: Report) -> pd.DataFrame:
         {
             "endpoint": checkpoint_label(ep.run, ep.model, ep.step),
             "failed_run": ep.failed_run,
-            **b.model_dump(),
+            **b.to_dict(),
         }
         for ep in (report.tail.endpoints if report.tail else [])
         for b in ep.report.budgets

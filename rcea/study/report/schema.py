@@ -47,7 +47,7 @@ from rcea.study.report.sections import (
 )
 
 #: Bumped whenever a key is added, removed or changes meaning.
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 
 JSONObject = dict[str, Any]
 
