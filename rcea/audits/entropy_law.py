@@ -363,19 +363,27 @@ class LineFit:
 class LawScaling:
     """a and b against log N across sizes, and the largest size predicted from the others."""
 
-    labels: tuple[str, ...]
-    n_params: tuple[float, ...]
-    a_fit: LineFit
-    b_fit: LineFit
-    largest: str | None
-    predicted_a: float | None
-    predicted_b: float | None
-    predicted_ceiling: float | None
-    fitted_a: float | None
-    fitted_b: float | None
-    fitted_ceiling: float | None
-    ceiling_error: float | None
-    reason: str | None = None
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    labels: tuple[str, ...] = field(metadata={"description": "models with a fitted law"})
+    n_params: tuple[float, ...] = field(metadata={"description": "their N_params"})
+    a_fit: LineFit = field(metadata={"description": "OLS of a on log N"})
+    b_fit: LineFit = field(metadata={"description": "OLS of b on log N"})
+    largest: str | None = field(metadata={"description": "the largest size"})
+    predicted_a: float | None = field(
+        metadata={"description": "its a predicted from the other sizes"}
+    )
+    predicted_b: float | None = field(
+        metadata={"description": "its b predicted from the other sizes"}
+    )
+    predicted_ceiling: float | None = field(metadata={"description": "predicted b − a"})
+    fitted_a: float | None = field(metadata={"description": "its own fitted a"})
+    fitted_b: float | None = field(metadata={"description": "its own fitted b"})
+    fitted_ceiling: float | None = field(metadata={"description": "its own fitted b − a"})
+    ceiling_error: float | None = field(metadata={"description": "predicted − fitted ceiling"})
+    reason: str | None = field(
+        default=None, metadata={"description": "why undefined (fewer than 3 sizes)"}
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)

@@ -4,9 +4,16 @@ rests on the producer's training curves and accuracy measurements, no audit."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from pydantic import Field
 
-from rcea.audits.entropy_law import EntropyComparison, LineFit, OrderingTest, PairedTrace
+from rcea.audits.entropy_law import (
+    EntropyComparison,
+    LawScaling,
+    OrderingTest,
+    PairedTrace,
+)
 from rcea.study.report.sections import Section
 
 
@@ -62,24 +69,12 @@ class LawRun(Section):
     )
 
 
-class LawScalingModel(Section):
+@dataclass(frozen=True, kw_only=True)
+class RunLawScaling(LawScaling):
     """a and b against log N_params for one run (and seed) across model sizes."""
 
-    run: str = Field(description="run")
-    seed: int | None = Field(description="training seed")
-    labels: list[str] = Field(description="models with a fitted law")
-    n_params: list[float] = Field(description="their N_params")
-    a_fit: LineFit = Field(description="OLS of a on log N")
-    b_fit: LineFit = Field(description="OLS of b on log N")
-    largest: str | None = Field(description="the largest size")
-    predicted_a: float | None = Field(description="its a predicted from the other sizes")
-    predicted_b: float | None = Field(description="its b predicted from the other sizes")
-    predicted_ceiling: float | None = Field(description="predicted b − a")
-    fitted_a: float | None = Field(description="its own fitted a")
-    fitted_b: float | None = Field(description="its own fitted b")
-    fitted_ceiling: float | None = Field(description="its own fitted b − a")
-    ceiling_error: float | None = Field(description="predicted − fitted ceiling")
-    reason: str | None = Field(description="why undefined (fewer than 3 sizes)")
+    run: str = field(metadata={"description": "run"})
+    seed: int | None = field(metadata={"description": "training seed"})
 
 
 class OrderingModel(Section):
@@ -95,7 +90,7 @@ class EntropyLawSection(Section):
 
     fit_fraction: float = Field(description="f of the early fit")
     runs: list[LawRun] = Field(description="one per (run, model, training seed)")
-    scaling: list[LawScalingModel] = Field(description="per run across model sizes")
+    scaling: list[RunLawScaling] = Field(description="per run across model sizes")
     comparison: EntropyComparison = Field(description="which entropy predicted R best")
     without_trace: list[str] = Field(
         description="(run, model)s without a curve with entropy or without an accuracy trace"
