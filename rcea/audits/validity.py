@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from rcea.audits.entropy import binary_entropy
 
 __all__ = [
     "QuestionValidity",
+    "ValiditySummary",
     "ValidityResult",
     "validity_rate",
     "validity_groups",
@@ -89,24 +90,39 @@ class QuestionValidity:
 
 
 @dataclass(frozen=True)
-class ValidityResult:
-    """Macro validity over eligible questions (``None`` when none is eligible).
+class ValiditySummary:
+    """Macro validity over eligible questions (``None`` when none is eligible): the
+    report's ``checkpoints[].validity``, its fields (with these descriptions) the section's
+    keys (``rcea.study.report.schema``).
 
     ``coverage`` = n_eligible / n_questions. ``judge_coverage`` pools all judged successes
     (parseable / judged, ``None`` without successes); ``judge_coverage_eligible`` pools the
     successes of eligible questions only."""
 
-    k_min: int
-    n_questions: int
-    n_eligible: int
-    coverage: float
-    mean_validity_rate: float | None
-    mean_validity_entropy: float | None
-    n_judged: int
-    n_accepted: int
-    n_unparseable: int
-    judge_coverage: float | None
-    judge_coverage_eligible: float | None
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    k_min: int = field(metadata={"description": "K+ gate of a question"})
+    n_questions: int = field(metadata={"description": "questions"})
+    n_eligible: int = field(metadata={"description": "questions with K+ >= k_min (the n)"})
+    # None only in a report read back whose checkpoint had no question (JSON has no NaN)
+    coverage: float | None = field(metadata={"description": "n_eligible / n_questions"})
+    mean_validity_rate: float | None = field(
+        metadata={"description": "macro v+(x) over eligible questions"}
+    )
+    mean_validity_entropy: float | None = field(metadata={"description": "macro h_b(v+(x))"})
+    n_judged: int = field(metadata={"description": "successes with a verdict"})
+    n_accepted: int = field(metadata={"description": "successes judged valid"})
+    n_unparseable: int = field(metadata={"description": "unparseable verdicts (against coverage)"})
+    judge_coverage: float | None = field(metadata={"description": "parseable / judged successes"})
+    judge_coverage_eligible: float | None = field(
+        metadata={"description": "the same over eligible questions only"}
+    )
+
+
+@dataclass(frozen=True)
+class ValidityResult(ValiditySummary):
+    """:class:`ValiditySummary` with the per-question rows."""
+
     questions: tuple[QuestionValidity, ...]
 
     def to_dict(self, *, include_questions: bool = True) -> dict[str, Any]:

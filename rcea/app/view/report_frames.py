@@ -436,7 +436,7 @@ def realization_frame(report: Report) -> pd.DataFrame:
             "run": e.run,
             "model": e.model,
             "step": e.step,
-            **e.report.model_dump(include=set(REALIZATION_COLUMNS)),
+            **{k: getattr(e.report, k) for k in REALIZATION_COLUMNS if hasattr(e.report, k)},
             "realization_retention": e.retention.retention if e.retention else None,
         }
         rows.append(row)

@@ -29,6 +29,7 @@ from rcea.audits.covariance import CovarianceFit
 from rcea.audits.entropy import BroadTokenEntropyRatio
 from rcea.audits.failure import FailureCheck
 from rcea.audits.modes import mode_entropy
+from rcea.audits.realization import RealizationRetentionSummary, RealizationSummary
 from rcea.audits.tail import TailDirectionSummary, TailResult
 
 Dependency = Literal["partition", "validity"]
@@ -131,26 +132,6 @@ class EntropySection(Section):
 # --------------------------------------------------------------------------- items 4-5
 
 
-class ValiditySection(Section):
-    """Item 4 at one checkpoint (``rcea.audits.validity.ValidityResult`` without per-question
-    rows)."""
-
-    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("validity",)
-    k_min: int = Field(description="K+ gate of a question")
-    n_questions: int = Field(description="questions")
-    n_eligible: int = Field(description="questions with K+ >= k_min (the n)")
-    coverage: float | None = Field(description="n_eligible / n_questions")
-    mean_validity_rate: float | None = Field(description="macro v+(x) over eligible questions")
-    mean_validity_entropy: float | None = Field(description="macro h_b(v+(x))")
-    n_judged: int = Field(description="successes with a verdict")
-    n_accepted: int = Field(description="successes judged valid")
-    n_unparseable: int = Field(description="unparseable verdicts (against coverage)")
-    judge_coverage: float | None = Field(description="parseable / judged successes")
-    judge_coverage_eligible: float | None = Field(
-        description="the same over eligible questions only"
-    )
-
-
 class ModeSummary(Section):
     """Item 5 at one checkpoint."""
 
@@ -251,57 +232,14 @@ class RetentionSection(Section):
 # --------------------------------------------------------------------------- item 15
 
 
-class RealizationMacro(Section):
-    """Item 15 at one checkpoint (``rcea.audits.realization.RealizationReport`` without
-    per-question rows); macro means over eligible questions (K_C >= k_min), nats."""
-
-    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
-    k_min: int = Field(description="K_min on K_C (accepted, assigned successes) per question")
-    n_questions: int = Field(description="questions")
-    n_with_successes: int = Field(description="questions with K_C >= 1")
-    n_eligible: int = Field(description="questions with K_C >= k_min (its n)")
-    coverage: float | None = Field(description="n_eligible / n_with_successes")
-    mode_entropy: float | None = Field(description="macro Ĥ(Z|C,x): between-mode entropy")
-    sequence_entropy: float | None = Field(description="macro Ĥ(Y|C,x)")
-    within_mode_entropy: float | None = Field(
-        description="macro W(x) = Σ_z q̂(z) Ĥ(Y|Z=z,C,x): within-mode realization entropy"
-    )
-    within_mode_token_entropy: float | None = Field(
-        description="macro token-level mixture Σ_z q̂(z) Ĥ_tok,z(x)"
-    )
-    decomposition_residual: float | None = Field(
-        description="largest |Ĥ(Y|C,x) − Ĥ(Z|C,x) − W(x)| (a software check, ~1e-12)"
-    )
-    token_mixture_residual: float | None = Field(
-        description="largest |mean_C h̄ − Σ_z q̂(z) Ĥ_tok,z(x)| (a software check)"
-    )
-    share_in_repeated_modes: float | None = Field(
-        description="share of C (eligible questions) in modes with K_z >= 2"
-    )
-
-
-class RealizationRetentionSection(Section):
-    """Realization retention against the same model's base."""
-
-    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
-    retention: float | None = Field(
-        description="mean over questions eligible at both of W_t(x) / W_0(x)"
-    )
-    n_eligible: int = Field(description="questions in the mean (its n)")
-    n_both: int = Field(description="questions eligible at both checkpoints")
-    excluded_zero_base: list[str] = Field(
-        description="questions left out because W_0(x) ≈ 0 (the ratio is undefined)"
-    )
-
-
 class RealizationCheckpoint(AtCheckpoint):
     """Item 15 of one checkpoint, on the partition the mode numbers rest on."""
 
     DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
-    report: RealizationMacro | None = Field(description="the macro numbers, or None (error)")
+    report: RealizationSummary | None = Field(description="the macro numbers, or None (error)")
     error: str | None = Field(description="why report is None (no ℓ or token entropies)")
     base: CheckpointRef | None = Field(description="the base checkpoint retention compares with")
-    retention: RealizationRetentionSection | None = Field(
+    retention: RealizationRetentionSummary | None = Field(
         description="realization retention vs the base; None at the base"
     )
     retention_error: str | None = Field(description="why retention is None off the base")
