@@ -21,10 +21,17 @@ Mode-dependent: audited only when the partition passed its gate.
 
 Every quantity above is a ratio of sums over trajectories, so the per-token arrays are not
 needed once each trajectory's sums are known: :func:`trajectory_sums` reduces an endpoint's
-tokens to four numbers per trajectory (tokens, positive mass, positive mass and tokens in
-the success-stratum tail) — the probe stores them, the partition is applied later — and
+tokens to five numbers per trajectory (tokens, positive mass, positive mass and tokens in
+the success-stratum tail, positive mass in the failure-stratum tail for item 7's
+failure share) — the probe stores them, the partition is applied later — and
 :func:`mode_tail_from_sums` gives the same result as :func:`mode_stratified_tail` from them
 (up to the order of floating-point sums).
+
+Both reduce further to six sums per question (``question_sums``, columns
+:data:`QUESTION_SUM_COLUMNS`), and every number is formed from those: Σ_x of a column over
+Σ_x of another. Item 17 (:mod:`rcea.audits.replicates`) resamples these per-question sums
+to bootstrap the numbers across training seeds; :func:`tail_question_sums` gives item 7's
+share of each reward stratum per question likewise.
 """
 
 from __future__ import annotations
@@ -41,10 +48,12 @@ from rcea.audits.modes import DEFAULT_EXCLUDE, _check_label
 from rcea.audits.tail import ADVANTAGE_EPS, token_covariances
 
 __all__ = [
+    "QUESTION_SUM_COLUMNS",
     "ModeTailResult",
     "TrajectorySums",
     "mode_stratified_tail",
     "mode_tail_from_sums",
+    "tail_question_sums",
     "trajectory_sums",
 ]
 
@@ -64,6 +73,7 @@ class ModeTailResult:
     question_ratios: dict[str, float] = field(default_factory=dict)
     question_ratio_quartiles: tuple[float, float, float] | None = None
     majority_modes: dict[str, Hashable] = field(default_factory=dict)
+    question_sums: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)
@@ -110,53 +120,48 @@ def mode_stratified_tail(
         questions, c_flag, labels, rank=rank, exclude=excl
     )
     c, traj = tc.c, tc.trajectory
-    tok_c, tok_maj = is_c[traj], is_maj[traj]
-    pos = c > 0
-    # per token: its positive covariance mass and a count of one
-    m_share, t_share, ratio, ratios, quartiles = _concentration(
+    pos = np.where(c > 0, c, 0.0)
+    tail = _stratum_tail(c, tc.rewards[traj] == 1, quantile)
+    # per token: its positive covariance mass, a count of one, its positive tail mass
+    return _result(
+        endpoint,
         np.array(questions, dtype=object)[traj],
         counts,
-        np.where(pos, c, 0.0),
+        majority,
+        pos,
         np.ones(c.size),
-        tok_maj,
-        tok_c,
+        np.where(tail, pos, 0.0),
+        int(tail.sum()),
+        is_maj[traj],
+        is_c[traj],
     )
 
-    # item 7's success-stratum tail: cutoff over every R = 1 token
-    success = tc.rewards[traj] == 1
-    tail_share, n_tail = None, 0
-    if success.any():
-        cutoff = float(np.quantile(c[success], quantile, method="inverted_cdf"))
-        tail = success & (c >= cutoff)
-        n_tail = int(tail.sum())
-        tail_share = _share(float(c[tail & tok_maj & pos].sum()), float(c[tail & pos].sum()))
 
-    return ModeTailResult(
-        endpoint=endpoint,
-        n_questions=len(counts),
-        n_tokens_c=int(tok_c.sum()),
-        majority_mass_share=m_share,
-        majority_token_share=t_share,
-        concentration_ratio=ratio,
-        success_tail_majority_share=tail_share,
-        n_success_tail=n_tail,
-        question_ratios=ratios,
-        question_ratio_quartiles=quartiles,
-        majority_modes=dict(sorted(majority.items())),
-    )
+def _stratum_tail(
+    c: np.ndarray[Any, Any], stratum: np.ndarray[Any, Any], quantile: float
+) -> np.ndarray[Any, Any]:
+    """Item 7's tail of one reward stratum: its tokens with c at or above the stratum's
+    ``quantile`` cutoff (``inverted_cdf``); none when the stratum is empty."""
+    if not stratum.any():
+        return np.zeros(c.size, dtype=bool)
+    cutoff = float(np.quantile(c[stratum], quantile, method="inverted_cdf"))
+    return np.asarray(stratum & (c >= cutoff))
 
 
 @dataclass(frozen=True)
 class TrajectorySums:
     """Per trajectory (in input order): its eligible tokens, the positive mass Σ_{c>0} c of
-    its tokens, and the positive mass and count of its tokens in item 7's success-stratum
-    tail (c at or above the ``quantile`` cutoff over every R = 1 token; 0 off R = 1)."""
+    its tokens, the positive mass and count of its tokens in item 7's success-stratum tail
+    (c at or above the ``quantile`` cutoff over every R = 1 token; 0 off R = 1), and the
+    positive mass of its tokens in the failure-stratum tail (the cutoff over every R = 0
+    token; 0 off R = 0; ``None`` in sums stored before it was recorded)."""
 
     quantile: float
     n_tokens: np.ndarray[Any, Any]
     positive_mass: np.ndarray[Any, Any]
     tail_positive_mass: np.ndarray[Any, Any]
     tail_tokens: np.ndarray[Any, Any]
+    failure_tail_positive_mass: np.ndarray[Any, Any] | None = None
 
 
 def trajectory_sums(
@@ -174,18 +179,49 @@ def trajectory_sums(
     tc = token_covariances(group_ids, rewards, token_trajectory, token_logprob, eps=eps)
     c, traj, n = tc.c, tc.trajectory, tc.rewards.size
     pos = np.where(c > 0, c, 0.0)
-    tail = np.zeros(c.size, dtype=bool)
-    success = tc.rewards[traj] == 1
-    if success.any():
-        cutoff = float(np.quantile(c[success], quantile, method="inverted_cdf"))
-        tail = success & (c >= cutoff)
+    tail = _stratum_tail(c, tc.rewards[traj] == 1, quantile)
+    failure_tail = _stratum_tail(c, tc.rewards[traj] == 0, quantile)
     return TrajectorySums(
         quantile=quantile,
         n_tokens=np.bincount(traj, minlength=n),
         positive_mass=np.bincount(traj, weights=pos, minlength=n),
         tail_positive_mass=np.bincount(traj, weights=np.where(tail, pos, 0.0), minlength=n),
         tail_tokens=np.bincount(traj, weights=tail.astype(np.int64), minlength=n).astype(np.int64),
+        failure_tail_positive_mass=np.bincount(
+            traj, weights=np.where(failure_tail, pos, 0.0), minlength=n
+        ),
     )
+
+
+def tail_question_sums(
+    group_ids: Sequence[Any], rewards: Any, sums: TrajectorySums, *, stratum: int = 1
+) -> dict[str, tuple[float, float]]:
+    """Item 7's tail share of one reward ``stratum`` (1: successes, 0: failures) per
+    question, as the two sums it is a ratio of: question → (positive mass of its stratum
+    tokens in the stratum's tail, positive mass of its stratum tokens), from
+    :class:`TrajectorySums` (questions without a stratum token with positive mass left
+    out). Σ_x of the first over Σ_x of the second is item 7's share of that stratum
+    (:func:`rcea.audits.tail.reward_stratified_tail`, the tail's cutoff the endpoint's);
+    item 17 resamples these pairs. ``ValueError`` for the failure stratum of sums without
+    it."""
+    r = as_binary_array(rewards, "rewards")
+    if not (len(group_ids) == r.size == sums.n_tokens.size):
+        raise ValueError(
+            f"length mismatch: sums={sums.n_tokens.size}, group_ids={len(group_ids)}, "
+            f"rewards={r.size}"
+        )
+    if stratum not in (0, 1):
+        raise ValueError(f"stratum must be 1 (successes) or 0 (failures), got {stratum!r}")
+    tails = sums.tail_positive_mass if stratum == 1 else sums.failure_tail_positive_mass
+    if tails is None:
+        raise ValueError("these sums carry no failure-stratum tail (recorded before it was)")
+    out: dict[str, list[float]] = {}
+    for q, ri, tail, mass in zip(group_ids, r, tails, sums.positive_mass, strict=True):
+        if ri == stratum and mass > 0:
+            acc = out.setdefault(str(q), [0.0, 0.0])
+            acc[0] += float(tail)
+            acc[1] += float(mass)
+    return {q: (a, b) for q, (a, b) in sorted(out.items())}
 
 
 def mode_tail_from_sums(
@@ -215,69 +251,102 @@ def mode_tail_from_sums(
     counts, majority, is_c, is_maj = _majority_membership(
         questions, c_flag, labels, rank=rank, exclude=excl
     )
-    mass, toks = sums.positive_mass, sums.n_tokens
-    m_share, t_share, ratio, ratios, quartiles = _concentration(
-        np.array(questions, dtype=object), counts, mass, toks, is_maj, is_c
-    )
-    n_tail = int(sums.tail_tokens.sum())
-    tail_share = (
-        _share(float(sums.tail_positive_mass[is_maj].sum()), float(sums.tail_positive_mass.sum()))
-        if n_tail
-        else None
-    )
-    return ModeTailResult(
-        endpoint=endpoint,
-        n_questions=len(counts),
-        n_tokens_c=int(toks[is_c].sum()),
-        majority_mass_share=m_share,
-        majority_token_share=t_share,
-        concentration_ratio=ratio,
-        success_tail_majority_share=tail_share,
-        n_success_tail=n_tail,
-        question_ratios=ratios,
-        question_ratio_quartiles=quartiles,
-        majority_modes=dict(sorted(majority.items())),
+    return _result(
+        endpoint,
+        np.array(questions, dtype=object),
+        counts,
+        majority,
+        sums.positive_mass,
+        sums.n_tokens,
+        sums.tail_positive_mass,
+        int(sums.tail_tokens.sum()),
+        is_maj,
+        is_c,
     )
 
 
-def _concentration(
+#: The per-question sums every item 16 number is a ratio of (``question_sums`` columns).
+QUESTION_SUM_COLUMNS = (
+    "mass_majority",
+    "mass_c",
+    "tokens_majority",
+    "tokens_c",
+    "tail_mass_majority",
+    "tail_mass",
+)
+
+
+def _result(
+    endpoint: str | None,
     questions: np.ndarray[Any, Any],
     counts: dict[str, Any],
+    majority: dict[str, Hashable],
     mass: np.ndarray[Any, Any],
     toks: np.ndarray[Any, Any],
+    tail_mass: np.ndarray[Any, Any],
+    n_tail: int,
     is_maj: np.ndarray[Any, Any],
     is_c: np.ndarray[Any, Any],
-) -> tuple[
-    float | None,
-    float | None,
-    float | None,
-    dict[str, float],
-    tuple[float, float, float] | None,
-]:
-    """M (the majority's share of C's positive mass), T (its share of C's tokens), M/T,
-    and M/T per question with two or more modes with its quartiles, over units (tokens, or
-    trajectories with their sums) carrying ``mass`` and ``toks``: the token and the
-    per-trajectory-sums paths share this rule."""
+) -> ModeTailResult:
+    """Item 16 over units (tokens, or trajectories with their sums) carrying positive
+    covariance ``mass``, ``toks`` tokens and positive success-tail ``tail_mass``: the token
+    and the per-trajectory-sums paths share this rule. Each number is a ratio of sums of
+    the per-question sums (``question_sums``, :data:`QUESTION_SUM_COLUMNS`), so that item
+    17's question bootstrap re-forms it from resampled questions:
+
+    M = Σ_x mass_majority / Σ_x mass_c, T = Σ_x tokens_majority / Σ_x tokens_c, M/T, the
+    tail share Σ_x tail_mass_majority / Σ_x tail_mass (``None`` without a tail token), and
+    per question with two or more modes M_x/T_x with its quartiles."""
     # mass sums over the units that carry some: no zero terms, so a mode holding all the
     # mass has M = 1 exactly (a sum's rounding depends on how many terms it adds)
     has = mass > 0
-    m_share = _share(float(mass[is_maj & has].sum()), float(mass[is_c & has].sum()))
-    t_share = _share(float(toks[is_maj].sum()), float(toks[is_c].sum()))
+    labels, code = np.unique(questions.astype(str), return_inverse=True)
+    code = code.reshape(-1)
+
+    def by_q(weights: np.ndarray[Any, Any], where: np.ndarray[Any, Any]) -> list[float]:
+        sel = where.astype(bool)
+        out = np.bincount(code[sel], weights=np.asarray(weights, float)[sel], minlength=len(labels))
+        return [float(v) for v in out]
+
+    cols = [
+        by_q(mass, has & is_maj),
+        by_q(mass, has & is_c),
+        by_q(toks, is_maj),
+        by_q(toks, is_c),
+        by_q(tail_mass, (tail_mass > 0) & is_maj),
+        by_q(tail_mass, tail_mass > 0),
+    ]
+    sums = {str(q): tuple(col[i] for col in cols) for i, q in enumerate(labels)}
+    total = [sum(col) for col in cols]
+    m_share = _share(total[0], total[1])
+    t_share = _share(total[2], total[3])
     ratio = m_share / t_share if m_share is not None and t_share else None
     ratios: dict[str, float] = {}
-    for q, by_q in sorted(counts.items()):
-        if len(by_q) < 2:
-            continue  # one mode: its ratio is 1 by construction
-        in_q = questions == q
-        m_q = _share(float(mass[in_q & has & is_maj].sum()), float(mass[in_q & has & is_c].sum()))
-        t_q = _share(float(toks[in_q & is_maj].sum()), float(toks[in_q & is_c].sum()))
+    for q, modes_q in sorted(counts.items()):
+        if len(modes_q) < 2 or q not in sums:
+            continue  # one mode: its ratio is 1 by construction (no unit: no sums)
+        m_maj, m_c, t_maj, t_c = sums[q][:4]
+        m_q, t_q = _share(m_maj, m_c), _share(t_maj, t_c)
         if m_q is not None and t_q:
             ratios[q] = m_q / t_q
     quartiles = None
     if ratios:
         qs = np.quantile(np.array(list(ratios.values())), [0.25, 0.5, 0.75])
         quartiles = (float(qs[0]), float(qs[1]), float(qs[2]))
-    return m_share, t_share, ratio, ratios, quartiles
+    return ModeTailResult(
+        endpoint=endpoint,
+        n_questions=len(counts),
+        n_tokens_c=int(total[3]),
+        majority_mass_share=m_share,
+        majority_token_share=t_share,
+        concentration_ratio=ratio,
+        success_tail_majority_share=_share(total[4], total[5]) if n_tail else None,
+        n_success_tail=n_tail,
+        question_ratios=ratios,
+        question_ratio_quartiles=quartiles,
+        majority_modes=dict(sorted(majority.items())),
+        question_sums=sums,
+    )
 
 
 def _majority_membership(

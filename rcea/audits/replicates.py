@@ -28,9 +28,14 @@ The poolings f (``STATISTICS``), per question x:
   question ratios against the same model's base), pass@k (item 8).
 * ``geometric_mean``: exp(mean_x log v(x)) for v(x) > 0 — the paired ρ_H (item 3), v(x) =
   Ĥ_tok,−(x)/Ĥ_tok,+(x).
-* ``ratio_of_sums``: Σ_x a(x) / Σ_x b(x) — a tail share (item 7/16: tail tokens in the
-  majority mode over tail tokens).
+* ``median``: the median of v(x) (``numpy.median``) — item 16's per-question ratios M_x/T_x.
+* ``ratio_of_sums``: Σ_x a(x) / Σ_x b(x) — item 16's M and T and its tail share (a, b the
+  question's sums in the majority mode and in C / in the tail), item 7's success-stratum
+  tail share (a, b the question's positive mass in the tail and in the stratum).
 * ``ratio_of_ratios``: (Σ a / Σ b) / (Σ c / Σ d) — the concentration ratio M/T (item 16).
+
+A ratio of sums is pooled over questions, so its bootstrap resamples each question's sums
+and re-forms the ratio from the resampled sums (never a mean of per-question ratios).
 """
 
 from __future__ import annotations
@@ -67,6 +72,10 @@ def _geometric_mean(v: Array) -> Array:
     return np.asarray(np.exp(np.log(v[..., 0]).mean(axis=-1)))
 
 
+def _median(v: Array) -> Array:
+    return np.asarray(np.median(v[..., 0], axis=-1))
+
+
 def _ratio(num: Array, den: Array) -> Array:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(num / den)
@@ -86,6 +95,7 @@ def _ratio_of_ratios(v: Array) -> Array:
 STATISTICS: dict[str, tuple[int, Callable[[Array], Array]]] = {
     "macro_mean": (1, _macro_mean),
     "geometric_mean": (1, _geometric_mean),
+    "median": (1, _median),
     "ratio_of_sums": (2, _ratio_of_sums),
     "ratio_of_ratios": (4, _ratio_of_ratios),
 }
@@ -133,8 +143,8 @@ class AcrossSeeds:
 
 def _rows(values: Any, columns: int, train_seed: int) -> Array:
     arr = np.asarray(values, dtype=float)
-    if arr.ndim == 1 and columns == 1:
-        arr = arr[:, None]
+    if (arr.ndim == 1 and columns == 1) or arr.shape == (0,):
+        arr = arr.reshape(-1, columns)  # a seed without questions: (0, columns)
     if arr.ndim != 2 or arr.shape[1] != columns:
         raise ValueError(
             f"training seed {train_seed}: expected {columns} value(s) per question, "

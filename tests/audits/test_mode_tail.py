@@ -7,7 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rcea.audits.mode_tail import mode_stratified_tail, mode_tail_from_sums, trajectory_sums
+from rcea.audits.mode_tail import (
+    QUESTION_SUM_COLUMNS,
+    TrajectorySums,
+    mode_stratified_tail,
+    mode_tail_from_sums,
+    tail_question_sums,
+    trajectory_sums,
+)
 from rcea.audits.tail import reward_stratified_tail
 
 
@@ -50,14 +57,15 @@ def _reference(groups, rewards, in_c, modes, traj, logp, quantile=0.99):  # type
     cut = np.sort(c[succ])[int(np.ceil(quantile * succ.sum())) - 1]
     tail = succ & (c >= cut)
     tail_share = c[tail & in_maj & (c > 0)].sum() / c[tail & (c > 0)].sum()
-    return m, share_t, tail_share, maj
+    tokens = {"c": c, "maj": in_maj, "in_c": in_cc, "tail": tail, "success": succ}
+    return m, share_t, tail_share, maj, tokens
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_matches_a_plain_numpy_computation(seed: int) -> None:
     args = _endpoint(seed)
     res = mode_stratified_tail(*args[:4], args[4], args[5])
-    m, t, tail, maj = _reference(*args)
+    m, t, tail, maj, _ = _reference(*args)
     assert res.majority_mass_share == pytest.approx(m, rel=1e-9)
     assert res.majority_token_share == pytest.approx(t, rel=1e-12)
     assert res.concentration_ratio == pytest.approx(m / t, rel=1e-9)
@@ -66,6 +74,59 @@ def test_matches_a_plain_numpy_computation(seed: int) -> None:
     # the success tail is item 7's: the same cutoff, the same selection size
     item7 = reward_stratified_tail(args[0], args[1], args[4], args[5])
     assert res.n_success_tail == item7.success.n_selected
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_per_question_sums_are_a_plain_loop_and_pool_to_the_numbers(seed: int) -> None:
+    """Item 17 resamples questions' sums: each question's six sums (a loop over its tokens
+    here) and item 7's success-stratum pair pool back (Σ over Σ) to M, T, M/T, the tail
+    share and item 7's success share."""
+    args = _endpoint(seed)
+    groups, rewards, in_c, modes, traj, logp = args
+    res = mode_stratified_tail(*args)
+    *_, tok = _reference(*args)
+    q_of = np.array(groups)[traj]
+    want = {}
+    for q in sorted(set(groups)):
+        s = {"mass_majority": 0.0, "mass_c": 0.0, "tokens_majority": 0.0, "tokens_c": 0.0,
+             "tail_mass_majority": 0.0, "tail_mass": 0.0}  # fmt: skip
+        for i in np.flatnonzero(q_of == q):
+            pos = max(tok["c"][i], 0.0)
+            s["mass_majority"] += pos if tok["maj"][i] else 0.0
+            s["mass_c"] += pos if tok["in_c"][i] else 0.0
+            s["tokens_majority"] += float(tok["maj"][i])
+            s["tokens_c"] += float(tok["in_c"][i])
+            s["tail_mass_majority"] += pos if tok["tail"][i] and tok["maj"][i] else 0.0
+            s["tail_mass"] += pos if tok["tail"][i] else 0.0
+        want[q] = tuple(s[k] for k in QUESTION_SUM_COLUMNS)
+    assert res.question_sums.keys() == want.keys()
+    for q, v in want.items():
+        assert res.question_sums[q] == pytest.approx(v, rel=1e-9, abs=1e-12)
+    col = np.array([res.question_sums[q] for q in sorted(want)]).sum(axis=0)
+    assert res.majority_mass_share == pytest.approx(col[0] / col[1], rel=1e-12)
+    assert res.majority_token_share == pytest.approx(col[2] / col[3], rel=1e-12)
+    assert res.concentration_ratio == pytest.approx(col[0] / col[1] / (col[2] / col[3]), rel=1e-12)
+    for q, ratio in res.question_ratios.items():
+        m_maj, m_c, t_maj, t_c = res.question_sums[q][:4]
+        assert ratio == pytest.approx((m_maj / m_c) / (t_maj / t_c), rel=1e-12)
+    # item 7's share of each stratum from the stored per-trajectory sums, per question
+    sums = trajectory_sums(groups, rewards, traj, logp)
+    item7 = reward_stratified_tail(groups, rewards, traj, logp)
+    c = tok["c"]
+    for stratum, want_share in ((1, item7.success.share), (0, item7.failure.share)):
+        in_s = np.asarray(rewards)[traj] == stratum
+        cut = np.sort(c[in_s])[int(np.ceil(0.99 * in_s.sum())) - 1]
+        pairs = tail_question_sums(groups, rewards, sums, stratum=stratum)
+        assert pairs.keys() == {q for q in set(groups) if (c[(q_of == q) & in_s] > 0).any()}
+        for q, (tail_mass, mass) in pairs.items():
+            sel = (q_of == q) & in_s & (c > 0)
+            assert mass == pytest.approx(c[sel].sum(), rel=1e-9)
+            assert tail_mass == pytest.approx(c[sel & (c >= cut)].sum(), rel=1e-9, abs=1e-15)
+        a, b = np.array(list(pairs.values())).sum(axis=0)
+        assert a / b == pytest.approx(want_share, rel=1e-12)
+    old = TrajectorySums(**{**sums.__dict__, "failure_tail_positive_mass": None})
+    with pytest.raises(ValueError, match="no failure-stratum tail"):
+        tail_question_sums(groups, rewards, old, stratum=0)
 
 
 def test_a_mode_carrying_all_positive_mass_has_ratio_one_over_its_token_share() -> None:
@@ -116,6 +177,10 @@ def test_from_per_trajectory_sums_equals_the_token_computation(seed: int) -> Non
                 assert got[k].keys() == v.keys()
                 for q in v:
                     assert got[k][q] == pytest.approx(v[q], rel=1e-12)
+            elif k == "question_sums":
+                assert got[k].keys() == v.keys()
+                for q in v:
+                    assert got[k][q] == pytest.approx(v[q], rel=1e-12, abs=1e-12)
             elif k == "question_ratio_quartiles" and v is not None:
                 assert got[k] == pytest.approx(v, rel=1e-12)
             else:

@@ -20,6 +20,8 @@ def _pool(name: str, rows: list[list[float]]) -> float:
         return sum(r[0] for r in rows) / len(rows)
     if name == "geometric_mean":
         return math.exp(sum(math.log(r[0]) for r in rows) / len(rows))
+    if name == "median":
+        return statistics.median(r[0] for r in rows)
     sums = [sum(r[j] for r in rows) for j in range(len(rows[0]))]
     if name == "ratio_of_sums":
         return sums[0] / sums[1] if sums[1] else math.nan
@@ -65,7 +67,7 @@ def _loop_reference(
 
 def _generated(name: str, gen: np.random.Generator) -> dict[int, Any]:
     """Three or four seeds with different question counts and a seed effect."""
-    cols = {"macro_mean": 1, "geometric_mean": 1, "ratio_of_sums": 2, "ratio_of_ratios": 4}[name]
+    cols = {"ratio_of_sums": 2, "ratio_of_ratios": 4}.get(name, 1)
     out: dict[int, Any] = {}
     for s in gen.choice(100, size=int(gen.integers(3, 5)), replace=False):
         n = int(gen.integers(5, 15))
@@ -78,7 +80,7 @@ def _generated(name: str, gen: np.random.Generator) -> dict[int, Any]:
 
 
 @pytest.mark.parametrize(
-    "name", ["macro_mean", "geometric_mean", "ratio_of_sums", "ratio_of_ratios"]
+    "name", ["macro_mean", "geometric_mean", "median", "ratio_of_sums", "ratio_of_ratios"]
 )
 @pytest.mark.parametrize("case", range(3))
 def test_matches_the_plain_loop(name: str, case: int) -> None:
@@ -116,6 +118,29 @@ def test_the_interval_covers_the_seed_spread_not_only_question_noise() -> None:
     assert got.ci_low < 1.2 and got.ci_high > 2.8
 
 
+def test_a_ratio_of_sums_is_pooled_not_averaged_and_its_bootstrap_keeps_a_constant_ratio() -> None:
+    """Known truth. Seed 1's questions (a, b) = (1, 1), (6, 3): Σa/Σb = 7/4, not the mean
+    of the per-question ratios (1.5). Seed 2's and 3's questions all have a/b = 2 and 3:
+    every resample of them re-forms exactly 2 and 3, so the replicates are means of
+    draws from {7/4 or a resample of seed 1, 2, 3} and stay within [1, 3]; M/T likewise."""
+    per_seed = {1: [[1.0, 1.0], [6.0, 3.0]], 2: [[2.0, 1.0], [4.0, 2.0]], 3: [[3.0, 1.0]] * 3}
+    got = across_seeds(per_seed, statistic="ratio_of_sums", n_boot=500, seed=2)
+    assert [e.value for e in got.seeds] == [1.75, 2.0, 3.0]
+    assert got.mean == pytest.approx((1.75 + 2 + 3) / 3)
+    assert got.ci_low is not None and got.ci_high is not None
+    assert 1.0 <= got.ci_low < got.mean < got.ci_high <= 3.0
+    # M/T: (Σ a / Σ b) / (Σ c / Σ d) with the token shares 1/2 in every question
+    rr = {s: [r + [1.0, 2.0] for r in rows] for s, rows in per_seed.items()}
+    got = across_seeds(rr, statistic="ratio_of_ratios", n_boot=50, seed=2)
+    assert [e.value for e in got.seeds] == [3.5, 4.0, 6.0]
+    # a seed whose denominators are all zero has no estimate: listed, left out
+    got = across_seeds(
+        {1: [[1.0, 2.0]], 2: [[0.0, 0.0]], 3: [[3.0, 2.0]]}, statistic="ratio_of_sums"
+    )
+    assert [e.value for e in got.seeds] == [0.5, None, 1.5] and got.n_seeds == 2
+    assert across_seeds({1: [[1.0, 2.0]], 2: []}, statistic="ratio_of_sums").n_seeds == 1
+
+
 def test_one_seed_has_no_spread_and_no_interval() -> None:
     got = across_seeds({4: [0.2, 0.4]}, n_boot=100)
     assert got.single_seed and got.n_seeds == 1
@@ -145,7 +170,7 @@ def test_the_same_seed_gives_the_same_interval() -> None:
     ("kwargs", "match"),
     [
         ({"per_seed": {}}, "at least one"),
-        ({"per_seed": {1: [1.0]}, "statistic": "median"}, "statistic must be"),
+        ({"per_seed": {1: [1.0]}, "statistic": "harmonic_mean"}, "statistic must be"),
         ({"per_seed": {1: [[1.0, 2.0]]}, "statistic": "macro_mean"}, "training seed 1: expected 1"),
         ({"per_seed": {1: [1.0]}, "statistic": "ratio_of_sums"}, "expected 2"),
         ({"per_seed": {2: [1.0, math.nan]}}, "training seed 2: .*finite"),

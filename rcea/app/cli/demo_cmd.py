@@ -27,7 +27,7 @@ import typer
 from rcea.annotation.people import people_from_settings
 from rcea.app.cli.common import engine, fail, settings
 from rcea.app.demo.audits import PEOPLE, ensure_people, logins_path, people_accounts
-from rcea.app.demo.config import QUICK, SIZES
+from rcea.app.demo.config import QUICK, SIZES, with_train_seeds
 from rcea.app.demo.context import DemoContext, DemoStepError
 from rcea.app.demo.simulate import SIM_ROLES
 from rcea.app.demo.state import DemoState, DemoStateError
@@ -73,6 +73,14 @@ def demo(
         False, "--sample", help="the bundled sample study instead (no training)"
     ),
     seed: int = typer.Option(0, help="seed of the generated sample study (--sample)"),
+    train_seeds: int = typer.Option(
+        1,
+        "--train-seeds",
+        help="train the first scale's grpo run at this many training seeds (0..N-1; 1: "
+        "one unseeded run, the default), probe each and put them in the study, so the "
+        "report's replicates section aggregates across seeds; its own study "
+        "(<study>-seedsN); costs N-1 more training runs and their probing",
+    ),
 ) -> None:
     """The embedded study end to end: train, probe, judge, codebook, audits, report.
 
@@ -87,7 +95,9 @@ def demo(
         _sample_demo(seed=seed, serve=serve)
         return
 
-    sizes = QUICK if quick else SIZES["default"]
+    if train_seeds < 1:
+        fail(f"--train-seeds must be >= 1 (1: one unseeded run), got {train_seeds}")
+    sizes = with_train_seeds(QUICK if quick else SIZES["default"], train_seeds)
     cfg = settings()
     cfg.ensure_data_dir()
     if simulate:
@@ -100,6 +110,7 @@ def demo(
     began = time.monotonic()
     typer.echo(
         f"rcea demo ({sizes.name} size) — study {ctx.study}, work dir {ctx.work}"
+        + (f" — {sizes.train_seeds} training seeds of one run" if sizes.replicated else "")
         + (" — SIMULATED annotators" if simulate else "")
     )
     procs: list[subprocess.Popen[bytes]] = []

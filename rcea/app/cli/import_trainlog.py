@@ -14,6 +14,7 @@ import typer
 from rcea.app.cli.common import domain_errors, emit, engine, fail
 from rcea.app.cli.options import JSON_OPTION
 from rcea.pipeline.importers.trainlog import TrainLog, TrainLogError, read_trainlog
+from rcea.pipeline.run_meta import recorded_train_seed
 from rcea.study.store import get_or_create_study, session_scope
 from rcea.study.store.measurements import record_measurement
 
@@ -90,8 +91,9 @@ def import_trainlog(
         None,
         "--train-seed",
         "--seed",
-        help="the run's training seed (replicate), if known: part of its identity, the "
-        "TRACE's seed column (--seed: the earlier name)",
+        help="the run's training seed (replicate): part of its identity, the TRACE's seed "
+        "column (--seed: the earlier name); default: the one the run's run.json records "
+        "(`rcea train run --train-seeds`), if any; a different value is refused",
     ),
     n_params: float = typer.Option(None, "--n-params", help="non-embedding parameters"),
     entropy_key: str = typer.Option(None, "--entropy-key", help="the global entropy's key"),
@@ -113,6 +115,14 @@ def import_trainlog(
         fail("--n-params must be positive", as_json=as_json)
     if seed is not None and seed < 0:
         fail(f"--train-seed must be an integer >= 0, got {seed}", as_json=as_json)
+    recorded = recorded_train_seed(path)
+    if recorded is not None and seed is not None and recorded != seed:
+        fail(
+            f"{path}: its run's run.json records training seed {recorded}, but --train-seed "
+            f"is {seed}",
+            as_json=as_json,
+        )
+    seed = recorded if recorded is not None else seed
     try:
         log = read_trainlog(
             path,
@@ -139,6 +149,7 @@ def import_trainlog(
         "mapping": log.mapping,
         "run": name,
         "model": model,
+        "train_seed": seed,
         "n_entropy_points": {k: len(v) for k, v in log.entropy.items()},
         "n_accuracy_points": {k: len(v) for k, v in log.accuracy_points().items()},
         "study": study,
@@ -147,7 +158,8 @@ def import_trainlog(
     }
 
     def text() -> str:
-        lines = [f"{log.flavour} log {log.source}: run {name}, model {model}"]
+        replicate = "" if seed is None else f", train seed {seed}"
+        lines = [f"{log.flavour} log {log.source}: run {name}, model {model}{replicate}"]
         for kind in ("global", "success", "failure"):
             if log.mapping.get(kind):
                 lines.append(f"  {kind} entropy <- {log.mapping[kind]}")

@@ -43,6 +43,7 @@ from rcea.pipeline.probe import (
     training_curve,
 )
 from rcea.pipeline.probe.common import question_source
+from rcea.pipeline.probe.config import checkpoint_train_seed
 from rcea.pipeline.probe.manifest import MANIFEST_FILE
 from rcea.pipeline.probe.score import Scorer
 from rcea.pipeline.probe.shard import current_shard
@@ -65,6 +66,13 @@ STUDY_OPTION = typer.Option(
 )
 QUESTIONS_OPTION = typer.Option(None, "--questions", help="override [questions] n")
 SEED_OPTION = typer.Option(None, "--seed", help="override [probe] seed (the probe-set seed)")
+TRAIN_SEED_OPTION = typer.Option(
+    None,
+    "--train-seed",
+    help="override \\[checkpoints] train_seed: the training seed (replicate) of the run dirs' "
+    "checkpoints, read from their run.json when `rcea train run --train-seeds` wrote it (a "
+    "different value is refused); not the probe-set or decoding seed",
+)
 THREADS_OPTION = typer.Option(None, "--threads", help="override [probe] torch_threads")
 NO_CHAT_OPTION = typer.Option(
     False,
@@ -125,6 +133,7 @@ def _record(study: str, measurements: list[Any], source: str) -> int:
                 step=m.step,
                 key=m.key,
                 source=source,
+                train_seed=m.train_seed,
             )
     return len(measurements)
 
@@ -188,6 +197,7 @@ def sample_cmd(
     max_new_tokens: int = typer.Option(None, help="override [probe] max_new_tokens"),
     temperature: float = typer.Option(None, help="override [probe] temperature"),
     seed: int = SEED_OPTION,
+    train_seed: int = TRAIN_SEED_OPTION,
     backend: str = typer.Option(
         None, help="override [probe] backend: auto|transformers|vllm|server"
     ),
@@ -222,6 +232,7 @@ def sample_cmd(
             "probe.max_new_tokens": max_new_tokens,
             "probe.temperature": temperature,
             "probe.seed": seed,
+            "checkpoints.train_seed": train_seed,
             "probe.backend": backend,
             "server.base_url": base_url,
             "probe.torch_threads": threads,
@@ -238,6 +249,7 @@ def entropy_cmd(
     chunk_size: int = typer.Option(None, help="override [entropy] chunk_size (positions)"),
     batch_size: int = typer.Option(None, help="override [entropy] batch_size (sequences)"),
     seed: int = SEED_OPTION,
+    train_seed: int = TRAIN_SEED_OPTION,
     threads: int = THREADS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -257,6 +269,7 @@ def entropy_cmd(
             "entropy.chunk_size": chunk_size,
             "entropy.batch_size": batch_size,
             "probe.seed": seed,
+            "checkpoints.train_seed": train_seed,
             "probe.torch_threads": threads,
         },
     )
@@ -271,6 +284,7 @@ def covariance_cmd(
     trajectories: int = typer.Option(None, help="override [covariance] trajectories (M)"),
     positions: int = typer.Option(None, help="override [covariance] positions (P)"),
     seed: int = SEED_OPTION,
+    train_seed: int = TRAIN_SEED_OPTION,
     threads: int = THREADS_OPTION,
     actor: str = ACTOR_OPTION,
     as_json: bool = JSON_OPTION,
@@ -293,6 +307,7 @@ def covariance_cmd(
             "covariance.trajectories": trajectories,
             "covariance.positions": positions,
             "probe.seed": seed,
+            "checkpoints.train_seed": train_seed,
             "probe.torch_threads": threads,
         },
     )
@@ -317,6 +332,7 @@ def bench_cmd(
     max_new_tokens: int = typer.Option(None, help="override [bench] max_new_tokens"),
     no_trace: bool = typer.Option(False, "--no-trace", help="skip the dense accuracy trace"),
     seed: int = SEED_OPTION,
+    train_seed: int = TRAIN_SEED_OPTION,
     threads: int = THREADS_OPTION,
     no_chat_template: bool = NO_CHAT_OPTION,
     system_prompt: str = SYSTEM_OPTION,
@@ -337,6 +353,7 @@ def bench_cmd(
             "bench.max_new_tokens": max_new_tokens,
             "bench.trace": False if no_trace else None,
             "probe.seed": seed,
+            "checkpoints.train_seed": train_seed,
             "probe.torch_threads": threads,
             "chat.template": "none" if no_chat_template else None,
             "chat.system": system_prompt,
@@ -349,11 +366,20 @@ def curves_cmd(
     run_dirs: list[Path] = typer.Argument(..., help="training run dirs (curves.jsonl)"),
     study: str = typer.Option(..., "--study", help="study to record the curves in"),
     model: str = typer.Option("tiny", "--model", help="model label of these runs"),
+    train_seed: int = typer.Option(
+        None,
+        "--train-seed",
+        help="training seed of these runs (default: each run.json's, if it records one; a "
+        "different value is refused)",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Record each run dir's training curve as a ``training_curve`` measurement."""
+    """Record each run dir's training curve as a ``training_curve`` measurement (keyed by
+    the run's training seed when it has one)."""
+    if train_seed is not None and train_seed < 0:
+        fail(f"--train-seed must be an integer >= 0, got {train_seed}", as_json=as_json)
     try:
-        rows = [training_curve(d, model=model) for d in run_dirs]
+        rows = [training_curve(d, model=model, train_seed=train_seed) for d in run_dirs]
     except ConfigError as exc:
         fail(str(exc), as_json=as_json)
     n = _record(study, rows, "probe curves")
@@ -362,13 +388,20 @@ def curves_cmd(
         "study": study,
         "recorded": n,
         "runs": [
-            {"run": r.run, "model": r.model, "points": len(r.payload["points"])} for r in rows
+            {
+                "run": r.run,
+                "train_seed": r.train_seed,
+                "model": r.model,
+                "points": len(r.payload["points"]),
+            }
+            for r in rows
         ],
     }
 
     def show() -> None:
         for r in data["runs"]:  # type: ignore[attr-defined]  # a value of a JSON/dict of mixed types; its shape is checked where it is written
-            typer.echo(f"training_curve {r['run']} ({r['model']}): {r['points']} points")
+            seed = "" if r["train_seed"] is None else f" [train seed {r['train_seed']}]"
+            typer.echo(f"training_curve {r['run']}{seed} ({r['model']}): {r['points']} points")
 
     emit(data, as_json, show)
 
@@ -379,6 +412,12 @@ def score(
     run: str = typer.Option(..., "--run", help="run of the trajectories"),
     model: str = typer.Option(..., "--model", help="model of the trajectories"),
     step: int = typer.Option(..., "--step", help="step of the trajectories"),
+    train_seed: int = typer.Option(
+        None,
+        "--train-seed",
+        help="training seed of the trajectories (default: the one the checkpoint's run.json "
+        "records, if any; a different value is refused)",
+    ),
     checkpoint: Path = typer.Option(
         ..., "--checkpoint", help="local Hugging Face checkpoint that produced them"
     ),
@@ -398,6 +437,8 @@ def score(
     `accelerate launch` (each rank scores its block of the batches, one version)."""
     if not checkpoint.is_dir():
         fail(f"{checkpoint}: no such checkpoint directory", as_json=as_json)
+    with domain_errors(as_json, ConfigError):
+        seed = checkpoint_train_seed(checkpoint, train_seed)
     with domain_errors(as_json, OSError):
         # before the checkpoint loads: under a GPU launch it pins this rank's device
         shard = current_shard()
@@ -419,6 +460,7 @@ def score(
             actor=actor_name(actor),
             progress=(is_tty() and not as_json) or progress_forced(),
             shard=shard,
+            train_seed=seed,
         )
     if not res.main_process:
         return  # rank 0 reports the launch's totals

@@ -119,6 +119,9 @@ def _print_report(rep: dict[str, Any]) -> None:
         typer.echo("  ".join([*cells, r[-1]]).rstrip())
     for reason in {q["blocked_by"] for q in rep["quantities"] if q["blocked_by"]}:
         typer.echo(f"not publishable: {reason}")
+    replicates = rep.get("replicates") or {}
+    if replicates.get("sentence"):  # item 17 says a single seed in words, here too
+        typer.echo(replicates["sentence"])
     lacking = [c for c in rep["checkpoints"] if c.get("entropy") is None]
     if lacking:
         where = ", ".join(f"{c['run']} {c['model']} {c['step']}" for c in lacking)

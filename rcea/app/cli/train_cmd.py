@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from rcea.app.cli.common import domain_errors, emit, fail, progress_forced
+from rcea.app.cli.common import domain_errors, emit, fail, progress_forced, say
 from rcea.app.cli.options import JSON_OPTION
 from rcea.pipeline import toy
 from rcea.pipeline.event_curves import event_dirs
 from rcea.pipeline.policy import build_base, sample_completions, summarise
 from rcea.pipeline.policy.model import TINY_DEFAULTS
+from rcea.pipeline.run_meta import finished_seed, parse_train_seeds, seed_run_dir
 
 train_app = typer.Typer(
     rich_markup_mode=None,
@@ -181,6 +183,13 @@ def run_cmd(
     out: Path = typer.Option(None, "--out", help="override [training] output_dir"),
     max_steps: int = typer.Option(None, help="override [training] max_steps"),
     seed: int = typer.Option(None, help="override [training] seed"),
+    train_seeds: str = typer.Option(
+        None,
+        "--train-seeds",
+        help="train these training seeds (replicates) of the recipe, e.g. 0,1,2: each into "
+        "OUT/train-seed-N with [training] seed = N, recorded in its run.json for `rcea "
+        "probe` and `rcea import trainlog`; finished seeds are skipped. Not a decoding seed",
+    ),
     no_chat_template: bool = typer.Option(
         False,
         "--no-chat-template",
@@ -200,12 +209,15 @@ def run_cmd(
     Writes checkpoint-N/ every save_steps, curves.jsonl (progress-normalised), run.json
     and final/ under the output directory.
 
+    Several training seeds of one recipe (--train-seeds 0,1,2): one run per seed, one after
+    the other, each into OUT/train-seed-N (OUT: --out or [training] output_dir) with
+    [training] seed = N and "train_seed": N in its run.json; a seed whose run.json is there
+    is skipped, an unfinished one is trained again from its start (docs/embedded-study.md).
+
     Multi-GPU: `accelerate launch --config_file CONFIG.yaml $(which rcea) train run ...`
     (DDP or DeepSpeed, rcea/pipeline/training/configs/accelerate/; docs/scaling-out.md): rank 0
     writes the outputs, the other ranks print nothing."""
-    _run(
-        config,
-        as_json=as_json,
+    overrides: dict[str, Any] = dict(
         objective=objective,
         model_path=model,
         output_dir=out,
@@ -214,11 +226,75 @@ def run_cmd(
         chat_template="none" if no_chat_template else None,
         system_prompt=system_prompt,
     )
+    if train_seeds is None:
+        _run(config, as_json=as_json, **overrides)
+        return
+    if seed is not None:
+        fail("--seed and --train-seeds both set [training] seed: give one", as_json=as_json)
+    try:
+        seeds = parse_train_seeds(train_seeds)
+    except ValueError as exc:
+        fail(str(exc), as_json=as_json)
+    _run_seeds(config, seeds, as_json=as_json, **overrides)
 
 
-def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
+def _run_seeds(config: Path, seeds: list[int], *, as_json: bool, **overrides: Any) -> None:
+    """``train run --train-seeds``: each seed in turn, each reported as it finishes."""
     _need_train_extra(as_json)
     # rcea.pipeline.training imports torch: only `rcea train` pays for it, after the check above
+    from rcea.pipeline.training.config import ConfigError, load_config
+
+    try:  # the recipe, checked once before any seed trains (OUT is its output_dir)
+        out = Path(load_config(config, **overrides).training.output_dir)
+        todo = [s for s in seeds if not finished_seed(seed_run_dir(out, s), s)]
+    except (ConfigError, ValueError) as exc:
+        fail(str(exc), as_json=as_json)
+    # under accelerate launch every rank runs this loop; rank 0 alone says what it does
+    rank0 = int(os.environ.get("RANK", "0") or 0) == 0
+    quiet = as_json or not rank0
+    runs: list[dict[str, Any]] = []
+    for i, train_seed in enumerate(seeds, 1):
+        run_dir = seed_run_dir(out, train_seed)
+        where = f"train seed {train_seed} ({i}/{len(seeds)})"
+        if train_seed not in todo:
+            say(f"{where}: finished earlier ({run_dir}), skipped", quiet, err=True)
+            runs.append({"train_seed": train_seed, "output_dir": str(run_dir), "skipped": True})
+            continue
+        say(f"{where}: training into {run_dir}", quiet, err=True)
+        data = _train(
+            config,
+            as_json=as_json,
+            **{**overrides, "output_dir": run_dir, "train_seed": train_seed},
+        )
+        if data is None:
+            continue  # a rank > 0 of a launch: on to the next seed with rank 0
+        say(
+            f"{where}: {data['steps']} steps in {data['seconds']:.1f} s → {data['final_dir']}",
+            quiet,
+            err=True,
+        )
+        runs.append({"train_seed": train_seed, "skipped": False, **data})
+    if not rank0:
+        return  # rank 0 reports (one JSON document)
+    result = {"ok": True, "output_dir": str(out), "train_seeds": seeds, "runs": runs}
+
+    def show() -> None:
+        done = sum(not r["skipped"] for r in runs)
+        typer.echo(
+            f"{len(seeds)} training seed(s) under {out}: {done} trained, "
+            f"{len(seeds) - done} finished earlier"
+        )
+        typer.echo(
+            "next: `rcea probe ...` with [checkpoints] run_dirs = the train-seed-N dirs (each "
+            "run.json carries its seed); the report keys them RUN [train seed N]"
+        )
+
+    emit(result, as_json, show)
+
+
+def _train(config: Path, *, as_json: bool, **overrides: Any) -> dict[str, Any] | None:
+    """Train one config; its JSON answer (None on the ranks > 0 of a launch)."""
+    # rcea.pipeline.training imports torch: only `rcea train` pays for it (_need_train_extra)
     from rcea.pipeline.training.config import ConfigError, load_config
 
     try:
@@ -235,34 +311,43 @@ def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
     except (FileNotFoundError, ConfigError) as exc:
         fail(str(exc), as_json=as_json)
     if not result.main_process:
-        return  # under accelerate launch, rank 0 reports (one JSON document)
+        return None  # under accelerate launch, rank 0 reports (one JSON document)
     events = event_dirs(result.output_dir)
-    data = {
+    return {
         "ok": True,
         **result.to_dict(),
+        "train_seed": cfg.training.train_seed,
         "events": str(events[-1]) if events else None,
         "objective_preset": cfg.preset,
         "objective_params": cfg.resolved_settings(),
     }
 
+
+def _run(config: Path, *, as_json: bool, **overrides: Any) -> None:
+    _need_train_extra(as_json)
+    data = _train(config, as_json=as_json, **overrides)
+    if data is None:
+        return  # under accelerate launch, rank 0 reports (one JSON document)
+
     def show() -> None:
+        steps, seconds, last = data["steps"], data["seconds"], data["last"]
         typer.echo(
-            f"{result.objective}: {result.steps} steps in {result.seconds:.1f} s "
-            f"({result.steps / max(result.seconds, 1e-9):.2f} steps/s)"
+            f"{data['objective']}: {steps} steps in {seconds:.1f} s "
+            f"({steps / max(seconds, 1e-9):.2f} steps/s)"
         )
-        typer.echo(f"  preset      {cfg.preset}")
-        for key, setting in cfg.resolved_settings().items():
+        typer.echo(f"  preset      {data['objective_preset']}")
+        for key, setting in data["objective_params"].items():
             typer.echo(f"    {key:<22}{setting['value']!s:<22}{setting['source']}")
-        typer.echo(f"  curves      {result.curves}")
-        typer.echo(f"  final model {result.final_dir}")
-        if events:
-            typer.echo(f"  events      {events[-1]}")
+        typer.echo(f"  curves      {data['curves']}")
+        typer.echo(f"  final model {data['final_dir']}")
+        if data["events"]:
+            typer.echo(f"  events      {data['events']}")
         for key in ("entropy", "reward", "toy/accuracy", "completions/mean_length"):
-            if key in result.last:
-                typer.echo(f"  last {key:<22}{result.last[key]:.4g}")
-        if events:
+            if key in last:
+                typer.echo(f"  last {key:<22}{last[key]:.4g}")
+        if data["events"]:
             typer.echo(
-                f"next: tensorboard --logdir {Path(result.output_dir) / 'runs'} or `rcea view` "
+                f"next: tensorboard --logdir {Path(data['output_dir']) / 'runs'} or `rcea view` "
                 "(Training page) for the rcea/ curves; `rcea probe curves` records them for the "
                 "report"
             )

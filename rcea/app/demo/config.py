@@ -38,7 +38,7 @@ and the view's Audit page show it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 OBJECTIVES: tuple[str, ...] = ("grpo", "dapo", "clip_cov", "kl_cov", "gtpo", "ep_grpo")
@@ -117,12 +117,31 @@ class DemoSizes:
     accepted_size: int = 60
     torch_threads: int = 1  # per training/probing process
     train_workers: int = 2  # objectives trained at the same time (2 cores)
+    # training seeds of the replicated run (the first scale's first objective, trained with
+    # `rcea train run --train-seeds`): 1 = none, every run unseeded (the default and quick
+    # demos); N >= 2 = seeds 0..N-1, so the report's replicates section aggregates across
+    # seeds (`rcea demo --train-seeds N`, docs/tutorial.md)
+    train_seeds: int = 1
 
     def __post_init__(self) -> None:
         if self.eval_steps <= 0 or self.save_steps % self.eval_steps:
             raise ValueError(
                 f"eval_steps {self.eval_steps} must divide save_steps {self.save_steps}"
             )
+        if self.train_seeds < 1:
+            raise ValueError(f"train_seeds must be >= 1, got {self.train_seeds}")
+
+    @property
+    def replicated(self) -> tuple[PolicyScale, str] | None:
+        """(scale, objective) trained at several training seeds, or None (one seed)."""
+        return (self.scales[0], OBJECTIVES[0]) if self.train_seeds > 1 else None
+
+    def training_seeds(self, scale: PolicyScale, objective: str) -> list[int | None]:
+        """The training seeds of one (scale, objective): ``[None]`` (one unseeded run)
+        but for the replicated run, which has ``0 .. train_seeds - 1``."""
+        if self.replicated == (scale, objective):
+            return list(range(self.train_seeds))
+        return [None]
 
     @property
     def milestones(self) -> list[int]:
@@ -150,6 +169,9 @@ class DemoSizes:
         out["looks"] = list(self.looks)
         out["scales"] = [asdict(sc) for sc in self.scales]
         out["milestones"] = self.milestones
+        if self.train_seeds == 1:
+            # one seed, as before the option existed: a state saved then still matches
+            del out["train_seeds"]
         return out
 
 
@@ -205,6 +227,15 @@ QUICK = DemoSizes(
 )
 
 SIZES: dict[str, DemoSizes] = {s.name: s for s in (DEFAULT, QUICK)}
+
+
+def with_train_seeds(sizes: DemoSizes, n: int) -> DemoSizes:
+    """``sizes`` with ``n`` training seeds of the replicated run (``rcea demo
+    --train-seeds N``), in a study of its own (``<study>-seeds<N>``, so it never resumes
+    a one-seed demo's state); ``n`` = 1 is ``sizes`` itself."""
+    if n == 1:
+        return sizes
+    return replace(sizes, train_seeds=n, study=f"{sizes.study}-seeds{n}")
 
 
 def rubric_toml(sizes: DemoSizes) -> str:

@@ -18,6 +18,7 @@ from rcea.app.demo import cache
 from rcea.app.demo.config import OBJECTIVES, ORACLE, PROBE_SPLIT, DemoSizes, PolicyScale
 from rcea.app.demo.context import DEMO_ACTOR, DemoContext, DemoStepError, RceaJob, brief
 from rcea.pipeline.policy.base import METADATA_FILE as BASE_REPORT
+from rcea.pipeline.run_meta import seed_run_dir
 from rcea.study import probe_set
 from rcea.study.codebook import (
     BackendOptions,
@@ -138,8 +139,23 @@ def train_config(ctx: DemoContext, scale: PolicyScale) -> Path:
     return path
 
 
-def run_dir(ctx: DemoContext, scale: PolicyScale, objective: str) -> Path:
-    return scale_dir(ctx, scale) / "runs" / objective
+def run_dir(
+    ctx: DemoContext, scale: PolicyScale, objective: str, train_seed: int | None = None
+) -> Path:
+    """A run's output dir; a training seed's is ``runs/<objective>/train-seed-N``, where
+    ``rcea train run --out runs/<objective> --train-seeds N`` writes it."""
+    out = scale_dir(ctx, scale) / "runs" / objective
+    return out if train_seed is None else seed_run_dir(out, train_seed)
+
+
+def scale_runs(ctx: DemoContext, scale: PolicyScale) -> list[tuple[str, int | None]]:
+    """(objective, training seed) of every run of ``scale``, in training order."""
+    return [(o, t) for o in OBJECTIVES for t in ctx.sizes.training_seeds(scale, o)]
+
+
+def run_name(objective: str, train_seed: int | None) -> str:
+    """A run as the demo's lines and recipes name it."""
+    return objective if train_seed is None else f"{objective}/train-seed-{train_seed}"
 
 
 def _recipe_text(ctx: DemoContext, path: Path) -> Any:
@@ -149,54 +165,69 @@ def _recipe_text(ctx: DemoContext, path: Path) -> Any:
     return json.loads(cache.relative_to_work(json.dumps(data, sort_keys=True), ctx.work))
 
 
-def train_recipe(ctx: DemoContext, scale: PolicyScale, objective: str) -> dict[str, Any]:
-    """One (scale, objective) run's recipe: its base's key, the objective, the config."""
+def train_recipe(
+    ctx: DemoContext, scale: PolicyScale, objective: str, train_seed: int | None = None
+) -> dict[str, Any]:
+    """One (scale, objective[, training seed]) run's recipe: its base's key, the objective,
+    the config (and the training seed, when it has one)."""
     return {
         "base": base_key(ctx, scale),
         "objective": objective,
         "config": _recipe_text(ctx, scale_dir(ctx, scale) / "train.toml"),
+        **({} if train_seed is None else {"train_seed": train_seed}),
     }
 
 
 def step_train(ctx: DemoContext) -> dict[str, Any]:
     """The six objectives at every scale, each ``train_steps`` steps from that scale's
-    base, ``train_workers`` at a time (one torch thread each). Resumable per (scale,
-    objective): a finished run has ``final/`` and ``run.json``; an interrupted one is
-    restarted from scratch (same seed); one whose recipe is in the opt-in demo cache
+    base, ``train_workers`` at a time (one torch thread each); with ``train_seeds`` > 1
+    the replicated run at each of its training seeds (``rcea train run --train-seeds``).
+    Resumable per run: a finished run has ``final/`` and ``run.json``; an interrupted one
+    is restarted from scratch (same seed); one whose recipe is in the opt-in demo cache
     (:mod:`rcea.app.demo.cache`) is copied from it."""
     scales = ctx.sizes.scales
-    n = len(OBJECTIVES) * len(scales)
-    todo: list[tuple[int, PolicyScale, str, Path]] = []
+    n = sum(len(scale_runs(ctx, scale)) for scale in scales)
+    todo: list[tuple[int, PolicyScale, str, int | None, Path]] = []
     i = 0
     for scale in scales:
         config = train_config(ctx, scale)
-        for objective in OBJECTIVES:
+        for objective, seed in scale_runs(ctx, scale):
             i += 1
-            rd = run_dir(ctx, scale, objective)
+            rd = run_dir(ctx, scale, objective, seed)
             if (rd / "run.json").exists() and (rd / "final" / "config.json").exists():
-                ctx.say(f"({i}/{n}) {scale.label} {objective}: trained earlier")
+                ctx.say(f"({i}/{n}) {scale.label} {run_name(objective, seed)}: trained earlier")
                 continue
-            todo.append((i, scale, objective, config))
-    recipes = [train_recipe(ctx, scale, o) for _i, scale, o, _c in todo]
+            todo.append((i, scale, objective, seed, config))
+    recipes = [train_recipe(ctx, scale, o, t) for _i, scale, o, t, _c in todo]
     with cache.entries([("run", r) for r in recipes]) as found:
         jobs: list[RceaJob] = []
         names: dict[int, str] = {}
         built: list[tuple[Path, dict[str, Any], cache.Entry]] = []
-        for (i, scale, objective, config), recipe, entry in zip(todo, recipes, found, strict=True):
-            rd = run_dir(ctx, scale, objective)
+        for (i, scale, objective, seed, config), recipe, entry in zip(
+            todo, recipes, found, strict=True
+        ):
+            rd = run_dir(ctx, scale, objective, seed)
+            name = f"{scale.label} {run_name(objective, seed)}"
             if entry is not None and entry.fetch(rd, ctx.work):
-                ctx.say(f"({i}/{n}) {scale.label} {objective}: copied from the demo cache")
+                ctx.say(f"({i}/{n}) {name}: copied from the demo cache")
                 continue
             if rd.exists():
                 shutil.rmtree(rd)
             args = ["train", "run", "--config", str(config), "--objective", objective]
-            job = RceaJob(ctx, [*args, "--out", str(rd)], f"train-{scale.label}-{objective}")
-            names[id(job)] = f"({i}/{n}) {scale.label} {objective}"
+            if seed is None:
+                args += ["--out", str(rd)]
+            else:  # the seed's run goes to <objective>/train-seed-N, its seed in run.json
+                args += ["--out", str(run_dir(ctx, scale, objective)), "--train-seeds", str(seed)]
+            log = f"train-{scale.label}-{run_name(objective, seed).replace('/', '-')}"
+            job = RceaJob(ctx, args, log)
+            names[id(job)] = f"({i}/{n}) {name}"
             jobs.append(job)
             if entry is not None:
                 built.append((rd, recipe, entry))
 
         def done(job: RceaJob, res: Any) -> None:
+            if "runs" in res:  # --train-seeds answers with one entry per seed (here one)
+                res = res["runs"][0]
             last = res.get("last", {})
             ctx.say(
                 f"{names[id(job)]}: {res.get('steps')} steps in {job.seconds:.0f} s, "
@@ -204,14 +235,22 @@ def step_train(ctx: DemoContext) -> dict[str, Any]:
             )
 
         if jobs:
+            seeds = (
+                f", {ctx.sizes.train_seeds} training seeds of one" if ctx.sizes.replicated else ""
+            )
             ctx.say(
                 f"training {len(jobs)} run(s) ({len(scales)} scale(s) × {len(OBJECTIVES)} "
-                f"objectives), {ctx.sizes.train_workers} at a time…"
+                f"objectives{seeds}), {ctx.sizes.train_workers} at a time…"
             )
             ctx.rcea_many(jobs, workers=ctx.sizes.train_workers, on_done=done)
         for rd, recipe, entry in built:
             entry.store(rd, ctx.work, recipe)
-    return {"runs": {sc.label: {o: str(run_dir(ctx, sc, o)) for o in OBJECTIVES} for sc in scales}}
+    return {
+        "runs": {
+            sc.label: {run_name(o, t): str(run_dir(ctx, sc, o, t)) for o, t in scale_runs(ctx, sc)}
+            for sc in scales
+        }
+    }
 
 
 # --------------------------------------------------------------------------- probing
@@ -219,9 +258,10 @@ def step_train(ctx: DemoContext) -> dict[str, Any]:
 
 def probe_config(ctx: DemoContext, scale: PolicyScale) -> Path:
     """The probe config of one scale: the 43 probe questions × ``probe_k`` samples at the
-    scale's base and every milestone of its six runs, every checkpoint labelled with the
-    scale's model label; pass@k and greedy accuracy on the eval split. The probe-set seed
-    and questions are the same at every scale."""
+    scale's base and every milestone of its six runs (each training seed of the replicated
+    one: its run.json carries the seed, which the probe reads), every checkpoint labelled
+    with the scale's model label; pass@k and greedy accuracy on the eval split. The
+    probe-set seed and questions are the same at every scale."""
 
     s = ctx.sizes
     milestones = [0.0] + [m / s.train_steps for m in s.milestones]
@@ -230,7 +270,7 @@ def probe_config(ctx: DemoContext, scale: PolicyScale) -> Path:
         "questions": {"source": "toy", "split": PROBE_SPLIT}
         | ({"n": s.probe_questions} if s.probe_questions else {}),
         "checkpoints": {
-            "run_dirs": [str(run_dir(ctx, scale, o)) for o in OBJECTIVES],
+            "run_dirs": [str(run_dir(ctx, scale, o, t)) for o, t in scale_runs(ctx, scale)],
             "milestones": milestones,
             "model": scale.label,
             # Every run of a scale starts from that scale's warm-started base: probe it
@@ -259,9 +299,9 @@ def probe_dir(ctx: DemoContext, scale: PolicyScale) -> Path:
     return scale_dir(ctx, scale) / "probe"
 
 
-def n_checkpoints(ctx: DemoContext) -> int:
-    """Checkpoints probed per scale: its shared base + every run's milestones."""
-    return 1 + len(OBJECTIVES) * len(ctx.sizes.milestones)
+def n_checkpoints(ctx: DemoContext, scale: PolicyScale) -> int:
+    """Checkpoints probed at ``scale``: its shared base + every run's milestones."""
+    return 1 + len(scale_runs(ctx, scale)) * len(ctx.sizes.milestones)
 
 
 def bind_probe_set(ctx: DemoContext) -> None:
@@ -306,7 +346,10 @@ def probe_recipe(ctx: DemoContext, scale: PolicyScale) -> dict[str, Any]:
     return {
         "config": _recipe_text(ctx, probe_config(ctx, scale)),
         "base": base_key(ctx, scale),
-        "runs": {o: cache.recipe_key("run", train_recipe(ctx, scale, o)) for o in OBJECTIVES},
+        "runs": {
+            run_name(o, t): cache.recipe_key("run", train_recipe(ctx, scale, o, t))
+            for o, t in scale_runs(ctx, scale)
+        },
     }
 
 
@@ -315,10 +358,10 @@ def step_probe(ctx: DemoContext) -> dict[str, Any]:
     every checkpoint, one ``records.jsonl`` per scale. With the opt-in demo cache
     (:mod:`rcea.app.demo.cache`) a new probe directory starts as the cached output of the same
     recipe: both commands still run (binding the study), finding every unit done."""
-    n_ckpt = n_checkpoints(ctx)
+    n_ckpt = sum(n_checkpoints(ctx, scale) for scale in ctx.sizes.scales)
     n_q = ctx.sizes.probe_questions or 43
     ctx.say(
-        f"sampling {len(ctx.sizes.scales)} scale(s) × {n_ckpt} checkpoints × {n_q} probe "
+        f"sampling {len(ctx.sizes.scales)} scale(s), {n_ckpt} checkpoints × {n_q} probe "
         f"questions × {ctx.sizes.probe_k}…"
     )
     bind_probe_set(ctx)
@@ -343,7 +386,7 @@ def step_probe(ctx: DemoContext) -> dict[str, Any]:
         if not path.exists():
             raise DemoStepError(f"rcea probe entropy wrote no {path}")
         records[scale.label] = str(path)
-    return {"records": records, "n_checkpoints": n_ckpt * len(ctx.sizes.scales)}
+    return {"records": records, "n_checkpoints": n_ckpt}
 
 
 def step_ingest(ctx: DemoContext) -> dict[str, Any]:
@@ -368,7 +411,7 @@ def step_measure(ctx: DemoContext) -> dict[str, Any]:
     """Training curves, greedy accuracy + pass@k and the covariance fit as measurements,
     each labelled with its scale's model label."""
     for scale in ctx.sizes.scales:
-        runs = [str(run_dir(ctx, scale, o)) for o in OBJECTIVES]
+        runs = [str(run_dir(ctx, scale, o, t)) for o, t in scale_runs(ctx, scale)]
         curves = ctx.rcea(
             "probe", "curves", "--study", ctx.study, "--model", scale.label, *runs, log="measure"
         )

@@ -235,3 +235,44 @@ def mode_split(df: pd.DataFrame) -> alt.Chart:
             tooltip=["checkpoint", "part", alt.Tooltip("value:Q", format=".4f")],
         )
     )
+
+
+def seed_spread(df: pd.DataFrame) -> alt.FacetChart:
+    """Each training seed's estimate (coloured by seed) and the across-seed mean (black
+    diamond) with its interval per (run, model, step) (docs/estimators.md item 17), one row
+    of panels per estimator, each on its own y scale: columns ``checkpoint``,
+    ``estimator``, ``kind`` (``seed`` / ``mean``), ``train_seed``, ``value``, ``ci_low``,
+    ``ci_high``, ``n``."""
+    base = alt.Chart().encode(x=checkpoint_axis(df, title="run · model @ step"))
+    tip = ["checkpoint", "estimator", alt.Tooltip("value:Q", format=".4g"), "n"]
+    seeds = (
+        base.transform_filter(alt.datum.kind == "seed")
+        .mark_point(size=70)
+        .encode(
+            y=alt.Y("value:Q", title="estimate", scale=alt.Scale(zero=False)),
+            color=alt.Color("train_seed:N", title="training seed"),
+            tooltip=["train_seed", *tip],
+        )
+    )
+    mean = base.transform_filter(alt.datum.kind == "mean")
+    means = mean.mark_point(shape="diamond", filled=True, size=110, color="black").encode(
+        y=alt.Y("value:Q", title="estimate"),
+        tooltip=[
+            *tip,
+            alt.Tooltip("ci_low:Q", format=".4g"),
+            alt.Tooltip("ci_high:Q", format=".4g"),
+        ],
+    )
+    bars = mean.mark_errorbar(ticks={"size": 14}, color="black").encode(
+        y=alt.Y("ci_low:Q", title="estimate"), y2=alt.Y2("ci_high:Q")
+    )
+    order = list(dict.fromkeys(df["estimator"]))
+    # a faceted chart does not stretch to the page: each panel gets its own size
+    width = max(320, 110 * len(checkpoint_order(df)))
+    header = alt.Header(labelAngle=0, labelAlign="left", labelFontSize=13, labelPadding=8)
+    return (
+        alt.layer(bars, seeds, means, data=df)
+        .properties(width=width, height=170)
+        .facet(row=alt.Row("estimator:N", title=None, sort=order, header=header))
+        .resolve_scale(y="independent")
+    )

@@ -26,6 +26,7 @@ PAGES = (
     ("entropy.py", "Entropy", "entropy"),
     ("modes.py", "Modes", "modes"),
     ("covariance.py", "Covariance", "covariance"),
+    ("seeds.py", "Seeds", "seeds"),
     ("training.py", "Training", "training"),
     ("audit.py", "Audit", "audit"),
 )

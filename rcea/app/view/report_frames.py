@@ -1,6 +1,6 @@
 """Tidy frames cut from the validated report (``rcea.study.report.schema.StudyReport``, the model
-the API returns and the bundle carries; keys in docs/report-keys.md) for the Entropy, Modes
-and Covariance pages. Pure functions: no store, no Streamlit, no recomputation — every
+the API returns and the bundle carries; keys in docs/report-keys.md) for the Entropy, Modes,
+Covariance and Seeds pages. Pure functions: no store, no Streamlit, no recomputation — every
 number is the report's own, read through the typed sections."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pandas as pd
 from rcea.audits.covariance import FIT_SUMMARY
 from rcea.audits.tail import TailDirectionSummary
 from rcea.study.report.publication import changed_marks, display_label
+from rcea.study.report.replicates import estimator_name
 from rcea.study.report.schema import CheckpointReport, StudyReport
 
 Report = StudyReport
@@ -570,3 +571,82 @@ def mode_covariance_frames(report: Report) -> tuple[pd.DataFrame, pd.DataFrame]:
                     }
                 )
     return points, pd.DataFrame(fits, columns=["group", "scope", *FIT_COLUMNS])
+
+
+SEED_POINT_COLUMNS = [
+    "checkpoint", "estimator", "kind", "train_seed", "value", "ci_low", "ci_high", "n",
+]  # fmt: skip
+SEED_TABLE_COLUMNS = [
+    "checkpoint", "run", "model", "step", "estimator", "per_seed", "n_seeds", "mean",
+    "between_seed_sd", "ci_low", "ci_high", "depends_on", "label",
+]  # fmt: skip
+
+
+def _seed_labels(report: Report) -> dict[tuple[Any, ...], str]:
+    """(run, model, step, estimator) → the across-seed mean's label as every surface shows
+    it, or ``not publishable: <the missing gate>`` (the paper tables' ``b``)."""
+    out = {}
+    for q in report.quantities:
+        if q.section == "replicates" and q.name == "across_seed_mean":
+            label = (
+                display_label(q.model_dump(mode="json"))
+                if q.publishable
+                else f"not publishable: {q.blocked_by}"
+            )
+            out[(q.run, q.model, q.step, q.key)] = label
+    return out
+
+
+def seed_frames(report: Report) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Item 17 (the report's ``replicates`` section), every quantity it lists by its name
+    (``rcea.study.report.replicates.estimator_name``): the chart's points — per (run,
+    model, step) and estimator each seed's estimate (``kind`` seed, n = its questions) and
+    the across-seed mean with its interval (``kind`` mean, n = seeds; only with two or
+    more seeds) — and the table, one row per (run, model, step) and estimator with each
+    seed's value, the mean, the between-seed SD, the interval and the label of the mean
+    (``single seed`` where there is one seed)."""
+    sec = report.replicates
+    labels = _seed_labels(report)
+    points: list[dict[str, Any]] = []
+    table: list[dict[str, Any]] = []
+    for g in sec.groups if sec else []:
+        checkpoint = checkpoint_label(g.run, g.model, g.step)
+        for q in g.quantities:
+            estimator = estimator_name(q.model_dump())
+            points += [
+                {"checkpoint": checkpoint, "estimator": estimator, "kind": "seed",
+                 "train_seed": v.train_seed, "value": v.value, "n": v.n_questions}
+                for v in q.seeds
+                if v.value is not None
+            ]  # fmt: skip
+            if not q.single_seed:
+                points.append(
+                    {"checkpoint": checkpoint, "estimator": estimator, "kind": "mean",
+                     "value": q.mean, "ci_low": q.ci_low, "ci_high": q.ci_high, "n": q.n_seeds}
+                )  # fmt: skip
+            table.append(
+                {
+                    "checkpoint": checkpoint,
+                    "run": g.run,
+                    "model": g.model,
+                    "step": g.step,
+                    "estimator": estimator,
+                    "per_seed": "; ".join(
+                        f"{v.train_seed}: " + ("n/a" if v.value is None else f"{v.value:.4g}")
+                        for v in q.seeds
+                    ),
+                    "n_seeds": q.n_seeds,
+                    "mean": q.mean,
+                    "between_seed_sd": q.between_seed_sd,
+                    "ci_low": q.ci_low,
+                    "ci_high": q.ci_high,
+                    "depends_on": ", ".join(q.depends_on) or "—",
+                    "label": "single seed"
+                    if q.single_seed
+                    else labels.get((g.run, g.model, g.step, estimator), ""),
+                }
+            )
+    return (
+        pd.DataFrame(points, columns=SEED_POINT_COLUMNS),
+        pd.DataFrame(table, columns=SEED_TABLE_COLUMNS),
+    )

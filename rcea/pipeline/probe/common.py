@@ -45,11 +45,14 @@ def checkpoint_seed(probe_seed: int, ck: Checkpoint) -> int:
 
 
 def trajectory_id(probe_seed: int, ck: Checkpoint, question_id: str, index: int) -> str:
-    """Opaque, stable id (no provenance readable from it): ``p`` + 16 hex digits."""
+    """Opaque, stable id (no provenance readable from it): ``p`` + 16 hex digits. A training
+    seed enters the hash (two seeds' samples are two trajectories); without one the id is
+    what it was before training seeds existed."""
+    replicate = "" if ck.train_seed is None else f"|train_seed={ck.train_seed}"
     return (
         "p"
         + hashlib.sha256(
-            f"{probe_seed}|{ck.run}|{ck.model}|{ck.step}|{question_id}|{index}".encode()
+            f"{probe_seed}|{ck.run}|{ck.model}|{ck.step}|{question_id}|{index}{replicate}".encode()
         ).hexdigest()[:16]
     )
 
@@ -309,6 +312,7 @@ class MeasurementRow:
     model: str = ""
     step: int = -1
     key: str = ""
+    train_seed: int | None = None  # the checkpoint's training seed (replicate), if any
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

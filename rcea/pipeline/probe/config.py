@@ -13,8 +13,11 @@ values are :class:`ConfigError` naming the file, the table and the key)::
                    "all"), model ("tiny": the model label), run (default: the objective in
                    run.json), base_run (unset: each run's base carries the run's label;
                    e.g. "base": one base checkpoint, run "base", shared by the run dirs
-                   that start from it), list (explicit [[checkpoints.list]] {path, run,
-                   model, step})
+                   that start from it), train_seed (the training seed of the run dirs'
+                   checkpoints; unset: each run.json's ``train_seed``, written by ``rcea
+                   train run --train-seeds``; a value contradicting run.json is an error),
+                   list (explicit [[checkpoints.list]] {path, run, model, step, and
+                   optionally train_seed})
     [server]       backend = "server" only (docs/probing.md, "Sampling through a server"):
                    base_url (OpenAI-compatible, e.g. "http://gpu-node:8000/v1"), model
                    (served model name template, "{path}": fields path, label, run, model,
@@ -54,6 +57,7 @@ from typing import Any
 from rcea.audits.inputs import InputError, load_toml
 from rcea.pipeline.chat import CHAT_MODES
 from rcea.pipeline.judge.verifier import VerifierError, make_verifier
+from rcea.pipeline.run_meta import RUN_FILE, read_run_meta, recorded_train_seed, train_seed_of
 from rcea.pipeline.safety import safe_name
 
 
@@ -89,6 +93,7 @@ class CheckpointsSection:
     model: str = "tiny"
     run: str | None = None
     base_run: str | None = None
+    train_seed: int | None = None
     list: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -177,7 +182,8 @@ class ProbeConfig:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One policy to probe: weights directory and provenance (run, model, step)."""
+    """One policy to probe: weights directory and provenance (run, model, step, and the
+    training seed: two seeds of one recipe at one step are two checkpoints)."""
 
     path: str
     run: str
@@ -185,11 +191,25 @@ class Checkpoint:
     step: int
     progress: float | None = None
     max_steps: int | None = None
+    train_seed: int | None = None
 
     @property
     def label(self) -> str:
-        """File-name-safe ``run--model--stepN`` (``rcea.pipeline.safety.safe_name``)."""
-        return safe_name(f"{self.run}--{self.model}--step{self.step}")
+        """File-name-safe ``run--model--stepN``, ``run--train-seed-S--model--stepN`` for a
+        training seed (``rcea.pipeline.safety.safe_name``): the key of its files and of its
+        finished units in the manifest."""
+        seed = "" if self.train_seed is None else f"--train-seed-{self.train_seed}"
+        return safe_name(f"{self.run}{seed}--{self.model}--step{self.step}")
+
+    @property
+    def series(self) -> tuple[str, int | None, str]:
+        """(run, training seed, model): the checkpoints of one trajectory of training."""
+        return (self.run, self.train_seed, self.model)
+
+    @property
+    def key(self) -> tuple[str, int | None, str, int]:
+        """(run, training seed, model, step): what tells two checkpoints apart."""
+        return (*self.series, self.step)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -345,14 +365,26 @@ def validate(cfg: ProbeConfig) -> None:
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: must be a table")
         missing = {"path", "run", "model", "step"} - set(entry)
-        extra = set(entry) - {"path", "run", "model", "step"}
+        extra = set(entry) - {"path", "run", "model", "step", "train_seed"}
         if missing or extra:
             raise ConfigError(
-                f"{where}: needs exactly path, run, model, step "
+                f"{where}: needs path, run, model, step and optionally train_seed "
                 f"(missing {sorted(missing)}, unknown {sorted(extra)})"
             )
         if not isinstance(entry["step"], int) or entry["step"] < 0:
             raise ConfigError(f"{where}: step: must be an integer >= 0")
+        _check_train_seed(f"{where}: train_seed", entry.get("train_seed"))
+    _check_train_seed(f"{src}: [checkpoints] train_seed", cfg.checkpoints.train_seed)
+
+
+TRAIN_SEED_MAX = 2**31 - 1  # the store's integer column
+
+
+def _check_train_seed(where: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= TRAIN_SEED_MAX:
+        raise ConfigError(f"{where}: must be an integer in [0, {TRAIN_SEED_MAX}], got {value!r}")
 
 
 def _check_server(cfg: ProbeConfig) -> None:
@@ -476,16 +508,20 @@ def run_checkpoints(
     model: str,
     run: str | None = None,
     base_run: str | None = None,
+    train_seed: int | None = None,
 ) -> list[Checkpoint]:
     """Checkpoints of one training run dir at the given progress milestones (or "all").
 
-    The base (step 0) carries the run's label, or ``base_run`` when given (one base shared
-    by every run dir that starts from it)."""
+    The base (step 0) carries the run's label and training seed, or ``base_run`` and no
+    training seed when given (one base shared by every run dir that starts from it). The
+    training seed is ``run.json``'s (:func:`rcea.pipeline.run_meta.train_seed_of`), else
+    ``train_seed``; both given and different is an error."""
     run_dir = Path(run_dir)
     meta_path = run_dir / "run.json"
     if not meta_path.exists():
         raise ConfigError(f"{run_dir}: not a training run dir (no run.json; train it first)")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    seed = _resolved_train_seed(meta_path, meta, train_seed)
     cfg = meta.get("config", {})
     run = run or cfg.get("objective") or run_dir.name
     max_steps = int(meta.get("result", {}).get("steps") or cfg["training"]["max_steps"])
@@ -516,34 +552,82 @@ def run_checkpoints(
             step,
             step / max_steps,
             max_steps,
+            None if step == 0 and base_run else seed,
         )
         for step, path in sorted(chosen.items())
     ]
+
+
+def _resolved_train_seed(where: Path, meta: dict[str, Any], given: int | None) -> int | None:
+    recorded = train_seed_of(meta)
+    if given is not None and recorded is not None and given != recorded:
+        raise ConfigError(
+            f"{where}: training seed {recorded}, but --train-seed / [checkpoints] train_seed "
+            f"is {given}"
+        )
+    return recorded if recorded is not None else given
 
 
 def resolve_checkpoints(cfg: ProbeConfig) -> list[Checkpoint]:
     """Explicit ``[[checkpoints.list]]`` entries plus the milestones of every run dir,
     ordered by (run, model, step); duplicates are an error."""
     c = cfg.checkpoints
-    out = [
-        Checkpoint(str(e["path"]), str(e["run"]), str(e["model"]), int(e["step"])) for e in c.list
-    ]
+    out = [_listed(cfg, e) for e in c.list]
     for rd in c.run_dirs:
-        for ck in run_checkpoints(rd, c.milestones, model=c.model, run=c.run, base_run=c.base_run):
-            same = [x for x in out if (x.run, x.model, x.step) == (ck.run, ck.model, ck.step)]
+        for ck in run_checkpoints(
+            rd, c.milestones, model=c.model, run=c.run, base_run=c.base_run, train_seed=c.train_seed
+        ):
+            same = [x for x in out if x.key == ck.key]
             if not (ck.step == 0 and c.base_run and same and same[0].path == ck.path):
                 out.append(ck)  # a shared base is listed once
     if not out:
         raise ConfigError(
             f"{cfg.source}: [checkpoints]: give run_dirs or [[checkpoints.list]] entries"
         )
-    keys = [(x.run, x.model, x.step) for x in out]
-    dup = sorted({k for k in keys if keys.count(k) > 1})
+    keys = [x.key for x in out]
+    dup = sorted({k for k in keys if keys.count(k) > 1}, key=str)
     if dup:
-        raise ConfigError(f"{cfg.source}: [checkpoints]: duplicate (run, model, step) {dup}")
+        raise ConfigError(
+            f"{cfg.source}: [checkpoints]: duplicate (run, train seed, model, step) {dup}"
+        )
     for x in out:
         if not (Path(x.path) / "config.json").exists():
             raise ConfigError(
                 f"{cfg.source}: checkpoint {x.path}: not a model dir (no config.json)"
             )
-    return sorted(out, key=lambda x: (x.run, x.model, x.step))
+    return sorted(out, key=lambda x: (x.run, -1 if x.train_seed is None else x.train_seed,
+                                      x.model, x.step))  # fmt: skip
+
+
+def checkpoint_train_seed(path: Path, given: int | None) -> int | None:
+    """The training seed of the checkpoint at ``path``: what the ``run.json`` of its run
+    records (``path`` a run dir or its ``checkpoint-N/`` / ``final/``), else ``given``;
+    both and different, or ``given`` < 0: :class:`ConfigError`."""
+    _check_train_seed("--train-seed", given)
+    recorded = recorded_train_seed(path, levels=1)
+    if recorded is not None and given is not None and recorded != given:
+        raise ConfigError(
+            f"{path}: its run.json records training seed {recorded}, but --train-seed is {given}"
+        )
+    return recorded if recorded is not None else given
+
+
+def _listed(cfg: ProbeConfig, entry: dict[str, Any]) -> Checkpoint:
+    """A ``[[checkpoints.list]]`` entry; its training seed is its own ``train_seed``, else
+    ``[checkpoints] train_seed`` (``--train-seed``), else the ``run.json`` of the run dir
+    holding it (``DIR/checkpoint-N``, ``DIR/final``); two of them that differ are an error."""
+    path = Path(str(entry["path"]))
+    seed = entry.get("train_seed")
+    given = cfg.checkpoints.train_seed
+    if seed is not None and given is not None and seed != given:
+        raise ConfigError(
+            f"{cfg.source}: [[checkpoints.list]] {path}: train_seed {seed}, but --train-seed / "
+            f"[checkpoints] train_seed is {given}"
+        )
+    seed = seed if seed is not None else given
+    meta = read_run_meta(path.parent)
+    if meta is not None:
+        seed = _resolved_train_seed(path.parent / RUN_FILE, meta, seed)
+    return Checkpoint(
+        str(path), str(entry["run"]), str(entry["model"]), int(entry["step"]), train_seed=seed
+    )

@@ -12,13 +12,14 @@ entropy_change_pair`` (float64): predicted Δh = −Cov_π(log π, z′ − z), 
 Δh = H(softmax z′) − H(softmax z). On CUDA the same sums are folded on the device, tile by
 tile over both heads, in float64 (:func:`position_entropy_change`). Outputs::
 
-    DIR/covariance/positions.jsonl  one row per position: transition, run, model,
-                                    from_step, to_step, question_id, trajectory_id,
-                                    position (0-based completion index), predicted,
-                                    observed, entropy_old, entropy_new
+    DIR/covariance/positions.jsonl  one row per position: transition, run, train_seed,
+                                    model, from_step, to_step, question_id,
+                                    trajectory_id, position (0-based completion index),
+                                    predicted, observed, entropy_old, entropy_new
     DIR/TRANSITIONS.csv             transition, predicted, observed (means over the
-                                    transition's positions), run, model, from_step,
-                                    to_step, n_positions  → `rcea stats covfit`
+                                    transition's positions), run, train_seed (empty:
+                                    none), model, from_step, to_step, n_positions
+                                    → `rcea stats covfit`
 
 Each transition's ``covariance_transition`` measurement also carries θ's run
 (``from_run``) and its positions reduced per trajectory (``trajectories``:
@@ -87,17 +88,18 @@ from rcea.pipeline.probe.shard import current_shard, fold_logs, log_units, rank_
 def transitions(
     checkpoints: list[Checkpoint], base_run: str | None = None
 ) -> list[tuple[Checkpoint, Checkpoint]]:
-    """Adjacent (θ, θ′) pairs within each (run, model), ordered by step; with a shared base
-    (run ``base_run``), every run of that model without its own step 0 starts from it."""
-    groups: dict[tuple[str, str], list[Checkpoint]] = defaultdict(list)
+    """Adjacent (θ, θ′) pairs within each (run, training seed, model), ordered by step; with
+    a shared base (run ``base_run``), every run of that model without its own step 0 starts
+    from it."""
+    groups: dict[tuple[str, int | None, str], list[Checkpoint]] = defaultdict(list)
     shared: dict[str, Checkpoint] = {}
     for ck in checkpoints:
         if base_run and ck.run == base_run and ck.step == 0:
             shared[ck.model] = ck
         else:
-            groups[(ck.run, ck.model)].append(ck)
+            groups[ck.series].append(ck)
     out = []
-    for (_, model), cks in groups.items():
+    for (_, _, model), cks in groups.items():
         cks = sorted(cks, key=lambda c: c.step)
         if cks[0].step != 0 and model in shared:
             cks = [shared[model], *cks]
@@ -106,8 +108,10 @@ def transitions(
 
 
 def transition_label(old: Checkpoint, new: Checkpoint) -> str:
-    """``run/model/from->to``, named after θ′'s run (a shared base starts every run)."""
-    return f"{new.run}/{new.model}/{old.step}->{new.step}"
+    """``run/model/from->to``, named after θ′'s run (a shared base starts every run);
+    ``run/train-seed-S/model/from->to`` for θ′ of training seed S."""
+    seed = "" if new.train_seed is None else f"/train-seed-{new.train_seed}"
+    return f"{new.run}{seed}/{new.model}/{old.step}->{new.step}"
 
 
 def choose_positions(n_tokens: int, p: int, seed: int) -> np.ndarray[Any, Any]:
@@ -221,6 +225,7 @@ def _write_transitions(out: Path, rows: list[dict[str, Any]]) -> tuple[Path, lis
                     "predicted": pr,
                     "observed": ob,
                     "run": m["run"],
+                    "train_seed": m.get("train_seed"),
                     "model": m["model"],
                     "from_step": m["from_step"],
                     "to_step": m["to_step"],
@@ -232,6 +237,7 @@ def _write_transitions(out: Path, rows: list[dict[str, Any]]) -> tuple[Path, lis
         "predicted",
         "observed",
         "run",
+        "train_seed",
         "model",
         "from_step",
         "to_step",
@@ -284,8 +290,9 @@ def endpoint_tail(out: Path, ck: Checkpoint) -> tuple[dict[str, Any], Path]:
 
 def endpoint_trajectory_sums(out: Path, ck: Checkpoint, quantile: float) -> dict[str, Any]:
     """The ``tail_trajectories`` measurement of endpoint ``ck``: item 7's tokens reduced to
-    four sums per trajectory (``rcea.audits.mode_tail.trajectory_sums``: tokens, positive
-    covariance mass, positive mass and tokens in the success-stratum tail) with each
+    five sums per trajectory (``rcea.audits.mode_tail.trajectory_sums``: tokens, positive
+    covariance mass, positive mass and tokens in the success-stratum tail, positive mass in
+    the failure-stratum tail) with each
     trajectory's id, question and reward, so that item 16 can be computed later on the
     study's gated mode partition (the store never holds per-token arrays)."""
     recs = {r["trajectory_id"]: r for r in read_jsonl(records_path(out, ck))}
@@ -304,6 +311,9 @@ def endpoint_trajectory_sums(out: Path, ck: Checkpoint, quantile: float) -> dict
         "positive_mass": sums.positive_mass.tolist(),
         "tail_positive_mass": sums.tail_positive_mass.tolist(),
         "tail_tokens": sums.tail_tokens.tolist(),
+        "failure_tail_positive_mass": (
+            None if (ftail := sums.failure_tail_positive_mass) is None else ftail.tolist()
+        ),
     }
 
 
@@ -418,6 +428,7 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
                             {
                                 "transition": label,
                                 "run": new.run,
+                                "train_seed": new.train_seed,
                                 "model": new.model,
                                 "from_step": old.step,
                                 "to_step": new.step,
@@ -470,14 +481,15 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
                 run=row["run"],
                 model=row["model"],
                 step=row["to_step"],
+                train_seed=row["train_seed"],
             )
         )
     result.info["transitions"] = table
-    endpoints: dict[tuple[str, str], Checkpoint] = {}
+    endpoints: dict[tuple[str, int | None, str], Checkpoint] = {}
     for ck in checkpoints:
-        cur = endpoints.get((ck.run, ck.model))
+        cur = endpoints.get(ck.series)
         if cur is None or ck.step > cur.step:
-            endpoints[(ck.run, ck.model)] = ck
+            endpoints[ck.series] = ck
     tails = {}
     for ck in endpoints.values():
         data, path = endpoint_tail(out, ck)
@@ -489,7 +501,9 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
         }
         result.files.append(str(path))
         result.measurements.append(
-            MeasurementRow("tail", data, run=ck.run, model=ck.model, step=ck.step)
+            MeasurementRow(
+                "tail", data, run=ck.run, model=ck.model, step=ck.step, train_seed=ck.train_seed
+            )
         )
         result.measurements.append(
             MeasurementRow(
@@ -498,6 +512,7 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
                 run=ck.run,
                 model=ck.model,
                 step=ck.step,
+                train_seed=ck.train_seed,
             )
         )
     result.info["tails"] = tails

@@ -11,7 +11,9 @@ omitted), and from ``run.json`` the objective preset and every
 resolved objective value with its source (``objective_preset``, ``objective_params``),
 and the non-embedding parameters of the run's base model (``n_params``, read from its
 safetensors headers: the entropy law's N across model sizes, docs/estimators.md item 18;
-omitted when the base in ``run.json`` is gone or holds no safetensors).
+omitted when the base in ``run.json`` is gone or holds no safetensors). The
+measurement carries ``run.json``'s training seed (``rcea train run --train-seeds``), so two
+seeds' curves are two runs' (docs/estimators.md item 17).
 """
 
 from __future__ import annotations
@@ -24,10 +26,14 @@ from rcea.pipeline.jsonl import iter_json_objects
 from rcea.pipeline.policy.model import non_embedding_parameters
 from rcea.pipeline.probe.common import MeasurementRow
 from rcea.pipeline.probe.config import ConfigError
+from rcea.pipeline.run_meta import train_seed_of
 
 
-def training_curve(run_dir: str | Path, *, model: str, run: str | None = None) -> MeasurementRow:
-    """The ``training_curve`` measurement of one training run dir."""
+def training_curve(
+    run_dir: str | Path, *, model: str, run: str | None = None, train_seed: int | None = None
+) -> MeasurementRow:
+    """The ``training_curve`` measurement of one training run dir; its training seed is
+    ``run.json``'s, else ``train_seed`` (``--train-seed``); both and different: an error."""
     run_dir = Path(run_dir)
     curves = run_dir / "curves.jsonl"
     events = [finite_point(p) for p in event_curve(run_dir)]
@@ -58,4 +64,10 @@ def training_curve(run_dir: str | Path, *, model: str, run: str | None = None) -
     n_params = non_embedding_parameters(base) if base and Path(base).is_dir() else None
     if n_params:  # the trained weights have the base's shape (LoRA is merged into it)
         payload["n_params"] = n_params
-    return MeasurementRow("training_curve", payload, run=name, model=model)
+    recorded = train_seed_of(meta)
+    if recorded is not None and train_seed is not None and recorded != train_seed:
+        raise ConfigError(
+            f"{meta_path}: training seed {recorded}, but --train-seed is {train_seed}"
+        )
+    seed = recorded if recorded is not None else train_seed
+    return MeasurementRow("training_curve", payload, run=name, model=model, train_seed=seed)

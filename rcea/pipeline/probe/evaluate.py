@@ -7,7 +7,7 @@
   every saved checkpoint of every run dir (base, each ``checkpoint-N``, ``final``):
   accuracy, boxed rate (an extractable ``\\boxed{}``), mean completion length (tokens) and
   truncated share per step — the failure detector's input (docs/estimators.md items 9 and 13).
-* **pass@k** (``[bench.passk]``): at each run/model's base (step 0) and endpoint, n
+* **pass@k** (``[bench.passk]``): at each run/training seed/model's base (step 0) and endpoint, n
   samples per question of the ``passk`` set at ``temperature``/``top_p``, ``batch_size //
   n`` questions per generate call seeded with ``derive_seed(seed, checkpoint label,
   *question_ids)``; c = correct count; macro pass@k
@@ -15,9 +15,10 @@
 
 Outputs::
 
-    DIR/bench/greedy.jsonl          label, run, model, step, progress, set, question_id,
-                                    correct, boxed, length, truncated
-    DIR/bench/passk.jsonl           label, run, model, step, set, question_id, n, c
+    DIR/bench/greedy.jsonl          label, run, train_seed, model, step, progress, set,
+                                    question_id, correct, boxed, length, truncated
+    DIR/bench/passk.jsonl           label, run, train_seed, model, step, set,
+                                    question_id, n, c
     DIR/bench/passk/<label>.csv     question_id, n, c       → `rcea stats passk`
     DIR/RESULTS.csv                 the same for the first run's endpoint
     DIR/bench/summary.json          greedy accuracy per checkpoint/set, traces, pass@k
@@ -75,7 +76,9 @@ def _trace_checkpoints(cfg: ProbeConfig) -> list[list[Checkpoint]]:
     """Every saved checkpoint of each run dir (base first), one list per run dir."""
     c = cfg.checkpoints
     return [
-        run_checkpoints(rd, "all", model=c.model, run=c.run, base_run=c.base_run)
+        run_checkpoints(
+            rd, "all", model=c.model, run=c.run, base_run=c.base_run, train_seed=c.train_seed
+        )
         for rd in c.run_dirs
     ]
 
@@ -138,6 +141,7 @@ def _greedy(
                         {
                             "label": label,
                             "run": ck.run,
+                            "train_seed": ck.train_seed,
                             "model": ck.model,
                             "step": ck.step,
                             "progress": ck.progress,
@@ -160,12 +164,13 @@ def _greedy(
 
 
 def passk_checkpoints(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
-    """Every base (step 0) and each (run, model)'s endpoint (its largest step)."""
-    ends: dict[tuple[str, str], Checkpoint] = {}
+    """Every base (step 0) and each (run, training seed, model)'s endpoint (its largest
+    step)."""
+    ends: dict[tuple[str, int | None, str], Checkpoint] = {}
     for ck in checkpoints:
-        cur = ends.get((ck.run, ck.model))
+        cur = ends.get(ck.series)
         if cur is None or ck.step > cur.step:
-            ends[(ck.run, ck.model)] = ck
+            ends[ck.series] = ck
     chosen = [ck for ck in checkpoints if ck.step == 0] + list(ends.values())
     return list({ck.label: ck for ck in chosen}.values())
 
@@ -212,6 +217,7 @@ def _passk(
                 {
                     "label": ck.label,
                     "run": ck.run,
+                    "train_seed": ck.train_seed,
                     "model": ck.model,
                     "step": ck.step,
                     "set": set_name,
@@ -284,6 +290,7 @@ def run_bench(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -
             {
                 "label": label,
                 "run": r0["run"],
+                "train_seed": r0.get("train_seed"),
                 "model": r0["model"],
                 "step": r0["step"],
                 "set": name,
@@ -299,6 +306,7 @@ def run_bench(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -
                 model=r0["model"],
                 step=r0["step"],
                 key=name,
+                train_seed=r0.get("train_seed"),
             )
         )
     if cfg.bench.trace:
@@ -319,13 +327,19 @@ def run_bench(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -
                             "truncated_share": sum(r["truncated"] for r in rows) / n,
                         }
                     )
-            run, model = cks[-1].run, cks[-1].model
+            run, model, seed = cks[-1].run, cks[-1].model, cks[-1].train_seed
             summary["traces"].append(
-                {"run": run, "model": model, "set": trace_set, "points": points}
-            )
+                {"run": run, "train_seed": seed, "model": model, "set": trace_set,
+                 "points": points}
+            )  # fmt: skip
             result.measurements.append(
                 MeasurementRow(
-                    "accuracy_trace", {"points": points}, run=run, model=model, key=trace_set
+                    "accuracy_trace",
+                    {"points": points},
+                    run=run,
+                    model=model,
+                    key=trace_set,
+                    train_seed=seed,
                 )
             )
     pk_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -347,6 +361,7 @@ def run_bench(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -
             {
                 "label": ck.label,
                 "run": ck.run,
+                "train_seed": ck.train_seed,
                 "model": ck.model,
                 "step": ck.step,
                 "set": pk_set,
@@ -362,6 +377,7 @@ def run_bench(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = True) -
                 model=ck.model,
                 step=ck.step,
                 key=pk_set,
+                train_seed=ck.train_seed,
             )
         )
     endpoints = [ck for ck in pk_cks if ck.step > 0] or pk_cks

@@ -119,6 +119,8 @@ def _record(
         "sampling_top_p": cfg.probe.top_p,
         "truncated": bool(truncated),
     }
+    if ck.train_seed is not None:  # the replicate: ingested, the report keys it apart
+        rec["train_seed"] = ck.train_seed
     problem = (q.problem or q.prompt).strip()  # the statement, without a prompt wrapper
     if problem:
         rec["question"] = problem

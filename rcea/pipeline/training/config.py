@@ -37,6 +37,9 @@ class ConfigError(ValueError):
     """A bad configuration: the message names the file, the table and the key."""
 
 
+TRAIN_SEED_MAX = 2**31 - 1  # the store's integer column
+
+
 @dataclass
 class ModelSection:
     path: str = ""
@@ -89,6 +92,9 @@ class TrainingSection:
     save_total_limit: int | None = None
     logging_steps: int = 1
     seed: int = 42
+    # the replicate this run is (``rcea train run --train-seeds``): written to run.json, where
+    # probing and ``rcea import trainlog`` read it (docs/estimators.md item 17); it is `seed`
+    train_seed: int | None = None
     bf16: bool = False
     gradient_checkpointing: bool = False
     use_vllm: bool = False
@@ -323,6 +329,15 @@ def validate(cfg: TrainConfig) -> None:
         )
     if t.save_steps <= 0:
         raise ConfigError(f"{src}: [training] save_steps: must be > 0")
+    if t.train_seed is not None and not 0 <= t.train_seed <= TRAIN_SEED_MAX:
+        raise ConfigError(
+            f"{src}: [training] train_seed: must be in [0, {TRAIN_SEED_MAX}], got {t.train_seed}"
+        )
+    if t.train_seed is not None and t.seed != t.train_seed:
+        raise ConfigError(
+            f"{src}: [training] train_seed ({t.train_seed}) is the run's seed, but seed is "
+            f"{t.seed}: set one of them"
+        )
     if cfg.model.dtype not in ("float32", "bfloat16", "float16", "auto"):
         raise ConfigError(
             f"{src}: [model] dtype: one of float32, bfloat16, float16, auto; "
@@ -359,8 +374,8 @@ def _check_verifier(cfg: TrainConfig, src: str) -> None:
 
 def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read a TOML config. ``overrides``: ``objective``, ``model_path``, ``output_dir``,
-    ``max_steps``, ``seed``, ``chat_template``, ``system_prompt`` (the CLI's options),
-    applied before validation."""
+    ``max_steps``, ``seed``, ``train_seed`` (also sets ``seed``), ``chat_template``,
+    ``system_prompt`` (the CLI's options), applied before validation."""
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"{p}: no such file")
@@ -390,4 +405,7 @@ def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
         if overrides.get(key) is not None:
             value = overrides[key]
             data.setdefault("training", {})[key] = str(value) if key == "output_dir" else value
+    if overrides.get("train_seed") is not None:  # one replicate: its seed is the run's seed
+        training = data.setdefault("training", {})
+        training["train_seed"] = training["seed"] = overrides["train_seed"]
     return data

@@ -16,7 +16,10 @@ Output directory layout::
                          project "rcea" in $TRACKIO_DIR (default ~/.cache/huggingface/trackio)
       run.json           resolved config, objective parameters, versions, summary, and
                          "prompt": whether the chat template was applied, the verifier;
-                         "distributed": processes, distributed type, backend
+                         "distributed": processes, distributed type, backend;
+                         "train_seed": the replicate (``--train-seeds``; null: none),
+                         which ``rcea probe`` and ``rcea import trainlog`` read. Written
+                         last: a run dir with run.json is a finished run
 
 Under ``accelerate launch`` (DDP or DeepSpeed, docs/scaling-out.md) the same command runs
 on every rank; Transformers' Trainer shards the batches and saves checkpoints from the main
@@ -44,6 +47,7 @@ from rcea.pipeline.chat import PromptFormat, training_prompt
 from rcea.pipeline.event_curves import is_curve_key
 from rcea.pipeline.launch import close_process_group_at_exit, world_size
 from rcea.pipeline.probe.questions import DatasetError, read_benchmark
+from rcea.pipeline.run_meta import RUN_FILE
 from rcea.pipeline.training.config import ConfigError, TrainConfig
 from rcea.pipeline.training.live_metrics import LiveSettings
 from rcea.pipeline.training.objectives import ClipCovParams, KLCovParams, make_objective
@@ -51,7 +55,6 @@ from rcea.pipeline.training.reporting import TRACKIO_PROJECT, ensure_report_to
 from rcea.pipeline.training.rewards import ToyReward, VerifierReward, overlong_shaping
 
 CURVES_FILE = "curves.jsonl"
-RUN_FILE = "run.json"
 
 
 @dataclass
@@ -350,6 +353,8 @@ def run_training(
         (out / RUN_FILE).write_text(
             json.dumps(
                 {
+                    # the replicate (None: none): rcea.pipeline.run_meta reads it for probing
+                    "train_seed": cfg.training.train_seed,
                     "config": cfg.to_dict(),
                     "result": result.to_dict(),
                     "prompt": prompt,

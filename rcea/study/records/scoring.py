@@ -55,15 +55,21 @@ class ScoreResult:
     version: int
     processes: int = 1
     main_process: bool = True
+    train_seed: int | None = None
+
+    @property
+    def checkpoint(self) -> str:
+        seed = "" if self.train_seed is None else f" [train seed {self.train_seed}]"
+        return f"{self.run}{seed} {self.model} step {self.step}"
 
     def summary(self) -> str:
         if not self.n_scored:
             return (
-                f"nothing to score: all {self.n_selected} trajectories of {self.run} "
-                f"{self.model} step {self.step} already have token entropies"
+                f"nothing to score: all {self.n_selected} trajectories of {self.checkpoint} "
+                "already have token entropies"
             )
         return (
-            f"scored {self.n_scored} trajectories of {self.run} {self.model} step {self.step} "
+            f"scored {self.n_scored} trajectories of {self.checkpoint} "
             f"({self.n_already} already scored), study {self.study}, version {self.version}"
             + (f", on {self.processes} processes" if self.processes > 1 else "")
         )
@@ -86,8 +92,11 @@ def score_trajectories(
     actor: str = "rcea probe score",
     progress: bool = False,
     shard: Shard | None = None,
+    train_seed: int | None = None,
 ) -> ScoreResult:
-    """Score the unscored trajectories of (run, model, step) with ``scorer``
+    """Score the unscored trajectories of (run, model, step) and training seed
+    ``train_seed`` (None: the selection must hold one training seed or none; two seeds'
+    trajectories are two checkpoints' and one checkpoint cannot score both) with ``scorer``
     (:class:`rcea.pipeline.probe.score.Scorer` or anything with ``score(items)`` and
     ``describe()``); ``ValueError`` when none is selected or a question has no text.
     ``shard`` (:func:`rcea.pipeline.probe.shard.current_shard` under a launch) scores this
@@ -104,12 +113,14 @@ def score_trajectories(
                 Trajectory.question_id,
                 Trajectory.text,
                 Trajectory.mean_token_entropy,
+                Trajectory.train_seed,
             )
             .where(
                 Trajectory.study_id == sid,
                 Trajectory.run == run,
                 Trajectory.model == model,
                 Trajectory.step == step,
+                *(() if train_seed is None else (Trajectory.train_seed == train_seed,)),
             )
             .order_by(Trajectory.id)
         ).all()
@@ -120,9 +131,18 @@ def score_trajectories(
         )
         version = 1 + len(payloads(s, events.PROBE_SCORE, sid, run=run, model=model, step=step))
     if not rows:
+        seed = "" if train_seed is None else f", training seed {train_seed}"
         raise ValueError(
-            f"study {study} has no trajectories of run {run}, model {model}, step {step}"
+            f"study {study} has no trajectories of run {run}, model {model}, step {step}{seed}"
         )
+    seeds = sorted({r.train_seed for r in rows}, key=lambda v: -1 if v is None else v)
+    if len(seeds) > 1:
+        raise ValueError(
+            f"the trajectories of run {run}, model {model}, step {step} hold training seeds "
+            f"{', '.join('none' if v is None else str(v) for v in seeds)}: pass --train-seed "
+            "(the checkpoint's; each seed is scored with its own checkpoint)"
+        )
+    train_seed = seeds[0]
     todo = [r for r in rows if r.mean_token_entropy is None]
     missing = sorted({r.question_id for r in todo if not texts.get(r.question_id)})
     if missing:
@@ -186,6 +206,7 @@ def score_trajectories(
         version=version if n_scored else version - 1,
         processes=shard.world,
         main_process=shard.is_main,
+        train_seed=train_seed,
     )
     if n_scored and shard.is_main:
         with session_scope(engine) as s:
@@ -198,6 +219,7 @@ def score_trajectories(
                     "run": run,
                     "model": model,
                     "step": step,
+                    **({} if train_seed is None else {"train_seed": train_seed}),
                     "version": version,
                     "n_scored": n_scored,
                     "n_selected": len(rows),

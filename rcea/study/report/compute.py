@@ -49,7 +49,7 @@ from rcea.study.report.publication import (
     quantities,
 )
 from rcea.study.report.realization import RealizationCollector
-from rcea.study.report.replicates import replicates_section, seeded_run
+from rcea.study.report.replicates import replicates_section, run_name, seeded_run
 from rcea.study.report.rows import CheckpointRows, MemoryRows
 from rcea.study.report.schema import SCHEMA_VERSION, Parameters, StudyReport
 from rcea.study.report.sections import ModeSummary, RetentionSection
@@ -113,7 +113,8 @@ def compute_report_from(
         last_step[(run, model)] = max(step, last_step.get((run, model), step))
     reported = {(f["run"], f["model"]): f["reported_step"] for f in failures}
     reported = {rm: reported.get(rm, s) for rm, s in last_step.items()}
-    label = _run_label(keys, measurements)
+    identities = source.run_identities()
+    label = _run_label(keys, measurements, identities)
 
     outside: dict[Key, int] = {}
     labels = ModeLabels(pair, has_verdicts, outside)
@@ -181,6 +182,7 @@ def compute_report_from(
             k=par["association_k"],
             benchmark=par["association_benchmark"],
             pooled=par["association_pooled"],
+            identities=identities,
         ),
         # item 18 from the stored curves and accuracy traces (its own section)
         "entropy_law": entropy_law_section(
@@ -193,16 +195,19 @@ def compute_report_from(
             seed=par["seed"],
             benchmark=par["association_benchmark"],
             k=par["association_k"],
+            identities=identities,
         ),
     }
     # item 17: each training seed is its own run above; here the across-seed aggregates
     report["replicates"] = replicates_section(
-        source.run_identities(),
+        identities,
         keys,
         paired=paired_ratios,
         retention=retention_results,
         realization=realization.reports,
         passk=measurements["passk"],
+        mode_tail=mode_tail.results,
+        tail_trajectories=measurements["tail_trajectories"],
         n_boot=par["n_boot"],
         seed=par["seed"],
         confidence=par["confidence"],
@@ -227,14 +232,21 @@ def compute_report_from(
     return StudyReport.model_validate(report)
 
 
-def _run_label(keys: list[Key], measurements: dict[str, list[dict[str, Any]]]) -> Any:
-    """``run``, or ``run:model`` when the run name exists at several model scales."""
+def _run_label(
+    keys: list[Key],
+    measurements: dict[str, list[dict[str, Any]]],
+    identities: dict[str, tuple[str, int]],
+) -> Any:
+    """``run``, or ``run:model`` when the run name exists at several model scales (a
+    seeded label's models count for its run too: the run labels its seeds' point)."""
     models_of_run: dict[str, set[str]] = defaultdict(set)
     for run, model, _ in keys:
         models_of_run[run].add(model)
+        models_of_run[run_name(identities, run)].add(model)
     for m in (x for rows_ in measurements.values() for x in rows_):
         if m["run"] and m["model"]:
             models_of_run[m["run"]].add(m["model"])
+            models_of_run[run_name(identities, m["run"])].add(m["model"])
 
     def label(run: str, model: str) -> str:
         return run if len(models_of_run[run]) <= 1 else f"{run}:{model}"

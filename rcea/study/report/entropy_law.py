@@ -25,14 +25,15 @@ Endpoints (ordering): each non-failed (run, model) at its reported checkpoint (i
 H), ``greedy_accuracy`` = greedy accuracy on the named benchmark, ``macro_accuracy`` = the
 unweighted mean over benchmarks, ``pass_at_k`` = pass@k on the named benchmark (the
 association's rule: the chosen benchmark, else MATH500, else the first; k the chosen one,
-else 64, else the largest every run has).
+else 64, else the largest every run has). The training seeds of one run are one endpoint
+(item 17): each number the mean over the seeds that did not fail, ``n_seeds`` recorded.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,7 @@ from rcea.audits.entropy_law import (
     law_scaling,
     run_law,
 )
+from rcea.study.report.replicates import run_name, seed_points
 
 #: Training-curve keys of each entropy, in order of preference.
 CURVE_ENTROPY_KEYS: dict[str, tuple[str, ...]] = {
@@ -187,7 +189,8 @@ def ordering_results(
     metrics: Sequence[str] = ORDER_METRICS,
 ) -> dict[str, Any]:
     """RQ1 per model scale over ``rows`` (each: ``run``, ``model``, ``entropy``, the
-    metrics present, optional ``failed``): ``by_model`` → the ordering test; with one
+    metrics present, optional ``failed`` and ``n_seeds``, the training seeds averaged into
+    the row, 1 when absent): ``by_model`` → the ordering test with ``n_seeds`` per run; with one
     model its ``kendall_tau`` and ``p_value`` (metric → value) also at the top level."""
     present = [m for m in metrics if any(r.get(m) is not None for r in rows)]
     by_model: dict[str, Any] = {}
@@ -201,7 +204,10 @@ def ordering_results(
             excluded=[str(r["run"]) for r in sel if r.get("failed")],
             seed=seed,
         )
-        by_model[model] = res.to_dict()
+        by_model[model] = {
+            **res.to_dict(),
+            "n_seeds": {str(r["run"]): int(r.get("n_seeds", 1)) for r in sel},
+        }
     only = next(iter(by_model.values())) if len(by_model) == 1 else None
     return _json_object(
         {
@@ -219,9 +225,12 @@ def order_sentence(ordering: dict[str, Any]) -> str:
     """Whether endpoint global entropy ordered the runs' performance, in words."""
     parts = []
     for model, res in ordering["by_model"].items():
+        # a run of several training seeds is one endpoint, their mean (item 17): say so
+        seeded = [f"{r} of {n}" for r, n in sorted((res.get("n_seeds") or {}).items()) if n > 1]
+        means = f"; the mean of the seeds for {', '.join(seeded)}" if seeded else ""
         for m in res["metrics"]:
             if m["kendall_tau"] is None or m["p_value"] is None:
-                parts.append(f"{model} {m['metric']}: undefined (n = {m['n']})")
+                parts.append(f"{model} {m['metric']}: undefined (n = {m['n']}{means})")
                 continue
             verdict = "ordered" if m["p_value"] < 0.05 else "did not order"
             # the exact test's smallest p is 2/n! (the two extreme orderings, no ties): with
@@ -231,7 +240,7 @@ def order_sentence(ordering: dict[str, Any]) -> str:
                 verdict += f": with n = {m['n']} the smallest attainable p is {floor:.3f}"
             parts.append(
                 f"{model} {m['metric']}: τ-b = {m['kendall_tau']:+.2f}, p = {m['p_value']:.3f} "
-                f"(n = {m['n']}, {verdict})"
+                f"(n = {m['n']}{means}, {verdict})"
             )
     if not parts:
         return "No endpoints to order."
@@ -407,9 +416,13 @@ def study_endpoints(
     *,
     benchmark: str | None = None,
     k: int | None = None,
+    identities: Mapping[str, tuple[str, int]] | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """The endpoint rows of the ordering test (module docstring) and the pass@k metric's
-    name (``'<benchmark> pass@<k>'``, None without pass@k)."""
+    name (``'<benchmark> pass@<k>'``, None without pass@k). The training seeds of one run
+    (``identities``: seeded label → (run, seed)) are one endpoint named by the run, each
+    number the mean over its seeds (:func:`~rcea.study.report.replicates.seed_points`;
+    ``n_seeds``)."""
     trace_of = {(t.run, t.model): t for t in traces}
     benches = sorted({p["benchmark"] for p in passk} | {b for g in greedy for b in g["accuracy"]})
     if benchmark is None and benches:
@@ -434,9 +447,8 @@ def study_endpoints(
         g = gr.get(key) or {}
         rows.append(
             {
-                "run": c["run"],
+                "run": run_name(identities or {}, c["run"]),
                 "model": c["model"],
-                "step": c["step"],
                 "entropy": h,
                 "greedy_accuracy": (g.get("accuracy") or {}).get(benchmark),
                 "macro_accuracy": g.get("macro_accuracy"),
@@ -444,7 +456,9 @@ def study_endpoints(
                 "failed": (c["run"], c["model"]) in failed,
             }
         )
-    return rows, (f"{benchmark} pass@{k}" if k is not None else None)
+    # the seeds of one run are one endpoint (item 17)
+    points = seed_points(rows, ("entropy", *ORDER_METRICS))
+    return points, (f"{benchmark} pass@{k}" if k is not None else None)
 
 
 def entropy_law_section(
@@ -459,6 +473,7 @@ def entropy_law_section(
     seed: int = 0,
     benchmark: str | None = None,
     k: int | None = None,
+    identities: Mapping[str, tuple[str, int]] | None = None,
 ) -> dict[str, Any] | None:
     """The report's ``entropy_law`` section (None when the study has no training curve
     paired with an accuracy trace): the law per trace, the scaling fits, the entropy
@@ -469,7 +484,14 @@ def entropy_law_section(
     try:
         law = law_results(traces, fit_fraction=fit_fraction)
         rows, metric = study_endpoints(
-            traces, checkpoints, greedy, passk, failed, benchmark=benchmark, k=k
+            traces,
+            checkpoints,
+            greedy,
+            passk,
+            failed,
+            benchmark=benchmark,
+            k=k,
+            identities=identities,
         )
         ordering = ordering_results(rows, seed=seed) if rows else None
     except ValueError as exc:  # a bad stored trace: said in the section, the rest stands

@@ -15,6 +15,15 @@ whose data exist are drawn; every function returns ``None`` when there is nothin
 * ``entropy_by_outcome``: success- and failure-conditioned sequence entropy over
   checkpoint steps, one colour per run, solid for successes and dashed for failures
   (item 1).
+* ``mode_entropy_split``: between-mode entropy Ĥ(Z|C,x) next to the within-mode
+  realization entropy W per checkpoint (item 15; their sum is Ĥ(Y|C,x)), hatched bars for
+  W.
+* ``mode_covariance_scatter``: item 6's predicted vs observed mean ΔH per transition and
+  mode group (majority mode, other modes, outside C) with the identity line; failed runs
+  hollow (item 16).
+* ``entropy_law``: validation accuracy R against training entropy H per run with the
+  fitted law R = −a·exp(H) + b and the early fit's prediction (dashed), one panel per
+  entropy (item 18).
 
 Colours are the Okabe–Ito palette (distinguishable under the common colour-vision
 deficiencies), and the markers differ as well. ``make_figures(report, fmt)`` renders PNG
@@ -31,6 +40,8 @@ from typing import Any
 from cycler import cycler
 from matplotlib.figure import Figure
 
+from rcea.study.report.entropy_law import law_curves
+
 #: Okabe & Ito's colour-blind-safe palette (black last: it is the reference lines' grey)
 OKABE_ITO = (
     "#E69F00",
@@ -46,7 +57,13 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 STYLE = cycler(color=OKABE_ITO) + cycler(marker=MARKERS)
 FORMATS = ("png", "pdf", "svg")
 #: figures that a paper would include, beside the bundle's own
-PAPER_FIGURES = ("passk_curve", "entropy_by_outcome")
+PAPER_FIGURES = (
+    "passk_curve",
+    "entropy_by_outcome",
+    "mode_entropy_split",
+    "mode_covariance_scatter",
+    "entropy_law",
+)
 
 
 def make_figures(report: dict[str, Any], fmt: str = "png") -> dict[str, bytes]:
@@ -63,6 +80,9 @@ def make_figures(report: dict[str, Any], fmt: str = "png") -> dict[str, bytes]:
         ("accuracy_passk", accuracy_passk),
         ("passk_curve", passk_curve),
         ("entropy_by_outcome", entropy_by_outcome),
+        ("mode_entropy_split", mode_entropy_split),
+        ("mode_covariance_scatter", mode_covariance_scatter),
+        ("entropy_law", entropy_law),
     ):
         fig = fn(report)
         if fig is not None:
@@ -188,12 +208,42 @@ def covariance_scatter(report: dict[str, Any]) -> Figure | None:
                 label="failed run (excluded)" if failed else "transition",
                 **style,
             )
-    values = [t["predicted"] for t in ts] + [t["observed"] for t in ts]
+    _identity(ax, ts)
+    ax.legend()
+    return fig
+
+
+def _identity(ax: Any, transitions: list[dict[str, Any]]) -> None:
+    """The line y = x across the transitions' predicted and observed ΔH."""
+    values = [t["predicted"] for t in transitions] + [t["observed"] for t in transitions]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.05 or 1e-3
-    ax.plot(
-        [lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", linestyle="--", label="identity"
+    line = {"color": "grey", "linestyle": "--", "marker": "", "label": "identity"}
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], **line)
+
+
+def mode_covariance_scatter(report: dict[str, Any]) -> Figure | None:
+    sec = report.get("mode_covariance")
+    if not sec or not sec["transitions"]:
+        return None
+    fig, ax = _figure(
+        "Exact covariance by mode group: predicted vs observed ΔH", "predicted ΔH", "observed ΔH"
     )
+    ts = sec["transitions"]
+    for i, group in enumerate(sec["groups"]):
+        colour, marker = OKABE_ITO[i % len(OKABE_ITO)], MARKERS[i % len(MARKERS)]
+        for failed in (False, True):
+            sel = [t for t in ts if t["group"] == group and t["failed_run"] == failed]
+            if sel:
+                ax.scatter(
+                    [t["predicted"] for t in sel],
+                    [t["observed"] for t in sel],
+                    marker=marker,
+                    edgecolors=colour,
+                    facecolors="none" if failed else colour,
+                    label=f"{group}" + (" (failed run, excluded)" if failed else ""),
+                )
+    _identity(ax, ts)
     ax.legend()
     return fig
 
@@ -292,4 +342,88 @@ def entropy_by_outcome(report: dict[str, Any]) -> Figure | None:
                     label=f"{label} {outcome}",
                 )
     ax.legend(fontsize="x-small", ncol=2)
+    return fig
+
+
+def mode_entropy_split(report: dict[str, Any]) -> Figure | None:
+    rows = [
+        (f"{e['run']} ({e['model']}) {e['step']}", e["report"])
+        for e in report.get("realization") or []
+        if e.get("report")
+        and e["report"].get("mode_entropy") is not None
+        and e["report"].get("within_mode_entropy") is not None
+    ]
+    if not rows:
+        return None
+    fig, ax = _figure(
+        "Between- vs within-mode entropy of accepted successes",
+        "checkpoint",
+        "macro entropy (nats)",
+    )
+    xs = list(range(len(rows)))
+    width = 0.4
+    # side by side, not stacked: an estimated part may be negative
+    for offset, fld, label, hatch, colour in (
+        (-width / 2, "mode_entropy", "between modes Ĥ(Z|C,x)", "", OKABE_ITO[4]),
+        (width / 2, "within_mode_entropy", "within modes W", "//", OKABE_ITO[0]),
+    ):
+        ax.bar(
+            [x + offset for x in xs],
+            [r[fld] for _, r in rows],
+            width,
+            label=label,
+            color=colour,
+            hatch=hatch,
+            edgecolor="black",
+        )
+    ax.axhline(0.0, color="grey", linewidth=1)
+    ax.set_xticks(xs, [label for label, _ in rows], rotation=30, ha="right", fontsize="small")
+    ax.legend()
+    return fig
+
+
+def entropy_law(report: dict[str, Any]) -> Figure | None:
+    points, curves = law_curves(report.get("entropy_law"))
+    kinds = list(dict.fromkeys(p["entropy"] for p in points))
+    if not kinds:
+        return None
+    fig, axes = _figure(
+        "Entropy–performance law R = −a·exp(H) + b",
+        "training entropy H (nats)",
+        "validation accuracy R",
+        ncols=len(kinds),
+    )
+    axes = axes if len(kinds) > 1 else [axes]
+    series = list(dict.fromkeys(p["series"] for p in points))
+    for ax, kind in zip(axes, kinds, strict=True):
+        ax.set_title(kind)
+        for i, name in enumerate(series):
+            colour, marker = OKABE_ITO[i % len(OKABE_ITO)], MARKERS[i % len(MARKERS)]
+            pts = [p for p in points if p["entropy"] == kind and p["series"] == name]
+            if not pts:
+                continue
+            for window, face in (("early", colour), ("rest", "none")):
+                sel = [p for p in pts if p["window"] == window]
+                if sel:
+                    ax.scatter(
+                        [p["H"] for p in sel],
+                        [p["R"] for p in sel],
+                        marker=marker,
+                        facecolors=face,
+                        edgecolors=colour,
+                        label=f"{name} ({window} pairs)",
+                    )
+            line = [c for c in curves if c["entropy"] == kind and c["series"] == name]
+            for fld, style, what in (("fitted", "-", "law"), ("early", "--", "early fit")):
+                xy = [(c["H"], c[fld]) for c in line if c[fld] is not None]
+                if xy:
+                    ax.plot(
+                        [h for h, _ in xy],
+                        [r for _, r in xy],
+                        color=colour,
+                        linestyle=style,
+                        marker="",
+                        label=f"{name} {what}",
+                    )
+        ax.legend(fontsize="x-small")
     return fig

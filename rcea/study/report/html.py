@@ -577,13 +577,14 @@ def _per_scale(report: dict[str, Any]) -> list[str]:
             out.append("<h3>Retention–pass@k association (exploratory)</h3>")
             out.append(
                 _table(
-                    ["metric", "Spearman rho", "p", "n", "excluded"],
+                    ["metric", "Spearman rho", "p", "n", "points", "excluded"],
                     [
                         [
                             metric,
                             by_model.get("rho"),
                             by_model.get("p_value"),
                             by_model.get("n"),
+                            _points(by_model),
                             ", ".join(by_model.get("excluded") or []),
                         ]
                     ],
@@ -591,6 +592,15 @@ def _per_scale(report: dict[str, Any]) -> list[str]:
             )
             out.append(_caption(report, mode_deps))
     return out
+
+
+def _points(fit: dict[str, Any]) -> str:
+    """A cross-run fit's points, each run with the training seeds averaged into it."""
+    seeds = fit.get("n_seeds") or {}
+    return ", ".join(
+        m if seeds.get(m, 1) == 1 else f"{m} (mean of {seeds[m]} seeds)"
+        for m in fit.get("methods") or []
+    )
 
 
 def _entropy_law(sec: dict[str, Any] | None) -> list[str]:

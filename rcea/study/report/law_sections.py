@@ -77,9 +77,21 @@ class RunLawScaling(LawScaling):
     seed: int | None = field(metadata={"description": "training seed"})
 
 
+@dataclass(frozen=True, kw_only=True)
+class SeededOrderingTest(OrderingTest):
+    """One scale's test, with the training seeds averaged into each run's endpoint."""
+
+    n_seeds: dict[str, int] = field(
+        metadata={
+            "description": "run -> the training seeds averaged into its endpoint (the seeds "
+            "of one run are one endpoint; a failed seed left out)"
+        }
+    )
+
+
 class OrderingModel(Section):
     metrics: list[str] = Field(description="the metrics present")
-    by_model: dict[str, OrderingTest] = Field(description="model -> its test")
+    by_model: dict[str, SeededOrderingTest] = Field(description="model -> its test")
     kendall_tau: dict[str, float | None] | None = Field(description="one scale: metric -> τ-b")
     p_value: dict[str, float | None] | None = Field(description="one scale: metric -> p")
 

@@ -6,6 +6,7 @@ and 14 of docs/estimators.md. Pure, like :mod:`rcea.study.report.compute` which 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from rcea.audits.association import retention_passk_spearman
@@ -14,6 +15,7 @@ from rcea.audits.failure import detect_training_failure, last_milestone_before_f
 from rcea.audits.passk import macro_pass_at_k
 from rcea.audits.tail import BudgetTail, StratumTail, TailResult, direction_counts
 from rcea.study.report.mode_tail import SUM_FIELDS
+from rcea.study.report.replicates import run_name, seed_points
 
 Key = tuple[str, str, int]
 
@@ -340,13 +342,17 @@ def association(
     k: int | None,
     benchmark: str | None,
     pooled: bool = False,
+    identities: Mapping[str, tuple[str, int]] | None = None,
 ) -> dict[str, Any] | None:
     """Exploratory retention–pass@k Spearman (docs/estimators.md item 14), per model scale, on one
     named benchmark and k: each method's (run's) retention and pass@k at its reported
     checkpoint; failed (run, model) pairs excluded. Benchmark: ``benchmark``, else
     MATH500 when stored, else the only benchmark, else the first in sorted order (named
     in the output). k: ``k``, else 64 when stored for that benchmark, else its largest.
-    ``pooled`` adds a fit over every scale together, labelled ``pooled``."""
+    ``pooled`` adds a fit over every scale together, labelled ``pooled``. The training
+    seeds of one run (``identities``: seeded label → (run, seed)) are one point, the mean
+    of its seeds' values (:func:`~rcea.study.report.replicates.seed_points`; ``n_seeds``
+    per point); ``rows`` keep one row per seed, ``point`` naming the point it enters."""
 
     if not passk:
         return None
@@ -378,10 +384,12 @@ def association(
     for c in checkpoints:
         if not c["reported"] or c["retention"] is None:
             continue
+        point = run_name(identities or {}, c["run"])
         rows.append(
             {
                 "method": c["run"],
                 "label": label(c["run"], c["model"]),
+                "point": point,
                 "run": c["run"],
                 "model": c["model"],
                 "step": c["step"],
@@ -392,17 +400,25 @@ def association(
     if not rows:
         return None
 
-    def fit(sel: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    def fit(sel: list[dict[str, Any]], pooled: bool) -> dict[str, Any]:
+        # the seeds of one run are one point (item 17), named by the run (pooled: run:model
+        # when the run exists at several scales)
+        points = seed_points(
+            ({**r, "run": r["point"], "failed": (r["run"], r["model"]) in failed} for r in sel),
+            ("retention", "pass_at_k"),
+        )
+        names = [label(p["run"], p["model"]) if pooled else p["run"] for p in points]
         res = retention_passk_spearman(
-            [r[key] for r in sel],
-            [r["retention"] for r in sel],
-            [r["pass_at_k"] for r in sel],
-            excluded=[r[key] for r in sel if (r["run"], r["model"]) in failed],
+            names,
+            [p["retention"] for p in points],
+            [p["pass_at_k"] for p in points],
+            excluded=[n for n, p in zip(names, points, strict=True) if p["failed"]],
         ).to_dict()
+        res["n_seeds"] = {n: p["n_seeds"] for n, p in zip(names, points, strict=True)}
         return res
 
     by_model = {
-        m: fit([r for r in rows if r["model"] == m], "method")
+        m: fit([r for r in rows if r["model"] == m], pooled=False)
         for m in sorted({r["model"] for r in rows})
     }
     out: dict[str, Any] = {
@@ -415,9 +431,9 @@ def association(
         "rows": rows,
     }
     if pooled:
-        out["pooled"] = {**fit(rows, "label"), "label": "pooled over models " + ", ".join(by_model)}
+        out["pooled"] = {**fit(rows, True), "label": "pooled over models " + ", ".join(by_model)}
     # one scale: its numbers at the top level, as before
     only = next(iter(by_model.values())) if len(by_model) == 1 else None
-    for key in ("rho", "p_value", "n", "methods", "excluded", "missing"):
+    for key in ("rho", "p_value", "n", "methods", "excluded", "missing", "n_seeds"):
         out[key] = only[key] if only else None
     return out

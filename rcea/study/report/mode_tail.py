@@ -29,7 +29,7 @@ from rcea.audits.mode_covariance import (
     mode_covariance_fit,
     trajectory_groups,
 )
-from rcea.audits.mode_tail import TrajectorySums, mode_tail_from_sums
+from rcea.audits.mode_tail import ModeTailResult, TrajectorySums, mode_tail_from_sums
 from rcea.study.report.realization import c_membership
 from rcea.study.report.sections import ModeCovarianceSection, ModeTailEndpoint
 
@@ -86,6 +86,7 @@ class ModeTailCollector:
         self.from_keys = {k for m in transitions or [] if (k := transition_from_key(m))}
         self.members: dict[Key, dict[str, tuple[int, str]]] = {}
         self.majority: dict[Key, dict[str, Any]] = {}
+        self.results: dict[Key, ModeTailResult] = {}  # item 17's per-question sums
 
     def add(self, key: Key, ck: list[dict[str, Any]]) -> None:
         """Take one checkpoint's rows (kept only at an endpoint with trajectory sums or
@@ -211,14 +212,8 @@ class ModeTailCollector:
                 raise ValueError(f"{m['where']}: payload lists differ in length ({lengths})")
             members = self.members.get(key, {})
             looked = [members.get(t) for t in p["trajectory_id"]]
-            sums = TrajectorySums(
-                quantile=float(p["quantile"]),
-                n_tokens=np.asarray(p["n_tokens"], dtype=np.int64),
-                positive_mass=np.asarray(p["positive_mass"], dtype=np.float64),
-                tail_positive_mass=np.asarray(p["tail_positive_mass"], dtype=np.float64),
-                tail_tokens=np.asarray(p["tail_tokens"], dtype=np.int64),
-            )
-            res = mode_tail_from_sums(
+            sums = payload_sums(p)
+            res = self.results[key] = mode_tail_from_sums(
                 p["question_id"],
                 [x[0] if x else 0 for x in looked],
                 [x[1] if x else "uncertain" for x in looked],
@@ -253,6 +248,23 @@ class ModeTailCollector:
             }
             out.append(ModeTailEndpoint.model_validate(entry).model_dump(mode="json"))
         return out
+
+
+def payload_sums(p: dict[str, Any]) -> TrajectorySums:
+    """The :class:`TrajectorySums` of a ``tail_trajectories`` payload (its optional
+    ``failure_tail_positive_mass``: payloads recorded before it lack it)."""
+    return TrajectorySums(
+        quantile=float(p["quantile"]),
+        n_tokens=np.asarray(p["n_tokens"], dtype=np.int64),
+        positive_mass=np.asarray(p["positive_mass"], dtype=np.float64),
+        tail_positive_mass=np.asarray(p["tail_positive_mass"], dtype=np.float64),
+        tail_tokens=np.asarray(p["tail_tokens"], dtype=np.int64),
+        failure_tail_positive_mass=(
+            np.asarray(p["failure_tail_positive_mass"], dtype=np.float64)
+            if p.get("failure_tail_positive_mass") is not None
+            else None
+        ),
+    )
 
 
 def mode_tail_quantities(

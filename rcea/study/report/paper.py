@@ -49,12 +49,17 @@ SECTION_ORDER = (
     "validity",
     "modes",
     "retention",
+    "realization",
     "passk",
     "greedy",
     "covariance",
     "tail",
+    "mode_tail",
+    "mode_covariance",
     "failure",
     "association",
+    "entropy_law",
+    "replicates",
 )
 CAPTIONS = {
     "checkpoints": "Verifier accuracy of the sampled trajectories per checkpoint.",
@@ -68,6 +73,21 @@ CAPTIONS = {
     "tail": "Reward-stratified covariance tail shares.",
     "failure": "Failed (collapsed) runs.",
     "association": "Association of retention and pass@k across objectives.",
+    "realization": "Within-mode realization entropy (item 15; nats): between-mode entropy "
+    "(realization_mode_entropy), within-mode entropy W, their sum, the chain-rule residual "
+    "and the realization retention W_t/W_0 against the base.",
+    "mode_tail": "Mode-stratified covariance (item 16) per endpoint: the majority mode's "
+    "share of positive covariance mass M (majority_mass_share), of tokens T "
+    "(majority_token_share), their concentration ratio M/T and the majority share of the "
+    "success-tail mass.",
+    "mode_covariance": "Exact covariance fit by mode group (item 16; key = the group: "
+    "majority mode, other modes, outside the accepted successes).",
+    "entropy_law": "Entropy-performance law R = -a exp(H) + b per run (item 18; key = the "
+    "entropy): a, b, R squared, RMSE, the ceiling b - a and the early fit's RMSE on the later "
+    "pairs; per model the Kendall tau-b of the endpoint ordering (key = the metric).",
+    "replicates": "Across training seeds (item 17; key = the estimator): the mean with its "
+    "hierarchical bootstrap interval (seeds, then questions within seed) and the "
+    "between-seed SD; n = seeds. A checkpoint with one seed has no row.",
 }
 
 

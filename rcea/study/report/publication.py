@@ -19,7 +19,7 @@ from rcea.study import events
 from rcea.study.report.entropy_law import law_quantities
 from rcea.study.report.mode_tail import mode_covariance_quantities, mode_tail_quantities
 from rcea.study.report.realization import realization_quantities
-from rcea.study.report.replicates import strip_audited_replicates
+from rcea.study.report.replicates import replicates_quantities, strip_audited_replicates
 
 # Appended by `rcea demo --simulate-annotators` for every simulated labelling round.
 SIMULATED_EVENT = events.DEMO_SIMULATED
@@ -253,11 +253,15 @@ class Labeller:
         coverage: float | None = None,
         eligible: tuple[int | None, int] | None = None,
         floor: str | None = None,
+        evidence: str | None = None,
     ) -> None:
+        """One number; ``evidence`` says why it rests on too little when no floor of its
+        own applies (an across-seed mean of seeds below theirs)."""
         if value is None:
             return
         blocked = [self.blockers[d] for d in deps if self.blockers[d]]
-        evidence = _evidence(eligible, self.floors[floor]) if eligible and floor else None
+        if eligible and floor:
+            evidence = _evidence(eligible, self.floors[floor])
         label = AUDITED_LABEL if deps else ENTROPY_ONLY_LABEL
         self.out.append(
             {
@@ -291,7 +295,8 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
     missing gate while the pair gate of the partition has not passed or the judge has no
     completed calibration. Paired ratios, validity, mode and retention numbers resting on
     fewer eligible questions than the predeclared floor carry ``evidence`` (why) and the
-    label "insufficient evidence", never "audited" (docs/publication.md).
+    label "insufficient evidence", never "audited" (docs/publication.md); so does an
+    across-seed mean of such numbers (section ``replicates``, listed last).
     """
     lab = Labeller(report)
     for c in report["checkpoints"]:
@@ -318,6 +323,8 @@ def quantities(report: dict[str, Any]) -> list[dict[str, Any]]:
         where = {"run": f["run"], "model": f["model"], "step": f["reported_step"]}
         lab.add("failed", "failure", f["failed"], [], **where)
     _association_quantities(lab, report["association"])
+    # last: an across-seed mean inherits the per-seed labels added above
+    replicates_quantities(report.get("replicates"), lab.out, lab.add)
     return lab.out
 
 

@@ -3,14 +3,17 @@
 A checkpoint is (run, model, training seed, step). The report keys every section by (run,
 model, step); a run imported with a training seed enters those keys under its *seeded
 label* :func:`seeded_run` — ``grpo [train seed 1]`` — so every section shows each seed as
-its own run and nothing pools seeds (failure, milestones and retention's base are per
-seed, as item 17 asks). This module maps the labels back to (run, training seed) and,
+its own run and no checkpoint's number pools seeds (failure, milestones and retention's
+base are per seed, as item 17 asks); the cross-run statistics take the seeds of one run as
+one point (:func:`seed_points`). This module maps the labels back to (run, training seed) and,
 per (run, model, step) with seeded checkpoints, aggregates across the seeds
 (:func:`rcea.audits.replicates.across_seeds`: mean, between-seed SD, hierarchical bootstrap
 interval over seeds, then questions within seed) for the paired ρ_H, mode retention,
-within-mode realization entropy W and macro pass@k — each from the per-question values
-the report's own per-seed number is computed from. With fewer than two seeds the section
-says "single seed" and shows no across-seed interval.
+within-mode realization entropy W, macro pass@k, item 16's M, T, M/T, success-tail
+majority share and median M_x/T_x, and item 7's tail share of each reward stratum — each
+from the per-question values (for a ratio of sums: the per-question sums) the report's own
+per-seed number is computed from. With fewer than two seeds the section says "single seed"
+and shows no across-seed interval.
 
 Kept apart from :mod:`rcea.study.report.build`, which calls :func:`replicates_section` once
 after its checkpoint loop.
@@ -26,10 +29,12 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from rcea.audits.mode_tail import ModeTailResult, tail_question_sums
 from rcea.audits.modes import RarefiedRetention
 from rcea.audits.passk import pass_at_k
 from rcea.audits.realization import RealizationReport
 from rcea.audits.replicates import across_seeds
+from rcea.study.report.mode_tail import payload_sums
 from rcea.study.report.sections import Section
 
 Key = tuple[str, str, int]
@@ -76,6 +81,40 @@ def check_labels(pairs: Iterable[tuple[str, int | None]]) -> dict[str, tuple[str
     return out
 
 
+def run_name(identities: Mapping[str, tuple[str, int]], label: str) -> str:
+    """The run of a report label (a seeded label's run, else the label itself)."""
+    return identities[label][0] if label in identities else label
+
+
+def seed_points(rows: Iterable[dict[str, Any]], values: Iterable[str]) -> list[dict[str, Any]]:
+    """The points of a cross-run statistic (the retention–pass@k association, the RQ1
+    ordering): the training seeds of one run are one point, not one each. ``rows``: one per
+    training run at its reported checkpoint, each with ``run`` (the run, not its seeded
+    label), ``model``, ``failed`` and ``values``; out: one row per (run, model) in first-seen
+    order with each value the mean over its seeds that did not fail and have it (``None``
+    when none has; NaN counts as not had), ``failed`` when every seed failed (then the
+    mean is over them all: the point is left out either way) and ``n_seeds``, the seeds
+    averaged. A run without a training seed is one point of one seed."""
+    names = list(values)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["run"], r["model"]), []).append(r)
+    out = []
+    for (run, model), rs in groups.items():
+        kept = [r for r in rs if not r["failed"]] or rs
+        point: dict[str, Any] = {
+            "run": run,
+            "model": model,
+            "failed": all(r["failed"] for r in rs),
+            "n_seeds": len(kept),
+        }
+        for name in names:
+            have = [float(v) for r in kept if (v := r.get(name)) is not None and v == v]
+            point[name] = sum(have) / len(have) if have else None
+        out.append(point)
+    return out
+
+
 def seeded_columns(cols: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """Record columns (``rcea stats`` on a file) with each run that has a training seed
     renamed to its seeded label, so that a file's seeds are separate checkpoints there too;
@@ -98,16 +137,20 @@ class AcrossSeedQuantity(Section):
     """A quantity across the training seeds of one (run, model, step)."""
 
     quantity: str = Field(
-        description="paired_ratio (ρ_H), retention, within_mode_entropy (W) or pass_at_K "
-        "(every k the passk measurement lists)"
+        description="paired_ratio (ρ_H), retention, within_mode_entropy (W), pass_at_K "
+        "(every k the passk measurement lists), item 16's mode_tail_majority_mass_share (M), "
+        "mode_tail_majority_token_share (T), mode_tail_concentration_ratio (M/T), "
+        "mode_tail_success_tail_majority_share and mode_tail_question_ratio_median (of "
+        "M_x/T_x), or item 7's tail_success_share and tail_failure_share"
     )
     benchmark: str | None = Field(default=None, description="pass@k only: the benchmark")
     statistic: str = Field(
-        description="how a seed pools its questions: geometric_mean (ρ_H) or macro_mean"
+        description="how a seed pools its questions: geometric_mean (ρ_H), macro_mean, "
+        "median, ratio_of_sums or ratio_of_ratios (M/T) of per-question sums"
     )
     depends_on: list[str] = Field(
-        description="the audits it rests on, as the per-seed numbers' (retention and W: the "
-        "partition, and validity when a judge filters successes; [] otherwise)"
+        description="the audits it rests on, as the per-seed numbers' (retention, W and "
+        "item 16: the partition, and validity when a judge filters successes; [] otherwise)"
     )
     seeds: list[SeedValue] = Field(description="each seed's estimate")
     n_seeds: int = Field(description="seeds with an estimate")
@@ -157,7 +200,7 @@ def _aggregate(
     name: str,
     statistic: str,
     seeds: list[int],
-    values: dict[int, list[float]],
+    values: dict[int, list[Any]],
     settings: dict[str, Any],
     extra: dict[str, Any],
 ) -> dict[str, Any] | None:
@@ -173,6 +216,26 @@ def _aggregate(
     return {"quantity": name, **extra, **res.to_dict()}
 
 
+#: Item 16's numbers across seeds: quantity → (pooling, the ``question_sums`` columns of a
+#: question's row, the denominators' positions among them: a question enters when one of
+#: its denominators is positive, i.e. when it adds to the pooled ratio).
+MODE_TAIL_RATIOS: dict[str, tuple[str, tuple[int, ...], tuple[int, ...]]] = {
+    "mode_tail_majority_mass_share": ("ratio_of_sums", (0, 1), (1,)),
+    "mode_tail_majority_token_share": ("ratio_of_sums", (2, 3), (1,)),
+    "mode_tail_concentration_ratio": ("ratio_of_ratios", (0, 1, 2, 3), (1, 3)),
+    "mode_tail_success_tail_majority_share": ("ratio_of_sums", (4, 5), (1,)),
+}
+
+
+def _ratio_rows(
+    sums: Mapping[str, tuple[float, ...]], columns: tuple[int, ...], denominators: tuple[int, ...]
+) -> list[list[float]]:
+    """Per question (sorted), its sums in ``columns``, for the questions with a positive
+    denominator (a question adding zero to every sum is no draw of the ratio)."""
+    rows = ([sums[q][c] for c in columns] for q in sorted(sums))
+    return [r for r in rows if any(r[d] > 0 for d in denominators)]
+
+
 def replicates_section(
     identities: Mapping[str, tuple[str, int]],
     keys: Iterable[Key],
@@ -181,16 +244,19 @@ def replicates_section(
     retention: Mapping[Key, RarefiedRetention],
     realization: Mapping[Key, RealizationReport],
     passk: Iterable[dict[str, Any]],
+    mode_tail: Mapping[Key, ModeTailResult],
+    tail_trajectories: Iterable[dict[str, Any]],
     n_boot: int,
     seed: int,
     confidence: float,
     mode_deps: list[str],
 ) -> dict[str, Any]:
     """The section (:class:`ReplicatesSection` as JSON) from the report's per-seed results:
-    ``paired`` (ρ_H's per-question ratios), ``retention`` and ``realization`` per
-    checkpoint key (a seeded label's), and the ``passk`` measurements (their per-question
-    (n, c), at every k it lists); ``mode_deps`` is what the mode numbers depend on (retention and W
-    carry it)."""
+    ``paired`` (ρ_H's per-question ratios), ``retention``, ``realization`` and item 16's
+    ``mode_tail`` results (their per-question sums) per checkpoint key (a seeded label's),
+    the ``passk`` measurements (their per-question (n, c), at every k it lists) and the
+    ``tail_trajectories`` measurements (item 7's share of each stratum per question);
+    ``mode_deps`` is what the mode numbers depend on (retention, W and item 16 carry it)."""
     groups: dict[Key, dict[int, Key]] = defaultdict(dict)
     for key in keys:
         label, model, step = key
@@ -200,12 +266,25 @@ def replicates_section(
     passk_by: dict[Key, dict[str, dict[str, Any]]] = defaultdict(dict)
     for m in passk:
         passk_by[(m["run"], m["model"], m["step"])][m["key"]] = m["payload"]
+    # item 7's tail share per stratum (the failure stratum where the sums carry it)
+    tails: dict[str, dict[Key, dict[str, tuple[float, float]]]] = {
+        "tail_success_share": {},
+        "tail_failure_share": {},
+    }
+    for m in tail_trajectories:
+        p, key = m["payload"], (m["run"], m["model"], m["step"])
+        sums = payload_sums(p)
+        tails["tail_success_share"][key] = tail_question_sums(p["question_id"], p["reward"], sums)
+        if sums.failure_tail_positive_mass is not None:
+            tails["tail_failure_share"][key] = tail_question_sums(
+                p["question_id"], p["reward"], sums, stratum=0
+            )
     settings = {"n_boot": n_boot, "seed": seed, "confidence": confidence}
     out_groups: list[dict[str, Any]] = []
     for (run, model, step), by_seed in sorted(groups.items()):
         seeds = sorted(by_seed)
         # (quantity, pooling, seed → per-question values, extra fields)
-        specs: list[tuple[str, str, dict[int, list[float]], dict[str, Any]]] = [
+        specs: list[tuple[str, str, dict[int, list[Any]], dict[str, Any]]] = [
             (
                 "paired_ratio",
                 "geometric_mean",
@@ -236,6 +315,40 @@ def replicates_section(
                 },
                 {"depends_on": mode_deps},
             ),
+        ]
+        specs += [
+            (
+                name,
+                statistic,
+                {
+                    s: _ratio_rows(mode_tail[c].question_sums, columns, dens)
+                    for s, c in by_seed.items()
+                    if c in mode_tail
+                },
+                {"depends_on": mode_deps},
+            )
+            for name, (statistic, columns, dens) in MODE_TAIL_RATIOS.items()
+        ]
+        specs += [
+            (
+                "mode_tail_question_ratio_median",
+                "median",
+                {
+                    s: list(mode_tail[c].question_ratios.values())
+                    for s, c in by_seed.items()
+                    if c in mode_tail
+                },
+                {"depends_on": mode_deps},
+            ),
+        ]
+        specs += [
+            (
+                name,
+                "ratio_of_sums",
+                {s: [list(v) for v in pairs[c].values()] for s, c in by_seed.items() if c in pairs},
+                {"depends_on": []},
+            )
+            for name, pairs in tails.items()
         ]
         benchmarks = sorted({b for c in by_seed.values() for b in passk_by.get(c, {})})
         for bench in benchmarks:
@@ -289,6 +402,56 @@ def strip_audited_replicates(sec: dict[str, Any] | None) -> dict[str, Any] | Non
     return sec
 
 
+def estimator_name(q: dict[str, Any]) -> str:
+    """How an across-seed quantity is named on every surface: the section's ``quantity``,
+    with its benchmark for pass@k (``pass_at_4 (aime)``)."""
+    return str(q["quantity"]) + (f" ({q['benchmark']})" if q.get("benchmark") else "")
+
+
+#: the aggregates each estimator gives ``quantities[]`` (section ``replicates``, key = its
+#: :func:`estimator_name`): (name, the section's field)
+AGGREGATES = (("across_seed_mean", "mean"), ("across_seed_sd", "between_seed_sd"))
+
+
+def replicates_quantities(
+    sec: dict[str, Any] | None, labelled: list[dict[str, Any]], add: Callable[..., None]
+) -> None:
+    """The section's aggregates through the quantity list's ``add``: per (run, model, step)
+    and estimator with two or more seeds (whatever quantities the section lists), the
+    across-seed mean with its hierarchical interval and the between-seed SD, n = the seeds
+    with an estimate, resting on what the section says (``depends_on``). Averaging seeds
+    lifts no floor: the aggregate carries the evidence of each seed whose own number in
+    ``labelled`` (the quantities listed so far: the same name, or ``<section>_<name>``,
+    at the seed's run label, model and step, keyed by the benchmark) is below its floor."""
+    own: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = defaultdict(dict)
+    for q in labelled:
+        own[(q["run"], q["model"], q["step"], q["key"])][q["name"]] = q
+    for g in (sec or {}).get("groups", []):
+        where = {"run": g["run"], "model": g["model"], "step": g["step"]}
+        for q in g["quantities"]:
+            if q["single_seed"]:  # one seed: its number is the run's own, listed already
+                continue
+            evidence = []
+            for label, train_seed in zip(g["labels"], g["train_seeds"], strict=True):
+                mine = own.get((label, g["model"], g["step"], q.get("benchmark")), {})
+                found = mine.get(q["quantity"]) or next(
+                    (v for n, v in mine.items() if n.endswith("_" + q["quantity"])), None
+                )
+                if found and found.get("evidence"):
+                    why = str(found["evidence"]).removeprefix("insufficient evidence: ")
+                    evidence.append(f"train seed {train_seed}: {why}")
+            kw = {
+                "key": estimator_name(q),
+                "n": q["n_seeds"],
+                "evidence": "insufficient evidence at " + "; ".join(evidence) if evidence else None,
+                **where,
+            }
+            ci = (q["ci_low"], q["ci_high"])
+            for name, fld in AGGREGATES:
+                extra = {"ci": ci} if fld == "mean" else {}
+                add(name, "replicates", q[fld], q["depends_on"], **extra, **kw)
+
+
 def replicates_rows(sec: dict[str, Any] | None) -> tuple[list[str], list[list[Any]]]:
     """The section as one table (header, rows): per (run, model, step) and quantity, each
     seed's value, then the across-seed mean, SD and interval."""
@@ -296,7 +459,7 @@ def replicates_rows(sec: dict[str, Any] | None) -> tuple[list[str], list[list[An
     rows: list[list[Any]] = []
     for g in (sec or {}).get("groups", []):
         for q in g["quantities"]:
-            name = q["quantity"] + (f" ({q['benchmark']})" if q.get("benchmark") else "")
+            name = estimator_name(q)
             per_seed = "; ".join(
                 f"seed {v['train_seed']}: " + ("n/a" if v["value"] is None else f"{v['value']:.4g}")
                 for v in q["seeds"]

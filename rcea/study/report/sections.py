@@ -449,16 +449,29 @@ class FailureRun(Section):
     failure_window: FailureWindow | None = Field(description="item 13, when failed")
 
 
-@dataclass(frozen=True)
-class PooledAssociationFit(RetentionPasskAssociation):
+@dataclass(frozen=True, kw_only=True)
+class AssociationFit(RetentionPasskAssociation):
+    """One scale's fit, with the training seeds averaged into each method's point."""
+
+    n_seeds: dict[str, int] = field(
+        metadata={
+            "description": "method -> the training seeds averaged into its point (the seeds "
+            "of one run are one point; a failed seed left out)"
+        }
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PooledAssociationFit(AssociationFit):
     """The fit over every scale together (``association.pooled``), labelled."""
 
     label: str = field(metadata={"description": "'pooled over models ...'"})
 
 
 class AssociationRow(AtCheckpoint):
-    method: str = Field(description="the method (run)")
+    method: str = Field(description="the method (run; a training seed's seeded label)")
     label: str = Field(description="run, or run:model when the run has several scales")
+    point: str = Field(description="the run whose point it enters (its seeds are one point)")
     retention: float | None = Field(description="its retention at the reported checkpoint")
     pass_at_k: float | None = Field(description="its pass@k there")
 
@@ -471,7 +484,7 @@ class AssociationSection(Section):
     benchmark_source: str = Field(description="default | chosen | only benchmark | first ...")
     k: int = Field(description="k of pass@k")
     metric: str = Field(description="'<benchmark> pass@<k>'")
-    by_model: dict[str, RetentionPasskAssociation] = Field(description="model -> its fit")
+    by_model: dict[str, AssociationFit] = Field(description="model -> its fit")
     pooled: PooledAssociationFit | None = Field(description="only when asked for")
     rows: list[AssociationRow] = Field(description="the methods' points")
     rho: float | None = Field(description="by_model's only fit, with one scale")
@@ -480,6 +493,7 @@ class AssociationSection(Section):
     methods: list[str] | None = Field(description="likewise")
     excluded: list[str] | None = Field(description="likewise")
     missing: list[str] | None = Field(description="likewise")
+    n_seeds: dict[str, int] | None = Field(description="likewise")
 
 
 # --------------------------------------------------------------------------- the gate

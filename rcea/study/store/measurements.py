@@ -30,9 +30,10 @@ Kinds (the contract between producers and readers; payload keys listed):
                         as a JSON dict.
 ``tail_trajectories``   run, model, step = endpoint; payload ``quantile`` and parallel
                         lists ``trajectory_id``, ``question_id``, ``reward``, ``n_tokens``,
-                        ``positive_mass``, ``tail_positive_mass``, ``tail_tokens``: item 7's
+                        ``positive_mass``, ``tail_positive_mass``, ``tail_tokens``
+                        (optional: ``failure_tail_positive_mass``): item 7's
                         tokens reduced per trajectory (``rcea.audits.mode_tail.trajectory_sums``)
-                        for item 16 on the study's mode partition.
+                        for item 16 on the study's mode partition and item 17's tail shares.
 ``rarefaction_draws``   run, model, step = checkpoint; key = partition hash; written by
                         ``rcea report publish``: the bundle's ``rarefaction.json`` entry
                         (base, settings, per-question labels and stored draws).

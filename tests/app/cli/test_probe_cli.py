@@ -68,6 +68,17 @@ def _measurements(study: str) -> list[tuple[str, str, str, int, str]]:
         ]
 
 
+def _seeded(study: str) -> set[tuple[str, str, int]]:
+    """(kind, run, train_seed) of the study's measurements (train_seed -1: none)."""
+    from rcea.study.store import open_store, session_scope
+    from rcea.study.store.measurements import list_measurements
+    from rcea.study.store.repository import require_study
+
+    with session_scope(open_store()) as s:
+        st = require_study(s, name=study)
+        return {(m.kind, m.run, m.train_seed) for m in list_measurements(s, study_id=st.id)}
+
+
 def _events(study: str) -> list[dict]:
     from rcea.study.store import list_events, open_store, session_scope
     from rcea.study.store.repository import require_study
@@ -157,8 +168,18 @@ def test_curves_are_recorded_per_run(store: str, tmp_path: Path) -> None:
     lines = [{"step": s, "progress": s / 4, "entropy": 0.5 - 0.1 * s} for s in range(1, 5)]
     (run / "curves.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     data = _json(["probe", "curves", "--study", "c1", "--model", "3b", str(run)])
-    assert data["runs"] == [{"run": "kl_cov", "model": "3b", "points": 4}]
+    assert data["runs"] == [{"run": "kl_cov", "train_seed": None, "model": "3b", "points": 4}]
     assert _measurements("c1") == [("training_curve", "kl_cov", "3b", -1, "")]
+    # a training seed: from --train-seed for a run.json without one, else from run.json
+    data = _json(["probe", "curves", "--study", "c1", "--model", "3b", "--train-seed", "2",
+                  str(run)])  # fmt: skip
+    assert data["runs"][0]["train_seed"] == 2
+    (run / "run.json").write_text(json.dumps({"config": {"objective": "kl_cov"}, "train_seed": 5}))
+    _json(["probe", "curves", "--study", "c1", "--model", "3b", str(run)])
+    assert _seeded("c1") == {("training_curve", "kl_cov", -1), ("training_curve", "kl_cov", 2),
+                             ("training_curve", "kl_cov", 5)}  # fmt: skip
+    err = _json(["probe", "curves", "--study", "c1", "--train-seed", "4", str(run)], code=1)
+    assert "training seed 5, but --train-seed is 4" in err["error"]
     (run / "curves.jsonl").write_text("{bad\n")
     err = _json(["probe", "curves", "--study", "c1", str(run)], code=1)
     assert "curves.jsonl:line 1: invalid JSON" in err["error"]
@@ -179,3 +200,42 @@ def test_config_errors_are_clear(tmp_path: Path) -> None:
     assert "nothing sampled here yet; run `rcea probe sample` first" in err["error"]
     err = _json(["probe", "status", "--out", str(tmp_path / "none")], code=1)
     assert "no manifest" in err["error"]
+
+
+def test_train_seed_reaches_the_records_and_the_measurements(
+    store: str, two_policies: list[Path], tmp_path: Path
+) -> None:
+    """``--train-seed N`` on checkpoints without a run.json: the records carry it (so
+    `rcea ingest` stores it), every recorded measurement carries it, and the report keys
+    the run ``r [train seed N]``; another seed of the same (run, model, step) is new work
+    in the same output directory."""
+    from rcea.study.report.replicates import measurement_run
+
+    cfg = _config(tmp_path, two_policies)
+    out = tmp_path / "out"
+    common = ["--config", str(cfg), "--out", str(out), "--study", "ts"]
+    for seed in ("3", "4"):
+        data = _json(["probe", "sample", *common, "--train-seed", seed])
+        assert data["units_run"] == 4 and data["units_skipped"] == 0  # not "already done"
+        _json(["probe", "entropy", *common[:4], "--train-seed", seed])
+        _json(["probe", "covariance", *common, "--train-seed", seed])
+        _json(["probe", "bench", *common, "--train-seed", seed])
+    assert _json(["probe", "sample", *common, "--train-seed", "3"])["units_run"] == 0
+    assert sorted(p.name for p in (out / "records").glob("*.jsonl")) == [
+        f"r--train-seed-{t}--m--step{s}.jsonl" for t in (3, 4) for s in (0, 1)
+    ]
+    recs = [
+        json.loads(x) for p in (out / "records").glob("*.jsonl") for x in p.read_text().splitlines()
+    ]
+    assert {(p.name.split("--")[1], r["train_seed"]) for p in (out / "records").glob("*.jsonl")
+            for r in map(json.loads, p.read_text().splitlines())} == {
+        ("train-seed-3", 3), ("train-seed-4", 4)
+    }  # fmt: skip
+    assert len({r["trajectory_id"] for r in recs}) == len(recs)  # no id shared by seeds
+    got = _seeded("ts")
+    assert {seed for _k, _r, seed in got} == {3, 4}
+    for kind in ("covariance_transition", "tail", "greedy_accuracy", "passk"):
+        assert {(kind, "r", 3), (kind, "r", 4)} <= got, kind
+    assert {measurement_run(r, s) for _k, r, s in got} == {"r [train seed 3]", "r [train seed 4]"}
+    err = _json(["probe", "sample", *common, "--train-seed", "-1"], code=1)
+    assert "[checkpoints] train_seed: must be an integer" in err["error"]

@@ -47,7 +47,7 @@ from tests.support.view_store import (
 
 ORACLE = "tests.support.fake_llm:strategy_of"
 MAIN = Path(__file__).resolve().parents[3] / "rcea" / "app" / "view" / "main.py"
-PAGES = ("overview.py", "entropy.py", "modes.py", "covariance.py", "audit.py")
+PAGES = ("overview.py", "entropy.py", "modes.py", "covariance.py", "seeds.py", "audit.py")
 RESEARCHERS = ("tester", "carol", "dave")
 PASSWORD = "correct horse battery"
 

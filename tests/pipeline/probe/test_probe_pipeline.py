@@ -150,6 +150,10 @@ def test_sample_entropy_covariance_on_perturbed_checkpoints(
         ]
     )
     tail = json.loads((out / "covariance" / "tail-pert--tiny--step20.json").read_text())
+    # item 17's failure-stratum share: its tail mass per trajectory sums to item 7's
+    assert sum(sums["failure_tail_positive_mass"]) == pytest.approx(
+        tail["failure"]["tail_positive_mass"], rel=1e-9, abs=1e-12
+    )
     assert tail["n_tokens"] == sum(
         len(r["token_logprobs"]) for r in tokens["pert--tiny--step20.parquet"]
     )

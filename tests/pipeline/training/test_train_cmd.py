@@ -353,3 +353,101 @@ def test_run_writes_trl_completions_that_import_with_rcea_import_trl(
     with sa.orm.Session(engine) as s:
         stored = list(s.scalars(sa.select(Trajectory)))
     assert sorted(t.reward for t in stored) == sorted(int(r[reward]) for r in rows)
+
+
+def test_train_seeds_train_each_seed_into_its_dir_and_resume(
+    quick_base: Path, tmp_path: Path
+) -> None:
+    """``--train-seeds 0,1``: one run per seed under OUT/train-seed-N, [training] seed = N,
+    the seed in run.json (which the probe and `import trainlog` read); a rerun skips the
+    finished seeds and trains only a new one."""
+    cfg = _config(tmp_path, quick_base)
+    out = tmp_path / "seeds"
+    args = ["train", "run", "--config", str(cfg), "--out", str(out), "--max-steps", "1"]
+    res = runner.invoke(app, [*args, "--train-seeds", "1,0", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["train_seeds"] == [1, 0]
+    assert [(r["train_seed"], r["skipped"]) for r in data["runs"]] == [(1, False), (0, False)]
+    for seed in (0, 1):
+        run = json.loads((out / f"train-seed-{seed}" / "run.json").read_text())
+        assert run["train_seed"] == seed
+        assert run["config"]["training"]["seed"] == seed
+        assert run["config"]["training"]["output_dir"] == str(out / f"train-seed-{seed}")
+        assert (out / f"train-seed-{seed}" / "final" / "config.json").exists()
+    # the probe's checkpoints of those dirs carry the seed without --train-seed
+    from rcea.pipeline.probe.config import run_checkpoints
+
+    cks = run_checkpoints(out / "train-seed-1", [0.0, 1.0], model="tiny")
+    assert [(c.run, c.train_seed, c.step) for c in cks] == [("grpo", 1, 0), ("grpo", 1, 1)]
+    # `rcea import trainlog` on a seed's event folder takes its seed from run.json
+    events = data["runs"][0]["events"]
+    assert events is not None and Path(events).is_relative_to(out / "train-seed-1")
+    imp = runner.invoke(
+        app, ["import", "trainlog", events, "--model", "tiny", "--out", str(tmp_path / "t.csv"),
+              "--json"],
+    )  # fmt: skip
+    assert imp.exit_code == 0, imp.output
+    assert json.loads(imp.stdout)["train_seed"] == 1
+    assert ",1," in (tmp_path / "t.csv").read_text().splitlines()[1]  # the TRACE's seed
+    imp = runner.invoke(
+        app, ["import", "trainlog", events, "--model", "tiny", "--out", str(tmp_path / "u.csv"),
+              "--train-seed", "0", "--json"],
+    )  # fmt: skip
+    assert imp.exit_code == 1
+    assert "records training seed 1, but --train-seed is 0" in json.loads(imp.stdout)["error"]
+
+    # rerun with one more seed: 0 and 1 are skipped, 2 trains; progress said per seed
+    res = runner.invoke(app, [*args, "--train-seeds", "0,1,2"])
+    assert res.exit_code == 0, res.output
+    assert "train seed 0 (1/3): finished earlier" in res.output
+    assert "train seed 1 (2/3): finished earlier" in res.output
+    assert "train seed 2 (3/3): training into" in res.output
+    assert (
+        "3 training seed(s) under" in res.output and "1 trained, 2 finished earlier" in res.output
+    )
+    assert json.loads((out / "train-seed-2" / "run.json").read_text())["train_seed"] == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--train-seeds", "0,,1"], "--train-seeds: expected comma-separated integers"),
+        (["--train-seeds", "0,x"], "--train-seeds: 'x' is not an integer"),
+        (["--train-seeds", "-2"], "--train-seeds: -2 is out of range"),
+        (["--train-seeds", "3,3"], "--train-seeds: seed 3 is given twice"),
+        (["--train-seeds", "0", "--seed", "4"], "--seed and --train-seeds both set"),
+    ],
+)
+def test_bad_train_seed_lists_are_refused_in_one_line(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    cfg = _config(tmp_path, tmp_path / "no-model")
+    res = runner.invoke(app, ["train", "run", "--config", str(cfg), *extra, "--json"])
+    assert res.exit_code == 1
+    error = json.loads(res.stdout)["error"]
+    assert message in error and "\n" not in error
+    assert not (tmp_path / "out").exists()  # nothing trained
+
+
+def test_a_seed_dir_of_another_seed_is_refused(quick_base: Path, tmp_path: Path) -> None:
+    cfg = _config(tmp_path, quick_base)
+    other = tmp_path / "out" / "train-seed-1"
+    other.mkdir(parents=True)
+    (other / "run.json").write_text(json.dumps({"train_seed": 7}))
+    res = runner.invoke(app, ["train", "run", "--config", str(cfg), "--train-seeds", "1"])
+    assert res.exit_code == 1
+    assert "records training seed 7, not 1" in res.output
+
+
+def test_train_seed_is_the_runs_seed_in_the_config() -> None:
+    from rcea.pipeline.training.config import ConfigError, apply_overrides, parse_config
+
+    base = {"model": {"path": "m"}, "objective": {"name": "grpo"}}
+    cfg = parse_config(apply_overrides(base, train_seed=3))
+    assert (cfg.training.seed, cfg.training.train_seed) == (3, 3)
+    assert parse_config(base).training.train_seed is None
+    with pytest.raises(ConfigError, match=r"train_seed \(3\) is the run's seed, but seed is 4"):
+        parse_config({**base, "training": {"seed": 4, "train_seed": 3}})
+    with pytest.raises(ConfigError, match="train_seed: must be in"):
+        parse_config({**base, "training": {"seed": -1, "train_seed": -1}})

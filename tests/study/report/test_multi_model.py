@@ -327,7 +327,7 @@ def test_report_per_model_equals_single_model_reports(engine, tmp_path: Path, fi
     for m in MODELS:
         ref = single[m]["association"]
         assert assoc["by_model"][m] == {
-            k: ref[k] for k in ("rho", "p_value", "n", "methods", "excluded", "missing")
+            k: ref[k] for k in ("rho", "p_value", "n", "methods", "excluded", "missing", "n_seeds")
         }
     assert assoc["by_model"]["7B"]["excluded"] == ["clipcov"]
     assert assoc["by_model"]["3B"]["excluded"] == []

@@ -31,6 +31,8 @@ FIGURES = {
     "accuracy_passk",
     "passk_curve",
     "entropy_by_outcome",
+    "mode_entropy_split",  # item 15
+    "entropy_law",  # item 18 (item 16's needs grouped transitions: test_paper_items.py)
 }
 
 

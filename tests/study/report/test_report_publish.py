@@ -214,6 +214,8 @@ def test_publish_success_bundle(engine, tmp_path: Path) -> None:  # type: ignore
                 "accuracy_passk",
                 "passk_curve",
                 "entropy_by_outcome",
+                "mode_entropy_split",
+                "entropy_law",
             )
         )
     ]

@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rcea.audits.mode_tail import trajectory_sums
+from rcea.audits.replicates import across_seeds
+from rcea.audits.tail import reward_stratified_tail
 from rcea.study.records.ingest import ingest_file
 from rcea.study.report.build import build_report
 from rcea.study.report.compute import compute_report
@@ -84,6 +87,97 @@ def _study(engine, tmp_path: Path, seeds: tuple[int, ...] = SEEDS) -> list[dict[
                 },
             )
     return recs
+
+
+def _tokens(recs: list[dict[str, Any]], seed: int) -> tuple[list[dict[str, Any]], Any, Any]:
+    """Seed ``seed``'s endpoint (step 10) records with generated token log-probabilities."""
+    ck = [r for r in recs if r["train_seed"] == seed and r["step"] == 10]
+    rng = np.random.default_rng(seed)
+    traj = np.repeat(np.arange(len(ck)), rng.integers(3, 10, size=len(ck)))
+    return ck, traj, -rng.gamma(1.5, 1.0, size=traj.size)
+
+
+def _add_tail_sums(engine, recs: list[dict[str, Any]], seeds: tuple[int, ...]) -> None:  # type: ignore[no-untyped-def]
+    """A ``tail_trajectories`` measurement per seed's endpoint, as the probe records it."""
+    with session_scope(engine) as s:
+        sid = require_study(s, name="sd").id
+        for seed in seeds:
+            ck, traj, logp = _tokens(recs, seed)
+            sums = trajectory_sums(
+                [r["question_id"] for r in ck], [r["reward"] for r in ck], traj, logp
+            )
+            record_measurement(
+                s,
+                study_id=sid,
+                kind="tail_trajectories",
+                run="grpo",
+                model="tiny",
+                step=10,
+                train_seed=seed,
+                payload={
+                    "quantile": sums.quantile,
+                    "trajectory_id": [r["trajectory_id"] for r in ck],
+                    "question_id": [r["question_id"] for r in ck],
+                    "reward": [r["reward"] for r in ck],
+                    "n_tokens": sums.n_tokens.tolist(),
+                    "positive_mass": sums.positive_mass.tolist(),
+                    "tail_positive_mass": sums.tail_positive_mass.tolist(),
+                    "tail_tokens": sums.tail_tokens.tolist(),
+                    "failure_tail_positive_mass": np.asarray(
+                        sums.failure_tail_positive_mass
+                    ).tolist(),
+                },
+            )
+
+
+def _loop_question_sums(ck: list[dict[str, Any]], traj: Any, logp: Any) -> dict[str, list[float]]:
+    """Per question, by plain loops over tokens: item 7's c (group-normalised advantage,
+    ε = 1e-6, centred by the token means), C = R = 1 with a mode, maj(x) its most frequent
+    mode (ties: the smaller label), the success tail c ≥ the ⌈0.99·N⌉-th smallest success
+    c (the failure tail likewise over failure c); the sums [mass maj, mass C, tokens maj,
+    tokens C, tail mass maj, tail mass, success positive mass, failure tail mass, failure
+    positive mass]."""
+    adv = []
+    for r in ck:
+        g = [x["reward"] for x in ck if x["question_id"] == r["question_id"]]
+        mu, sd = sum(g) / len(g), math.sqrt(sum((v - sum(g) / len(g)) ** 2 for v in g) / len(g))
+        adv.append(0.0 if sd == 0 else (r["reward"] - mu) / (sd + 1e-6))
+    a_tok = [adv[t] for t in traj]
+    l_bar, a_bar = sum(logp) / len(logp), sum(a_tok) / len(a_tok)
+    c = [(lp - l_bar) * (a - a_bar) for lp, a in zip(logp, a_tok, strict=True)]
+    cuts = {}
+    for stratum in (0, 1):
+        cs = sorted(ci for ci, t in zip(c, traj, strict=True) if ck[t]["reward"] == stratum)
+        cuts[stratum] = cs[math.ceil(0.99 * len(cs)) - 1]
+    maj: dict[str, str] = {}
+    for q in {r["question_id"] for r in ck}:
+        modes = [r["mode"] for r in ck if r["question_id"] == q and r["reward"] == 1]
+        if modes:
+            maj[q] = min(set(modes), key=lambda m: (-modes.count(m), m))
+    out: dict[str, list[float]] = {}
+    for ci, t in zip(c, traj, strict=True):
+        r = ck[t]
+        q, pos = r["question_id"], max(ci, 0.0)
+        in_c = r["reward"] == 1 and r["mode"] is not None
+        in_maj = in_c and maj[q] == r["mode"]
+        tail = r["reward"] == 1 and ci >= cuts[1]
+        failure_tail = r["reward"] == 0 and ci >= cuts[0]
+        row = out.setdefault(q, [0.0] * 9)
+        for j, add in enumerate(
+            (
+                pos * in_maj,
+                pos * in_c,
+                float(in_maj),
+                float(in_c),
+                pos * (tail and in_maj),
+                pos * tail,
+                pos * (r["reward"] == 1),
+                pos * failure_tail,
+                pos * (r["reward"] == 0),
+            )
+        ):
+            row[j] += add
+    return out
 
 
 def _both(engine) -> tuple[dict[str, Any], dict[str, Any]]:  # type: ignore[no-untyped-def]
@@ -240,7 +334,8 @@ def test_an_entropy_only_bundle_with_seeds_verifies(engine, tmp_path: Path) -> N
     from rcea.study.report.publish import publish_report
     from rcea.study.report.verify import verify_bundle
 
-    _study(engine, tmp_path)
+    recs = _study(engine, tmp_path)
+    _add_tail_sums(engine, recs, SEEDS)
     with session_scope(engine) as s:
         bundle = Path(
             publish_report(
@@ -259,3 +354,212 @@ def test_an_entropy_only_bundle_with_seeds_verifies(engine, tmp_path: Path) -> N
     group = next(g for g in report["replicates"]["groups"] if g["step"] == 10)
     assert group["train_seeds"] == list(SEEDS)
     assert all(not q["depends_on"] for q in group["quantities"])
+    # item 7's stratum shares rest on no audit: kept, and re-derived by verify
+    names = {q["quantity"] for q in group["quantities"]}
+    assert {"tail_success_share", "tail_failure_share"} <= names
+    assert not any(n.startswith("mode_tail_") for n in names)
+
+
+def test_item_16_and_the_tail_shares_across_seeds(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """M, T, M/T, item 16's tail share and item 7's stratum shares across seeds: each seed's
+    value is the report's own number for it and a ratio of sums of per-question sums taken
+    here by plain loops over tokens; the mean and SD are of those, and the interval is the
+    hierarchical bootstrap of exactly those per-question sums (the questions that add to a
+    denominator); the bundle path (``rcea report verify``) recomputes the same."""
+    recs = _study(engine, tmp_path)
+    _add_tail_sums(engine, recs, SEEDS)
+    report, bundle = _both(engine)
+    assert report == bundle
+    group = next(g for g in report["replicates"]["groups"] if g["step"] == 10)
+    by_name = {q["quantity"]: q for q in group["quantities"]}
+    own = {(e["run"], e["step"]): e for e in report["mode_tail"]}
+    item7 = {}
+    loops = {}
+    for seed in SEEDS:
+        loops[seed] = _loop_question_sums(*_tokens(recs, seed))
+        ck, traj, logp = _tokens(recs, seed)
+        res = reward_stratified_tail(
+            [r["question_id"] for r in ck], [r["reward"] for r in ck], traj, logp
+        )
+        item7[seed] = {
+            "tail_success_share": res.success.share,
+            "tail_failure_share": res.failure.share,
+        }
+    cases = {
+        # quantity: (the report entry's field, columns, denominators, pooling)
+        "mode_tail_majority_mass_share": ("majority_mass_share", (0, 1), (1,)),
+        "mode_tail_majority_token_share": ("majority_token_share", (2, 3), (1,)),
+        "mode_tail_concentration_ratio": ("concentration_ratio", (0, 1, 2, 3), (1, 3)),
+        "mode_tail_success_tail_majority_share": ("success_tail_majority_share", (4, 5), (1,)),
+        "tail_success_share": (None, (5, 6), (1,)),
+        "tail_failure_share": (None, (7, 8), (1,)),
+    }
+    for name, (field, cols, dens) in cases.items():
+        q = by_name[name]
+        assert q["statistic"] == ("ratio_of_ratios" if len(cols) == 4 else "ratio_of_sums")
+        assert q["depends_on"] == ([] if field is None else ["partition", "validity"])
+        rows = {
+            s: [
+                [loops[s][x][c] for c in cols]
+                for x in sorted(loops[s])
+                if any(loops[s][x][cols[d]] > 0 for d in dens)
+            ]
+            for s in SEEDS
+        }
+        want = []
+        for s in SEEDS:
+            sums = [sum(r[j] for r in rows[s]) for j in range(len(cols))]
+            ratio = sums[0] / sums[1]
+            want.append(ratio / (sums[2] / sums[3]) if len(cols) == 4 else ratio)
+        got = [v["value"] for v in q["seeds"]]
+        assert got == pytest.approx(want, rel=1e-9), name
+        assert [v["n_questions"] for v in q["seeds"]] == [len(rows[s]) for s in SEEDS]
+        for s, v in zip(SEEDS, got, strict=True):  # the report's own number for that seed
+            mine = own[(f"grpo [train seed {s}]", 10)][field] if field else item7[s][name]
+            assert v == pytest.approx(mine, rel=1e-9), name
+        assert q["mean"] == pytest.approx(np.mean(want), rel=1e-9)
+        assert q["between_seed_sd"] == pytest.approx(np.std(want, ddof=1), rel=1e-9)
+        ref = across_seeds(
+            rows, statistic=q["statistic"], n_boot=N_BOOT, seed=report["parameters"]["seed"]
+        )
+        assert (q["ci_low"], q["ci_high"]) == pytest.approx((ref.ci_low, ref.ci_high), rel=1e-9)
+    med = by_name["mode_tail_question_ratio_median"]
+    for s, v in zip(SEEDS, med["seeds"], strict=True):
+        ratios = [
+            (r[0] / r[1]) / (r[2] / r[3])
+            for x, r in sorted(loops[s].items())
+            if len({m["mode"] for m in recs if m["train_seed"] == s and m["step"] == 10
+                    and m["question_id"] == x and m["reward"] == 1}) > 1 and r[1] > 0
+        ]  # fmt: skip
+        assert v["value"] == pytest.approx(float(np.median(ratios)), rel=1e-9)
+        entry = own[(f"grpo [train seed {s}]", 10)]
+        assert v["value"] == pytest.approx(entry["question_ratio_quartiles"][1], rel=1e-12)
+    # the page lists the new rows
+    from rcea.study.report.html import render_html
+
+    report["generated_at"] = "now"
+    page = render_html(report, scope="full", figures={}, hashes={})
+    assert "mode_tail_concentration_ratio" in page and "tail_success_share" in page
+
+
+def test_the_seeds_of_one_run_are_one_point_of_the_association(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Three seeds of grpo: one point of the retention–pass@k association (n = 1, the
+    mean of the seeds' values, n_seeds 3), not three; each seed keeps its row."""
+    _study(engine, tmp_path)
+    report, _ = _both(engine)
+    assoc = report["association"]
+    fit = assoc["by_model"]["tiny"]
+    assert fit["methods"] == ["grpo"] and fit["n"] == 1 and fit["n_seeds"] == {"grpo": 3}
+    assert [r["point"] for r in assoc["rows"]] == ["grpo"] * 3
+    assert [r["method"] for r in assoc["rows"]] == [f"grpo [train seed {s}]" for s in SEEDS]
+    from rcea.study.report.html import render_html
+
+    report["generated_at"] = "now"
+    page = render_html(report, scope="full", figures={}, hashes={})
+    assert "grpo (mean of 3 seeds)" in page
+
+
+# the cross-run statistics on constructed points: run a has two training seeds
+SEEDED = {"a [train seed 1]": ("a", 1), "a [train seed 2]": ("a", 2)}
+#: label → (retention, pass@k, endpoint entropy, greedy accuracy)
+POINTS = {
+    "a [train seed 1]": (0.2, 0.5, 1.0, 0.30),
+    "a [train seed 2]": (0.4, 0.7, 0.6, 0.50),
+    "b": (0.5, 0.4, 0.9, 0.20),
+    "c": (0.1, 0.2, 0.3, 0.60),
+    "d": (0.9, 0.8, 0.7, 0.35),
+}
+
+
+def _point_checkpoints() -> list[dict[str, Any]]:
+    return [
+        {"run": lab, "model": "m", "step": 10, "reported": True, "retention": {"retention": v[0]}}
+        for lab, v in POINTS.items()
+    ]
+
+
+def _point_passk() -> list[dict[str, Any]]:
+    return [
+        {"run": lab, "model": "m", "step": 10, "benchmark": "B", "pass_at_k": {"pass_at_4": v[1]}}
+        for lab, v in POINTS.items()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("failed", "a_point", "a_seeds"),
+    [
+        (set(), (0.3, 0.6), 2),  # the mean of the two seeds
+        ({("a [train seed 2]", "m")}, (0.2, 0.5), 1),  # a failed seed is left out
+        ({("a [train seed 1]", "m"), ("a [train seed 2]", "m")}, None, 2),  # all failed
+    ],
+)
+def test_the_association_takes_two_seeds_of_one_run_as_one_point(
+    failed: set[tuple[str, str]], a_point: tuple[float, float] | None, a_seeds: int
+) -> None:
+    from scipy import stats  # an oracle, imported where it is used
+
+    from rcea.study.report.measured import association
+
+    res = association(
+        _point_checkpoints(),
+        _point_passk(),
+        failed,
+        lambda r, m: r,
+        k=4,
+        benchmark="B",
+        identities=SEEDED,
+    )
+    assert res is not None
+    fit = res["by_model"]["m"]
+    others = {k: v for k, v in POINTS.items() if k in "bcd"}
+    xs = [v[0] for v in others.values()]
+    ys = [v[1] for v in others.values()]
+    if a_point is None:
+        assert fit["methods"] == ["b", "c", "d"] and fit["excluded"] == ["a"]
+    else:
+        assert fit["methods"] == ["a", "b", "c", "d"] and fit["excluded"] == []
+        xs, ys = [a_point[0], *xs], [a_point[1], *ys]
+    assert fit["n"] == len(xs)  # two seeds of a: one point, not two
+    assert fit["n_seeds"] == {"a": a_seeds, "b": 1, "c": 1, "d": 1}
+    assert fit["rho"] == pytest.approx(stats.spearmanr(xs, ys).statistic, rel=1e-12)
+    assert [r["point"] for r in res["rows"]] == ["a", "a", "b", "c", "d"]
+
+
+def test_the_ordering_takes_two_seeds_of_one_run_as_one_endpoint() -> None:
+    from scipy import stats  # an oracle, imported where it is used
+
+    from rcea.study.report.entropy_law import (
+        Trace,
+        order_sentence,
+        ordering_results,
+        study_endpoints,
+    )
+
+    traces = [
+        Trace(run=lab, model="m", entropy={"global": [(10, v[2])]}) for lab, v in POINTS.items()
+    ]
+    greedy = [
+        {"run": lab, "model": "m", "step": 10, "accuracy": {"B": v[3]}, "macro_accuracy": v[3]}
+        for lab, v in POINTS.items()
+    ]
+    rows, _ = study_endpoints(
+        traces,
+        _point_checkpoints(),
+        greedy,
+        _point_passk(),
+        set(),
+        benchmark="B",
+        k=4,
+        identities=SEEDED,
+    )
+    assert [(r["run"], r["n_seeds"]) for r in rows] == [("a", 2), ("b", 1), ("c", 1), ("d", 1)]
+    assert rows[0]["entropy"] == pytest.approx(0.8) and rows[0]["greedy_accuracy"] == 0.4
+    res = ordering_results(rows)["by_model"]["m"]
+    assert res["n_seeds"] == {"a": 2, "b": 1, "c": 1, "d": 1}
+    greedy_test = next(m for m in res["metrics"] if m["metric"] == "greedy_accuracy")
+    assert greedy_test["n"] == 4 and greedy_test["runs"] == ["a", "b", "c", "d"]
+    h = [0.8, 0.9, 0.3, 0.7]
+    acc = [0.4, 0.2, 0.6, 0.35]
+    assert greedy_test["kendall_tau"] == pytest.approx(stats.kendalltau(h, acc).statistic)
+    # the sentence the report and the demo print says which endpoint is a mean of seeds
+    assert "(n = 4; the mean of the seeds for a of 2, " in order_sentence(ordering_results(rows))
