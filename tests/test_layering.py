@@ -235,14 +235,54 @@ def test_the_shell_never_queries() -> None:
     assert not bad, sorted(bad)
 
 
+def closure(module: str) -> dict[str, str | None]:
+    """Every module of the tree that importing ``module`` may load (its imports at any
+    depth, function-local ones included, and the packages above each), each with the
+    module that brought it in (``None`` for ``module`` itself)."""
+    via: dict[str, str | None] = {module: None}
+    todo = [module]
+    while todo:
+        mod = todo.pop()
+        parts = mod.split(".")
+        ancestors = {".".join(parts[:i]) for i in range(1, len(parts))} & MODULES.keys()
+        for dep in ancestors | {r for n in imported(mod) if (r := _resolve(n))}:
+            if dep not in via:
+                via[dep] = mod
+                todo.append(dep)
+    return via
+
+
+def forbidden_reach(module: str, forbidden: tuple[str, ...]) -> list[str]:
+    """The import chains by which ``module`` reaches a ``forbidden`` name, directly or
+    through any module it loads: ``rcea.study.report.rows <- … <- compute imports
+    sqlalchemy``."""
+    via = closure(module)
+    bad = []
+    for mod in sorted(via):
+        names = imported(mod) | {mod}
+        hit = sorted(n for n in names if any(n == f or n.startswith(f + ".") for f in forbidden))
+        if hit:
+            chain, at = [mod], via[mod]
+            while at is not None:
+                chain.append(at)
+                at = via[at]
+            bad.append(f"{' <- '.join(chain)} imports {hit[0]}")
+    return bad
+
+
 @pytest.mark.parametrize("module", sorted(PURE))
 def test_report_core_reads_no_store(module: str) -> None:
-    bad = {
-        name
-        for name in imported(module)
-        if any(name == f or name.startswith(f + ".") for f in PURE[module])
-    }
-    assert not bad, sorted(bad)
+    """Nothing the pure core loads, however deep, is the store or the ORM."""
+    assert not forbidden_reach(module, PURE[module])
+
+
+def test_store_reach_can_fail() -> None:
+    """The walk follows imports through other modules: the report's store reads
+    (``inputs``) reach the ORM through ``rcea.study.store``, and ``build`` reaches it
+    through ``inputs``."""
+    found = forbidden_reach("rcea.study.report.build", ("sqlmodel",))
+    assert any(f.startswith("rcea.study.store") for f in found), found
+    assert any("rcea.study.report.inputs <- rcea.study.report.build" in f for f in found), found
 
 
 def test_shell_query_rule_can_fail() -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -108,14 +108,18 @@ def spearman_correlation(x: Any, y: Any) -> Correlation:
 
 @dataclass(frozen=True)
 class RetentionPasskAssociation:
-    """Exploratory method-level Spearman association of mode retention with pass@k."""
+    """Exploratory method-level Spearman association of mode retention with pass@k: the
+    report's ``association.by_model`` fits are this result, its fields (with these
+    descriptions) the section's keys (``rcea.study.report.schema``)."""
 
-    rho: float | None
-    p_value: float | None
-    n: int
-    methods: tuple[str, ...]
-    excluded: tuple[str, ...]
-    missing: tuple[str, ...]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    rho: float | None = field(metadata={"description": "Spearman rho"})
+    p_value: float | None = field(metadata={"description": "its p"})
+    n: int = field(metadata={"description": "methods in the fit"})
+    methods: tuple[str, ...] = field(metadata={"description": "them"})
+    excluded: tuple[str, ...] = field(metadata={"description": "failed methods left out"})
+    missing: tuple[str, ...] = field(metadata={"description": "methods without both numbers"})
 
     def to_dict(self) -> dict[str, Any]:
         return {

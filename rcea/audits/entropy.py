@@ -116,8 +116,12 @@ class OutcomeReport:
             "over questions"
         }
     )
-    coverage_success: float = field(metadata={"description": "share of questions with K₊ ≥ k_min"})
-    coverage_failure: float = field(metadata={"description": "share of questions with K₋ ≥ k_min"})
+    coverage_success: float | None = field(
+        metadata={"description": "share of questions with K₊ ≥ k_min"}
+    )
+    coverage_failure: float | None = field(
+        metadata={"description": "share of questions with K₋ ≥ k_min"}
+    )
     share_solved: float = field(metadata={"description": "share of questions with K₊ ≥ 1"})
     share_mixed: float = field(metadata={"description": "share of questions with both outcomes"})
 
@@ -388,17 +392,25 @@ def _question_rows(cells: _Cells) -> list[QuestionTokenEntropy]:
 class BroadTokenEntropyRatio:
     """Broad estimate ρ_H = H_tok,− / H_tok,+, each H_tok,r the mean of Ĥ_tok,r(x) over
     questions with K_r ≥ k_min. Coverage = share of questions meeting k_min per outcome.
-    Undefined values (empty set, H_tok,+ = 0) are ``None``."""
+    Undefined values (empty set, H_tok,+ = 0) are ``None`` (the coverages too, in a report
+    read back whose checkpoint had no question). The report's ``checkpoints[].entropy.broad``
+    is this result."""
 
-    k_min: int
-    n_questions: int
-    n_success_eligible: int
-    n_failure_eligible: int
-    coverage_success: float
-    coverage_failure: float
-    token_entropy_success: float | None
-    token_entropy_failure: float | None
-    ratio: float | None
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    k_min: int = field(metadata={"description": "K_min of each outcome stratum"})
+    n_questions: int = field(metadata={"description": "questions"})
+    n_success_eligible: int = field(metadata={"description": "questions with K+ >= k_min"})
+    n_failure_eligible: int = field(metadata={"description": "questions with K- >= k_min"})
+    coverage_success: float = field(metadata={"description": "n_success_eligible / n_questions"})
+    coverage_failure: float = field(metadata={"description": "n_failure_eligible / n_questions"})
+    token_entropy_success: float | None = field(
+        metadata={"description": "macro H_tok of successes"}
+    )
+    token_entropy_failure: float | None = field(metadata={"description": "macro H_tok of failures"})
+    ratio: float | None = field(
+        metadata={"description": "token_entropy_failure / token_entropy_success"}
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)

@@ -94,11 +94,17 @@ _TIE_EPS = 0.5
 class PairedTrace:
     """Validation points with the entropy they are paired with (module docstring)."""
 
-    steps: tuple[int, ...]
-    entropy_steps: tuple[int, ...]
-    entropy: tuple[float, ...]
-    accuracy: tuple[float, ...]
-    n_unpaired: int
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    steps: tuple[int, ...] = field(metadata={"description": "validation steps"})
+    entropy_steps: tuple[int, ...] = field(
+        metadata={"description": "the step of the entropy each is paired with"}
+    )
+    entropy: tuple[float, ...] = field(metadata={"description": "H"})
+    accuracy: tuple[float, ...] = field(metadata={"description": "R"})
+    n_unpaired: int = field(
+        metadata={"description": "validation points before any entropy (dropped)"}
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)
@@ -342,10 +348,12 @@ def run_law(
 class LineFit:
     """OLS y = intercept + slope · log N."""
 
-    slope: float | None
-    intercept: float | None
-    r2: float | None
-    n: int
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    slope: float | None = field(metadata={"description": "slope on log N"})
+    intercept: float | None = field(metadata={"description": "intercept"})
+    r2: float | None = field(metadata={"description": "R² (None with 2 sizes)"})
+    n: int = field(metadata={"description": "sizes"})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)
@@ -355,19 +363,27 @@ class LineFit:
 class LawScaling:
     """a and b against log N across sizes, and the largest size predicted from the others."""
 
-    labels: tuple[str, ...]
-    n_params: tuple[float, ...]
-    a_fit: LineFit
-    b_fit: LineFit
-    largest: str | None
-    predicted_a: float | None
-    predicted_b: float | None
-    predicted_ceiling: float | None
-    fitted_a: float | None
-    fitted_b: float | None
-    fitted_ceiling: float | None
-    ceiling_error: float | None
-    reason: str | None = None
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    labels: tuple[str, ...] = field(metadata={"description": "models with a fitted law"})
+    n_params: tuple[float, ...] = field(metadata={"description": "their N_params"})
+    a_fit: LineFit = field(metadata={"description": "OLS of a on log N"})
+    b_fit: LineFit = field(metadata={"description": "OLS of b on log N"})
+    largest: str | None = field(metadata={"description": "the largest size"})
+    predicted_a: float | None = field(
+        metadata={"description": "its a predicted from the other sizes"}
+    )
+    predicted_b: float | None = field(
+        metadata={"description": "its b predicted from the other sizes"}
+    )
+    predicted_ceiling: float | None = field(metadata={"description": "predicted b − a"})
+    fitted_a: float | None = field(metadata={"description": "its own fitted a"})
+    fitted_b: float | None = field(metadata={"description": "its own fitted b"})
+    fitted_ceiling: float | None = field(metadata={"description": "its own fitted b − a"})
+    ceiling_error: float | None = field(metadata={"description": "predicted − fitted ceiling"})
+    reason: str | None = field(
+        default=None, metadata={"description": "why undefined (fewer than 3 sizes)"}
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)
@@ -456,12 +472,20 @@ def law_scaling(
 class EntropyComparison:
     """Which entropy's law predicted R best over the runs where all compared ones fit."""
 
-    kinds: tuple[str, ...]
-    runs: tuple[str, ...]
-    mean_early_fit_rmse: dict[str, float | None]
-    mean_r2: dict[str, float | None]
-    best: str | None
-    sentence: str
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    kinds: tuple[str, ...] = field(metadata={"description": "entropies compared"})
+    runs: tuple[str, ...] = field(
+        metadata={"description": "runs where every compared entropy has an early fit"}
+    )
+    mean_early_fit_rmse: dict[str, float | None] = field(
+        metadata={"description": "kind -> mean over runs"}
+    )
+    mean_r2: dict[str, float | None] = field(
+        metadata={"description": "kind -> mean R² over the same runs"}
+    )
+    best: str | None = field(metadata={"description": "lowest mean early-fit RMSE"})
+    sentence: str = field(metadata={"description": "the finding in words"})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)
@@ -608,12 +632,16 @@ def _desc_ranks(v: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 class MetricOrder:
     """τ-b of endpoint entropy against one metric, over the runs that have both."""
 
-    metric: str
-    kendall_tau: float | None
-    p_value: float | None
-    p_method: str
-    n: int
-    runs: tuple[str, ...]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    metric: str = field(metadata={"description": "greedy_accuracy, macro_accuracy or pass_at_k"})
+    kendall_tau: float | None = field(
+        metadata={"description": "Kendall τ-b of endpoint entropy and it"}
+    )
+    p_value: float | None = field(metadata={"description": "two-sided permutation p-value"})
+    p_method: str = field(metadata={"description": "exact or monte_carlo"})
+    n: int = field(metadata={"description": "runs in the test"})
+    runs: tuple[str, ...] = field(metadata={"description": "them"})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)
@@ -623,11 +651,17 @@ class MetricOrder:
 class OrderingTest:
     """RQ1 at one model scale: does endpoint global entropy order the runs' performance?"""
 
-    model: str
-    metrics: tuple[MetricOrder, ...]
-    rank_table: tuple[dict[str, Any], ...]
-    excluded: tuple[str, ...]
-    seed: int
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    model: str = field(metadata={"description": "model scale"})
+    metrics: tuple[MetricOrder, ...] = field(metadata={"description": "one test per metric"})
+    rank_table: tuple[dict[str, str | float | None], ...] = field(
+        metadata={
+            "description": "per run: entropy, each metric and their descending ranks (1 = highest)"
+        }
+    )
+    excluded: tuple[str, ...] = field(metadata={"description": "failed runs left out"})
+    seed: int = field(metadata={"description": "seed of random orderings (above 9 runs)"})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)

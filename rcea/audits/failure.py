@@ -19,7 +19,7 @@ last step attaining the peak (on the supplement's Clip-Cov-7B trace, peak 76.6 %
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,21 +35,23 @@ class FailureCheck:
     """Result of :func:`detect_training_failure`; ``*_ok`` say which criterion holds and
     ``failed`` is their conjunction."""
 
-    peak: float
-    peak_step: int
-    last_peak_step: int
-    endpoint: float
-    endpoint_step: int
-    drop: float
-    peak_ok: bool
-    endpoint_ok: bool
-    drop_ok: bool
-    failed: bool
-    collapse_step: int | None
-    peak_min: float
-    endpoint_max: float
-    drop_min: float
-    n_points: int
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    peak: float = field(metadata={"description": "peak accuracy"})
+    peak_step: int = field(metadata={"description": "step of the peak"})
+    last_peak_step: int = field(metadata={"description": "last step at the peak"})
+    endpoint: float = field(metadata={"description": "accuracy at the endpoint"})
+    endpoint_step: int = field(metadata={"description": "endpoint step"})
+    drop: float = field(metadata={"description": "peak - endpoint"})
+    peak_ok: bool = field(metadata={"description": "peak >= peak_min"})
+    endpoint_ok: bool = field(metadata={"description": "endpoint <= endpoint_max"})
+    drop_ok: bool = field(metadata={"description": "drop >= drop_min"})
+    failed: bool = field(metadata={"description": "all three"})
+    collapse_step: int | None = field(metadata={"description": "first step of the collapse"})
+    peak_min: float = field(metadata={"description": "threshold"})
+    endpoint_max: float = field(metadata={"description": "threshold"})
+    drop_min: float = field(metadata={"description": "threshold"})
+    n_points: int = field(metadata={"description": "trace points"})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclass_dict(self)

@@ -85,22 +85,48 @@ class QuestionRealization:
 
 
 @dataclass(frozen=True)
-class RealizationReport:
-    """Item 15 for one checkpoint: macro averages over eligible questions, the gate's
-    coverage, the largest chain-rule and mixture residuals, and the per-question rows."""
+class RealizationSummary:
+    """Item 15 for one checkpoint: macro averages over eligible questions (K_C >= k_min),
+    nats, the gate's coverage and the largest chain-rule and mixture residuals: the
+    report's ``realization[].report``, its fields (with these descriptions) the section's
+    keys (``rcea.study.report.schema``)."""
 
-    k_min: int
-    n_questions: int
-    n_with_successes: int
-    n_eligible: int
-    coverage: float | None
-    mode_entropy: float | None
-    sequence_entropy: float | None
-    within_mode_entropy: float | None
-    within_mode_token_entropy: float | None
-    decomposition_residual: float | None
-    token_mixture_residual: float | None
-    share_in_repeated_modes: float | None
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    k_min: int = field(
+        metadata={"description": "K_min on K_C (accepted, assigned successes) per question"}
+    )
+    n_questions: int = field(metadata={"description": "questions"})
+    n_with_successes: int = field(metadata={"description": "questions with K_C >= 1"})
+    n_eligible: int = field(metadata={"description": "questions with K_C >= k_min (its n)"})
+    coverage: float | None = field(metadata={"description": "n_eligible / n_with_successes"})
+    mode_entropy: float | None = field(
+        metadata={"description": "macro Ĥ(Z|C,x): between-mode entropy"}
+    )
+    sequence_entropy: float | None = field(metadata={"description": "macro Ĥ(Y|C,x)"})
+    within_mode_entropy: float | None = field(
+        metadata={
+            "description": "macro W(x) = Σ_z q̂(z) Ĥ(Y|Z=z,C,x): within-mode realization entropy"
+        }
+    )
+    within_mode_token_entropy: float | None = field(
+        metadata={"description": "macro token-level mixture Σ_z q̂(z) Ĥ_tok,z(x)"}
+    )
+    decomposition_residual: float | None = field(
+        metadata={"description": "largest |Ĥ(Y|C,x) − Ĥ(Z|C,x) − W(x)| (a software check, ~1e-12)"}
+    )
+    token_mixture_residual: float | None = field(
+        metadata={"description": "largest |mean_C h̄ − Σ_z q̂(z) Ĥ_tok,z(x)| (a software check)"}
+    )
+    share_in_repeated_modes: float | None = field(
+        metadata={"description": "share of C (eligible questions) in modes with K_z >= 2"}
+    )
+
+
+@dataclass(frozen=True)
+class RealizationReport(RealizationSummary):
+    """:class:`RealizationSummary` with the per-question rows."""
+
     questions: list[QuestionRealization] = field(default_factory=list)
 
     def to_dict(self, *, questions: bool = True) -> dict[str, Any]:
@@ -234,13 +260,26 @@ def _question(
 
 
 @dataclass(frozen=True)
-class RealizationRetention:
-    """Mean over questions eligible at both checkpoints of W_t(x) / W_0(x)."""
+class RealizationRetentionSummary:
+    """Mean over questions eligible at both checkpoints of W_t(x) / W_0(x): the report's
+    ``realization[].retention``."""
 
-    retention: float | None
-    n_eligible: int
-    n_both: int
-    excluded_zero_base: list[QuestionId]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    retention: float | None = field(
+        metadata={"description": "mean over questions eligible at both of W_t(x) / W_0(x)"}
+    )
+    n_eligible: int = field(metadata={"description": "questions in the mean (its n)"})
+    n_both: int = field(metadata={"description": "questions eligible at both checkpoints"})
+    excluded_zero_base: list[QuestionId] = field(
+        metadata={"description": "questions left out because W_0(x) ≈ 0 (the ratio is undefined)"}
+    )
+
+
+@dataclass(frozen=True)
+class RealizationRetention(RealizationRetentionSummary):
+    """:class:`RealizationRetentionSummary` with the per-question ratios."""
+
     ratios: dict[QuestionId, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

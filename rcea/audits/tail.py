@@ -64,15 +64,21 @@ ADVANTAGE_EPS = 1e-6
 
 @dataclass(frozen=True)
 class StratumTail:
-    """Quantile tail of one reward stratum."""
+    """Quantile tail of one reward stratum (the report's ``tail.endpoints[].report.success``
+    / ``.failure``)."""
 
-    n_tokens: int
-    cutoff: float | None
-    n_selected: int
-    selected_fraction: float | None
-    positive_mass: float
-    tail_positive_mass: float
-    share: float | None
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    n_tokens: int = field(metadata={"description": "tokens of the stratum"})
+    cutoff: float | None = field(metadata={"description": "the tail cutoff"})
+    n_selected: int = field(metadata={"description": "tokens selected (ties kept)"})
+    selected_fraction: float | None = field(metadata={"description": "n_selected / n_tokens"})
+    # None only in a report read back whose sums were not finite (JSON has no NaN)
+    positive_mass: float | None = field(
+        metadata={"description": "positive covariance mass of the stratum"}
+    )
+    tail_positive_mass: float | None = field(metadata={"description": "of it, in the tail"})
+    share: float | None = field(metadata={"description": "tail_positive_mass / positive_mass"})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,12 +96,16 @@ class StratumTail:
 class BudgetTail:
     """Equal-count budget: the top ⌈q·N⌉ tokens of each stratum by c."""
 
-    budget: float
-    success_k: int
-    failure_k: int
-    success_share: float | None
-    failure_share: float | None
-    gap_failure_minus_success_pp: float | None
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    budget: float = field(metadata={"description": "equal-count budget (share of tokens)"})
+    success_k: int = field(metadata={"description": "success tokens selected"})
+    failure_k: int = field(metadata={"description": "failure tokens selected"})
+    success_share: float | None = field(metadata={"description": "share of success positive mass"})
+    failure_share: float | None = field(metadata={"description": "share of failure positive mass"})
+    gap_failure_minus_success_pp: float | None = field(
+        metadata={"description": "gap in percentage points"}
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,20 +120,33 @@ class BudgetTail:
 
 @dataclass(frozen=True)
 class TailResult:
-    """Reward-stratified tail concentration at one endpoint."""
+    """Reward-stratified tail concentration at one endpoint: the report's
+    ``tail.endpoints[].report`` is this result, its fields (with these descriptions) the
+    section's keys (``rcea.study.report.schema``)."""
 
-    endpoint: str | None
-    quantile: float
-    n_tokens: int
-    n_trajectories: int
-    n_groups: int
-    n_zero_variance_groups: int
-    mean_logprob: float
-    mean_advantage: float
-    success: StratumTail
-    failure: StratumTail
-    gap_failure_minus_success_pp: float | None
-    budgets: tuple[BudgetTail, ...]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    endpoint: str | None = field(
+        metadata={"description": "endpoint label, when the producer named one"}
+    )
+    quantile: float = field(metadata={"description": "the tail quantile (q99)"})
+    n_tokens: int = field(metadata={"description": "tokens"})
+    n_trajectories: int = field(metadata={"description": "trajectories"})
+    n_groups: int = field(metadata={"description": "GRPO groups"})
+    n_zero_variance_groups: int = field(
+        metadata={"description": "groups with zero reward variance"}
+    )
+    # None only in a report read back whose means were not finite (JSON has no NaN)
+    mean_logprob: float | None = field(metadata={"description": "mean token log-probability"})
+    mean_advantage: float | None = field(metadata={"description": "mean advantage"})
+    success: StratumTail = field(metadata={"description": "the R = 1 stratum"})
+    failure: StratumTail = field(metadata={"description": "the R = 0 stratum"})
+    gap_failure_minus_success_pp: float | None = field(
+        metadata={"description": "gap in percentage points"}
+    )
+    budgets: tuple[BudgetTail, ...] = field(
+        metadata={"description": "equal-count budget sensitivity"}
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {

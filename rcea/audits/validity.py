@@ -15,8 +15,9 @@ Verdicts on failed trajectories (R = 0) are ignored, whatever their value.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,10 +26,19 @@ from rcea.audits._checks import as_binary_array, check_positive_int, check_same_
 from rcea.audits._common import QuestionId, dataclass_dict, group_questions
 from rcea.audits.entropy import binary_entropy
 
-__all__ = ["QuestionValidity", "ValidityResult", "validity_rate", "UNPARSEABLE"]
+__all__ = [
+    "QuestionValidity",
+    "ValiditySummary",
+    "ValidityResult",
+    "validity_rate",
+    "validity_groups",
+    "UNPARSEABLE",
+]
 
 #: The verdict string for "the judge's output could not be parsed".
 UNPARSEABLE = "unparseable"
+#: A stored judge verdict as :func:`validity_rate` reads it.
+VERDICT_CODES: dict[str, Any] = {"valid": 1, "invalid": 0, UNPARSEABLE: UNPARSEABLE}
 
 _ACCEPT, _REJECT, _NONE = 1, 0, -1
 
@@ -80,24 +90,39 @@ class QuestionValidity:
 
 
 @dataclass(frozen=True)
-class ValidityResult:
-    """Macro validity over eligible questions (``None`` when none is eligible).
+class ValiditySummary:
+    """Macro validity over eligible questions (``None`` when none is eligible): the
+    report's ``checkpoints[].validity``, its fields (with these descriptions) the section's
+    keys (``rcea.study.report.schema``).
 
     ``coverage`` = n_eligible / n_questions. ``judge_coverage`` pools all judged successes
     (parseable / judged, ``None`` without successes); ``judge_coverage_eligible`` pools the
     successes of eligible questions only."""
 
-    k_min: int
-    n_questions: int
-    n_eligible: int
-    coverage: float
-    mean_validity_rate: float | None
-    mean_validity_entropy: float | None
-    n_judged: int
-    n_accepted: int
-    n_unparseable: int
-    judge_coverage: float | None
-    judge_coverage_eligible: float | None
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    k_min: int = field(metadata={"description": "K+ gate of a question"})
+    n_questions: int = field(metadata={"description": "questions"})
+    n_eligible: int = field(metadata={"description": "questions with K+ >= k_min (the n)"})
+    # None only in a report read back whose checkpoint had no question (JSON has no NaN)
+    coverage: float | None = field(metadata={"description": "n_eligible / n_questions"})
+    mean_validity_rate: float | None = field(
+        metadata={"description": "macro v+(x) over eligible questions"}
+    )
+    mean_validity_entropy: float | None = field(metadata={"description": "macro h_b(v+(x))"})
+    n_judged: int = field(metadata={"description": "successes with a verdict"})
+    n_accepted: int = field(metadata={"description": "successes judged valid"})
+    n_unparseable: int = field(metadata={"description": "unparseable verdicts (against coverage)"})
+    judge_coverage: float | None = field(metadata={"description": "parseable / judged successes"})
+    judge_coverage_eligible: float | None = field(
+        metadata={"description": "the same over eligible questions only"}
+    )
+
+
+@dataclass(frozen=True)
+class ValidityResult(ValiditySummary):
+    """:class:`ValiditySummary` with the per-question rows."""
+
     questions: tuple[QuestionValidity, ...]
 
     def to_dict(self, *, include_questions: bool = True) -> dict[str, Any]:
@@ -170,3 +195,37 @@ def validity_rate(
         judge_coverage_eligible=(judged_elig - unp_elig) / judged_elig if judged_elig else None,
         questions=tuple(rows),
     )
+
+
+def validity_groups(
+    rows: list[dict[str, Any]],
+    verdicts: dict[str, str],
+    *,
+    k_min: int = 8,
+    include_questions: bool = False,
+) -> list[dict[str, Any]]:
+    """Per (run, model, step) of ``rows`` (dicts with run, model, step, question_id, reward,
+    trajectory_id): :func:`validity_rate` over every trajectory with the judge's verdict
+    (``verdicts``: trajectory id → ``valid``/``invalid``/``unparseable``; no verdict yet →
+    ``None``), in key order: the store's validity report and the report's pure core (and
+    so its verifier, on a bundle) share it."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["run"], r["model"], r["step"])].append(r)
+    out = []
+    for (run, model, step), members in sorted(groups.items()):
+        res = validity_rate(
+            [m["question_id"] for m in members],
+            [m["reward"] for m in members],
+            [VERDICT_CODES.get(verdicts.get(m["trajectory_id"], "")) for m in members],
+            k_min=k_min,
+        )
+        out.append(
+            {
+                "run": run,
+                "model": model,
+                "step": step,
+                **res.to_dict(include_questions=include_questions),
+            }
+        )
+    return out

@@ -1,16 +1,12 @@
-"""Every kind of event the study's append-only log holds, in one place, and the readers of
-their payloads. An event is (time, actor, kind, study, payload); the store's triggers
-refuse to change or delete one (docs/store.md). The modules that append an event import
-its kind from here, so that a reader can find every writer and every reader of a kind.
+"""Every kind of event the study's append-only log holds, in one place. An event is (time,
+actor, kind, study, payload); the store's triggers refuse to change or delete one
+(docs/store.md). The modules that append an event import its kind from here, so that a
+reader can find every writer and every reader of a kind; the payloads are read through
+:func:`rcea.study.store.payloads` / :func:`~rcea.study.store.latest_payload`. Names only:
+the report's pure core imports them without the store (tests/test_layering.py).
 """
 
 from __future__ import annotations
-
-from typing import Any
-
-from sqlmodel import Session
-
-from rcea.study.store import list_events
 
 # -- freezes and the codebook cycle
 RUBRIC_FREEZE = "rubric.freeze"
@@ -77,22 +73,3 @@ def label_change(prefix: str, verb: str) -> str:
     """A verified label read back from Label Studio: ``<family prefix>.<created|updated|
     deleted>`` (``annotation.*`` for pairs, ``judge.annotation.*`` for validity)."""
     return f"{prefix}.{verb}"
-
-
-def payloads(
-    session: Session, kind: str, study_id: int | None, **match: Any
-) -> list[dict[str, Any]]:
-    """The payloads of ``kind`` for the study, oldest first, whose fields equal ``match``."""
-    return [
-        e.payload
-        for e in list_events(session, kind=kind, study_id=study_id)
-        if all(e.payload.get(k) == v for k, v in match.items())
-    ]
-
-
-def latest_payload(
-    session: Session, kind: str, study_id: int | None, **match: Any
-) -> dict[str, Any]:
-    """The newest payload of ``kind`` matching ``match``; ``{}`` when there is none."""
-    hits = payloads(session, kind, study_id, **match)
-    return hits[-1] if hits else {}

@@ -31,7 +31,7 @@ from rcea.study.pair_audit.labels import (
 )
 from rcea.study.pair_audit.sampling import audit_pairs
 from rcea.study.store.models import Audit, ValidityCheck
-from rcea.study.store.repository import get_study
+from rcea.study.store.repository import get_study, latest_payload
 from rcea.study.validity_audit import labelling as validity_labels
 from rcea.study.validity_audit.attempts import current_check
 from rcea.study.validity_audit.checks import HELD_OUT, check_items
@@ -314,9 +314,7 @@ def read_pair(session: Session, audit_name: str) -> PairProgress | None:
     labels = current_labels(session, audit)
     todo = needs_adjudication(pairs, labels, audit_rubric(session, audit).adjudication.scope)
     adj = labels.get(ADJUDICATOR, {})
-    pushed = events.latest_payload(
-        session, events.AUDIT_ADJUDICATE, audit.study_id, audit_id=audit.id
-    )
+    pushed = latest_payload(session, events.AUDIT_ADJUDICATE, audit.study_id, audit_id=audit.id)
     gate = recorded_final_gate(session, audit) or {}
     return PairProgress(
         audit=audit.name,
@@ -350,18 +348,16 @@ def read_calibration(session: Session, name: str) -> CalibrationProgress | None:
     disputed = validity_labels.needs_adjudication(session, check)
     adj = labels.get(validity_labels.ADJUDICATOR, {})
     ref = validity_labels.human_reference(session, check)
-    pushed = events.latest_payload(
+    pushed = latest_payload(
         session, events.judge_round(check.kind, "adjudicate"), check.study_id, check=name
     )
-    done = events.latest_payload(
-        session, events.CALIBRATION_COMPLETED, check.study_id, calibration=name
-    )
+    done = latest_payload(session, events.CALIBRATION_COMPLETED, check.study_id, calibration=name)
     acc, _abandoned = current_check(
         session, study_id=check.study_id, kind="accepted", judge_hash=check.judge_hash
     )
     acc_labels = validity_labels.current_labels(session, acc) if acc is not None else {}
     acc_done = acc is not None and bool(
-        events.latest_payload(session, events.ACCEPTED_COMPLETED, check.study_id, check=acc.name)
+        latest_payload(session, events.ACCEPTED_COMPLETED, check.study_id, check=acc.name)
     )
     vstat = validity_status(session, study_id=check.study_id)
     failed = (
@@ -395,7 +391,7 @@ def read_progress(session: Session, *, study: str, audit: str, calibration: str)
     st = get_study(session, name=study)
     bundle = None
     if st is not None:
-        bundle = events.latest_payload(session, events.REPORT_PUBLISH, st.id).get("bundle")
+        bundle = latest_payload(session, events.REPORT_PUBLISH, st.id).get("bundle")
     return Progress(
         study=study,
         pair=read_pair(session, audit),

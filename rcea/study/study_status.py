@@ -34,7 +34,7 @@ from rcea.study.progress import (
 )
 from rcea.study.report.publish import publishability
 from rcea.study.store.models import Audit, Rubric, Trajectory, ValidityCheck
-from rcea.study.store.repository import get_study
+from rcea.study.store.repository import get_study, latest_payload, payloads
 from rcea.study.validity_audit.attempts import current_check
 from rcea.study.validity_audit.status import validity_status
 
@@ -93,7 +93,7 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
     out.append(_validity_step(session, study, sid, vstat, rubric))
     judged = vstat["status"] != "no-judge"
     # -- the codebook cycle and the frozen partition
-    partition = events.latest_payload(session, events.PARTITION_FREEZE, sid)
+    partition = latest_payload(session, events.PARTITION_FREEZE, sid)
     if not partition:
         cycle = cycle_progress(session, study=study)
         if cycle is None:
@@ -157,7 +157,7 @@ def study_steps(session: Session, *, study: str) -> list[NextCommand]:
                     )
                 )
     # -- the report and its verification
-    bundle = events.latest_payload(session, events.REPORT_PUBLISH, sid).get("bundle")
+    bundle = latest_payload(session, events.REPORT_PUBLISH, sid).get("bundle")
     if bundle:
         out.append(NextCommand("verify", f"published: {bundle}", f"rcea report verify {bundle}"))
     elif pp is not None and pp.final_gate == "failed":
@@ -280,7 +280,7 @@ def _probe_step(session: Session, study: str, sid: int) -> NextCommand | None:
     ).all()
     if not lacking:
         return None
-    scored = events.payloads(session, events.PROBE_SCORE, sid)
+    scored = payloads(session, events.PROBE_SCORE, sid)
     if not any(p.get("checkpoint") and Path(str(p["checkpoint"])).is_dir() for p in scored):
         return None
     run, model, step, _ = lacking[0]

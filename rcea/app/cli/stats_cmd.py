@@ -6,8 +6,6 @@ pure functions in ``audits`` and print tables or ``--json``.
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +17,10 @@ from rcea.app.cli.exit_codes import outcome_code
 from rcea.app.cli.options import JSON_OPTION
 from rcea.audits.covariance import FIT_SUMMARY, covariance_fit, covariance_fit_by_group
 from rcea.audits.entropy import outcome_report
-from rcea.audits.inputs import read_csv as read_input_csv
 from rcea.audits.passk import macro_pass_at_k
 from rcea.audits.rubric import load_rubric
 from rcea.audits.sequential import planned_gate
 from rcea.audits.thresholds import GateThresholds
-from rcea.pipeline.records import RecordValidationError, read_records
 from rcea.study.report.compute import FILL_TOKEN_ENTROPIES
 from rcea.study.report.estimates import (
     checkpoint_entropy,
@@ -32,7 +28,17 @@ from rcea.study.report.estimates import (
     retention_table,
     sequence_quantity,
 )
-from rcea.study.report.replicates import seeded_columns
+from rcea.study.report.files import (
+    POOLED,
+    InputError,
+    checkpoint_modes,
+    load_records,
+    partition_coverage,
+    read_pairs,
+    read_passk,
+    read_transitions,
+    select_checkpoint,
+)
 from rcea.study.report.sections import RetentionSection
 
 stats_app = typer.Typer(
@@ -40,73 +46,6 @@ stats_app = typer.Typer(
     help="RCEA estimators on files (items 1-11, 15 and 18 of docs/estimators.md).",
     no_args_is_help=True,
 )
-
-
-class InputError(ValueError):
-    """A bad input file: the message names the file, the line and the column."""
-
-
-def read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    """Rows with their 1-based line numbers, read through :mod:`rcea.audits.inputs` (a
-    regular UTF-8 file, a BOM dropped, each column named once, no row longer than the
-    header, bounded cells); every problem raises ``InputError`` naming file and line."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    try:
-        header, found = read_input_csv(path)
-    except ValueError as exc:  # rcea.audits.inputs.InputError
-        raise InputError(str(exc)) from None
-    missing = [c for c in required if c not in header]
-    if missing:
-        raise InputError(
-            f"{path}:line 1: missing column(s) {', '.join(missing)} "
-            f"(have: {', '.join(_short(h) for h in header) or 'none'})"
-        )
-    # a short row's missing cells are empty, as csv.DictReader reads them
-    rows = [(line, {h: row.get(h, "").strip() for h in header}) for line, row in found]
-    if not rows:
-        raise InputError(f"{path}: no data rows")
-    return rows
-
-
-def _short(name: str, width: int = 40) -> str:
-    """A column name as an error shows it: a 200 KiB header cell is not echoed whole."""
-    return name if len(name) <= width else f"{name[:width]}… ({len(name):,} characters)"
-
-
-def _int_cell(path: Path, line: int, row: dict[str, str], col: str) -> int:
-    try:
-        return int(row[col])
-    except ValueError:
-        raise InputError(
-            f"{path}:line {line}: {col}: expected an integer, got {row[col]!r}"
-        ) from None
-
-
-def _float_cell(path: Path, line: int, row: dict[str, str], col: str) -> float:
-
-    try:
-        value = float(row[col])
-    except ValueError:
-        raise InputError(
-            f"{path}:line {line}: {col}: expected a number, got {row[col]!r}"
-        ) from None
-    if not math.isfinite(value):
-        raise InputError(f"{path}:line {line}: {col}: must be finite, got {row[col]!r}")
-    return value
-
-
-def _load_records(path: Path) -> dict[str, list[Any]]:
-    """The file's columns, a run with a training seed under its seeded label
-    (``RUN [train seed N]``: docs/estimators.md item 17, seeds are never pooled)."""
-    try:
-        return seeded_columns(read_records(path).columns)
-    except FileNotFoundError as exc:
-        raise InputError(str(exc)) from None
-    except RecordValidationError as exc:
-        raise InputError(str(exc)) from None
-    except ValueError as exc:  # a run named like another run's seeded label
-        raise InputError(f"{path}: {exc}") from None
 
 
 def _run(as_json: bool, fn: Any) -> None:
@@ -201,10 +140,10 @@ def entropy(
 
     def go() -> None:
 
-        cols = _load_records(records)
+        cols = load_records(records)
         if pool_models and model is not None:
             raise InputError("--pool-models and --model exclude each other")
-        idx = _select_checkpoint(records, cols, run=run, model=model, step=step, pool=pool_models)
+        idx = select_checkpoint(records, cols, run=run, model=model, step=step, pool=pool_models)
         n_missing = sum(cols["mean_token_entropy"][i] is None for i in idx)
         if n_missing:  # rewards only (an imported dump): the outcome numbers, said so
             _outcome_only(records, cols, idx, n_missing, k_min=k_min, as_json=as_json)
@@ -276,46 +215,6 @@ def entropy(
     _run(as_json, go)
 
 
-POOLED = "pooled"
-
-
-def _models_error(path: Path, models: list[str], pool_flag: str) -> InputError:
-    return InputError(
-        f"{path} holds records of {len(models)} models ({', '.join(map(str, models))}); a "
-        f"checkpoint is (run, model, step) and models are never pooled silently: choose one "
-        f"with --model, or pass {pool_flag}"
-    )
-
-
-def _select_checkpoint(
-    path: Path,
-    cols: dict[str, list[Any]],
-    *,
-    run: str | None,
-    model: str | None,
-    step: int | None,
-    pool: bool = False,
-) -> list[int]:
-    n = len(cols["run"])
-    idx = [
-        i
-        for i in range(n)
-        if (run is None or cols["run"][i] == run)
-        and (model is None or cols["model"][i] == model)
-        and (step is None or cols["step"][i] == step)
-    ]
-    if not idx:
-        raise InputError(f"{path}: no records with run={run!r} model={model!r} step={step!r}")
-    models = sorted({cols["model"][i] for i in idx})
-    if len(models) > 1 and not pool:
-        raise _models_error(path, models, "--pool-models")
-    found = sorted({(cols["run"][i], cols["step"][i]) for i in idx})
-    if len(found) > 1:
-        listing = ", ".join(f"--run {r} --step {s}" for r, s in found[:10])
-        raise InputError(f"{path} holds {len(found)} checkpoints; choose one: {listing}")
-    return idx
-
-
 def _echo_warnings(data: dict[str, Any]) -> None:
     for w in data.get("warnings") or []:
         typer.echo(f"warning: {w}")
@@ -358,32 +257,8 @@ def retention(
 
     def go() -> None:
 
-        cols = _load_records(records)
-        n = len(cols["run"])
-        if all_models and model is not None:
-            raise InputError("--all-models and --model exclude each other")
-        rows = [i for i in range(n) if model is None or cols["model"][i] == model]
-        if not rows:
-            raise InputError(f"{records}: no records with model={model!r}")
-        models = sorted({cols["model"][i] for i in rows})
-        if len(models) > 1 and not all_models:
-            raise _models_error(records, models, "--all-models")
-        no_validity = [i for i in rows if cols["reward"][i] == 1 and cols["validity"][i] is None]
-        if no_validity:
-            raise InputError(
-                f"{records}: {len(no_validity)} successful record(s) have no "
-                "validity verdict (first: "
-                f"{cols['trajectory_id'][no_validity[0]]})"
-            )
-        modes: dict[tuple[str, str, int], dict[str, list[str]]] = defaultdict(
-            lambda: defaultdict(list)
-        )
-        for i in rows:
-            if cols["reward"][i] != 1 or cols["validity"][i] != 1:
-                continue
-            mode = cols["mode"][i]
-            key = (cols["run"][i], cols["model"][i], cols["step"][i])
-            modes[key][cols["question_id"][i]].append("uncertain" if mode in (None, "") else mode)
+        cols = load_records(records)
+        modes = checkpoint_modes(records, cols, model=model, all_models=all_models)
         try:
             table = retention_table(
                 modes,
@@ -464,7 +339,7 @@ def modes(
     K_C >= k_min (coverage); realization retention W_t/W_0 against the same model's base."""
 
     def go() -> None:
-        cols = _load_records(records)
+        cols = load_records(records)
         rows = [dict(zip(cols, values, strict=True)) for values in zip(*cols.values(), strict=True)]
         try:
             table = realization_table(rows, k_min=k_min, base_step=base_step, base_run=base_run)
@@ -519,9 +394,6 @@ def modes(
 # --------------------------------------------------------------------------- agreement
 
 
-LABELS = ("same", "different")
-
-
 @stats_app.command("agreement")
 def agreement(
     pairs: Path = typer.Argument(
@@ -554,43 +426,7 @@ def agreement(
 
         spec = load_rubric(rubric) if rubric else None
         plan = spec.sequential if spec else None
-        rows = read_csv(
-            pairs, ("pair_id", "annotator_a", "annotator_b", "adjudicated", "automatic")
-        )
-        has_qid = "question_id" in rows[0][1]
-        ids, a, b, adj, auto, qids = [], [], [], [], [], []
-        n_planned = len(rows)
-        for line, row in rows:
-            if plan is not None and not (row["annotator_a"] and row["annotator_b"]):
-                continue  # planned but not yet labelled by both (sequential plan)
-            for col in ("annotator_a", "annotator_b"):
-                if row[col] not in LABELS:
-                    hint = (
-                        ""
-                        if plan is not None or row[col]
-                        else " (empty cells = planned, not labelled: needs a rubric "
-                        "with a [sequential] table)"
-                    )
-                    raise InputError(
-                        f"{pairs}:line {line}: {col}: must be same or different, "
-                        f"got {row[col]!r}{hint}"
-                    )
-            for col in ("adjudicated", "automatic"):
-                if row[col] and row[col] not in LABELS:
-                    raise InputError(
-                        f"{pairs}:line {line}: {col}: must be same, different "
-                        f"or empty, got {row[col]!r}"
-                    )
-            if has_qid and not row["question_id"]:
-                raise InputError(f"{pairs}:line {line}: question_id: empty")
-            ids.append(row["pair_id"])
-            a.append(row["annotator_a"])
-            b.append(row["annotator_b"])
-            adj.append(row["adjudicated"] or None)
-            auto.append(row["automatic"] or None)
-            qids.append(row["question_id"] if has_qid else row["pair_id"])
-        if not ids:
-            raise InputError(f"{pairs}: no pair is labelled by both annotators yet")
+        p = read_pairs(pairs, sequential=plan is not None)
         thresholds = spec.gate if spec else GateThresholds()
         scope = spec.adjudication.scope if spec else "disagreements_and_automatic"
         if automatic_coverage is not None and partition is not None:
@@ -598,33 +434,39 @@ def agreement(
         if automatic_coverage is not None:
             coverage, coverage_source = automatic_coverage, "--automatic-coverage"
         elif partition is not None:
-            coverage, n_traj = _partition_coverage(partition)
+            coverage, n_traj = partition_coverage(partition)
             coverage_source = f"--partition {partition} ({n_traj} trajectories)"
         else:
-            coverage = sum(x is not None for x in auto) / len(auto)
+            coverage = sum(x is not None for x in p.automatic) / len(p.automatic)
             coverage_source = (
                 "pairs: share of audit pairs with an automatic label, not trajectories "
                 "over the locked partition (give --automatic-coverage or --partition)"
             )
-        unresolved = [p for p, x, y, j in zip(ids, a, b, adj, strict=True) if x != y and j is None]
+        unresolved = [
+            i
+            for i, x, y, j in zip(p.ids, p.a, p.b, p.adjudicated, strict=True)
+            if x != y and j is None
+        ]
         data = planned_gate(
-            ids,
-            qids,
-            a,
-            b,
-            dict(zip(ids, adj, strict=True)),
-            auto,
+            p.ids,
+            p.qids,
+            p.a,
+            p.b,
+            dict(zip(p.ids, p.adjudicated, strict=True)),
+            p.automatic,
             coverage,
             thresholds,
             scope=scope,
             stage="preliminary" if unresolved else "final",
             plan=plan,
-            n_planned=n_planned,
+            n_planned=p.n_planned,
             provisional=automatic_coverage is None and partition is None,
         )
         data["automatic_coverage_source"] = coverage_source
         if plan is not None:
-            data["resampling_unit"] = "question_id" if has_qid else "pair (no question_id column)"
+            data["resampling_unit"] = (
+                "question_id" if p.has_question_id else "pair (no question_id column)"
+            )
         data.update(gate_outcome(data))
 
         def show() -> None:
@@ -635,23 +477,6 @@ def agreement(
             raise typer.Exit(data["exit_code"])
 
     _run(as_json, go)
-
-
-def _partition_coverage(path: Path) -> tuple[float, int]:
-    """Non-uncertain share of a partition CSV (``trajectory_id,mode``)."""
-    rows = read_csv(path, ("trajectory_id", "mode"))
-    seen: dict[str, int] = {}
-    for line, row in rows:
-        tid = row["trajectory_id"]
-        if not tid:
-            raise InputError(f"{path}:line {line}: trajectory_id: empty")
-        if tid in seen:
-            raise InputError(
-                f"{path}:line {line}: trajectory_id: duplicate {tid!r} (first at line {seen[tid]})"
-            )
-        seen[tid] = line
-    certain = sum(row["mode"] not in ("", "uncertain") for _, row in rows)
-    return certain / len(rows), len(rows)
 
 
 def gate_outcome(data: dict[str, Any]) -> dict[str, Any]:
@@ -749,26 +574,7 @@ def passk(
             ks = [int(x) for x in k.split(",") if x.strip()]
         except ValueError:
             raise InputError(f"--k must be comma-separated integers, got {k!r}") from None
-        rows = read_csv(results, ("question_id", "n", "c"))
-        ns, cs = [], []
-        first_line: dict[str, int] = {}
-        for line, row in rows:
-            qid = row["question_id"]
-            if qid in first_line:  # counted twice in the mean otherwise
-                raise InputError(
-                    f"{results}:line {line}: question_id: {qid!r} is also on line "
-                    f"{first_line[qid]}; one row per question (add up n and c first)"
-                )
-            first_line[qid] = line
-            n_i, c_i = _int_cell(results, line, row, "n"), _int_cell(results, line, row, "c")
-            if not 0 <= c_i <= n_i:
-                raise InputError(f"{results}:line {line}: c: must be in [0, n={n_i}], got {c_i}")
-            if n_i < max(ks):
-                raise InputError(
-                    f"{results}:line {line}: n: pass@{max(ks)} needs n >= {max(ks)}, got {n_i}"
-                )
-            ns.append(n_i)
-            cs.append(c_i)
+        ns, cs = read_passk(results, ks)
         data = macro_pass_at_k(ns, cs, ks).to_dict()
 
         def show() -> None:
@@ -804,37 +610,15 @@ def covfit(
 
     def go() -> None:
 
-        rows = read_csv(transitions, ("transition", "predicted", "observed"))
-        labels = [r["transition"] for _, r in rows]
-        pred = [_float_cell(transitions, ln, r, "predicted") for ln, r in rows]
-        obs = [_float_cell(transitions, ln, r, "observed") for ln, r in rows]
-        runs = [r.get("run", "") for _, r in rows] if "run" in rows[0][1] else None
-        if exclude_run and runs is None:
-            raise InputError(f"{transitions}: --exclude-run needs a 'run' column")
-        if "model" in rows[0][1]:
-            models = [r["model"] for _, r in rows]
-            ids = runs
-            if runs is not None:
-                scales: dict[str, set[str]] = defaultdict(set)
-                for r, m in zip(runs, models, strict=True):
-                    scales[r].add(m)
-                # the report's label: the run, or run:model when the run has several models
-                ids = [
-                    r if len(scales[r]) == 1 else f"{r}:{m}"
-                    for r, m in zip(runs, models, strict=True)
-                ]
-                for name in exclude_run:
-                    if len(scales.get(name, ())) > 1:
-                        options = ", ".join(f"{name}:{m}" for m in sorted(scales[name]))
-                        raise InputError(
-                            f"--exclude-run {name}: that run exists at several models; "
-                            f"name one ({options})"
-                        )
+        t = read_transitions(transitions, exclude_run)
+        if t.models is not None:
             data = covariance_fit_by_group(
-                models, labels, pred, obs, runs=ids, excluded_runs=exclude_run
+                t.models, t.labels, t.predicted, t.observed, runs=t.runs, excluded_runs=exclude_run
             ).to_dict()
         else:
-            data = covariance_fit(labels, pred, obs, runs=runs, excluded_runs=exclude_run).to_dict()
+            data = covariance_fit(
+                t.labels, t.predicted, t.observed, runs=t.runs, excluded_runs=exclude_run
+            ).to_dict()
 
         def show() -> None:
             pooled = data.get("pooled", data)

@@ -291,7 +291,7 @@ def budget_frame(report: Report) -> pd.DataFrame:
         {
             "endpoint": checkpoint_label(ep.run, ep.model, ep.step),
             "failed_run": ep.failed_run,
-            **b.model_dump(),
+            **b.to_dict(),
         }
         for ep in (report.tail.endpoints if report.tail else [])
         for b in ep.report.budgets
@@ -437,7 +437,7 @@ def realization_frame(report: Report) -> pd.DataFrame:
             "run": e.run,
             "model": e.model,
             "step": e.step,
-            **e.report.model_dump(include=set(REALIZATION_COLUMNS)),
+            **{k: getattr(e.report, k) for k in REALIZATION_COLUMNS if hasattr(e.report, k)},
             "realization_retention": e.retention.retention if e.retention else None,
         }
         rows.append(row)

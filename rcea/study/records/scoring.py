@@ -32,7 +32,14 @@ from tqdm import tqdm
 from rcea.pipeline.probe.score import ScoreItem
 from rcea.pipeline.probe.shard import Shard
 from rcea.study import events
-from rcea.study.store import Question, Trajectory, append_event, require_study, session_scope
+from rcea.study.store import (
+    Question,
+    Trajectory,
+    append_event,
+    payloads,
+    require_study,
+    session_scope,
+)
 from rcea.study.store.artifacts import new_artifact_path, write_token_artifact
 
 
@@ -122,9 +129,7 @@ def score_trajectories(
                 select(Question.question_id, Question.text).where(Question.study_id == sid)  # type: ignore[call-overload]  # SQLModel types a column attribute as its Python value, not as the SQL column
             ).all()
         )
-        version = 1 + len(
-            events.payloads(s, events.PROBE_SCORE, sid, run=run, model=model, step=step)
-        )
+        version = 1 + len(payloads(s, events.PROBE_SCORE, sid, run=run, model=model, step=step))
     if not rows:
         seed = "" if train_seed is None else f", training seed {train_seed}"
         raise ValueError(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from types import SimpleNamespace
 from typing import Any
 
 from rcea.audits.acceptance import (
@@ -23,10 +22,10 @@ from rcea.audits.acceptance import (
     calibration_acceptance,
 )
 from rcea.audits.calibration import accepted_set_precision, calibration_figures
+from rcea.audits.gates import needs_adjudication
 from rcea.audits.rubric import Rubric, parse_rubric
 from rcea.audits.sequential import planned_gate
 from rcea.study import events
-from rcea.study.pair_audit.labels import needs_adjudication
 
 #: the event kinds that make up the audit record of a study
 AUDIT_EVENT_KINDS = (
@@ -287,20 +286,19 @@ def pair_gate(
     the frozen rubric ``spec``: the plan's boundary decides when there is one
     (docs/sequential-gate.md). Raises ``ValueError`` when it cannot be evaluated."""
     pairs = audit["pairs"]
-    labels = {
-        "A": {i: p["A"] for i, p in enumerate(pairs) if p["A"] is not None},
-        "B": {i: p["B"] for i, p in enumerate(pairs) if p["B"] is not None},
-    }
-    objs = [SimpleNamespace(id=i, automatic=p["automatic"]) for i, p in enumerate(pairs)]
     scope = spec.adjudication.scope
-    need = {o.id for o in needs_adjudication(objs, labels, scope)}  # type: ignore[arg-type]  # needs_adjudication reads only .id and .automatic, which the namespace carries
     both = [i for i, p in enumerate(pairs) if p["A"] is not None and p["B"] is not None]
+    need = [
+        i
+        for i in both
+        if needs_adjudication(pairs[i]["A"], pairs[i]["B"], pairs[i]["automatic"], scope)
+    ]
     return planned_gate(
         [pairs[i]["pair_key"] for i in both],
         [pairs[i]["question_id"] for i in both],
         [pairs[i]["A"] for i in both],
         [pairs[i]["B"] for i in both],
-        {pairs[i]["pair_key"]: pairs[i]["adjudicated"] for i in sorted(need)},  # type: ignore[type-var]  # a stored row's id is set: SQLModel types every primary key Optional
+        {pairs[i]["pair_key"]: pairs[i]["adjudicated"] for i in need},
         [pairs[i]["automatic"] for i in both],
         audit["automatic_coverage"],
         spec.gate,

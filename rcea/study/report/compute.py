@@ -1,7 +1,7 @@
 """``compute_report``: the study report from its inputs alone — no store, no session
 (``tests/test_layering.py`` holds it to that). :mod:`rcea.study.report.inputs` reads the
 inputs; ``rcea report build`` streams the rows one checkpoint at a time
-(:class:`~rcea.study.report.rows.StoreRows`), ``rcea report verify`` reruns this on a
+(:class:`~rcea.study.report.inputs.StoreRows`), ``rcea report verify`` reruns this on a
 bundle's ``inputs.json`` (:class:`~rcea.study.report.rows.MemoryRows`); both reach
 :func:`compute_report_from`.
 
@@ -21,7 +21,7 @@ from tqdm import tqdm
 from rcea.audits.entropy import outcome_report
 from rcea.audits.modes import RarefiedRetention
 from rcea.audits.rubric import EstimatorSettings
-from rcea.audits.validity import validity_rate
+from rcea.audits.validity import validity_groups, validity_rate
 from rcea.study.report.attempts import CALIBRATION_KIND, PAIR_KIND, attempts
 from rcea.study.report.entropy_law import entropy_law_section
 from rcea.study.report.estimates import (
@@ -53,7 +53,6 @@ from rcea.study.report.replicates import replicates_section, run_name, seeded_ru
 from rcea.study.report.rows import CheckpointRows, MemoryRows
 from rcea.study.report.schema import SCHEMA_VERSION, Parameters, StudyReport
 from rcea.study.report.sections import ModeSummary, RetentionSection
-from rcea.study.validity_audit.validity import validity_groups
 
 #: What fills the token- and sequence-entropy splits of a checkpoint whose trajectories
 #: carry rewards only (an imported trainer dump): docs/how-to-verl.md step 2.

@@ -1,13 +1,15 @@
 """Every store read of the report, returning plain data: :func:`gather_inputs` (what
 :func:`rcea.study.report.compute.compute_report` needs, all at once: a bundle's
 ``inputs.json``) and :func:`gather_meta` (the same without the rows, with the
-:class:`~rcea.study.report.rows.StoreRows` that streams them one checkpoint at a time).
+:class:`StoreRows` that streams them one checkpoint at a time).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+from sqlalchemy import and_
 from sqlmodel import Session, select
 
 from rcea.audits.rubric import EstimatorSettings
@@ -21,11 +23,19 @@ from rcea.study.report.attempt_labels import attempt_labels
 from rcea.study.report.attempts import AUDIT_EVENT_KINDS, chain
 from rcea.study.report.compute import Key, ModeLabels
 from rcea.study.report.parameters import ReportParameters
-from rcea.study.report.replicates import measurement_run
-from rcea.study.report.rows import StoreRows, study_trajectories
+from rcea.study.report.replicates import check_labels, measurement_run, seeded_run
+from rcea.study.report.rows import COLUMNS, SAMPLING_COLUMNS, SEED_COLUMN, record_set_hash
 from rcea.study.store import list_events, require_study
 from rcea.study.store.measurements import list_measurements
-from rcea.study.store.models import Audit, JudgeVersion, Partition, Rubric
+from rcea.study.store.models import (
+    Audit,
+    JudgeVerdict,
+    JudgeVersion,
+    Partition,
+    PartitionAssignment,
+    Rubric,
+    Trajectory,
+)
 from rcea.study.validity_audit.checks import production_judge
 from rcea.study.validity_audit.status import validity_status
 from rcea.study.validity_audit.validity import production_verdicts
@@ -346,3 +356,133 @@ def mode_labels(
     for key in source.checkpoint_keys():
         labels.add(key, source.checkpoint(key)[0])
     return labels.result()
+
+
+#: Rows per page when the record-set hash streams from the store.
+HASH_PAGE = 20_000
+
+
+class StoreRows:
+    """A study's rows read from the store one checkpoint at a time.
+
+    ``partition_id``: the partition the mode numbers rest on (its assignment joined as
+    ``in_partition``/``partition_mode``); ``judge_id``: the production judge (its verdict
+    joined), ``None`` when validity comes from the column."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        study_id: int,
+        partition_id: int | None,
+        judge_id: int | None,
+    ) -> None:
+        self.session = session
+        self.study_id = study_id
+        self.partition_id = partition_id
+        self.judge_id = judge_id
+        self.judged = judge_id is not None
+        stmt = (
+            select(Trajectory.run, Trajectory.train_seed, Trajectory.model, Trajectory.step)
+            .where(Trajectory.study_id == self.study_id)
+            .distinct()
+        )
+        self._stored = list(session.exec(stmt).all())
+        self._identities = check_labels((r, t) for r, t, _, _ in self._stored)
+
+    def checkpoint_keys(self) -> list[Key]:
+        return sorted({(seeded_run(r, t), m, s) for r, t, m, s in self._stored})
+
+    def run_identities(self) -> dict[str, tuple[str, int]]:
+        return dict(self._identities)
+
+    def checkpoint(self, key: Key) -> tuple[list[dict[str, Any]], dict[str, str] | None]:
+        label, model, step = key
+        run, train_seed = self._identities.get(label, (label, None))
+        names = (*COLUMNS, *SAMPLING_COLUMNS, SEED_COLUMN)
+        stmt = select(*(getattr(Trajectory, c) for c in names))
+        if self.partition_id is not None:
+            stmt = stmt.add_columns(
+                PartitionAssignment.id.label("pa_id"),  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                PartitionAssignment.mode.label("pa_mode"),  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
+            ).outerjoin(
+                PartitionAssignment,
+                and_(
+                    PartitionAssignment.partition_id == self.partition_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                    PartitionAssignment.trajectory_id == Trajectory.trajectory_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                ),
+            )
+        if self.judge_id is not None:
+            stmt = stmt.add_columns(JudgeVerdict.verdict.label("jv")).outerjoin(  # type: ignore[attr-defined]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                JudgeVerdict,
+                and_(
+                    JudgeVerdict.judge_id == self.judge_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                    JudgeVerdict.study_id == self.study_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                    JudgeVerdict.trajectory_id == Trajectory.trajectory_id,  # type: ignore[arg-type]  # SQLModel types a column attribute as its Python value, not as the SQL column
+                ),
+            )
+        seed_col: Any = Trajectory.train_seed
+        stmt = stmt.where(
+            Trajectory.study_id == self.study_id,
+            Trajectory.run == run,
+            seed_col.is_(None) if train_seed is None else seed_col == train_seed,
+            Trajectory.model == model,
+            Trajectory.step == step,
+        ).order_by(Trajectory.id)
+        rows: list[dict[str, Any]] = []
+        verdicts: dict[str, str] | None = {} if self.judged else None
+        n = len(names)
+        for rec in self.session.exec(stmt):
+            row = dict(zip(names, rec[:n], strict=True))
+            row["run"] = label
+            extra = rec[n:]  # (pa_id, pa_mode) with a partition, then jv with a judge
+            if self.partition_id is not None:
+                row["in_partition"] = extra[0] is not None
+                row["partition_mode"] = extra[1]
+                extra = extra[2:]
+            if verdicts is not None and extra[0] is not None:
+                verdicts[row["trajectory_id"]] = extra[0]
+            rows.append(row)
+        return rows, verdicts
+
+    def has_verdicts(self) -> bool:
+        stmt = (
+            select(Trajectory.id)
+            .where(
+                Trajectory.study_id == self.study_id,
+                Trajectory.reward == 1,
+                Trajectory.validity.is_not(None),  # type: ignore[union-attr]  # SQLModel types a column attribute as its Python value, not as the SQL column
+            )
+            .limit(1)
+        )
+        return self.session.exec(stmt).first() is not None
+
+    def iter_hash_rows(self) -> Iterator[dict[str, Any]]:
+        """Every row in trajectory-id order (code-point order on both back ends: the
+        ``C`` collation on PostgreSQL), read in pages of :data:`HASH_PAGE`."""
+        names = (*COLUMNS, *SAMPLING_COLUMNS, SEED_COLUMN)
+        cols: list[Any] = [getattr(Trajectory, c) for c in names]
+        tid: Any = Trajectory.trajectory_id
+        if self.session.get_bind().dialect.name == "postgresql":
+            tid = tid.collate("C")
+        stmt = (
+            select(*cols)
+            .where(Trajectory.study_id == self.study_id)
+            .order_by(tid)
+            .execution_options(yield_per=HASH_PAGE)
+        )
+        for rec in self.session.exec(stmt):
+            yield dict(zip(names, rec, strict=True))
+
+    def record_set_hash(self) -> str:
+        return record_set_hash(self.iter_hash_rows(), ordered=True)
+
+
+def study_trajectories(session: Session, study_id: int) -> list[dict[str, Any]]:
+    """Every trajectory row of the study in ingest order (the bundle's ``rows``)."""
+    names = (*COLUMNS, *SAMPLING_COLUMNS, SEED_COLUMN)
+    cols = [getattr(Trajectory, c) for c in names]
+    # Ingest order (row id): the within-question order fixes the bootstrap and
+    # rarefaction draws, so the numbers equal `rcea stats` on the ingested file(s).
+    stmt = select(*cols).where(Trajectory.study_id == study_id).order_by(Trajectory.id)
+    return [dict(zip(names, row, strict=True)) for row in session.exec(stmt).all()]

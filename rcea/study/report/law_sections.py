@@ -4,8 +4,16 @@ rests on the producer's training curves and accuracy measurements, no audit."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from pydantic import Field
 
+from rcea.audits.entropy_law import (
+    EntropyComparison,
+    LawScaling,
+    OrderingTest,
+    PairedTrace,
+)
 from rcea.study.report.sections import Section
 
 
@@ -21,16 +29,6 @@ class LawFitModel(Section):
     reason: str | None = Field(description="why the fit is undefined, when it is")
 
 
-class PairedPoints(Section):
-    """The pairing: each validation point with the latest defined entropy at or before it."""
-
-    steps: list[int] = Field(description="validation steps")
-    entropy_steps: list[int] = Field(description="the step of the entropy each is paired with")
-    entropy: list[float] = Field(description="H")
-    accuracy: list[float] = Field(description="R")
-    n_unpaired: int = Field(description="validation points before any entropy (dropped)")
-
-
 class RunLawModel(LawFitModel):
     """The law of one trace and one entropy, with the early fit's prediction."""
 
@@ -42,7 +40,7 @@ class RunLawModel(LawFitModel):
     n_early: int = Field(description="points in the early window")
     n_rest: int = Field(description="points after it (the prediction's)")
     early: LawFitModel = Field(description="the early fit")
-    points: PairedPoints | None = Field(default=None, description="the paired points")
+    points: PairedTrace | None = Field(default=None, description="the paired points")
 
 
 class LawRun(Section):
@@ -71,70 +69,29 @@ class LawRun(Section):
     )
 
 
-class LineFitModel(Section):
-    slope: float | None = Field(description="slope on log N")
-    intercept: float | None = Field(description="intercept")
-    r2: float | None = Field(description="R² (None with 2 sizes)")
-    n: int = Field(description="sizes")
-
-
-class LawScalingModel(Section):
+@dataclass(frozen=True, kw_only=True)
+class RunLawScaling(LawScaling):
     """a and b against log N_params for one run (and seed) across model sizes."""
 
-    run: str = Field(description="run")
-    seed: int | None = Field(description="training seed")
-    labels: list[str] = Field(description="models with a fitted law")
-    n_params: list[float] = Field(description="their N_params")
-    a_fit: LineFitModel = Field(description="OLS of a on log N")
-    b_fit: LineFitModel = Field(description="OLS of b on log N")
-    largest: str | None = Field(description="the largest size")
-    predicted_a: float | None = Field(description="its a predicted from the other sizes")
-    predicted_b: float | None = Field(description="its b predicted from the other sizes")
-    predicted_ceiling: float | None = Field(description="predicted b − a")
-    fitted_a: float | None = Field(description="its own fitted a")
-    fitted_b: float | None = Field(description="its own fitted b")
-    fitted_ceiling: float | None = Field(description="its own fitted b − a")
-    ceiling_error: float | None = Field(description="predicted − fitted ceiling")
-    reason: str | None = Field(description="why undefined (fewer than 3 sizes)")
+    run: str = field(metadata={"description": "run"})
+    seed: int | None = field(metadata={"description": "training seed"})
 
 
-class EntropyComparisonModel(Section):
-    """RCEA's comparison: which entropy's law predicted R best."""
+@dataclass(frozen=True, kw_only=True)
+class SeededOrderingTest(OrderingTest):
+    """One scale's test, with the training seeds averaged into each run's endpoint."""
 
-    kinds: list[str] = Field(description="entropies compared")
-    runs: list[str] = Field(description="runs where every compared entropy has an early fit")
-    mean_early_fit_rmse: dict[str, float | None] = Field(description="kind -> mean over runs")
-    mean_r2: dict[str, float | None] = Field(description="kind -> mean R² over the same runs")
-    best: str | None = Field(description="lowest mean early-fit RMSE")
-    sentence: str = Field(description="the finding in words")
-
-
-class MetricOrderModel(Section):
-    metric: str = Field(description="greedy_accuracy, macro_accuracy or pass_at_k")
-    kendall_tau: float | None = Field(description="Kendall τ-b of endpoint entropy and it")
-    p_value: float | None = Field(description="two-sided permutation p-value")
-    p_method: str = Field(description="exact or monte_carlo")
-    n: int = Field(description="runs in the test")
-    runs: list[str] = Field(description="them")
-
-
-class OrderingTestModel(Section):
-    model: str = Field(description="model scale")
-    metrics: list[MetricOrderModel] = Field(description="one test per metric")
-    rank_table: list[dict[str, str | float | None]] = Field(
-        description="per run: entropy, each metric and their descending ranks (1 = highest)"
-    )
-    excluded: list[str] = Field(description="failed runs left out")
-    seed: int = Field(description="seed of random orderings (above 9 runs)")
-    n_seeds: dict[str, int] = Field(
-        description="run -> the training seeds averaged into its endpoint (the seeds of one "
-        "run are one endpoint; a failed seed left out)"
+    n_seeds: dict[str, int] = field(
+        metadata={
+            "description": "run -> the training seeds averaged into its endpoint (the seeds "
+            "of one run are one endpoint; a failed seed left out)"
+        }
     )
 
 
 class OrderingModel(Section):
     metrics: list[str] = Field(description="the metrics present")
-    by_model: dict[str, OrderingTestModel] = Field(description="model -> its test")
+    by_model: dict[str, SeededOrderingTest] = Field(description="model -> its test")
     kendall_tau: dict[str, float | None] | None = Field(description="one scale: metric -> τ-b")
     p_value: dict[str, float | None] | None = Field(description="one scale: metric -> p")
 
@@ -145,8 +102,8 @@ class EntropyLawSection(Section):
 
     fit_fraction: float = Field(description="f of the early fit")
     runs: list[LawRun] = Field(description="one per (run, model, training seed)")
-    scaling: list[LawScalingModel] = Field(description="per run across model sizes")
-    comparison: EntropyComparisonModel = Field(description="which entropy predicted R best")
+    scaling: list[RunLawScaling] = Field(description="per run across model sizes")
+    comparison: EntropyComparison = Field(description="which entropy predicted R best")
     without_trace: list[str] = Field(
         description="(run, model)s without a curve with entropy or without an accuracy trace"
     )

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
 from rcea.audits.entropy import OutcomeReport
+from rcea.audits.validity import ValiditySummary
 from rcea.study.report.law_sections import EntropyLawSection
 from rcea.study.report.replicates import ReplicatesSection
 from rcea.study.report.sections import (
@@ -43,7 +44,6 @@ from rcea.study.report.sections import (
     RetentionSection,
     TailSection,
     TrainingCurve,
-    ValiditySection,
 )
 
 #: Bumped whenever a key is added, removed or changes meaning.
@@ -340,7 +340,7 @@ class CheckpointReport(_Model):
     entropy_error: str | None = Field(
         description="why entropy is None (e.g. trajectories without token entropies)"
     )
-    validity: ValiditySection | None = Field(
+    validity: ValiditySummary | None = Field(
         description="item 4 (rcea.audits.validity.ValidityResult without per-question rows), "
         "or None without verdicts"
     )

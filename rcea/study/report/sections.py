@@ -1,8 +1,10 @@
 """Typed estimator sections of the study report (``rcea.study.report.schema.StudyReport``).
 
-One pydantic model per section that ``rcea.study.report.compute`` fills from an ``rcea/audits/``
-result:
-the keys are exactly those of the JSON the report has always carried (so published
+Where an ``rcea/audits/`` result is a section as it stands, the result's dataclass is the
+section's type (its descriptions in field metadata; where the report adds a key, a
+dataclass subclass here); otherwise one pydantic model per section that
+``rcea.study.report.compute`` fills from a result. The keys are exactly those of the JSON
+the report has always carried (so published
 bundles keep verifying), now with types and a description each. Every quantity carries
 its value, its CI where it has one (``*_ci_low``/``*_ci_high``), its units ``n_*`` and
 coverage; the checkpoint (run, model, step) it belongs to is the enclosing
@@ -16,14 +18,19 @@ Floats that are undefined (no eligible question, constant inputs) are ``None``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rcea.audits.agreement import AgreementResult
+from rcea.audits.association import RetentionPasskAssociation
 from rcea.audits.covariance import CovarianceFit
+from rcea.audits.entropy import BroadTokenEntropyRatio
+from rcea.audits.failure import FailureCheck
 from rcea.audits.modes import mode_entropy
-from rcea.audits.tail import TailDirectionSummary
+from rcea.audits.realization import RealizationRetentionSummary, RealizationSummary
+from rcea.audits.tail import TailDirectionSummary, TailResult
 
 Dependency = Literal["partition", "validity"]
 
@@ -52,20 +59,6 @@ class AtCheckpoint(Section):
 
 
 # --------------------------------------------------------------------------- items 1-3
-
-
-class BroadRatio(Section):
-    """Item 3 broad ratio: pooled failed/successful token entropy over eligible strata."""
-
-    k_min: int = Field(description="K_min of each outcome stratum")
-    n_questions: int = Field(description="questions")
-    n_success_eligible: int = Field(description="questions with K+ >= k_min")
-    n_failure_eligible: int = Field(description="questions with K- >= k_min")
-    coverage_success: float | None = Field(description="n_success_eligible / n_questions")
-    coverage_failure: float | None = Field(description="n_failure_eligible / n_questions")
-    token_entropy_success: float | None = Field(description="macro H_tok of successes")
-    token_entropy_failure: float | None = Field(description="macro H_tok of failures")
-    ratio: float | None = Field(description="token_entropy_failure / token_entropy_success")
 
 
 class QuestionRatio(Section):
@@ -132,31 +125,11 @@ class EntropySection(Section):
     broad_ratio: float | None = Field(description="broad.ratio")
     coverage_success: float | None = Field(description="broad.coverage_success")
     coverage_failure: float | None = Field(description="broad.coverage_failure")
-    broad: BroadRatio = Field(description="the broad ratio")
+    broad: BroadTokenEntropyRatio = Field(description="the broad ratio")
     paired: PairedRatio = Field(description="the paired ratio")
 
 
 # --------------------------------------------------------------------------- items 4-5
-
-
-class ValiditySection(Section):
-    """Item 4 at one checkpoint (``rcea.audits.validity.ValidityResult`` without per-question
-    rows)."""
-
-    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("validity",)
-    k_min: int = Field(description="K+ gate of a question")
-    n_questions: int = Field(description="questions")
-    n_eligible: int = Field(description="questions with K+ >= k_min (the n)")
-    coverage: float | None = Field(description="n_eligible / n_questions")
-    mean_validity_rate: float | None = Field(description="macro v+(x) over eligible questions")
-    mean_validity_entropy: float | None = Field(description="macro h_b(v+(x))")
-    n_judged: int = Field(description="successes with a verdict")
-    n_accepted: int = Field(description="successes judged valid")
-    n_unparseable: int = Field(description="unparseable verdicts (against coverage)")
-    judge_coverage: float | None = Field(description="parseable / judged successes")
-    judge_coverage_eligible: float | None = Field(
-        description="the same over eligible questions only"
-    )
 
 
 class ModeSummary(Section):
@@ -259,57 +232,14 @@ class RetentionSection(Section):
 # --------------------------------------------------------------------------- item 15
 
 
-class RealizationMacro(Section):
-    """Item 15 at one checkpoint (``rcea.audits.realization.RealizationReport`` without
-    per-question rows); macro means over eligible questions (K_C >= k_min), nats."""
-
-    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
-    k_min: int = Field(description="K_min on K_C (accepted, assigned successes) per question")
-    n_questions: int = Field(description="questions")
-    n_with_successes: int = Field(description="questions with K_C >= 1")
-    n_eligible: int = Field(description="questions with K_C >= k_min (its n)")
-    coverage: float | None = Field(description="n_eligible / n_with_successes")
-    mode_entropy: float | None = Field(description="macro Ĥ(Z|C,x): between-mode entropy")
-    sequence_entropy: float | None = Field(description="macro Ĥ(Y|C,x)")
-    within_mode_entropy: float | None = Field(
-        description="macro W(x) = Σ_z q̂(z) Ĥ(Y|Z=z,C,x): within-mode realization entropy"
-    )
-    within_mode_token_entropy: float | None = Field(
-        description="macro token-level mixture Σ_z q̂(z) Ĥ_tok,z(x)"
-    )
-    decomposition_residual: float | None = Field(
-        description="largest |Ĥ(Y|C,x) − Ĥ(Z|C,x) − W(x)| (a software check, ~1e-12)"
-    )
-    token_mixture_residual: float | None = Field(
-        description="largest |mean_C h̄ − Σ_z q̂(z) Ĥ_tok,z(x)| (a software check)"
-    )
-    share_in_repeated_modes: float | None = Field(
-        description="share of C (eligible questions) in modes with K_z >= 2"
-    )
-
-
-class RealizationRetentionSection(Section):
-    """Realization retention against the same model's base."""
-
-    DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
-    retention: float | None = Field(
-        description="mean over questions eligible at both of W_t(x) / W_0(x)"
-    )
-    n_eligible: int = Field(description="questions in the mean (its n)")
-    n_both: int = Field(description="questions eligible at both checkpoints")
-    excluded_zero_base: list[str] = Field(
-        description="questions left out because W_0(x) ≈ 0 (the ratio is undefined)"
-    )
-
-
 class RealizationCheckpoint(AtCheckpoint):
     """Item 15 of one checkpoint, on the partition the mode numbers rest on."""
 
     DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
-    report: RealizationMacro | None = Field(description="the macro numbers, or None (error)")
+    report: RealizationSummary | None = Field(description="the macro numbers, or None (error)")
     error: str | None = Field(description="why report is None (no ℓ or token entropies)")
     base: CheckpointRef | None = Field(description="the base checkpoint retention compares with")
-    retention: RealizationRetentionSection | None = Field(
+    retention: RealizationRetentionSummary | None = Field(
         description="realization retention vs the base; None at the base"
     )
     retention_error: str | None = Field(description="why retention is None off the base")
@@ -419,45 +349,9 @@ class ModeCovarianceSection(Section):
 # --------------------------------------------------------------------------- item 7
 
 
-class TailShare(Section):
-    n_tokens: int = Field(description="tokens of the stratum")
-    cutoff: float | None = Field(description="the tail cutoff")
-    n_selected: int = Field(description="tokens selected (ties kept)")
-    selected_fraction: float | None = Field(description="n_selected / n_tokens")
-    positive_mass: float | None = Field(description="positive covariance mass of the stratum")
-    tail_positive_mass: float | None = Field(description="of it, in the tail")
-    share: float | None = Field(description="tail_positive_mass / positive_mass")
-
-
-class TailBudget(Section):
-    budget: float = Field(description="equal-count budget (share of tokens)")
-    success_k: int = Field(description="success tokens selected")
-    failure_k: int = Field(description="failure tokens selected")
-    success_share: float | None = Field(description="share of success positive mass")
-    failure_share: float | None = Field(description="share of failure positive mass")
-    gap_failure_minus_success_pp: float | None = Field(description="gap in percentage points")
-
-
-class TailReport(Section):
-    """``rcea.audits.tail`` at one endpoint."""
-
-    endpoint: str | None = Field(description="endpoint label, when the producer named one")
-    quantile: float = Field(description="the tail quantile (q99)")
-    n_tokens: int = Field(description="tokens")
-    n_trajectories: int = Field(description="trajectories")
-    n_groups: int = Field(description="GRPO groups")
-    n_zero_variance_groups: int = Field(description="groups with zero reward variance")
-    mean_logprob: float | None = Field(description="mean token log-probability")
-    mean_advantage: float | None = Field(description="mean advantage")
-    success: TailShare = Field(description="the R = 1 stratum")
-    failure: TailShare = Field(description="the R = 0 stratum")
-    gap_failure_minus_success_pp: float | None = Field(description="gap in percentage points")
-    budgets: list[TailBudget] = Field(description="equal-count budget sensitivity")
-
-
 class TailEndpoint(AtCheckpoint):
     failed_run: bool = Field(description="its (run, model) failed")
-    report: TailReport = Field(description="the tail at this endpoint")
+    report: TailResult = Field(description="the tail at this endpoint")
 
 
 class TailSection(Section):
@@ -518,25 +412,11 @@ class PassKRow(AtCheckpoint):
     )
 
 
-class FailureCheck(Section):
+@dataclass(frozen=True)
+class BenchmarkFailureCheck(FailureCheck):
     """``rcea.audits.failure`` on one benchmark's accuracy trace."""
 
-    benchmark: str = Field(description="benchmark")
-    peak: float = Field(description="peak accuracy")
-    peak_step: int = Field(description="step of the peak")
-    last_peak_step: int = Field(description="last step at the peak")
-    endpoint: float = Field(description="accuracy at the endpoint")
-    endpoint_step: int = Field(description="endpoint step")
-    drop: float = Field(description="peak - endpoint")
-    peak_ok: bool = Field(description="peak >= peak_min")
-    endpoint_ok: bool = Field(description="endpoint <= endpoint_max")
-    drop_ok: bool = Field(description="drop >= drop_min")
-    failed: bool = Field(description="all three")
-    collapse_step: int | None = Field(description="first step of the collapse")
-    peak_min: float = Field(description="threshold")
-    endpoint_max: float = Field(description="threshold")
-    drop_min: float = Field(description="threshold")
-    n_points: int = Field(description="trace points")
+    benchmark: str = field(metadata={"description": "benchmark"})
 
 
 class FailureWindow(Section):
@@ -558,7 +438,7 @@ class FailureRun(Section):
     run: str = Field(description="run")
     model: str = Field(description="model (scale)")
     failed: bool = Field(description="any benchmark check failed")
-    checks: list[FailureCheck] = Field(description="one per benchmark")
+    checks: list[BenchmarkFailureCheck] = Field(description="one per benchmark")
     reported_step: int | None = Field(
         description="the checkpoint reported (item 14); for a failed pair the latest stored "
         "checkpoint at or before the last step attaining the peak"
@@ -569,23 +449,23 @@ class FailureRun(Section):
     failure_window: FailureWindow | None = Field(description="item 13, when failed")
 
 
-class AssociationFit(Section):
-    """``rcea.audits.association``: Spearman of retention and pass@k over methods."""
+@dataclass(frozen=True, kw_only=True)
+class AssociationFit(RetentionPasskAssociation):
+    """One scale's fit, with the training seeds averaged into each method's point."""
 
-    rho: float | None = Field(description="Spearman rho")
-    p_value: float | None = Field(description="its p")
-    n: int = Field(description="methods in the fit")
-    methods: list[str] = Field(description="them")
-    excluded: list[str] = Field(description="failed methods left out")
-    missing: list[str] = Field(description="methods without both numbers")
-    n_seeds: dict[str, int] = Field(
-        description="method -> the training seeds averaged into its point (the seeds of one "
-        "run are one point; a failed seed left out)"
+    n_seeds: dict[str, int] = field(
+        metadata={
+            "description": "method -> the training seeds averaged into its point (the seeds "
+            "of one run are one point; a failed seed left out)"
+        }
     )
 
 
+@dataclass(frozen=True, kw_only=True)
 class PooledAssociationFit(AssociationFit):
-    label: str = Field(description="'pooled over models ...'")
+    """The fit over every scale together (``association.pooled``), labelled."""
+
+    label: str = field(metadata={"description": "'pooled over models ...'"})
 
 
 class AssociationRow(AtCheckpoint):

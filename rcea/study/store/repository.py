@@ -151,6 +151,26 @@ def list_events(
     return list(session.exec(stmt).all())
 
 
+def payloads(
+    session: Session, kind: str, study_id: int | None, **match: Any
+) -> list[dict[str, Any]]:
+    """The payloads of ``kind`` (:mod:`rcea.study.events`) for the study, oldest first,
+    whose fields equal ``match``."""
+    return [
+        e.payload
+        for e in list_events(session, kind=kind, study_id=study_id)
+        if all(e.payload.get(k) == v for k, v in match.items())
+    ]
+
+
+def latest_payload(
+    session: Session, kind: str, study_id: int | None, **match: Any
+) -> dict[str, Any]:
+    """The newest payload of ``kind`` matching ``match``; ``{}`` when there is none."""
+    hits = payloads(session, kind, study_id, **match)
+    return hits[-1] if hits else {}
+
+
 def study_summary(session: Session, *, study_id: int) -> dict[str, Any]:
     """Counts of trajectories by run, step and reward, plus totals."""
     study = session.get(Study, study_id)

@@ -12,17 +12,14 @@ reader knows whether the numbers are backed by a completed calibration.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from sqlmodel import Session, select
 
-from rcea.audits.validity import validity_rate
+from rcea.audits.validity import validity_groups
 from rcea.study.store.models import JudgeVerdict, Trajectory
 from rcea.study.validity_audit.checks import production_judge
 from rcea.study.validity_audit.status import validity_status
-
-_CODE = {"valid": 1, "invalid": 0, "unparseable": "unparseable"}
 
 
 def validity_by_checkpoint(
@@ -72,35 +69,3 @@ def production_verdicts(session: Session, *, study_id: int, judge: Any = None) -
             )
         ).all()
     )
-
-
-def validity_groups(
-    rows: list[dict[str, Any]],
-    verdicts: dict[str, str],
-    *,
-    k_min: int = 8,
-    include_questions: bool = False,
-) -> list[dict[str, Any]]:
-    """Per (run, model, step) of ``rows``: ``validity_rate`` over every trajectory with
-    the judge's verdict (no verdict yet → ``None``), in key order. Pure (the report's
-    verifier calls it on a bundle)."""
-    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        groups[(r["run"], r["model"], r["step"])].append(r)
-    out = []
-    for (run, model, step), members in sorted(groups.items()):
-        res = validity_rate(
-            [m["question_id"] for m in members],
-            [m["reward"] for m in members],
-            [_CODE.get(verdicts.get(m["trajectory_id"], "")) for m in members],
-            k_min=k_min,
-        )
-        out.append(
-            {
-                "run": run,
-                "model": model,
-                "step": step,
-                **res.to_dict(include_questions=include_questions),
-            }
-        )
-    return out

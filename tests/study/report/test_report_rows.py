@@ -1,8 +1,8 @@
-"""``rcea report build`` reads the store one checkpoint at a time (rcea.study.report.rows): its
-report equals the bundle path's (every row in memory, ``compute_report``) on studies with
-a mode column, a frozen partition with late trajectories, production judge verdicts and
-two models; the streamed record-set hash equals the in-memory one under any collation;
-and the build never reads the whole study at once."""
+"""``rcea report build`` reads the store one checkpoint at a time
+(rcea.study.report.inputs.StoreRows): its report equals the bundle path's (every row in
+memory, ``compute_report``) on studies with a mode column, a frozen partition with late
+trajectories, production judge verdicts and two models; the streamed record-set hash equals
+the in-memory one under any collation; and the build never reads the whole study at once."""
 
 from __future__ import annotations
 
@@ -14,13 +14,18 @@ import pytest
 import sqlalchemy as sa
 
 import rcea.study.report.inputs as inputs_mod
-import rcea.study.report.rows as rows_mod
 from rcea.study.pair_audit.freeze import freeze_partition_from_modes
 from rcea.study.records.ingest import ingest_file
 from rcea.study.report.build import build_report
 from rcea.study.report.compute import compute_report, mode_labels_from_rows
-from rcea.study.report.inputs import gather_inputs, mode_labels, pair_audit_state
-from rcea.study.report.rows import StoreRows, record_set_hash, study_trajectories
+from rcea.study.report.inputs import (
+    StoreRows,
+    gather_inputs,
+    mode_labels,
+    pair_audit_state,
+    study_trajectories,
+)
+from rcea.study.report.rows import record_set_hash
 from rcea.study.report.schema import report_json
 from rcea.study.settings import Settings
 from rcea.study.store import require_study, session_scope
@@ -147,7 +152,7 @@ def test_streamed_record_set_hash_under_another_collation(
                 sa.text("SELECT trajectory_id FROM trajectory ORDER BY trajectory_id")
             ).scalars()
             assert list(ordered) != sorted(r["trajectory_id"] for r in recs)  # really differs
-    monkeypatch.setattr(rows_mod, "HASH_PAGE", 7)
+    monkeypatch.setattr(inputs_mod, "HASH_PAGE", 7)
     with session_scope(engine) as s:
         sid = require_study(s, name="rep").id
         source = StoreRows(s, study_id=sid, partition_id=None, judge_id=None)

@@ -101,7 +101,7 @@ def test_the_report_is_a_study_report(engine, tmp_path: Path) -> None:  # type: 
     for name in (
         "EntropySection",
         "PairedRatio",
-        "ValiditySection",
+        "ValiditySummary",
         "ModeSummary",
         "RetentionSection",
         "CovarianceSection",
