@@ -22,28 +22,31 @@ from rcea.audits.rubric import load_rubric
 from rcea.audits.sequential import planned_gate
 from rcea.audits.thresholds import GateThresholds
 from rcea.study.report.compute import FILL_TOKEN_ENTROPIES
-from rcea.study.report.estimates import (
-    checkpoint_entropy,
-    realization_table,
-    retention_table,
-    sequence_quantity,
-)
+from rcea.study.report.estimates import realization_table, retention_table, rows_entropy
 from rcea.study.report.files import (
     POOLED,
     InputError,
     checkpoint_modes,
+    checkpoint_rows,
+    has_modes,
     load_records,
     partition_coverage,
     read_pairs,
     read_passk,
+    read_tail_trajectories,
     read_transitions,
+    records_rows,
+    require_validity,
+    seed_identities,
     select_checkpoint,
 )
+from rcea.study.report.mode_tail import records_mode_tail
+from rcea.study.report.replicates import records_replicates, replicates_rows
 from rcea.study.report.sections import RetentionSection
 
 stats_app = typer.Typer(
     rich_markup_mode=None,
-    help="RCEA estimators on files (items 1-11, 15 and 18 of docs/estimators.md).",
+    help="RCEA estimators on files (items 1-11 and 15-18 of docs/estimators.md).",
     no_args_is_help=True,
 )
 
@@ -149,24 +152,7 @@ def entropy(
             _outcome_only(records, cols, idx, n_missing, k_min=k_min, as_json=as_json)
             return
         try:
-            report = checkpoint_entropy(
-                [cols["question_id"][i] for i in idx],
-                [cols["reward"][i] for i in idx],
-                [cols["mean_token_entropy"][i] for i in idx],
-                [cols["seq_logprob"][i] for i in idx],
-                seed=seed,
-                k_min=k_min,
-                n_boot=n_boot,
-                truncated=[cols["truncated"][i] for i in idx],
-                quantities=[
-                    sequence_quantity(
-                        cols["sampling_temperature"][i],
-                        cols["sampling_top_p"][i],
-                        cols["logprob_temperature"][i],
-                    )
-                    for i in idx
-                ],
-            )
+            report = rows_entropy(records_rows(cols, idx), seed=seed, k_min=k_min, n_boot=n_boot)
         except ValueError as exc:
             raise InputError(f"{records}: {exc}") from None
         data = report.to_dict()
@@ -340,9 +326,10 @@ def modes(
 
     def go() -> None:
         cols = load_records(records)
-        rows = [dict(zip(cols, values, strict=True)) for values in zip(*cols.values(), strict=True)]
         try:
-            table = realization_table(rows, k_min=k_min, base_step=base_step, base_run=base_run)
+            table = realization_table(
+                records_rows(cols), k_min=k_min, base_step=base_step, base_run=base_run
+            )
         except ValueError as exc:
             raise InputError(f"{records}: {exc}") from None
         out = [
@@ -387,6 +374,179 @@ def modes(
                 )
 
         emit({"checkpoints": out}, as_json, show)
+
+    _run(as_json, go)
+
+
+# --------------------------------------------------------------------------- mode-tail
+
+#: The report's ``mode_tail`` keys ``rcea stats mode-tail`` prints (``failed_run`` aside:
+#: a file carries no training trace).
+MODE_TAIL_KEYS = (
+    "quantile",
+    "n_trajectories",
+    "n_unmatched",
+    "n_questions",
+    "n_tokens_c",
+    "majority_mass_share",
+    "majority_token_share",
+    "concentration_ratio",
+    "success_tail_majority_share",
+    "n_success_tail",
+    "n_question_ratios",
+    "question_ratio_quartiles",
+)
+
+
+@stats_app.command("mode-tail")
+def mode_tail(
+    records: Path = typer.Argument(..., help="records with mode and validity"),
+    tails: Path = typer.Argument(
+        ...,
+        help="the probe's covariance/tail_trajectories.jsonl (one endpoint's per-trajectory "
+        "sums a line)",
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Mode-stratified covariance of every endpoint in TAILS (docs/estimators.md item 16):
+    over the accepted, assigned successes C of the endpoint's records (R = 1, validity 1, a
+    mode other than empty/``uncertain``, as ``rcea stats modes``) and each question's
+    majority mode maj(x) (ties by the labels' sorted order), M = the share of C's positive
+    covariance mass on maj(x), T = the share of C's tokens in maj(x), the concentration
+    ratio M/T, the share of the success-stratum tail's positive mass on maj(x), and per
+    question M_x/T_x (questions with two or more modes) with its quartiles — the report's
+    ``mode_tail`` section on the same data. A trajectory of TAILS the records lack counts
+    in ``n_unmatched`` and is not in C."""
+
+    def go() -> None:
+        cols = load_records(records)
+        require_validity(records, cols, list(range(len(cols["run"]))))
+        measurements = read_tail_trajectories(tails)
+        try:
+            entries, results = records_mode_tail(checkpoint_rows(cols), measurements)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        out = [
+            {
+                "run": e["run"],
+                "model": e["model"],
+                "step": e["step"],
+                **{k: e[k] for k in MODE_TAIL_KEYS},
+                "question_ratios": results[(e["run"], e["model"], e["step"])].question_ratios,
+            }
+            for e in entries
+        ]
+
+        def show() -> None:
+            typer.echo(
+                f"{'run':<22}{'model':<10}{'step':>6}{'M':>8}{'T':>8}{'M/T':>8}{'tail maj':>10}"
+                f"  M_x/T_x quartiles"
+            )
+            for r in out:
+                qs = r["question_ratio_quartiles"]
+                quart = "n/a" if qs is None else " / ".join(fmt(v) for v in qs)
+                typer.echo(
+                    f"{r['run']:<22}{r['model']:<10}{r['step']:>6}"
+                    f"{fmt(r['majority_mass_share']):>8}{fmt(r['majority_token_share']):>8}"
+                    f"{fmt(r['concentration_ratio']):>8}"
+                    f"{fmt(r['success_tail_majority_share']):>10}  {quart} "
+                    f"({r['n_question_ratios']} questions)"
+                )
+                if r["n_unmatched"]:
+                    typer.echo(
+                        f"warning: {r['n_unmatched']} of {r['n_trajectories']} trajectories "
+                        "have no record (not in C)"
+                    )
+
+        emit({"endpoints": out}, as_json, show)
+
+    _run(as_json, go)
+
+
+# --------------------------------------------------------------------------- seeds
+
+
+@stats_app.command("seeds")
+def seeds(
+    records: Path = typer.Argument(..., help="records with train_seed"),
+    k: str = typer.Option("1,8,64", help="comma-separated k values of pass@k"),
+    k_min: int = typer.Option(8, "--k-min", help="K_min gate of ρ_H and W"),
+    n_min: int = typer.Option(8, help="retention eligibility: min(m_0, m_t) >= n_min"),
+    n_draws: int = typer.Option(20, help="rarefaction draws per checkpoint (retention)"),
+    base_step: int = typer.Option(0, help="the base checkpoint's step (retention)"),
+    base_run: str = typer.Option(
+        "base", help="the run holding a model's shared base checkpoint (when a run has none)"
+    ),
+    n_boot: int = typer.Option(10_000, help="hierarchical bootstrap replicates"),
+    seed: int = typer.Option(0, help="bootstrap seed (recorded in the output)"),
+    confidence: float = typer.Option(0.95, help="the interval's level"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Several training seeds (docs/estimators.md item 17): per (run, model, step) whose
+    records carry ``train_seed``, each seed's ρ_H (paired ratio), mode retention (against
+    the base of the same model and seed, as ``rcea stats retention``), W (within-mode
+    entropy, as ``rcea stats modes``) and pass@k of its own trajectories (n and c per
+    question), then the mean, the between-seed SD and the hierarchical bootstrap interval
+    (seeds, then questions within seed) — the report's ``replicates`` section on the same
+    records. Says "single seed" when no checkpoint has two or more seeds."""
+
+    def go() -> None:
+        try:
+            ks = [int(x) for x in k.split(",") if x.strip()]
+        except ValueError:
+            raise InputError(f"--k must be comma-separated integers, got {k!r}") from None
+        if not ks or min(ks) < 1:
+            raise InputError(f"--k must list integers >= 1, got {k!r}")
+        cols = load_records(records)
+        modes = (
+            checkpoint_modes(records, cols, model=None, all_models=True) if has_modes(cols) else {}
+        )
+        try:
+            section, notes = records_replicates(
+                checkpoint_rows(cols),
+                seed_identities(cols),
+                modes,
+                ks=ks,
+                k_min=k_min,
+                n_min=n_min,
+                n_draws=n_draws,
+                base_step=base_step,
+                base_run=base_run,
+                n_boot=n_boot,
+                seed=seed,
+                confidence=confidence,
+            )
+        except ValueError as exc:
+            raise InputError(f"{records}: {exc}") from None
+        data = {
+            **section,
+            "notes": notes,
+            "settings": {
+                "k": ks,
+                "k_min": k_min,
+                "n_min": n_min,
+                "n_draws": n_draws,
+                "base_step": base_step,
+                "base_run": base_run,
+                "n_boot": n_boot,
+                "seed": seed,
+                "confidence": confidence,
+            },
+        }
+
+        def show() -> None:
+            if data["sentence"]:
+                typer.echo(data["sentence"])
+            header, rows = replicates_rows(data)
+            if rows:
+                typer.echo(" | ".join(header))
+                for row in rows:
+                    typer.echo(" | ".join(fmt(v) for v in row))
+            for note in notes:
+                typer.echo(f"note: {note}")
+            typer.echo(f"bootstrap: {n_boot} replicates, seed {seed}, confidence {confidence}")
+
+        emit(data, as_json, show)
 
     _run(as_json, go)
 

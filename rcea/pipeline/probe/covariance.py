@@ -80,7 +80,7 @@ from rcea.pipeline.probe.entropy_run import (
     require_samples,
     tokens_path,
 )
-from rcea.pipeline.probe.manifest import append_jsonl, keep_done_rows, read_jsonl
+from rcea.pipeline.probe.manifest import append_jsonl, keep_done_rows, read_jsonl, write_jsonl
 from rcea.pipeline.probe.sampling import records_path, samples_path
 from rcea.pipeline.probe.shard import current_shard, fold_logs, log_units, rank_files
 
@@ -491,6 +491,7 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
         if cur is None or ck.step > cur.step:
             endpoints[ck.series] = ck
     tails = {}
+    sums_rows: list[dict[str, Any]] = []
     for ck in endpoints.values():
         data, path = endpoint_tail(out, ck)
         tails[ck.label] = {
@@ -505,16 +506,20 @@ def run_covariance(cfg: ProbeConfig, out_dir: str | Path, *, progress: bool = Tr
                 "tail", data, run=ck.run, model=ck.model, step=ck.step, train_seed=ck.train_seed
             )
         )
-        result.measurements.append(
-            MeasurementRow(
-                "tail_trajectories",
-                endpoint_trajectory_sums(out, ck, data["quantile"]),
-                run=ck.run,
-                model=ck.model,
-                step=ck.step,
-                train_seed=ck.train_seed,
-            )
+        sums = MeasurementRow(
+            "tail_trajectories",
+            endpoint_trajectory_sums(out, ck, data["quantile"]),
+            run=ck.run,
+            model=ck.model,
+            step=ck.step,
+            train_seed=ck.train_seed,
         )
+        result.measurements.append(sums)
+        sums_rows.append(sums.to_dict())
+    # the same measurements as a file: `rcea stats mode-tail` (item 16) without a store
+    sums_path = out / "covariance" / "tail_trajectories.jsonl"
+    write_jsonl(sums_path, sums_rows)
+    result.files.append(str(sums_path))
     result.info["tails"] = tails
     result.seconds = timer()
     return result

@@ -26,10 +26,9 @@ from rcea.study.report.attempts import CALIBRATION_KIND, PAIR_KIND, attempts
 from rcea.study.report.entropy_law import entropy_law_section
 from rcea.study.report.estimates import (
     UNCERTAIN,
-    checkpoint_entropy,
     mode_label,
     retention_table,
-    sequence_quantity,
+    rows_entropy,
 )
 from rcea.study.report.measured import (
     association,
@@ -270,22 +269,8 @@ def _checkpoint(
     k_min = par["k_min"]
     entropy, entropy_error = None, None
     try:
-        entropy_report = checkpoint_entropy(
-            [r["question_id"] for r in ck],
-            [r["reward"] for r in ck],
-            [r["mean_token_entropy"] for r in ck],
-            [r["seq_logprob"] for r in ck],
-            seed=par["seed"],
-            k_min=k_min,
-            n_boot=par["n_boot"],
-            confidence=par["confidence"],
-            truncated=[r["truncated"] for r in ck],
-            quantities=[
-                sequence_quantity(
-                    r["sampling_temperature"], r["sampling_top_p"], r["logprob_temperature"]
-                )
-                for r in ck
-            ],
+        entropy_report = rows_entropy(
+            ck, seed=par["seed"], k_min=k_min, n_boot=par["n_boot"], confidence=par["confidence"]
         )
         paired_ratios[key] = entropy_report.paired.question_ratios
         entropy = entropy_report.to_dict(include_questions=False)

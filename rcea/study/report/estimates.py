@@ -134,6 +134,31 @@ def sequence_quantity(
     return "entropy"
 
 
+def rows_entropy(
+    ck: Sequence[dict[str, Any]], *, seed: int, k_min: int, n_boot: int, confidence: float = 0.95
+) -> EntropyReport:
+    """:func:`checkpoint_entropy` of one checkpoint's trajectory rows (dicts with
+    question_id, reward, mean_token_entropy, seq_logprob, truncated and the sampling
+    columns): the one call of the report, ``rcea stats entropy`` and ``rcea stats seeds``."""
+    return checkpoint_entropy(
+        [r["question_id"] for r in ck],
+        [r["reward"] for r in ck],
+        [r["mean_token_entropy"] for r in ck],
+        [r["seq_logprob"] for r in ck],
+        seed=seed,
+        k_min=k_min,
+        n_boot=n_boot,
+        confidence=confidence,
+        truncated=[r["truncated"] for r in ck],
+        quantities=[
+            sequence_quantity(
+                r["sampling_temperature"], r["sampling_top_p"], r["logprob_temperature"]
+            )
+            for r in ck
+        ],
+    )
+
+
 def checkpoint_entropy(
     question_ids: Sequence[str],
     rewards: Sequence[int],

@@ -1,10 +1,11 @@
 """What ``rcea stats`` reads from files, one function per question: a records file's
 columns and one checkpoint of them, the modes of every checkpoint, the pairs of an
-agreement CSV, a partition's automatic coverage, pass@k counts and covariance-fit
-transitions. Each returns the estimators' arguments; every problem raises
-:class:`InputError` naming the file, the line and the column. Checkpoints are selected as
-the report selects them (:mod:`rcea.study.report.estimates`): a checkpoint is (run,
-model, step) and two models are never pooled silently.
+agreement CSV, a partition's automatic coverage, pass@k counts, covariance-fit
+transitions, the training seeds of a records file and a probe's per-trajectory tail sums.
+Each returns the estimators' arguments; every problem raises :class:`InputError` naming
+the file, the line and the column. Checkpoints are selected as the report selects them
+(:mod:`rcea.study.report.estimates`): a checkpoint is (run, model, step) and two models
+are never pooled silently.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rcea.audits.inputs import check_input_file, iter_json_lines
 from rcea.audits.inputs import read_csv as read_input_csv
 from rcea.pipeline.records import RecordValidationError, read_records
-from rcea.study.report.estimates import ModesByCheckpoint, mode_label
-from rcea.study.report.replicates import seeded_columns
+from rcea.study.report.estimates import UNCERTAIN, CheckpointKey, ModesByCheckpoint, mode_label
+from rcea.study.report.mode_tail import SUM_FIELDS
+from rcea.study.report.replicates import run_of, seeded_columns, seeded_run
 
 #: The model label of a checkpoint pooled over models (``--pool-models``).
 POOLED = "pooled"
@@ -149,12 +152,7 @@ def checkpoint_modes(
     models = sorted({cols["model"][i] for i in rows})
     if len(models) > 1 and not all_models:
         raise models_error(path, models, "--all-models")
-    no_validity = [i for i in rows if cols["reward"][i] == 1 and cols["validity"][i] is None]
-    if no_validity:
-        raise InputError(
-            f"{path}: {len(no_validity)} successful record(s) have no validity verdict "
-            f"(first: {cols['trajectory_id'][no_validity[0]]})"
-        )
+    require_validity(path, cols, rows)
     modes: dict[tuple[str, str, int], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for i in rows:
         if cols["reward"][i] != 1 or cols["validity"][i] != 1:
@@ -162,6 +160,142 @@ def checkpoint_modes(
         key = (cols["run"][i], cols["model"][i], cols["step"][i])
         modes[key][cols["question_id"][i]].append(mode_label(cols["mode"][i]))
     return modes
+
+
+def require_validity(path: Path, cols: dict[str, list[Any]], rows: list[int]) -> None:
+    """Refuse ``rows`` when a success among them has no validity verdict: C (the accepted
+    successes) is undefined for it."""
+    no_validity = [i for i in rows if cols["reward"][i] == 1 and cols["validity"][i] is None]
+    if no_validity:
+        raise InputError(
+            f"{path}: {len(no_validity)} successful record(s) have no validity verdict "
+            f"(first: {cols['trajectory_id'][no_validity[0]]})"
+        )
+
+
+def has_modes(cols: dict[str, list[Any]]) -> bool:
+    """Whether any record carries a mode label (other than empty or ``uncertain``)."""
+    return any(mode_label(m) != UNCERTAIN for m in cols["mode"])
+
+
+def records_rows(cols: dict[str, list[Any]], idx: list[int] | None = None) -> list[dict[str, Any]]:
+    """The records (rows ``idx``, else all) as trajectory dicts, in file order."""
+    names = list(cols)
+    return [
+        {c: cols[c][i] for c in names} for i in (range(len(cols["run"])) if idx is None else idx)
+    ]
+
+
+def checkpoint_rows(cols: dict[str, list[Any]]) -> dict[CheckpointKey, list[dict[str, Any]]]:
+    """The records as trajectory dicts per (run, model, step), each in file order: what
+    the report's per-checkpoint rules take."""
+    out: dict[CheckpointKey, list[dict[str, Any]]] = defaultdict(list)
+    for row in records_rows(cols):
+        out[(row["run"], row["model"], row["step"])].append(row)
+    return dict(out)
+
+
+def seed_identities(cols: dict[str, list[Any]]) -> dict[str, tuple[str, int]]:
+    """The seeded run labels of :func:`load_records`' columns → (run, training seed)."""
+    seeds = cols.get("train_seed") or [None] * len(cols["run"])
+    return {
+        label: (run_of(label, t), t)
+        for label, t in zip(cols["run"], seeds, strict=True)
+        if t is not None
+    }
+
+
+def read_tail_trajectories(path: Path) -> list[dict[str, Any]]:
+    """The ``tail_trajectories`` measurements of a probe's
+    ``covariance/tail_trajectories.jsonl`` (one endpoint a line, as ``rcea probe
+    covariance`` records it: ``kind``, ``run``, ``model``, ``step``, ``train_seed``,
+    ``payload`` with ``quantile`` and the per-trajectory lists
+    :data:`rcea.study.report.mode_tail.SUM_FIELDS` of one length), each with its run
+    under its seeded label and ``where`` naming the file and line; one endpoint twice is
+    refused."""
+    try:
+        check_input_file(path)
+    except (FileNotFoundError, ValueError) as exc:
+        raise InputError(str(exc)) from None
+    out: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str, int], int] = {}
+    for line, value in iter_json_lines(path):
+        if isinstance(value, Exception):
+            raise InputError(str(value))
+        out.append(_tail_line(path, line, value, seen))
+    if not out:
+        raise InputError(f"{path}: no endpoints (an empty file)")
+    return out
+
+
+def _tail_line(
+    path: Path, line: int, m: Any, seen: dict[tuple[str, str, int], int]
+) -> dict[str, Any]:
+    """One line of a ``tail_trajectories`` file, checked field by field."""
+
+    def bad(field: str, msg: str) -> InputError:
+        return InputError(f"{path}:line {line}: {field}: {msg}")
+
+    if not isinstance(m, dict):
+        raise bad("line", "expected a JSON object (one endpoint)")
+    if m.get("kind", "tail_trajectories") != "tail_trajectories":
+        raise bad("kind", f"expected 'tail_trajectories', got {m['kind']!r}")
+    for name in ("run", "model"):
+        if not isinstance(m.get(name), str) or not m[name]:
+            raise bad(name, f"expected a non-empty string, got {m.get(name)!r}")
+    for name in ("step", "train_seed"):
+        v = m.get(name)
+        if name == "train_seed" and v is None:
+            continue
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise bad(name, f"expected an integer >= 0, got {v!r}")
+    p = m.get("payload")
+    if not isinstance(p, dict):
+        raise bad("payload", "expected a JSON object")
+    q = p.get("quantile")
+    if not isinstance(q, int | float) or isinstance(q, bool) or not 0 < q < 1:
+        raise bad("payload.quantile", f"expected a number in (0, 1), got {q!r}")
+    fields = [*SUM_FIELDS] + (
+        ["failure_tail_positive_mass"] if p.get("failure_tail_positive_mass") is not None else []
+    )
+    lengths = {}
+    for name in fields:
+        v = p.get(name)
+        if not isinstance(v, list):
+            raise bad(f"payload.{name}", f"expected a list, got {type(v).__name__}")
+        lengths[name] = len(v)
+        numeric = name not in ("trajectory_id", "question_id")
+        for j, x in enumerate(v):
+            ok = (
+                isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+                if numeric
+                else isinstance(x, str) and bool(x)
+            )
+            if not ok:
+                kind = "a finite number" if numeric else "a non-empty string"
+                raise bad(f"payload.{name}[{j}]", f"expected {kind}, got {x!r}")
+    if len(set(lengths.values())) != 1:
+        sizes = ", ".join(f"{k}={n}" for k, n in lengths.items())
+        raise bad("payload", f"the per-trajectory lists differ in length ({sizes})")
+    bad_reward = next((j for j, r in enumerate(p["reward"]) if r not in (0, 1)), None)
+    if bad_reward is not None:
+        raise bad(
+            f"payload.reward[{bad_reward}]", f"expected 0 or 1, got {p['reward'][bad_reward]!r}"
+        )
+    run = seeded_run(m["run"], m.get("train_seed"))
+    key = (run, m["model"], m["step"])
+    if key in seen:
+        raise bad(
+            "run", f"endpoint {run} {m['model']} step {m['step']} is also on line {seen[key]}"
+        )
+    seen[key] = line
+    return {
+        "run": run,
+        "model": m["model"],
+        "step": m["step"],
+        "payload": p,
+        "where": f"{path}:line {line}",
+    }
 
 
 # --------------------------------------------------------------------------- CSVs

@@ -18,7 +18,7 @@ mode_covariance_fit` fits item 6 per group (majority / other / outside C).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -248,6 +248,30 @@ class ModeTailCollector:
             }
             out.append(ModeTailEndpoint.model_validate(entry).model_dump(mode="json"))
         return out
+
+
+def records_mode_tail(
+    rows: Mapping[Key, list[dict[str, Any]]], measurements: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[Key, ModeTailResult]]:
+    """Item 16 of each ``tail_trajectories`` measurement (``rcea stats mode-tail``) on a
+    records file's trajectories (``rows`` per checkpoint): the report's section rule
+    (:class:`ModeTailCollector`) with the records' ``mode`` column as the partition and
+    their validity verdicts (C = R = 1, validity 1, a mode other than ``uncertain``, as
+    ``rcea stats modes``), and no failed run (a file carries no training trace). Returns
+    the section's entries and each endpoint's result (its per-question M_x/T_x).
+    ``ValueError`` naming the measurement when the records hold no row of its endpoint."""
+    keys = {(m["run"], m["model"], m["step"]) for m in measurements}
+    for m in measurements:
+        key = (m["run"], m["model"], m["step"])
+        if key not in rows:
+            raise ValueError(
+                f"{m['where']}: endpoint {key[0]} {key[1]} step {key[2]} has no records "
+                "in the records file (the modes come from its records)"
+            )
+    collector = ModeTailCollector({"partition_id": None}, True, keys)
+    for key in sorted(keys):
+        collector.add(key, rows[key])
+    return collector.section(measurements, set()), collector.results
 
 
 def payload_sums(p: dict[str, Any]) -> TrajectorySums:

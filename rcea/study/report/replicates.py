@@ -34,6 +34,12 @@ from rcea.audits.modes import RarefiedRetention
 from rcea.audits.passk import pass_at_k
 from rcea.audits.realization import RealizationReport
 from rcea.audits.replicates import across_seeds
+from rcea.study.report.estimates import (
+    ModesByCheckpoint,
+    realization_table,
+    retention_table,
+    rows_entropy,
+)
 from rcea.study.report.mode_tail import payload_sums
 from rcea.study.report.sections import Section
 
@@ -391,6 +397,129 @@ def replicates_section(
         "sentence": SINGLE_SEED if single else None,
         "groups": out_groups,
     }
+
+
+#: The benchmark name of pass@k counted from a records file's own trajectories.
+RECORDS_BENCHMARK = "records"
+
+
+def records_passk(
+    rows: Mapping[Key, list[dict[str, Any]]], ks: list[int], benchmark: str = RECORDS_BENCHMARK
+) -> list[dict[str, Any]]:
+    """Each checkpoint's pass@k counts from its records, as a ``passk`` measurement
+    (``key`` = ``benchmark``, payload ``k`` and ``questions`` [{question_id, n, c}]):
+    per question n its trajectories and c its successes (R = 1)."""
+    out = []
+    for (run, model, step), ck in rows.items():
+        counts: dict[str, list[int]] = {}
+        for r in ck:
+            nc = counts.setdefault(str(r["question_id"]), [0, 0])
+            nc[0] += 1
+            nc[1] += int(r["reward"] == 1)
+        questions = [{"question_id": q, "n": n, "c": c} for q, (n, c) in sorted(counts.items())]
+        out.append(
+            {
+                "run": run,
+                "model": model,
+                "step": step,
+                "key": benchmark,
+                "payload": {"k": list(ks), "questions": questions},
+            }
+        )
+    return out
+
+
+def records_replicates(
+    rows: Mapping[Key, list[dict[str, Any]]],
+    identities: Mapping[str, tuple[str, int]],
+    modes: ModesByCheckpoint,
+    *,
+    ks: list[int],
+    k_min: int,
+    n_min: int,
+    n_draws: int,
+    base_step: int,
+    base_run: str,
+    n_boot: int,
+    seed: int,
+    confidence: float,
+) -> tuple[dict[str, Any], list[str]]:
+    """Item 17 on a records file (``rcea stats seeds``): :func:`replicates_section` from
+    the per-seed results the report computes with the same rules — ρ_H's per-question
+    ratios (:func:`rcea.study.report.estimates.rows_entropy`), retention
+    (``retention_table`` on ``modes``, every model against its own base), W
+    (``realization_table``) and pass@k of each checkpoint's own trajectories
+    (:func:`records_passk`) — and notes naming what could not be computed and why.
+    ``rows``: trajectory dicts per checkpoint under their seeded labels; ``modes``: the
+    included trajectories' labels (empty: no mode data, so no retention and no W)."""
+    notes: list[str] = []
+    paired: dict[Key, Mapping[Any, float]] = {}
+    failed: dict[Key, str] = {}
+    for key, ck in rows.items():
+        if key[0] not in identities:
+            continue  # no training seed: in no group
+        try:
+            report = rows_entropy(ck, seed=seed, k_min=k_min, n_boot=n_boot, confidence=confidence)
+        except ValueError as exc:
+            failed[key] = str(exc)
+            continue
+        paired[key] = report.paired.question_ratios
+    if failed:
+        (run, model, step), why = next(iter(sorted(failed.items())))
+        notes.append(
+            f"paired_ratio: not computed at {len(failed)} checkpoint(s) (first: {run} "
+            f"{model} step {step}: {why})"
+        )
+    retention: dict[Key, RarefiedRetention] = {}
+    realization: dict[Key, RealizationReport] = {}
+    if modes:
+        for row in retention_table(
+            modes,
+            base_step=base_step,
+            base_run=base_run,
+            seed=seed,
+            n_min=n_min,
+            n_draws=n_draws,
+            n_boot=n_boot,
+            confidence=confidence,
+        ):
+            if row.result is not None:
+                retention[row.key] = row.result
+        try:
+            table = realization_table(
+                [r for ck in rows.values() for r in ck],
+                k_min=k_min,
+                base_step=base_step,
+                base_run=base_run,
+            )
+        except ValueError as exc:  # no ℓ or token entropies: W is undefined, the rest stands
+            notes.append(f"within_mode_entropy: not computed: {exc}")
+        else:
+            realization = {row.key: row.report for row in table}
+    else:
+        notes.append("retention, within_mode_entropy: not computed: no record has a mode label")
+    passk = records_passk(rows, ks)
+    seeded = [m for m in passk if m["run"] in identities]
+    for k in ks:
+        if seeded and not any(q["n"] >= k for m in seeded for q in m["payload"]["questions"]):
+            notes.append(f"pass_at_{k}: not computed: no question has {k} or more trajectories")
+    section = replicates_section(
+        identities,
+        rows,
+        paired=paired,
+        retention=retention,
+        realization=realization,
+        passk=passk,
+        mode_tail={},
+        tail_trajectories=[],
+        n_boot=n_boot,
+        seed=seed,
+        confidence=confidence,
+        mode_deps=["partition", "validity"],
+    )
+    if not identities:
+        notes.append("no record carries a train_seed: every run is one training run")
+    return section, notes
 
 
 def strip_audited_replicates(sec: dict[str, Any] | None) -> dict[str, Any] | None:

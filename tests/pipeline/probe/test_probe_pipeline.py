@@ -134,6 +134,14 @@ def test_sample_entropy_covariance_on_perturbed_checkpoints(
             )
     # item 16's per-trajectory sums: the tail parquet's own c, summed per trajectory
     (sums,) = [m.payload for m in res.measurements if m.kind == "tail_trajectories"]
+    # the same measurement as a file (`rcea stats mode-tail` reads it without a store)
+    sums_file = out / "covariance" / "tail_trajectories.jsonl"
+    assert [json.loads(x) for x in sums_file.open()] == [
+        json.loads(json.dumps(m.to_dict()))
+        for m in res.measurements
+        if m.kind == "tail_trajectories"
+    ]
+    assert str(sums_file) in res.files
     c_tab = pq.read_table(out / "covariance" / "tail-pert--tiny--step20.parquet").to_pydict()
     by_tid: dict[str, list[float]] = {}
     for tid, c in zip(c_tab["trajectory_id"], c_tab["c"], strict=True):
