@@ -213,13 +213,14 @@ def read_tail_trajectories(path: Path) -> list[dict[str, Any]]:
     :data:`rcea.study.report.mode_tail.SUM_FIELDS` of one length), each with its run
     under its seeded label and ``where`` naming the file and line; one endpoint twice is
     refused."""
-    try:
+    try:  # a missing, unreadable or non-UTF-8 file: one line naming it
         check_input_file(path)
+        lines = list(iter_json_lines(path))
     except (FileNotFoundError, ValueError) as exc:
         raise InputError(str(exc)) from None
     out: list[dict[str, Any]] = []
     seen: dict[tuple[str, str, int], int] = {}
-    for line, value in iter_json_lines(path):
+    for line, value in lines:
         if isinstance(value, Exception):
             raise InputError(str(value))
         out.append(_tail_line(path, line, value, seen))

@@ -259,6 +259,8 @@ def _tail_line(**over: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
+        (None, ": no such file"),
+        (b"\xff\xfe{}\n", "UTF-8"),
         (["{not json"], ":line 1: invalid JSON"),
         ([_tail_line(), _tail_line(step=-1)], ":line 2: step: expected an integer >= 0"),
         ([_tail_line(n_tokens=[3])], ":line 1: payload: the per-trajectory lists differ"),
@@ -270,10 +272,14 @@ def _tail_line(**over: Any) -> dict[str, Any]:
     ],
 )
 def test_stats_mode_tail_refuses_a_bad_tails_file_in_one_json_line(
-    tmp_path: Path, lines: list[Any], message: str
+    tmp_path: Path, lines: list[Any] | bytes | None, message: str
 ) -> None:
     path = write_jsonl(tmp_path / "r.jsonl", _records((1,)))
-    tails = write_jsonl(tmp_path / "t.jsonl", lines)
+    tails = tmp_path / "t.jsonl"
+    if isinstance(lines, bytes):
+        tails.write_bytes(lines)
+    elif lines is not None:
+        write_jsonl(tails, lines)
     out = runner.invoke(app, ["stats", "mode-tail", str(path), str(tails), "--json"])
     assert out.exit_code != 0
     err = json.loads(out.stdout)["error"]
