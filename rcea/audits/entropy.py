@@ -53,6 +53,8 @@ from rcea.audits._common import (
 __all__ = [
     "BroadTokenEntropyRatio",
     "EntropyReport",
+    "EntropySummary",
+    "PairedRatioSummary",
     "PairedTokenEntropyRatio",
     "QuestionEntropy",
     "QuestionTokenEntropy",
@@ -458,7 +460,7 @@ def sign_test_greater(n_higher: int, n: int) -> float:
 
 
 @dataclass(frozen=True)
-class PairedTokenEntropyRatio:
+class PairedRatioSummary:
     """Paired (question-matched) failed-to-successful token-entropy ratio.
 
     E = questions with K₊ ≥ k_min and K₋ ≥ k_min (``paired_question_ids``, |E| =
@@ -470,30 +472,53 @@ class PairedTokenEntropyRatio:
     hierarchical paired bootstrap; ``n_boot_nonfinite`` counts replicates dropped because a
     resampled mean fell to ≤ ``min_success_entropy``. ``direction_share`` =
     n_higher / |E|; ``sign_test_p`` = P(Bin(sign_test_n, ½) ≥ n_higher) with
-    sign_test_n = |E| − n_ties. Undefined values are ``None``.
+    sign_test_n = |E| − n_ties. Undefined values are ``None``. Without the per-question
+    ratios, the base of the report's ``checkpoints[].entropy.paired``
+    (``rcea.study.report.sections.PairedRatio``).
     """
 
-    k_min: int
-    n_questions: int
-    n_paired_questions: int
-    coverage_paired: float
-    paired_question_ids: tuple[QuestionId, ...]
-    excluded_question_ids: tuple[QuestionId, ...]
-    n_ratio_questions: int
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
-    confidence: float
-    n_boot: int
-    n_boot_nonfinite: int
-    seed: int
-    min_success_entropy: float
-    direction_share: float | None
-    n_higher: int
-    n_lower: int
-    n_ties: int
-    sign_test_n: int
-    sign_test_p: float | None
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    k_min: int = field(metadata={"description": "K_min of both strata"})
+    n_questions: int = field(metadata={"description": "questions"})
+    n_paired_questions: int = field(
+        metadata={"description": "questions with both strata eligible (|E|)"}
+    )
+    # None only in a report read back whose checkpoint had no question (JSON has no NaN)
+    coverage_paired: float | None = field(
+        metadata={"description": "n_paired_questions / n_questions"}
+    )
+    paired_question_ids: tuple[QuestionId, ...] = field(
+        metadata={"description": "the questions of E"}
+    )
+    excluded_question_ids: tuple[QuestionId, ...] = field(
+        metadata={"description": "questions of E left out of the ratio"}
+    )
+    n_ratio_questions: int = field(metadata={"description": "questions the ratio is computed over"})
+    ratio: float | None = field(metadata={"description": "geometric-mean failed/successful ratio"})
+    ci_low: float | None = field(
+        metadata={"description": "lower bound of its question-bootstrap CI"}
+    )
+    ci_high: float | None = field(metadata={"description": "upper bound of its CI"})
+    confidence: float = field(metadata={"description": "confidence level of the CI"})
+    n_boot: int = field(metadata={"description": "bootstrap resamples"})
+    n_boot_nonfinite: int = field(metadata={"description": "resamples with a non-finite ratio"})
+    seed: int = field(metadata={"description": "bootstrap seed"})
+    min_success_entropy: float = field(metadata={"description": "floor on the success entropy"})
+    direction_share: float | None = field(
+        metadata={"description": "share of E with failed > successful"}
+    )
+    n_higher: int = field(metadata={"description": "questions with failed > successful"})
+    n_lower: int = field(metadata={"description": "questions with failed < successful"})
+    n_ties: int = field(metadata={"description": "ties"})
+    sign_test_n: int = field(metadata={"description": "questions in the sign test (ties dropped)"})
+    sign_test_p: float | None = field(metadata={"description": "two-sided exact sign-test p"})
+
+
+@dataclass(frozen=True)
+class PairedTokenEntropyRatio(PairedRatioSummary):
+    """:class:`PairedRatioSummary` with the per-question ratios (question id → ρ(x))."""
+
     question_ratios: dict[QuestionId, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -779,34 +804,57 @@ class QuestionEntropy:
 
 
 @dataclass(frozen=True)
-class EntropyReport:
-    """Items 1–3 for one checkpoint, macro-averaged over questions.
+class EntropySummary:
+    """Items 1–3 for one checkpoint, macro-averaged over questions: the fields of the
+    report's ``checkpoints[].entropy`` (``rcea.study.report.sections.EntropySection``) that
+    are not the item-3 ratios.
 
     ``mean_outcome_entropy``, ``mean_token_entropy`` and ``mean_sequence_entropy`` average
     over all questions; ``mean_conditional_entropy_success``/``_failure`` average
     Ĥ(Y|R=r,x) over the questions with K_r ≥ k_min only (``None`` if there are none);
     ``max_abs_residual`` / ``max_abs_token_mixture_residual`` are software consistency
-    checks. ``broad`` and ``paired`` hold the item-3 estimates; coverage is always present.
+    checks.
     """
 
-    n_questions: int
-    n_trajectories: int
-    k_min: int
-    n_boot: int
-    seed: int
-    confidence: float
-    quantity: str | None
-    mean_outcome_entropy: float
-    mean_token_entropy: float
-    mean_sequence_entropy: float | None
-    mean_conditional_entropy_success: float | None
-    mean_conditional_entropy_failure: float | None
-    max_abs_residual: float | None
-    max_abs_token_mixture_residual: float
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    n_questions: int = field(metadata={"description": "questions"})
+    n_trajectories: int = field(metadata={"description": "trajectories"})
+    k_min: int = field(metadata={"description": "K_min of every conditional quantity"})
+    n_boot: int = field(metadata={"description": "bootstrap resamples"})
+    seed: int = field(metadata={"description": "bootstrap seed"})
+    confidence: float = field(metadata={"description": "confidence level"})
+    quantity: str | None = field(
+        metadata={"description": "what -mean l estimates: entropy | cross_entropy"}
+    )
+    mean_outcome_entropy: float = field(metadata={"description": "macro H(R|x)"})
+    mean_token_entropy: float = field(metadata={"description": "macro mean token entropy H_tok"})
+    mean_sequence_entropy: float | None = field(metadata={"description": "macro H(Y|x)"})
+    mean_conditional_entropy_success: float | None = field(
+        metadata={"description": "macro H(Y|R=1,x)"}
+    )
+    mean_conditional_entropy_failure: float | None = field(
+        metadata={"description": "macro H(Y|R=0,x)"}
+    )
+    max_abs_residual: float | None = field(
+        metadata={"description": "max |Prop. 1 residual| (software check)"}
+    )
+    max_abs_token_mixture_residual: float = field(
+        metadata={"description": "max |Eq. 5 mixture residual|"}
+    )
+    n_truncated: int | None = field(
+        metadata={"description": "truncated trajectories, when recorded"}
+    )
+
+
+@dataclass(frozen=True)
+class EntropyReport(EntropySummary):
+    """:class:`EntropySummary` with ``broad`` and ``paired``, the item-3 estimates (coverage
+    always present), and the per-question rows."""
+
     broad: BroadTokenEntropyRatio
     paired: PairedTokenEntropyRatio
     questions: tuple[QuestionEntropy, ...]
-    n_truncated: int | None = None
 
     def to_dict(self, *, include_questions: bool = True) -> dict[str, Any]:
         d = dataclass_dict(self, skip=("broad", "paired", "questions"))

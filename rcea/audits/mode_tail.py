@@ -50,6 +50,7 @@ from rcea.audits.tail import ADVANTAGE_EPS, token_covariances
 __all__ = [
     "QUESTION_SUM_COLUMNS",
     "ModeTailResult",
+    "ModeTailSummary",
     "TrajectorySums",
     "mode_stratified_tail",
     "mode_tail_from_sums",
@@ -59,19 +60,44 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class ModeTailResult:
+class ModeTailSummary:
+    """Item 16 at one endpoint without the per-question rows: the base of the report's
+    ``mode_tail[]`` (``rcea.study.report.sections.ModeTailEndpoint``)."""
+
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    n_questions: int = field(metadata={"description": "questions with a trajectory in C"})
+    n_tokens_c: int = field(metadata={"description": "tokens of C"})
+    majority_mass_share: float | None = field(
+        metadata={"description": "M: share of C's positive covariance mass on majority-mode tokens"}
+    )
+    majority_token_share: float | None = field(
+        metadata={"description": "T: share of C's tokens in the majority mode"}
+    )
+    concentration_ratio: float | None = field(
+        metadata={
+            "description": "M / T (> 1: the updates that shrink entropy concentrate on the "
+            "dominant strategy)"
+        }
+    )
+    success_tail_majority_share: float | None = field(
+        metadata={
+            "description": "share of the success-stratum q99 tail's positive mass on majority "
+            "tokens"
+        }
+    )
+    n_success_tail: int = field(metadata={"description": "tokens in the success-stratum tail"})
+    question_ratio_quartiles: tuple[float, float, float] | None = field(
+        metadata={"description": "quartiles of the per-question M_x / T_x"}
+    )
+
+
+@dataclass(frozen=True)
+class ModeTailResult(ModeTailSummary):
     """Item 16 at one endpoint (module docstring)."""
 
     endpoint: str | None
-    n_questions: int
-    n_tokens_c: int
-    majority_mass_share: float | None
-    majority_token_share: float | None
-    concentration_ratio: float | None
-    success_tail_majority_share: float | None
-    n_success_tail: int
     question_ratios: dict[str, float] = field(default_factory=dict)
-    question_ratio_quartiles: tuple[float, float, float] | None = None
     majority_modes: dict[str, Hashable] = field(default_factory=dict)
     question_sums: dict[str, tuple[float, ...]] = field(default_factory=dict)
 

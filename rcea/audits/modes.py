@@ -42,6 +42,7 @@ __all__ = [
     "ModeEntropy",
     "QuestionRetention",
     "RarefiedRetention",
+    "RarefiedRetentionSummary",
     "mode_entropy",
     "rarefied_retention",
 ]
@@ -157,30 +158,50 @@ class QuestionRetention:
 
 
 @dataclass(frozen=True)
-class RarefiedRetention:
+class RarefiedRetentionSummary:
     """Ret_t = mean of Ret_t(x) over the ``n_eligible`` eligible questions, out of
     ``n_denominator`` questions present at both checkpoints (``eligible_share`` =
     n_eligible / n_denominator). ``ci_low``/``ci_high``: question-bootstrap percentile
     interval with the draws held fixed. Everything undefined (no eligible question, or no
     common question) is ``None``. ``mean_n_eff_*`` are macro means of N̄_eff over eligible
-    questions."""
+    questions. The base of the report's ``checkpoints[].retention``
+    (``rcea.study.report.sections.RetentionSection``)."""
 
-    retention: float | None
-    ci_low: float | None
-    ci_high: float | None
-    confidence: float
-    n_eligible: int
-    n_denominator: int
-    eligible_share: float | None
-    n_base_only: int
-    n_checkpoint_only: int
-    mean_n_eff_base: float | None
-    mean_n_eff_checkpoint: float | None
-    n_min: int
-    n_draws: int
-    n_boot: int
-    seed: int
-    exclude: tuple[Hashable, ...]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    retention: float | None = field(metadata={"description": "the value: rarefied mode retention"})
+    ci_low: float | None = field(
+        metadata={"description": "lower bound of its question-bootstrap CI"}
+    )
+    ci_high: float | None = field(metadata={"description": "upper bound of its CI"})
+    confidence: float = field(metadata={"description": "confidence level of the CI"})
+    n_eligible: int = field(
+        metadata={"description": "eligible questions: min(m_0, m_t) >= n_min (its n)"}
+    )
+    n_denominator: int = field(metadata={"description": "questions it could have used"})
+    eligible_share: float | None = field(
+        metadata={"description": "n_eligible / n_denominator (coverage)"}
+    )
+    n_base_only: int = field(metadata={"description": "questions labelled at the base only"})
+    n_checkpoint_only: int = field(
+        metadata={"description": "questions labelled at the checkpoint only"}
+    )
+    mean_n_eff_base: float | None = field(metadata={"description": "macro N_eff at the base"})
+    mean_n_eff_checkpoint: float | None = field(
+        metadata={"description": "macro N_eff at the checkpoint"}
+    )
+    n_min: int = field(metadata={"description": "eligibility threshold"})
+    n_draws: int = field(metadata={"description": "rarefaction draws"})
+    n_boot: int = field(metadata={"description": "bootstrap resamples"})
+    seed: int = field(metadata={"description": "seed of draws and bootstrap"})
+    # mode labels are str or int (_check_label)
+    exclude: tuple[str | int, ...] = field(metadata={"description": "labels left out (uncertain)"})
+
+
+@dataclass(frozen=True)
+class RarefiedRetention(RarefiedRetentionSummary):
+    """:class:`RarefiedRetentionSummary` with the per-question rows (and their draws)."""
+
     questions: tuple[QuestionRetention, ...]
 
     def to_dict(self, *, include_draws: bool = True) -> dict[str, Any]:
@@ -270,7 +291,7 @@ def rarefied_retention(
     n_draws: int = 20,
     n_boot: int = 10_000,
     confidence: float = 0.95,
-    exclude: Iterable[Hashable] = DEFAULT_EXCLUDE,
+    exclude: Iterable[str | int] = DEFAULT_EXCLUDE,
     stored_draws: Mapping[QuestionId, Mapping[str, Any]] | None = None,
 ) -> RarefiedRetention:
     """Rarefied effective-mode retention of ``checkpoint`` relative to ``base`` (see the

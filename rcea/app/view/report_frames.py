@@ -479,7 +479,7 @@ def mode_tail_frame(report: Report) -> pd.DataFrame:
             "run": e.run,
             "model": e.model,
             "step": e.step,
-            **e.model_dump(include=set(MODE_TAIL_COLUMNS)),
+            **{k: getattr(e, k) for k in MODE_TAIL_COLUMNS},
         }
         for e in report.mode_tail
     ]

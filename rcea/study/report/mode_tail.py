@@ -19,9 +19,11 @@ mode_covariance_fit` fits item 6 per group (majority / other / outside C).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter
 
 from rcea.audits.mode_covariance import (
     MODE_GROUPS,
@@ -29,7 +31,12 @@ from rcea.audits.mode_covariance import (
     mode_covariance_fit,
     trajectory_groups,
 )
-from rcea.audits.mode_tail import ModeTailResult, TrajectorySums, mode_tail_from_sums
+from rcea.audits.mode_tail import (
+    ModeTailResult,
+    ModeTailSummary,
+    TrajectorySums,
+    mode_tail_from_sums,
+)
 from rcea.study.report.realization import c_membership
 from rcea.study.report.sections import ModeCovarianceSection, ModeTailEndpoint
 
@@ -55,6 +62,8 @@ TRANSITION_FIELDS = (
     "predicted_sum",
     "observed_sum",
 )
+#: validates and dumps the ``mode_tail[]`` entries (a dataclass has no model_validate)
+_ENDPOINT = TypeAdapter(ModeTailEndpoint)
 #: The fit's statistics published per group (``mode_cov_<name>``, key = the group).
 GROUP_SUMMARY = ("sign_agreement", "spearman_rho", "slope", "r_squared")
 
@@ -221,7 +230,7 @@ class ModeTailCollector:
                 endpoint=f"{key[0]}:{key[1]}:{key[2]}",
             )
             d = res.to_dict()
-            entry = {
+            entry = {f.name: d[f.name] for f in fields(ModeTailSummary)} | {
                 "run": key[0],
                 "model": key[1],
                 "step": key[2],
@@ -229,24 +238,9 @@ class ModeTailCollector:
                 "quantile": sums.quantile,
                 "n_trajectories": len(looked),
                 "n_unmatched": sum(x is None for x in looked),
-                **{
-                    k: d[k]
-                    for k in (
-                        "n_questions",
-                        "n_tokens_c",
-                        "majority_mass_share",
-                        "majority_token_share",
-                        "concentration_ratio",
-                        "success_tail_majority_share",
-                        "n_success_tail",
-                    )
-                },
                 "n_question_ratios": len(res.question_ratios),
-                "question_ratio_quartiles": (
-                    list(res.question_ratio_quartiles) if res.question_ratio_quartiles else None
-                ),
             }
-            out.append(ModeTailEndpoint.model_validate(entry).model_dump(mode="json"))
+            out.append(_ENDPOINT.dump_python(_ENDPOINT.validate_python(entry), mode="json"))
         return out
 
 

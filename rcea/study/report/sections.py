@@ -19,16 +19,17 @@ Floats that are undefined (no eligible question, constant inputs) are ``None``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from rcea.audits.agreement import AgreementResult
 from rcea.audits.association import RetentionPasskAssociation
 from rcea.audits.covariance import CovarianceFit
-from rcea.audits.entropy import BroadTokenEntropyRatio
+from rcea.audits.entropy import BroadTokenEntropyRatio, EntropySummary, PairedRatioSummary
 from rcea.audits.failure import FailureCheck
-from rcea.audits.modes import mode_entropy
+from rcea.audits.mode_tail import ModeTailSummary
+from rcea.audits.modes import RarefiedRetentionSummary, mode_entropy
 from rcea.audits.realization import RealizationRetentionSummary, RealizationSummary
 from rcea.audits.tail import TailDirectionSummary, TailResult
 
@@ -66,67 +67,39 @@ class QuestionRatio(Section):
     ratio: float | None = Field(description="its failed/successful token-entropy ratio")
 
 
-class PairedRatio(Section):
-    """Item 3 paired ratio: geometric mean over questions with both strata eligible."""
+@dataclass(frozen=True, kw_only=True)
+class PairedRatio(PairedRatioSummary):
+    """Item 3 paired ratio: geometric mean over questions with both strata eligible (the
+    result's ``question_ratios`` as a list)."""
 
-    k_min: int = Field(description="K_min of both strata")
-    n_questions: int = Field(description="questions")
-    n_paired_questions: int = Field(description="questions with both strata eligible (|E|)")
-    coverage_paired: float | None = Field(description="n_paired_questions / n_questions")
-    paired_question_ids: list[str] = Field(description="the questions of E")
-    excluded_question_ids: list[str] = Field(description="questions of E left out of the ratio")
-    n_ratio_questions: int = Field(description="questions the ratio is computed over")
-    ratio: float | None = Field(description="geometric-mean failed/successful ratio")
-    ci_low: float | None = Field(description="lower bound of its question-bootstrap CI")
-    ci_high: float | None = Field(description="upper bound of its CI")
-    confidence: float = Field(description="confidence level of the CI")
-    n_boot: int = Field(description="bootstrap resamples")
-    n_boot_nonfinite: int = Field(description="resamples with a non-finite ratio")
-    seed: int = Field(description="bootstrap seed")
-    min_success_entropy: float | None = Field(description="floor on the success entropy")
-    direction_share: float | None = Field(description="share of E with failed > successful")
-    n_higher: int = Field(description="questions with failed > successful")
-    n_lower: int = Field(description="questions with failed < successful")
-    n_ties: int = Field(description="ties")
-    sign_test_n: int = Field(description="questions in the sign test (ties dropped)")
-    sign_test_p: float | None = Field(description="two-sided exact sign-test p")
-    question_ratios: list[QuestionRatio] = Field(description="per-question ratio")
+    question_ratios: list[QuestionRatio] = field(metadata={"description": "per-question ratio"})
 
 
-class EntropySection(Section):
+@dataclass(frozen=True, kw_only=True)
+class EntropySection(EntropySummary):
     """Items 1-3 at one checkpoint (``rcea.audits.entropy.EntropyReport`` without per-question
-    rows): macro entropies, Prop. 1 residual checks, the broad and paired ratios."""
+    rows): macro entropies, Prop. 1 residual checks, the broad and paired ratios, and the
+    ratios' headline numbers flattened."""
 
-    n_questions: int = Field(description="questions")
-    n_trajectories: int = Field(description="trajectories")
-    k_min: int = Field(description="K_min of every conditional quantity")
-    n_boot: int = Field(description="bootstrap resamples")
-    seed: int = Field(description="bootstrap seed")
-    confidence: float = Field(description="confidence level")
-    quantity: str | None = Field(description="what -mean l estimates: entropy | cross_entropy")
-    mean_outcome_entropy: float = Field(description="macro H(R|x)")
-    mean_token_entropy: float = Field(description="macro mean token entropy H_tok")
-    mean_sequence_entropy: float | None = Field(description="macro H(Y|x)")
-    mean_conditional_entropy_success: float | None = Field(description="macro H(Y|R=1,x)")
-    mean_conditional_entropy_failure: float | None = Field(description="macro H(Y|R=0,x)")
-    max_abs_residual: float | None = Field(description="max |Prop. 1 residual| (software check)")
-    max_abs_token_mixture_residual: float = Field(description="max |Eq. 5 mixture residual|")
-    n_truncated: int | None = Field(description="truncated trajectories, when recorded")
-    n_boot_degenerate: int = Field(description="paired-ratio resamples that were degenerate")
-    boot_degenerate_share: float | None = Field(description="their share of n_boot")
-    warnings: list[str] = Field(description="estimator warnings")
-    paired_ratio: float | None = Field(description="paired.ratio (item 3 value)")
-    paired_ci_low: float | None = Field(description="paired.ci_low")
-    paired_ci_high: float | None = Field(description="paired.ci_high")
-    n_paired_questions: int = Field(description="paired.n_paired_questions (its n)")
-    coverage_paired: float | None = Field(description="paired.coverage_paired (its coverage)")
-    direction_share: float | None = Field(description="paired.direction_share")
-    sign_test_p: float | None = Field(description="paired.sign_test_p")
-    broad_ratio: float | None = Field(description="broad.ratio")
-    coverage_success: float | None = Field(description="broad.coverage_success")
-    coverage_failure: float | None = Field(description="broad.coverage_failure")
-    broad: BroadTokenEntropyRatio = Field(description="the broad ratio")
-    paired: PairedRatio = Field(description="the paired ratio")
+    n_boot_degenerate: int = field(
+        metadata={"description": "paired-ratio resamples that were degenerate"}
+    )
+    boot_degenerate_share: float | None = field(metadata={"description": "their share of n_boot"})
+    warnings: list[str] = field(metadata={"description": "estimator warnings"})
+    paired_ratio: float | None = field(metadata={"description": "paired.ratio (item 3 value)"})
+    paired_ci_low: float | None = field(metadata={"description": "paired.ci_low"})
+    paired_ci_high: float | None = field(metadata={"description": "paired.ci_high"})
+    n_paired_questions: int = field(metadata={"description": "paired.n_paired_questions (its n)"})
+    coverage_paired: float | None = field(
+        metadata={"description": "paired.coverage_paired (its coverage)"}
+    )
+    direction_share: float | None = field(metadata={"description": "paired.direction_share"})
+    sign_test_p: float | None = field(metadata={"description": "paired.sign_test_p"})
+    broad_ratio: float | None = field(metadata={"description": "broad.ratio"})
+    coverage_success: float | None = field(metadata={"description": "broad.coverage_success"})
+    coverage_failure: float | None = field(metadata={"description": "broad.coverage_failure"})
+    broad: BroadTokenEntropyRatio = field(metadata={"description": "the broad ratio"})
+    paired: PairedRatio = field(metadata={"description": "the paired ratio"})
 
 
 # --------------------------------------------------------------------------- items 4-5
@@ -177,36 +150,25 @@ class RarefactionDraws(Section):
     checkpoint_draws: list[list[int]] = Field(description="positions drawn at the checkpoint")
 
 
-class RetentionSection(Section):
+@dataclass(frozen=True, kw_only=True)
+class RetentionSection(RarefiedRetentionSummary):
     """Item 5 rarefied retention of one checkpoint against the same model's base
     (``rcea.audits.modes.RarefiedRetention`` without per-question rows)."""
 
     DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
-    retention: float | None = Field(description="the value: rarefied mode retention")
-    ci_low: float | None = Field(description="lower bound of its question-bootstrap CI")
-    ci_high: float | None = Field(description="upper bound of its CI")
-    confidence: float = Field(description="confidence level of the CI")
-    n_eligible: int = Field(description="eligible questions: min(m_0, m_t) >= n_min (its n)")
-    n_denominator: int = Field(description="questions it could have used")
-    eligible_share: float | None = Field(description="n_eligible / n_denominator (coverage)")
-    n_base_only: int = Field(description="questions labelled at the base only")
-    n_checkpoint_only: int = Field(description="questions labelled at the checkpoint only")
-    mean_n_eff_base: float | None = Field(description="macro N_eff at the base")
-    mean_n_eff_checkpoint: float | None = Field(description="macro N_eff at the checkpoint")
-    n_min: int = Field(description="eligibility threshold")
-    n_draws: int = Field(description="rarefaction draws")
-    n_boot: int = Field(description="bootstrap resamples")
-    seed: int = Field(description="seed of draws and bootstrap")
-    exclude: list[str] = Field(description="labels left out (uncertain)")
-    n_boot_degenerate: int = Field(description="degenerate resamples")
-    boot_degenerate_share: float | None = Field(description="their share of n_boot")
-    warnings: list[str] = Field(description="estimator warnings")
-    draws: dict[str, RarefactionDraws] | None = Field(
-        default=None,
-        description="only with include_draws (the bundle keeps them in rarefaction.json): "
-        "question -> its draws",
-    )
-    base: CheckpointRef = Field(description="the base checkpoint it is compared with")
+    n_boot_degenerate: int = field(metadata={"description": "degenerate resamples"})
+    boot_degenerate_share: float | None = field(metadata={"description": "their share of n_boot"})
+    warnings: list[str] = field(metadata={"description": "estimator warnings"})
+    # absent, not null, without include_draws (a dataclass keeps no set of the keys given)
+    draws: Annotated[
+        dict[str, RarefactionDraws] | None,
+        Field(
+            description="only with include_draws (the bundle keeps them in rarefaction.json): "
+            "question -> its draws",
+            exclude_if=lambda v: v is None,
+        ),
+    ] = None
+    base: CheckpointRef = field(metadata={"description": "the base checkpoint it is compared with"})
 
     @classmethod
     def of(
@@ -222,11 +184,15 @@ class RetentionSection(Section):
             d["draws"] = {str(q): v for q, v in res.draws().items()}
         if base is not None:
             d["base"] = dict(zip(("run", "model", "step"), base, strict=True))
-        return cls.model_validate(d)
+        return _RETENTION.validate_python(d)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object (``draws`` only when it was set)."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        out: dict[str, Any] = _RETENTION.dump_python(self, mode="json")
+        return out
+
+
+_RETENTION = TypeAdapter(RetentionSection)
 
 
 # --------------------------------------------------------------------------- item 15
@@ -248,34 +214,27 @@ class RealizationCheckpoint(AtCheckpoint):
 # --------------------------------------------------------------------------- item 16
 
 
-class ModeTailEndpoint(AtCheckpoint):
+@dataclass(frozen=True, kw_only=True)
+class ModeTailEndpoint(ModeTailSummary):
     """Item 16 at one endpoint (``rcea.audits.mode_tail`` from the probe's
     per-trajectory sums, on the mode numbers' partition)."""
 
     DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
-    failed_run: bool = Field(description="its (run, model) failed (item 9): kept, marked")
-    quantile: float = Field(description="the success-stratum tail quantile (item 7's q99)")
-    n_trajectories: int = Field(description="trajectories the probe summed")
-    n_unmatched: int = Field(description="of them, not among the study's rows (not in C)")
-    n_questions: int = Field(description="questions with a trajectory in C")
-    n_tokens_c: int = Field(description="tokens of C")
-    majority_mass_share: float | None = Field(
-        description="M: share of C's positive covariance mass on majority-mode tokens"
+    run: str = field(metadata={"description": "run of the checkpoint"})
+    model: str = field(metadata={"description": "model (scale) of the checkpoint"})
+    step: int = field(metadata={"description": "training step of the checkpoint"})
+    failed_run: bool = field(
+        metadata={"description": "its (run, model) failed (item 9): kept, marked"}
     )
-    majority_token_share: float | None = Field(
-        description="T: share of C's tokens in the majority mode"
+    quantile: float = field(
+        metadata={"description": "the success-stratum tail quantile (item 7's q99)"}
     )
-    concentration_ratio: float | None = Field(
-        description="M / T (> 1: the updates that shrink entropy concentrate on the "
-        "dominant strategy)"
+    n_trajectories: int = field(metadata={"description": "trajectories the probe summed"})
+    n_unmatched: int = field(
+        metadata={"description": "of them, not among the study's rows (not in C)"}
     )
-    success_tail_majority_share: float | None = Field(
-        description="share of the success-stratum q99 tail's positive mass on majority tokens"
-    )
-    n_success_tail: int = Field(description="tokens in the success-stratum tail")
-    n_question_ratios: int = Field(description="questions with more than one mode and a ratio")
-    question_ratio_quartiles: list[float] | None = Field(
-        description="quartiles of the per-question M_x / T_x"
+    n_question_ratios: int = field(
+        metadata={"description": "questions with more than one mode and a ratio"}
     )
 
 
