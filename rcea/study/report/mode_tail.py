@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter
 
 from rcea.audits.mode_covariance import (
     MODE_GROUPS,
@@ -34,6 +35,8 @@ from rcea.study.report.realization import c_membership
 from rcea.study.report.sections import ModeCovarianceSection, ModeTailEndpoint
 
 Key = tuple[str, str, int]
+
+_MODE_COVARIANCE = TypeAdapter(ModeCovarianceSection)
 
 #: Payload lists of a ``tail_trajectories`` measurement (one entry per trajectory).
 SUM_FIELDS = (
@@ -196,7 +199,10 @@ class ModeTailCollector:
             "excluded_runs": excluded,
             "sentence": mode_covariance_sentence(d["fits"], d["n_positions"]),
         }
-        return ModeCovarianceSection.model_validate(entry).model_dump(mode="json")
+        checked: dict[str, Any] = _MODE_COVARIANCE.dump_python(
+            _MODE_COVARIANCE.validate_python(entry), mode="json"
+        )
+        return checked
 
     def section(
         self, measurements: list[dict[str, Any]], failed: set[tuple[str, str]]
