@@ -560,10 +560,13 @@ def covariance_fit(
 
 @dataclass(frozen=True)
 class CovarianceFitByGroup:
-    """The covariance fit pooled over all groups and per group (e.g. per model)."""
+    """The covariance fit pooled over all groups and per group (e.g. per model); the
+    report's ``covariance`` section adds the transitions (``rcea.study.report.sections``)."""
 
-    pooled: CovarianceFit
-    groups: dict[str, CovarianceFit]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    pooled: CovarianceFit = field(metadata={"description": "fit over every non-failed transition"})
+    groups: dict[str, CovarianceFit] = field(metadata={"description": "model group -> its fit"})
 
     def to_dict(self) -> dict[str, Any]:
         return {

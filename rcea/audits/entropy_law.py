@@ -51,19 +51,20 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from rcea.audits._checks import as_float_array, check_same_length
-from rcea.audits._common import check_seed, dataclass_dict
+from rcea.audits._common import check_seed, dataclass_dict, jsonable
 
 __all__ = [
     "DEFAULT_FIT_FRACTION",
     "ENTROPY_KINDS",
     "EntropyComparison",
     "LawFit",
+    "LawFitSummary",
     "LawScaling",
     "OrderingTest",
     "PairedTrace",
@@ -166,21 +167,36 @@ def pair_trace(
 # --------------------------------------------------------------------------- the fit
 
 
-@dataclass(frozen=True)
-class LawFit:
+@dataclass(frozen=True, kw_only=True)
+class LawFitSummary:
     """OLS of R on exp(H): R = −a·exp(H) + b (module docstring). Undefined values are None
-    and ``reason`` says why."""
+    and ``reason`` says why. The report's keys of a fit; :class:`LawFit` adds what the
+    prediction band needs."""
 
-    a: float | None
-    b: float | None
-    r2: float | None
-    rmse: float | None
-    n: int
-    ceiling: float | None
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    a: float | None = field(
+        metadata={"description": "a (minus the slope on exp(H)); a <= 0 is reported"}
+    )
+    b: float | None = field(metadata={"description": "b (the intercept)"})
+    r2: float | None = field(metadata={"description": "R² of the fit (None when R is constant)"})
+    rmse: float | None = field(metadata={"description": "root mean squared residual"})
+    n: int = field(metadata={"description": "paired points"})
+    ceiling: float | None = field(metadata={"description": "b − a: R at H = 0"})
+    reason: str | None = field(metadata={"description": "why the fit is undefined, when it is"})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary's keys (a subclass's own fields are not reported)."""
+        return {f.name: jsonable(getattr(self, f.name)) for f in fields(LawFitSummary)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LawFit(LawFitSummary):
+    """The fit with the spread of exp(H) and the residual SD its prediction band uses."""
+
     x_mean: float | None = field(default=None, repr=False)
     sxx: float | None = field(default=None, repr=False)
     resid_sd: float | None = field(default=None, repr=False)
-    reason: str | None = None
 
     @property
     def defined(self) -> bool:
@@ -209,9 +225,6 @@ class LawFit:
         t = float(stats.t.ppf(0.5 + confidence / 2.0, self.n - 2))
         half = t * self.resid_sd * np.sqrt(1.0 + 1.0 / self.n + (x - self.x_mean) ** 2 / self.sxx)
         return mean - half, mean + half
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclass_dict(self, skip=("x_mean", "sxx", "resid_sd"))
 
 
 def _undefined(n: int, reason: str) -> LawFit:
@@ -254,37 +267,37 @@ def fit_entropy_law(
         rmse=math.sqrt(ss_res / n),
         n=n,
         ceiling=b + slope,  # b − a with a = −slope
+        reason=None,
         x_mean=x_mean,
         sxx=sxx,
         resid_sd=resid_sd,
     )
 
 
-@dataclass(frozen=True)
-class RunLaw:
-    """The law of one trace: the full fit, the early fit and its RMSE on the rest."""
+@dataclass(frozen=True, kw_only=True)
+class RunLaw(LawFitSummary):
+    """The law of one trace: the full fit's numbers, the early fit and its prediction's RMSE
+    on the rest (the report's ``entropy_law.runs[].entropies`` values)."""
 
-    a: float | None
-    b: float | None
-    r2: float | None
-    rmse: float | None
-    n: int
-    ceiling: float | None
-    early_fit_rmse: float | None
-    fit_fraction: float
-    cutoff_step: float | None
-    n_early: int
-    n_rest: int
-    early: LawFit
-    fit: LawFit = field(repr=False)
-    paired: PairedTrace = field(repr=False)
-    reason: str | None = None
+    early_fit_rmse: float | None = field(
+        metadata={
+            "description": "RMSE on the later points of the fit on the first fit_fraction of steps"
+        }
+    )
+    fit_fraction: float = field(metadata={"description": "f of the early window"})
+    cutoff_step: float | None = field(metadata={"description": "f × the last validation step"})
+    n_early: int = field(metadata={"description": "points in the early window"})
+    n_rest: int = field(metadata={"description": "points after it (the prediction's)"})
+    early: LawFitSummary = field(metadata={"description": "the early fit"})
+    points: PairedTrace | None = field(
+        default=None, repr=False, metadata={"description": "the paired points"}
+    )
 
     def to_dict(self, *, include_points: bool = True) -> dict[str, Any]:
-        out = dataclass_dict(self, skip=("fit", "early", "paired"))
+        out = dataclass_dict(self, skip=("early", "points"))
         out["early"] = self.early.to_dict()
-        if include_points:
-            out["points"] = self.paired.to_dict()
+        if include_points and self.points is not None:
+            out["points"] = self.points.to_dict()
         return out
 
 
@@ -335,8 +348,7 @@ def run_law(
         n_early=n_early,
         n_rest=n_rest,
         early=early,
-        fit=fit,
-        paired=paired,
+        points=paired,
         reason=reason,
     )
 

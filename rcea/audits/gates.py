@@ -49,7 +49,7 @@ report the latter two).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rcea.audits._checks import check_probability, check_same_length
@@ -80,11 +80,17 @@ Stage = Literal["final", "preliminary"]
 class RequirementResult:
     """One gate requirement: ``value <comparator> threshold`` (``>=`` or ``<=``)."""
 
-    name: str
-    value: float | None
-    threshold: float
-    comparator: str
-    passed: bool
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    name: str = field(metadata={"description": "requirement"})
+    value: float | None = field(metadata={"description": "its value"})
+    threshold: float = field(metadata={"description": "the rubric's threshold"})
+    comparator: str = field(metadata={"description": ">= or <="})
+    passed: bool | None = field(
+        metadata={
+            "description": "value <comparator> threshold (None: interim under a sequential plan)"
+        }
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,38 +114,66 @@ def requirement_result(
     return RequirementResult(name, value, float(threshold), comparator, bool(ok))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GateReport:
-    """Everything the gate computed; ``passed`` is ``None`` for the preliminary stage."""
+    """Everything the gate computed; ``passed`` is ``None`` for the preliminary stage. The
+    report's ``audits.pair.gate`` is this result (with a sequential plan's keys,
+    ``rcea.study.report.sections.GateSection``); the defaults are the values of gates
+    stored before those keys existed."""
 
-    stage: str
-    passed: bool | None
-    human_human_macro_f1: float | None
-    automatic_macro_f1: float | None
-    gap: float | None
-    different_precision: float | None
-    different_recall: float | None
-    automatic_coverage: float
-    audited_coverage: float | None
-    automatic_vs_a_macro_f1: float | None
-    automatic_vs_b_macro_f1: float | None
-    human_human_macro_f1_evaluated: float | None
-    requirements: tuple[RequirementResult, ...]
-    thresholds: GateThresholds
-    rubric_hash: str | None
-    partition_hash: str | None
-    n_pairs: int
-    n_evaluated: int
-    n_excluded_uncertain: int
-    n_adjudicated: int
-    n_unresolved: int
-    excluded_pair_ids: tuple[str, ...]
-    human_human: AgreementResult | None
-    automatic_vs_reference: AgreementResult | None
-    automatic_vs_a: AgreementResult | None
-    automatic_vs_b: AgreementResult | None
-    adjudication_scope: str = "disagreements_and_automatic"
-    n_adjudications_out_of_scope: int = 0
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    stage: str = field(metadata={"description": "final | preliminary"})
+    passed: bool | None = field(metadata={"description": "None in the preliminary stage"})
+    human_human_macro_f1: float | None = field(metadata={"description": "F1_HH"})
+    automatic_macro_f1: float | None = field(metadata={"description": "automatic vs reference"})
+    gap: float | None = field(metadata={"description": "F1_HH - automatic"})
+    different_precision: float | None = field(
+        metadata={"description": "of the automatic 'different'"}
+    )
+    different_recall: float | None = field(metadata={"description": "likewise"})
+    automatic_coverage: float = field(
+        metadata={"description": "share of pairs the partition labels"}
+    )
+    audited_coverage: float | None = field(metadata={"description": "share evaluated"})
+    automatic_vs_a_macro_f1: float | None = field(
+        default=None, metadata={"description": "automatic vs A"}
+    )
+    automatic_vs_b_macro_f1: float | None = field(
+        default=None, metadata={"description": "automatic vs B"}
+    )
+    human_human_macro_f1_evaluated: float | None = field(
+        default=None, metadata={"description": "F1_HH on evaluated pairs"}
+    )
+    adjudication_scope: str = field(
+        default="disagreements_and_automatic",
+        metadata={"description": "which pairs are adjudicated"},
+    )
+    n_adjudications_out_of_scope: int = field(
+        default=0, metadata={"description": "adjudications not used"}
+    )
+    requirements: tuple[RequirementResult, ...] = field(
+        metadata={"description": "each requirement"}
+    )
+    thresholds: GateThresholds = field(metadata={"description": "the frozen rubric's thresholds"})
+    rubric_hash: str | None = field(metadata={"description": "SHA-256 of the rubric"})
+    partition_hash: str | None = field(metadata={"description": "SHA-256 of the partition"})
+    n_pairs: int = field(metadata={"description": "pairs drawn"})
+    n_evaluated: int = field(metadata={"description": "pairs evaluated"})
+    n_excluded_uncertain: int = field(metadata={"description": "pairs excluded as uncertain"})
+    n_adjudicated: int = field(metadata={"description": "pairs adjudicated"})
+    n_unresolved: int = field(metadata={"description": "disagreements not adjudicated"})
+    excluded_pair_ids: tuple[str, ...] = field(metadata={"description": "the excluded pairs"})
+    human_human: AgreementResult | None = field(metadata={"description": "A vs B"})
+    automatic_vs_reference: AgreementResult | None = field(
+        metadata={"description": "automatic vs reference"}
+    )
+    automatic_vs_a: AgreementResult | None = field(
+        default=None, metadata={"description": "automatic vs A"}
+    )
+    automatic_vs_b: AgreementResult | None = field(
+        default=None, metadata={"description": "automatic vs B"}
+    )
 
     @property
     def failed_requirements(self) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ dominant strategy's prefixes shows as the groups' fits side by side.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,7 @@ from rcea.audits.modes import DEFAULT_EXCLUDE
 __all__ = [
     "MODE_GROUPS",
     "ModeCovarianceFit",
+    "ModeCovarianceSummary",
     "majority_modes",
     "mode_covariance_fit",
     "trajectory_groups",
@@ -95,18 +96,35 @@ def trajectory_groups(
     return out
 
 
-@dataclass(frozen=True)
-class ModeCovarianceFit:
-    """Item 6 by mode group (module docstring): per group the per-transition means
-    (``tables``), the fit across transitions pooled over models (``fits``) and per model
-    (``by_model``), and the positions and trajectories each group holds."""
+@dataclass(frozen=True, kw_only=True)
+class ModeCovarianceSummary:
+    """Item 6 by mode group (module docstring): the fit across transitions pooled over
+    models (``fits``) and per model (``by_model``), and the positions and trajectories each
+    group holds; the report's ``mode_covariance`` section is this summary with its own keys
+    added (``rcea.study.report.sections``)."""
 
-    groups: tuple[str, ...]
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    groups: tuple[str, ...] = field(metadata={"description": "the groups, in display order"})
+    fits: dict[str, CovarianceFit] = field(
+        metadata={
+            "description": "group -> item 6's fit over its transitions (failed runs left out)"
+        }
+    )
+    by_model: dict[str, dict[str, CovarianceFit]] = field(
+        metadata={"description": "model -> group -> the fit over that model's transitions"}
+    )
+    n_positions: dict[str, int] = field(metadata={"description": "group -> positions it holds"})
+    n_trajectories: dict[str, int] = field(
+        metadata={"description": "group -> trajectories it holds"}
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModeCovarianceFit(ModeCovarianceSummary):
+    """The summary with each group's per-transition means (``tables``)."""
+
     tables: dict[str, TransitionTable]
-    fits: dict[str, CovarianceFit]
-    by_model: dict[str, dict[str, CovarianceFit]]
-    n_positions: dict[str, int]
-    n_trajectories: dict[str, int]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -3,19 +3,23 @@ supplies the values actually used."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+_RUBRIC = {"description": "rubric threshold"}  # each field's, in the report's schema
 
 
 @dataclass(frozen=True)
 class GateThresholds:
     """Predeclared requirements of the partition-audit gate."""
 
-    human_human_macro_f1_min: float = 0.85
-    automatic_macro_f1_min: float = 0.85
-    gap_max: float = 0.05
-    different_precision_min: float = 0.80
-    different_recall_min: float = 0.80
-    automatic_coverage_min: float = 0.95
+    __pydantic_config__ = {"extra": "forbid"}  # the report validates against these fields only
+
+    human_human_macro_f1_min: float = field(default=0.85, metadata=_RUBRIC)
+    automatic_macro_f1_min: float = field(default=0.85, metadata=_RUBRIC)
+    gap_max: float = field(default=0.05, metadata=_RUBRIC)
+    different_precision_min: float = field(default=0.80, metadata=_RUBRIC)
+    different_recall_min: float = field(default=0.80, metadata=_RUBRIC)
+    automatic_coverage_min: float = field(default=0.95, metadata=_RUBRIC)
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

@@ -12,35 +12,9 @@ from rcea.audits.entropy_law import (
     EntropyComparison,
     LawScaling,
     OrderingTest,
-    PairedTrace,
+    RunLaw,
 )
 from rcea.study.report.sections import Section
-
-
-class LawFitModel(Section):
-    """OLS of R on exp(H): R = −a·exp(H) + b."""
-
-    a: float | None = Field(description="a (minus the slope on exp(H)); a <= 0 is reported")
-    b: float | None = Field(description="b (the intercept)")
-    r2: float | None = Field(description="R² of the fit (None when R is constant)")
-    rmse: float | None = Field(description="root mean squared residual")
-    n: int = Field(description="paired points")
-    ceiling: float | None = Field(description="b − a: R at H = 0")
-    reason: str | None = Field(description="why the fit is undefined, when it is")
-
-
-class RunLawModel(LawFitModel):
-    """The law of one trace and one entropy, with the early fit's prediction."""
-
-    early_fit_rmse: float | None = Field(
-        description="RMSE on the later points of the fit on the first fit_fraction of steps"
-    )
-    fit_fraction: float = Field(description="f of the early window")
-    cutoff_step: float | None = Field(description="f × the last validation step")
-    n_early: int = Field(description="points in the early window")
-    n_rest: int = Field(description="points after it (the prediction's)")
-    early: LawFitModel = Field(description="the early fit")
-    points: PairedTrace | None = Field(default=None, description="the paired points")
 
 
 class LawRun(Section):
@@ -64,7 +38,7 @@ class LawRun(Section):
     accuracy_benchmarks: list[str] = Field(
         description="benchmarks whose accuracy traces were averaged into R"
     )
-    entropies: dict[str, RunLawModel | None] = Field(
+    entropies: dict[str, RunLaw | None] = Field(
         description="global / success / failure -> its law (None when not logged)"
     )
 

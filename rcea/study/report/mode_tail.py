@@ -42,6 +42,8 @@ from rcea.study.report.sections import ModeCovarianceSection, ModeTailEndpoint
 
 Key = tuple[str, str, int]
 
+_MODE_COVARIANCE = TypeAdapter(ModeCovarianceSection)
+
 #: Payload lists of a ``tail_trajectories`` measurement (one entry per trajectory).
 SUM_FIELDS = (
     "trajectory_id",
@@ -205,7 +207,10 @@ class ModeTailCollector:
             "excluded_runs": excluded,
             "sentence": mode_covariance_sentence(d["fits"], d["n_positions"]),
         }
-        return ModeCovarianceSection.model_validate(entry).model_dump(mode="json")
+        checked: dict[str, Any] = _MODE_COVARIANCE.dump_python(
+            _MODE_COVARIANCE.validate_python(entry), mode="json"
+        )
+        return checked
 
     def section(
         self, measurements: list[dict[str, Any]], failed: set[tuple[str, str]]

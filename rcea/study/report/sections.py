@@ -21,13 +21,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidatorFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
-from rcea.audits.agreement import AgreementResult
 from rcea.audits.association import RetentionPasskAssociation
-from rcea.audits.covariance import CovarianceFit
+from rcea.audits.covariance import CovarianceFitByGroup
 from rcea.audits.entropy import BroadTokenEntropyRatio, EntropySummary, PairedRatioSummary
 from rcea.audits.failure import FailureCheck
+from rcea.audits.gates import GateReport, RequirementResult
+from rcea.audits.mode_covariance import ModeCovarianceSummary
 from rcea.audits.mode_tail import ModeTailSummary
 from rcea.audits.modes import RarefiedRetentionSummary, mode_entropy
 from rcea.audits.realization import RealizationRetentionSummary, RealizationSummary
@@ -253,13 +263,14 @@ class CovarianceTransition(Section):
     failed_run: bool = Field(description="its (run, model) failed: shown, not fitted")
 
 
-class CovarianceSection(Section):
+@dataclass(frozen=True, kw_only=True)
+class CovarianceSection(CovarianceFitByGroup):
     """Item 6: the covariance fit pooled and per model group."""
 
-    pooled: CovarianceFit = Field(description="fit over every non-failed transition")
-    groups: dict[str, CovarianceFit] = Field(description="model group -> its fit")
-    transitions: list[CovarianceTransition] = Field(description="one row per transition")
-    excluded_runs: list[str] = Field(description="failed runs left out of every fit")
+    transitions: list[CovarianceTransition] = field(
+        metadata={"description": "one row per transition"}
+    )
+    excluded_runs: list[str] = field(metadata={"description": "failed runs left out of every fit"})
 
 
 class ModeCovarianceTransition(Section):
@@ -277,32 +288,26 @@ class ModeCovarianceTransition(Section):
     failed_run: bool = Field(description="its (run, model) failed: shown, not fitted")
 
 
-class ModeCovarianceSection(Section):
+@dataclass(frozen=True, kw_only=True)
+class ModeCovarianceSection(ModeCovarianceSummary):
     """Item 16: item 6's fit by the mode group of the trajectory each prefix belongs to
     (``rcea.audits.mode_covariance``), on the mode numbers' partition."""
 
     DEPENDS_ON: ClassVar[tuple[Dependency, ...]] = ("partition",)
-    groups: list[str] = Field(description="the groups, in display order")
-    fits: dict[str, CovarianceFit] = Field(
-        description="group -> item 6's fit over its transitions (failed runs left out)"
+    n_unmatched: int = field(
+        metadata={
+            "description": "trajectories the probe used that the study's rows at θ lack (outside C)"
+        }
     )
-    by_model: dict[str, dict[str, CovarianceFit]] = Field(
-        description="model -> group -> the fit over that model's transitions"
+    n_transitions: int = field(metadata={"description": "transitions with per-trajectory sums"})
+    n_transitions_without_trajectories: int = field(
+        metadata={"description": "transitions recorded without them (an older probe): not grouped"}
     )
-    n_positions: dict[str, int] = Field(description="group -> positions it holds")
-    n_trajectories: dict[str, int] = Field(description="group -> trajectories it holds")
-    n_unmatched: int = Field(
-        description="trajectories the probe used that the study's rows at θ lack (outside C)"
+    transitions: list[ModeCovarianceTransition] = field(
+        metadata={"description": "one row per (group, transition)"}
     )
-    n_transitions: int = Field(description="transitions with per-trajectory sums")
-    n_transitions_without_trajectories: int = Field(
-        description="transitions recorded without them (an older probe): not grouped"
-    )
-    transitions: list[ModeCovarianceTransition] = Field(
-        description="one row per (group, transition)"
-    )
-    excluded_runs: list[str] = Field(description="failed runs left out of every fit")
-    sentence: str = Field(description="the groups' fits in words")
+    excluded_runs: list[str] = field(metadata={"description": "failed runs left out of every fit"})
+    sentence: str = field(metadata={"description": "the groups' fits in words"})
 
 
 # --------------------------------------------------------------------------- item 7
@@ -458,82 +463,75 @@ class AssociationSection(Section):
 # --------------------------------------------------------------------------- the gate
 
 
-class Requirement(Section):
-    name: str = Field(description="requirement")
-    value: float | None = Field(description="its value")
-    threshold: float = Field(description="the rubric's threshold")
-    comparator: str = Field(description=">= or <=")
-    passed: bool | None = Field(
-        description="value <comparator> threshold (None: interim under a sequential plan)"
-    )
-    decision: str | None = Field(
+class AsStored:
+    """A dataclass section read from a stored dict writes the keys that dict had, as
+    ``report_json``'s ``exclude_unset`` does for a model: a key added later (a sequential
+    plan's) is absent, not null, where the gate never had it."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_keys(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        obj = handler(data)
+        if isinstance(data, dict):
+            object.__setattr__(obj, "_stored_keys", frozenset(data))  # frozen: not a field
+        return obj
+
+    @model_serializer(mode="wrap")
+    def _stored_only(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]  # a return type would be the API schema
+        out: dict[str, Any] = handler(self)
+        keys = getattr(self, "_stored_keys", None)
+        return out if keys is None else {k: v for k, v in out.items() if k in keys}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Requirement(AsStored, RequirementResult):
+    """A requirement of the gate, with its decision under a sequential plan."""
+
+    decision: str | None = field(
         default=None,
-        description="sequential plan only: settled_pass | settled_fail | undecided at the look",
+        metadata={
+            "description": "sequential plan only: settled_pass | settled_fail | undecided at "
+            "the look"
+        },
     )
-    lower: float | None = Field(default=None, description="sequential: interval lower bound")
-    upper: float | None = Field(default=None, description="sequential: interval upper bound")
-    se: float | None = Field(default=None, description="sequential: standard error")
-    pairs_needed: int | None = Field(
-        default=None, description="sequential: pairs estimated to settle an undecided one"
+    lower: float | None = field(
+        default=None, metadata={"description": "sequential: interval lower bound"}
     )
-    settles_by_look: int | None = Field(
-        default=None, description="sequential: the look by which it is expected to settle"
+    upper: float | None = field(
+        default=None, metadata={"description": "sequential: interval upper bound"}
     )
-
-
-class GateThresholds(Section):
-    human_human_macro_f1_min: float = Field(description="rubric threshold")
-    automatic_macro_f1_min: float = Field(description="rubric threshold")
-    gap_max: float = Field(description="rubric threshold")
-    different_precision_min: float = Field(description="rubric threshold")
-    different_recall_min: float = Field(description="rubric threshold")
-    automatic_coverage_min: float = Field(description="rubric threshold")
-
-
-class GateSection(Section):
-    """The pair-audit gate (``rcea.audits.gates.GateReport``)."""
-
-    stage: str = Field(description="final | preliminary")
-    passed: bool | None = Field(description="None in the preliminary stage")
-    human_human_macro_f1: float | None = Field(description="F1_HH")
-    automatic_macro_f1: float | None = Field(description="automatic vs reference")
-    gap: float | None = Field(description="F1_HH - automatic")
-    different_precision: float | None = Field(description="of the automatic 'different'")
-    different_recall: float | None = Field(description="likewise")
-    automatic_coverage: float = Field(description="share of pairs the partition labels")
-    audited_coverage: float | None = Field(description="share evaluated")
-    automatic_vs_a_macro_f1: float | None = Field(default=None, description="automatic vs A")
-    automatic_vs_b_macro_f1: float | None = Field(default=None, description="automatic vs B")
-    human_human_macro_f1_evaluated: float | None = Field(
-        default=None, description="F1_HH on evaluated pairs"
-    )
-    adjudication_scope: str = Field(
-        default="disagreements_and_automatic", description="which pairs are adjudicated"
-    )
-    n_adjudications_out_of_scope: int = Field(default=0, description="adjudications not used")
-    requirements: list[Requirement] = Field(description="each requirement")
-    thresholds: GateThresholds = Field(description="the frozen rubric's thresholds")
-    rubric_hash: str | None = Field(description="SHA-256 of the rubric")
-    partition_hash: str | None = Field(description="SHA-256 of the partition")
-    n_pairs: int = Field(description="pairs drawn")
-    n_evaluated: int = Field(description="pairs evaluated")
-    n_excluded_uncertain: int = Field(description="pairs excluded as uncertain")
-    n_adjudicated: int = Field(description="pairs adjudicated")
-    n_unresolved: int = Field(description="disagreements not adjudicated")
-    excluded_pair_ids: list[str] = Field(description="the excluded pairs")
-    human_human: AgreementResult | None = Field(description="A vs B")
-    automatic_vs_reference: AgreementResult | None = Field(description="automatic vs reference")
-    automatic_vs_a: AgreementResult | None = Field(default=None, description="automatic vs A")
-    automatic_vs_b: AgreementResult | None = Field(default=None, description="automatic vs B")
-    sequential: dict[str, Any] | None = Field(
+    se: float | None = field(default=None, metadata={"description": "sequential: standard error"})
+    pairs_needed: int | None = field(
         default=None,
-        description="the interim report under the rubric's [sequential] plan "
-        "(docs/sequential-gate.md)",
+        metadata={"description": "sequential: pairs estimated to settle an undecided one"},
     )
-    decision: str | None = Field(
-        default=None, description="sequential: the gate's settled_pass | settled_fail | undecided"
+    settles_by_look: int | None = field(
+        default=None,
+        metadata={"description": "sequential: the look by which it is expected to settle"},
     )
-    gate_rule: str | None = Field(default=None, description="sequential when a plan decides")
-    fixed_sample_passed: bool | None = Field(
-        default=None, description="sequential: what the fixed-sample rule would have said"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateSection(AsStored, GateReport):
+    """The pair-audit gate (``rcea.audits.gates.GateReport``), with the interim report and
+    the decision under the rubric's sequential plan (``rcea.audits.sequential.attach_interim``)."""
+
+    requirements: tuple[Requirement, ...] = field(metadata={"description": "each requirement"})
+    sequential: dict[str, Any] | None = field(
+        default=None,
+        metadata={
+            "description": "the interim report under the rubric's [sequential] plan "
+            "(docs/sequential-gate.md)"
+        },
+    )
+    decision: str | None = field(
+        default=None,
+        metadata={"description": "sequential: the gate's settled_pass | settled_fail | undecided"},
+    )
+    gate_rule: str | None = field(
+        default=None, metadata={"description": "sequential when a plan decides"}
+    )
+    fixed_sample_passed: bool | None = field(
+        default=None,
+        metadata={"description": "sequential: what the fixed-sample rule would have said"},
     )
