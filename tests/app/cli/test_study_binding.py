@@ -83,8 +83,14 @@ def test_study_picks_its_own_audit_and_prints_it(  # type: ignore[no-untyped-def
     monkeypatch.setenv("RCEA_STUDY", "other")
     data = json.loads(runner.invoke(app, ["audit", "gate", "--json"]).stdout)
     assert (data["study"], data["audit"]) == ("other", "other-audit-2")
-    # adjudicate names the study and audit it acts on before it acts (the adjudicator's
-    # server is not there: it fails after saying so)
+
+    # adjudicate names the study and audit it acts on before it acts. The adjudication
+    # itself is stubbed to fail: the real one would start the adjudicator's own Label
+    # Studio server, which would outlive this in-process run (a leaked server per run)
+    def no_server(*_a: object, **_k: object) -> None:
+        raise RuntimeError("the adjudicator's server is not there")
+
+    monkeypatch.setattr(audit_cmd, "adjudicate", no_server)
     res = runner.invoke(app, ["audit", "adjudicate", "--study", "rep", "--adjudicator", "r@x.org"])
     assert res.output.splitlines()[0] == "study rep · pair audit rep-audit-1", res.output
 
