@@ -131,25 +131,39 @@ BACKEND_PARAMETERS: tuple[tuple[str, str, type, Any], ...] = (
 )
 
 
-def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Give ``command`` the options of ``BACKEND_PARAMETERS``, declared here once: Typer
-    sees them in the command's signature (before ``--actor`` and ``--json``; the command
-    line is unchanged), the command receives them as one ``llm: BackendOptions``."""
+def grouped_options(
+    parameters: tuple[tuple[str, str, type, Any], ...],
+    group: Callable[..., Any],
+    into: str,
+    before: tuple[str, ...] = ("actor", "as_json"),
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator that gives a command the options of ``parameters`` ((parameter, the
+    field of ``group`` it fills, its type, the option)), declared once: Typer sees them in
+    the command's signature (before the first of ``before``; the command line is
+    unchanged), the command receives them as one keyword ``into`` built by ``group``."""
 
-    sig = inspect.signature(command, eval_str=True)
-    own = [p.replace(kind=p.KEYWORD_ONLY) for p in sig.parameters.values() if p.name != "llm"]
-    at = next((i for i, p in enumerate(own) if p.name in ("actor", "as_json")), len(own))
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
-        for name, _, kind, option in BACKEND_PARAMETERS
-    ]
-    params = own[:at] + added + own[at:]  # before --actor and --json, as --help lists them
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(command, eval_str=True)
+        own = [p.replace(kind=p.KEYWORD_ONLY) for p in sig.parameters.values() if p.name != into]
+        at = next((i for i, p in enumerate(own) if p.name in before), len(own))
+        added = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+            for name, _, kind, option in parameters
+        ]
+        params = own[:at] + added + own[at:]  # where --help has always listed them
 
-    @functools.wraps(command)
-    def with_llm(**kwargs: Any) -> Any:
-        fields = {field: kwargs.pop(name) for name, field, _, _ in BACKEND_PARAMETERS}
-        return command(**kwargs, llm=BackendOptions(**fields))
+        @functools.wraps(command)
+        def with_group(**kwargs: Any) -> Any:
+            fields = {field: kwargs.pop(name) for name, field, _, _ in parameters}
+            return command(**kwargs, **{into: group(**fields)})
 
-    with_llm.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]  # Typer reads a callable's __signature__; mypy does not know the attribute
-    with_llm.__annotations__ = {p.name: p.annotation for p in params}
-    return with_llm
+        with_group.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]  # Typer reads a callable's __signature__; mypy does not know the attribute
+        with_group.__annotations__ = {p.name: p.annotation for p in params}
+        return with_group
+
+    return decorate
+
+
+#: Give a codebook stage the options of ``BACKEND_PARAMETERS`` (before ``--actor`` and
+#: ``--json``), received as one ``llm: BackendOptions``.
+backend_options = grouped_options(BACKEND_PARAMETERS, BackendOptions, "llm")

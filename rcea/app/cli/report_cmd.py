@@ -4,7 +4,6 @@ store-free check (``verify``)."""
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from rcea.app.cli.common import (
     store_session,
 )
 from rcea.app.cli.exit_codes import REFUSED
-from rcea.app.cli.options import JSON_OPTION, STUDY_OPTION
+from rcea.app.cli.options import JSON_OPTION, STUDY_OPTION, grouped_options
 from rcea.audits.inputs import check_output_file
 from rcea.study.report import figures as report_figures
 from rcea.study.report import paper
@@ -74,10 +73,26 @@ BASE_RUN_OPTION = typer.Option(
 )
 
 
-def _params(**kw: Any):
-    """The report parameters among a command's options."""
-
-    return ReportParameters(**{f.name: kw[f.name] for f in fields(ReportParameters)})
+#: The options of ``ReportParameters`` (build and publish): (parameter, field, type, option).
+REPORT_PARAMETERS: tuple[tuple[str, str, type, Any], ...] = tuple(
+    (name, name, kind, option)
+    for name, kind, option in (
+        ("seed", int, SEED_OPTION),
+        ("n_boot", int, N_BOOT_OPTION),
+        ("k_min", int, K_MIN_OPTION),
+        ("n_min", int, N_MIN_OPTION),
+        ("n_draws", int, N_DRAWS_OPTION),
+        ("confidence", float, CONFIDENCE_OPTION),
+        ("base_step", int, BASE_STEP_OPTION),
+        ("base_run", str, BASE_RUN_OPTION),
+        ("partition", str, PARTITION_OPTION),
+        ("association_k", int, ASSOC_K_OPTION),
+        ("association_benchmark", str, ASSOC_BENCH_OPTION),
+        ("association_pooled", bool, ASSOC_POOLED_OPTION),
+    )
+)
+#: Give build/publish the report options (before ``--json``) as one ``params``.
+report_options = grouped_options(REPORT_PARAMETERS, ReportParameters, "params", ("as_json",))
 
 
 def _fmt(value: Any) -> str:
@@ -131,27 +146,17 @@ def _print_report(rep: dict[str, Any]) -> None:
 
 
 @report_app.command("build")
+@report_options
 def build(
     study: str = STUDY_OPTION,
     out: Path = typer.Option(None, "--out", help="also write the JSON report to this file"),
-    seed: int = SEED_OPTION,
-    n_boot: int = N_BOOT_OPTION,
-    k_min: int = K_MIN_OPTION,
-    n_min: int = N_MIN_OPTION,
-    n_draws: int = N_DRAWS_OPTION,
-    confidence: float = CONFIDENCE_OPTION,
-    base_step: int = BASE_STEP_OPTION,
-    base_run: str = BASE_RUN_OPTION,
-    partition: str = PARTITION_OPTION,
-    association_k: int = ASSOC_K_OPTION,
-    association_benchmark: str = ASSOC_BENCH_OPTION,
-    association_pooled: bool = ASSOC_POOLED_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    params: ReportParameters,
 ) -> None:
     """Every RCEA quantity the store supports, per run and checkpoint, with the audit
     each depends on and whether it is publishable."""
 
-    params = _params(**locals())
     with store_session(as_json) as s:
         if out is not None:  # before the build records its attempt
             check_output_file(out)
@@ -173,6 +178,7 @@ def build(
 
 
 @report_app.command("publish")
+@report_options
 def publish(
     study: str = STUDY_OPTION,
     out: Path = typer.Option(
@@ -196,26 +202,15 @@ def publish(
         "--sign",
         help="ed25519 private key (PEM) that signs the bundle's hashes.json (signature.json)",
     ),
-    seed: int = SEED_OPTION,
-    n_boot: int = N_BOOT_OPTION,
-    k_min: int = K_MIN_OPTION,
-    n_min: int = N_MIN_OPTION,
-    n_draws: int = N_DRAWS_OPTION,
-    confidence: float = CONFIDENCE_OPTION,
-    base_step: int = BASE_STEP_OPTION,
-    base_run: str = BASE_RUN_OPTION,
-    partition: str = PARTITION_OPTION,
-    association_k: int = ASSOC_K_OPTION,
-    association_benchmark: str = ASSOC_BENCH_OPTION,
-    association_pooled: bool = ASSOC_POOLED_OPTION,
     as_json: bool = JSON_OPTION,
+    *,
+    params: ReportParameters,
 ) -> None:
     """Write a dated, self-contained bundle (HTML, JSON, figures, rubric, gate report,
     hashes). Refused (exit 2) while a retention/mode number rests on a partition without
     a passing final gate or a validity number on a judge without a completed calibration,
     unless --entropy-only."""
 
-    params = _params(**locals())
     target = out if out is not None else settings().data_dir / "reports"
     try:
         with session_scope(engine()) as s:
