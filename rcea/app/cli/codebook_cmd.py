@@ -5,6 +5,7 @@ same command after an interruption and it skips finished batches."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,31 @@ def _print_report(report: Any, as_json: bool) -> None:
     emit(r, as_json, show)
 
 
+def _stage(
+    stage: Callable[..., Any],
+    study: str,
+    question: list[str],
+    actor: str | None,
+    as_json: bool,
+    llm: BackendOptions,
+    **args: Any,
+) -> None:
+    """Run one LLM stage (induce, merge, assign, reconcile) on the configured backend and
+    print its report."""
+    with domain_errors(as_json):
+        be = make_backend(settings(), llm)
+        report = stage(
+            engine(),
+            study=study,
+            backend=be,
+            actor=actor_name(actor),
+            concurrency=llm.concurrency,
+            questions=question or None,
+            **args,
+        )
+    _print_report(report, as_json)
+
+
 @codebook_app.command("induce")
 @backend_options
 def induce_cmd(
@@ -130,20 +156,8 @@ def induce_cmd(
     """Candidate modes from blinded, shuffled chunks of each question's accepted
     trajectories (questions are never mixed)."""
 
-    with domain_errors(as_json):
-        be = make_backend(settings(), llm)
-        report = induce(
-            engine(),
-            study=study,
-            backend=be,
-            actor=actor_name(actor),
-            batch_size=batch_size,
-            seed=llm.seed,
-            sample_per_question=sample,
-            concurrency=llm.concurrency,
-            questions=question or None,
-        )
-    _print_report(report, as_json)
+    args = {"batch_size": batch_size, "seed": llm.seed, "sample_per_question": sample}
+    _stage(induce, study, question, actor, as_json, llm, **args)
 
 
 @codebook_app.command("merge")
@@ -159,18 +173,7 @@ def merge_cmd(
 ) -> None:
     """Merge each question's candidates into a draft codebook."""
 
-    with domain_errors(as_json):
-        be = make_backend(settings(), llm)
-        report = merge(
-            engine(),
-            study=study,
-            backend=be,
-            actor=actor_name(actor),
-            concurrency=llm.concurrency,
-            questions=question or None,
-            redo=redo,
-        )
-    _print_report(report, as_json)
+    _stage(merge, study, question, actor, as_json, llm, redo=redo)
 
 
 @codebook_app.command("show")
@@ -325,19 +328,7 @@ def assign_cmd(
     """Assign every accepted trajectory twice (independent shuffles and batchings) against
     its question's latest frozen codebook."""
 
-    with domain_errors(as_json):
-        be = make_backend(settings(), llm)
-        report = assign(
-            engine(),
-            study=study,
-            backend=be,
-            actor=actor_name(actor),
-            batch_size=batch_size,
-            seed=llm.seed,
-            concurrency=llm.concurrency,
-            questions=question or None,
-        )
-    _print_report(report, as_json)
+    _stage(assign, study, question, actor, as_json, llm, batch_size=batch_size, seed=llm.seed)
 
 
 @codebook_app.command("reconcile")
@@ -355,20 +346,8 @@ def reconcile_cmd(
     """Disputes (passes disagree, NEW/NONE/invalid, low confidence) → LLM arbitration →
     researcher queue for what arbitration cannot settle."""
 
-    with domain_errors(as_json):
-        be = make_backend(settings(), llm)
-        report = reconcile(
-            engine(),
-            study=study,
-            backend=be,
-            actor=actor_name(actor),
-            threshold=threshold,
-            batch_size=batch_size,
-            seed=llm.seed,
-            concurrency=llm.concurrency,
-            questions=question or None,
-        )
-    _print_report(report, as_json)
+    args = {"threshold": threshold, "batch_size": batch_size, "seed": llm.seed}
+    _stage(reconcile, study, question, actor, as_json, llm, **args)
 
 
 def _texts(study: str, ids: list[str]) -> dict[str, str]:
