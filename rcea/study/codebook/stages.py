@@ -36,7 +36,7 @@ from rcea.pipeline.codebook import (
     modes_to_json,
     plan_batches,
 )
-from rcea.pipeline.codebook.model import batch_key, seeded_rng
+from rcea.pipeline.codebook.model import Mode, batch_key, seeded_rng
 from rcea.pipeline.codebook.schemas import InduceReply
 from rcea.pipeline.llm import LLMResult, run_jobs
 from rcea.study import events
@@ -260,6 +260,41 @@ def _items(
 ) -> tuple[dict[str, Any], list[BlindItem]]:
     hmap = handle_map(trajectory_ids)
     return hmap, [BlindItem(h, texts[t]) for h, t in hmap.items()]
+
+
+def _label_jobs(
+    s: Session,
+    prep: Prepared,
+    q: str,
+    todo: list[CodebookBatch],
+    modes: list[Mode],
+    call: Callable[..., LLMResult[Any]],
+    known: dict[str, str],
+    version_id: int | None,
+    pass_no: int,
+) -> list[BatchJob]:
+    """One job per batch of ``todo`` that labels its trajectories with ``modes`` (assign
+    and arbitrate): ``call(question, modes, items, problem)``; the handle map and the mode
+    ids stay with the job to read the reply."""
+    texts = _texts(
+        s, study_id=prep.study_id, known=known, ids=[t for r in todo for t in r.trajectory_ids]
+    )
+    mode_ids = {m.id for m in modes}
+    jobs = []
+    for row in todo:
+        hmap, items = _items(texts, row.trajectory_ids)
+        jobs.append(
+            BatchJob(
+                row.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
+                q,
+                row.trajectory_ids,
+                call=lambda i=items: call(q, modes, i, prep.questions.get(q)),  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
+                version_id=version_id,
+                pass_no=pass_no,
+                context={"hmap": hmap, "mode_ids": mode_ids},
+            )
+        )
+    return jobs
 
 
 @dataclass(frozen=True)
@@ -641,30 +676,11 @@ def _assign_chunk(
         for (q, vid, pass_no), rows in sorted(plans.items(), key=lambda kv: (kv[0][2], kv[0][0])):
             v = latest[q]
             modes = modes_from_json(v.modes)
-            mode_ids = {m.id for m in modes}
             todo = _todo(report, rows, prep.excluded)
             _forget_unanswered(s, todo, passes)
-            texts = _texts(
-                s,
-                study_id=study_id,
-                known=dict(groups[q]),
-                ids=[t for r in todo for t in r.trajectory_ids],
+            jobs += _label_jobs(
+                s, prep, q, todo, modes, backend.assign, dict(groups[q]), vid, pass_no
             )
-            for row in todo:
-                hmap, items = _items(texts, row.trajectory_ids)
-                jobs.append(
-                    BatchJob(
-                        row.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
-                        q,
-                        row.trajectory_ids,
-                        call=lambda q=q, m=modes, i=items: backend.assign(  # type: ignore[misc]  # mypy cannot infer a lambda passed as a keyed sort/group callback
-                            q, m, i, prep.questions.get(q)
-                        ),
-                        version_id=vid,
-                        pass_no=pass_no,
-                        context={"hmap": hmap, "mode_ids": mode_ids},
-                    )
-                )
         report.n_questions += len(latest)
 
     def persist(s: Session, done: Done) -> None:
@@ -848,27 +864,9 @@ def reconcile(
             todo = _todo(report, rows, prep.excluded)
             if todo:
                 report.n_questions += 1
-            texts = _texts(
-                s,
-                study_id=study_id,
-                known=dict(groups.get(q, [])),
-                ids=[t for r in todo for t in r.trajectory_ids],
+            jobs += _label_jobs(
+                s, prep, q, todo, modes, backend.arbitrate, dict(groups.get(q, [])), vid, 3
             )
-            for row in todo:
-                hmap, items = _items(texts, row.trajectory_ids)
-                jobs.append(
-                    BatchJob(
-                        row.id,  # type: ignore[arg-type]  # a stored row's id is set: SQLModel types every primary key Optional
-                        q,
-                        row.trajectory_ids,
-                        call=lambda q=q, m=modes, i=items: backend.arbitrate(  # type: ignore[misc]  # mypy cannot infer a lambda passed as a keyed sort/group callback
-                            q, m, i, prep.questions.get(q)
-                        ),
-                        version_id=vid,
-                        pass_no=3,
-                        context={"hmap": hmap, "mode_ids": {m.id for m in modes}},
-                    )
-                )
     outcome: dict[str, int] = {"resolved": 0, "new": 0, "researcher": 0}
     who = f"arbitration:{backend.name}"
 
