@@ -294,22 +294,32 @@ def record_verl_import(
     """Append an ``import.verl`` event: the options, each file's score rule and the
     SHA-256 of each imported file's bytes (what :func:`refuse_reimport` compares)."""
 
+    _import_event(
+        engine,
+        study,
+        "verl",
+        IMPORT_VERL,
+        {
+            "source": source,
+            "options": opts.digest_options(),
+            "score_rules": result.score_rules,
+            "n_special_stripped": result.n_special_stripped,
+            "n_answer_missing": result.n_answer_missing,
+            "n_empty_skipped": result.n_empty_skipped,
+            "files": files or {},
+        },
+    )
+
+
+def _import_event(
+    engine: Engine, study: str, importer: str, kind: str, payload: dict[str, Any]
+) -> None:
+    """Append the ``import.<importer>`` event of an import that wrote files (verl, trl,
+    lm-eval), by ``rcea import <importer>``."""
     with session_scope(engine) as session:
         st = require_study(session, name=study)
         append_event(
-            session,
-            actor="rcea import verl",
-            kind=IMPORT_VERL,
-            study_id=st.id,
-            payload={
-                "source": source,
-                "options": opts.digest_options(),
-                "score_rules": result.score_rules,
-                "n_special_stripped": result.n_special_stripped,
-                "n_answer_missing": result.n_answer_missing,
-                "n_empty_skipped": result.n_empty_skipped,
-                "files": files or {},
-            },
+            session, actor=f"rcea import {importer}", kind=kind, study_id=st.id, payload=payload
         )
 
 
@@ -546,20 +556,8 @@ def import_trl(
     imported = [p for p in batches if str(p) in result.imported]
     _tally(result, {str(p): batches[p].extra for p in imported})
     if imported:
-        with session_scope(engine) as session:
-            st = require_study(session, name=study)
-            append_event(
-                session,
-                actor="rcea import trl",
-                kind=IMPORT_TRL,
-                study_id=st.id,
-                payload={
-                    "source": str(directory),
-                    "options": options,
-                    **_tallies(result),
-                    "relogged": relogged,
-                },
-            )
+        payload = {"source": str(directory), "options": options, **_tallies(result)}
+        _import_event(engine, study, "trl", IMPORT_TRL, {**payload, "relogged": relogged})
     return result
 
 
@@ -608,18 +606,7 @@ def import_lm_eval(
     imported = [p for p in files if str(p) in result.imported]
     _tally(result, {str(p): batches[p].extra for p in imported})
     if imported:
-        with session_scope(engine) as session:
-            st = require_study(session, name=study)
-            append_event(
-                session,
-                actor="rcea import lm-eval",
-                kind=IMPORT_LM_EVAL,
-                study_id=st.id,
-                payload={
-                    "source": source,
-                    "files": [str(p) for p in imported],
-                    "options": options,
-                    **_tallies(result),
-                },
-            )
+        files_in = [str(p) for p in imported]
+        payload = {"source": source, "files": files_in, "options": options, **_tallies(result)}
+        _import_event(engine, study, "lm-eval", IMPORT_LM_EVAL, payload)
     return result
