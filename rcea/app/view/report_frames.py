@@ -58,46 +58,34 @@ def training_metrics(frame: pd.DataFrame) -> list[str]:
     return sorted(cols, key=lambda c: (c != "entropy", c))
 
 
+def _fields(source: Any, fields: dict[str, str]) -> dict[str, Any]:
+    """Column → ``source``'s attribute of ``fields``; every one ``None`` without a source."""
+    return {column: source and getattr(source, name) for column, name in fields.items()}
+
+
+#: ratio_frame's columns → the ``CheckpointEntropy`` attribute each shows.
+_RATIO_FIELDS = {
+    "paired_ratio": "paired_ratio",
+    "ci_low": "paired_ci_low",
+    "ci_high": "paired_ci_high",
+    "n_paired": "n_paired_questions",
+    "coverage_paired": "coverage_paired",
+    "broad_ratio": "broad_ratio",
+    "coverage_success": "coverage_success",
+    "coverage_failure": "coverage_failure",
+    "direction_share": "direction_share",
+    "sign_test_p": "sign_test_p",
+}
+
+
 def ratio_frame(report: Report) -> pd.DataFrame:
     """Failed/successful token-entropy ratios per checkpoint (docs/estimators.md item 3): the
     paired geometric-mean ratio with its bootstrap CI, |E| and paired coverage, the broad
     ratio with both outcome coverages, the direction share and the sign-test p."""
     rows = []
     for c in report.checkpoints:
-        e = c.entropy
-        rows.append(
-            {
-                **_ckpt(c),
-                "paired_ratio": e and e.paired_ratio,
-                "ci_low": e and e.paired_ci_low,
-                "ci_high": e and e.paired_ci_high,
-                "n_paired": e and e.n_paired_questions,
-                "coverage_paired": e and e.coverage_paired,
-                "broad_ratio": e and e.broad_ratio,
-                "coverage_success": e and e.coverage_success,
-                "coverage_failure": e and e.coverage_failure,
-                "direction_share": e and e.direction_share,
-                "sign_test_p": e and e.sign_test_p,
-                "note": c.entropy_error,
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            *CHECKPOINT_COLUMNS,
-            "paired_ratio",
-            "ci_low",
-            "ci_high",
-            "n_paired",
-            "coverage_paired",
-            "broad_ratio",
-            "coverage_success",
-            "coverage_failure",
-            "direction_share",
-            "sign_test_p",
-            "note",
-        ],
-    )
+        rows.append({**_ckpt(c), **_fields(c.entropy, _RATIO_FIELDS), "note": c.entropy_error})
+    return pd.DataFrame(rows, columns=[*CHECKPOINT_COLUMNS, *_RATIO_FIELDS, "note"])
 
 
 def decomposition_frame(report: Report) -> pd.DataFrame:
@@ -143,6 +131,20 @@ def decomposition_frame(report: Report) -> pd.DataFrame:
     )
 
 
+_RETENTION_FIELDS = {
+    name: name
+    for name in (
+        "retention",
+        "ci_low",
+        "ci_high",
+        "n_eligible",
+        "n_denominator",
+        "mean_n_eff_base",
+        "mean_n_eff_checkpoint",
+    )
+}
+
+
 def retention_frame(report: Report) -> pd.DataFrame:
     """Rarefied retention per non-base checkpoint with its question-bootstrap CI
     (docs/estimators.md item 5, Table 1/A6 style): eligible count out of its denominator and the
@@ -152,33 +154,8 @@ def retention_frame(report: Report) -> pd.DataFrame:
         r = c.retention
         if r is None and not c.retention_error:
             continue
-        rows.append(
-            {
-                **_ckpt(c),
-                "retention": r and r.retention,
-                "ci_low": r and r.ci_low,
-                "ci_high": r and r.ci_high,
-                "n_eligible": r and r.n_eligible,
-                "n_denominator": r and r.n_denominator,
-                "mean_n_eff_base": r and r.mean_n_eff_base,
-                "mean_n_eff_checkpoint": r and r.mean_n_eff_checkpoint,
-                "note": c.retention_error,
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            *CHECKPOINT_COLUMNS,
-            "retention",
-            "ci_low",
-            "ci_high",
-            "n_eligible",
-            "n_denominator",
-            "mean_n_eff_base",
-            "mean_n_eff_checkpoint",
-            "note",
-        ],
-    )
+        rows.append({**_ckpt(c), **_fields(r, _RETENTION_FIELDS), "note": c.retention_error})
+    return pd.DataFrame(rows, columns=[*CHECKPOINT_COLUMNS, *_RETENTION_FIELDS, "note"])
 
 
 def mode_entropy_frame(report: Report) -> pd.DataFrame:
@@ -201,38 +178,30 @@ def mode_entropy_frame(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*CHECKPOINT_COLUMNS, *keys])
 
 
+_TRANSITION_FIELDS = {
+    name: name
+    for name in (
+        "transition",
+        "run",
+        "model",
+        "from_step",
+        "to_step",
+        "predicted",
+        "observed",
+        "n_positions",
+    )
+}
+
+
 def transitions_frame(report: Report) -> pd.DataFrame:
     """Predicted vs observed mean ΔH per adjacent-checkpoint transition (docs/estimators.md item 6);
     ``in_fit`` is False for failed runs (excluded from the fit, still shown)."""
     cov = report.covariance
     rows = [
-        {
-            "transition": t.transition,
-            "run": t.run,
-            "model": t.model,
-            "from_step": t.from_step,
-            "to_step": t.to_step,
-            "predicted": t.predicted,
-            "observed": t.observed,
-            "n_positions": t.n_positions,
-            "in_fit": not t.failed_run,
-        }
+        {**_fields(t, _TRANSITION_FIELDS), "in_fit": not t.failed_run}
         for t in (cov.transitions if cov else [])
     ]
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "transition",
-            "run",
-            "model",
-            "from_step",
-            "to_step",
-            "predicted",
-            "observed",
-            "n_positions",
-            "in_fit",
-        ],
-    )
+    return pd.DataFrame(rows, columns=[*_TRANSITION_FIELDS, "in_fit"])
 
 
 FIT_COLUMNS = ["n", *FIT_SUMMARY]  # the fit's own key list (rcea.audits.covariance)
@@ -311,37 +280,18 @@ def budget_frame(report: Report) -> pd.DataFrame:
     )
 
 
+_FAILURE_FIELDS = {n: n for n in ("run", "model", "failed", "reported_step", "reported_reason")}
+_WINDOW_FIELDS = {n: n for n in ("collapse_step", "nonzero_variance_share", "empty_mask_share")}
+
+
 def failure_frame(report: Report) -> pd.DataFrame:
     """The failure verdict per (run, model) (docs/estimators.md items 9, 13, 14): the reported
     checkpoint and, next to a failure, the failure-window shares from the training curve."""
     rows = []
     for f in report.failure:
         w = f.failure_window
-        rows.append(
-            {
-                "run": f.run,
-                "model": f.model,
-                "failed": f.failed,
-                "reported_step": f.reported_step,
-                "reported_reason": f.reported_reason,
-                "collapse_step": w and w.collapse_step,
-                "nonzero_variance_share": w and w.nonzero_variance_share,
-                "empty_mask_share": w and w.empty_mask_share,
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "run",
-            "model",
-            "failed",
-            "reported_step",
-            "reported_reason",
-            "collapse_step",
-            "nonzero_variance_share",
-            "empty_mask_share",
-        ],
-    )
+        rows.append({**_fields(f, _FAILURE_FIELDS), **_fields(w, _WINDOW_FIELDS)})
+    return pd.DataFrame(rows, columns=[*_FAILURE_FIELDS, *_WINDOW_FIELDS])
 
 
 def association_frame(report: Report) -> pd.DataFrame:
