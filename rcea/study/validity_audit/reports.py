@@ -61,6 +61,15 @@ ACCEPTED_COMPLETED_EVENT = events.ACCEPTED_COMPLETED
 SPLITS = {"held-out": HELD_OUT, "held_out": HELD_OUT, "development": DEVELOPMENT}
 
 
+def _record_once(
+    session: Session, kind: str, study_id: int, actor: str, payload: dict[str, Any]
+) -> None:
+    """Append a ``kind`` event with ``payload`` unless the study's log holds the same one
+    (a report recomputed on a decided check records its completion once)."""
+    if payload not in [e.payload for e in list_events(session, kind=kind, study_id=study_id)]:
+        append_event(session, actor=actor, kind=kind, study_id=study_id, payload=payload)
+
+
 def _judge_info(session: Session, check: ValidityCheck) -> dict[str, Any]:
     row = ensure_judge_frozen(session, check)
     latest = session.exec(
@@ -155,18 +164,7 @@ def calibration_report(
             "report": report,
             "acceptance": acceptance,
         }
-        earlier = [
-            e.payload
-            for e in list_events(session, kind=CALIBRATION_COMPLETED_EVENT, study_id=check.study_id)
-        ]
-        if payload not in earlier:
-            append_event(
-                session,
-                actor=actor,
-                kind=CALIBRATION_COMPLETED_EVENT,
-                study_id=check.study_id,
-                payload=payload,
-            )
+        _record_once(session, CALIBRATION_COMPLETED_EVENT, check.study_id, actor, payload)
     return out
 
 
@@ -243,16 +241,5 @@ def accepted_report(
             "report": report,
             "acceptance": acceptance,
         }
-        earlier = [
-            e.payload
-            for e in list_events(session, kind=ACCEPTED_COMPLETED_EVENT, study_id=check.study_id)
-        ]
-        if payload not in earlier:
-            append_event(
-                session,
-                actor=actor,
-                kind=ACCEPTED_COMPLETED_EVENT,
-                study_id=check.study_id,
-                payload=payload,
-            )
+        _record_once(session, ACCEPTED_COMPLETED_EVENT, check.study_id, actor, payload)
     return out
