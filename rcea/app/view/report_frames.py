@@ -88,6 +88,22 @@ def ratio_frame(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*CHECKPOINT_COLUMNS, *_RATIO_FIELDS, "note"])
 
 
+#: decomposition_frame's columns → the ``OutcomeReport`` and ``EntropySection`` attributes.
+_OUTCOME_FIELDS = {
+    "H(R|x)": "mean_outcome_entropy",
+    "coverage (R=1)": "coverage_success",
+    "coverage (R=0)": "coverage_failure",
+}
+_DECOMPOSITION_FIELDS = {
+    "H(Y|x)": "mean_sequence_entropy",
+    "H(Y|R=1,x)": "mean_conditional_entropy_success",
+    "H(Y|R=0,x)": "mean_conditional_entropy_failure",
+    "max |residual|": "max_abs_residual",
+    "H_tok": "mean_token_entropy",
+    "max |mixture residual|": "max_abs_token_mixture_residual",
+}
+
+
 def decomposition_frame(report: Report) -> pd.DataFrame:
     """Prop. 1 per checkpoint (docs/estimators.md items 1–2), macro over questions: H(R|x), Ĥ(Y|x),
     Ĥ(Y|R=r,x), the reconstruction residual, mean token entropy and the Eq. 5 mixture
@@ -101,34 +117,12 @@ def decomposition_frame(report: Report) -> pd.DataFrame:
                 **_ckpt(c),
                 "n": c.n,
                 "accuracy": c.accuracy,
-                "H(R|x)": c.outcome.mean_outcome_entropy,
-                "coverage (R=1)": c.outcome.coverage_success,
-                "coverage (R=0)": c.outcome.coverage_failure,
-                "H(Y|x)": e and e.mean_sequence_entropy,
-                "H(Y|R=1,x)": e and e.mean_conditional_entropy_success,
-                "H(Y|R=0,x)": e and e.mean_conditional_entropy_failure,
-                "max |residual|": e and e.max_abs_residual,
-                "H_tok": e and e.mean_token_entropy,
-                "max |mixture residual|": e and e.max_abs_token_mixture_residual,
+                **_fields(c.outcome, _OUTCOME_FIELDS),
+                **_fields(e, _DECOMPOSITION_FIELDS),
             }
         )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            *CHECKPOINT_COLUMNS,
-            "n",
-            "accuracy",
-            "H(R|x)",
-            "coverage (R=1)",
-            "coverage (R=0)",
-            "H(Y|x)",
-            "H(Y|R=1,x)",
-            "H(Y|R=0,x)",
-            "max |residual|",
-            "H_tok",
-            "max |mixture residual|",
-        ],
-    )
+    columns = [*CHECKPOINT_COLUMNS, "n", "accuracy", *_OUTCOME_FIELDS, *_DECOMPOSITION_FIELDS]
+    return pd.DataFrame(rows, columns=columns)
 
 
 _RETENTION_FIELDS = {
