@@ -3,6 +3,8 @@ sync → adjudication → gates)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -577,8 +579,41 @@ def _people():
     return people_from_settings(settings())
 
 
+def _audit_of(study: str | None, audit: str | None) -> Callable[[Session], Any]:
+    return lambda s: resolve_audit(s, study=study, audit=audit)
+
+
 def _webhook(enabled: bool = True, check: bool = True):
     return webhook_target(settings(), check=check) if enabled else None
+
+
+@contextmanager
+def labelling_round(
+    as_json: bool, resolve: Callable[[Session], Any], *, announce: bool = True
+) -> Iterator[tuple[Session, Any, Any, Any]]:
+    """The store session, the pair audit or validity check ``resolve`` finds, the people
+    and the record's target (its line said first, when ``announce``) of a command that
+    talks to Label Studio (push, sync, adjudicate): a domain or Label Studio error is one
+    line (``domain_errors``)."""
+    with domain_errors(as_json, RuntimeError):
+        people = _people()
+        with session_scope(engine()) as s:
+            row = resolve(s)
+            target = target_of(s, row)
+            if announce:
+                say(target.line(), as_json)
+            yield s, row, people, target
+
+
+def run_sync(
+    as_json: bool, resolve: Callable[[Session], Any], sync: Callable[..., Any], key: str, full: bool
+) -> None:
+    """Sync a pair audit or validity check (``resolve``) with Label Studio through ``sync``
+    and print the summary under the record's name (``out[key]``)."""
+    with labelling_round(as_json, resolve, announce=False) as (s, row, people, target):
+        out = sync(s, row, people, full=full)
+    out = with_target(out, target, as_json)
+    emit(out, as_json, lambda: print_sync(out, out[key]))
 
 
 def _print_logins(new_accounts: dict, what: str = "annotator") -> None:
@@ -603,24 +638,19 @@ def push(
     Servers and accounts that do not exist yet are created; new passwords are printed
     once, for handing to the annotators."""
 
-    with domain_errors(as_json, RuntimeError):
-        people = _people()
-        with session_scope(engine()) as s:
-            a = resolve_audit(s, study=study, audit=audit)
-            target = target_of(s, a)
-            say(target.line(), as_json)
-            assert a.id is not None  # stored rows have ids; SQLModel types keys Optional
-            total = 2 * len(audit_pairs(s, audit_id=a.id))
-            with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
-                out = push_audit(
-                    s,
-                    a,
-                    people,
-                    annotators={"A": annotator_a, "B": annotator_b},
-                    webhook=_webhook(webhook, receiver_check),
-                    actor=actor_name(actor),
-                    progress=bar.update,
-                )
+    with labelling_round(as_json, _audit_of(study, audit)) as (s, a, people, target):
+        assert a.id is not None  # stored rows have ids; SQLModel types keys Optional
+        total = 2 * len(audit_pairs(s, audit_id=a.id))
+        with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
+            out = push_audit(
+                s,
+                a,
+                people,
+                annotators={"A": annotator_a, "B": annotator_b},
+                webhook=_webhook(webhook, receiver_check),
+                actor=actor_name(actor),
+                progress=bar.update,
+            )
 
     def show() -> None:
         for role, info in out["projects"].items():
@@ -691,18 +721,7 @@ def sync(
     After the first sync only the tasks changed since the last one are read; `--full`
     reads every project whole (and notices tasks deleted from Label Studio)."""
 
-    with domain_errors(as_json, RuntimeError):
-        people = _people()
-        with session_scope(engine()) as s:
-            row = resolve_audit(s, study=study, audit=audit)
-            target = target_of(s, row)
-            out = sync_audit(s, row, people, full=full)
-    out = with_target(out, target, as_json)
-
-    def show() -> None:
-        print_sync(out, out["audit"])
-
-    emit(out, as_json, show)
+    run_sync(as_json, _audit_of(study, audit), sync_audit, "audit", full)
 
 
 @audit_app.command("adjudicate")
@@ -721,18 +740,13 @@ def adjudicate_cmd(
     from the automatic one; adjudicators never see the automatic label or who answered
     what. The adjudicator is neither annotator."""
 
-    with domain_errors(as_json, RuntimeError):
-        people = _people()
-        with session_scope(engine()) as s:
-            row = resolve_audit(s, study=study, audit=audit)
-            target = target_of(s, row)
-            say(target.line(), as_json)
-            out = adjudicate(
-                s,
-                row,
-                people,
-                adjudicator=adjudicator,
-                actor=actor_name(actor),
-                webhook=_webhook(webhook, receiver_check),
-            )
+    with labelling_round(as_json, _audit_of(study, audit)) as (s, row, people, target):
+        out = adjudicate(
+            s,
+            row,
+            people,
+            adjudicator=adjudicator,
+            actor=actor_name(actor),
+            webhook=_webhook(webhook, receiver_check),
+        )
     print_adjudication({**target.as_dict(), **out}, f"{out['n_pairs']} pair(s)", as_json)

@@ -4,6 +4,7 @@ calibration (development / held-out) and the accepted-set check in Label Studio.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -12,12 +13,12 @@ import typer
 from tqdm import tqdm
 
 from rcea.app.cli.audit_cmd import (
-    _people,
     _print_logins,
     _webhook,
+    labelling_round,
     print_adjudication,
     print_render_changed,
-    print_sync,
+    run_sync,
 )
 from rcea.app.cli.common import (
     DOMAIN_ERRORS,
@@ -306,6 +307,10 @@ def run_cmd(
 # --------------------------------------------------------------------------- checks
 
 
+def _check_of(kind: str, study: str | None, name: str | None) -> Callable[[Any], Any]:
+    return lambda s: resolve_check(s, study=study, name=name, kind=kind)
+
+
 def _push(
     kind: str,
     study: str | None,
@@ -317,25 +322,20 @@ def _push(
     receiver_check: bool = True,
 ):
 
-    with domain_errors(as_json, RuntimeError):
-        people = _people()
-        with session_scope(engine()) as s:
-            check = resolve_check(s, study=study, name=name, kind=kind)
-            target = target_of(s, check)
-            say(target.line(), as_json)
-            assert check.id is not None  # stored rows have ids; SQLModel types keys Optional
-            n = len(check_items(s, check_id=check.id))
-            total = n * (2 if kind == "accepted" else 1)
-            with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
-                out = push_check(
-                    s,
-                    check,
-                    people,
-                    annotators=annotators,
-                    actor=actor_name(actor),
-                    webhook=_webhook(webhook, receiver_check),
-                    progress=bar.update,
-                )
+    with labelling_round(as_json, _check_of(kind, study, name)) as (s, check, people, target):
+        assert check.id is not None  # stored rows have ids; SQLModel types keys Optional
+        n = len(check_items(s, check_id=check.id))
+        total = n * (2 if kind == "accepted" else 1)
+        with LazyBar(total=total, unit="task", desc="push", disable=as_json) as bar:
+            out = push_check(
+                s,
+                check,
+                people,
+                annotators=annotators,
+                actor=actor_name(actor),
+                webhook=_webhook(webhook, receiver_check),
+                progress=bar.update,
+            )
 
     def show() -> None:
         for role, info in out["projects"].items():
@@ -352,19 +352,7 @@ def _push(
 def _sync(
     kind: str, study: str | None, name: str | None, as_json: bool, full: bool = False
 ) -> None:
-
-    with domain_errors(as_json, RuntimeError):
-        people = _people()
-        with session_scope(engine()) as s:
-            check = resolve_check(s, study=study, name=name, kind=kind)
-            target = target_of(s, check)
-            out = sync_check(s, check, people, full=full)
-    out = with_target(out, target, as_json)
-
-    def show() -> None:
-        print_sync(out, out["check"])
-
-    emit(out, as_json, show)
+    run_sync(as_json, _check_of(kind, study, name), sync_check, "check", full)
 
 
 def _fmt(x: Any) -> str:
@@ -495,20 +483,16 @@ def calibrate_adjudicate(
     """Items A and B labelled differently (two-annotator plans) go to the adjudicator's own
     server, with both answers in random order; never who gave them, never the verdict."""
 
-    with domain_errors(as_json, RuntimeError):
-        people = _people()
-        with session_scope(engine()) as s:
-            check = resolve_check(s, study=study, name=calibration, kind="calibration")
-            target = target_of(s, check)
-            say(target.line(), as_json)
-            out = adjudicate_check(
-                s,
-                check,
-                people,
-                adjudicator=adjudicator,
-                actor=actor_name(actor),
-                webhook=_webhook(webhook, receiver_check),
-            )
+    resolve = _check_of("calibration", study, calibration)
+    with labelling_round(as_json, resolve) as (s, check, people, target):
+        out = adjudicate_check(
+            s,
+            check,
+            people,
+            adjudicator=adjudicator,
+            actor=actor_name(actor),
+            webhook=_webhook(webhook, receiver_check),
+        )
     print_adjudication({**target.as_dict(), **out}, f"{out['n_items']} item(s)", as_json)
 
 
