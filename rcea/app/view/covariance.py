@@ -9,6 +9,7 @@ import streamlit as st
 from rcea.app.view import charts
 from rcea.app.view import report_frames as rf
 from rcea.app.view.state import report, selected_study
+from rcea.app.view.tables import number_table
 
 st.title("Covariance")
 study = selected_study()
@@ -54,21 +55,8 @@ q99 = rf.q99_frame(rep)
 if q99.empty:
     st.caption("No tail measurement recorded (`rcea probe` records one per endpoint).")
 else:
-    st.dataframe(
-        q99,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.3f")
-            for c in (
-                "success_share",
-                "success_selected_fraction",
-                "failure_share",
-                "failure_selected_fraction",
-                "gap_pp",
-            )
-        },
-    )
+    shares = ("success_share", "success_selected_fraction", "failure_share")
+    number_table(q99, "%.3f", (*shares, "failure_selected_fraction", "gap_pp"))
     st.caption(
         "Share of each stratum's positive covariance mass in its own q99 tail (cutoff "
         "ties kept: see the selected fraction); failed runs are kept and marked."
@@ -88,14 +76,7 @@ if mode_tail.empty:
         "measurement per endpoint (`rcea probe covariance` records one)."
     )
 else:
-    st.dataframe(
-        mode_tail,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.3f") for c in rf.MODE_TAIL_COLUMNS[2:]
-        },
-    )
+    number_table(mode_tail, "%.3f", rf.MODE_TAIL_COLUMNS[2:])
     st.caption(
         "M = share of the accepted successes' positive covariance mass on each question's "
         "majority-mode tokens, T = their token share; M/T > 1: the updates that shrink "

@@ -10,6 +10,7 @@ import streamlit as st
 from rcea.app.view import charts, law_frames
 from rcea.app.view import report_frames as rf
 from rcea.app.view.state import report, selected_study
+from rcea.app.view.tables import number_table
 from rcea.study.report.entropy_law import law_summary
 
 st.title("Entropy")
@@ -57,15 +58,8 @@ else:
             ),
             width="stretch",
         )
-    st.dataframe(
-        ratios,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.3f")
-            for c in ("paired_ratio", "ci_low", "ci_high", "broad_ratio", "direction_share")
-        },
-    )
+    ratio_columns = ("paired_ratio", "ci_low", "ci_high", "broad_ratio", "direction_share")
+    number_table(ratios, "%.3f", ratio_columns)
     st.caption(
         f"Paired: geometric mean over E = questions with K₊, K₋ ≥ {p.k_min}, 95% "
         f"hierarchical bootstrap CI (B = {p.n_boot}, seed {p.seed} — set in the "
@@ -75,16 +69,8 @@ else:
 
 st.subheader("Decomposition (Prop. 1)")
 decomp = rf.decomposition_frame(rep)
-st.dataframe(
-    decomp,
-    hide_index=True,
-    width="stretch",
-    column_config={
-        c: st.column_config.NumberColumn(format="%.2e")
-        for c in ("max |residual|", "max |mixture residual|")
-        if c in decomp.columns
-    },
-)
+residuals = ("max |residual|", "max |mixture residual|")
+number_table(decomp, "%.2e", [c for c in residuals if c in decomp.columns])
 st.caption(
     "Macro over questions, nats. H(Y|x) = −mean ℓ; H(Y|R=r,x) = −mean ℓ over outcome r + "
     "log p̂_r; the residual H(Y|x) − [h_b(p̂₊) + Σ p̂_r H(Y|R=r,x)] is a consistency check "
@@ -105,15 +91,7 @@ else:
     points, curves = law_frames.law_frames(rep)
     if not points.empty:
         st.altair_chart(law_frames.law_panels(points, curves), width="stretch")
-    st.dataframe(
-        law,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.4f")
-            for c in ("a", "b", "r2", "rmse", "ceiling", "early_fit_rmse")
-        },
-    )
+    number_table(law, "%.4f", ("a", "b", "r2", "rmse", "ceiling", "early_fit_rmse"))
     st.caption(
         f"OLS of R on exp(H); each validation point paired with the latest entropy logged "
         f"at or before its step. Dashed: the fit on the first {sec.fit_fraction:.0%} of steps "

@@ -12,6 +12,7 @@ from rcea.app.view import charts
 from rcea.app.view import report_frames as rf
 from rcea.app.view.data import modes as data
 from rcea.app.view.state import mode_distribution, report, selected_study
+from rcea.app.view.tables import number_table
 
 st.title("Modes")
 study = selected_study()
@@ -57,15 +58,8 @@ else:
             ),
             width="stretch",
         )
-    st.dataframe(
-        retention,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.3f")
-            for c in ("retention", "ci_low", "ci_high", "mean_n_eff_base", "mean_n_eff_checkpoint")
-        },
-    )
+    shown_columns = ("retention", "ci_low", "ci_high", "mean_n_eff_base", "mean_n_eff_checkpoint")
+    number_table(retention, "%.3f", shown_columns)
     p = rep.parameters
     st.caption(
         f"Ret_t = mean over eligible questions (n(x) ≥ {p.n_min} at both checkpoints) of "
@@ -87,16 +81,7 @@ else:
     split = rf.realization_split_frame(realization)
     if not split.empty:
         st.altair_chart(charts.mode_split(split), width="stretch")
-    st.dataframe(
-        realization,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.4f")
-            for c in rf.REALIZATION_COLUMNS
-            if c != "n_eligible"
-        },
-    )
+    number_table(realization, "%.4f", [c for c in rf.REALIZATION_COLUMNS if c != "n_eligible"])
     st.caption(
         f"Ĥ(Y|C,x) = Ĥ(Z|C,x) + W(x) over the accepted, assigned successes C: which "
         f"strategy vs how it is worded. Macro over questions with K_C ≥ {rep.parameters.k_min}; "
