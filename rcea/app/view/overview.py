@@ -10,6 +10,7 @@ from rcea.app.view import charts
 from rcea.app.view import report_frames as rf
 from rcea.app.view.data import overview as data
 from rcea.app.view.state import report, selected_study
+from rcea.app.view.tables import number_table
 
 AUDIT_NUMBERS = {
     "human_human_macro_f1": "A–B F1",
@@ -103,12 +104,4 @@ else:
     reqs = data.gate_requirements_frame(name)
     if not reqs.empty:
         st.markdown("**Gate values against the frozen rubric's thresholds**")
-        st.dataframe(
-            reqs,
-            hide_index=True,
-            width="stretch",
-            column_config={
-                "value": st.column_config.NumberColumn(format="%.3f"),
-                "threshold": st.column_config.NumberColumn(format="%.3f"),
-            },
-        )
+        number_table(reqs, "%.3f", ("value", "threshold"))

@@ -11,6 +11,7 @@ import streamlit as st
 from rcea.app.view import charts
 from rcea.app.view import report_frames as rf
 from rcea.app.view.state import report, selected_study
+from rcea.app.view.tables import number_table
 
 st.title("Seeds")
 study = selected_study()
@@ -35,15 +36,9 @@ points, table = rf.seed_frames(rep)
 if not table.empty:
     if (points["kind"] == "mean").any():
         st.altair_chart(charts.seed_spread(points), width="stretch")
-    st.dataframe(
-        table,
-        hide_index=True,
-        width="stretch",
-        column_order=[c for c in table.columns if c not in ("run", "model", "step")],
-        column_config={
-            c: st.column_config.NumberColumn(format="%.4f")
-            for c in ("mean", "between_seed_sd", "ci_low", "ci_high")
-        },
+    order = [c for c in table.columns if c not in ("run", "model", "step")]
+    number_table(
+        table, "%.4f", ("mean", "between_seed_sd", "ci_low", "ci_high"), column_order=order
     )
     p = rep.parameters
     st.caption(
