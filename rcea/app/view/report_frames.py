@@ -172,19 +172,18 @@ def mode_entropy_frame(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*CHECKPOINT_COLUMNS, *keys])
 
 
-_TRANSITION_FIELDS = {
-    name: name
-    for name in (
-        "transition",
-        "run",
-        "model",
-        "from_step",
-        "to_step",
-        "predicted",
-        "observed",
-        "n_positions",
-    )
-}
+#: A transition's columns (its attributes of the same names), in the covariance tables
+#: of item 6 and, between a group and the run's failure, of item 16's mode groups.
+TRANSITION_COLUMNS = [
+    "transition",
+    "run",
+    "model",
+    "from_step",
+    "to_step",
+    "predicted",
+    "observed",
+    "n_positions",
+]
 
 
 def transitions_frame(report: Report) -> pd.DataFrame:
@@ -192,10 +191,10 @@ def transitions_frame(report: Report) -> pd.DataFrame:
     ``in_fit`` is False for failed runs (excluded from the fit, still shown)."""
     cov = report.covariance
     rows = [
-        {**_fields(t, _TRANSITION_FIELDS), "in_fit": not t.failed_run}
+        {**{c: getattr(t, c) for c in TRANSITION_COLUMNS}, "in_fit": not t.failed_run}
         for t in (cov.transitions if cov else [])
     ]
-    return pd.DataFrame(rows, columns=[*_TRANSITION_FIELDS, "in_fit"])
+    return pd.DataFrame(rows, columns=[*TRANSITION_COLUMNS, "in_fit"])
 
 
 FIT_COLUMNS = ["n", *FIT_SUMMARY]  # the fit's own key list (rcea.audits.covariance)
@@ -460,18 +459,7 @@ def labelled_frame(report: Report, sections: tuple[str, ...]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["section", "quantity", "where", "value", "label"])
 
 
-MODE_COVARIANCE_POINT_COLUMNS = [
-    "group",
-    "transition",
-    "run",
-    "model",
-    "from_step",
-    "to_step",
-    "predicted",
-    "observed",
-    "n_positions",
-    "failed_run",
-]
+MODE_COVARIANCE_POINT_COLUMNS = ["group", *TRANSITION_COLUMNS, "failed_run"]
 
 
 def _fit_row(fit: Any) -> dict[str, Any]:
