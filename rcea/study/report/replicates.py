@@ -277,8 +277,11 @@ def replicates_section(
         "tail_success_share": {},
         "tail_failure_share": {},
     }
+    seeded = {c for by_seed in groups.values() for c in by_seed.values()}
     for m in tail_trajectories:
         p, key = m["payload"], (m["run"], m["model"], m["step"])
+        if key not in seeded:  # only seeded checkpoints are aggregated: most reports have none
+            continue
         sums = payload_sums(p)
         tails["tail_success_share"][key] = tail_question_sums(p["question_id"], p["reward"], sums)
         if sums.failure_tail_positive_mass is not None:
