@@ -61,7 +61,7 @@ runs. ``--budget-s`` skips what would start after that many seconds. ``--tiny`` 
 every shape so the whole script runs on CPU in seconds (its test); only ``--tiny`` runs
 without CUDA. ``--probe-only`` runs sections 1–4 (the probe's GPU path, docs/benchmarks.md
 has the command); the Triton fold is timed where torch brings Triton, else the pinned one
-in ``.triton-site`` (``make install``) is appended to ``sys.path``.
+in ``.triton-site`` (``make install``) is appended to ``sys.path`` (with CUDA only).
 
 Everything CUDA-specific is imported inside the functions so the module imports anywhere.
 """
@@ -967,17 +967,20 @@ TRITON_SITE = Path(__file__).resolve().parents[2] / ".triton-site"
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    if importlib.util.find_spec("triton") is None and (TRITON_SITE / "triton").is_dir():
-        sys.path.append(str(TRITON_SITE))
     try:
         import torch  # the `train` extra: without it the check says so and exits 0
     except ImportError:
         print("gpu-check skipped: torch is not installed (install the `train` extra)")
         return 0
-    if not torch.cuda.is_available() and not args.tiny:
+    # only a GPU runs the Triton folds; on CPU (--tiny) a Triton loaded here, without its
+    # interpreter, would be the one every later import in this process gets
+    cuda = torch.cuda.is_available()
+    if cuda and importlib.util.find_spec("triton") is None and (TRITON_SITE / "triton").is_dir():
+        sys.path.append(str(TRITON_SITE))
+    if not cuda and not args.tiny:
         print(f"gpu-check skipped: no CUDA device (torch {torch.__version__})")
         return 0
-    if not torch.cuda.is_available():
+    if not cuda:
         # --tiny on CPU: Transformers refuses bf16 mixed precision there (the weights
         # stay bfloat16)
         args.bf16 = False

@@ -10,16 +10,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture(autouse=True)
-def _no_triton_site(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Without CUDA the check has no use for ``.triton-site``; appending it in this process
-    would let a later import load Triton without its interpreter, which fails the fold
-    tests that share this xdist worker (tests/support/triton_env.py)."""
-    from rcea.pipeline import gpu_check
-
-    monkeypatch.setattr(gpu_check, "TRITON_SITE", tmp_path / "no-triton-site")
-
-
 def test_skips_without_cuda(capsys: pytest.CaptureFixture[str]) -> None:
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present: the full check runs in `make gpu-check`")
